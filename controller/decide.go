@@ -1,0 +1,233 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Status is an issue's workflow status; the status is the phase.
+type Status string
+
+// The statuses Legion acts on. Trackers map their own names onto these;
+// any other status (Backlog, Canceled, ...) gets ActionNone.
+const (
+	StatusTodo        Status = "Todo"
+	StatusInProgress  Status = "In Progress"
+	StatusNeedsReview Status = "Needs Review"
+	StatusRetro       Status = "Retro"
+	StatusDone        Status = "Done"
+)
+
+// Labels of the label protocol (seeds/001). Workers add LabelWorkerDone when
+// their phase's work is complete; humans answer escalations by adding
+// LabelFeedbackGiven.
+const (
+	LabelWorkerDone     = "worker-done"
+	LabelInputNeeded    = "user-input-needed"
+	LabelFeedbackGiven  = "user-feedback-given"
+	LabelApproved       = "worker-approved"
+	LabelChangesRequest = "worker-changes-requested"
+)
+
+// Modes of a worker session.
+const (
+	ModePlan      = "plan"
+	ModeImplement = "implement"
+	ModeReview    = "review"
+	ModeRetro     = "retro"
+	ModeFinish    = "finish"
+)
+
+// Review is the review outcome found for an issue's branch or pull request.
+type Review string
+
+// Review outcomes; ReviewNone means no outcome label was found.
+const (
+	ReviewNone             Review = ""
+	ReviewApproved         Review = "approved"
+	ReviewChangesRequested Review = "changes_requested"
+)
+
+// Action is what the controller should do for one issue.
+type Action string
+
+// Actions, named as in `legion state --json`.
+const (
+	ActionDispatchPlanner     Action = "dispatch_planner"
+	ActionDispatchImplementer Action = "dispatch_implementer"
+	ActionDispatchReviewer    Action = "dispatch_reviewer"
+	ActionResumeImplementer   Action = "resume_implementer"
+	ActionTransitionToRetro   Action = "transition_to_retro"
+	ActionDispatchFinisher    Action = "dispatch_finisher"
+	ActionEscalateBlocked     Action = "escalate_blocked"
+	ActionRelayFeedback       Action = "relay_feedback"
+	ActionSkip                Action = "skip"
+	ActionNone                Action = "none"
+)
+
+// Worker is the live agent session of an issue, if any.
+type Worker struct {
+	Mode     string `json:"mode"`
+	Session  string `json:"session"`
+	Blocked  bool   `json:"blocked"`            // waits on an AskUserQuestion
+	Question string `json:"question,omitempty"` // the pending question's text
+}
+
+// Issue is one issue as the decision sees it.
+type Issue struct {
+	ID     string   `json:"id"`
+	Title  string   `json:"title"`
+	Status Status   `json:"status"`
+	Labels []string `json:"labels"`
+	Review Review   `json:"review"`
+	Worker *Worker  `json:"worker,omitempty"` // nil: no live worker
+	// Feedback is the latest human comment, relayed on user-feedback-given.
+	Feedback string `json:"feedback,omitempty"`
+}
+
+// HasLabel reports whether the issue carries label l.
+func (i Issue) HasLabel(l string) bool { return slices.Contains(i.Labels, l) }
+
+// State is everything Decide reads.
+type State struct {
+	// WIPLimit caps live code workers (every mode but review); 0 is unlimited.
+	WIPLimit int     `json:"wip_limit"`
+	Issues   []Issue `json:"issues"`
+}
+
+// Decision is the suggested action for one issue and the tracker changes
+// that go with it. Applying a decision is idempotent: labels are removed or
+// added only when (not) present, moves to the current status are no-ops.
+type Decision struct {
+	Issue        string   `json:"issue"`
+	Action       Action   `json:"suggested_action"`
+	Reason       string   `json:"reason"`
+	Mode         string   `json:"mode,omitempty"`    // the worker mode to start or resume
+	MoveTo       Status   `json:"move_to,omitempty"` // new status, if any
+	RemoveLabels []string `json:"remove_labels,omitempty"`
+	AddLabels    []string `json:"add_labels,omitempty"`
+	Comment      string   `json:"comment,omitempty"` // posted on the issue
+	Input        string   `json:"input,omitempty"`   // typed into the live worker, then Enter
+}
+
+// codeWorker reports whether a worker in mode counts against the WIP limit:
+// every mode but review, which is short-lived (seeds/001).
+func codeWorker(mode string) bool { return mode != ModeReview }
+
+// Decide returns one decision per issue, in the order of s.Issues. It is
+// pure: the same State always gives the same decisions. The WIP limit is
+// applied in issue order, counting live code workers first.
+func Decide(s State) []Decision {
+	live := 0
+	for _, is := range s.Issues {
+		if is.Worker != nil && codeWorker(is.Worker.Mode) {
+			live++
+		}
+	}
+	out := make([]Decision, 0, len(s.Issues))
+	for _, is := range s.Issues {
+		d := decideIssue(is)
+		if d.Mode != "" && codeWorker(d.Mode) && startsWorker(d.Action) {
+			if s.WIPLimit > 0 && live >= s.WIPLimit {
+				d = Decision{Issue: is.ID, Action: ActionSkip,
+					Reason: fmt.Sprintf("WIP limit %d reached (%d code workers live); would %s", s.WIPLimit, live, d.Action)}
+			} else {
+				live++
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func startsWorker(a Action) bool {
+	switch a {
+	case ActionDispatchPlanner, ActionDispatchImplementer, ActionDispatchReviewer,
+		ActionResumeImplementer, ActionTransitionToRetro, ActionDispatchFinisher:
+		return true
+	}
+	return false
+}
+
+// decideIssue is the status × label table of seeds/001, with two rules
+// before it: human-input labels win, and a live worker is never disturbed
+// except to escalate its question.
+func decideIssue(is Issue) Decision {
+	d := Decision{Issue: is.ID}
+	if is.Status == StatusDone {
+		d.Action, d.Reason = ActionNone, "done"
+		return d
+	}
+	switch {
+	case is.HasLabel(LabelFeedbackGiven):
+		if is.Worker == nil {
+			d.Action, d.Reason = ActionSkip, "feedback given but no live worker to relay it to"
+			return d
+		}
+		d.Action, d.Reason = ActionRelayFeedback, "relay the latest human comment to the "+is.Worker.Mode+" worker"
+		d.Input = is.Feedback
+		d.RemoveLabels = []string{LabelFeedbackGiven, LabelInputNeeded}
+		return d
+	case is.HasLabel(LabelInputNeeded):
+		d.Action, d.Reason = ActionSkip, "waiting for user input"
+		return d
+	case is.Worker != nil && is.Worker.Blocked:
+		d.Action, d.Reason = ActionEscalateBlocked, "the "+is.Worker.Mode+" worker asks a question"
+		d.Comment = "The " + is.Worker.Mode + " agent asks: " + is.Worker.Question +
+			"\n\nAnswer in a comment, then add the label " + LabelFeedbackGiven + "."
+		d.AddLabels = []string{LabelInputNeeded}
+		return d
+	case is.Worker != nil:
+		d.Action, d.Reason = ActionSkip, "a "+is.Worker.Mode+" worker is live"
+		return d
+	}
+
+	done := is.HasLabel(LabelWorkerDone)
+	switch is.Status {
+	case StatusTodo:
+		if !done {
+			return dispatch(d, ActionDispatchPlanner, ModePlan, "", "new issue: plan it")
+		}
+		d = dispatch(d, ActionDispatchImplementer, ModeImplement, StatusInProgress, "plan posted: implement it")
+	case StatusInProgress:
+		if !done {
+			d.Action, d.Reason = ActionNone, "in progress, no worker and no worker-done: waiting"
+			return d
+		}
+		// The table says "dispatch reviewer"; moving to Needs Review with it
+		// keeps In Progress + worker-done from dispatching a second reviewer.
+		d = dispatch(d, ActionDispatchReviewer, ModeReview, StatusNeedsReview, "implementation done: review it")
+	case StatusNeedsReview:
+		if !done {
+			return dispatch(d, ActionDispatchReviewer, ModeReview, "", "needs review and no reviewer is live")
+		}
+		switch is.Review {
+		case ReviewChangesRequested:
+			d = dispatch(d, ActionResumeImplementer, ModeImplement, "", "review requested changes: resume the implementer")
+			d.RemoveLabels = []string{LabelWorkerDone, LabelChangesRequest}
+			return d
+		case ReviewApproved:
+			d = dispatch(d, ActionTransitionToRetro, ModeRetro, StatusRetro, "review approved: retro")
+			d.RemoveLabels = []string{LabelWorkerDone, LabelApproved}
+			return d
+		default:
+			d.Action, d.Reason = ActionSkip, "review done but no outcome label found yet"
+			return d
+		}
+	case StatusRetro:
+		if !done {
+			return dispatch(d, ActionResumeImplementer, ModeRetro, "", "retro pending and no worker is live")
+		}
+		d = dispatch(d, ActionDispatchFinisher, ModeFinish, "", "retro done: finish (merge, clean up, close)")
+	default:
+		d.Action, d.Reason = ActionNone, fmt.Sprintf("status %q is not one Legion acts on", is.Status)
+		return d
+	}
+	d.RemoveLabels = []string{LabelWorkerDone}
+	return d
+}
+
+func dispatch(d Decision, a Action, mode string, moveTo Status, reason string) Decision {
+	d.Action, d.Mode, d.MoveTo, d.Reason = a, mode, moveTo, reason
+	return d
+}

@@ -1,0 +1,138 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func live(mode string) *Worker { return &Worker{Mode: mode, Session: "s-" + mode} }
+
+func TestDecideTable(t *testing.T) {
+	tests := []struct {
+		name  string
+		issue Issue
+		want  Decision
+	}{
+		// One case per row of the seeds/001 status × label table.
+		{"todo/none", Issue{Status: StatusTodo},
+			Decision{Action: ActionDispatchPlanner, Mode: ModePlan}},
+		{"todo/worker-done", Issue{Status: StatusTodo, Labels: []string{LabelWorkerDone}},
+			Decision{Action: ActionDispatchImplementer, Mode: ModeImplement, MoveTo: StatusInProgress, RemoveLabels: []string{LabelWorkerDone}}},
+		{"in-progress/none", Issue{Status: StatusInProgress},
+			Decision{Action: ActionNone}},
+		{"in-progress/worker-done", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}},
+			Decision{Action: ActionDispatchReviewer, Mode: ModeReview, MoveTo: StatusNeedsReview, RemoveLabels: []string{LabelWorkerDone}}},
+		{"needs-review/none", Issue{Status: StatusNeedsReview},
+			Decision{Action: ActionDispatchReviewer, Mode: ModeReview}},
+		{"needs-review/worker-done/no-pr-label", Issue{Status: StatusNeedsReview, Labels: []string{LabelWorkerDone}},
+			Decision{Action: ActionSkip}},
+		{"needs-review/worker-done/changes-requested", Issue{Status: StatusNeedsReview, Labels: []string{LabelWorkerDone}, Review: ReviewChangesRequested},
+			Decision{Action: ActionResumeImplementer, Mode: ModeImplement, RemoveLabels: []string{LabelWorkerDone, LabelChangesRequest}}},
+		{"needs-review/worker-done/approved", Issue{Status: StatusNeedsReview, Labels: []string{LabelWorkerDone}, Review: ReviewApproved},
+			Decision{Action: ActionTransitionToRetro, Mode: ModeRetro, MoveTo: StatusRetro, RemoveLabels: []string{LabelWorkerDone, LabelApproved}}},
+		{"needs-review/none/approved-without-done", Issue{Status: StatusNeedsReview, Review: ReviewApproved},
+			Decision{Action: ActionDispatchReviewer, Mode: ModeReview}},
+		{"retro/none", Issue{Status: StatusRetro},
+			Decision{Action: ActionResumeImplementer, Mode: ModeRetro}},
+		{"retro/worker-done", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone}},
+			Decision{Action: ActionDispatchFinisher, Mode: ModeFinish, RemoveLabels: []string{LabelWorkerDone}}},
+		{"done/none", Issue{Status: StatusDone},
+			Decision{Action: ActionNone}},
+		{"done/worker-done", Issue{Status: StatusDone, Labels: []string{LabelWorkerDone}},
+			Decision{Action: ActionNone}},
+		{"backlog", Issue{Status: "Backlog"},
+			Decision{Action: ActionNone}},
+
+		// A live worker is never disturbed, whatever the labels say.
+		{"todo/live", Issue{Status: StatusTodo, Worker: live(ModePlan)},
+			Decision{Action: ActionSkip}},
+		{"in-progress/worker-done/live", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: live(ModeImplement)},
+			Decision{Action: ActionSkip}},
+		{"retro/worker-done/live", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone}, Worker: live(ModeRetro)},
+			Decision{Action: ActionSkip}},
+
+		// Human-input labels.
+		{"user-input-needed", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded}, Worker: &Worker{Mode: ModeImplement, Blocked: true, Question: "Which DB?"}},
+			Decision{Action: ActionSkip}},
+		{"user-input-needed/no-worker", Issue{Status: StatusTodo, Labels: []string{LabelInputNeeded}},
+			Decision{Action: ActionSkip}},
+		{"blocked", Issue{Status: StatusInProgress, Worker: &Worker{Mode: ModeImplement, Blocked: true, Question: "Which DB?"}},
+			Decision{Action: ActionEscalateBlocked, AddLabels: []string{LabelInputNeeded},
+				Comment: "The implement agent asks: Which DB?\n\nAnswer in a comment, then add the label user-feedback-given."}},
+		{"feedback-given", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "Postgres", Worker: &Worker{Mode: ModeImplement, Blocked: true}},
+			Decision{Action: ActionRelayFeedback, Input: "Postgres", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
+		{"feedback-given/no-worker", Issue{Status: StatusInProgress, Labels: []string{LabelFeedbackGiven}, Feedback: "Postgres"},
+			Decision{Action: ActionSkip}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.issue.ID = "DEMO-1"
+			tt.want.Issue = "DEMO-1"
+			got := Decide(State{Issues: []Issue{tt.issue}})
+			if len(got) != 1 {
+				t.Fatalf("Decide(%+v) returned %d decisions; want 1", tt.issue, len(got))
+			}
+			if got[0].Reason == "" {
+				t.Errorf("Decide(%+v).Reason is empty; every decision explains itself", tt.issue)
+			}
+			if diff := cmp.Diff(tt.want, got[0], cmpopts.IgnoreFields(Decision{}, "Reason")); diff != "" {
+				t.Errorf("Decide(%+v) mismatch (-want +got):\n%s", tt.issue, diff)
+			}
+		})
+	}
+}
+
+func TestDecideWIPLimit(t *testing.T) {
+	s := State{WIPLimit: 1, Issues: []Issue{
+		{ID: "A-1", Status: StatusTodo},
+		{ID: "A-2", Status: StatusTodo},
+		{ID: "A-3", Status: StatusNeedsReview}, // reviewers do not count
+		{ID: "A-4", Status: StatusRetro, Labels: []string{LabelWorkerDone}},
+	}}
+	got := actions(Decide(s))
+	want := []Action{ActionDispatchPlanner, ActionSkip, ActionDispatchReviewer, ActionSkip}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Decide with WIP limit 1 (-want +got):\n%s", diff)
+	}
+
+	// A live code worker uses the only slot; a live reviewer does not.
+	s.Issues[0].Worker = live(ModePlan)
+	s.Issues[2].Worker = live(ModeReview)
+	got = actions(Decide(s))
+	want = []Action{ActionSkip, ActionSkip, ActionSkip, ActionSkip}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Decide with a live planner (-want +got):\n%s", diff)
+	}
+
+	s.WIPLimit = 0 // unlimited
+	s.Issues[0].Worker, s.Issues[2].Worker = nil, nil
+	got = actions(Decide(s))
+	want = []Action{ActionDispatchPlanner, ActionDispatchPlanner, ActionDispatchReviewer, ActionDispatchFinisher}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Decide without WIP limit (-want +got):\n%s", diff)
+	}
+}
+
+func TestDecideIsIdempotent(t *testing.T) {
+	s := State{WIPLimit: 2, Issues: []Issue{
+		{ID: "A-1", Status: StatusTodo},
+		{ID: "A-2", Status: StatusInProgress, Labels: []string{LabelWorkerDone}},
+		{ID: "A-3", Status: StatusNeedsReview, Labels: []string{LabelWorkerDone}, Review: ReviewApproved},
+		{ID: "A-4", Status: StatusInProgress, Worker: &Worker{Mode: ModeImplement, Blocked: true, Question: "?"}},
+	}}
+	first := Decide(s)
+	second := Decide(s)
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("Decide twice on the same state differs (-first +second):\n%s", diff)
+	}
+}
+
+func actions(ds []Decision) []Action {
+	out := make([]Action, len(ds))
+	for i, d := range ds {
+		out[i] = d.Action
+	}
+	return out
+}
