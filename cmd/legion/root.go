@@ -43,6 +43,9 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newPtyWorkerCmd(g),
 		newAttachCmd(g),
 		newSpawnCmd(g),
+		newHelperCmd(g),
+		newSessionsCmd(g),
+		newSendCmd(g),
 	)
 	return root
 }
