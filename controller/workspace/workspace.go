@@ -1,0 +1,277 @@
+// Package workspace gives every issue its own git worktree on its own branch,
+// legion/<issue>, with a port offset that parallel agents use to keep their
+// dev servers apart, and merges finished work back into the default branch.
+//
+// It runs the real git binary with argv (never a shell) and never touches a
+// worktree or branch it did not create: only branches under legion/ and
+// worktrees under its own directory.
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// BranchPrefix starts every branch Legion creates.
+const BranchPrefix = "legion/"
+
+// PortStep is the distance between two issues' port offsets: issue slot n
+// gets LEGION_PORT_OFFSET = n*PortStep.
+const PortStep = 10
+
+// Manager manages the worktrees of one team's repository.
+type Manager struct {
+	Repo string // the team's workspace: a git repository
+	Dir  string // where worktrees live, one sub-directory per issue
+}
+
+// Worktree is one issue's worktree.
+type Worktree struct {
+	Issue      string `json:"issue"`
+	Path       string `json:"path"`
+	Branch     string `json:"branch"`
+	PortOffset int    `json:"port_offset"`
+	Dirty      bool   `json:"dirty"` // uncommitted changes
+	Ahead      int    `json:"ahead"` // commits not in the default branch
+}
+
+// MergeResult says how a finish went.
+type MergeResult struct {
+	Merged    bool     `json:"merged"`
+	Conflicts []string `json:"conflicts,omitempty"` // files in conflict, when not merged
+}
+
+// ErrConflict is returned (wrapped) by Finish when the merge conflicts; the
+// merge is aborted and the worktree and branch are kept.
+var ErrConflict = errors.New("merge conflict")
+
+// Branch is the branch of an issue.
+func Branch(issue string) string { return BranchPrefix + issue }
+
+// checkIssue refuses identifiers that would not make a safe path element or
+// branch name.
+func checkIssue(issue string) error {
+	if issue == "" || issue == "." || issue == ".." || strings.ContainsAny(issue, "/\\~^:?*[") ||
+		strings.ContainsFunc(issue, unicode.IsSpace) || strings.HasPrefix(issue, "-") || strings.Contains(issue, "..") {
+		return fmt.Errorf("issue %q: want an identifier like DEMO-1 (no spaces, slashes or git ref punctuation)", issue)
+	}
+	return nil
+}
+
+// Path is where the worktree of issue lives.
+func (m *Manager) Path(issue string) string { return filepath.Join(m.Dir, issue) }
+
+// Ensure returns the issue's worktree, creating it (and its branch, from the
+// default branch) when missing. Calling it again returns the same worktree.
+func (m *Manager) Ensure(ctx context.Context, issue string) (Worktree, error) {
+	if err := checkIssue(issue); err != nil {
+		return Worktree{}, err
+	}
+	path, branch := m.Path(issue), Branch(issue)
+	if _, err := os.Stat(filepath.Join(path, ".git")); err != nil {
+		if err := os.MkdirAll(m.Dir, 0o700); err != nil {
+			return Worktree{}, fmt.Errorf("worktree for %s: %w", issue, err)
+		}
+		args := []string{"worktree", "add", path, branch}
+		if !m.branchExists(ctx, branch) {
+			def, err := m.DefaultBranch(ctx)
+			if err != nil {
+				return Worktree{}, err
+			}
+			args = []string{"worktree", "add", "-b", branch, path, def}
+		}
+		if _, err := m.git(ctx, m.Repo, args...); err != nil {
+			return Worktree{}, fmt.Errorf("worktree for %s: %w", issue, err)
+		}
+	}
+	off, err := m.portOffset(ctx, issue)
+	if err != nil {
+		return Worktree{}, err
+	}
+	return m.describe(ctx, issue, off)
+}
+
+// List returns the worktrees Legion made, sorted by issue.
+func (m *Manager) List(ctx context.Context) ([]Worktree, error) {
+	entries, err := os.ReadDir(m.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list worktrees: %w", err)
+	}
+	var out []Worktree
+	for _, e := range entries {
+		if !e.IsDir() || checkIssue(e.Name()) != nil {
+			continue
+		}
+		off, _ := m.storedOffset(ctx, e.Name())
+		wt, err := m.describe(ctx, e.Name(), off)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, wt)
+	}
+	return out, nil
+}
+
+// Env is the environment an agent in wt gets on top of its own.
+func (wt Worktree) Env() []string {
+	return []string{"LEGION_PORT_OFFSET=" + strconv.Itoa(wt.PortOffset), "LEGION_BRANCH=" + wt.Branch}
+}
+
+// Finish merges the issue's branch into the default branch of the main
+// workspace (which must have the default branch checked out and be clean),
+// then removes the worktree and the branch. On conflict the merge is aborted,
+// nothing is removed, and the error wraps ErrConflict with the files.
+func (m *Manager) Finish(ctx context.Context, issue string) (MergeResult, error) {
+	if err := checkIssue(issue); err != nil {
+		return MergeResult{}, err
+	}
+	branch := Branch(issue)
+	def, err := m.DefaultBranch(ctx)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	cur, err := m.git(ctx, m.Repo, "symbolic-ref", "--short", "HEAD")
+	if err != nil || cur != def {
+		return MergeResult{}, fmt.Errorf("finish %s: %s must have %s checked out to merge into it (has %q)", issue, m.Repo, def, cur)
+	}
+	if m.branchExists(ctx, branch) {
+		msg := fmt.Sprintf("Merge %s (%s)", branch, issue)
+		if _, err := m.git(ctx, m.Repo, "merge", "--no-ff", "--no-edit", "-m", msg, branch); err != nil {
+			files, _ := m.git(ctx, m.Repo, "diff", "--name-only", "--diff-filter=U")
+			if _, aerr := m.git(ctx, m.Repo, "merge", "--abort"); aerr != nil {
+				err = errors.Join(err, aerr)
+			}
+			conflicts := strings.Fields(files)
+			if len(conflicts) == 0 {
+				return MergeResult{}, fmt.Errorf("finish %s: merge %s into %s: %w", issue, branch, def, err)
+			}
+			return MergeResult{Conflicts: conflicts}, fmt.Errorf("finish %s: merge %s into %s: %w in %s", issue, branch, def, ErrConflict, strings.Join(conflicts, ", "))
+		}
+	}
+	if err := m.Remove(ctx, issue); err != nil {
+		return MergeResult{Merged: true}, err
+	}
+	return MergeResult{Merged: true}, nil
+}
+
+// Remove deletes the issue's worktree and branch (merged or not).
+func (m *Manager) Remove(ctx context.Context, issue string) error {
+	if err := checkIssue(issue); err != nil {
+		return err
+	}
+	path := m.Path(issue)
+	if _, err := os.Stat(path); err == nil {
+		if _, err := m.git(ctx, m.Repo, "worktree", "remove", "--force", path); err != nil {
+			return fmt.Errorf("remove worktree of %s: %w", issue, err)
+		}
+	}
+	if m.branchExists(ctx, Branch(issue)) {
+		if _, err := m.git(ctx, m.Repo, "branch", "-D", Branch(issue)); err != nil {
+			return fmt.Errorf("remove branch of %s: %w", issue, err)
+		}
+	}
+	return nil
+}
+
+// DefaultBranch is the branch the main workspace merges into: origin's HEAD
+// when there is one, else init.defaultBranch-style names that exist, else
+// the checked-out branch.
+func (m *Manager) DefaultBranch(ctx context.Context) (string, error) {
+	if ref, err := m.git(ctx, m.Repo, "symbolic-ref", "--short", "refs/remotes/origin/HEAD"); err == nil {
+		return strings.TrimPrefix(ref, "origin/"), nil
+	}
+	for _, b := range []string{"main", "master", "trunk"} {
+		if m.branchExists(ctx, b) {
+			return b, nil
+		}
+	}
+	cur, err := m.git(ctx, m.Repo, "symbolic-ref", "--short", "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("default branch of %s: %w", m.Repo, err)
+	}
+	return cur, nil
+}
+
+func (m *Manager) describe(ctx context.Context, issue string, off int) (Worktree, error) {
+	wt := Worktree{Issue: issue, Path: m.Path(issue), Branch: Branch(issue), PortOffset: off}
+	status, err := m.git(ctx, wt.Path, "status", "--porcelain")
+	if err != nil {
+		return Worktree{}, fmt.Errorf("worktree of %s: %w", issue, err)
+	}
+	wt.Dirty = status != ""
+	if def, err := m.DefaultBranch(ctx); err == nil {
+		if n, err := m.git(ctx, m.Repo, "rev-list", "--count", def+".."+wt.Branch); err == nil {
+			wt.Ahead, _ = strconv.Atoi(n)
+		}
+	}
+	return wt, nil
+}
+
+// portOffset returns the issue's offset, giving it the lowest free slot the
+// first time. The slot is kept in the repository's config under the branch
+// (branch.legion/<issue>.legionPortOffset), so it goes with the branch.
+func (m *Manager) portOffset(ctx context.Context, issue string) (int, error) {
+	if off, ok := m.storedOffset(ctx, issue); ok {
+		return off, nil
+	}
+	out, _ := m.git(ctx, m.Repo, "config", "--get-regexp", `^branch\.legion/.*\.legionportoffset$`)
+	var used []int
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			if n, err := strconv.Atoi(f[1]); err == nil {
+				used = append(used, n)
+			}
+		}
+	}
+	off := PortStep
+	for slices.Contains(used, off) {
+		off += PortStep
+	}
+	if _, err := m.git(ctx, m.Repo, "config", "branch."+Branch(issue)+".legionPortOffset", strconv.Itoa(off)); err != nil {
+		return 0, fmt.Errorf("port offset of %s: %w", issue, err)
+	}
+	return off, nil
+}
+
+func (m *Manager) storedOffset(ctx context.Context, issue string) (int, bool) {
+	v, err := m.git(ctx, m.Repo, "config", "--get", "branch."+Branch(issue)+".legionPortOffset")
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}
+
+func (m *Manager) branchExists(ctx context.Context, b string) bool {
+	_, err := m.git(ctx, m.Repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b)
+	return err == nil
+}
+
+// git runs git in dir and returns its trimmed stdout; the error carries
+// git's stderr.
+func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			return strings.TrimSpace(stdout.String()), fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(stdout.String()), fmt.Errorf("git %s: %s: %w", strings.Join(args, " "), msg, err)
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
