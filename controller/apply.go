@@ -1,0 +1,52 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Dispatcher starts agent sessions and types into them; the helper
+// implements it in production.
+type Dispatcher interface {
+	// Dispatch starts (or, when its session file exists, resumes) the worker
+	// of issue in mode. It is a no-op when that worker is already live.
+	Dispatch(ctx context.Context, issue, mode string) error
+	// Send types text, then Enter, into the live session named session.
+	Send(ctx context.Context, session, text string) error
+}
+
+// Apply carries out one decision: the dispatch or the relay first, then the
+// tracker changes. A failed dispatch leaves the issue exactly as it was, so
+// the next tick decides the same thing and tries again; a relay removes
+// user-feedback-given only once the text reached the agent. Every step is
+// idempotent, so applying the same decision twice changes nothing more.
+func Apply(ctx context.Context, t Tracker, disp Dispatcher, d Decision, is Issue) error {
+	switch {
+	case startsWorker(d.Action):
+		if err := disp.Dispatch(ctx, d.Issue, d.Mode); err != nil {
+			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
+		}
+	case d.Action == ActionRelayFeedback && is.Worker != nil:
+		if err := disp.Send(ctx, is.Worker.Session, d.Input); err != nil {
+			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
+		}
+	}
+	var errs []error
+	for _, l := range d.RemoveLabels {
+		errs = append(errs, t.RemoveLabel(ctx, d.Issue, l))
+	}
+	if d.Comment != "" {
+		errs = append(errs, t.Comment(ctx, d.Issue, d.Comment))
+	}
+	for _, l := range d.AddLabels {
+		errs = append(errs, t.AddLabel(ctx, d.Issue, l))
+	}
+	if d.MoveTo != "" && d.MoveTo != is.Status {
+		errs = append(errs, t.Move(ctx, d.Issue, d.MoveTo))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
+	}
+	return nil
+}

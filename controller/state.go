@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// ReviewSource reports review outcomes for many issues in one batched query.
+type ReviewSource interface {
+	// Outcomes returns the outcome per issue identifier; issues without a
+	// pull request or outcome label may be missing from the map.
+	Outcomes(ctx context.Context, issues []string) (map[string]Review, error)
+}
+
+// Session is a live agent session of the team, as the helper reports it.
+type Session struct {
+	Name    string `json:"name"`
+	Unit    string `json:"unit"`
+	Issue   string `json:"issue"`
+	Mode    string `json:"mode"`
+	Session string `json:"session"` // the agent's session UUID
+	// State is one of starting, running, waiting_input, stale, exited,
+	// failed; the last two are not live.
+	State    string `json:"state"`
+	Question string `json:"question,omitempty"` // pending AskUserQuestion, if waiting_input
+}
+
+// Live reports whether the session still occupies its issue.
+func (s Session) Live() bool { return s.State != "exited" && s.State != "failed" && s.State != "" }
+
+// SessionSource lists the team's sessions in one call.
+type SessionSource interface {
+	Sessions(ctx context.Context) ([]Session, error)
+}
+
+// Sources are where Collect reads from, each once.
+type Sources struct {
+	Tracker Tracker
+	// Reviews is nil for the local review source: the outcome is a label on
+	// the issue itself (worker-approved / worker-changes-requested).
+	Reviews  ReviewSource
+	Sessions SessionSource
+	WIPLimit int
+}
+
+// IssueState is one issue in `legion state`: what was collected and what
+// Decide suggests.
+type IssueState struct {
+	Issue
+	Session  string `json:"session,omitempty"` // the live session's name
+	Decision `json:"decision"`
+}
+
+// Report is the output of `legion state`.
+type Report struct {
+	WIPLimit int          `json:"wip_limit"`
+	Issues   []IssueState `json:"issues"`
+}
+
+// Collect reads every source once (one tracker query, one review query, one
+// session listing) and joins them into the State that Decide reads.
+func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
+	tracked, err := src.Tracker.Issues(ctx)
+	if err != nil {
+		return State{}, nil, fmt.Errorf("collect issues: %w", err)
+	}
+	var sessions []Session
+	if src.Sessions != nil {
+		if sessions, err = src.Sessions.Sessions(ctx); err != nil {
+			return State{}, nil, fmt.Errorf("collect sessions: %w", err)
+		}
+	}
+	outcomes := reviewsFromLabels(tracked)
+	if src.Reviews != nil {
+		ids := make([]string, 0, len(tracked))
+		for _, t := range tracked {
+			if t.Status != StatusDone {
+				ids = append(ids, t.ID)
+			}
+		}
+		if outcomes, err = src.Reviews.Outcomes(ctx, ids); err != nil {
+			return State{}, nil, fmt.Errorf("collect review outcomes: %w", err)
+		}
+	}
+
+	live := map[string]Session{}
+	for _, s := range sessions {
+		if s.Live() && s.Issue != "" {
+			live[s.Issue] = s
+		}
+	}
+	st := State{WIPLimit: src.WIPLimit, Issues: make([]Issue, 0, len(tracked))}
+	for _, t := range tracked {
+		is := Issue{
+			ID: t.ID, Title: t.Title, Status: t.Status, Labels: slices.Clone(t.Labels),
+			Review: outcomes[t.ID], Feedback: t.LatestHumanComment(),
+		}
+		if is.Labels == nil {
+			is.Labels = []string{}
+		}
+		if s, ok := live[t.ID]; ok {
+			is.Worker = &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == "waiting_input", Question: s.Question}
+		}
+		st.Issues = append(st.Issues, is)
+	}
+	return st, tracked, nil
+}
+
+// reviewsFromLabels is the local review source.
+func reviewsFromLabels(issues []TrackedIssue) map[string]Review {
+	out := map[string]Review{}
+	for _, t := range issues {
+		switch {
+		case slices.Contains(t.Labels, LabelChangesRequest):
+			out[t.ID] = ReviewChangesRequested
+		case slices.Contains(t.Labels, LabelApproved):
+			out[t.ID] = ReviewApproved
+		}
+	}
+	return out
+}
+
+// Suggest runs Decide on st and pairs each issue with its decision.
+func Suggest(st State) Report {
+	ds := Decide(st)
+	r := Report{WIPLimit: st.WIPLimit, Issues: make([]IssueState, len(st.Issues))}
+	for i, is := range st.Issues {
+		r.Issues[i] = IssueState{Issue: is, Decision: ds[i]}
+		if is.Worker != nil {
+			r.Issues[i].Session = is.Worker.Session
+		}
+	}
+	return r
+}
