@@ -46,6 +46,8 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newHelperCmd(g),
 		newSessionsCmd(g),
 		newSendCmd(g),
+		newDoctorCmd(g),
+		newDocsCmd(g),
 	)
 	return root
 }
