@@ -45,27 +45,9 @@ type store struct {
 const storeVersion = 1
 
 // Open returns the tracker stored in dir (created 0700 on first write) whose
-// identifiers start with key (see Key).
+// identifiers start with key (a team's issue_prefix, e.g. "DEMO").
 func Open(dir, key string) *Store {
 	return &Store{path: filepath.Join(dir, "issues.json"), key: key, now: time.Now}
-}
-
-// Key derives an identifier prefix from a team name: its letters and digits,
-// upper-cased, at most 8; "ISSUE" when none are left.
-func Key(team string) string {
-	var b strings.Builder
-	for _, r := range team {
-		if b.Len() >= 8 {
-			break
-		}
-		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			b.WriteRune(unicode.ToUpper(r))
-		}
-	}
-	if b.Len() == 0 {
-		return "ISSUE"
-	}
-	return b.String()
 }
 
 // Path is the store file.

@@ -32,14 +32,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestKey(t *testing.T) {
-	for in, want := range map[string]string{"demo": "DEMO", "my team/α": "MYTEAM", "": "ISSUE", "ünï": "N", "abcdefghijk": "ABCDEFGH"} {
-		if got := Key(in); got != want {
-			t.Errorf("Key(%q) = %q; want %q", in, got, want)
-		}
-	}
-}
-
 func TestStoreLifecycle(t *testing.T) {
 	ctx := t.Context()
 	s := Open(t.TempDir(), "DEMO")
