@@ -42,6 +42,9 @@ type Worktree struct {
 	PortOffset int    `json:"port_offset"`
 	Dirty      bool   `json:"dirty"` // uncommitted changes
 	Ahead      int    `json:"ahead"` // commits not in the default branch
+	// Conflicts are the files that would conflict if the branch were merged
+	// into the default branch now (git merge-tree, nothing is touched).
+	Conflicts []string `json:"conflicts,omitempty"`
 }
 
 // MergeResult says how a finish went.
@@ -215,6 +218,7 @@ func (m *Manager) describe(ctx context.Context, issue string, off int) (Worktree
 		if n, err := m.git(ctx, m.Repo, "rev-list", "--count", def+".."+wt.Branch); err == nil {
 			wt.Ahead, _ = strconv.Atoi(n)
 		}
+		wt.Conflicts = m.conflicts(ctx, def, wt.Branch)
 	}
 	return wt, nil
 }
@@ -252,6 +256,26 @@ func (m *Manager) storedOffset(ctx context.Context, issue string) (int, bool) {
 	}
 	n, err := strconv.Atoi(v)
 	return n, err == nil
+}
+
+// conflicts asks git merge-tree (git 2.38 or later) which files a merge of
+// branch into base would leave in conflict; it writes only objects, never
+// the working tree or refs. Exit status 1 means conflicts; the listing
+// after the tree id has one "<mode> <oid> <stage>\t<path>" line per
+// conflicted stage.
+func (m *Manager) conflicts(ctx context.Context, base, branch string) []string {
+	out, err := m.git(ctx, m.Repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", base, branch)
+	if err == nil {
+		return nil
+	}
+	var files []string
+	lines := strings.Split(out, "\n")
+	for _, l := range lines[1:] { // lines[0] is the tree id
+		if l = strings.TrimSpace(l); l != "" && !slices.Contains(files, l) {
+			files = append(files, l)
+		}
+	}
+	return files
 }
 
 func (m *Manager) branchExists(ctx context.Context, b string) bool {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // newRepo makes a real git repository with one commit on main.
@@ -62,14 +64,17 @@ func TestEnsureIsIdempotentAndGivesDistinctPorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again != a {
-		t.Errorf("Ensure twice = %+v then %+v; want the same worktree", a, again)
+	if diff := cmp.Diff(a, again); diff != "" {
+		t.Errorf("Ensure twice gave different worktrees (-first +second):\n%s", diff)
 	}
 	if a.PortOffset == b.PortOffset || a.PortOffset == 0 {
 		t.Errorf("port offsets %d and %d; want distinct non-zero", a.PortOffset, b.PortOffset)
 	}
 	if got := run(t, a.Path, "symbolic-ref", "--short", "HEAD"); got != "legion/DEMO-1" {
 		t.Errorf("worktree branch = %q; want legion/DEMO-1", got)
+	}
+	if len(a.Conflicts) != 0 {
+		t.Errorf("fresh worktree conflicts = %v; want none", a.Conflicts)
 	}
 	if !slices.Contains(a.Env(), "LEGION_PORT_OFFSET=10") {
 		t.Errorf("Env() = %v; want LEGION_PORT_OFFSET=10", a.Env())
@@ -122,6 +127,10 @@ func TestFinishReportsConflicts(t *testing.T) {
 	write(t, m.Repo, "README", "from a human\n")
 	run(t, m.Repo, "commit", "-q", "-am", "human change")
 
+	list, err := m.List(ctx)
+	if err != nil || len(list) != 1 || !slices.Equal(list[0].Conflicts, []string{"README"}) {
+		t.Fatalf("List before finishing = %+v, %v; want DEMO-1 with conflicts [README]", list, err)
+	}
 	res, err := m.Finish(ctx, "DEMO-1")
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("Finish = %+v, %v; want ErrConflict", res, err)

@@ -1,0 +1,19 @@
+// Package github is Legion's review-outcome source on GitHub: for the
+// branches of a team's issues (legion/<issue>) it reads each branch's pull
+// request and its labels worker-approved / worker-changes-requested, and it
+// merges a pull request in the finish phase.
+//
+// Per controller tick, PullRequests is ONE GraphQL query for all branches
+// (one aliased pullRequests field per branch, Options.BatchSize branches
+// per request), never one request per issue.
+//
+// Transient failures (HTTP 5xx, transport errors, rate limits: HTTP 429,
+// HTTP 403 with X-RateLimit-Remaining: 0 or Retry-After, GraphQL errors of
+// type RATE_LIMITED) are retried with capped, jittered exponential backoff
+// that honours Retry-After and X-RateLimit-Reset and stops when the context
+// ends. The merge mutation is retried only on rate limits.
+//
+// The package must never log the token or put it into an error, never
+// accept it from a command line, and never write to a pull request beyond
+// merging it and removing Legion's review labels.
+package github

@@ -1,0 +1,307 @@
+// Package githubtest is a stand-in for GitHub's GraphQL API: an
+// httptest.Server that speaks the wire format (POST JSON {query,
+// operationName, variables} → {data, errors}) over an in-memory repository
+// of pull requests, for the operations package github sends. It counts
+// requests per operation so tests can assert batching, and can be told to
+// answer the next requests with canned replies.
+//
+// It must never be used outside tests and never reach the network.
+package githubtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Label is a repository label.
+type Label struct{ ID, Name string }
+
+// PR is a pull request.
+type PR struct {
+	ID        string // node id
+	Number    int
+	Branch    string // headRefName
+	State     string // OPEN, CLOSED or MERGED
+	Mergeable string // MERGEABLE, CONFLICTING or UNKNOWN
+	Labels    []Label
+	MergedBy  string // merge method used, once merged through the API
+}
+
+// Reply is a canned answer.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Server is a fake GitHub.
+type Server struct {
+	*httptest.Server
+	Token       string
+	Owner, Repo string
+
+	mu     sync.Mutex
+	PRs    []*PR
+	calls  map[string]int
+	total  int
+	script []Reply
+	onCall func(op string, total int)
+	last   map[string]map[string]any
+}
+
+// NewServer starts a fake GitHub for owner/repo that accepts token; it is
+// closed when the test ends.
+func NewServer(t testing.TB, token, owner, repo string) *Server {
+	t.Helper()
+	s := &Server{Token: token, Owner: owner, Repo: repo, calls: map[string]int{}, last: map[string]map[string]any{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// AddPR adds a pull request for branch in state with labels and returns it.
+func (s *Server) AddPR(branch, state string, labels ...string) *PR {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.PRs) + 1
+	pr := &PR{ID: fmt.Sprintf("PR_kwDOAAAA%04d", n), Number: n, Branch: branch, State: state, Mergeable: "MERGEABLE"}
+	if state != "OPEN" {
+		pr.Mergeable = "UNKNOWN"
+	}
+	for _, l := range labels {
+		pr.Labels = append(pr.Labels, Label{ID: "LA_kwDO" + strings.ReplaceAll(l, "-", "_"), Name: l})
+	}
+	s.PRs = append(s.PRs, pr)
+	return pr
+}
+
+// Lock and Unlock guard the exported fields of the PRs.
+func (s *Server) Lock()   { s.mu.Lock() }
+func (s *Server) Unlock() { s.mu.Unlock() }
+
+// Inject makes the next len(r) requests get r, in order.
+func (s *Server) Inject(r ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, r...)
+}
+
+// OnCall sets a hook called (without the lock) after each request is
+// counted.
+func (s *Server) OnCall(f func(op string, total int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onCall = f
+}
+
+// Calls returns the number of requests for operation op ("" for all).
+func (s *Server) Calls(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op == "" {
+		return s.total
+	}
+	return s.calls[op]
+}
+
+// LastVariables returns the variables of op's latest request.
+func (s *Server) LastVariables(op string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last[op]
+}
+
+// LabelNames returns the names of pr's labels.
+func (s *Server) LabelNames(pr *PR) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range pr.Labels {
+		out = append(out, l.Name)
+	}
+	return out
+}
+
+// State returns pr's state.
+func (s *Server) State(pr *PR) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return pr.State
+}
+
+type gqlRequest struct {
+	Query         string         `json:"query"`
+	OperationName string         `json:"operationName"`
+	Variables     map[string]any `json:"variables"`
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"Not Found","documentation_url":"https://docs.github.com/graphql"}`)
+		return
+	}
+	var req gqlRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Problems parsing JSON"})
+		return
+	}
+	op := req.OperationName
+	s.mu.Lock()
+	s.calls[op]++
+	s.total++
+	s.last[op] = req.Variables
+	total, hook := s.total, s.onCall
+	var canned *Reply
+	if len(s.script) > 0 {
+		canned = &s.script[0]
+		s.script = s.script[1:]
+	}
+	s.mu.Unlock()
+	if hook != nil {
+		hook(op, total)
+	}
+	if canned != nil {
+		for k, v := range canned.Header {
+			w.Header()[k] = v
+		}
+		if w.Header().Get("Content-Type") == "" {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		}
+		w.WriteHeader(canned.Status)
+		fmt.Fprint(w, canned.Body)
+		return
+	}
+	w.Header().Set("X-RateLimit-Limit", "5000")
+	w.Header().Set("X-RateLimit-Remaining", "4999")
+	w.Header().Set("X-RateLimit-Reset", "1767323045")
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "bearer") || token != s.Token {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "Bad credentials", "documentation_url": "https://docs.github.com/graphql"})
+		return
+	}
+	if !strings.HasPrefix(req.Query, "query "+op+"(") && !strings.HasPrefix(req.Query, "mutation "+op+"(") {
+		writeErrors(w, nil, "", fmt.Sprintf("document does not define operation %q", op))
+		return
+	}
+	s.mu.Lock()
+	data, typ, msg := s.handle(op, req.Query, req.Variables)
+	s.mu.Unlock()
+	if msg != "" {
+		writeErrors(w, data, typ, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": data})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeErrors(w http.ResponseWriter, data any, typ, msg string) {
+	e := map[string]any{"message": msg, "locations": []any{map[string]any{"line": 1, "column": 1}}}
+	if typ != "" {
+		e["type"] = typ
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": data, "errors": []any{e}})
+}
+
+var aliasRE = regexp.MustCompile(`(\w+): pullRequests\(headRefName: \$(\w+), first: 1, states: \[([A-Z, ]+)\]`)
+
+func (s *Server) handle(op, query string, v map[string]any) (any, string, string) {
+	str := func(k string) string { x, _ := v[k].(string); return x }
+	if op == "LegionPullRequests" || op == "LegionPullRequest" {
+		if str("owner") != s.Owner || str("name") != s.Repo {
+			return map[string]any{"repository": nil}, "NOT_FOUND",
+				fmt.Sprintf("Could not resolve to a Repository with the name '%s/%s'.", str("owner"), str("name"))
+		}
+	}
+	switch op {
+	case "LegionPullRequests":
+		if !strings.Contains(query, "fragment legionPR on PullRequestConnection") {
+			return nil, "", "Fragment legionPR is not defined"
+		}
+		repo := map[string]any{}
+		for _, m := range aliasRE.FindAllStringSubmatch(query, -1) {
+			alias, branch, states := m[1], str(m[2]), strings.Split(strings.ReplaceAll(m[3], " ", ""), ",")
+			if branch == "" {
+				return nil, "", fmt.Sprintf("Variable $%s of type String! was provided invalid value", m[2])
+			}
+			nodes := []any{}
+			for i := len(s.PRs) - 1; i >= 0; i-- { // newest first
+				pr := s.PRs[i]
+				if pr.Branch == branch && slices.Contains(states, pr.State) {
+					nodes = append(nodes, s.node(pr, true))
+					break
+				}
+			}
+			repo[alias] = map[string]any{"nodes": nodes}
+		}
+		return map[string]any{"repository": repo}, "", ""
+	case "LegionPullRequest":
+		num, _ := v["number"].(float64)
+		for _, pr := range s.PRs {
+			if pr.Number == int(num) {
+				return map[string]any{"repository": map[string]any{"pullRequest": s.node(pr, false)}}, "", ""
+			}
+		}
+		return map[string]any{"repository": map[string]any{"pullRequest": nil}}, "NOT_FOUND",
+			fmt.Sprintf("Could not resolve to a PullRequest with the number of %d.", int(num))
+	case "LegionMerge":
+		pr := s.byID(str("id"))
+		switch {
+		case pr == nil:
+			return map[string]any{"mergePullRequest": nil}, "NOT_FOUND", fmt.Sprintf("Could not resolve to a node with the global id of '%s'", str("id"))
+		case pr.State == "MERGED":
+			return map[string]any{"mergePullRequest": nil}, "UNPROCESSABLE", "Pull Request is already merged"
+		case pr.Mergeable == "CONFLICTING":
+			return map[string]any{"mergePullRequest": nil}, "UNPROCESSABLE", "Pull Request is not mergeable: merge conflict between base and head"
+		}
+		pr.State, pr.MergedBy = "MERGED", str("method")
+		return map[string]any{"mergePullRequest": map[string]any{"pullRequest": map[string]any{"number": pr.Number, "state": pr.State}}}, "", ""
+	case "LegionRemoveLabels":
+		pr := s.byID(str("id"))
+		if pr == nil {
+			return map[string]any{"removeLabelsFromLabelable": nil}, "NOT_FOUND", "Could not resolve to a node"
+		}
+		ids, _ := v["labelIds"].([]any)
+		pr.Labels = slices.DeleteFunc(pr.Labels, func(l Label) bool { return slices.Contains(ids, any(l.ID)) })
+		return map[string]any{"removeLabelsFromLabelable": map[string]any{"clientMutationId": nil}}, "", ""
+	}
+	return nil, "", fmt.Sprintf("unknown operation %q", op)
+}
+
+func (s *Server) byID(id string) *PR {
+	for _, pr := range s.PRs {
+		if pr.ID == id {
+			return pr
+		}
+	}
+	return nil
+}
+
+func (s *Server) node(pr *PR, labels bool) map[string]any {
+	n := map[string]any{
+		"id": pr.ID, "number": pr.Number, "state": pr.State, "mergeable": pr.Mergeable,
+		"url": fmt.Sprintf("https://github.com/%s/%s/pull/%d", s.Owner, s.Repo, pr.Number),
+	}
+	if labels {
+		ls := []any{}
+		for _, l := range pr.Labels {
+			ls = append(ls, map[string]any{"id": l.ID, "name": l.Name})
+		}
+		n["labels"] = map[string]any{"nodes": ls}
+	}
+	return n
+}

@@ -1,0 +1,517 @@
+// Package lineartest is a stand-in for Linear's GraphQL API: an
+// httptest.Server that speaks the wire format (POST JSON {query,
+// operationName, variables} → {data, errors}) over an in-memory team, for
+// the operations package linear sends. It counts requests per operation so
+// tests can assert batching, and can be told to answer the next requests
+// with canned replies (rate limits, server errors, garbage).
+//
+// It must never be used outside tests and never reach the network.
+package lineartest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// State is a workflow state of the team.
+type State struct{ ID, Name, Type string }
+
+// Label is an issue label; TeamID "" is a workspace label.
+type Label struct{ ID, Name, TeamID string }
+
+// Comment is a comment on an issue.
+type Comment struct {
+	Body      string
+	User      string // display name; "" for none
+	CreatedAt time.Time
+}
+
+// Issue is an issue of the team.
+type Issue struct {
+	ID         string // UUID
+	Identifier string // KEY-n
+	Number     int
+	Title      string
+	BranchName string
+	StateID    string
+	LabelIDs   []string
+	Comments   []Comment
+}
+
+// Reply is a canned answer.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Server is a fake Linear. Its exported fields may be changed under Lock.
+type Server struct {
+	*httptest.Server
+	Key      string // the only API key accepted
+	TeamKey  string
+	TeamID   string
+	UserName string // author of comments created through the API
+
+	mu       sync.Mutex
+	States   []State
+	Labels   []Label
+	Issues   []*Issue
+	calls    map[string]int
+	total    int
+	script   []Reply
+	onCall   func(op string, n int)
+	nextID   int
+	lastVars map[string]map[string]any
+	clock    time.Time
+}
+
+// DefaultStates are a team's states in a new Server: Linear's default
+// workflow plus the states Legion's statuses are named after.
+var DefaultStates = []State{
+	{"st-backlog", "Backlog", "backlog"},
+	{"st-todo", "Todo", "unstarted"},
+	{"st-progress", "In Progress", "started"},
+	{"st-review", "Needs Review", "started"},
+	{"st-retro", "Retro", "started"},
+	{"st-done", "Done", "completed"},
+	{"st-canceled", "Canceled", "canceled"},
+}
+
+// NewServer starts a fake Linear for team teamKey that accepts key; it is
+// closed when the test ends.
+func NewServer(t testing.TB, key, teamKey string) *Server {
+	t.Helper()
+	s := &Server{
+		Key: key, TeamKey: teamKey, TeamID: "team-" + strings.ToLower(teamKey), UserName: "Ada Lovelace",
+		States: slices.Clone(DefaultStates),
+		calls:  map[string]int{}, lastVars: map[string]map[string]any{},
+		clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Lock and Unlock guard the exported fields.
+func (s *Server) Lock()   { s.mu.Lock() }
+func (s *Server) Unlock() { s.mu.Unlock() }
+
+// AddIssue adds an issue in the state called stateName with the labels
+// called labels (created as team labels when missing) and returns it.
+func (s *Server) AddIssue(title, stateName string, labels ...string) *Issue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.Issues) + 1
+	is := &Issue{
+		ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), Identifier: fmt.Sprintf("%s-%d", s.TeamKey, n),
+		Number: n, Title: title, BranchName: fmt.Sprintf("ada/%s-%d", strings.ToLower(s.TeamKey), n),
+	}
+	for _, st := range s.States {
+		if st.Name == stateName {
+			is.StateID = st.ID
+		}
+	}
+	if is.StateID == "" {
+		panic("lineartest: no state " + stateName)
+	}
+	for _, l := range labels {
+		is.LabelIDs = append(is.LabelIDs, s.labelLocked(l, s.TeamID).ID)
+	}
+	s.Issues = append(s.Issues, is)
+	return is
+}
+
+// AddLabel adds a label (teamID "" for a workspace label) and returns it.
+func (s *Server) AddLabel(name, teamID string) Label {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.labelLocked(name, teamID)
+}
+
+func (s *Server) labelLocked(name, teamID string) Label {
+	for _, l := range s.Labels {
+		if l.Name == name && l.TeamID == teamID {
+			return l
+		}
+	}
+	s.nextID++
+	l := Label{ID: fmt.Sprintf("lbl-%d", s.nextID), Name: name, TeamID: teamID}
+	s.Labels = append(s.Labels, l)
+	return l
+}
+
+// Comment adds a comment by user to issue is, one minute after the last.
+func (s *Server) Comment(is *Issue, user, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock = s.clock.Add(time.Minute)
+	is.Comments = append(is.Comments, Comment{Body: body, User: user, CreatedAt: s.clock})
+}
+
+// Inject makes the next len(r) requests get r, in order, whatever they ask.
+func (s *Server) Inject(r ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, r...)
+}
+
+// OnCall sets a hook called (without the lock) after each request is
+// counted, with its operation name and the running total.
+func (s *Server) OnCall(f func(op string, total int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onCall = f
+}
+
+// Calls returns the number of requests for operation op ("" for all).
+func (s *Server) Calls(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op == "" {
+		return s.total
+	}
+	return s.calls[op]
+}
+
+// LastVariables returns the variables of op's latest request.
+func (s *Server) LastVariables(op string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastVars[op]
+}
+
+// Issue returns the issue with identifier id, or nil.
+func (s *Server) Issue(id string) *Issue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.issueLocked(id)
+}
+
+func (s *Server) issueLocked(id string) *Issue {
+	for _, is := range s.Issues {
+		if is.ID == id || strings.EqualFold(is.Identifier, id) {
+			return is
+		}
+	}
+	return nil
+}
+
+// StateName returns the name of the state with id, or "".
+func (s *Server) StateName(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stateLocked(id).Name
+}
+
+func (s *Server) stateLocked(id string) State {
+	for _, st := range s.States {
+		if st.ID == id {
+			return st
+		}
+	}
+	return State{}
+}
+
+// LabelNames returns the names of the labels on is.
+func (s *Server) LabelNames(is *Issue) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, id := range is.LabelIDs {
+		out = append(out, s.labelByID(id).Name)
+	}
+	return out
+}
+
+func (s *Server) labelByID(id string) Label {
+	for _, l := range s.Labels {
+		if l.ID == id {
+			return l
+		}
+	}
+	return Label{}
+}
+
+type gqlRequest struct {
+	Query         string         `json:"query"`
+	OperationName string         `json:"operationName"`
+	Variables     map[string]any `json:"variables"`
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "GraphQL wants POST", http.StatusMethodNotAllowed)
+		return
+	}
+	var req gqlRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeErrors(w, http.StatusBadRequest, "GRAPHQL_PARSE_FAILED", "invalid request body: "+err.Error())
+		return
+	}
+	op := req.OperationName
+
+	s.mu.Lock()
+	s.calls[op]++
+	s.total++
+	s.lastVars[op] = req.Variables
+	total, hook := s.total, s.onCall
+	var canned *Reply
+	if len(s.script) > 0 {
+		canned = &s.script[0]
+		s.script = s.script[1:]
+	}
+	s.mu.Unlock()
+	if hook != nil {
+		hook(op, total)
+	}
+
+	if canned != nil {
+		for k, v := range canned.Header {
+			w.Header()[k] = v
+		}
+		if w.Header().Get("Content-Type") == "" {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		}
+		w.WriteHeader(canned.Status)
+		fmt.Fprint(w, canned.Body)
+		return
+	}
+	if r.Header.Get("Authorization") != s.Key || strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		writeErrors(w, http.StatusBadRequest, "AUTHENTICATION_ERROR", "Authentication required, not authenticated")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeErrors(w, http.StatusBadRequest, "BAD_USER_INPUT", "Content-Type must be application/json, got "+ct)
+		return
+	}
+	if err := checkDocument(req.Query, op); err != nil {
+		writeErrors(w, http.StatusBadRequest, "GRAPHQL_VALIDATION_FAILED", err.Error())
+		return
+	}
+
+	s.mu.Lock()
+	data, code, msg := s.handle(op, req.Query, req.Variables)
+	s.mu.Unlock()
+	if msg != "" {
+		writeErrors(w, http.StatusOK, code, msg)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	json.NewEncoder(w).Encode(map[string]any{"data": data})
+}
+
+// checkDocument is a light check of the GraphQL document: it names the
+// operation, and its brackets balance.
+func checkDocument(q, op string) error {
+	if !strings.HasPrefix(q, "query "+op+"(") && !strings.HasPrefix(q, "mutation "+op+"(") {
+		return fmt.Errorf("document does not define operation %q", op)
+	}
+	var stack []rune
+	pair := map[rune]rune{')': '(', '}': '{', ']': '['}
+	for _, c := range q {
+		switch c {
+		case '(', '{', '[':
+			stack = append(stack, c)
+		case ')', '}', ']':
+			if len(stack) == 0 || stack[len(stack)-1] != pair[c] {
+				return fmt.Errorf("syntax error: unexpected %q", c)
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if len(stack) != 0 {
+		return fmt.Errorf("syntax error: unexpected end of document")
+	}
+	return nil
+}
+
+func writeErrors(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{
+		"errors": []any{map[string]any{
+			"message":    msg,
+			"extensions": map[string]any{"code": code, "type": strings.ToLower(strings.ReplaceAll(code, "_", " ")), "userError": true},
+		}},
+		"data": nil,
+	})
+}
+
+// handle answers one operation: data, or an error code and message.
+func (s *Server) handle(op, query string, v map[string]any) (any, string, string) {
+	str := func(k string) string { x, _ := v[k].(string); return x }
+	success := func(field string) (any, string, string) {
+		return map[string]any{field: map[string]any{"success": true, "lastSyncId": 1}}, "", ""
+	}
+	switch op {
+	case "LegionIssues":
+		return s.issues(query, v)
+	case "LegionTeam":
+		if !strings.Contains(query, "teams(") {
+			return nil, "GRAPHQL_VALIDATION_FAILED", "LegionTeam must query teams"
+		}
+		nodes := []any{}
+		if str("key") == s.TeamKey {
+			states := []any{}
+			for _, st := range s.States {
+				states = append(states, map[string]any{"id": st.ID, "name": st.Name, "type": st.Type})
+			}
+			nodes = append(nodes, map[string]any{"id": s.TeamID, "key": s.TeamKey, "name": s.TeamKey + " team",
+				"states": map[string]any{"nodes": states}})
+		}
+		return map[string]any{"teams": map[string]any{"nodes": nodes}}, "", ""
+	case "LegionLabel":
+		nodes := []any{}
+		for _, l := range s.Labels {
+			if strings.EqualFold(l.Name, str("name")) {
+				var team any
+				if l.TeamID != "" {
+					team = map[string]any{"id": l.TeamID}
+				}
+				nodes = append(nodes, map[string]any{"id": l.ID, "name": l.Name, "isGroup": false, "team": team})
+			}
+		}
+		return map[string]any{"issueLabels": map[string]any{"nodes": nodes}}, "", ""
+	case "LegionCreateLabel":
+		if str("teamId") != s.TeamID {
+			return nil, "INVALID_INPUT", "Entity not found: Team"
+		}
+		for _, l := range s.Labels {
+			if strings.EqualFold(l.Name, str("name")) && (l.TeamID == s.TeamID || l.TeamID == "") {
+				return nil, "INVALID_INPUT", "Duplicate label name"
+			}
+		}
+		l := s.labelLocked(str("name"), s.TeamID)
+		return map[string]any{"issueLabelCreate": map[string]any{"success": true, "issueLabel": map[string]any{"id": l.ID, "name": l.Name}}}, "", ""
+	case "LegionMove", "LegionAddLabel", "LegionRemoveLabel":
+		is := s.issueLocked(str("id"))
+		if is == nil {
+			return nil, "INVALID_INPUT", "Entity not found: Issue"
+		}
+		switch op {
+		case "LegionMove":
+			if s.stateLocked(str("stateId")).ID == "" {
+				return nil, "INVALID_INPUT", "Entity not found: WorkflowState"
+			}
+			is.StateID = str("stateId")
+			return success("issueUpdate")
+		case "LegionAddLabel":
+			if s.labelByID(str("labelId")).ID == "" {
+				return nil, "INVALID_INPUT", "Entity not found: IssueLabel"
+			}
+			if !slices.Contains(is.LabelIDs, str("labelId")) {
+				is.LabelIDs = append(is.LabelIDs, str("labelId"))
+			}
+			return success("issueAddLabel")
+		default:
+			is.LabelIDs = slices.DeleteFunc(is.LabelIDs, func(id string) bool { return id == str("labelId") })
+			return success("issueRemoveLabel")
+		}
+	case "LegionComment":
+		is := s.issueLocked(str("issueId"))
+		if is == nil {
+			return nil, "INVALID_INPUT", "Entity not found: Issue"
+		}
+		s.clock = s.clock.Add(time.Minute)
+		is.Comments = append(is.Comments, Comment{Body: str("body"), User: s.UserName, CreatedAt: s.clock})
+		return success("commentCreate")
+	}
+	return nil, "GRAPHQL_VALIDATION_FAILED", fmt.Sprintf("unknown operation %q", op)
+}
+
+func (s *Server) issues(query string, v map[string]any) (any, string, string) {
+	for _, f := range []string{"issues(", "pageInfo", "hasNextPage", "endCursor", "identifier", "labels(", "comments("} {
+		if !strings.Contains(query, f) {
+			return nil, "GRAPHQL_VALIDATION_FAILED", "LegionIssues lacks " + f
+		}
+	}
+	filter, _ := v["filter"].(map[string]any)
+	teamKey := dig(filter, "team", "key", "eq")
+	if teamKey != s.TeamKey {
+		return nil, "INVALID_INPUT", fmt.Sprintf("filter must select team %s, got %v", s.TeamKey, teamKey)
+	}
+	var excluded []any
+	if x, ok := dig(filter, "state", "type", "nin").([]any); ok {
+		excluded = x
+	}
+	first, ok := v["first"].(float64)
+	if !ok || first < 1 || first > 250 {
+		return nil, "INVALID_INPUT", "first must be 1 to 250"
+	}
+	nComments, _ := v["comments"].(float64)
+	start := 0
+	if after, ok := v["after"].(string); ok {
+		b, err := base64.StdEncoding.DecodeString(after)
+		n, err2 := strconv.Atoi(strings.TrimPrefix(string(b), "cursor:"))
+		if err != nil || err2 != nil {
+			return nil, "INVALID_INPUT", "bad cursor"
+		}
+		start = n
+	} else if v["after"] != nil {
+		return nil, "INVALID_INPUT", "after must be a string or null"
+	}
+
+	var match []*Issue
+	for _, is := range s.Issues {
+		if !slices.Contains(excluded, any(s.stateLocked(is.StateID).Type)) {
+			match = append(match, is)
+		}
+	}
+	end := min(start+int(first), len(match))
+	nodes := []any{}
+	for _, is := range match[min(start, len(match)):end] {
+		st := s.stateLocked(is.StateID)
+		labels := []any{}
+		for _, id := range is.LabelIDs {
+			l := s.labelByID(id)
+			labels = append(labels, map[string]any{"id": l.ID, "name": l.Name})
+		}
+		comments := []any{}
+		for i := len(is.Comments) - 1; i >= 0 && len(comments) < int(nComments); i-- { // newest first
+			cm := is.Comments[i]
+			var user any
+			if cm.User != "" {
+				user = map[string]any{"name": strings.ToLower(strings.Fields(cm.User)[0]), "displayName": cm.User}
+			}
+			comments = append(comments, map[string]any{"body": cm.Body, "createdAt": cm.CreatedAt.Format("2006-01-02T15:04:05.000Z"), "user": user})
+		}
+		nodes = append(nodes, map[string]any{
+			"id": is.ID, "identifier": is.Identifier, "number": is.Number, "title": is.Title, "branchName": is.BranchName,
+			"state":    map[string]any{"id": st.ID, "name": st.Name, "type": st.Type},
+			"labels":   map[string]any{"nodes": labels},
+			"comments": map[string]any{"nodes": comments},
+		})
+	}
+	var cursor any
+	if end > 0 {
+		cursor = base64.StdEncoding.EncodeToString([]byte("cursor:" + strconv.Itoa(end)))
+	}
+	return map[string]any{"issues": map[string]any{
+		"nodes":    nodes,
+		"pageInfo": map[string]any{"hasNextPage": end < len(match), "endCursor": cursor},
+	}}, "", ""
+}
+
+func dig(m map[string]any, keys ...string) any {
+	var cur any = m
+	for _, k := range keys {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = mm[k]
+	}
+	return cur
+}

@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// LoopOptions configure Loop, the auto controller.
+type LoopOptions struct {
+	Sources    Sources
+	Dispatcher Dispatcher
+	// Interval between ticks when nothing happens; Wake makes a tick happen
+	// sooner (unit state changes, for one).
+	Interval time.Duration
+	Wake     <-chan struct{}
+	// Heartbeat is called after every completed tick, successful or not:
+	// the caller feeds systemd's watchdog from it, so a controller stuck in
+	// a tick is restarted by systemd.
+	Heartbeat func(TickResult)
+	Log       *slog.Logger
+}
+
+// TickResult says what one tick did.
+type TickResult struct {
+	Applied int   // decisions that changed something
+	Failed  int   // decisions whose application failed
+	Err     error // collection error, if the tick could not decide at all
+}
+
+// Tick collects, decides and applies once.
+func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) TickResult {
+	st, _, err := Collect(ctx, src)
+	if err != nil {
+		return TickResult{Err: err}
+	}
+	var r TickResult
+	for i, d := range Decide(st) {
+		if d.Action == ActionSkip || d.Action == ActionNone {
+			continue
+		}
+		if err := Apply(ctx, src.Tracker, disp, d, st.Issues[i]); err != nil {
+			r.Failed++
+			log.Warn("apply failed", "issue", d.Issue, "action", string(d.Action), "err", err)
+			continue
+		}
+		r.Applied++
+		log.Info("applied", "issue", d.Issue, "action", string(d.Action), "mode", d.Mode, "reason", d.Reason)
+	}
+	return r
+}
+
+// Loop ticks until ctx ends; it returns nil then. A failing tick is logged
+// and retried on the next one: the tracker or the helper being away for a
+// while is normal.
+func Loop(ctx context.Context, o LoopOptions) error {
+	if o.Interval <= 0 {
+		return errors.New("controller loop: interval must be positive")
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-o.Wake:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		}
+		r := Tick(ctx, o.Sources, o.Dispatcher, o.Log)
+		if r.Err != nil && ctx.Err() == nil {
+			o.Log.Warn("tick failed", "err", fmt.Errorf("controller tick: %w", r.Err))
+		}
+		if o.Heartbeat != nil {
+			o.Heartbeat(r)
+		}
+		t.Reset(o.Interval)
+	}
+}
