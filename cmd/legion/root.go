@@ -1,25 +1,14 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
-
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/config"
 )
 
 // globals are the flags every command sees.
 type globals struct {
 	configPath string // --config; empty means the XDG default
-}
-
-// defaultConfigPath is $XDG_CONFIG_HOME/legion/legion.toml.
-func defaultConfigPath() string {
-	dir := os.Getenv("XDG_CONFIG_HOME")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".config")
-	}
-	return filepath.Join(dir, "legion", "legion.toml")
 }
 
 func newRootCmd() *cobra.Command {
@@ -33,7 +22,8 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.configPath, "config", defaultConfigPath(), "path of legion.toml")
+	defaultConfig, _ := config.DefaultPath() // empty when there is no home: --config is then required
+	root.PersistentFlags().StringVar(&g.configPath, "config", defaultConfig, "path of legion.toml (default $XDG_CONFIG_HOME/legion/legion.toml)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newVersionCmd(),
@@ -48,6 +38,7 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newSendCmd(g),
 		newDoctorCmd(g),
 		newDocsCmd(g),
+		newIssueCmd(g),
 	)
 	return root
 }

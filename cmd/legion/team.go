@@ -1,17 +1,126 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/config"
 )
 
-// TODO(owner of team.go): replace this stub.
-func newTeamCmd(_ *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:    "team",
-		Short:  "not built yet",
-		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("team: not built yet") },
+// teamJSON is a team as `legion team add|list --json` print it.
+type teamJSON struct {
+	Name       string `json:"name"`
+	ID         string `json:"id"`
+	ShortID    string `json:"short_id"`
+	Workspace  string `json:"workspace"`
+	Tracker    string `json:"tracker,omitempty"`
+	Review     string `json:"review,omitempty"`
+	Controller string `json:"controller,omitempty"`
+}
+
+func newTeamCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "team",
+		Short: "Add and list the teams of legion.toml",
+		Long: `A team is one [teams.<name>] table of legion.toml: a workspace (git repository),
+a stable id from which every session id derives, and its tracker, agent and
+limits. See legion.toml(5).`,
+		Args: cobra.NoArgs,
 	}
+	cmd.AddCommand(newTeamAddCmd(g), newTeamListCmd(g))
+	return cmd
+}
+
+func newTeamAddCmd(g *globals) *cobra.Command {
+	var (
+		workspace string
+		asJSON    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "add NAME --workspace DIR",
+		Short: "Add a team with a fresh id to legion.toml",
+		Long: `Add a team: append a [teams.<NAME>] table with a fresh random id and the
+absolute path of DIR to legion.toml, creating the file if needed. The rest of
+the file is left as it is. NAME may hold spaces, '/' and any Unicode, but no
+control characters.`,
+		Example: `  legion team add demo --workspace ~/src/demo`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("team add: expected one NAME, got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if workspace == "" {
+				return usageError{errors.New("team add: --workspace DIR is required: the team's git repository")}
+			}
+			t, err := config.AddTeam(g.configPath, args[0], workspace)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return encodeTeamJSON(out, teamJSON{Name: t.Name, ID: t.ID.String(), ShortID: t.ShortID(), Workspace: t.Workspace})
+			}
+			_, err = fmt.Fprintf(out, "added team %q with id %s (short id %s) to %s\n", t.Name, t.ID, t.ShortID(), g.configPath)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&workspace, "workspace", "", "the team's git repository (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"name","id","short_id","workspace"} as JSON`)
+	return cmd
+}
+
+func newTeamListCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the teams of legion.toml",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.LoadOrEmpty(g.configPath)
+			if err != nil {
+				return err
+			}
+			if len(cfg.Teams) == 0 && !asJSON {
+				_, err := fmt.Fprintf(cmd.ErrOrStderr(), "no teams in %s; add one with `legion team add NAME --workspace DIR`\n", cfg.Path)
+				return err
+			}
+			return writeTeams(cmd.OutOrStdout(), cfg.Teams, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the teams as a JSON array")
+	return cmd
+}
+
+// writeTeams prints teams as a table or, with asJSON, a JSON array.
+func writeTeams(w io.Writer, teams []config.Team, asJSON bool) error {
+	if asJSON {
+		list := make([]teamJSON, 0, len(teams))
+		for _, t := range teams {
+			list = append(list, teamJSON{
+				Name: t.Name, ID: t.ID.String(), ShortID: t.ShortID(), Workspace: t.Workspace,
+				Tracker: string(t.Tracker), Review: string(t.Review), Controller: string(t.Controller),
+			})
+		}
+		return encodeTeamJSON(w, list)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSHORT ID\tTRACKER\tREVIEW\tCONTROLLER\tWORKSPACE")
+	for _, t := range teams {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.ShortID(), t.Tracker, t.Review, t.Controller, t.Workspace)
+	}
+	return tw.Flush()
+}
+
+// encodeTeamJSON prints v as indented JSON and a newline.
+func encodeTeamJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

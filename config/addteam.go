@@ -1,0 +1,248 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+)
+
+// AddTeam adds the team name with a fresh UUID and the absolute path of
+// workspace (an existing directory) to the config file at path, and returns
+// the team as loaded. It appends a [teams.<name>] table and leaves the rest
+// of the file byte for byte as it was; a missing file (and its directory,
+// 0700) is created with mode 0600, an existing one keeps its mode. The file
+// is replaced atomically, under a lock on its directory. A taken name is an
+// error wrapping ErrTeamExists; a file that does not load is an error and is
+// not touched.
+func AddTeam(path, name, workspace string) (Team, error) {
+	if err := CheckTeamName(name); err != nil {
+		return Team{}, fmt.Errorf("add team: %w", err)
+	}
+	ws, err := absWorkspace(workspace)
+	if err != nil {
+		return Team{}, fmt.Errorf("add team %q: %w", name, err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Team{}, fmt.Errorf("add team %q: create config dir: %w", name, err)
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return Team{}, fmt.Errorf("add team %q: %w", name, err)
+	}
+	defer unlock()
+
+	target, err := resolveLink(path)
+	if err != nil {
+		return Team{}, fmt.Errorf("add team %q: %w", name, err)
+	}
+	mode := fs.FileMode(0o600)
+	data, err := os.ReadFile(target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return Team{}, fmt.Errorf("add team %q: %w", name, err)
+	default:
+		fi, err := os.Stat(target)
+		if err != nil {
+			return Team{}, fmt.Errorf("add team %q: %w", name, err)
+		}
+		mode = fi.Mode().Perm()
+	}
+	cfg, err := Parse(path, data)
+	if err != nil {
+		return Team{}, fmt.Errorf("add team %q: %s does not load; fix it first:\n%w", name, path, err)
+	}
+	if _, ok := cfg.Team(name); ok {
+		return Team{}, fmt.Errorf("add team %q to %s: %w", name, path, ErrTeamExists)
+	}
+	id := newTeamID(cfg)
+
+	var b bytes.Buffer
+	b.Write(data)
+	if len(data) > 0 {
+		if !bytes.HasSuffix(data, []byte("\n")) {
+			b.WriteByte('\n')
+		}
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "[teams.%s]\nid = %s\nworkspace = %s\n", quoteKey(name), quoteString(id.String()), quoteString(ws))
+
+	cfg, err = Parse(path, b.Bytes())
+	if err != nil {
+		return Team{}, fmt.Errorf("add team %q: the file would not load with the new table (is [teams] written as an inline table?):\n%w", name, err)
+	}
+	t, ok := cfg.Team(name)
+	if !ok {
+		return Team{}, fmt.Errorf("add team %q: the new table did not define the team", name)
+	}
+	if err := writeAtomic(target, b.Bytes(), mode); err != nil {
+		return Team{}, fmt.Errorf("add team %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// absWorkspace makes workspace absolute and checks it is a directory with a
+// name TOML can hold.
+func absWorkspace(workspace string) (string, error) {
+	if workspace == "" {
+		return "", errors.New("no workspace: expected the directory of the team's git repository")
+	}
+	if strings.HasPrefix(workspace, "~/") || workspace == "~" {
+		w, err := expandHome(workspace)
+		if err != nil {
+			return "", err
+		}
+		workspace = w
+	}
+	ws, err := filepath.Abs(workspace)
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", workspace, err)
+	}
+	if !utf8.ValidString(ws) {
+		return "", fmt.Errorf("workspace %q: expected a UTF-8 path (TOML cannot hold others)", ws)
+	}
+	if err := checkDir(ws); err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	return ws, nil
+}
+
+// newTeamID returns a random UUID whose short id no team of cfg has.
+func newTeamID(cfg *Config) uuid.UUID {
+	for {
+		id := uuid.New()
+		taken := false
+		for _, t := range cfg.Teams {
+			taken = taken || t.ShortID() == id.String()[:8]
+		}
+		if !taken {
+			return id
+		}
+	}
+}
+
+// lockDir takes an exclusive flock on dir, so concurrent AddTeams do not
+// lose each other's tables. The returned func releases it.
+func lockDir(dir string) (func(), error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock config dir: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock config dir %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
+}
+
+// resolveLink follows path if it is a symlink, so that replacing the file
+// keeps the link.
+func resolveLink(path string) (string, error) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return path, nil
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("config %s is a symlink that does not resolve: %w", path, err)
+	}
+	return target, nil
+}
+
+// writeAtomic replaces path with data: a temp file in the same directory,
+// synced, then renamed over path.
+func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err = f.Chmod(mode); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		// Best effort: the rename is done; a failed directory sync only
+		// weakens durability across a crash.
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// quoteKey writes a table key part: bare when it can be, else quoted.
+func quoteKey(k string) string {
+	if k == "" {
+		return `""`
+	}
+	for i := 0; i < len(k); i++ {
+		if !isBareKeyChar(k[i]) {
+			return quoteString(k)
+		}
+	}
+	return k
+}
+
+// quoteString writes s as a TOML basic string. s must be valid UTF-8.
+func quoteString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

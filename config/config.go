@@ -1,0 +1,222 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Config is a loaded, validated legion.toml with every default applied.
+type Config struct {
+	// Path is the file the config was loaded from (also set by LoadOrEmpty
+	// when the file does not exist).
+	Path string
+
+	Helper Helper
+	Worker Worker
+
+	// Defaults is the team every [teams.<name>] starts from: the built-in
+	// defaults overridden by [defaults]. Its Name, ID and Workspace are empty.
+	Defaults Team
+
+	// Teams are the configured teams, sorted by name.
+	Teams []Team
+}
+
+// Team returns the team called name.
+func (c *Config) Team(name string) (Team, bool) {
+	for _, t := range c.Teams {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Team{}, false
+}
+
+// Helper configures the socket-activated helper (`legion helper`).
+type Helper struct {
+	// IdleExit is how long the helper stays up with no clients and no work
+	// before exiting (socket activation starts it again). 0 means never.
+	IdleExit time.Duration
+	// LogLevel is the lowest level the helper logs.
+	LogLevel slog.Level
+}
+
+// Worker configures every pty-worker.
+type Worker struct {
+	// RingSize is the scrollback ring of each worker, in bytes.
+	RingSize int
+	// DetachKey detaches `legion attach` from a session.
+	DetachKey ControlKey
+	// StartupGrace is how long after a start the agent may go without
+	// writing to its session file before it counts as stale.
+	StartupGrace time.Duration
+}
+
+// TrackerKind names where a team's issues live.
+type TrackerKind string
+
+// Tracker kinds.
+const (
+	TrackerLocal  TrackerKind = "local"  // file-backed, under the state dir
+	TrackerLinear TrackerKind = "linear" // Linear's GraphQL API
+)
+
+// ReviewKind names where review outcomes are read from.
+type ReviewKind string
+
+// Review sources.
+const (
+	ReviewLocal  ReviewKind = "local"  // labels on the issue
+	ReviewGitHub ReviewKind = "github" // labels on the issue branch's pull request
+)
+
+// ControllerKind names what runs as `legion controller TEAM`.
+type ControllerKind string
+
+// Controller kinds.
+const (
+	ControllerAuto  ControllerKind = "auto"  // the built-in deterministic loop
+	ControllerAgent ControllerKind = "agent" // a controller agent in a pty-worker
+)
+
+// Team is one [teams.<name>] table with the defaults applied.
+type Team struct {
+	Name      string    // the table's key, any non-control UTF-8
+	ID        uuid.UUID // stable identity; session IDs derive from it
+	Workspace string    // absolute path of the team's repository
+
+	// IssuePrefix starts the local tracker's issue identifiers ("DEMO" for
+	// DEMO-1).
+	IssuePrefix string
+
+	Tracker    TrackerKind
+	Review     ReviewKind
+	Controller ControllerKind
+
+	// StaleAfter is how long an agent may go without session-file activity
+	// (and without waiting on a human) before systemd restarts it.
+	StaleAfter time.Duration
+	// RestartCooldown is RestartSec= of the team's units.
+	RestartCooldown time.Duration
+	// StartLimitBurst and StartLimitInterval are StartLimitBurst= and
+	// StartLimitIntervalSec=: more than Burst starts within Interval and the
+	// unit fails for good.
+	StartLimitBurst    int
+	StartLimitInterval time.Duration
+	// WIPLimit is how many code workers (implementers) may run at once.
+	WIPLimit int
+
+	Agent Agent
+
+	// Limits of the team's slice legion-<short>.slice; zero means unset.
+	MemoryMax       uint64 // bytes, MemoryMax=
+	CPUQuotaPercent int    // CPUQuota=, 100 is one CPU
+	TasksMax        uint64 // TasksMax=
+
+	Linear Linear // used when Tracker is TrackerLinear
+	GitHub GitHub // used when Review is ReviewGitHub
+}
+
+// ShortID is the first 8 hex characters of the team's UUID; unit and slice
+// names use it.
+func (t Team) ShortID() string { return t.ID.String()[:8] }
+
+// Agent holds the argv templates of the team's agent; see [Expand] for the
+// placeholders.
+type Agent struct {
+	New    []string // starts a new session
+	Resume []string // resumes an existing session
+}
+
+// Linear configures the Linear tracker. The API key is read at run time from
+// the environment variable APIKeyEnv or else from CredentialsFile; it never
+// appears in the config, on a command line or in a unit property.
+type Linear struct {
+	TeamKey         string // Linear team key, e.g. "ENG"
+	APIKeyEnv       string
+	CredentialsFile string // absolute; "" for none
+	APIURL          string
+
+	StatusTodo        string
+	StatusInProgress  string
+	StatusNeedsReview string
+	StatusRetro       string
+	StatusDone        string
+}
+
+// GitHub configures the GitHub review source. The token is read at run time
+// from TokenEnv or else from CredentialsFile.
+type GitHub struct {
+	Repo            string // "owner/name"
+	TokenEnv        string
+	CredentialsFile string // absolute; "" for none
+	APIURL          string
+}
+
+// DefaultPath is $XDG_CONFIG_HOME/legion/legion.toml (~/.config when
+// XDG_CONFIG_HOME is unset).
+func DefaultPath() (string, error) {
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find config dir: %w", err)
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "legion", "legion.toml"), nil
+}
+
+// Load reads and validates the config file at path. A missing file is an
+// error wrapping fs.ErrNotExist; problems in the file are [*Error]s naming
+// file, line and key, all of them, joined with errors.Join.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("load config: %s does not exist; create it with `legion team add NAME --workspace DIR` (or pass --config): %w", path, fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// LoadOrEmpty is Load, except that a missing file gives a config with only
+// the defaults, for commands that work without one.
+func LoadOrEmpty(path string) (*Config, error) {
+	c, err := Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Parse(path, nil)
+	}
+	return c, err
+}
+
+// Parse validates data as the contents of the config file path (path is used
+// only in errors and Config.Path; workspaces are checked on disk).
+func Parse(path string, data []byte) (*Config, error) {
+	return decodeFile(path, data)
+}
+
+// expandHome turns a leading "~/" into the home directory and requires the
+// result to be absolute.
+func expandHome(p string) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("expand ~ in %q: %w", p, err)
+		}
+		p = filepath.Join(home, p[1:])
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("path %q is relative: expected an absolute path or one starting with ~/", p)
+	}
+	return filepath.Clean(p), nil
+}

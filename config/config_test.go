@@ -1,0 +1,335 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+)
+
+const demoID = "6f1c2e0a-3b5d-4c8e-9a7f-2d4b6c8e0a1f"
+
+// writeConfig writes text to a legion.toml in a temp dir, with @WS@
+// replaced by an existing temp workspace; it returns the file and the
+// workspace.
+func writeConfig(t *testing.T, text string) (path, ws string) {
+	t.Helper()
+	dir := t.TempDir()
+	ws = filepath.Join(dir, "work space")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "legion.toml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, "@WS@", ws)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, ws
+}
+
+func TestLoadValid(t *testing.T) {
+	path, ws := writeConfig(t, `
+[helper]
+idle_exit = "0"
+log_level = "debug"
+
+[worker]
+ring_size = "64K"
+detach_key = "ctrl-q"
+
+[defaults]
+stale_after = "15 min"
+agent.new = ["my-agent", "--id={session_id}", "{prompt}"]
+linear.api_key_env = "MY_LINEAR_KEY"
+
+[teams.demo]
+id = "`+demoID+`"
+workspace = "@WS@"
+wip_limit = 3
+memory_max = "4G"
+cpu_quota = "150%"
+tasks_max = 256
+tracker = "linear"
+
+[teams.demo.linear]
+team_key = "ENG"
+status_done = "Shipped"
+
+[teams."my team/ü"]
+id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+workspace = "@WS@"
+controller = "agent"
+review = "github"
+github = { repo = "example/demo" }
+`)
+	got, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+
+	defaults := defaultTeam()
+	defaults.StaleAfter = 15 * time.Minute
+	defaults.Agent.New = []string{"my-agent", "--id={session_id}", "{prompt}"}
+	defaults.Linear.APIKeyEnv = "MY_LINEAR_KEY"
+
+	demo := defaults
+	demo.Name, demo.ID, demo.Workspace, demo.IssuePrefix = "demo", uuid.MustParse(demoID), ws, "DEMO"
+	demo.WIPLimit, demo.MemoryMax, demo.CPUQuotaPercent, demo.TasksMax = 3, 4<<30, 150, 256
+	demo.Tracker = TrackerLinear
+	demo.Linear.TeamKey, demo.Linear.StatusDone = "ENG", "Shipped"
+
+	mine := defaults
+	mine.Name, mine.ID, mine.Workspace, mine.IssuePrefix = "my team/ü", uuid.MustParse("0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"), ws, "MYTEAM"
+	mine.Controller, mine.Review, mine.GitHub.Repo = ControllerAgent, ReviewGitHub, "example/demo"
+
+	want := &Config{
+		Path:     path,
+		Helper:   Helper{IdleExit: 0, LogLevel: slog.LevelDebug},
+		Worker:   Worker{RingSize: 64 << 10, DetachKey: 0x11, StartupGrace: 2 * time.Minute},
+		Defaults: defaults,
+		Teams:    []Team{demo, mine},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Load(%s) mismatch (-want +got):\n%s", path, diff)
+	}
+	if s := got.Teams[0].ShortID(); s != "6f1c2e0a" {
+		t.Errorf("ShortID() = %q; want %q", s, "6f1c2e0a")
+	}
+	if tm, ok := got.Team("my team/ü"); !ok || tm.Controller != ControllerAgent {
+		t.Errorf("Team(%q) = %v, %v; want the agent-controlled team", "my team/ü", tm, ok)
+	}
+}
+
+func TestLoadEmptyIsDefaults(t *testing.T) {
+	path, _ := writeConfig(t, "# nothing here\n")
+	got, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := &Config{Path: path, Helper: defaultHelper(), Worker: defaultWorker(), Defaults: defaultTeam()}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Load(empty) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nope", "legion.toml")
+	_, err := Load(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Load(missing) = %v; want an error wrapping fs.ErrNotExist", err)
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "legion team add") {
+		t.Errorf("Load(missing) = %q; want the path and how to create the file", err)
+	}
+	cfg, err := LoadOrEmpty(path)
+	if err != nil {
+		t.Fatalf("LoadOrEmpty(missing) = %v; want no error", err)
+	}
+	if cfg.Path != path || len(cfg.Teams) != 0 || cfg.Defaults.WIPLimit != 1 {
+		t.Errorf("LoadOrEmpty(missing) = %+v; want defaults and no teams", cfg)
+	}
+}
+
+// team is a valid team table with @WS@ as its workspace.
+const team = `[teams.demo]
+id = "` + demoID + `"
+workspace = "@WS@"
+`
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want string // @FILE@ is the config file; @WS@ the workspace
+	}{
+		{
+			name: "unknown key",
+			text: team + `stale_aftr = "5m"` + "\n",
+			want: `@FILE@:4: teams.demo.stale_aftr: unknown key "stale_aftr" in [defaults] or [teams.<name>]: did you mean "stale_after"?`,
+		},
+		{
+			name: "unknown key in subtable",
+			text: team + "[teams.demo.linear]\nteam_key = \"ENG\"\napi_token = \"x\"\n",
+			want: `@FILE@:6: teams.demo.linear.api_token: unknown key "linear.api_token" in [defaults] or [teams.<name>] (see legion.toml(5) for the known keys)`,
+		},
+		{
+			name: "unknown top-level table",
+			text: "\n[team.demo]\nid = 1\n",
+			want: `@FILE@:2: team: unknown key: expected the tables [helper], [worker], [defaults] and [teams.<name>]`,
+		},
+		{
+			name: "unknown helper key",
+			text: "[helper]\n\n  idle = \"5m\" # comment\n",
+			want: `@FILE@:3: helper.idle: unknown key "idle" in [helper]: did you mean "idle_exit"?`,
+		},
+		{
+			name: "bad duration",
+			text: team + `stale_after = "10 minutes please"` + "\n",
+			want: `@FILE@:4: teams.demo.stale_after: invalid duration "10 minutes please": expected e.g. "30s", "10m", "1h30m" or "2min 30s"`,
+		},
+		{
+			name: "duration as integer",
+			text: "[defaults]\nrestart_cooldown = 30\n",
+			want: `@FILE@:2: defaults.restart_cooldown: expected a duration string such as "30s" or "10m", got integer 30`,
+		},
+		{
+			name: "team without id",
+			text: "# my team\n[teams.demo]\nworkspace = \"@WS@\"\n",
+			want: "@FILE@:2: teams.demo.id: missing: every team needs an id, a UUID (`legion team add` writes one)",
+		},
+		{
+			name: "bad uuid",
+			text: "[teams.demo]\nid = \"not-a-uuid\"\nworkspace = \"@WS@\"\n",
+			want: `@FILE@:2: teams.demo.id: invalid UUID "not-a-uuid": expected the form "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"`,
+		},
+		{
+			name: "workspace does not exist",
+			text: "[teams.demo]\nid = \"" + demoID + "\"\nworkspace = \"@WS@/gone\"\n",
+			want: `@FILE@:3: teams.demo.workspace: directory @WS@/gone does not exist`,
+		},
+		{
+			name: "relative workspace",
+			text: "[teams.demo]\nid = \"" + demoID + "\"\nworkspace = \"src/demo\"\n",
+			want: `@FILE@:3: teams.demo.workspace: path "src/demo" is relative: expected an absolute path or one starting with ~/`,
+		},
+		{
+			name: "wrong type",
+			text: team + "wip_limit = \"two\"\n",
+			want: `@FILE@:4: teams.demo.wip_limit: expected an integer, got string "two"`,
+		},
+		{
+			name: "wip limit below one",
+			text: team + "wip_limit = 0\n",
+			want: `@FILE@:4: teams.demo.wip_limit: 0 is out of range: expected an integer from 1 to 1000`,
+		},
+		{
+			name: "unknown placeholder",
+			text: team + "agent.new = [\"claude\",\n  \"--session-id\", \"{sesion_id}\"]\n",
+			want: `@FILE@:4: teams.demo.agent.new: argument 2 "{sesion_id}": unknown placeholder {sesion_id}: expected one of {session_id}, {prompt}, {issue}, {mode}, {workspace}`,
+		},
+		{
+			name: "empty argv",
+			text: "[defaults]\nagent = { resume = [] }\n",
+			want: `@FILE@:2: defaults.agent.resume: empty argv: expected the program and its arguments`,
+		},
+		{
+			name: "unknown tracker kind",
+			text: team + "tracker = \"jira\"\n",
+			want: `@FILE@:4: teams.demo.tracker: unknown tracker kind "jira": expected "local" or "linear"`,
+		},
+		{
+			name: "linear without team key",
+			text: team + "tracker = \"linear\"\n",
+			want: `@FILE@:4: teams.demo.linear.team_key: missing: required when tracker = "linear" (the Linear team key, e.g. "ENG")`,
+		},
+		{
+			name: "start limit that cannot trip",
+			text: "[defaults]\nrestart_cooldown = \"1m\"\nstart_limit_interval = \"5m\"\n",
+			want: `@FILE@:3: defaults.start_limit_interval: start_limit_interval 5m0s must be longer than start_limit_burst × restart_cooldown (5 × 1m0s = 5m0s): restarts come at most once per cooldown, so systemd's start limit could never trip`,
+		},
+		{
+			name: "per-team key in defaults",
+			text: "[defaults]\nid = \"" + demoID + "\"\n",
+			want: `@FILE@:2: defaults.id: id is set per team: move it to [teams.<name>]`,
+		},
+		{
+			name: "team is not a table",
+			text: "teams.demo = 5\n",
+			want: `@FILE@:1: teams.demo: expected a table [teams.demo], got integer 5`,
+		},
+		{
+			name: "subtable is not a table",
+			text: team + "linear = \"ENG\"\n",
+			want: `@FILE@:4: teams.demo.linear: expected a table, got string "ENG"`,
+		},
+		{
+			name: "memory max",
+			text: team + "memory_max = \"4 gigs\"\n",
+			want: `@FILE@:4: teams.demo.memory_max: invalid size "4 gigs": expected bytes or a number with K, M, G or T, e.g. "512M" or "4G"`,
+		},
+		{
+			name: "cpu quota",
+			text: team + "cpu_quota = \"2\"\n",
+			want: `@FILE@:4: teams.demo.cpu_quota: invalid percentage "2": expected a whole number with %, e.g. "200%" (100% is one CPU)`,
+		},
+		{
+			name: "detach key",
+			text: "[worker]\ndetach_key = \"ctrl-m\"\n",
+			want: `@FILE@:2: worker.detach_key: control key "ctrl-m" would fire on Tab or Enter: expected "ctrl-" and a letter or one of \ ] ^ _ (e.g. "ctrl-\\" or "ctrl-q"); ctrl-i, ctrl-j and ctrl-m are Tab and Enter`,
+		},
+		{
+			name: "team name with control character",
+			text: "[teams.\"a\\tb\"]\nid = \"" + demoID + "\"\nworkspace = \"@WS@\"\n",
+			want: `@FILE@:1: teams."a\tb": invalid team name "a\tb": expected no control characters`,
+		},
+		{
+			name: "duplicate short id",
+			text: team + "[teams.other]\nid = \"6f1c2e0a-0000-4000-8000-000000000000\"\nworkspace = \"@WS@\"\n",
+			want: `@FILE@:5: teams.other.id: team "demo" has an id starting with 6f1c2e0a too: ids must differ in their first 8 hex characters, which name the team's units`,
+		},
+		{
+			name: "syntax error",
+			text: "[teams.demo]\nid = \"" + demoID + "\"\nworkspace = @WS@\n",
+			want: `@FILE@:3:13: invalid TOML: expected value but found '/' instead`,
+		},
+		{
+			name: "array of tables",
+			text: "[[teams]]\nname = \"demo\"\n",
+			want: `@FILE@:1: teams: expected tables [teams.<name>], got array of tables`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path, ws := writeConfig(t, tt.text)
+			want := strings.NewReplacer("@FILE@", path, "@WS@", ws).Replace(tt.want)
+			_, err := Load(path)
+			if err == nil {
+				t.Fatalf("Load(%q) = nil error; want %q", tt.text, want)
+			}
+			if err.Error() != want {
+				t.Errorf("Load(%q) error:\n got %s\nwant %s", tt.text, err, want)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Errorf("Load(%q) error %T is not a *config.Error", tt.text, err)
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryError(t *testing.T) {
+	path, ws := writeConfig(t, `[worker]
+ring_size = "1K"
+colour = "blue"
+
+[teams.a]
+workspace = "@WS@/missing"
+stale_after = "soon"
+
+[teams.b]
+id = "`+demoID+`"
+workspace = "@WS@"
+wip_limit = 0
+`)
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("Load = nil error; want five errors")
+	}
+	want := []string{
+		path + `:2: worker.ring_size: ring size 1024 bytes is out of range: expected between 4K and 1G`,
+		path + `:3: worker.colour: unknown key "colour" in [worker] (see legion.toml(5) for the known keys)`,
+		path + `:5: teams.a.id: missing: every team needs an id, a UUID (` + "`legion team add`" + ` writes one)`,
+		path + `:6: teams.a.workspace: directory ` + ws + `/missing does not exist`,
+		path + `:7: teams.a.stale_after: invalid duration "soon": expected e.g. "30s", "10m", "1h30m" or "2min 30s"`,
+		path + `:12: teams.b.wip_limit: 0 is out of range: expected an integer from 1 to 1000`,
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("Load errors mismatch (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,423 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Setting describes one key of legion.toml: where it goes, what it takes,
+// its default and its documentation. [Schema] lists them all; the loader
+// decodes with it and the legion.toml(5) man page is generated from it.
+type Setting struct {
+	// Table is the table holding the key: "helper", "worker" or
+	// "teams.<name>". Team keys that are not PerTeam may also be set in
+	// [defaults], which every team starts from.
+	Table string
+	// Key is the dotted key inside Table, e.g. "stale_after" or
+	// "linear.team_key" (the key team_key of [teams.<name>.linear]).
+	Key string
+	// Type says what the value is, e.g. "duration" or "array of strings".
+	Type string
+	// Default is the built-in default as a TOML value; "" means unset.
+	Default string
+	// Example is a TOML value to show for a key without a Default.
+	Example string
+	// Doc explains the key, in sentences.
+	Doc string
+	// PerTeam keys are only valid in [teams.<name>], not in [defaults].
+	PerTeam bool
+
+	set func(dst, v any) error // decodes v into *Helper, *Worker or *Team
+}
+
+// Tables of the schema.
+const (
+	TableHelper = "helper"
+	TableWorker = "worker"
+	TableTeam   = "teams.<name>"
+)
+
+// Built-in defaults that are not obvious from the schema text.
+var (
+	defaultAgentNew    = []string{"claude", "--session-id", "{session_id}", "{prompt}"}
+	defaultAgentResume = []string{"claude", "--resume", "{session_id}", "{prompt}"}
+)
+
+// defaultHelper, defaultWorker and defaultTeam are the built-in defaults; a
+// test checks they match Schema's Default texts.
+func defaultHelper() Helper {
+	return Helper{IdleExit: 5 * time.Minute, LogLevel: slog.LevelInfo}
+}
+
+func defaultWorker() Worker {
+	return Worker{RingSize: 1 << 20, DetachKey: 0x1c, StartupGrace: 2 * time.Minute}
+}
+
+func defaultTeam() Team {
+	return Team{
+		Tracker:            TrackerLocal,
+		Review:             ReviewLocal,
+		Controller:         ControllerAuto,
+		StaleAfter:         10 * time.Minute,
+		RestartCooldown:    30 * time.Second,
+		StartLimitBurst:    5,
+		StartLimitInterval: 30 * time.Minute,
+		WIPLimit:           1,
+		Agent: Agent{
+			New:    append([]string(nil), defaultAgentNew...),
+			Resume: append([]string(nil), defaultAgentResume...),
+		},
+		Linear: Linear{
+			APIKeyEnv:         "LINEAR_API_KEY",
+			APIURL:            "https://api.linear.app/graphql",
+			StatusTodo:        "Todo",
+			StatusInProgress:  "In Progress",
+			StatusNeedsReview: "Needs Review",
+			StatusRetro:       "Retro",
+			StatusDone:        "Done",
+		},
+		GitHub: GitHub{
+			TokenEnv: "GITHUB_TOKEN",
+			APIURL:   "https://api.github.com/graphql",
+		},
+	}
+}
+
+func onHelper(f func(*Helper, any) error) func(dst, v any) error {
+	return func(dst, v any) error { return f(dst.(*Helper), v) }
+}
+
+func onWorker(f func(*Worker, any) error) func(dst, v any) error {
+	return func(dst, v any) error { return f(dst.(*Worker), v) }
+}
+
+func onTeam(f func(*Team, any) error) func(dst, v any) error {
+	return func(dst, v any) error { return f(dst.(*Team), v) }
+}
+
+// teamString sets a string field of a team, requiring a non-empty value.
+func teamString(field func(*Team) *string) func(dst, v any) error {
+	return onTeam(func(t *Team, v any) error {
+		s, err := nonEmptyString(v)
+		*field(t) = s
+		return err
+	})
+}
+
+// teamPath sets an optional path field of a team ("~/" expanded).
+func teamPath(field func(*Team) *string) func(dst, v any) error {
+	return onTeam(func(t *Team, v any) error {
+		s, err := pathValue(v)
+		*field(t) = s
+		return err
+	})
+}
+
+// Schema is every key legion.toml knows, in the order the documentation
+// presents them.
+var Schema = []Setting{
+	{
+		Table: TableHelper, Key: "idle_exit", Type: "duration", Default: `"5m"`,
+		Doc: "The helper (legion.service) exits after this long with no client and no work; " +
+			"legion.socket starts it again on the next request, and nothing is lost. \"0\" keeps it running.",
+		set: onHelper(func(h *Helper, v any) (err error) { h.IdleExit, err = durationValue(v, 0); return err }),
+	},
+	{
+		Table: TableHelper, Key: "log_level", Type: `"debug", "info", "warn" or "error"`, Default: `"info"`,
+		Doc: "The lowest level the helper and the controllers log to the journal.",
+		set: onHelper(func(h *Helper, v any) error {
+			s, err := stringValue(v)
+			if err != nil {
+				return err
+			}
+			if err := h.LogLevel.UnmarshalText([]byte(s)); err != nil {
+				return fmt.Errorf(`invalid log level %q: expected "debug", "info", "warn" or "error"`, s)
+			}
+			return nil
+		}),
+	},
+	{
+		Table: TableWorker, Key: "ring_size", Type: "size", Default: `"1M"`,
+		Doc: "Scrollback each pty-worker keeps in memory for `legion attach` to replay, " +
+			"in bytes or with a K, M or G suffix (base 1024). Between 4K and 1G.",
+		set: onWorker(func(w *Worker, v any) error {
+			n, err := sizeValue(v)
+			if err == nil && (n < 4<<10 || n > 1<<30) {
+				err = fmt.Errorf("ring size %d bytes is out of range: expected between 4K and 1G", n)
+			}
+			w.RingSize = int(n)
+			return err
+		}),
+	},
+	{
+		Table: TableWorker, Key: "detach_key", Type: "control key", Default: `"ctrl-\\"`,
+		Doc: "The key that detaches `legion attach` from a session, as \"ctrl-\" and a letter or one of \\ ] ^ _. " +
+			"Note that TOML needs the backslash doubled.",
+		set: onWorker(func(w *Worker, v any) error {
+			s, err := stringValue(v)
+			if err != nil {
+				return err
+			}
+			return w.DetachKey.UnmarshalText([]byte(s))
+		}),
+	},
+	{
+		Table: TableWorker, Key: "startup_grace", Type: "duration", Default: `"2m"`,
+		Doc: "How long a freshly started agent may go without writing its session file " +
+			"before the worker counts it as stale (stale_after applies from then on).",
+		set: onWorker(func(w *Worker, v any) (err error) { w.StartupGrace, err = durationValue(v, 0); return err }),
+	},
+	{
+		Table: TableTeam, Key: "id", Type: "UUID", PerTeam: true, Example: `"6f1c2e0a-3b5d-4c8e-9a7f-2d4b6c8e0a1f"`,
+		Doc: "The team's identity; required. Session IDs are derived from it (UUIDv5), and its " +
+			"first 8 hex characters name the team's units and slice. `legion team add` writes a fresh one; " +
+			"never change it while agents run.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := stringValue(v)
+			if err != nil {
+				return err
+			}
+			id, err := uuid.Parse(s)
+			if err != nil || len(s) != 36 {
+				return fmt.Errorf(`invalid UUID %q: expected the form "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"`, s)
+			}
+			if id == uuid.Nil {
+				return fmt.Errorf("the nil UUID is not a team id: expected a random one (`legion team add` writes one)")
+			}
+			t.ID = id
+			return nil
+		}),
+	},
+	{
+		Table: TableTeam, Key: "workspace", Type: "path", PerTeam: true, Example: `"~/src/demo"`,
+		Doc: "The team's git repository; required, must exist. Absolute, or starting with ~/. " +
+			"Each issue gets its own worktree of it.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := pathValue(v)
+			if err != nil {
+				return err
+			}
+			t.Workspace = s
+			return checkDir(s)
+		}),
+	},
+	{
+		Table: TableTeam, Key: "issue_prefix", Type: "string", PerTeam: true, Example: `"DEMO"`,
+		Doc: "Prefix of the local tracker's issue identifiers (DEMO gives DEMO-1): an uppercase " +
+			"letter, then up to 9 uppercase letters or digits. Default: the team name's ASCII letters " +
+			"and digits, uppercased, at most 10 (ISSUE when there are none).",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := stringValue(v)
+			if err != nil {
+				return err
+			}
+			if !validIssuePrefix(s) {
+				return fmt.Errorf("invalid issue prefix %q: expected an uppercase letter then up to 9 uppercase letters or digits, e.g. \"DEMO\"", s)
+			}
+			t.IssuePrefix = s
+			return nil
+		}),
+	},
+	{
+		Table: TableTeam, Key: "tracker", Type: `"local" or "linear"`, Default: `"local"`,
+		Doc: "Where the team's issues live: \"local\", the embedded file-backed tracker driven by " +
+			"`legion issue`, or \"linear\" (configure [teams.<name>.linear]).",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := enumValue(v, "tracker kind", string(TrackerLocal), string(TrackerLinear))
+			t.Tracker = TrackerKind(s)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "review", Type: `"local" or "github"`, Default: `"local"`,
+		Doc: "Where review outcomes come from: \"local\", the labels worker-approved and " +
+			"worker-changes-requested on the issue, or \"github\", the same labels on the pull request " +
+			"of the issue's branch (configure [teams.<name>.github]).",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := enumValue(v, "review source", string(ReviewLocal), string(ReviewGitHub))
+			t.Review = ReviewKind(s)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "controller", Type: `"auto" or "agent"`, Default: `"auto"`,
+		Doc: "What `legion controller TEAM` (legion@TEAM.service) runs: \"auto\", the built-in " +
+			"deterministic loop, or \"agent\", a controller agent hosted in a pty-worker.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := enumValue(v, "controller kind", string(ControllerAuto), string(ControllerAgent))
+			t.Controller = ControllerKind(s)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "stale_after", Type: "duration", Default: `"10m"`,
+		Doc: "An agent with no session-file activity (subagents included) for this long, and not " +
+			"waiting on a human, is stale: its worker stops feeding the watchdog and systemd restarts it, " +
+			"resuming the same session.",
+		set: onTeam(func(t *Team, v any) (err error) { t.StaleAfter, err = durationValue(v, time.Second); return err }),
+	},
+	{
+		Table: TableTeam, Key: "restart_cooldown", Type: "duration", Default: `"30s"`,
+		Doc: "RestartSec= of the team's controller and workers: the pause before systemd restarts one.",
+		set: onTeam(func(t *Team, v any) (err error) { t.RestartCooldown, err = durationValue(v, 0); return err }),
+	},
+	{
+		Table: TableTeam, Key: "start_limit_burst", Type: "integer", Default: "5",
+		Doc: "StartLimitBurst=: more than this many starts within start_limit_interval and the unit " +
+			"stays failed (until `systemctl --user reset-failed`).",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := intValue(v, 1, 1000)
+			t.StartLimitBurst = int(n)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "start_limit_interval", Type: "duration", Default: `"30m"`,
+		Doc: "StartLimitIntervalSec=. Must be longer than start_limit_burst × restart_cooldown, since " +
+			"restarts come at most once per cooldown and the limit could never trip. A restart for " +
+			"staleness takes stale_after + restart_cooldown; to stop loops of agents that keep hanging too, " +
+			"make it longer than start_limit_burst × (stale_after + restart_cooldown).",
+		set: onTeam(func(t *Team, v any) (err error) {
+			t.StartLimitInterval, err = durationValue(v, time.Second)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "wip_limit", Type: "integer", Default: "1",
+		Doc: "How many code workers (implementers) of the team may run at once; planners, reviewers " +
+			"and finishers do not count.",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := intValue(v, 1, 1000)
+			t.WIPLimit = int(n)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "agent.new", Type: "array of strings",
+		Default: `["claude", "--session-id", "{session_id}", "{prompt}"]`,
+		Doc: "The argv that starts a new agent session (no shell: one string per argument). " +
+			"Placeholders, replaced inside each argument: {session_id}, {prompt}, {issue}, {mode}, " +
+			"{workspace}; {{ and }} are literal braces. A worker uses it when the session file does not exist yet.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Agent.New, err = argvValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "agent.resume", Type: "array of strings",
+		Default: `["claude", "--resume", "{session_id}", "{prompt}"]`,
+		Doc:     "The argv that resumes an existing session (same placeholders as agent.new).",
+		set:     onTeam(func(t *Team, v any) (err error) { t.Agent.Resume, err = argvValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "memory_max", Type: "size", Example: `"4G"`,
+		Doc: "MemoryMax= of the team's slice (all its agents together), in bytes or with a " +
+			"K, M, G or T suffix (base 1024), e.g. \"4G\". Unset: no limit.",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := sizeValue(v)
+			if err == nil && n == 0 {
+				err = fmt.Errorf("memory_max 0 would stop every agent: expected a size such as \"4G\", or leave it unset")
+			}
+			t.MemoryMax = n
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "cpu_quota", Type: "percentage", Example: `"200%"`,
+		Doc: "CPUQuota= of the team's slice, e.g. \"200%\" for two CPUs' worth. Unset: no limit.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := stringValue(v)
+			if err != nil {
+				return err
+			}
+			t.CPUQuotaPercent, err = ParsePercent(s)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "tasks_max", Type: "integer", Example: "512",
+		Doc: "TasksMax= of the team's slice: processes and threads of all its agents together. " +
+			"Unset: systemd's default.",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := intValue(v, 1, 1<<31)
+			t.TasksMax = uint64(n)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "linear.team_key", Type: "string", Example: `"ENG"`,
+		Doc: "The Linear team's key, e.g. \"ENG\"; required when tracker = \"linear\".",
+		set: teamString(func(t *Team) *string { return &t.Linear.TeamKey }),
+	},
+	{
+		Table: TableTeam, Key: "linear.api_key_env", Type: "string", Default: `"LINEAR_API_KEY"`,
+		Doc: "The environment variable holding the Linear API key. Keys never go in this file, " +
+			"on command lines or in unit properties.",
+		set: teamString(func(t *Team) *string { return &t.Linear.APIKeyEnv }),
+	},
+	{
+		Table: TableTeam, Key: "linear.credentials_file", Type: "path", Example: `"~/.config/legion/linear-api-key"`,
+		Doc: "A file (mode 0600) holding the Linear API key, read when the environment variable is unset.",
+		set: teamPath(func(t *Team) *string { return &t.Linear.CredentialsFile }),
+	},
+	{
+		Table: TableTeam, Key: "linear.api_url", Type: "string", Default: `"https://api.linear.app/graphql"`,
+		Doc: "Linear's GraphQL endpoint.",
+		set: teamString(func(t *Team) *string { return &t.Linear.APIURL }),
+	},
+	{
+		Table: TableTeam, Key: "linear.status_todo", Type: "string", Default: `"Todo"`,
+		Doc: "The Linear workflow state Legion reads as Todo.",
+		set: teamString(func(t *Team) *string { return &t.Linear.StatusTodo }),
+	},
+	{
+		Table: TableTeam, Key: "linear.status_in_progress", Type: "string", Default: `"In Progress"`,
+		Doc: "The Linear workflow state Legion reads as In Progress.",
+		set: teamString(func(t *Team) *string { return &t.Linear.StatusInProgress }),
+	},
+	{
+		Table: TableTeam, Key: "linear.status_needs_review", Type: "string", Default: `"Needs Review"`,
+		Doc: "The Linear workflow state Legion reads as Needs Review.",
+		set: teamString(func(t *Team) *string { return &t.Linear.StatusNeedsReview }),
+	},
+	{
+		Table: TableTeam, Key: "linear.status_retro", Type: "string", Default: `"Retro"`,
+		Doc: "The Linear workflow state Legion reads as Retro.",
+		set: teamString(func(t *Team) *string { return &t.Linear.StatusRetro }),
+	},
+	{
+		Table: TableTeam, Key: "linear.status_done", Type: "string", Default: `"Done"`,
+		Doc: "The Linear workflow state Legion reads as Done.",
+		set: teamString(func(t *Team) *string { return &t.Linear.StatusDone }),
+	},
+	{
+		Table: TableTeam, Key: "github.repo", Type: "string", Example: `"example/demo"`,
+		Doc: "The GitHub repository as \"owner/name\"; required when review = \"github\".",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := stringValue(v)
+			if err != nil {
+				return err
+			}
+			if !validRepo(s) {
+				return fmt.Errorf("invalid repository %q: expected \"owner/name\"", s)
+			}
+			t.GitHub.Repo = s
+			return nil
+		}),
+	},
+	{
+		Table: TableTeam, Key: "github.token_env", Type: "string", Default: `"GITHUB_TOKEN"`,
+		Doc: "The environment variable holding the GitHub token.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.TokenEnv }),
+	},
+	{
+		Table: TableTeam, Key: "github.credentials_file", Type: "path", Example: `"~/.config/legion/github-token"`,
+		Doc: "A file (mode 0600) holding the GitHub token, read when the environment variable is unset.",
+		set: teamPath(func(t *Team) *string { return &t.GitHub.CredentialsFile }),
+	},
+	{
+		Table: TableTeam, Key: "github.api_url", Type: "string", Default: `"https://api.github.com/graphql"`,
+		Doc: "GitHub's GraphQL endpoint (GitHub Enterprise: https://HOST/api/graphql).",
+		set: teamString(func(t *Team) *string { return &t.GitHub.APIURL }),
+	},
+}

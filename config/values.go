@@ -1,0 +1,321 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Duration is a time.Duration written in legion.toml as a string: Go's
+// syntax ("30s", "10m", "1h30m") or systemd's ("30 s", "2min 30s", "1d").
+// It implements encoding.TextUnmarshaler, so a TOML decoder reports a bad
+// value with its line.
+type Duration time.Duration
+
+// UnmarshalText parses text with [ParseDuration].
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := ParseDuration(string(text))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes the duration in Go's syntax, e.g. "10m0s".
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(time.Duration(d).String()), nil
+}
+
+// systemdUnits are the time units systemd.time(7) accepts, by name.
+var systemdUnits = map[string]time.Duration{
+	"us": time.Microsecond, "usec": time.Microsecond, "µs": time.Microsecond,
+	"ms": time.Millisecond, "msec": time.Millisecond,
+	"s": time.Second, "sec": time.Second, "second": time.Second, "seconds": time.Second,
+	"m": time.Minute, "min": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+	"h": time.Hour, "hr": time.Hour, "hour": time.Hour, "hours": time.Hour,
+	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+	"w": 7 * 24 * time.Hour, "week": 7 * 24 * time.Hour, "weeks": 7 * 24 * time.Hour,
+}
+
+// ParseDuration parses a non-negative duration in Go's syntax ("1h30m") or
+// systemd's ("1h 30min", "2 days"). Every number needs a unit, except a
+// plain "0".
+func ParseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, fmt.Errorf(`empty duration: expected e.g. "30s", "10m" or "1h30m"`)
+	}
+	if d, err := time.ParseDuration(t); err == nil {
+		if d < 0 {
+			return 0, fmt.Errorf("negative duration %q: expected zero or more", s)
+		}
+		return d, nil
+	}
+	d, ok := parseSystemdDuration(t)
+	if !ok {
+		return 0, fmt.Errorf(`invalid duration %q: expected e.g. "30s", "10m", "1h30m" or "2min 30s"`, s)
+	}
+	return d, nil
+}
+
+// parseSystemdDuration parses a sequence of "<number>[ ]<unit>" terms, as
+// systemd.time(7) does, with fractions allowed ("1.5h").
+func parseSystemdDuration(s string) (time.Duration, bool) {
+	var total float64
+	i := 0
+	for {
+		for i < len(s) && s[i] == ' ' {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		start := i
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		n, err := strconv.ParseFloat(s[start:i], 64)
+		if err != nil {
+			return 0, false
+		}
+		for i < len(s) && s[i] == ' ' {
+			i++
+		}
+		start = i
+		for i < len(s) && s[i] != ' ' && (s[i] < '0' || s[i] > '9') {
+			i++
+		}
+		unit, ok := systemdUnits[s[start:i]]
+		if !ok {
+			return 0, false
+		}
+		total += n * float64(unit)
+	}
+	if total >= math.MaxInt64 {
+		return 0, false
+	}
+	return time.Duration(total), true
+}
+
+// sizeUnits are systemd's base-1024 size suffixes (systemd.resource-control(5)).
+var sizeUnits = map[string]uint64{
+	"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60,
+}
+
+// ParseSize parses a byte count as systemd does: a number, optionally with a
+// fraction, and an optional base-1024 suffix K, M, G, T, P or E ("4G",
+// "1.5G", "512M", "1048576").
+func ParseSize(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	mult, ok := sizeUnits[strings.TrimSpace(t[i:])]
+	if !ok || i == 0 {
+		return 0, fmt.Errorf(`invalid size %q: expected bytes or a number with K, M, G or T, e.g. "512M" or "4G"`, s)
+	}
+	whole, frac, _ := strings.Cut(t[:i], ".")
+	if whole == "" || strings.Contains(frac, ".") {
+		return 0, fmt.Errorf(`invalid size %q: expected bytes or a number with K, M, G or T, e.g. "512M" or "4G"`, s)
+	}
+	w, err := strconv.ParseUint(whole, 10, 64)
+	if err != nil || (w != 0 && w > math.MaxUint64/mult) {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
+	n := w * mult
+	if frac != "" {
+		f, err := strconv.ParseFloat("0."+frac, 64)
+		if err != nil {
+			return 0, fmt.Errorf("invalid size %q", s)
+		}
+		add := uint64(f * float64(mult))
+		if n > math.MaxUint64-add {
+			return 0, fmt.Errorf("size %q is too large", s)
+		}
+		n += add
+	}
+	return n, nil
+}
+
+// ParsePercent parses a whole percentage such as "200%" (systemd's
+// CPUQuota=, where 100% is one CPU).
+func ParsePercent(s string) (int, error) {
+	t := strings.TrimSpace(s)
+	num, ok := strings.CutSuffix(t, "%")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil || n < 1 || n > 1_000_000 {
+		return 0, fmt.Errorf(`invalid percentage %q: expected a whole number with %%, e.g. "200%%" (100%% is one CPU)`, s)
+	}
+	return n, nil
+}
+
+// ControlKey is a control character typed as ctrl-<key>, e.g. the worker's
+// detach key. Its value is the byte the terminal sends.
+type ControlKey byte
+
+// controlKeyHelp says which control keys are accepted.
+const controlKeyHelp = `expected "ctrl-" and a letter or one of \ ] ^ _ (e.g. "ctrl-\\" or "ctrl-q"); ctrl-i, ctrl-j and ctrl-m are Tab and Enter`
+
+// UnmarshalText parses "ctrl-x", "Ctrl-X" or "^X".
+func (k *ControlKey) UnmarshalText(text []byte) error {
+	s := string(text)
+	rest, ok := strings.CutPrefix(strings.ToLower(s), "ctrl-")
+	if !ok {
+		rest, ok = strings.CutPrefix(s, "^")
+	}
+	if !ok || len(rest) != 1 {
+		return fmt.Errorf("invalid control key %q: %s", s, controlKeyHelp)
+	}
+	c := rest[0]
+	if c >= 'a' && c <= 'z' {
+		c -= 'a' - 'A'
+	}
+	switch {
+	case c == 'I' || c == 'J' || c == 'M':
+		return fmt.Errorf("control key %q would fire on Tab or Enter: %s", s, controlKeyHelp)
+	case c >= 'A' && c <= 'Z', c == '\\', c == ']', c == '^', c == '_':
+		*k = ControlKey(c - '@')
+		return nil
+	}
+	return fmt.Errorf("invalid control key %q: %s", s, controlKeyHelp)
+}
+
+// String returns the key as "ctrl-x".
+func (k ControlKey) String() string {
+	c := byte(k) + '@'
+	if c >= 'A' && c <= 'Z' {
+		c += 'a' - 'A'
+	}
+	return "ctrl-" + string(rune(c))
+}
+
+// MarshalText writes the key as "ctrl-x".
+func (k ControlKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Decoding of TOML values (as BurntSushi/toml gives them in a map) for the
+// setters of Schema.
+
+func stringValue(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", wrongType("a string", v)
+	}
+	return s, nil
+}
+
+func nonEmptyString(v any) (string, error) {
+	s, err := stringValue(v)
+	if err == nil && s == "" {
+		err = errors.New("expected a non-empty string")
+	}
+	return s, err
+}
+
+// enumValue requires v to be one of allowed.
+func enumValue(v any, what string, allowed ...string) (string, error) {
+	s, err := stringValue(v)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(allowed, s) {
+		return "", fmt.Errorf("unknown %s %q: expected %q or %q", what, s, allowed[0], allowed[1])
+	}
+	return s, nil
+}
+
+func intValue(v any, lo, hi int64) (int64, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return 0, wrongType("an integer", v)
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("%d is out of range: expected an integer from %d to %d", n, lo, hi)
+	}
+	return n, nil
+}
+
+// durationValue parses a duration string of at least lo.
+func durationValue(v any, lo time.Duration) (time.Duration, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, wrongType(`a duration string such as "30s" or "10m"`, v)
+	}
+	var d Duration
+	if err := d.UnmarshalText([]byte(s)); err != nil {
+		return 0, err
+	}
+	if time.Duration(d) < lo {
+		return 0, fmt.Errorf("duration %q is too short: expected at least %v", s, lo)
+	}
+	return time.Duration(d), nil
+}
+
+// sizeValue takes bytes as an integer or a size string.
+func sizeValue(v any) (uint64, error) {
+	switch v := v.(type) {
+	case int64:
+		if v < 0 {
+			return 0, fmt.Errorf("size %d is negative: expected bytes or a size such as \"4G\"", v)
+		}
+		return uint64(v), nil
+	case string:
+		return ParseSize(v)
+	}
+	return 0, wrongType(`a size such as "512M" or "4G"`, v)
+}
+
+// argvValue takes a non-empty array of strings whose placeholders are known.
+func argvValue(v any) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, wrongType(`an array of strings such as ["claude", "--resume", "{session_id}"]`, v)
+	}
+	if len(arr) == 0 {
+		return nil, errors.New("empty argv: expected the program and its arguments")
+	}
+	argv := make([]string, len(arr))
+	for i, a := range arr {
+		s, ok := a.(string)
+		if !ok {
+			return nil, fmt.Errorf("argument %d: %w", i, wrongType("a string", a))
+		}
+		argv[i] = s
+	}
+	if argv[0] == "" {
+		return nil, errors.New("empty program name: expected the program as the first string")
+	}
+	if err := CheckTemplate(argv); err != nil {
+		return nil, err
+	}
+	return argv, nil
+}
+
+// pathValue takes an absolute path or one starting with ~/.
+func pathValue(v any) (string, error) {
+	s, err := nonEmptyString(v)
+	if err != nil {
+		return "", err
+	}
+	return expandHome(s)
+}
+
+// checkDir requires p to be an existing directory.
+func checkDir(p string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist", p)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", p)
+	}
+	return nil
+}
