@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/config"
@@ -22,8 +24,20 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	defaultConfig, _ := config.DefaultPath() // empty when there is no home: --config is then required
-	root.PersistentFlags().StringVar(&g.configPath, "config", defaultConfig, "path of legion.toml (default $XDG_CONFIG_HOME/legion/legion.toml)")
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "path of legion.toml (default $XDG_CONFIG_HOME/legion/legion.toml)")
+	// The default is resolved when a command runs, not when help is
+	// rendered, so help and man pages show no one's home directory.
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.configPath != "" {
+			return nil
+		}
+		p, err := config.DefaultPath()
+		if err != nil {
+			return fmt.Errorf("locate legion.toml: %w (pass --config)", err)
+		}
+		g.configPath = p
+		return nil
+	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newVersionCmd(),
