@@ -64,7 +64,7 @@ func defaultTeam() Team {
 		StaleAfter:         10 * time.Minute,
 		RestartCooldown:    30 * time.Second,
 		StartLimitBurst:    5,
-		StartLimitInterval: 30 * time.Minute,
+		StartLimitInterval: time.Hour,
 		WIPLimit:           1,
 		Agent: Agent{
 			New:    append([]string(nil), defaultAgentNew...),
@@ -275,11 +275,11 @@ var Schema = []Setting{
 		}),
 	},
 	{
-		Table: TableTeam, Key: "start_limit_interval", Type: "duration", Default: `"30m"`,
+		Table: TableTeam, Key: "start_limit_interval", Type: "duration", Default: `"1h"`,
 		Doc: "StartLimitIntervalSec=. Must be longer than start_limit_burst × restart_cooldown, since " +
 			"restarts come at most once per cooldown and the limit could never trip. A restart for " +
 			"staleness takes stale_after + restart_cooldown; to stop loops of agents that keep hanging too, " +
-			"make it longer than start_limit_burst × (stale_after + restart_cooldown).",
+			"make it longer than start_limit_burst × (stale_after + restart_cooldown), as the default is.",
 		set: onTeam(func(t *Team, v any) (err error) {
 			t.StartLimitInterval, err = durationValue(v, time.Second)
 			return err
@@ -287,8 +287,8 @@ var Schema = []Setting{
 	},
 	{
 		Table: TableTeam, Key: "wip_limit", Type: "integer", Default: "1",
-		Doc: "How many code workers (implementers) of the team may run at once; planners, reviewers " +
-			"and finishers do not count.",
+		Doc: "How many code workers of the team may run at once: agents in every mode but review " +
+			"(reviewers are short-lived and exempt, as in the seed's rules).",
 		set: onTeam(func(t *Team, v any) error {
 			n, err := intValue(v, 1, 1000)
 			t.WIPLimit = int(n)
