@@ -16,12 +16,14 @@ type Dispatcher interface {
 	Send(ctx context.Context, session, text string) error
 }
 
-// Apply carries out one decision: the dispatch or the relay first, then the
+// Apply carries out one decision (tracker changes go to src.Tracker, review
+// outcome labels to src.Reviews when set): the dispatch or the relay first, then the
 // tracker changes. A failed dispatch leaves the issue exactly as it was, so
 // the next tick decides the same thing and tries again; a relay removes
 // user-feedback-given only once the text reached the agent. Every step is
 // idempotent, so applying the same decision twice changes nothing more.
-func Apply(ctx context.Context, t Tracker, disp Dispatcher, d Decision, is Issue) error {
+func Apply(ctx context.Context, src Sources, disp Dispatcher, d Decision, is Issue) error {
+	t := src.Tracker
 	switch {
 	case startsWorker(d.Action):
 		if err := disp.Dispatch(ctx, d.Issue, d.Mode); err != nil {
@@ -34,6 +36,12 @@ func Apply(ctx context.Context, t Tracker, disp Dispatcher, d Decision, is Issue
 	}
 	var errs []error
 	for _, l := range d.RemoveLabels {
+		if src.Reviews != nil && (l == LabelApproved || l == LabelChangesRequest) {
+			// The outcome label is on the pull request: a stale one would
+			// resume the implementer again on every tick.
+			errs = append(errs, src.Reviews.RemoveLabel(ctx, d.Issue, l))
+			continue
+		}
 		errs = append(errs, t.RemoveLabel(ctx, d.Issue, l))
 	}
 	if d.Comment != "" {

@@ -41,7 +41,7 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 		if d.Action == ActionSkip || d.Action == ActionNone {
 			continue
 		}
-		if err := Apply(ctx, src.Tracker, disp, d, st.Issues[i]); err != nil {
+		if err := Apply(ctx, src, disp, d, st.Issues[i]); err != nil {
 			r.Failed++
 			log.Warn("apply failed", "issue", d.Issue, "action", string(d.Action), "err", err)
 			continue

@@ -6,11 +6,15 @@ import (
 	"slices"
 )
 
-// ReviewSource reports review outcomes for many issues in one batched query.
+// ReviewSource is where review outcomes live when they are not labels on
+// the issue: pull requests on GitHub (package controller/github).
 type ReviewSource interface {
-	// Outcomes returns the outcome per issue identifier; issues without a
-	// pull request or outcome label may be missing from the map.
-	Outcomes(ctx context.Context, issues []string) (map[string]Review, error)
+	// Reviews returns the outcome per issue identifier in one batched
+	// query; issues without a pull request or outcome label may be missing.
+	Reviews(ctx context.Context, issues []string) (map[string]Review, error)
+	// RemoveLabel removes an outcome label from the issue's pull request
+	// (no-op when absent).
+	RemoveLabel(ctx context.Context, issue, label string) error
 }
 
 // Session is a live agent session of the team, as the helper reports it.
@@ -79,7 +83,7 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 				ids = append(ids, t.ID)
 			}
 		}
-		if outcomes, err = src.Reviews.Outcomes(ctx, ids); err != nil {
+		if outcomes, err = src.Reviews.Reviews(ctx, ids); err != nil {
 			return State{}, nil, fmt.Errorf("collect review outcomes: %w", err)
 		}
 	}

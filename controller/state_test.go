@@ -42,13 +42,14 @@ func (f *fakeAgents) finish(issue string) {
 func tick(t *testing.T, tr controller.Tracker, agents *fakeAgents, wip int) []controller.Action {
 	t.Helper()
 	ctx := t.Context()
-	st, _, err := controller.Collect(ctx, controller.Sources{Tracker: tr, Sessions: agents, WIPLimit: wip})
+	src := controller.Sources{Tracker: tr, Sessions: agents, WIPLimit: wip}
+	st, _, err := controller.Collect(ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var acts []controller.Action
 	for i, d := range controller.Decide(st) {
-		if err := controller.Apply(ctx, tr, agents, d, st.Issues[i]); err != nil {
+		if err := controller.Apply(ctx, src, agents, d, st.Issues[i]); err != nil {
 			t.Fatal(err)
 		}
 		acts = append(acts, d.Action)

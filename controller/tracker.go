@@ -11,7 +11,8 @@ import (
 // that is there, removing one that is not, or moving an issue to its current
 // status changes nothing and is not an error.
 type Tracker interface {
-	// Issues returns every issue of the team, in a stable order.
+	// Issues returns the team's issues in a stable order: every open one;
+	// a tracker may leave out closed ones (Done, Canceled).
 	Issues(ctx context.Context) ([]TrackedIssue, error)
 	Move(ctx context.Context, id string, to Status) error
 	AddLabel(ctx context.Context, id, label string) error

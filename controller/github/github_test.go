@@ -51,8 +51,8 @@ func TestPullRequests(t *testing.T) {
 	srv.AddPR("legion/DEMO-5", "OPEN", "worker-approved", "worker-changes-requested")
 	srv.AddPR("legion/DEMO-6", "CLOSED", "worker-approved") // closed: not considered
 	srv.AddPR("legion/DEMO-7", "OPEN", "worker-changes-requested")
-	srv.AddPR("legion/DEMO-7", "OPEN", "worker-approved") // the newer PR wins
-	srv.AddPR("feature/DEMO-8", "OPEN", "worker-approved")  // not Legion's branch
+	srv.AddPR("legion/DEMO-7", "OPEN", "worker-approved")  // the newer PR wins
+	srv.AddPR("feature/DEMO-8", "OPEN", "worker-approved") // not Legion's branch
 
 	issues := make([]string, 10)
 	for i := range issues {
@@ -234,7 +234,9 @@ func TestAuthFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, srv := newTest(t, func(o *Options) { o.TokenFile = "/etc/legion/github.token" })
 			if tc.reply == nil {
+				srv.Lock()
 				srv.Token = "ghp_someone_else"
+				srv.Unlock()
 			} else {
 				srv.Inject(*tc.reply, *tc.reply)
 			}

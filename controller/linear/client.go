@@ -32,8 +32,10 @@ type Options struct {
 	// under their own name (Backlog, Triage, ...), which the controller
 	// leaves alone.
 	Statuses map[controller.Status]string
-	// APIKeyEnv names the environment variable holding a personal API key;
-	// DefaultAPIKeyEnv when empty. It is read before CredentialsFile.
+	// APIKeyEnv names the environment variable holding a personal API key
+	// (sent as "Authorization: <key>"; an OAuth access token, lin_oauth_…,
+	// is sent as a Bearer token); DefaultAPIKeyEnv when empty. It is read
+	// before CredentialsFile.
 	APIKeyEnv string
 	// CredentialsFile is a file holding the API key (its first line that is
 	// neither empty nor a # comment); it must not be readable by group or

@@ -20,7 +20,6 @@ var opIssues = operation{name: "LegionIssues", idempotent: true, query: `query L
     nodes {
       id
       identifier
-      number
       title
       branchName
       state { id name type }
@@ -52,7 +51,6 @@ type issuesData struct {
 type issueNode struct {
 	ID         string `json:"id"`
 	Identifier string `json:"identifier"`
-	Number     int    `json:"number"`
 	Title      string `json:"title"`
 	BranchName string `json:"branchName"`
 	State      *struct {
@@ -224,7 +222,10 @@ func (c *Client) Issues(ctx context.Context) ([]controller.TrackedIssue, error) 
 
 // issueNumber is the number of an identifier like ENG-12; 0 if none.
 func issueNumber(id string) int {
-	_, num, _ := strings.Cut(id, "-")
+	num := id[strings.LastIndexByte(id, '-')+1:]
+	if num == "" || num == id {
+		return 0
+	}
 	n := 0
 	for _, r := range num {
 		if r < '0' || r > '9' || n > 1e8 {

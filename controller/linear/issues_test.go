@@ -271,7 +271,9 @@ func TestAuthFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, srv := newTest(t, func(o *Options) { o.CredentialsFile = "/etc/legion/linear.key" })
 			if tc.reply == nil {
+				srv.Lock()
 				srv.Key = "lin_api_someone_else"
+				srv.Unlock()
 			} else {
 				srv.Inject(*tc.reply, *tc.reply)
 			}

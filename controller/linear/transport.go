@@ -151,7 +151,11 @@ func (c *Client) attempt(ctx context.Context, op operation, body []byte) (json.R
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "legion")
-	req.Header.Set("Authorization", c.key) // personal API keys go without "Bearer"
+	if strings.HasPrefix(c.key, "lin_oauth_") {
+		req.Header.Set("Authorization", "Bearer "+c.key) // an OAuth access token
+	} else {
+		req.Header.Set("Authorization", c.key) // personal API keys go without "Bearer"
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

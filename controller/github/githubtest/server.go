@@ -41,7 +41,8 @@ type Reply struct {
 	Body   string
 }
 
-// Server is a fake GitHub.
+// Server is a fake GitHub. Its exported fields may be changed under Lock
+// while it serves.
 type Server struct {
 	*httptest.Server
 	Token       string
@@ -82,7 +83,7 @@ func (s *Server) AddPR(branch, state string, labels ...string) *PR {
 	return pr
 }
 
-// Lock and Unlock guard the exported fields of the PRs.
+// Lock and Unlock guard the exported fields.
 func (s *Server) Lock()   { s.mu.Lock() }
 func (s *Server) Unlock() { s.mu.Unlock() }
 
@@ -160,7 +161,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.calls[op]++
 	s.total++
 	s.last[op] = req.Variables
-	total, hook := s.total, s.onCall
+	total, hook, want := s.total, s.onCall, s.Token
 	var canned *Reply
 	if len(s.script) > 0 {
 		canned = &s.script[0]
@@ -185,7 +186,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-RateLimit-Remaining", "4999")
 	w.Header().Set("X-RateLimit-Reset", "1767323045")
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "bearer") || token != s.Token {
+	if !strings.EqualFold(scheme, "bearer") || token != want {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "Bad credentials", "documentation_url": "https://docs.github.com/graphql"})
 		return
 	}

@@ -54,7 +54,8 @@ type Reply struct {
 	Body   string
 }
 
-// Server is a fake Linear. Its exported fields may be changed under Lock.
+// Server is a fake Linear. Its exported fields may be changed under Lock
+// while it serves.
 type Server struct {
 	*httptest.Server
 	Key      string // the only API key accepted
@@ -266,7 +267,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.calls[op]++
 	s.total++
 	s.lastVars[op] = req.Variables
-	total, hook := s.total, s.onCall
+	total, hook, key := s.total, s.onCall, s.Key
 	var canned *Reply
 	if len(s.script) > 0 {
 		canned = &s.script[0]
@@ -288,7 +289,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, canned.Body)
 		return
 	}
-	if r.Header.Get("Authorization") != s.Key || strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+	if r.Header.Get("Authorization") != key {
 		writeErrors(w, http.StatusBadRequest, "AUTHENTICATION_ERROR", "Authentication required, not authenticated")
 		return
 	}
@@ -488,7 +489,7 @@ func (s *Server) issues(query string, v map[string]any) (any, string, string) {
 			comments = append(comments, map[string]any{"body": cm.Body, "createdAt": cm.CreatedAt.Format("2006-01-02T15:04:05.000Z"), "user": user})
 		}
 		nodes = append(nodes, map[string]any{
-			"id": is.ID, "identifier": is.Identifier, "number": is.Number, "title": is.Title, "branchName": is.BranchName,
+			"id": is.ID, "identifier": is.Identifier, "title": is.Title, "branchName": is.BranchName,
 			"state":    map[string]any{"id": st.ID, "name": st.Name, "type": st.Type},
 			"labels":   map[string]any{"nodes": labels},
 			"comments": map[string]any{"nodes": comments},
