@@ -168,4 +168,5 @@ func (c *Client) Reviews(ctx context.Context, issues []string) (map[string]contr
 	}
 	return out, nil
 }
+
 var _ controller.ReviewSource = (*Client)(nil)
