@@ -1,0 +1,99 @@
+// Package team assembles one configured team's controller parts from its
+// config: the tracker (local or Linear), the review source (labels or
+// GitHub), the worktrees, and the paths of its state. It only builds;
+// it starts nothing and talks to no service until a part is used.
+package team
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/github"
+	"github.com/legion-dev/legion/controller/linear"
+	"github.com/legion-dev/legion/controller/local"
+	"github.com/legion-dev/legion/controller/workspace"
+)
+
+// Team is a configured team with its parts.
+type Team struct {
+	config.Team
+	// StateDir is $XDG_STATE_HOME/legion/teams/<short>: the local tracker,
+	// the controller's heartbeat.
+	StateDir  string
+	Tracker   controller.Tracker
+	Reviews   controller.ReviewSource // nil: outcome labels on the issue
+	Worktrees *workspace.Manager
+}
+
+// Open builds the parts of t; stateHome is $XDG_STATE_HOME/legion.
+func Open(t config.Team, stateHome string) (*Team, error) {
+	dir := filepath.Join(stateHome, "teams", t.ShortID())
+	tm := &Team{
+		Team:      t,
+		StateDir:  dir,
+		Worktrees: &workspace.Manager{Repo: t.Workspace, Dir: filepath.Join(stateHome, "worktrees", t.ShortID())},
+	}
+	switch t.Tracker {
+	case config.TrackerLocal:
+		tm.Tracker = local.Open(filepath.Join(dir, "tracker"), t.IssuePrefix)
+	case config.TrackerLinear:
+		c, err := linear.New(linear.Options{
+			Team:            t.Linear.TeamKey,
+			Statuses:        linearStatuses(t.Linear),
+			APIKeyEnv:       t.Linear.APIKeyEnv,
+			CredentialsFile: t.Linear.CredentialsFile,
+			Endpoint:        t.Linear.APIURL,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("team %s: %w", t.Name, err)
+		}
+		tm.Tracker = c
+	default:
+		return nil, fmt.Errorf("team %s: unknown tracker %q", t.Name, t.Tracker)
+	}
+	if t.Review == config.ReviewGitHub {
+		owner, repo, ok := strings.Cut(t.GitHub.Repo, "/")
+		if !ok {
+			return nil, fmt.Errorf("team %s: github repo %q: want owner/name", t.Name, t.GitHub.Repo)
+		}
+		c, err := github.New(github.Options{
+			Owner: owner, Repo: repo,
+			BranchPrefix: workspace.BranchPrefix,
+			TokenEnv:     t.GitHub.TokenEnv,
+			TokenFile:    t.GitHub.CredentialsFile,
+			Endpoint:     t.GitHub.APIURL,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("team %s: %w", t.Name, err)
+		}
+		tm.Reviews = c
+	}
+	return tm, nil
+}
+
+// Local returns the team's local tracker, or an error naming the tracker
+// the team uses instead.
+func (t *Team) Local() (*local.Store, error) {
+	s, ok := t.Tracker.(*local.Store)
+	if !ok {
+		return nil, fmt.Errorf("team %q uses the %s tracker: manage its issues there; `legion issue` drives the local tracker", t.Name, t.Team.Tracker)
+	}
+	return s, nil
+}
+
+func linearStatuses(l config.Linear) map[controller.Status]string {
+	m := map[controller.Status]string{}
+	for st, name := range map[controller.Status]string{
+		controller.StatusTodo: l.StatusTodo, controller.StatusInProgress: l.StatusInProgress,
+		controller.StatusNeedsReview: l.StatusNeedsReview, controller.StatusRetro: l.StatusRetro,
+		controller.StatusDone: l.StatusDone,
+	} {
+		if name != "" {
+			m[st] = name
+		}
+	}
+	return m
+}
