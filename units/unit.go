@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -85,18 +86,38 @@ func prop(name string, v any) *sddbus.Property {
 
 // String is a free-text option (Description=, Type=, Restart=, ...). A
 // literal % is written as %% in the file; D-Bus gets the text as is.
+// Unit files cannot hold control characters or end a value in '\' (a line
+// continuation), so in the file those are shown as \xNN text: the value can
+// never spill into another line or key.
 func String(section, key, value string) Option {
-	return Option{Section: section, Key: key, Value: EscapeSpecifiers(value), Prop: prop(key, value)}
+	return Option{Section: section, Key: key, Value: fileText(value), Prop: prop(key, value)}
 }
 
 // FileOnly is an option that exists only in unit files (WantedBy=,
-// ListenStream= on a socket, ...). The value is written %-escaped unless raw
-// is true, for values that use specifiers on purpose (%t, %i).
+// ListenStream= on a socket, ...). The value is written like String's unless
+// raw is true, for values that use specifiers on purpose (%t, %i); a raw
+// value is written exactly as given.
 func FileOnly(section, key, value string, raw bool) Option {
 	if !raw {
-		value = EscapeSpecifiers(value)
+		value = fileText(value)
 	}
 	return Option{Section: section, Key: key, Value: value}
+}
+
+// fileText makes free text safe as a unit-file value: % doubled, control
+// characters and a final '\' written as visible \xNN.
+func fileText(s string) string {
+	s = EscapeSpecifiers(s)
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || (c == '\\' && i == len(s)-1) {
+			fmt.Fprintf(&b, `\x%02x`, c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // Duration is a time option: "RestartSec" in files, "RestartUSec" (uint64 µs)
@@ -125,24 +146,63 @@ func Bool(section, key string, v bool) Option {
 }
 
 // Exec is an Exec*= command line from an argv, quoted so systemd splits it
-// back into exactly these words (no shell is involved anywhere).
+// back into exactly these words (no shell is involved anywhere): see
+// QuoteArg. argv[0] must be an absolute path: systemd reads a leading
+// '-', '@', ':', '+' or '!' of the first word as a prefix even when quoted.
+//
+// systemd expands $VAR in the arguments of transient units as well as in
+// files, so the D-Bus rendering doubles '$' too; it does no specifier
+// expansion there, so '%' is passed as is.
 func Exec(key string, argv []string) Option {
 	quoted := make([]string, len(argv))
+	dollars := make([]string, len(argv))
 	for i, a := range argv {
 		quoted[i] = QuoteArg(a)
+		dollars[i] = strings.ReplaceAll(a, "$", "$$")
 	}
-	p := sddbus.PropExecStart(argv, false)
+	p := sddbus.PropExecStart(dollars, false)
 	p.Name = key
 	return Option{Section: "Service", Key: key, Value: strings.Join(quoted, " "), Prop: &p}
 }
 
-// Environment is one Environment= assignment per variable, in the order given.
+// ExecWithSpecifiers is an Exec*= line for unit files only: argv quoted as
+// Exec does, then the specifier words (e.g. "%i") written as they are, so
+// systemd expands them. Each specifier word must be non-empty and hold no
+// whitespace, quotes, backslash or '$'; ExecWithSpecifiers panics otherwise,
+// as those are programming errors.
+func ExecWithSpecifiers(key string, argv []string, specifiers ...string) Option {
+	words := make([]string, 0, len(argv)+len(specifiers))
+	for _, a := range argv {
+		words = append(words, QuoteArg(a))
+	}
+	for _, s := range specifiers {
+		if s == "" || strings.ContainsAny(s, " \t\n\r\"'\\$;") || hasControl(s) {
+			panic(fmt.Sprintf("units.ExecWithSpecifiers: bad specifier word %q", s))
+		}
+		words = append(words, s)
+	}
+	return Option{Section: "Service", Key: key, Value: strings.Join(words, " ")}
+}
+
+// Environment is one Environment= line for the assignments in env ("K=V"),
+// in the order given. Each is quoted like QuoteArg except that '$' stays
+// single: systemd does not expand variables in Environment=.
 func Environment(env []string) Option {
 	quoted := make([]string, len(env))
 	for i, kv := range env {
-		quoted[i] = QuoteArg(kv)
+		quoted[i] = quoteWord(EscapeSpecifiers(kv))
 	}
 	return Option{Section: "Service", Key: "Environment", Value: strings.Join(quoted, " "), Prop: prop("Environment", env)}
+}
+
+// CPUQuota is CPUQuota=<percent>% in files (100 is one whole CPU) and
+// CPUQuotaPerSecUSec over D-Bus.
+func CPUQuota(section string, percent uint) Option {
+	return Option{
+		Section: section, Key: "CPUQuota",
+		Value: strconv.FormatUint(uint64(percent), 10) + "%",
+		Prop:  prop("CPUQuotaPerSecUSec", uint64(percent)*10000),
+	}
 }
 
 // FormatDuration writes d the way systemd parses it back exactly:
@@ -161,20 +221,29 @@ func FormatDuration(d time.Duration) string {
 // EscapeSpecifiers doubles every % so systemd reads it as a literal.
 func EscapeSpecifiers(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
-// QuoteArg quotes one word of an Exec*= line or an Environment= assignment:
-// % and $ are doubled (no specifier or variable expansion), and the word is
-// put in double quotes with C escapes when it is empty or holds whitespace,
-// quotes, backslashes or control characters.
+// QuoteArg quotes one word of an Exec*= line so that systemd's parser
+// (extract_first_word with unquoting and C unescapes, then specifier and
+// $-variable expansion) gives back exactly s: % and $ are doubled, and the
+// word is put in double quotes with C escapes when it is empty or holds
+// whitespace, quotes, backslashes, ';' (a lone ; separates commands),
+// control characters or bytes that are not UTF-8.
 func QuoteArg(s string) string {
-	s = EscapeSpecifiers(s)
-	s = strings.ReplaceAll(s, "$", "$$")
-	if s != "" && !strings.ContainsAny(s, " \t\n\r\"'\\;") && !hasControl(s) {
+	return quoteWord(strings.ReplaceAll(EscapeSpecifiers(s), "$", "$$"))
+}
+
+// quoteWord quotes s (already %- and $-escaped) for systemd's
+// extract_first_word(EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE).
+func quoteWord(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n\r\v\f\"'\\;") && !hasControl(s) && utf8.ValidString(s) {
 		return s
 	}
 	var b strings.Builder
 	b.WriteByte('"')
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case r == '"' || r == '\\':
 			b.WriteByte('\\')
 			b.WriteRune(r)
@@ -187,16 +256,17 @@ func QuoteArg(s string) string {
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
 		default:
-			b.WriteRune(r)
+			b.WriteString(s[i : i+size])
 		}
+		i += size
 	}
 	b.WriteByte('"')
 	return b.String()
 }
 
 func hasControl(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
 			return true
 		}
 	}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/local"
+	"github.com/legion-dev/legion/controller/team"
+)
+
+// loadTeam loads the config and returns the named team.
+func loadTeam(g *globals, name string) (*config.Config, config.Team, error) {
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, config.Team{}, err
+	}
+	t, ok := cfg.Team(name)
+	if !ok {
+		return nil, config.Team{}, fmt.Errorf("team %q is not in %s (see `legion team list`)", name, cfg.Path)
+	}
+	return cfg, t, nil
+}
+
+// openTeam loads the config and assembles the named team's parts.
+func openTeam(g *globals, name string) (*team.Team, error) {
+	_, t, err := loadTeam(g, name)
+	if err != nil {
+		return nil, err
+	}
+	state, err := config.StateDir()
+	if err != nil {
+		return nil, err
+	}
+	return team.Open(t, state)
+}
+
+func newIssueCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "issue",
+		Short: "Manage the issues of a team's local tracker",
+		Long: `Manage the issues of a team whose tracker is "local", the embedded tracker
+Legion uses by default. Agents label issues through these commands too.`,
+	}
+	var asJSON bool
+	withStore := func(use, short string, args cobra.PositionalArgs, f func(cmd *cobra.Command, s *local.Store, args []string) error) *cobra.Command {
+		c := &cobra.Command{
+			Use: use, Short: short, Args: args,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				t, err := openTeam(g, args[0])
+				if err != nil {
+					return err
+				}
+				s, err := t.Local()
+				if err != nil {
+					return err
+				}
+				return f(cmd, s, args[1:])
+			},
+		}
+		return c
+	}
+	add := withStore("add TEAM TITLE", "Add an issue in Todo and print its identifier", usageArgs(cobra.ExactArgs(2)),
+		func(cmd *cobra.Command, s *local.Store, args []string) error {
+			is, err := s.Add(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), is)
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), is.ID)
+			return err
+		})
+	list := withStore("list TEAM", "List a team's issues", usageArgs(cobra.ExactArgs(1)),
+		func(cmd *cobra.Command, s *local.Store, _ []string) error {
+			issues, err := s.Issues(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if issues == nil {
+					issues = []controller.TrackedIssue{}
+				}
+				return writeJSON(cmd.OutOrStdout(), issues)
+			}
+			return printIssues(cmd.OutOrStdout(), issues)
+		})
+	show := withStore("show TEAM ISSUE", "Show one issue with its labels and comments", usageArgs(cobra.ExactArgs(2)),
+		func(cmd *cobra.Command, s *local.Store, args []string) error {
+			is, err := s.Issue(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), is)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s  %s\nstatus: %s\nlabels: %s\n", is.ID, is.Title, is.Status, strings.Join(is.Labels, ", "))
+			for _, c := range is.Comments {
+				fmt.Fprintf(w, "\n%s (%s):\n%s\n", c.Author, c.Time.Format("2006-01-02 15:04"), c.Text)
+			}
+			return nil
+		})
+	move := withStore("move TEAM ISSUE STATUS", `Move an issue to a status (Todo, "In Progress", "Needs Review", Retro, Done)`, usageArgs(cobra.ExactArgs(3)),
+		func(cmd *cobra.Command, s *local.Store, args []string) error {
+			return s.Move(cmd.Context(), args[0], controller.Status(args[1]))
+		})
+	label := withStore("label TEAM ISSUE LABEL", "Add a label to an issue (no-op when present)", usageArgs(cobra.ExactArgs(3)),
+		func(cmd *cobra.Command, s *local.Store, args []string) error {
+			return s.AddLabel(cmd.Context(), args[0], args[1])
+		})
+	unlabel := withStore("unlabel TEAM ISSUE LABEL", "Remove a label from an issue (no-op when absent)", usageArgs(cobra.ExactArgs(3)),
+		func(cmd *cobra.Command, s *local.Store, args []string) error {
+			return s.RemoveLabel(cmd.Context(), args[0], args[1])
+		})
+	var author string
+	comment := withStore("comment TEAM ISSUE TEXT", "Comment on an issue", usageArgs(cobra.ExactArgs(3)),
+		func(cmd *cobra.Command, s *local.Store, args []string) error {
+			return s.CommentAs(cmd.Context(), args[0], author, args[1])
+		})
+	comment.Flags().StringVar(&author, "author", defaultAuthor(), "who the comment is from")
+	for _, c := range []*cobra.Command{add, list, show} {
+		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	}
+	cmd.AddCommand(add, list, show, move, label, unlabel, comment)
+	return cmd
+}
+
+func defaultAuthor() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "user"
+}
+
+func printIssues(w io.Writer, issues []controller.TrackedIssue) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ISSUE\tSTATUS\tLABELS\tTITLE")
+	for _, is := range issues {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", is.ID, is.Status, strings.Join(is.Labels, ","), is.Title)
+	}
+	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// usageArgs marks argument-count errors as usage errors (exit code 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{errors.New(cmd.CommandPath() + ": " + err.Error())}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,201 @@
+package units
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// Defaults of the controller template; a team's drop-in overrides the
+// restart cooldown and start limit.
+const (
+	DefaultRestartSec         = 30 * time.Second
+	DefaultWatchdogSec        = 60 * time.Second
+	DefaultStartLimitInterval = 10 * time.Minute
+	DefaultStartLimitBurst    = 5
+	helperRestartSec          = 2 * time.Second
+)
+
+// SocketPath is the helper socket's path in the socket unit, relative to
+// $XDG_RUNTIME_DIR (%t).
+const SocketPath = "legion/legion.sock"
+
+// dropInName is the file name of a team's drop-in in legion@<team>.service.d/.
+const dropInName = "50-legion.conf"
+
+// File is one generated file: its path relative to the unit directory
+// ("legion.socket", "legion@x.service.d/50-legion.conf") and its bytes.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// TeamUnits is what the generators need to know about one team. The cmd
+// layer fills it from the config (with its defaults applied); units never
+// reads the config. The restart and start-limit settings are written as
+// given, where zero means what it means to systemd (RestartSec=0: no pause;
+// StartLimitIntervalSec=0 or StartLimitBurst=0: no start limit); zero
+// resource limits are left out, meaning no limit.
+type TeamUnits struct {
+	Name               string        // team name, the controller's instance
+	ShortID            string        // first 8 hex characters of the team UUID
+	RestartCooldown    time.Duration // RestartSec= of the controller
+	StartLimitInterval time.Duration // StartLimitIntervalSec= of the controller
+	StartLimitBurst    uint32        // StartLimitBurst= of the controller
+	MemoryMax          uint64        // bytes, MemoryMax= of the team slice
+	CPUQuotaPercent    uint          // CPUQuota= of the team slice, 100 = one CPU
+	TasksMax           uint64        // TasksMax= of the team slice
+}
+
+// GenerateOptions says which of Legion's unit files to generate.
+type GenerateOptions struct {
+	// Bin is the absolute path of the legion binary in every ExecStart=.
+	Bin string
+	// Teams get a drop-in for their controller instance and a slice each.
+	Teams []TeamUnits
+}
+
+// Generate returns Legion's unit files, sorted by path: legion.socket,
+// legion.service, legion@.service, and per team a drop-in
+// legion@<team>.service.d/50-legion.conf and the slice legion-<short>.slice.
+// Every file starts with Header. The output depends only on o.
+func Generate(o GenerateOptions) ([]File, error) {
+	if !filepath.IsAbs(o.Bin) {
+		return nil, fmt.Errorf("legion binary %q: want an absolute path", o.Bin)
+	}
+	helper, template := helperUnit(o.Bin), controllerTemplate(o.Bin)
+	files := []File{
+		{Path: SocketUnit, Data: socketUnit().File()},
+		{Path: HelperUnit, Data: helper.File()},
+		{Path: ControllerTemplate, Data: template.File()},
+	}
+	names := map[string]bool{}
+	shorts := map[string]string{}
+	for _, t := range o.Teams {
+		if names[t.Name] {
+			return nil, fmt.Errorf("team %q: configured twice", t.Name)
+		}
+		names[t.Name] = true
+		if other, ok := shorts[t.ShortID]; ok {
+			return nil, fmt.Errorf("teams %q and %q: same short id %s (first 8 hex characters of the id); give one a new id", other, t.Name, t.ShortID)
+		}
+		shorts[t.ShortID] = t.Name
+		tf, err := teamFiles(t)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, tf...)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, nil
+}
+
+// socketUnit is legion.socket: the helper's socket under $XDG_RUNTIME_DIR,
+// private to the user, started at login once enabled.
+func socketUnit() Unit {
+	return Unit{Name: SocketUnit, Options: []Option{
+		String("Unit", "Description", "Legion control socket"),
+		FileOnly("Socket", "ListenStream", "%t/"+SocketPath, true),
+		FileOnly("Socket", "SocketMode", "0600", false),
+		FileOnly("Socket", "DirectoryMode", "0700", false),
+		Bool("Socket", "Accept", false),
+		Bool("Socket", "RemoveOnStop", true),
+		FileOnly("Install", "WantedBy", "sockets.target", false),
+	}}
+}
+
+// helperUnit is legion.service, the helper: started by legion.socket (so it
+// has no [Install] section), READY=1 once recovery is done.
+func helperUnit(bin string) Unit {
+	return Unit{Name: HelperUnit, Options: []Option{
+		String("Unit", "Description", "Legion helper (control plane)"),
+		FileOnly("Unit", "Requires", SocketUnit, false),
+		FileOnly("Unit", "After", SocketUnit, false),
+		String("Service", "Type", "notify"),
+		Exec("ExecStart", []string{bin, "helper"}),
+		String("Service", "Restart", "on-failure"),
+		Duration("Service", "RestartSec", "RestartUSec", helperRestartSec),
+	}}
+}
+
+// controllerTemplate is legion@.service, one instance per team. %i is the
+// escaped team name: `legion controller` gets it escaped and unescapes it
+// (units.Unescape), so any team name survives the command line.
+//
+// Stopping and crashing differ on purpose. Workers are transient units of
+// their own, never in this unit's cgroup, so no KillMode reaches them. On
+// `systemctl --user stop legion@TEAM` the controller gets SIGTERM (KillMode=
+// mixed sends it to the main process only) and stops the team's workers
+// itself before exiting; the rest of its cgroup is killed after it. On a
+// crash or a watchdog timeout (SIGABRT) the controller stops nothing, so
+// its restart finds every agent still running. No BindsTo= is needed, and
+// none would be right: it would stop workers on a crash too.
+func controllerTemplate(bin string) Unit {
+	return Unit{Name: ControllerTemplate, Options: []Option{
+		FileOnly("Unit", "Description", "Legion controller for team %I", true),
+		FileOnly("Unit", "Wants", SocketUnit, false),
+		FileOnly("Unit", "After", SocketUnit, false),
+		Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", DefaultStartLimitInterval),
+		Uint32("Unit", "StartLimitBurst", DefaultStartLimitBurst),
+		String("Service", "Type", "notify"),
+		ExecWithSpecifiers("ExecStart", []string{bin, "controller"}, "%i"),
+		String("Service", "Restart", "on-failure"),
+		Duration("Service", "RestartSec", "RestartUSec", DefaultRestartSec),
+		Duration("Service", "WatchdogSec", "WatchdogUSec", DefaultWatchdogSec),
+		String("Service", "KillMode", "mixed"),
+		FileOnly("Install", "WantedBy", "default.target", false),
+	}}
+}
+
+// teamFiles are one team's drop-in for its controller instance and its
+// slice.
+func teamFiles(t TeamUnits) ([]File, error) {
+	controller, err := ControllerUnit(t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("team %q: %w", t.Name, err)
+	}
+	slice, err := TeamSlice(t.ShortID)
+	if err != nil {
+		return nil, fmt.Errorf("team %q: %w", t.Name, err)
+	}
+	if t.RestartCooldown < 0 || t.StartLimitInterval < 0 {
+		return nil, fmt.Errorf("team %q: negative restart cooldown %v or start limit interval %v", t.Name, t.RestartCooldown, t.StartLimitInterval)
+	}
+	dropIn := Unit{Name: controller, Options: []Option{
+		Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", t.StartLimitInterval),
+		Uint32("Unit", "StartLimitBurst", t.StartLimitBurst),
+		String("Service", "Slice", slice),
+		Duration("Service", "RestartSec", "RestartUSec", t.RestartCooldown),
+	}}
+
+	su := Unit{Name: slice, Options: []Option{
+		String("Unit", "Description", "Legion team "+t.Name),
+	}}
+	if t.MemoryMax > 0 {
+		su.Options = append(su.Options, Uint64("Slice", "MemoryMax", t.MemoryMax))
+	}
+	if t.CPUQuotaPercent > 0 {
+		su.Options = append(su.Options, CPUQuota("Slice", t.CPUQuotaPercent))
+	}
+	if t.TasksMax > 0 {
+		su.Options = append(su.Options, Uint64("Slice", "TasksMax", t.TasksMax))
+	}
+	return []File{
+		{Path: path.Join(controller+".d", dropInName), Data: dropIn.File()},
+		{Path: slice, Data: su.File()},
+	}, nil
+}
+
+// WriteFiles prints files the way `legion install --dry-run` shows them:
+// a line "---<path>---", then the file's text, for each file in order.
+func WriteFiles(w io.Writer, files []File) error {
+	for _, f := range files {
+		if _, err := fmt.Fprintf(w, "---%s---\n%s", f.Path, f.Data); err != nil {
+			return fmt.Errorf("print %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package sdtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// modulePath is the module whose cmd/legion LegionBinary builds.
+const modulePath = "github.com/legion-dev/legion"
+
+// binPrefix names the directories LegionBinary builds into:
+// legion-bin-<pid of the test process>-<random>.
+const binPrefix = "legion-bin-"
+
+// startEnv is the test process's environment before any Start changed HOME
+// and XDG_CACHE_HOME: go build must use the real build cache.
+var startEnv = os.Environ()
+
+var legion struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// LegionBinary builds ./cmd/legion once per test process and returns the
+// binary's absolute path.
+//
+// The binary goes into a fresh directory $TMPDIR/legion-bin-<pid>-*. A test
+// process cannot remove it when it exits (there is no hook after the last
+// test without a TestMain), so instead each process, on its first build,
+// removes the directories of earlier test processes that are gone: at most
+// one stale copy per finished process lingers until the next run.
+func LegionBinary(t testing.TB) string {
+	t.Helper()
+	legion.once.Do(func() { legion.path, legion.err = buildLegion() })
+	if legion.err != nil {
+		t.Fatalf("build legion binary: %v", legion.err)
+	}
+	return legion.path
+}
+
+func buildLegion() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("find the go tool: %w", err)
+	}
+	sweepStaleDirs(os.TempDir(), binPrefix)
+	dir, err := os.MkdirTemp("", binPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "legion")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./cmd/legion")
+	cmd.Dir = root
+	cmd.Env = startEnv
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		_ = os.RemoveAll(dir) // nothing useful in it
+		return "", fmt.Errorf("go build ./cmd/legion in %s: %w\n%s", root, err, out.String())
+	}
+	return bin, nil
+}
+
+// moduleRoot walks up from the working directory (a test runs in its
+// package's directory) to the go.mod of this module.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil {
+			if declaresModule(b, modulePath) {
+				return dir, nil
+			}
+			return "", fmt.Errorf("%s/go.mod is not module %s", dir, modulePath)
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
+}
+
+func declaresModule(gomod []byte, path string) bool {
+	for line := range strings.Lines(string(gomod)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == path {
+			return true
+		}
+	}
+	return false
+}

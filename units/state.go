@@ -1,0 +1,153 @@
+package units
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	godbus "github.com/godbus/dbus/v5"
+)
+
+// State is what the manager says about a unit. The field values are
+// systemd's (see `systemctl --user show`).
+type State struct {
+	Name string
+
+	// LoadState is "loaded", "not-found" (no such unit: never started,
+	// or a transient unit garbage-collected after it ended), "masked",
+	// "error", "bad-setting".
+	LoadState string
+	// ActiveState is "active", "activating", "deactivating", "reloading",
+	// "inactive" or "failed".
+	ActiveState string
+	// SubState is the unit type's own state: for services "running",
+	// "auto-restart", "dead", "failed", ...
+	SubState string
+
+	// The rest is read for services only.
+
+	// Result is how the last run ended: "success", "exit-code", "signal",
+	// "core-dump", "watchdog", "timeout", "start-limit-hit", ...
+	Result string
+	// NRestarts counts automatic restarts (Restart=) since the unit was
+	// last started by hand.
+	NRestarts uint32
+	// MainPID is the main process, 0 when there is none.
+	MainPID uint32
+	// StatusText is the last STATUS= the service sent with sd_notify.
+	StatusText string
+}
+
+// Exists reports whether the manager has the unit loaded. A unit that
+// does not exist reads LoadState "not-found", ActiveState "inactive": it is
+// not running, whatever else was true of an earlier unit of that name.
+func (s State) Exists() bool { return s.LoadState != "" && s.LoadState != "not-found" }
+
+// Failed reports whether the unit is in the failed state.
+func (s State) Failed() bool { return s.ActiveState == "failed" }
+
+func (s State) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s %s/%s", s.Name, s.LoadState, s.ActiveState, s.SubState)
+	if s.Result != "" {
+		fmt.Fprintf(&b, " result=%s", s.Result)
+	}
+	if s.NRestarts != 0 {
+		fmt.Fprintf(&b, " restarts=%d", s.NRestarts)
+	}
+	if s.MainPID != 0 {
+		fmt.Fprintf(&b, " pid=%d", s.MainPID)
+	}
+	if s.StatusText != "" {
+		fmt.Fprintf(&b, " status=%q", s.StatusText)
+	}
+	return b.String()
+}
+
+// notFound is the state of a unit the manager does not have loaded, as
+// `systemctl show` reports it.
+func notFound(name string) State {
+	return State{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
+}
+
+// State reads the unit's state. A unit that is not loaded is not an error:
+// its State has Exists() false. State asks for the unit with GetUnit, which
+// never loads it (reading properties by object path would load a stub).
+func (m *Manager) State(ctx context.Context, name string) (State, error) {
+	var st State
+	err := m.do(ctx, func(c *conns) error {
+		var err error
+		st, err = readState(ctx, c.raw, name)
+		return err
+	})
+	if err != nil {
+		return State{}, fmt.Errorf("read state of unit %s: %w", name, err)
+	}
+	return st, nil
+}
+
+func readState(ctx context.Context, conn *godbus.Conn, name string) (State, error) {
+	var path godbus.ObjectPath
+	err := conn.Object(sdDest, sdPath).CallWithContext(ctx, sdManagerIface+".GetUnit", 0, name).Store(&path)
+	if dbusErrorName(err) == errNameNoSuch {
+		return notFound(name), nil
+	}
+	if err != nil {
+		return State{}, err
+	}
+	obj := conn.Object(sdDest, path)
+	props, err := getAll(ctx, obj, sdUnitIface)
+	if err != nil {
+		return State{}, err
+	}
+	st := State{Name: name}
+	if err := storeProps(props, map[string]any{
+		"LoadState":   &st.LoadState,
+		"ActiveState": &st.ActiveState,
+		"SubState":    &st.SubState,
+	}); err != nil {
+		return State{}, err
+	}
+	if !st.Exists() {
+		// Loaded as a stub by someone else's lookup: same as not loaded.
+		return notFound(name), nil
+	}
+	if !strings.HasSuffix(name, ".service") {
+		return st, nil
+	}
+	props, err = getAll(ctx, obj, sdServiceIface)
+	if err != nil {
+		return State{}, err
+	}
+	if err := storeProps(props, map[string]any{
+		"Result":     &st.Result,
+		"NRestarts":  &st.NRestarts,
+		"MainPID":    &st.MainPID,
+		"StatusText": &st.StatusText,
+	}); err != nil {
+		return State{}, err
+	}
+	return st, nil
+}
+
+func getAll(ctx context.Context, obj godbus.BusObject, iface string) (map[string]godbus.Variant, error) {
+	var props map[string]godbus.Variant
+	if err := obj.CallWithContext(ctx, dbusPropsIface+".GetAll", 0, iface).Store(&props); err != nil {
+		return nil, fmt.Errorf("get %s properties: %w", iface, err)
+	}
+	return props, nil
+}
+
+// storeProps copies the named properties into the pointers, checking types.
+func storeProps(props map[string]godbus.Variant, dst map[string]any) error {
+	for name, ptr := range dst {
+		v, ok := props[name]
+		if !ok {
+			return fmt.Errorf("property %s missing", name)
+		}
+		if err := godbus.Store([]any{v.Value()}, ptr); err != nil {
+			return fmt.Errorf("property %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package units_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legion-dev/legion/units"
+)
+
+// require skips the test when a prerequisite is missing, or fails it when
+// CI=true so that a broken CI machine never passes as green.
+func require(t testing.TB, what string, ok bool) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("prerequisite missing: %s (CI=true: failing instead of skipping)", what)
+	}
+	t.Skipf("prerequisite missing: %s", what)
+}
+
+func TestQuoteArg(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain", "plain"},
+		{"/usr/bin/legion", "/usr/bin/legion"},
+		{"", `""`},
+		{";", `";"`},
+		{`\;`, `"\\;"`},
+		{"a;b", `"a;b"`},
+		{"-x", "-x"},
+		{"--flag=v", "--flag=v"},
+		{"@argv0", "@argv0"},
+		{"+plus", "+plus"},
+		{"!bang", "!bang"},
+		{":colon", ":colon"},
+		{"$HOME", "$$HOME"},
+		{"${HOME}", "$${HOME}"},
+		{"100%", "100%%"},
+		{"%i", "%%i"},
+		{"with space", `"with space"`},
+		{"tab\there", `"tab\there"`},
+		{"line\nbreak", `"line\nbreak"`},
+		{"cr\r", `"cr\r"`},
+		{`dq"`, `"dq\""`},
+		{"sq'", `"sq'"`},
+		{`back\slash`, `"back\\slash"`},
+		{`trailing\`, `"trailing\\"`},
+		{"bell\a", `"bell\x07"`},
+		{"del\x7f", `"del\x7f"`},
+		{"ünï", "ünï"},
+		{"bad\xffutf8", `"bad\xffutf8"`},
+		{"vt\v", `"vt\x0b"`},
+		{"all $ % \" ' \\ ;", `"all $$ %% \" ' \\ ;"`},
+	}
+	for _, tt := range tests {
+		if got := units.QuoteArg(tt.in); got != tt.want {
+			t.Errorf("QuoteArg(%q) = %s; want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestFileAndProperties(t *testing.T) {
+	u := units.Unit{Name: "legion-00000000-i-m.service", Options: []units.Option{
+		units.String("Unit", "Description", "50% done\nExecStart=/evil \\"),
+		units.String("Service", "Type", "notify"),
+		units.Exec("ExecStart", []string{"/bin/x", "$HOME", "100%", "a b"}),
+		units.Environment([]string{"A=$x", "B=1 2", "C=50%"}),
+		units.Duration("Service", "RestartSec", "RestartUSec", 1500*time.Millisecond),
+		units.Duration("Service", "WatchdogSec", "WatchdogUSec", 7*time.Microsecond),
+		units.Uint32("Unit", "StartLimitBurst", 3),
+		units.Uint64("Service", "TasksMax", 10),
+		units.CPUQuota("Service", 150),
+		units.Bool("Service", "RemainAfterExit", true),
+	}}
+	wantFile := units.Header + `
+
+[Unit]
+Description=50%% done\x0aExecStart=/evil \x5c
+StartLimitBurst=3
+
+[Service]
+Type=notify
+ExecStart=/bin/x $$HOME 100%% "a b"
+Environment=A=$x "B=1 2" C=50%%
+RestartSec=1500ms
+WatchdogSec=7us
+TasksMax=10
+CPUQuota=150%
+RemainAfterExit=yes
+`
+	if diff := cmp.Diff(wantFile, string(u.File())); diff != "" {
+		t.Errorf("File() (-want +got):\n%s", diff)
+	}
+	props, err := u.Properties()
+	if err != nil {
+		t.Fatalf("Properties(): %v", err)
+	}
+	got := map[string]any{}
+	for _, p := range props {
+		got[p.Name] = p.Value.Value()
+	}
+	type execStart struct {
+		Path             string
+		Args             []string
+		UncleanIsFailure bool
+	}
+	want := map[string]any{
+		"Description":        "50% done\nExecStart=/evil \\",
+		"Type":               "notify",
+		"Environment":        []string{"A=$x", "B=1 2", "C=50%"},
+		"RestartUSec":        uint64(1500000),
+		"WatchdogUSec":       uint64(7),
+		"StartLimitBurst":    uint32(3),
+		"TasksMax":           uint64(10),
+		"CPUQuotaPerSecUSec": uint64(1500000),
+		"RemainAfterExit":    true,
+	}
+	for k, w := range want {
+		if diff := cmp.Diff(w, got[k]); diff != "" {
+			t.Errorf("Properties()[%s] (-want +got):\n%s", k, diff)
+		}
+	}
+	if gotExec := fmt.Sprint(got["ExecStart"]); gotExec != "[{/bin/x [/bin/x $$HOME 100% a b] false}]" {
+		t.Errorf("Properties()[ExecStart] = %s; want argv with $ doubled and %% as is", gotExec)
+	}
+
+	fileOnly := units.Unit{Name: "x@.service", Options: []units.Option{
+		units.ExecWithSpecifiers("ExecStart", []string{"/b in/x"}, "%i"),
+	}}
+	if _, err := fileOnly.Properties(); err == nil || !strings.Contains(err.Error(), "unit x@.service: ExecStart= cannot be set on a transient unit") {
+		t.Errorf("Properties() of a file-only option: error %v; want one naming the unit and key", err)
+	}
+	if got, want := string(fileOnly.File()), units.Header+"\n\n[Service]\nExecStart=\"/b in/x\" %i\n"; got != want {
+		t.Errorf("File() = %q; want %q", got, want)
+	}
+}
+
+func TestExecWithSpecifiersPanicsOnBadWord(t *testing.T) {
+	for _, w := range []string{"", "%i x", `%i"`, "$X", ";"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("ExecWithSpecifiers(..., %q) did not panic", w)
+				}
+			}()
+			units.ExecWithSpecifiers("ExecStart", []string{"/x"}, w)
+		}()
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	tests := []struct {
+		in   time.Duration
+		want string
+	}{
+		{0, "0s"}, {30 * time.Second, "30s"}, {10 * time.Minute, "600s"},
+		{1500 * time.Millisecond, "1500ms"}, {1001 * time.Microsecond, "1001us"},
+	}
+	for _, tt := range tests {
+		if got := units.FormatDuration(tt.in); got != tt.want {
+			t.Errorf("FormatDuration(%v) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+}
