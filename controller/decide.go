@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 	"slices"
+
+	"github.com/legion-dev/legion/controller/workspace"
 )
 
 // Status is an issue's workflow status; the status is the phase.
@@ -83,6 +85,9 @@ type Issue struct {
 	Worker *Worker  `json:"worker,omitempty"` // nil: no live worker
 	// Feedback is the latest human comment, relayed on user-feedback-given.
 	Feedback string `json:"feedback,omitempty"`
+	// Worktree is the issue's worktree, reported (with would-be merge
+	// conflicts) but not decided on.
+	Worktree *workspace.Worktree `json:"worktree,omitempty"`
 }
 
 // HasLabel reports whether the issue carries label l.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/legion-dev/legion/controller/workspace"
 )
 
 // ReviewSource is where review outcomes live when they are not labels on
@@ -38,14 +40,21 @@ type SessionSource interface {
 	Sessions(ctx context.Context) ([]Session, error)
 }
 
+// WorktreeLister lists the team's issue worktrees (package
+// controller/workspace).
+type WorktreeLister interface {
+	List(ctx context.Context) ([]workspace.Worktree, error)
+}
+
 // Sources are where Collect reads from, each once.
 type Sources struct {
 	Tracker Tracker
 	// Reviews is nil for the local review source: the outcome is a label on
 	// the issue itself (worker-approved / worker-changes-requested).
-	Reviews  ReviewSource
-	Sessions SessionSource
-	WIPLimit int
+	Reviews   ReviewSource
+	Sessions  SessionSource
+	Worktrees WorktreeLister // nil: worktrees are not reported
+	WIPLimit  int
 }
 
 // IssueState is one issue in `legion state`: what was collected and what
@@ -88,6 +97,16 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 		}
 	}
 
+	trees := map[string]*workspace.Worktree{}
+	if src.Worktrees != nil {
+		list, err := src.Worktrees.List(ctx)
+		if err != nil {
+			return State{}, nil, fmt.Errorf("collect worktrees: %w", err)
+		}
+		for i := range list {
+			trees[list[i].Issue] = &list[i]
+		}
+	}
 	live := map[string]Session{}
 	for _, s := range sessions {
 		if s.Live() && s.Issue != "" {
@@ -99,6 +118,7 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 		is := Issue{
 			ID: t.ID, Title: t.Title, Status: t.Status, Labels: slices.Clone(t.Labels),
 			Review: outcomes[t.ID], Feedback: t.LatestHumanComment(),
+			Worktree: trees[t.ID],
 		}
 		if is.Labels == nil {
 			is.Labels = []string{}

@@ -97,3 +97,15 @@ func linearStatuses(l config.Linear) map[controller.Status]string {
 	}
 	return m
 }
+
+// Sources are the team's state sources for controller.Collect, with live
+// sessions from sessions (the helper).
+func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
+	return controller.Sources{
+		Tracker:   t.Tracker,
+		Reviews:   t.Reviews,
+		Sessions:  sessions,
+		Worktrees: t.Worktrees,
+		WIPLimit:  t.WIPLimit,
+	}
+}
