@@ -53,6 +53,7 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newDoctorCmd(g),
 		newDocsCmd(g),
 		newIssueCmd(g),
+		newWorktreeCmd(g),
 	)
 	return root
 }

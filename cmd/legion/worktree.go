@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func newWorktreeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "worktree",
+		Short: "Inspect and finish the per-issue git worktrees of a team",
+	}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list TEAM",
+		Short: "List the team's issue worktrees with port offsets and would-be merge conflicts",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := openTeam(g, args[0])
+			if err != nil {
+				return err
+			}
+			wts, err := t.Worktrees.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), wts)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ISSUE\tBRANCH\tPORT OFFSET\tAHEAD\tDIRTY\tCONFLICTS\tPATH")
+			for _, wt := range wts {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%t\t%s\t%s\n", wt.Issue, wt.Branch, wt.PortOffset, wt.Ahead, wt.Dirty, strings.Join(wt.Conflicts, ","), wt.Path)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	finish := &cobra.Command{
+		Use:   "finish TEAM ISSUE",
+		Short: "Merge the issue's branch into the default branch and remove its worktree and branch",
+		Long: `Merge legion/ISSUE into the default branch of the team's workspace (which
+must have it checked out), then remove the issue's worktree and branch. On a
+conflict the merge is aborted, nothing is removed, and the conflicting files
+are listed; exit status 1.`,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := openTeam(g, args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := t.Worktrees.Finish(cmd.Context(), args[1]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "merged legion/%s and removed its worktree\n", args[1])
+			return err
+		},
+	}
+	cmd.AddCommand(list, finish)
+	return cmd
+}
