@@ -1,17 +1,88 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/activation/doctor"
 )
 
-// TODO(owner of doctor.go): replace this stub.
-func newDoctorCmd(_ *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:    "doctor",
-		Short:  "not built yet",
-		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("doctor: not built yet") },
+func newDoctorCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor [--json]",
+		Short: "Check that everything Legion needs is there and working",
+		Long: `Doctor checks the config, the systemd user manager, lingering, the D-Bus
+session bus, the installed unit files (are they what legion install would
+write now?), the helper's socket, git, tmux and each team's agent program,
+and prints each check as ok, warn or FAIL with, for a problem, what to do.
+
+It changes nothing. Connecting to the helper's socket starts legion.service
+through socket activation, as any client does.
+
+Exit status: 0 when no check failed (warnings allowed), 1 when one did.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDoctor(cmd.Context(), g, asJSON, cmd.OutOrStdout())
+		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"ok": BOOL, "checks": [{"name", "status", "detail", "fix"}...]}`)
+	return cmd
+}
+
+func runDoctor(ctx context.Context, g *globals, asJSON bool, out io.Writer) error {
+	bin, err := legionBinary("")
+	if err != nil {
+		return err
+	}
+	checks := doctor.Run(ctx, doctor.Options{
+		ConfigPath: g.configPath,
+		UnitDir:    defaultUnitDir(),
+		Bin:        bin,
+		TeamUnits:  teamUnits,
+	})
+	failed := doctor.Failed(checks)
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			OK     bool           `json:"ok"`
+			Checks []doctor.Check `json:"checks"`
+		}{failed == 0, checks}); err != nil {
+			return fmt.Errorf("doctor: print: %w", err)
+		}
+	} else if err := printChecks(out, checks); err != nil {
+		return fmt.Errorf("doctor: print: %w", err)
+	}
+	if failed > 0 {
+		return fmt.Errorf("doctor: %d of %d checks failed", failed, len(checks))
+	}
+	return nil
+}
+
+// printChecks writes one line per check, and an indented fix line under
+// each problem.
+func printChecks(w io.Writer, checks []doctor.Check) error {
+	width := 0
+	for _, c := range checks {
+		width = max(width, len(c.Name))
+	}
+	var b strings.Builder
+	for _, c := range checks {
+		status := string(c.Status)
+		if c.Status == doctor.Fail {
+			status = "FAIL"
+		}
+		fmt.Fprintf(&b, "%-4s  %-*s  %s\n", status, width, c.Name, c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(&b, "%-4s  %-*s  fix: %s\n", "", width, "", c.Fix)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

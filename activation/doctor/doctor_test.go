@@ -1,0 +1,370 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/sdtest"
+)
+
+// sdtestTimeout bounds talking to a test manager; generous for slow CI.
+const sdtestTimeout = 60 * time.Second
+
+// These tests change the environment (PATH, XDG_RUNTIME_DIR, the bus
+// address) with t.Setenv, so none runs in parallel.
+
+// sandbox is a controlled environment for Run: its own runtime dir with no
+// manager and no bus, a config path, a unit dir and a lingering dir, all
+// empty.
+type sandbox struct {
+	dir  string
+	opts Options
+}
+
+func newSandbox(t *testing.T) *sandbox {
+	t.Helper()
+	// Short: socket paths must stay below 108 bytes.
+	dir, err := os.MkdirTemp("", "doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	runtime := filepath.Join(dir, "run")
+	for _, d := range []string{runtime, filepath.Join(dir, "linger"), filepath.Join(dir, "ws")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("XDG_RUNTIME_DIR", runtime)
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path="+filepath.Join(runtime, "no-bus"))
+	return &sandbox{dir: dir, opts: Options{
+		ConfigPath: filepath.Join(dir, "legion.toml"),
+		UnitDir:    filepath.Join(dir, "units"),
+		Bin:        "/usr/bin/legion",
+		TeamUnits:  teamUnits,
+		RuntimeDir: runtime,
+		User:       "alice",
+		LingerDir:  filepath.Join(dir, "linger"),
+	}}
+}
+
+// teamUnits maps teams as `legion install` does (cmd/legion/install.go).
+func teamUnits(teams []config.Team) []units.TeamUnits {
+	var out []units.TeamUnits
+	for _, t := range teams {
+		out = append(out, units.TeamUnits{
+			Name: t.Name, ShortID: t.ShortID(), RestartCooldown: t.RestartCooldown,
+			StartLimitInterval: t.StartLimitInterval, StartLimitBurst: uint32(t.StartLimitBurst),
+			MemoryMax: t.MemoryMax, CPUQuotaPercent: uint(t.CPUQuotaPercent), TasksMax: t.TasksMax,
+		})
+	}
+	return out
+}
+
+// writeConfig writes legion.toml with one team "demo" (workspace in the
+// sandbox) followed by extra lines of its table.
+func (s *sandbox) writeConfig(t *testing.T, extra string) {
+	t.Helper()
+	text := fmt.Sprintf("[teams.demo]\nid = \"6f1c2e0a-3b5d-4c8e-9a7f-2d4b6c8e0a1f\"\nworkspace = %q\n%s",
+		filepath.Join(s.dir, "ws"), extra)
+	if err := os.WriteFile(s.opts.ConfigPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pathWith makes a directory holding links to the named programs and sets
+// PATH to it alone.
+func pathWith(t *testing.T, progs ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range progs {
+		target, err := exec.LookPath(p)
+		if err != nil {
+			sdtest.Require(t, p+" installed", false)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", dir)
+	return dir
+}
+
+// find returns the check called name.
+func find(t *testing.T, checks []Check, name string) Check {
+	t.Helper()
+	for _, c := range checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %q in %+v", name, checks)
+	return Check{}
+}
+
+// expect compares a check's status and that its detail and fix contain
+// the given texts.
+func expect(t *testing.T, c Check, status Status, detail, fix string) {
+	t.Helper()
+	if c.Status != status {
+		t.Errorf("check %q: status = %s; want %s (detail: %s)", c.Name, c.Status, status, c.Detail)
+	}
+	if !strings.Contains(c.Detail, detail) {
+		t.Errorf("check %q: detail = %q; want it to contain %q", c.Name, c.Detail, detail)
+	}
+	if !strings.Contains(c.Fix, fix) {
+		t.Errorf("check %q: fix = %q; want it to contain %q", c.Name, c.Fix, fix)
+	}
+	if status != OK && c.Fix == "" {
+		t.Errorf("check %q: status %s without a fix", c.Name, c.Status)
+	}
+}
+
+func TestTools(t *testing.T) {
+	tests := []struct {
+		name      string
+		path      []string
+		tmux, git Status
+	}{
+		{"both", []string{"git", "tmux"}, OK, OK},
+		{"no tmux", []string{"git"}, Fail, OK},
+		{"neither", nil, Fail, Fail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSandbox(t)
+			pathWith(t, tt.path...)
+			checks := Run(t.Context(), s.opts)
+			fix := func(st Status, prog string) string {
+				if st == OK {
+					return ""
+				}
+				return "apt install " + prog
+			}
+			expect(t, find(t, checks, CheckTmux), tt.tmux, "tmux", fix(tt.tmux, "tmux"))
+			expect(t, find(t, checks, CheckGit), tt.git, "git", fix(tt.git, "git"))
+		})
+	}
+}
+
+func TestConfig(t *testing.T) {
+	tests := []struct {
+		name     string
+		config   string // "" means no file
+		status   Status
+		detail   string
+		fix      string
+		agentRun bool // an agent check appears
+	}{
+		{"missing", "", Warn, "does not exist", "legion team add", false},
+		{"good", "wip_limit = 2\n", OK, "1 team (demo)", "", true},
+		{"bad key", "stale_afterr = \"1m\"\n", Fail, `teams.demo.stale_afterr: unknown key "stale_afterr"`, "legion.toml(5)", false},
+		{"bad value", "stale_after = \"soon\"\n", Fail, "teams.demo.stale_after", "correct", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSandbox(t)
+			if tt.config != "" {
+				s.writeConfig(t, tt.config)
+			}
+			checks := Run(t.Context(), s.opts)
+			c := find(t, checks, CheckConfig)
+			expect(t, c, tt.status, tt.detail, tt.fix)
+			if tt.status == Fail && !strings.Contains(c.Detail, s.opts.ConfigPath) {
+				t.Errorf("config check detail %q does not name the file %s", c.Detail, s.opts.ConfigPath)
+			}
+			agent := false
+			for _, c := range checks {
+				agent = agent || c.Name == agentCheckName("demo")
+			}
+			if agent != tt.agentRun {
+				t.Errorf("agent check present = %v; want %v", agent, tt.agentRun)
+			}
+			if tt.status == Fail {
+				expect(t, find(t, checks, CheckUnits), Warn, "config does not load", "config")
+			}
+		})
+	}
+}
+
+func TestAgent(t *testing.T) {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatalf("true not in PATH: %v", err)
+	}
+	tests := []struct {
+		name   string
+		agent  string
+		status Status
+		detail string
+		fix    string
+	}{
+		{"in PATH", `agent.new = ["true", "{prompt}"]` + "\n" + `agent.resume = ["true", "{session_id}"]`, OK, "true", ""},
+		{"absolute", fmt.Sprintf("agent.new = [%q]\nagent.resume = [%q]", truePath, truePath), OK, truePath, ""},
+		{"default claude missing", "", Fail, "claude not found in PATH", "teams.demo.agent.new"},
+		{"missing absolute", `agent.new = ["/nonexistent/agent"]` + "\n" + `agent.resume = ["/nonexistent/agent"]`, Fail,
+			"/nonexistent/agent is not an executable file", "install the agent"},
+		{"placeholder", `agent.new = ["{workspace}/bin/agent"]` + "\n" + `agent.resume = ["true"]`, Warn, "placeholder", "agent.resume"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSandbox(t)
+			pathWith(t, "true")
+			s.writeConfig(t, tt.agent+"\n")
+			expect(t, find(t, Run(t.Context(), s.opts), agentCheckName("demo")), tt.status, tt.detail, tt.fix)
+		})
+	}
+}
+
+func TestLinger(t *testing.T) {
+	s := newSandbox(t)
+	expect(t, find(t, Run(t.Context(), s.opts), CheckLinger), Warn, "not enabled for alice", "loginctl enable-linger alice")
+	if err := os.WriteFile(filepath.Join(s.opts.LingerDir, "alice"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, find(t, Run(t.Context(), s.opts), CheckLinger), OK, "enabled for alice", "")
+}
+
+func TestNoManager(t *testing.T) {
+	s := newSandbox(t)
+	checks := Run(t.Context(), s.opts)
+	expect(t, find(t, checks, CheckManager), Fail, "no systemd user manager reachable", "loginctl enable-linger")
+	// The message is units.ErrNoManager's, with what was tried.
+	_, err := units.Connect(t.Context())
+	if err == nil {
+		t.Fatal("units.Connect found a manager in an empty runtime dir")
+	}
+	expect(t, find(t, checks, CheckManager), Fail, err.Error(), "")
+	expect(t, find(t, checks, CheckBus), Warn, "no session bus", "dbus-user-session")
+	if Failed(checks) == 0 {
+		t.Errorf("Failed(%+v) = 0; want > 0", checks)
+	}
+}
+
+func TestUnitFiles(t *testing.T) {
+	s := newSandbox(t)
+	s.writeConfig(t, "")
+	files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Teams: teamUnits(mustLoad(t, s.opts.ConfigPath).Teams)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() Check { return find(t, Run(t.Context(), s.opts), CheckUnits) }
+	expect(t, check(), Fail, "missing: legion-6f1c2e0a.slice, legion.service, legion.socket", "legion install")
+
+	for _, f := range files {
+		p := filepath.Join(s.opts.UnitDir, f.Path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect(t, check(), OK, fmt.Sprintf("%d files current", len(files)), "")
+
+	// A unit for another binary is out of date.
+	other := s.opts
+	other.Bin = "/opt/legion/bin/legion"
+	expect(t, find(t, Run(t.Context(), other), CheckUnits), Fail, "out of date: legion.service, legion@.service", "legion install")
+
+	// A team removed from the config leaves its files behind.
+	if err := os.WriteFile(s.opts.ConfigPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, check(), Fail, "left from teams no longer configured: legion-6f1c2e0a.slice", "legion install")
+}
+
+func mustLoad(t *testing.T, path string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestSocket(t *testing.T) {
+	s := newSandbox(t)
+	check := func() Check { return find(t, Run(t.Context(), s.opts), CheckSocket) }
+	expect(t, check(), Fail, "no such file or directory", "systemctl --user enable --now legion.socket")
+
+	path := filepath.Join(s.opts.RuntimeDir, "legion", "legion.sock")
+	if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, check(), Fail, "is not a socket", "remove "+path)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	// Connections wait in the backlog; no one needs to accept them.
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, check(), Warn, "mode is 0666", "SocketMode=0600")
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, check(), OK, "accepts connections", "")
+
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, check(), Fail, "refuses connections: connect: connection refused", "systemctl --user restart legion.socket")
+}
+
+// TestWithManager runs the checks against a real private user manager,
+// with Legion's units installed into it by units.Install.
+func TestWithManager(t *testing.T) {
+	m := sdtest.Start(t)
+	s := newSandbox(t)
+	// newSandbox pointed the environment elsewhere; back to the manager.
+	t.Setenv("XDG_RUNTIME_DIR", m.RuntimeDir)
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", m.BusAddress)
+	s.opts.RuntimeDir = m.RuntimeDir
+	s.opts.UnitDir = filepath.Join(m.Home, ".config", "systemd", "user")
+	// The helper never runs for real here: a connection to the socket
+	// starts legion.service, which runs `true helper` and fails quietly.
+	bin, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.opts.Bin = bin
+
+	checks := Run(t.Context(), s.opts)
+	expect(t, find(t, checks, CheckManager), OK, "reachable", "")
+	expect(t, find(t, checks, CheckBus), OK, "connected to "+m.BusAddress, "")
+	expect(t, find(t, checks, CheckUnits), Fail, "missing", "legion install")
+	expect(t, find(t, checks, CheckSocket), Fail, "no such file", "legion.socket")
+
+	ctx, cancel := context.WithTimeout(t.Context(), sdtestTimeout)
+	defer cancel()
+	mgr, err := units.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: s.opts.UnitDir, Bin: bin, Manager: mgr}); err != nil {
+		t.Fatal(err)
+	}
+	checks = Run(t.Context(), s.opts)
+	expect(t, find(t, checks, CheckUnits), OK, "3 files current", "")
+	expect(t, find(t, checks, CheckSocket), OK, "accepts connections", "")
+}

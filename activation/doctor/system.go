@@ -1,0 +1,114 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	godbus "github.com/godbus/dbus/v5"
+
+	"github.com/legion-dev/legion/units"
+)
+
+// installHint is how to install a program on the common distributions.
+func installHint(pkg string) string {
+	return fmt.Sprintf("install %[1]s (Debian, Ubuntu: apt install %[1]s; Fedora: dnf install %[1]s; Arch: pacman -S %[1]s)", pkg)
+}
+
+// checkManager: can Legion reach the systemd user manager? Everything
+// Legion runs is a unit of it.
+func checkManager(ctx context.Context) Check {
+	c := Check{Name: CheckManager}
+	m, err := units.Connect(ctx)
+	if err != nil {
+		c.Status, c.Detail = Fail, err.Error()
+		if errors.Is(err, units.ErrNoManager) {
+			c.Fix = "log in through a systemd session (a console or ssh login starts user@UID.service), " +
+				"or run `loginctl enable-linger $USER` to start the manager without one; in a container " +
+				"without systemd as PID 1 there is no user manager"
+		} else {
+			c.Fix = "see `systemctl --user status` and `journalctl --user -b`"
+		}
+		return c
+	}
+	if err := m.Close(); err != nil {
+		c.Status, c.Detail = Warn, "reachable, but closing the connection failed: "+err.Error()
+		c.Fix = "see `journalctl --user -b`"
+		return c
+	}
+	c.Status, c.Detail = OK, "reachable"
+	return c
+}
+
+// checkLinger: is lingering on, so the manager (and Legion's units) run
+// without a login session and survive logout? Read from logind's state
+// directory, which needs no running logind.
+func checkLinger(dir, user string) Check {
+	c := Check{Name: CheckLinger}
+	if user == "" {
+		c.Status, c.Detail = Warn, "cannot tell: the current user has no name"
+		c.Fix = "run `loginctl show-user $(id -u) -p Linger`"
+		return c
+	}
+	_, err := os.Stat(filepath.Join(dir, user))
+	switch {
+	case err == nil:
+		c.Status, c.Detail = OK, fmt.Sprintf("enabled for %s: Legion's units keep running without a login session", user)
+	case errors.Is(err, fs.ErrNotExist):
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("not enabled for %s: Legion's units stop when the last session of %s ends, and teams start only at login", user, user)
+		c.Fix = "loginctl enable-linger " + user
+	default:
+		c.Status, c.Detail = Warn, fmt.Sprintf("cannot tell: %v", err)
+		c.Fix = "run `loginctl show-user " + user + " -p Linger`"
+	}
+	return c
+}
+
+// checkBus: is there a session bus? Legion reaches the manager through its
+// private socket first, so a missing bus is only a warning; systemctl
+// --user and journalctl --user work better with one.
+func checkBus(ctx context.Context, runtimeDir string) Check {
+	c := Check{Name: CheckBus}
+	addr := os.Getenv("DBUS_SESSION_BUS_ADDRESS")
+	if addr == "" {
+		addr = "unix:path=" + filepath.Join(runtimeDir, "bus")
+	}
+	conn, err := godbus.Dial(addr, godbus.WithContext(ctx))
+	if err == nil {
+		err = conn.Auth(nil)
+		if err == nil {
+			err = conn.Hello()
+		}
+		if cerr := conn.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("no session bus at %s: %v", addr, err)
+		c.Fix = "install dbus-user-session (Debian, Ubuntu) or dbus-broker and log in again; Legion " +
+			"itself reaches the manager through its private socket"
+		return c
+	}
+	c.Status, c.Detail = OK, "connected to "+addr
+	return c
+}
+
+// checkTool: is a program Legion runs in PATH?
+func checkTool(name, prog, why string) Check {
+	c := Check{Name: name}
+	path, err := exec.LookPath(prog)
+	if err != nil {
+		c.Status = Fail
+		c.Detail = fmt.Sprintf("%s not found in PATH (%s); %s", prog, os.Getenv("PATH"), why)
+		c.Fix = installHint(prog)
+		return c
+	}
+	c.Status, c.Detail = OK, path
+	return c
+}
