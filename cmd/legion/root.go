@@ -54,6 +54,7 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newDocsCmd(g),
 		newIssueCmd(g),
 		newWorktreeCmd(g),
+		newScriptedAgentCmd(g),
 	)
 	return root
 }

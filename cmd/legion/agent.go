@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+	"os"
+
+	"github.com/legion-dev/legion/ptyworker/scripted"
+	"github.com/spf13/cobra"
+)
+
+// newScriptedAgentCmd is the hidden stand-in for Claude Code used by tests
+// and the demo. Its flags are Claude Code's, parsed by package scripted, so
+// cobra's flag parsing is off.
+func newScriptedAgentCmd(_ *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:                "scripted-agent [--session-id ID | --resume ID] [PROMPT]",
+		Short:              "A scripted stand-in for Claude Code (tests and demo)",
+		Long:               scripted.Usage,
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := scripted.Main(cmd.Context(), args, os.Stdin, os.Stdout)
+			if errors.Is(err, scripted.ErrHelp) {
+				return nil
+			}
+			// The script decides the exit code, as a real agent's would.
+			var exit *scripted.ExitError
+			if errors.As(err, &exit) {
+				os.Exit(exit.Code)
+			}
+			return err
+		},
+	}
+}
