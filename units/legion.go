@@ -12,11 +12,11 @@ import (
 // Defaults of the controller template; a team's drop-in overrides the
 // restart cooldown and start limit.
 const (
-	DefaultRestartSec         = 30 * time.Second
-	DefaultWatchdogSec        = 60 * time.Second
-	DefaultStartLimitInterval = 10 * time.Minute
+	DefaultRestartCooldown    = 30 * time.Second
+	DefaultWatchdog           = 60 * time.Second
+	DefaultStartLimitInterval = time.Hour
 	DefaultStartLimitBurst    = 5
-	helperRestartSec          = 2 * time.Second
+	helperRestartCooldown     = 2 * time.Second
 )
 
 // SocketPath is the helper socket's path in the socket unit, relative to
@@ -117,7 +117,7 @@ func helperUnit(bin string) Unit {
 		String("Service", "Type", "notify"),
 		Exec("ExecStart", []string{bin, "helper"}),
 		String("Service", "Restart", "on-failure"),
-		Duration("Service", "RestartSec", "RestartUSec", helperRestartSec),
+		Duration("Service", "RestartSec", "RestartUSec", helperRestartCooldown),
 	}}
 }
 
@@ -143,8 +143,8 @@ func controllerTemplate(bin string) Unit {
 		String("Service", "Type", "notify"),
 		ExecWithSpecifiers("ExecStart", []string{bin, "controller"}, "%i"),
 		String("Service", "Restart", "on-failure"),
-		Duration("Service", "RestartSec", "RestartUSec", DefaultRestartSec),
-		Duration("Service", "WatchdogSec", "WatchdogUSec", DefaultWatchdogSec),
+		Duration("Service", "RestartSec", "RestartUSec", DefaultRestartCooldown),
+		Duration("Service", "WatchdogSec", "WatchdogUSec", DefaultWatchdog),
 		String("Service", "KillMode", "mixed"),
 		FileOnly("Install", "WantedBy", "default.target", false),
 	}}

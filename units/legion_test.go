@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/sdtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the generators")
@@ -141,7 +142,7 @@ func verifyUnits(t *testing.T, unitDir string, names ...string) {
 func runVerify(t *testing.T, unitDir string, names ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	_, err = exec.LookPath("systemd-analyze")
-	require(t, "systemd-analyze (Debian package systemd) on $PATH", err == nil)
+	sdtest.Require(t, "systemd-analyze (Debian package systemd) on $PATH", err == nil)
 	runtime := filepath.Join(t.TempDir(), "run")
 	if err := os.Mkdir(runtime, 0o700); err != nil {
 		t.Fatal(err)

@@ -214,3 +214,24 @@ func (m *Manager) List(ctx context.Context, patterns ...string) ([]State, error)
 	slices.SortFunc(states, func(a, b State) int { return strings.Compare(a.Name, b.Name) })
 	return states, nil
 }
+
+// Job returns the type of the job pending on unit name ("start", "stop",
+// "restart", ...), or "" when there is none. A service that gets SIGTERM
+// asks this to tell `systemctl stop` (job "stop") from a restart.
+func (m *Manager) Job(ctx context.Context, name string) (string, error) {
+	var jobs []sddbus.JobStatus
+	err := m.do(ctx, func(c *conns) error {
+		var err error
+		jobs, err = c.sd.ListJobsContext(ctx)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("list jobs of %s: %w", name, err)
+	}
+	for _, j := range jobs {
+		if j.Unit == name {
+			return j.JobType, nil
+		}
+	}
+	return "", nil
+}

@@ -180,6 +180,9 @@ func ParseControllerUnit(name string) (string, error) {
 		return "", fmt.Errorf("unit %q: not a Legion controller (want legion@<escaped team>.service)", name)
 	}
 	team, err := Unescape(inst)
+	if err == nil {
+		err = checkPart("team name", team)
+	}
 	if err != nil {
 		return "", fmt.Errorf("unit %q: %w", name, err)
 	}
@@ -264,11 +267,17 @@ func ParseWorkerUnit(name string) (short, issue, mode string, err error) {
 	if parts[1] == "" || parts[2] == "" {
 		return "", "", "", bad("empty issue or mode")
 	}
-	if issue, err = Unescape(parts[1]); err != nil {
-		return "", "", "", fmt.Errorf("unit %q: issue: %w", name, err)
+	if issue, err = Unescape(parts[1]); err == nil {
+		err = checkPart("issue", issue)
 	}
-	if mode, err = Unescape(parts[2]); err != nil {
-		return "", "", "", fmt.Errorf("unit %q: mode: %w", name, err)
+	if err != nil {
+		return "", "", "", fmt.Errorf("unit %q: %w", name, err)
+	}
+	if mode, err = Unescape(parts[2]); err == nil {
+		err = checkPart("mode", mode)
+	}
+	if err != nil {
+		return "", "", "", fmt.Errorf("unit %q: %w", name, err)
 	}
 	return parts[0], issue, mode, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/sdtest"
 )
 
 // nastyNames are team, issue and mode names that have broken unit-name
@@ -58,7 +59,7 @@ func systemdEscape(t *testing.T, args ...string) (string, error) {
 func requireSystemdEscape(t *testing.T) {
 	t.Helper()
 	_, err := exec.LookPath("systemd-escape")
-	require(t, "systemd-escape (Debian package systemd) on $PATH", err == nil)
+	sdtest.Require(t, "systemd-escape (Debian package systemd) on $PATH", err == nil)
 }
 
 func TestEscapeMatchesSystemdEscape(t *testing.T) {
@@ -162,7 +163,7 @@ func TestControllerUnitErrors(t *testing.T) {
 			t.Errorf("ControllerUnit(%q) = %q, nil; want an error", team, got)
 		}
 	}
-	for _, name := range []string{"legion@.service", "legion.service", "legion@a.socket", "other@a.service", `legion@a\q.service`, "legion@a b.service"} {
+	for _, name := range []string{"legion@.service", "legion.service", "legion@a.socket", "other@a.service", `legion@a\q.service`, "legion@a b.service", `legion@\x00.service`} {
 		if got, err := units.ParseControllerUnit(name); err == nil {
 			t.Errorf("ParseControllerUnit(%q) = %q, nil; want an error", name, got)
 		}
@@ -232,6 +233,7 @@ func TestWorkerUnitErrors(t *testing.T) {
 		`legion-0123abcd-i\q-m.service`,
 		"legion-0123abcd-i j-m.service",
 		"legion-0123abcd-i-m.service.d",
+		`legion-0123abcd-i\x00-m.service`,
 	} {
 		if s, i, m, err := units.ParseWorkerUnit(name); err == nil {
 			t.Errorf("ParseWorkerUnit(%q) = %q, %q, %q, nil; want an error", name, s, i, m)
@@ -318,6 +320,41 @@ func FuzzEscape(f *testing.F) {
 			want, err := systemdEscape(t, "--", s)
 			if err != nil || e != want {
 				t.Fatalf("Escape(%q) = %q; systemd-escape says %q, %v", s, e, want, err)
+			}
+		}
+	})
+}
+
+// FuzzParseUnitNames feeds arbitrary unit names to the parsers: they must
+// not panic, and what they accept must build back into a name they parse
+// to the same parts.
+func FuzzParseUnitNames(f *testing.F) {
+	for _, s := range []string{
+		`legion-0123abcd-LEG\x2d12-implement.service`, `legion-0123abcd-a\x2fb-x.service`,
+		`legion-0123abcd-a\x2Fb-x.service`, "legion@x.service", `legion@\xc3\xbc-a.service`,
+		"legion-0123abcd-i-m.slice", `legion@a\x.service`, "legion--.service",
+		`legion@\x00.service`, `legion-0123abcd-\x00-m.service`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if short, issue, mode, err := units.ParseWorkerUnit(name); err == nil {
+			again, err := units.WorkerUnit(short, issue, mode)
+			if err != nil {
+				t.Fatalf("ParseWorkerUnit(%q) = %q, %q, %q; WorkerUnit of those: %v", name, short, issue, mode, err)
+			}
+			s2, i2, m2, err := units.ParseWorkerUnit(again)
+			if err != nil || s2 != short || i2 != issue || m2 != mode {
+				t.Fatalf("ParseWorkerUnit(%q) = %q, %q, %q, %v; want %q, %q, %q", again, s2, i2, m2, err, short, issue, mode)
+			}
+		}
+		if team, err := units.ParseControllerUnit(name); err == nil {
+			again, err := units.ControllerUnit(team)
+			if err != nil {
+				t.Fatalf("ParseControllerUnit(%q) = %q; ControllerUnit of it: %v", name, team, err)
+			}
+			if t2, err := units.ParseControllerUnit(again); err != nil || t2 != team {
+				t.Fatalf("ParseControllerUnit(%q) = %q, %v; want %q", again, t2, err, team)
 			}
 		}
 	})

@@ -1,10 +1,13 @@
 // Package units is Legion's model of systemd units: one description of a unit
 // that renders both to unit-file text (for `legion install`) and to the typed
-// D-Bus properties of StartTransientUnit (for workers), plus systemd's
-// unit-name escaping and a client for the user manager.
+// D-Bus properties of StartTransientUnit (for workers); systemd's unit-name
+// escaping and Legion's unit names (names.go); the generators of Legion's
+// unit files and install/uninstall (legion.go, install.go); and a client for
+// the user manager (manager.go).
 //
-// The package never decides policy (which units exist, with what limits):
-// callers build a Unit and hand it over.
+// The package never reads Legion's config (callers pass plain structs such
+// as TeamUnits), never writes a unit file without Header as its first line,
+// and never removes or overwrites a file that lacks it.
 package units
 
 import (

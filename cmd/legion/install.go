@@ -1,17 +1,182 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/units"
 )
 
-// TODO(owner of install.go): replace this stub.
-func newInstallCmd(_ *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:    "install",
-		Short:  "not built yet",
-		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("install: not built yet") },
+// installFlags are the flags of `legion install`.
+type installFlags struct {
+	dryRun   bool
+	unitDir  string
+	bin      string
+	enable   []string
+	packaged bool
+}
+
+func newInstallCmd(g *globals) *cobra.Command {
+	var f installFlags
+	cmd := &cobra.Command{
+		Use:   "install [--dry-run] [--unit-dir DIR] [--bin PATH] [--enable TEAM]...",
+		Short: "Install Legion's systemd user units and reload the user manager",
+		Long: `Install writes legion.socket, legion.service (the helper) and the controller
+template legion@.service into the user unit directory, plus for each team in
+legion.toml a drop-in for its controller (restart cooldown, start limit) and
+its slice legion-<short>.slice (resource limits). Drop-ins and slices of teams
+no longer configured are removed. It then reloads the user manager, enables
+and starts legion.socket, and enables the controllers of the teams named with
+--enable, so they start at login (run loginctl enable-linger to start them
+without a login session).
+
+Only files that changed are written: running install twice changes nothing.
+A file Legion did not write is never overwritten.
+
+ExecStart= lines use the resolved absolute path of this binary unless --bin
+is given.`,
+		Example: `  legion install --dry-run
+  legion install --enable demo`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runInstall(cmd.Context(), g, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print every file install would write (---name--- then the text) and change nothing")
+	fl.StringVar(&f.unitDir, "unit-dir", "", "unit directory (default $XDG_CONFIG_HOME/systemd/user)")
+	fl.StringVar(&f.bin, "bin", "", "absolute path of the legion binary for ExecStart= (default: this binary)")
+	fl.StringArrayVar(&f.enable, "enable", nil, "enable the controller of team `TEAM` (repeat for several teams)")
+	fl.BoolVar(&f.packaged, "packaged", false, "write only the static units, for packages and make install (no teams, no manager)")
+	if err := fl.MarkHidden("packaged"); err != nil {
+		panic(err)
+	}
+	return cmd
+}
+
+func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr io.Writer) error {
+	o := units.InstallOptions{
+		UnitDir:  f.unitDir,
+		Enable:   f.enable,
+		Packaged: f.packaged,
+		DryRun:   f.dryRun,
+		Out:      stdout,
+	}
+	if o.UnitDir == "" {
+		if f.packaged {
+			return usageError{errors.New("install --packaged needs --unit-dir")}
+		}
+		o.UnitDir = defaultUnitDir()
+	}
+	bin, err := legionBinary(f.bin)
+	if err != nil {
+		return err
+	}
+	o.Bin = bin
+	if !f.packaged {
+		cfg, err := config.LoadOrEmpty(g.configPath)
+		if err != nil {
+			return err
+		}
+		o.Teams = teamUnits(cfg.Teams)
+		for _, team := range f.enable {
+			if !slices.ContainsFunc(cfg.Teams, func(t config.Team) bool { return t.Name == team }) {
+				return usageError{fmt.Errorf("--enable %q: no team of that name in %s", team, cfg.Path)}
+			}
+		}
+	}
+	if !f.dryRun && !f.packaged {
+		m, err := units.Connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		o.Manager = m
+	}
+	res, err := units.Install(ctx, o)
+	if err != nil {
+		return err
+	}
+	verb := func(done, would string) string {
+		if f.dryRun {
+			return would
+		}
+		return done
+	}
+	// With --dry-run stdout holds the files; the plan goes to stderr.
+	plan := stdout
+	if f.dryRun {
+		plan = stderr
+	}
+	for _, p := range res.Written {
+		fmt.Fprintf(plan, "%s %s\n", verb("wrote", "would write"), filepath.Join(o.UnitDir, p))
+	}
+	for _, p := range res.Removed {
+		fmt.Fprintf(plan, "%s %s\n", verb("removed", "would remove"), filepath.Join(o.UnitDir, p))
+	}
+	for _, u := range res.Enabled {
+		fmt.Fprintf(plan, "%s %s\n", verb("enabled", "would enable"), u)
+	}
+	if len(res.Written) == 0 && len(res.Removed) == 0 {
+		fmt.Fprintf(plan, "%s: unit files up to date\n", o.UnitDir)
+	}
+	return nil
+}
+
+// teamUnits maps the configured teams to what the unit generators need.
+func teamUnits(teams []config.Team) []units.TeamUnits {
+	out := make([]units.TeamUnits, 0, len(teams))
+	for _, t := range teams {
+		out = append(out, units.TeamUnits{
+			Name:               t.Name,
+			ShortID:            t.ShortID(),
+			RestartCooldown:    t.RestartCooldown,
+			StartLimitInterval: t.StartLimitInterval,
+			StartLimitBurst:    uint32(max(t.StartLimitBurst, 0)),
+			MemoryMax:          t.MemoryMax,
+			CPUQuotaPercent:    uint(max(t.CPUQuotaPercent, 0)),
+			TasksMax:           t.TasksMax,
+		})
+	}
+	return out
+}
+
+// defaultUnitDir is $XDG_CONFIG_HOME/systemd/user, where systemd looks for
+// a user's own units.
+func defaultUnitDir() string {
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "systemd", "user")
+}
+
+// legionBinary is the binary ExecStart= runs: --bin as given (it may not
+// exist yet, e.g. /usr/bin/legion under DESTDIR), else this very binary,
+// symlinks resolved.
+func legionBinary(flag string) (string, error) {
+	if flag != "" {
+		if !filepath.IsAbs(flag) {
+			return "", usageError{fmt.Errorf("--bin %q: want an absolute path", flag)}
+		}
+		return filepath.Clean(flag), nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the legion binary (give --bin): %w", err)
+	}
+	exe, err = filepath.EvalSymlinks(exe)
+	if err != nil {
+		return "", fmt.Errorf("find the legion binary (give --bin): %w", err)
+	}
+	return exe, nil
 }
