@@ -3,12 +3,11 @@ package github
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
-	"time"
+
+	"github.com/legion-dev/legion/controller/internal/graphql"
 )
 
 // DefaultEndpoint is GitHub's GraphQL endpoint.
@@ -52,48 +51,26 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Retry is the retry policy for transient failures.
-type Retry struct {
-	// Attempts is the number of tries in all, first included; 5 when zero.
-	Attempts int
-	// Min is the first backoff (500 ms when zero); each further one
-	// doubles, capped at Max (30 s when zero), with equal jitter.
-	Min, Max time.Duration
-	// MaxWait is the longest server-requested wait (Retry-After,
-	// X-RateLimit-Reset) honoured; a longer one fails at once with
-	// ErrRateLimited, leaving the retry to the next tick. 2 min when zero.
-	MaxWait time.Duration
-}
+// Retry is the retry policy for transient failures: Attempts tries in
+// all (5 when zero), backoffs from Min (500 ms) doubling up to Max (30 s)
+// with equal jitter, and server-requested waits (Retry-After,
+// X-RateLimit-Reset) honoured up to MaxWait (2 min); a longer one fails
+// at once with ErrRateLimited, leaving the retry to the next tick.
+type Retry = graphql.Retry
 
-func (r Retry) withDefaults() Retry {
-	if r.Attempts <= 0 {
-		r.Attempts = 5
-	}
-	if r.Min <= 0 {
-		r.Min = 500 * time.Millisecond
-	}
-	if r.Max <= 0 {
-		r.Max = 30 * time.Second
-	}
-	if r.Max < r.Min {
-		r.Max = r.Min
-	}
-	if r.MaxWait <= 0 {
-		r.MaxWait = 2 * time.Minute
-	}
-	return r
-}
-
-// Errors callers can branch on with errors.Is.
+// Errors callers can branch on with errors.Is. ErrAuth, ErrRateLimited
+// and ErrMalformed are the values of controller/internal/graphql, shared
+// with package linear: which service failed is told by the client that
+// returned the error, and by its message ("github: ...").
 var (
 	// ErrAuth: GitHub rejected the token (HTTP 401, or 403 that is not a
 	// rate limit). Never retried.
-	ErrAuth = errors.New("authentication failed")
+	ErrAuth = graphql.ErrAuth
 	// ErrRateLimited: still rate limited after the retries, or asked to
 	// wait longer than Retry.MaxWait.
-	ErrRateLimited = errors.New("rate limited")
+	ErrRateLimited = graphql.ErrRateLimited
 	// ErrMalformed: the response is not the JSON the operation expects.
-	ErrMalformed = errors.New("malformed response")
+	ErrMalformed = graphql.ErrMalformed
 	// ErrConflict: the pull request cannot be merged because of conflicts.
 	ErrConflict = errors.New("merge conflict")
 )
@@ -101,12 +78,8 @@ var (
 // Client reads review outcomes from, and merges, pull requests of one
 // repository. It is safe for concurrent use.
 type Client struct {
-	opts      Options
-	token     string // never logged, never in an error
-	tokenFrom string // where the token came from, for the auth error
-	http      *http.Client
-	log       *slog.Logger
-	retry     Retry
+	opts Options
+	gql  *graphql.Client[gqlError] // holds the token; never logs it
 }
 
 // New returns a client for opts.Owner/opts.Repo, reading the token with
@@ -139,21 +112,14 @@ func New(opts Options) (*Client, error) {
 	if opts.Endpoint == "" {
 		opts.Endpoint = DefaultEndpoint
 	}
-	c := &Client{
-		opts:      opts,
-		token:     token,
-		tokenFrom: sources(opts.TokenEnv, opts.TokenFile),
-		http:      opts.HTTPClient,
-		log:       opts.Logger,
-		retry:     opts.Retry.withDefaults(),
-	}
-	if c.http == nil {
-		c.http = &http.Client{Timeout: 30 * time.Second}
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
-	return c, nil
+	return &Client{opts: opts, gql: graphql.New(service, graphql.Options{
+		Endpoint:      opts.Endpoint,
+		Authorization: "bearer " + token,
+		AuthHint:      credential.Hint(opts.TokenEnv, opts.TokenFile),
+		HTTPClient:    opts.HTTPClient,
+		Retry:         opts.Retry,
+		Logger:        opts.Logger,
+	})}, nil
 }
 
 // Branch is the branch of an issue: BranchPrefix + issue.
@@ -161,62 +127,12 @@ func (c *Client) Branch(issue string) string { return c.opts.BranchPrefix + issu
 
 func (c *Client) repo() string { return c.opts.Owner + "/" + c.opts.Repo }
 
-func sources(env, file string) string {
-	if file == "" {
-		return "$" + env
-	}
-	return "$" + env + " or " + file
-}
+// credential is GitHub's token as messages name it.
+var credential = graphql.Secret{Prefix: "github", Name: "token", Short: "token", File: "token file"}
 
 // LoadToken returns the GitHub token from the environment variable env or,
-// when that is unset or empty, from file (skipped when ""). The error names
-// both sources when neither has a token; it never contains the token.
-func LoadToken(env, file string) (string, error) {
-	if env != "" {
-		if k := strings.TrimSpace(os.Getenv(env)); k != "" {
-			return k, nil
-		}
-	}
-	if file != "" {
-		k, err := readTokenFile(file)
-		if err == nil {
-			return k, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("github: token: %w", err)
-		}
-	}
-	if file == "" {
-		return "", fmt.Errorf("github: no token: set $%s or configure a token file", env)
-	}
-	return "", fmt.Errorf("github: no token: set $%s or write the token to %s (mode 0600)", env, file)
-}
-
-// readTokenFile reads a token file: its first line that is neither empty
-// nor a # comment. It refuses files readable by group or others.
-func readTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("token file %s has mode %04o: it must not be accessible by group or others (chmod 600 %s)", path, perm, path)
-	}
-	buf := make([]byte, 4096)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 {
-		return "", fmt.Errorf("token file %s is empty: want the token on its first line", path)
-	}
-	for line := range strings.Lines(string(buf[:n])) {
-		line = strings.TrimSpace(line)
-		if line != "" && !strings.HasPrefix(line, "#") {
-			return line, nil
-		}
-	}
-	return "", fmt.Errorf("token file %s has no token: want the token on its first line", path)
-}
+// when that is unset or empty, from file (skipped when ""): its first line
+// that is neither empty nor a # comment; a file readable by group or
+// others is refused. The error names both sources when neither has a
+// token; it never contains the token.
+func LoadToken(env, file string) (string, error) { return credential.Load(env, file) }

@@ -11,7 +11,10 @@
 // HTTP 403 with X-RateLimit-Remaining: 0 or Retry-After, GraphQL errors of
 // type RATE_LIMITED) are retried with capped, jittered exponential backoff
 // that honours Retry-After and X-RateLimit-Reset and stops when the context
-// ends. The merge mutation is retried only on rate limits.
+// ends. The merge mutation is retried only on rate limits. That mechanism
+// is controller/internal/graphql's, shared with package linear; this
+// package gives it what is GitHub's: the error types, the rate-limit
+// signals.
 //
 // The package must never log the token or put it into an error, never
 // accept it from a command line, and never write to a pull request beyond

@@ -24,7 +24,7 @@ func FuzzDecodePullRequests(f *testing.F) {
 	branches := []string{"legion/A-1", "legion/A-2"}
 	f.Fuzz(func(t *testing.T, status int, body string) {
 		h := http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {body}}
-		data, _, err := parseResponse("LegionPullRequests", status, h, []byte(body), time.Unix(0, 0))
+		data, _, err := service.Parse("LegionPullRequests", status, h, []byte(body), time.Unix(0, 0))
 		if err != nil || data == nil {
 			return
 		}

@@ -5,20 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/legion-dev/legion/controller/internal/graphql"
 )
 
 var (
-	opPullRequest = operation{name: "LegionPullRequest", idempotent: true, query: `query LegionPullRequest($owner: String!, $name: String!, $number: Int!) {
+	opPullRequest = graphql.Operation{Name: "LegionPullRequest", Idempotent: true, Query: `query LegionPullRequest($owner: String!, $name: String!, $number: Int!) {
   repository(owner: $owner, name: $name) {
     pullRequest(number: $number) { id number state url mergeable }
   }
 }`}
-	opMerge = operation{name: "LegionMerge", query: `mutation LegionMerge($id: ID!, $method: PullRequestMergeMethod!) {
+	opMerge = graphql.Operation{Name: "LegionMerge", Query: `mutation LegionMerge($id: ID!, $method: PullRequestMergeMethod!) {
   mergePullRequest(input: {pullRequestId: $id, mergeMethod: $method}) {
     pullRequest { number state }
   }
 }`}
-	opRemoveLabels = operation{name: "LegionRemoveLabels", idempotent: true, query: `mutation LegionRemoveLabels($id: ID!, $labelIds: [ID!]!) {
+	opRemoveLabels = graphql.Operation{Name: "LegionRemoveLabels", Idempotent: true, Query: `mutation LegionRemoveLabels($id: ID!, $labelIds: [ID!]!) {
   removeLabelsFromLabelable(input: {labelableId: $id, labelIds: $labelIds}) { clientMutationId }
 }`}
 )
@@ -32,7 +34,7 @@ func (c *Client) Merge(ctx context.Context, number int) error {
 			PullRequest *prNode `json:"pullRequest"`
 		} `json:"repository"`
 	}
-	err := c.do(ctx, opPullRequest, map[string]any{"owner": c.opts.Owner, "name": c.opts.Repo, "number": number}, &d)
+	err := c.gql.Do(ctx, opPullRequest, map[string]any{"owner": c.opts.Owner, "name": c.opts.Repo, "number": number}, &d)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Type == "NOT_FOUND" {
 		return fmt.Errorf("merge %s#%d: github: no such pull request", c.repo(), number)
@@ -41,14 +43,14 @@ func (c *Client) Merge(ctx context.Context, number int) error {
 		return fmt.Errorf("merge %s#%d: %w", c.repo(), number, err)
 	}
 	if d.Repository == nil {
-		return fmt.Errorf("merge %s#%d: github: %s: %w: want data.repository, got none", c.repo(), number, opPullRequest.name, ErrMalformed)
+		return fmt.Errorf("merge %s#%d: github: %s: %w: want data.repository, got none", c.repo(), number, opPullRequest.Name, ErrMalformed)
 	}
 	pr := d.Repository.PullRequest
 	switch {
 	case pr == nil:
 		return fmt.Errorf("merge %s#%d: github: no such pull request", c.repo(), number)
 	case pr.ID == "":
-		return fmt.Errorf("merge %s#%d: github: %s: %w: the pull request has no id", c.repo(), number, opPullRequest.name, ErrMalformed)
+		return fmt.Errorf("merge %s#%d: github: %s: %w: the pull request has no id", c.repo(), number, opPullRequest.Name, ErrMalformed)
 	case pr.State == "MERGED":
 		return nil
 	case pr.State == "CLOSED":
@@ -64,7 +66,7 @@ func (c *Client) Merge(ctx context.Context, number int) error {
 			} `json:"pullRequest"`
 		} `json:"mergePullRequest"`
 	}
-	err = c.do(ctx, opMerge, map[string]any{"id": pr.ID, "method": c.opts.MergeMethod}, &m)
+	err = c.gql.Do(ctx, opMerge, map[string]any{"id": pr.ID, "method": c.opts.MergeMethod}, &m)
 	if errors.As(err, &ae) && strings.Contains(strings.ToLower(ae.Message), "conflict") {
 		return fmt.Errorf("merge %s#%d: %w: %s", c.repo(), number, ErrConflict, ae.Message)
 	}
@@ -72,7 +74,7 @@ func (c *Client) Merge(ctx context.Context, number int) error {
 		return fmt.Errorf("merge %s#%d: %w", c.repo(), number, err)
 	}
 	if m.MergePullRequest == nil || m.MergePullRequest.PullRequest == nil {
-		return fmt.Errorf("merge %s#%d: github: %s: %w: want mergePullRequest.pullRequest, got none", c.repo(), number, opMerge.name, ErrMalformed)
+		return fmt.Errorf("merge %s#%d: github: %s: %w: want mergePullRequest.pullRequest, got none", c.repo(), number, opMerge.Name, ErrMalformed)
 	}
 	return nil
 }
@@ -96,11 +98,11 @@ func (c *Client) RemoveLabel(ctx context.Context, issue, label string) error {
 	var d struct {
 		RemoveLabelsFromLabelable *struct{} `json:"removeLabelsFromLabelable"`
 	}
-	if err := c.do(ctx, opRemoveLabels, map[string]any{"id": pr.ID, "labelIds": []string{id}}, &d); err != nil {
+	if err := c.gql.Do(ctx, opRemoveLabels, map[string]any{"id": pr.ID, "labelIds": []string{id}}, &d); err != nil {
 		return fmt.Errorf("unlabel %s#%d %s: %w", c.repo(), pr.Number, label, err)
 	}
 	if d.RemoveLabelsFromLabelable == nil {
-		return fmt.Errorf("unlabel %s#%d %s: github: %s: %w: want removeLabelsFromLabelable, got none", c.repo(), pr.Number, label, opRemoveLabels.name, ErrMalformed)
+		return fmt.Errorf("unlabel %s#%d %s: github: %s: %w: want removeLabelsFromLabelable, got none", c.repo(), pr.Number, label, opRemoveLabels.Name, ErrMalformed)
 	}
 	return nil
 }

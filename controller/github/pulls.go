@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/internal/graphql"
 )
 
 // PullRequest is the pull request of an issue's branch.
@@ -68,7 +69,7 @@ func decodePulls(data []byte, branches []string) (map[string]prNode, error) {
 		} `json:"repository"`
 	}
 	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, fmt.Errorf("%w: want data.repository {prN: {nodes}}: %s", ErrMalformed, jsonProblem(err))
+		return nil, fmt.Errorf("%w: want data.repository {prN: {nodes}}: %s", ErrMalformed, graphql.JSONProblem(err))
 	}
 	if d.Repository == nil {
 		return nil, fmt.Errorf("%w: want data.repository, got none", ErrMalformed)
@@ -134,14 +135,14 @@ func (c *Client) PullRequests(ctx context.Context, issues []string) (map[string]
 			branches[i] = c.Branch(is)
 			vars[fmt.Sprintf("b%d", i)] = branches[i]
 		}
-		op := operation{name: "LegionPullRequests", query: pullsQuery(len(batch)), idempotent: true}
+		op := graphql.Operation{Name: "LegionPullRequests", Query: pullsQuery(len(batch)), Idempotent: true}
 		var raw json.RawMessage
-		if err := c.do(ctx, op, vars, &raw); err != nil {
+		if err := c.gql.Do(ctx, op, vars, &raw); err != nil {
 			return nil, fmt.Errorf("pull requests of %s: %w", c.repo(), err)
 		}
 		nodes, err := decodePulls(raw, branches)
 		if err != nil {
-			return nil, fmt.Errorf("pull requests of %s: github: %s: %w", c.repo(), op.name, err)
+			return nil, fmt.Errorf("pull requests of %s: github: %s: %w", c.repo(), op.Name, err)
 		}
 		for i, is := range batch {
 			if n, ok := nodes[branches[i]]; ok {

@@ -3,15 +3,13 @@ package linear
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/internal/graphql"
 )
 
 // DefaultEndpoint is Linear's GraphQL endpoint.
@@ -62,58 +60,32 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Retry is the retry policy for transient failures.
-type Retry struct {
-	// Attempts is the number of tries in all, first included; 5 when zero.
-	Attempts int
-	// Min is the first backoff (500 ms when zero); each further one
-	// doubles, capped at Max (30 s when zero), with equal jitter.
-	Min, Max time.Duration
-	// MaxWait is the longest server-requested wait (Retry-After,
-	// X-RateLimit-*-Reset) honoured; a longer one fails at once with
-	// ErrRateLimited, leaving the retry to the next tick. 2 min when zero.
-	MaxWait time.Duration
-}
+// Retry is the retry policy for transient failures: Attempts tries in
+// all (5 when zero), backoffs from Min (500 ms) doubling up to Max (30 s)
+// with equal jitter, and server-requested waits (Retry-After,
+// X-RateLimit-*-Reset) honoured up to MaxWait (2 min); a longer one fails
+// at once with ErrRateLimited, leaving the retry to the next tick.
+type Retry = graphql.Retry
 
-func (r Retry) withDefaults() Retry {
-	if r.Attempts <= 0 {
-		r.Attempts = 5
-	}
-	if r.Min <= 0 {
-		r.Min = 500 * time.Millisecond
-	}
-	if r.Max <= 0 {
-		r.Max = 30 * time.Second
-	}
-	if r.Max < r.Min {
-		r.Max = r.Min
-	}
-	if r.MaxWait <= 0 {
-		r.MaxWait = 2 * time.Minute
-	}
-	return r
-}
-
-// Errors callers can branch on with errors.Is.
+// Errors callers can branch on with errors.Is. They are the values of
+// controller/internal/graphql, shared with package github: which service
+// failed is told by the client that returned the error, and by its
+// message ("linear: ...").
 var (
 	// ErrAuth: Linear rejected the API key (HTTP 401/403 or
 	// AUTHENTICATION_ERROR). Never retried.
-	ErrAuth = errors.New("authentication failed")
+	ErrAuth = graphql.ErrAuth
 	// ErrRateLimited: still rate limited after the retries, or asked to
 	// wait longer than Retry.MaxWait.
-	ErrRateLimited = errors.New("rate limited")
+	ErrRateLimited = graphql.ErrRateLimited
 	// ErrMalformed: the response is not the JSON the operation expects.
-	ErrMalformed = errors.New("malformed response")
+	ErrMalformed = graphql.ErrMalformed
 )
 
 // Client is a Linear tracker for one team. It is safe for concurrent use.
 type Client struct {
 	opts     Options
-	key      string // never logged, never in an error
-	keyFrom  string // where the key came from, for the auth error
-	http     *http.Client
-	log      *slog.Logger
-	retry    Retry
+	gql      *graphql.Client[gqlError]    // holds the API key; never logs it
 	toStatus map[string]controller.Status // workflow state name → Legion status
 
 	teamMu sync.Mutex // held while the team is resolved, so it is resolved once
@@ -154,21 +126,18 @@ func New(opts Options) (*Client, error) {
 		opts.Comments = 5
 	}
 	c := &Client{
-		opts:     opts,
-		key:      key,
-		keyFrom:  sources(opts.APIKeyEnv, opts.CredentialsFile),
-		http:     opts.HTTPClient,
-		log:      opts.Logger,
-		retry:    opts.Retry.withDefaults(),
+		opts: opts,
+		gql: graphql.New(service, graphql.Options{
+			Endpoint:      opts.Endpoint,
+			Authorization: authorization(key),
+			AuthHint:      credential.Hint(opts.APIKeyEnv, opts.CredentialsFile),
+			HTTPClient:    opts.HTTPClient,
+			Retry:         opts.Retry,
+			Logger:        opts.Logger,
+		}),
 		toStatus: map[string]controller.Status{},
 		labels:   map[string]string{},
 		issues:   map[string]issueMemo{},
-	}
-	if c.http == nil {
-		c.http = &http.Client{Timeout: 30 * time.Second}
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
 	}
 	for st, name := range opts.Statuses {
 		if name == "" {
@@ -198,62 +167,12 @@ func (c *Client) status(stateName string) controller.Status {
 	return controller.Status(stateName)
 }
 
-func sources(env, file string) string {
-	if file == "" {
-		return "$" + env
-	}
-	return "$" + env + " or " + file
-}
+// credential is Linear's API key as messages name it.
+var credential = graphql.Secret{Prefix: "linear", Name: "API key", Short: "key", File: "credentials file"}
 
 // LoadAPIKey returns the Linear API key from the environment variable env
-// or, when that is unset or empty, from file (skipped when ""). The error
-// names both sources when neither has a key; it never contains the key.
-func LoadAPIKey(env, file string) (string, error) {
-	if env != "" {
-		if k := strings.TrimSpace(os.Getenv(env)); k != "" {
-			return k, nil
-		}
-	}
-	if file != "" {
-		k, err := readKeyFile(file)
-		if err == nil {
-			return k, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("linear: API key: %w", err)
-		}
-	}
-	if file == "" {
-		return "", fmt.Errorf("linear: no API key: set $%s or configure a credentials file", env)
-	}
-	return "", fmt.Errorf("linear: no API key: set $%s or write the key to %s (mode 0600)", env, file)
-}
-
-// readKeyFile reads a key file: its first line that is neither empty nor a
-// # comment. It refuses files readable by group or others.
-func readKeyFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("credentials file %s has mode %04o: it must not be accessible by group or others (chmod 600 %s)", path, perm, path)
-	}
-	buf := make([]byte, 4096)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 {
-		return "", fmt.Errorf("credentials file %s is empty: want the API key on its first line", path)
-	}
-	for line := range strings.Lines(string(buf[:n])) {
-		line = strings.TrimSpace(line)
-		if line != "" && !strings.HasPrefix(line, "#") {
-			return line, nil
-		}
-	}
-	return "", fmt.Errorf("credentials file %s has no key: want the API key on its first line", path)
-}
+// or, when that is unset or empty, from file (skipped when ""): its first
+// line that is neither empty nor a # comment; a file readable by group or
+// others is refused. The error names both sources when neither has a key;
+// it never contains the key.
+func LoadAPIKey(env, file string) (string, error) { return credential.Load(env, file) }

@@ -15,7 +15,10 @@
 // backoff that honours Retry-After and X-RateLimit-*-Reset and stops when
 // the context ends. Writes that are not idempotent (comments, label
 // creation) are retried only on rate limits, which Linear rejects before
-// executing, so a comment is never posted twice.
+// executing, so a comment is never posted twice. That mechanism is
+// controller/internal/graphql's, shared with package github; this package
+// gives it what is Linear's: the Authorization header, the error codes,
+// the rate-limit headers.
 //
 // The package must never log the API key or put it into an error, never
 // accept it from a command line, and never create labels other than the

@@ -25,7 +25,7 @@ func FuzzDecodeIssues(f *testing.F) {
 	c := &Client{toStatus: map[string]controller.Status{"In Review": "Needs Review"}}
 	f.Fuzz(func(t *testing.T, status int, body string) {
 		h := http.Header{"Retry-After": {"1"}, "X-Ratelimit-Requests-Reset": {body}}
-		data, _, err := parseResponse("LegionIssues", status, h, []byte(body), time.Unix(0, 0))
+		data, _, err := service.Parse("LegionIssues", status, h, []byte(body), time.Unix(0, 0))
 		if err != nil || data == nil {
 			return
 		}

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/internal/graphql"
 )
 
 // opIssues is the one query of a tick, sent once per page. Comments come
 // newest first (Linear orders connections by createdAt, newest first, by
 // default), so first: N is the latest N; they are sorted oldest first after.
-var opIssues = operation{name: "LegionIssues", idempotent: true, query: `query LegionIssues($filter: IssueFilter!, $first: Int!, $after: String, $comments: Int!) {
+var opIssues = graphql.Operation{Name: "LegionIssues", Idempotent: true, Query: `query LegionIssues($filter: IssueFilter!, $first: Int!, $after: String, $comments: Int!) {
   issues(filter: $filter, first: $first, after: $after) {
     nodes {
       id
@@ -88,7 +89,7 @@ type page struct {
 func decodeIssuesPage(data []byte) (page, error) {
 	var d issuesData
 	if err := json.Unmarshal(data, &d); err != nil {
-		return page{}, fmt.Errorf("%w: want data.issues {nodes, pageInfo}: %s", ErrMalformed, jsonProblem(err))
+		return page{}, fmt.Errorf("%w: want data.issues {nodes, pageInfo}: %s", ErrMalformed, graphql.JSONProblem(err))
 	}
 	if d.Issues == nil {
 		return page{}, fmt.Errorf("%w: want data.issues, got none", ErrMalformed)
@@ -173,7 +174,7 @@ func (c *Client) Issues(ctx context.Context) ([]controller.TrackedIssue, error) 
 			return nil, fmt.Errorf("issues of team %s: linear: more than %d pages of %d issues; raise the page size", c.opts.Team, maxPages, c.opts.PageSize)
 		}
 		var raw json.RawMessage
-		err := c.do(ctx, opIssues, map[string]any{
+		err := c.gql.Do(ctx, opIssues, map[string]any{
 			"filter": filter, "first": c.opts.PageSize, "after": after, "comments": c.opts.Comments,
 		}, &raw)
 		if err != nil {
@@ -181,14 +182,14 @@ func (c *Client) Issues(ctx context.Context) ([]controller.TrackedIssue, error) 
 		}
 		p, err := decodeIssuesPage(raw)
 		if err != nil {
-			return nil, fmt.Errorf("issues of team %s: linear: %s page %d: %w", c.opts.Team, opIssues.name, n+1, err)
+			return nil, fmt.Errorf("issues of team %s: linear: %s page %d: %w", c.opts.Team, opIssues.Name, n+1, err)
 		}
 		nodes = append(nodes, p.nodes...)
 		if p.next == "" {
 			break
 		}
 		if seen[p.next] {
-			return nil, fmt.Errorf("issues of team %s: linear: %s page %d: %w: cursor %q repeats", c.opts.Team, opIssues.name, n+1, ErrMalformed, p.next)
+			return nil, fmt.Errorf("issues of team %s: linear: %s page %d: %w: cursor %q repeats", c.opts.Team, opIssues.Name, n+1, ErrMalformed, p.next)
 		}
 		seen[p.next] = true
 		after = p.next

@@ -34,18 +34,3 @@ func TestRateLimitWait(t *testing.T) {
 		})
 	}
 }
-
-func TestBackoff(t *testing.T) {
-	r := Retry{Min: 100 * time.Millisecond, Max: time.Second}.withDefaults()
-	for attempt, base := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
-		base *= time.Millisecond
-		for range 50 {
-			if got := backoff(r, attempt+1); got < base/2 || got > base {
-				t.Fatalf("backoff(attempt %d) = %v; want within [%v, %v]", attempt+1, got, base/2, base)
-			}
-		}
-	}
-	if got := backoff(r, 200); got > r.Max {
-		t.Errorf("backoff(attempt 200) = %v; want at most %v", got, r.Max)
-	}
-}

@@ -9,35 +9,36 @@ import (
 	"unicode"
 
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/internal/graphql"
 )
 
 var (
-	opTeam = operation{name: "LegionTeam", idempotent: true, query: `query LegionTeam($key: String!) {
+	opTeam = graphql.Operation{Name: "LegionTeam", Idempotent: true, Query: `query LegionTeam($key: String!) {
   teams(filter: {key: {eq: $key}}, first: 2) {
     nodes { id key name states(first: 100) { nodes { id name type } } }
   }
 }`}
-	opLabel = operation{name: "LegionLabel", idempotent: true, query: `query LegionLabel($name: String!) {
+	opLabel = graphql.Operation{Name: "LegionLabel", Idempotent: true, Query: `query LegionLabel($name: String!) {
   issueLabels(filter: {name: {eqIgnoreCase: $name}}, first: 50) {
     nodes { id name isGroup team { id } }
   }
 }`}
-	opCreateLabel = operation{name: "LegionCreateLabel", query: `mutation LegionCreateLabel($teamId: String!, $name: String!, $color: String!) {
+	opCreateLabel = graphql.Operation{Name: "LegionCreateLabel", Query: `mutation LegionCreateLabel($teamId: String!, $name: String!, $color: String!) {
   issueLabelCreate(input: {teamId: $teamId, name: $name, color: $color}) {
     success
     issueLabel { id name }
   }
 }`}
-	opMove = operation{name: "LegionMove", idempotent: true, query: `mutation LegionMove($id: String!, $stateId: String!) {
+	opMove = graphql.Operation{Name: "LegionMove", Idempotent: true, Query: `mutation LegionMove($id: String!, $stateId: String!) {
   issueUpdate(id: $id, input: {stateId: $stateId}) { success }
 }`}
-	opAddLabel = operation{name: "LegionAddLabel", idempotent: true, query: `mutation LegionAddLabel($id: String!, $labelId: String!) {
+	opAddLabel = graphql.Operation{Name: "LegionAddLabel", Idempotent: true, Query: `mutation LegionAddLabel($id: String!, $labelId: String!) {
   issueAddLabel(id: $id, labelId: $labelId) { success }
 }`}
-	opRemoveLabel = operation{name: "LegionRemoveLabel", idempotent: true, query: `mutation LegionRemoveLabel($id: String!, $labelId: String!) {
+	opRemoveLabel = graphql.Operation{Name: "LegionRemoveLabel", Idempotent: true, Query: `mutation LegionRemoveLabel($id: String!, $labelId: String!) {
   issueRemoveLabel(id: $id, labelId: $labelId) { success }
 }`}
-	opComment = operation{name: "LegionComment", query: `mutation LegionComment($issueId: String!, $body: String!) {
+	opComment = graphql.Operation{Name: "LegionComment", Query: `mutation LegionComment($issueId: String!, $body: String!) {
   commentCreate(input: {issueId: $issueId, body: $body}) { success }
 }`}
 )
@@ -107,23 +108,23 @@ func (c *Client) resolveTeam(ctx context.Context) (*team, error) {
 			} `json:"nodes"`
 		} `json:"teams"`
 	}
-	if err := c.do(ctx, opTeam, map[string]any{"key": c.opts.Team}, &d); err != nil {
+	if err := c.gql.Do(ctx, opTeam, map[string]any{"key": c.opts.Team}, &d); err != nil {
 		return nil, err
 	}
 	if d.Teams == nil {
-		return nil, fmt.Errorf("linear: %s: %w: want data.teams, got none", opTeam.name, ErrMalformed)
+		return nil, fmt.Errorf("linear: %s: %w: want data.teams, got none", opTeam.Name, ErrMalformed)
 	}
 	if len(d.Teams.Nodes) == 0 {
 		return nil, fmt.Errorf("linear: no team with key %q visible to this API key (the key is the prefix of issue identifiers, e.g. ENG in ENG-12)", c.opts.Team)
 	}
 	n := d.Teams.Nodes[0]
 	if n.ID == "" {
-		return nil, fmt.Errorf("linear: %s: %w: team %s has no id", opTeam.name, ErrMalformed, c.opts.Team)
+		return nil, fmt.Errorf("linear: %s: %w: team %s has no id", opTeam.Name, ErrMalformed, c.opts.Team)
 	}
 	t := &team{id: n.ID}
 	for _, s := range n.States.Nodes {
 		if s.ID == "" || s.Name == "" {
-			return nil, fmt.Errorf("linear: %s: %w: a workflow state of team %s has no id or name", opTeam.name, ErrMalformed, c.opts.Team)
+			return nil, fmt.Errorf("linear: %s: %w: a workflow state of team %s has no id or name", opTeam.Name, ErrMalformed, c.opts.Team)
 		}
 		t.states = append(t.states, state{id: s.ID, name: s.Name, typ: s.Type})
 	}
@@ -158,11 +159,11 @@ func (c *Client) Move(ctx context.Context, id string, to controller.Status) erro
 	var d struct {
 		IssueUpdate *struct{ Success bool } `json:"issueUpdate"`
 	}
-	if err := c.do(ctx, opMove, map[string]any{"id": c.issueRef(id), "stateId": stateID}, &d); err != nil {
+	if err := c.gql.Do(ctx, opMove, map[string]any{"id": c.issueRef(id), "stateId": stateID}, &d); err != nil {
 		return writeErr("move "+id+" to "+string(to), err)
 	}
 	if d.IssueUpdate == nil || !d.IssueUpdate.Success {
-		return fmt.Errorf("move %s to %s: linear: %s: %w: want issueUpdate.success true", id, to, opMove.name, ErrMalformed)
+		return fmt.Errorf("move %s to %s: linear: %s: %w: want issueUpdate.success true", id, to, opMove.Name, ErrMalformed)
 	}
 	return nil
 }
@@ -180,11 +181,11 @@ func (c *Client) AddLabel(ctx context.Context, id, label string) error {
 	var d struct {
 		IssueAddLabel *struct{ Success bool } `json:"issueAddLabel"`
 	}
-	if err := c.do(ctx, opAddLabel, map[string]any{"id": c.issueRef(id), "labelId": labelID}, &d); err != nil {
+	if err := c.gql.Do(ctx, opAddLabel, map[string]any{"id": c.issueRef(id), "labelId": labelID}, &d); err != nil {
 		return writeErr("label "+id+" "+label, err)
 	}
 	if d.IssueAddLabel == nil || !d.IssueAddLabel.Success {
-		return fmt.Errorf("label %s %s: linear: %s: %w: want issueAddLabel.success true", id, label, opAddLabel.name, ErrMalformed)
+		return fmt.Errorf("label %s %s: linear: %s: %w: want issueAddLabel.success true", id, label, opAddLabel.Name, ErrMalformed)
 	}
 	c.noteLabel(id, label, true)
 	return nil
@@ -210,11 +211,11 @@ func (c *Client) RemoveLabel(ctx context.Context, id, label string) error {
 	var d struct {
 		IssueRemoveLabel *struct{ Success bool } `json:"issueRemoveLabel"`
 	}
-	if err := c.do(ctx, opRemoveLabel, map[string]any{"id": c.issueRef(id), "labelId": labelID}, &d); err != nil {
+	if err := c.gql.Do(ctx, opRemoveLabel, map[string]any{"id": c.issueRef(id), "labelId": labelID}, &d); err != nil {
 		return writeErr("unlabel "+id+" "+label, err)
 	}
 	if d.IssueRemoveLabel == nil || !d.IssueRemoveLabel.Success {
-		return fmt.Errorf("unlabel %s %s: linear: %s: %w: want issueRemoveLabel.success true", id, label, opRemoveLabel.name, ErrMalformed)
+		return fmt.Errorf("unlabel %s %s: linear: %s: %w: want issueRemoveLabel.success true", id, label, opRemoveLabel.Name, ErrMalformed)
 	}
 	c.noteLabel(id, label, false)
 	return nil
@@ -230,11 +231,11 @@ func (c *Client) Comment(ctx context.Context, id, text string) error {
 		CommentCreate *struct{ Success bool } `json:"commentCreate"`
 	}
 	body := strings.TrimRight(text, "\n") + "\n\n" + commentSignature
-	if err := c.do(ctx, opComment, map[string]any{"issueId": c.issueRef(id), "body": body}, &d); err != nil {
+	if err := c.gql.Do(ctx, opComment, map[string]any{"issueId": c.issueRef(id), "body": body}, &d); err != nil {
 		return writeErr("comment on "+id, err)
 	}
 	if d.CommentCreate == nil || !d.CommentCreate.Success {
-		return fmt.Errorf("comment on %s: linear: %s: %w: want commentCreate.success true", id, opComment.name, ErrMalformed)
+		return fmt.Errorf("comment on %s: linear: %s: %w: want commentCreate.success true", id, opComment.Name, ErrMalformed)
 	}
 	return nil
 }
@@ -289,11 +290,11 @@ func (c *Client) labelID(ctx context.Context, name string, create bool) (string,
 			} `json:"nodes"`
 		} `json:"issueLabels"`
 	}
-	if err := c.do(ctx, opLabel, map[string]any{"name": name}, &d); err != nil {
+	if err := c.gql.Do(ctx, opLabel, map[string]any{"name": name}, &d); err != nil {
 		return "", err
 	}
 	if d.IssueLabels == nil {
-		return "", fmt.Errorf("linear: %s: %w: want data.issueLabels, got none", opLabel.name, ErrMalformed)
+		return "", fmt.Errorf("linear: %s: %w: want data.issueLabels, got none", opLabel.Name, ErrMalformed)
 	}
 	// Rank: team label over workspace label, exact case over folded.
 	best, bestRank := "", 0
@@ -345,11 +346,11 @@ func (c *Client) createLabel(ctx context.Context, t *team, name, color string) (
 			} `json:"issueLabel"`
 		} `json:"issueLabelCreate"`
 	}
-	if err := c.do(ctx, opCreateLabel, map[string]any{"teamId": t.id, "name": name, "color": color}, &d); err != nil {
+	if err := c.gql.Do(ctx, opCreateLabel, map[string]any{"teamId": t.id, "name": name, "color": color}, &d); err != nil {
 		return "", fmt.Errorf("create label %s: %w", name, err)
 	}
 	if d.IssueLabelCreate == nil || !d.IssueLabelCreate.Success || d.IssueLabelCreate.IssueLabel == nil || d.IssueLabelCreate.IssueLabel.ID == "" {
-		return "", fmt.Errorf("create label %s: linear: %s: %w: want issueLabelCreate {success: true, issueLabel.id}", name, opCreateLabel.name, ErrMalformed)
+		return "", fmt.Errorf("create label %s: linear: %s: %w: want issueLabelCreate {success: true, issueLabel.id}", name, opCreateLabel.Name, ErrMalformed)
 	}
 	return d.IssueLabelCreate.IssueLabel.ID, nil
 }

@@ -1,0 +1,93 @@
+package tmuxview
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/units/sdtest"
+)
+
+// testView starts nothing yet: Sync makes the session on a tmux server of
+// the test's own (-L), which the cleanup kills.
+func testView(t *testing.T) View {
+	t.Helper()
+	_, err := exec.LookPath("tmux")
+	sdtest.Require(t, "tmux (Debian package tmux)", err == nil)
+	v := View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-abcd1234", Config: "/dev/null"}
+	t.Cleanup(func() {
+		// kill-server ends only this test's server (its own -L socket).
+		exec.Command("tmux", "-L", v.Socket, "kill-server").Run()
+	})
+	return v
+}
+
+func win(name, role string) Window {
+	return Window{Name: name, Role: role, Argv: []string{"sh", "-c", "echo " + name + "; exec sleep 600"}}
+}
+
+func TestSyncAddsAndRemovesWindows(t *testing.T) {
+	v := testView(t)
+	ctx := t.Context()
+	steps := []struct {
+		want  []Window
+		names []string
+	}{
+		{[]Window{win("DEMO-1-plan", "plan")}, []string{"legion", "DEMO-1-plan"}},
+		{[]Window{win("DEMO-1-plan", "plan"), win("DEMO-2-review", "review")}, []string{"legion", "DEMO-1-plan", "DEMO-2-review"}},
+		{[]Window{win("DEMO-2-review", "review")}, []string{"legion", "DEMO-2-review"}},
+		{nil, []string{"legion"}},
+	}
+	for i, s := range steps {
+		if err := v.Sync(ctx, s.want); err != nil {
+			t.Fatalf("step %d: Sync: %v", i, err)
+		}
+		got, err := v.Windows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, s.names) {
+			t.Errorf("step %d: windows = %v; want %v", i, got, s.names)
+		}
+	}
+}
+
+func TestSyncStylesAndRunsTheCommand(t *testing.T) {
+	v := testView(t)
+	ctx := t.Context()
+	if err := v.Sync(ctx, []Window{win("DEMO-1-implement", "implement")}); err != nil {
+		t.Fatal(err)
+	}
+	style, err := v.tmux(ctx, "show-window-options", "-t", v.Session+":DEMO-1-implement", "-v", "window-status-style")
+	if err != nil || strings.TrimSpace(style) != "fg="+Colour("implement") {
+		t.Errorf("window-status-style = %q, %v; want fg=%s", style, err, Colour("implement"))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := v.tmux(ctx, "capture-pane", "-p", "-t", v.Session+":DEMO-1-implement")
+		if strings.Contains(out, "DEMO-1-implement") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the window's command never printed; pane:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Syncing again changes nothing.
+	if err := v.Sync(ctx, []Window{win("DEMO-1-implement", "implement")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := v.Windows(ctx); len(got) != 2 {
+		t.Errorf("windows after a second Sync = %v; want 2", got)
+	}
+	if err := v.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v.exists(ctx) {
+		t.Error("session still exists after Kill")
+	}
+}

@@ -1,0 +1,72 @@
+package graphql
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSecretLoad(t *testing.T) {
+	const env = "LEGION_TEST_GRAPHQL_SECRET"
+	s := Secret{Prefix: "test", Name: "API key", Short: "key", File: "key file"}
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good", "# the key\n\n  k_FROMFILE  \nk_SECOND\n", 0o600)
+	loose := write("loose", "k_LOOSE\n", 0o640)
+	empty := write("empty", "", 0o600)
+	comments := write("comments", "# nothing\n\n", 0o400)
+	missing := filepath.Join(dir, "missing")
+
+	for _, tc := range []struct {
+		name, env, file, want, wantErr string
+	}{
+		{"env wins", " k_ENV\n", good, "k_ENV", ""},
+		{"file", "", good, "k_FROMFILE", ""},
+		{"blank env", "  ", good, "k_FROMFILE", ""},
+		{"neither", "", missing, "", "test: no API key: set $" + env + " or write the key to " + missing + " (mode 0600)"},
+		{"neither, no file", "", "", "", "test: no API key: set $" + env + " or configure a key file"},
+		{"loose file", "", loose, "", "test: API key: key file " + loose + " has mode 0640: it must not be accessible by group or others (chmod 600 " + loose + ")"},
+		{"empty file", "", empty, "", "key file " + empty + " is empty: want the API key on its first line"},
+		{"only comments", "", comments, "", "key file " + comments + " has no key: want the API key on its first line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(env, tc.env)
+			got, err := s.Load(env, tc.file)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Load() = %q, %v; want an error containing %q", got, err, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "k_") {
+					t.Errorf("Load() error %q contains the secret", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("Load() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSecretHint(t *testing.T) {
+	s := Secret{Name: "token"}
+	for _, tc := range []struct{ env, file, want string }{
+		{"GITHUB_TOKEN", "", "the token in $GITHUB_TOKEN"},
+		{"GITHUB_TOKEN", "/etc/legion/token", "the token in $GITHUB_TOKEN or /etc/legion/token"},
+	} {
+		if got := s.Hint(tc.env, tc.file); got != tc.want {
+			t.Errorf("Hint(%q, %q) = %q; want %q", tc.env, tc.file, got, tc.want)
+		}
+	}
+}
