@@ -161,9 +161,19 @@ type GitHub struct {
 	APIURL          string
 }
 
-// DefaultPath is $XDG_CONFIG_HOME/legion/legion.toml (~/.config when
-// XDG_CONFIG_HOME is unset).
+// EnvConfig names the environment variable that overrides the default
+// config path. Legion sets it for the agents it starts, so an agent's
+// `legion issue ...` reads the same legion.toml as the controller that
+// dispatched it.
+const EnvConfig = "LEGION_CONFIG"
+
+// DefaultPath is $LEGION_CONFIG when set, else
+// $XDG_CONFIG_HOME/legion/legion.toml (~/.config when XDG_CONFIG_HOME is
+// unset).
 func DefaultPath() (string, error) {
+	if p := os.Getenv(EnvConfig); p != "" {
+		return p, nil
+	}
 	dir := os.Getenv("XDG_CONFIG_HOME")
 	if dir == "" {
 		home, err := os.UserHomeDir()

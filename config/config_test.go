@@ -333,3 +333,15 @@ wip_limit = 0
 		t.Errorf("Load errors mismatch (-want +got):\n%s", diff)
 	}
 }
+
+func TestDefaultPath(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", "/x/config")
+	t.Setenv(EnvConfig, "")
+	if p, err := DefaultPath(); err != nil || p != "/x/config/legion/legion.toml" {
+		t.Errorf("DefaultPath() = %q, %v; want /x/config/legion/legion.toml", p, err)
+	}
+	t.Setenv(EnvConfig, "/elsewhere/legion.toml")
+	if p, err := DefaultPath(); err != nil || p != "/elsewhere/legion.toml" {
+		t.Errorf("DefaultPath() with %s set = %q, %v; want /elsewhere/legion.toml", EnvConfig, p, err)
+	}
+}

@@ -32,7 +32,7 @@ func loadTeam(g *globals, name string) (*config.Config, config.Team, error) {
 
 // openTeam loads the config and assembles the named team's parts.
 func openTeam(g *globals, name string) (*team.Team, error) {
-	_, t, err := loadTeam(g, name)
+	cfg, t, err := loadTeam(g, name)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func openTeam(g *globals, name string) (*team.Team, error) {
 	if err != nil {
 		return nil, err
 	}
-	return team.Open(t, state)
+	return team.Open(t, cfg.Path, state)
 }
 
 func newIssueCmd(g *globals) *cobra.Command {

@@ -24,7 +24,7 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.configPath, "config", "", "path of legion.toml (default $XDG_CONFIG_HOME/legion/legion.toml)")
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "path of legion.toml (default $LEGION_CONFIG, else $XDG_CONFIG_HOME/legion/legion.toml)")
 	// The default is resolved when a command runs, not when help is
 	// rendered, so help and man pages show no one's home directory.
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {

@@ -84,6 +84,9 @@ func (t *Team) PlanDispatch(ctx context.Context, issue, mode, home string) (Disp
 		"LEGION_TEAM=" + t.Name, "LEGION_ISSUE=" + issue, "LEGION_MODE=" + mode,
 		"LEGION_SESSION=" + id.String(),
 	}, wt.Env()...)
+	if t.ConfigPath != "" {
+		env = append(env, config.EnvConfig+"="+t.ConfigPath)
+	}
 	return Dispatch{
 		Name: issue + "-" + mode, Unit: unit, SessionID: id, Issue: issue, Mode: mode,
 		Cwd: wt.Path, Env: env, ArgvNew: argvNew, ArgvResume: argvResume,

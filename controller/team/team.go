@@ -20,6 +20,9 @@ import (
 // Team is a configured team with its parts.
 type Team struct {
 	config.Team
+	// ConfigPath is the legion.toml the team came from; agents get it as
+	// $LEGION_CONFIG so their `legion issue ...` reads the same file.
+	ConfigPath string
 	// StateDir is $XDG_STATE_HOME/legion/teams/<short>: the local tracker,
 	// the controller's heartbeat.
 	StateDir  string
@@ -28,11 +31,13 @@ type Team struct {
 	Worktrees *workspace.Manager
 }
 
-// Open builds the parts of t; stateHome is $XDG_STATE_HOME/legion.
-func Open(t config.Team, stateHome string) (*Team, error) {
+// Open builds the parts of t, read from configPath; stateHome is
+// $XDG_STATE_HOME/legion.
+func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 	dir := filepath.Join(stateHome, "teams", t.ShortID())
 	tm := &Team{
-		Team:      t,
+		Team:       t,
+		ConfigPath: configPath,
 		StateDir:  dir,
 		Worktrees: &workspace.Manager{Repo: t.Workspace, Dir: filepath.Join(stateHome, "worktrees", t.ShortID())},
 	}

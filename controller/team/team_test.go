@@ -39,7 +39,7 @@ agent.resume = ["my-agent", "--resume", "{session_id}", "in {workspace}"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := Open(cfg.Teams[0], t.TempDir())
+	tm, err := Open(cfg.Teams[0], "/etc/legion-test.toml", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,8 @@ func TestPlanDispatch(t *testing.T) {
 	if !strings.HasPrefix(d.SessionFile, claude.ProjectDir(home, d.Cwd)) {
 		t.Errorf("SessionFile %s is not under the worktree's project dir", d.SessionFile)
 	}
-	if !slices.Contains(d.Env, "LEGION_ISSUE=DEMO-1") || !slices.Contains(d.Env, "LEGION_PORT_OFFSET=10") {
+	if !slices.Contains(d.Env, "LEGION_ISSUE=DEMO-1") || !slices.Contains(d.Env, "LEGION_PORT_OFFSET=10") ||
+		!slices.Contains(d.Env, "LEGION_CONFIG=/etc/legion-test.toml") {
 		t.Errorf("Env = %q; want LEGION_ISSUE and LEGION_PORT_OFFSET", d.Env)
 	}
 
