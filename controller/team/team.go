@@ -38,8 +38,8 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 	tm := &Team{
 		Team:       t,
 		ConfigPath: configPath,
-		StateDir:  dir,
-		Worktrees: &workspace.Manager{Repo: t.Workspace, Dir: filepath.Join(stateHome, "worktrees", t.ShortID())},
+		StateDir:   dir,
+		Worktrees:  &workspace.Manager{Repo: t.Workspace, Dir: filepath.Join(stateHome, "worktrees", t.ShortID())},
 	}
 	switch t.Tracker {
 	case config.TrackerLocal:
