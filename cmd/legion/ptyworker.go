@@ -1,17 +1,56 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/ptyworker"
 )
 
-// TODO(owner of ptyworker.go): replace this stub.
+// newPtyWorkerCmd is `legion pty-worker --spec FILE`: the main process of a
+// session's transient unit (see ptyworker.TransientUnit). Hidden: people use
+// `legion spawn` and `legion attach`.
 func newPtyWorkerCmd(_ *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:    "ptyworker",
-		Short:  "not built yet",
+	var specPath string
+	cmd := &cobra.Command{
+		Use:   "pty-worker --spec FILE",
+		Short: "Host one agent session on a PTY (run by systemd)",
+		Long: `pty-worker hosts one agent session: it runs the agent on a PTY, keeps its
+output, serves attach clients on a unix socket and feeds systemd's watchdog
+while the agent's session file is fresh. systemd starts it in the session's
+transient unit; the spec file (0600) says what to run.
+
+Exit status: 0 when the agent exited with code 0, the session was removed or
+the unit was stopped; 1 when the agent failed, so Restart=on-failure restarts
+it.`,
 		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("ptyworker: not built yet") },
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if specPath == "" {
+				return usageError{errors.New("pty-worker: --spec FILE is required")}
+			}
+			return runPtyWorker(cmd.Context(), specPath)
+		},
 	}
+	cmd.Flags().StringVar(&specPath, "spec", "", "the session's spec file (JSON, mode 0600)")
+	return cmd
+}
+
+func runPtyWorker(ctx context.Context, specPath string) error {
+	spec, err := ptyworker.ReadSpec(specPath)
+	if err != nil {
+		return err
+	}
+	// systemd's watchdog action sends SIGABRT; end the agent cleanly
+	// (recording the reason) instead of dying with a Go stack dump.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGABRT, syscall.SIGHUP)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	return ptyworker.Run(ctx, spec, ptyworker.Options{Logger: log, Version: version})
 }

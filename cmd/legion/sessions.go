@@ -1,17 +1,237 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/activation"
 )
 
-// TODO(owner of sessions.go): replace this stub.
 func newSessionsCmd(_ *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:    "sessions",
-		Short:  "not built yet",
-		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("sessions: not built yet") },
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "List, inspect, follow and stop agent sessions",
+		Long: `Every agent session is a transient systemd unit running legion pty-worker.
+These commands ask the helper (started on demand by legion.socket).`,
+		Args: cobra.NoArgs,
 	}
+	cmd.AddCommand(newSessionsListCmd(), newSessionsStatusCmd(), newSessionsLogsCmd(), newSessionsKillCmd())
+	return cmd
+}
+
+func newSessionsListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List sessions with their state, and the helper's last recovery",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSessionsList(cmd.Context(), cmd.OutOrStdout(), asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {daemon_id, sessions: [...], recovery: {...}, quarantined: [...]}")
+	return cmd
+}
+
+func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
+	c, err := activation.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list sessions: %w", err)
+	}
+	if asJSON {
+		if res.Sessions == nil {
+			res.Sessions = []activation.Session{}
+		}
+		return printJSON(out, res)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tTEAM\tISSUE\tMODE\tRESTARTS\tPID\tLAST ACTIVITY\tUNIT")
+	for _, s := range res.Sessions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.State, s.Team, dash(s.Issue), dash(s.Mode),
+			s.Restarts, pidText(s.PID), ago(s.LastActivity), s.Unit)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	r := res.Recovery
+	fmt.Fprintf(out, "\nlast recovery: %d recovered, %d pruned, %d quarantined, %d failed\n", r.Recovered, r.Pruned, r.Quarantined, r.Failed)
+	for _, q := range res.Quarantined {
+		fmt.Fprintf(out, "quarantined %s: %s (%s)\n", q.Name, q.Reason, q.Path)
+	}
+	return nil
+}
+
+func newSessionsStatusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show one session",
+		Args:  exactArgs(1, "a session name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSessionsStatus(cmd.Context(), cmd.OutOrStdout(), args[0], asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session as JSON")
+	return cmd
+}
+
+func runSessionsStatus(ctx context.Context, out io.Writer, name string, asJSON bool) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	c, err := activation.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	s, err := c.Status(ctx, name)
+	if err != nil {
+		return fmt.Errorf("status of session %s: %w", name, err)
+	}
+	if asJSON {
+		return printJSON(out, s)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, kv := range [][2]string{
+		{"name", s.Name}, {"state", string(s.State)}, {"id", s.ID}, {"unit", s.Unit}, {"team", s.Team},
+		{"issue", dash(s.Issue)}, {"mode", dash(s.Mode)}, {"restarts", strconv.FormatUint(uint64(s.Restarts), 10)},
+		{"pid", pidText(s.PID)}, {"last activity", ago(s.LastActivity)}, {"last exit", exitText(s.Exit)},
+	} {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
+	return tw.Flush()
+}
+
+func newSessionsLogsCmd() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs [-f] NAME",
+		Short: "Print a session's transcript (with -f, follow it across restarts)",
+		Args:  exactArgs(1, "a session name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSessionsLogs(cmd.Context(), cmd.OutOrStdout(), args[0], follow)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the session ends (or Ctrl-C)")
+	return cmd
+}
+
+func runSessionsLogs(ctx context.Context, out io.Writer, name string, follow bool) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if follow {
+		_, err := activation.FollowLogs(ctx, activation.LogsArgs{Name: name}, out)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("logs of session %s: %w", name, err)
+		}
+		return nil
+	}
+	c, err := activation.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Logs(ctx, activation.LogsArgs{Name: name}, out); err != nil {
+		return fmt.Errorf("logs of session %s: %w", name, err)
+	}
+	return nil
+}
+
+func newSessionsKillCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "kill NAME",
+		Short: "Stop a session for good (systemd stops its unit; the transcript is kept)",
+		Args:  exactArgs(1, "a session name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSessionsKill(cmd.Context(), cmd.OutOrStdout(), args[0])
+		},
+	}
+}
+
+func runSessionsKill(ctx context.Context, out io.Writer, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	c, err := activation.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	s, err := c.Kill(ctx, name)
+	if err != nil {
+		return fmt.Errorf("kill session %s: %w", name, err)
+	}
+	_, err = fmt.Fprintf(out, "session %s stopped: %s\n", s.Name, exitText(s.Exit))
+	return err
+}
+
+// checkName validates a session name before asking the helper (which
+// checks again), as a usage error.
+func checkName(name string) error {
+	if err := activation.ValidateName(name); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs with a message that says what is missing.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s: want %s, got %d arguments (usage: %s)", cmd.CommandPath(), what, len(args), cmd.UseLine())}
+		}
+		return nil
+	}
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func pidText(pid int) string {
+	if pid == 0 {
+		return "-"
+	}
+	return strconv.Itoa(pid)
+}
+
+func ago(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	d := time.Since(*t)
+	if d < 0 {
+		d = 0
+	}
+	return d.Round(time.Second).String() + " ago"
+}
+
+func exitText(e *activation.Exit) string {
+	if e == nil {
+		return "-"
+	}
+	return e.String()
 }

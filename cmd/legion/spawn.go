@@ -1,17 +1,139 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/activation"
 )
 
-// TODO(owner of spawn.go): replace this stub.
+// spawnFlags are the flags of `legion spawn`.
+type spawnFlags struct {
+	team       string
+	name       string
+	cwd        string
+	watch      string
+	staleAfter time.Duration
+	cooldown   time.Duration
+	env        []string
+	asJSON     bool
+}
+
 func newSpawnCmd(_ *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:    "spawn",
-		Short:  "not built yet",
-		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("spawn: not built yet") },
+	var f spawnFlags
+	cmd := &cobra.Command{
+		Use:   "spawn [flags] -- CMD [ARGS...]",
+		Short: "Run a command as a supervised session that outlives its caller",
+		Long: `Spawn runs CMD in a PTY inside a transient systemd unit of its own
+(legion-<team>-<name>-spawn.service), through the helper. The session keeps
+running when the caller exits; attach to it with legion attach, follow it
+with legion sessions logs -f. CMD is run as given: no shell is involved.
+
+With --watch FILE the session is restarted by systemd (after --cooldown)
+when FILE has not changed for --stale-after. Prints the session name, or
+with --json {name, id, unit}.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{fmt.Errorf("spawn: no command given (usage: %s)", cmd.UseLine())}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSpawn(cmd.Context(), cmd.OutOrStdout(), f, args)
+		},
 	}
+	// Flags stop at the command: `legion spawn sh -c 'x'` needs no "--".
+	cmd.Flags().SetInterspersed(false)
+	fl := cmd.Flags()
+	fl.StringVar(&f.team, "team", "", "team the session belongs to (default: the built-in team \"adhoc\")")
+	fl.StringVar(&f.name, "name", "", "session name (default: the command's name and a random suffix)")
+	fl.StringVar(&f.cwd, "cwd", "", "working directory (default: the current one)")
+	fl.StringVar(&f.watch, "watch", "", "file whose changes show the session is alive (e.g. the agent's session file)")
+	fl.DurationVar(&f.staleAfter, "stale-after", 0, "with --watch: restart the session when FILE is older than this")
+	fl.DurationVar(&f.cooldown, "cooldown", 0, "pause before systemd restarts the session (default: the team's)")
+	fl.StringArrayVarP(&f.env, "setenv", "E", nil, "set an environment variable for the command, KEY=VALUE (repeatable)")
+	fl.BoolVar(&f.asJSON, "json", false, "print {name, id, unit} as JSON")
+	return cmd
+}
+
+func runSpawn(ctx context.Context, out io.Writer, f spawnFlags, argv []string) error {
+	if f.name != "" {
+		if err := checkName(f.name); err != nil {
+			return err
+		}
+	}
+	if f.staleAfter != 0 && f.watch == "" {
+		return usageError{fmt.Errorf("spawn: --stale-after needs --watch FILE")}
+	}
+	if f.watch != "" && f.staleAfter <= 0 {
+		return usageError{fmt.Errorf("spawn: --watch needs a positive --stale-after")}
+	}
+	if f.staleAfter < 0 || f.cooldown < 0 {
+		return usageError{fmt.Errorf("spawn: --stale-after and --cooldown must not be negative")}
+	}
+	cwd := f.cwd
+	if cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("spawn: current directory: %w", err)
+		}
+		cwd = wd
+	}
+	cwd, err := filepath.Abs(cwd)
+	if err != nil {
+		return fmt.Errorf("spawn: --cwd: %w", err)
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return usageError{fmt.Errorf("spawn: --cwd %s: not a directory", cwd)}
+	}
+	watch := f.watch
+	if watch != "" {
+		if watch, err = filepath.Abs(watch); err != nil {
+			return fmt.Errorf("spawn: --watch: %w", err)
+		}
+	}
+	// Resolve the program in the caller's PATH, as systemd-run does: the
+	// unit's environment is the user manager's, not this shell's.
+	argv = append([]string(nil), argv...)
+	if !strings.Contains(argv[0], "/") {
+		p, err := exec.LookPath(argv[0])
+		if err != nil {
+			return fmt.Errorf("spawn: command %q not found in PATH", argv[0])
+		}
+		argv[0] = p
+	}
+	if argv[0], err = filepath.Abs(argv[0]); err != nil {
+		return fmt.Errorf("spawn: %w", err)
+	}
+	for _, kv := range f.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return usageError{fmt.Errorf("spawn: --setenv %q: want KEY=VALUE", kv)}
+		}
+	}
+
+	c, err := activation.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.Spawn(ctx, activation.SpawnArgs{
+		Team: f.team, Name: f.name, Cwd: cwd, Argv: argv, Env: f.env, Watch: watch,
+		StaleAfter: activation.Duration(f.staleAfter), Cooldown: activation.Duration(f.cooldown),
+	})
+	if err != nil {
+		return fmt.Errorf("spawn %s: %w", argv[0], err)
+	}
+	if f.asJSON {
+		return printJSON(out, res)
+	}
+	_, err = fmt.Fprintln(out, res.Name)
+	return err
 }

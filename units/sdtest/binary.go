@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // modulePath is the module whose cmd/legion LegionBinary builds.
@@ -111,4 +113,37 @@ func declaresModule(gomod []byte, path string) bool {
 		}
 	}
 	return false
+}
+
+// sweepStaleDirs removes directories below base named prefix<pid>-... whose
+// test process is gone (it died before its cleanup ran).
+func sweepStaleDirs(base, prefix string) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() && staleName(e.Name(), prefix) {
+			_ = os.RemoveAll(filepath.Join(base, e.Name())) // best effort
+		}
+	}
+}
+
+// staleName reports whether name, made as prefix<pid>-<random>, was made by
+// a test process that is gone.
+func staleName(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return false
+	}
+	pidText, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return false
+	}
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	err = unix.Kill(pid, 0) // signal 0 only checks; it sends nothing
+	return err != nil && !errors.Is(err, unix.EPERM)
 }

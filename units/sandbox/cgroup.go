@@ -1,4 +1,4 @@
-package sdtest
+package sandbox
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ type hierarchy struct {
 	mountPoint string // e.g. /sys/fs/cgroup/systemd, the same on the host and inside
 	fsType     string // "cgroup" or "cgroup2"
 	options    string // mount options: "name=systemd", "memory", "rw" for cgroup2
-	parent     string // the test process's own cgroup in this hierarchy, on the host
+	parent     string // the starting process's own cgroup in this hierarchy, on the host
 }
 
 // mount is one mount done inside the manager's mount namespace.
@@ -39,7 +39,7 @@ type cgroupLayout struct {
 // v1Wanted are the v1 hierarchies a manager gets a cgroup in, when mounted:
 // name=systemd is what systemd tracks processes with on a hybrid or legacy
 // host; pids and memory let it apply TasksMax= and MemoryMax=. Other
-// controllers stay hidden from the manager, which is fine for tests.
+// controllers stay hidden from the manager.
 var v1Wanted = []struct{ dir, controller string }{
 	{"systemd", "name=systemd"},
 	{"pids", "pids"},
@@ -47,7 +47,7 @@ var v1Wanted = []struct{ dir, controller string }{
 }
 
 // detectCgroups reads the host's cgroup layout (unified, hybrid or legacy)
-// and the test process's own cgroups from /proc/self/cgroup.
+// and the calling process's own cgroups from /proc/self/cgroup.
 func detectCgroups() (cgroupLayout, error) {
 	own, err := ownCgroups()
 	if err != nil {
@@ -105,7 +105,7 @@ func detectCgroups() (cgroupLayout, error) {
 }
 
 // ownCgroups maps each hierarchy's controller list ("" for cgroup2) to the
-// test process's cgroup path in it.
+// calling process's cgroup path in it.
 func ownCgroups() (map[string]string, error) {
 	f, err := os.Open("/proc/self/cgroup")
 	if err != nil {
@@ -136,7 +136,7 @@ func fsMagic(path string) (int64, error) {
 	return int64(st.Type), nil
 }
 
-// cgroupDirs are the manager's cgroups, one per hierarchy, on the host.
+// cgroupDirs are one sandbox's cgroups, one per hierarchy, on the host.
 type cgroupDirs []string
 
 func (l cgroupLayout) dirs(name string) cgroupDirs {
@@ -147,12 +147,17 @@ func (l cgroupLayout) dirs(name string) cgroupDirs {
 	return d
 }
 
-// create makes every cgroup; on failure it removes those it made.
+// create makes every cgroup; on failure it removes those it made. A cgroup
+// file system that refuses new cgroups (read-only, as in many containers)
+// is a *MissingError.
 func (d cgroupDirs) create() error {
 	for i, dir := range d {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			for _, made := range d[:i] {
 				_ = os.Remove(made) // best effort undo; the error below is what matters
+			}
+			if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+				return &MissingError{"a writable cgroup hierarchy: " + err.Error()}
 			}
 			return fmt.Errorf("create cgroup: %w", err)
 		}
@@ -169,34 +174,39 @@ func (d cgroupDirs) procsFiles() []string {
 	return files
 }
 
-// pids lists every process in the cgroups and their descendants.
-func (d cgroupDirs) pids() ([]int, error) {
-	var pids []int
+// member is a process found in a cgroup.procs file.
+type member struct {
+	pid   int
+	procs string // the cgroup.procs file that listed it
+}
+
+// members lists every process in the cgroups and the cgroups below them.
+func (d cgroupDirs) members() ([]member, error) {
+	var found []member
+	seen := map[int]bool{}
 	for _, root := range d {
 		err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
-					return nil // removed while walking
+					return nil // removed while walking, or never made
 				}
 				return err
 			}
 			if !e.IsDir() {
 				return nil
 			}
-			b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+			procs := filepath.Join(path, "cgroup.procs")
+			pids, err := readPIDs(procs)
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
 					return nil
 				}
 				return err
 			}
-			for _, f := range strings.Fields(string(b)) {
-				pid, err := strconv.Atoi(f)
-				if err != nil {
-					return fmt.Errorf("%s/cgroup.procs: %w", path, err)
-				}
-				if !slices.Contains(pids, pid) {
-					pids = append(pids, pid)
+			for _, pid := range pids {
+				if !seen[pid] {
+					seen[pid] = true
+					found = append(found, member{pid, procs})
 				}
 			}
 			return nil
@@ -204,6 +214,22 @@ func (d cgroupDirs) pids() ([]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list processes in cgroup %s: %w", root, err)
 		}
+	}
+	return found, nil
+}
+
+func readPIDs(procs string) ([]int, error) {
+	b, err := os.ReadFile(procs)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", procs, err)
+		}
+		pids = append(pids, pid)
 	}
 	return pids, nil
 }
@@ -213,26 +239,64 @@ func (d cgroupDirs) pids() ([]int, error) {
 // launcher this package started.
 func (d cgroupDirs) killAll(deadline time.Time) error {
 	for {
-		pids, err := d.pids()
+		found, err := d.members()
 		if err != nil {
 			return err
 		}
-		if len(pids) == 0 {
+		if len(found) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
+			pids := make([]int, len(found))
+			for i, m := range found {
+				pids[i] = m.pid
+			}
 			return fmt.Errorf("processes %v still in cgroups %v", pids, []string(d))
 		}
-		for _, pid := range pids {
-			if pid == os.Getpid() {
-				return fmt.Errorf("the test process itself is in cgroup %v", []string(d))
+		for _, m := range found {
+			if m.pid == os.Getpid() {
+				return fmt.Errorf("this process itself is in cgroup %s", filepath.Dir(m.procs))
 			}
-			if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("kill process %d: %w", pid, err)
+			if err := killMember(m); err != nil {
+				return err
 			}
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval while the kernel reaps
 	}
+}
+
+// killMember sends SIGKILL to m.pid only if that PID is still in m's
+// cgroup once pinned: the pidfd names one process for good, so a process
+// that exited, and whose PID went to a process outside the cgroup, is
+// never signalled.
+func killMember(m member) error {
+	fd, err := unix.PidfdOpen(m.pid, 0)
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		return nil // gone already
+	case errors.Is(err, unix.ENOSYS): // kernel before 5.3: no pinning
+		if err := unix.Kill(m.pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("kill process %d: %w", m.pid, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("open pidfd of process %d: %w", m.pid, err)
+	}
+	defer unix.Close(fd)
+	pids, err := readPIDs(m.procs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if !slices.Contains(pids, m.pid) {
+		return nil // left the cgroup (exited): the next round looks again
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill process %d: %w", m.pid, err)
+	}
+	return nil
 }
 
 // remove deletes the cgroups and every cgroup the manager made below them,
@@ -280,51 +344,4 @@ func removeTree(root string, deadline time.Time) error {
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval for a busy cgroup
 	}
-}
-
-// sweepStaleCgroups removes empty cgroups left by earlier test processes
-// that died before their cleanup ran (killed by a timeout, say). Cgroups
-// that still hold processes are left alone: those processes are not ours.
-func (l cgroupLayout) sweepStaleCgroups() {
-	for _, h := range l.hierarchies {
-		entries, err := os.ReadDir(h.parent)
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			if e.IsDir() && staleName(e.Name(), namePrefix) {
-				// Best effort: a non-empty or busy cgroup stays.
-				_ = removeTree(filepath.Join(h.parent, e.Name()), time.Now())
-			}
-		}
-	}
-}
-
-// namePrefix starts every directory and cgroup name this package makes:
-// legion-sd-<pid of the test process>-<random>.
-const namePrefix = "legion-sd-"
-
-// staleName reports whether name, made as prefix<pid>-<random>, was made by
-// a test process that is gone.
-func staleName(name, prefix string) bool {
-	rest, ok := strings.CutPrefix(name, prefix)
-	if !ok {
-		return false
-	}
-	pidText, _, ok := strings.Cut(rest, "-")
-	if !ok {
-		return false
-	}
-	pid, err := strconv.Atoi(pidText)
-	if err != nil || pid <= 0 || pid == os.Getpid() {
-		return false
-	}
-	return !processExists(pid)
-}
-
-// processExists reports whether pid names a live process (signal 0 only
-// checks; it sends nothing).
-func processExists(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
 }

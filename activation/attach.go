@@ -1,0 +1,338 @@
+package activation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/termkeys"
+)
+
+// AttachOptions configure RunAttach, the body of `legion attach`.
+type AttachOptions struct {
+	Name      string
+	ReadOnly  bool         // watch only: keystrokes other than the detach key are dropped
+	DetachKey termkeys.Key // zero means termkeys.DefaultKey
+	In        *os.File     // keystrokes; put in raw mode when it is a terminal
+	Out       *os.File     // the session's screen; its size is the PTY's
+	Status    io.Writer    // messages about the attachment (stderr)
+}
+
+// escapeTime is how long a lone ESC waits for the rest of a possible
+// detach-key sequence before it is forwarded (tmux's escape-time).
+const escapeTime = 25 * time.Millisecond
+
+// restartPoll is how often a detached-by-exit attach asks whether the
+// session's unit came back.
+const restartPoll = 250 * time.Millisecond
+
+// RunAttach joins a session's terminal through the helper until the
+// detach key, the session's end, or ctx (SIGINT, SIGTERM; SIGHUP too).
+// The terminal is put in raw mode and restored on every way out,
+// including errors, signals and panics. When the session's agent exits
+// and systemd restarts it, RunAttach waits for the new run and
+// re-attaches; when the session has ended for good it returns nil after
+// saying how it ended. A session that is not running is an error whose
+// message carries its exit information.
+func RunAttach(ctx context.Context, c *Client, o AttachOptions) (err error) {
+	if o.DetachKey.String() == "" {
+		o.DetachKey = termkeys.MustParseKey(termkeys.DefaultKey)
+	}
+	if o.Status == nil {
+		o.Status = io.Discard
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	a := &attacher{c: c, orig: c, o: o, matcher: termkeys.NewMatcher(o.DetachKey)}
+	defer func() {
+		if a.c != c {
+			a.c.Close() // a reconnect's client
+		}
+	}()
+	if err := a.connect(ctx, nil); err != nil {
+		return err
+	}
+	defer a.closeConn()
+
+	inFd := int(o.In.Fd())
+	nl := "\n"
+	if term.IsTerminal(inFd) {
+		old, err := term.MakeRaw(inFd)
+		if err != nil {
+			return fmt.Errorf("attach %s: raw mode: %w", o.Name, err)
+		}
+		var once sync.Once
+		restore := func() { once.Do(func() { term.Restore(inFd, old) }) }
+		defer restore()
+		defer func() {
+			if r := recover(); r != nil {
+				restore()
+				panic(r)
+			}
+		}()
+		nl = "\r\n"
+	}
+	a.nl = nl
+	fmt.Fprintf(o.Status, "[attached to %s; detach with %s]%s", o.Name, o.DetachKey, nl)
+	return a.loop(ctx)
+}
+
+type attacher struct {
+	c       *Client // the helper; replaced after a reconnect
+	orig    *Client // the caller's, closed by the caller
+	o       AttachOptions
+	matcher *termkeys.Matcher
+	nl      string
+
+	wc       *WorkerConn
+	offset   uint64 // next output offset expected on wc
+	exit     *ptyworker.ExitInfo
+	desynced bool // the worker dropped this terminal for falling behind
+}
+
+// connect asks the helper for the session's worker and attaches from
+// offset (nil: a screen snapshot).
+func (a *attacher) connect(ctx context.Context, offset *uint64) error {
+	var conn net.Conn
+	err := a.helper(ctx, func(c *Client) error {
+		var err error
+		conn, _, err = c.Attach(ctx, AttachArgs{Name: a.o.Name, ReadOnly: a.o.ReadOnly})
+		return err
+	})
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return fmt.Errorf("attach %s: %s", a.o.Name, e.Message)
+		}
+		return fmt.Errorf("attach %s: %w", a.o.Name, err)
+	}
+	wc, err := NewWorkerConn(conn)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	p := ptyworker.AttachParams{Offset: offset, ReadOnly: a.o.ReadOnly}
+	if cols, rows, err := term.GetSize(int(a.o.Out.Fd())); err == nil && cols > 0 && rows > 0 {
+		p.Cols, p.Rows = cols, rows
+	}
+	ar, err := wc.Attach(ctx, p)
+	if err != nil {
+		wc.Close()
+		return fmt.Errorf("attach %s: %w", a.o.Name, err)
+	}
+	a.wc, a.offset, a.exit = wc, ar.Offset, ar.Exit
+	return nil
+}
+
+// helper runs call on the helper connection; when that connection broke
+// (the helper restarted since), it dials again and retries once.
+func (a *attacher) helper(ctx context.Context, call func(c *Client) error) error {
+	err := call(a.c)
+	var e *Error
+	if err == nil || errors.As(err, &e) || ctx.Err() != nil {
+		return err
+	}
+	n, derr := a.c.Redial(ctx)
+	if derr != nil {
+		return err
+	}
+	if a.c != a.orig {
+		a.c.Close()
+	}
+	a.c = n
+	return call(a.c)
+}
+
+func (a *attacher) closeConn() {
+	if a.wc != nil {
+		a.wc.Close()
+		a.wc = nil
+	}
+}
+
+// loop moves bytes until the attachment ends.
+func (a *attacher) loop(ctx context.Context) error {
+	// The stdin reader ends when a read fails; a read blocked on a
+	// terminal cannot be interrupted, so it may outlive RunAttach until
+	// the process exits (it drops what it reads then).
+	inCh := make(chan []byte)
+	inDone := make(chan struct{})
+	go func() {
+		defer close(inDone)
+		buf := make([]byte, 4096)
+		for {
+			n, err := a.o.In.Read(buf)
+			if n > 0 {
+				select {
+				case inCh <- append([]byte(nil), buf[:n]...):
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	defer flush.Stop()
+	var poll <-chan time.Time // set while waiting for a restart
+
+	for {
+		var events <-chan ptyworker.Event
+		if a.wc != nil {
+			events = a.wc.Events()
+		}
+		select {
+		case <-ctx.Done():
+			a.detach()
+			return nil // a signal ends the attachment, not the session
+		case <-inDone:
+			inDone = nil // stdin closed: keep watching until the session ends
+		case b := <-inCh:
+			pass, detached := a.matcher.Feed(b)
+			a.input(pass)
+			if detached {
+				a.detach()
+				fmt.Fprintf(a.o.Status, "%s[detached from %s]%s", a.nl, a.o.Name, a.nl)
+				return nil
+			}
+			if a.matcher.Pending() {
+				flush.Reset(escapeTime)
+			}
+		case <-flush.C:
+			if a.matcher.Pending() {
+				a.input(a.matcher.Flush())
+			}
+		case <-winch:
+			if a.wc != nil {
+				if cols, rows, err := term.GetSize(int(a.o.Out.Fd())); err == nil {
+					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					a.wc.Resize(rctx, cols, rows)
+					cancel()
+				}
+			}
+		case ev, ok := <-events:
+			if !ok {
+				done, err := a.connectionEnded(ctx)
+				if done || err != nil {
+					return err
+				}
+				if a.wc == nil {
+					poll = time.After(restartPoll)
+				}
+				continue
+			}
+			a.event(ev)
+		case <-poll:
+			poll = nil
+			done, err := a.reattach(ctx)
+			if done || err != nil {
+				return err
+			}
+			if a.wc == nil {
+				poll = time.After(restartPoll)
+			}
+		}
+	}
+}
+
+func (a *attacher) input(p []byte) {
+	if len(p) == 0 || a.o.ReadOnly || a.wc == nil {
+		return
+	}
+	a.wc.SendInput(p) // a failure shows as the connection ending
+}
+
+func (a *attacher) detach() {
+	if a.wc != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		a.wc.Detach(dctx)
+		cancel()
+	}
+}
+
+func (a *attacher) event(ev ptyworker.Event) {
+	switch ev.Kind {
+	case ptyworker.EventKindOutput, ptyworker.EventKindSnapshot:
+		a.o.Out.Write(ev.Data)
+		a.offset = ev.Offset + uint64(len(ev.Data))
+		if ev.Kind == ptyworker.EventKindSnapshot {
+			a.offset = ev.Offset
+		}
+	case ptyworker.EventKindExit:
+		a.exit = ev.Exit
+	case ptyworker.EventKindDesync:
+		a.desynced = true
+		fmt.Fprintf(a.o.Status, "%s[%s: this terminal fell behind the session's output; catching up]%s", a.nl, a.o.Name, a.nl)
+	case ptyworker.EventKindError:
+		fmt.Fprintf(a.o.Status, "%s[%s: %v]%s", a.nl, a.o.Name, ev.Err, a.nl)
+	}
+}
+
+// connectionEnded handles the end of the worker connection: a desync is
+// caught up at once; after an exit the helper says whether the session
+// will run again. done means the attachment is over.
+func (a *attacher) connectionEnded(ctx context.Context) (done bool, err error) {
+	exit := a.exit
+	a.closeConn()
+	if exit != nil {
+		fmt.Fprintf(a.o.Status, "%s[%s: run %d ended: %s; %s]%s", a.nl, a.o.Name, exit.Run, exit.String(), exit.Reason, a.nl)
+	}
+	return a.reattach(ctx)
+}
+
+// reattach asks the helper about the session: running again → attach
+// (from the last offset after a desync, else a snapshot of the new run);
+// starting → wait; ended → say so and finish.
+func (a *attacher) reattach(ctx context.Context) (done bool, err error) {
+	var s Session
+	err = a.helper(ctx, func(c *Client) error {
+		var err error
+		s, err = c.Status(ctx, a.o.Name)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			fmt.Fprintf(a.o.Status, "[%s is gone]%s", a.o.Name, a.nl)
+			return true, nil
+		}
+		return true, fmt.Errorf("attach %s: %w", a.o.Name, err)
+	}
+	switch s.State {
+	case StateExited, StateFailed:
+		fmt.Fprintf(a.o.Status, "[%s has %s: %s]%s", a.o.Name, s.State, s.Exit, a.nl)
+		return true, nil
+	case StateStarting:
+		if a.wc == nil && a.exit != nil {
+			fmt.Fprintf(a.o.Status, "[%s: waiting for systemd to restart it; detach with %s]%s", a.o.Name, a.o.DetachKey, a.nl)
+			a.exit = nil
+		}
+		return false, nil
+	}
+	var from *uint64
+	if a.desynced {
+		off := a.offset // same run: catch up from where this terminal was
+		from = &off
+	}
+	if err := a.connect(ctx, from); err != nil {
+		return false, nil // between runs again: try at the next poll
+	}
+	a.desynced = false
+	return false, nil
+}

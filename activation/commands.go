@@ -1,0 +1,178 @@
+package activation
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/legion-dev/legion/ptyworker"
+)
+
+func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ Request) (any, *os.File, error) {
+	ss := h.sessions.all()
+	h.sessions.refresh(ctx, ss)
+	res := ListResult{DaemonID: h.daemonID, Sessions: make([]Session, 0, len(ss))}
+	for _, s := range ss {
+		res.Sessions = append(res.Sessions, s.view())
+	}
+	h.sessions.mu.Lock()
+	res.Recovery = h.sessions.counts
+	res.Quarantined = append([]Quarantined(nil), h.sessions.quarantined...)
+	h.sessions.mu.Unlock()
+	return res, nil, nil
+}
+
+// lookup finds a session by name: one the helper knows (refreshed), or
+// one that ended before this helper started (registry/pruned).
+func (h *Helper) lookup(ctx context.Context, cmd, name string) (*session, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, apiErr(CodeBadRequest, "%s: %v", cmd, err)
+	}
+	if s, ok := h.sessions.get(name); ok {
+		h.sessions.refresh(ctx, []*session{s})
+		return s, nil
+	}
+	if r, path := h.findEnded(name); r != nil {
+		s := newSession(h, r, path)
+		s.ended = true
+		return s, nil
+	}
+	return nil, apiErr(CodeNotFound, "no session named %q (`legion sessions list` shows them)", name)
+}
+
+func nameArg(req Request) (string, error) {
+	var a NameArgs
+	if err := DecodeArgs(req, &a); err != nil {
+		return "", err
+	}
+	return a.Name, nil
+}
+
+func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
+	name, err := nameArg(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := h.lookup(ctx, req.Cmd, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return StatusResult{Session: s.view()}, nil, nil
+}
+
+func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
+	name, err := nameArg(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := h.lookup(ctx, req.Cmd, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.ended {
+		return nil, nil, apiErr(CodeNotRunning, "session %s has already ended: %s", name, s.view().Exit)
+	}
+	log := s.log
+	if err := h.mgr.Stop(ctx, s.unit); err != nil {
+		return nil, nil, err
+	}
+	// A unit that had failed stays loaded as failed: reset it so the name
+	// is free again.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), systemdTimeout)
+	defer cancel()
+	if st, err := h.mgr.State(sctx, s.unit); err == nil && st.ActiveState == "failed" {
+		if err := h.mgr.ResetFailed(sctx, s.unit); err != nil {
+			log.Warn("reset failed unit after kill", "err", err)
+		}
+	}
+	s.closeConn()
+	h.sessions.refresh(ctx, []*session{s})
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	h.removeSpecFor(s.id + ".json")
+	log.Info("session killed")
+	return StatusResult{Session: s.view()}, nil, nil
+}
+
+// running returns an authenticated worker connection of a session that
+// runs, or the error to answer: not_running (with the exit) for a session
+// that ended, unavailable for one between runs.
+func (h *Helper) running(ctx context.Context, s *session) (*ptyworker.Client, error) {
+	v := s.view()
+	switch v.State {
+	case StateExited, StateFailed:
+		return nil, apiErr(CodeNotRunning, "session %s is not running (%s): last exit %s", s.name, v.State, v.Exit)
+	case StateStarting:
+		return nil, apiErr(CodeUnavailable, "session %s is starting or waiting out its restart cooldown; try again shortly", s.name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wc == nil {
+		if err := s.connectLocked(ctx, h); err != nil {
+			return nil, apiErr(CodeUnavailable, "session %s: its worker does not answer: %v", s.name, err)
+		}
+	}
+	return s.wc, nil
+}
+
+func (h *Helper) cmdSend(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
+	var a SendArgs
+	if err := DecodeArgs(req, &a); err != nil {
+		return nil, nil, err
+	}
+	s, err := h.lookup(ctx, req.Cmd, a.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	wc, err := h.running(ctx, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	ictx, cancel := context.WithTimeout(ctx, workerCallTimeout+5*time.Second)
+	defer cancel()
+	if a.Text != "" {
+		if err := wc.Input(ictx, []byte(a.Text)); err != nil {
+			return nil, nil, workerErr(s, "send text", err)
+		}
+	}
+	if !a.NoEnter {
+		if err := wc.Input(ictx, []byte("\r")); err != nil {
+			return nil, nil, workerErr(s, "send Enter", err)
+		}
+	}
+	s.log.Info("sent input", "bytes", len(a.Text), "enter", !a.NoEnter)
+	return StatusResult{Session: s.view()}, nil, nil
+}
+
+func (h *Helper) cmdAttach(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
+	var a AttachArgs
+	if err := DecodeArgs(req, &a); err != nil {
+		return nil, nil, err
+	}
+	s, err := h.lookup(ctx, req.Cmd, a.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := h.running(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	f, err := brokerHello(ctx, s.socket, h.daemonID, s.token, s.id)
+	if err != nil {
+		return nil, nil, workerErr(s, "connect", err)
+	}
+	s.log.Info("attach brokered", "read_only", a.ReadOnly)
+	return AttachResult{Session: s.view()}, f, nil
+}
+
+// workerErr maps a worker call's failure to an API error.
+func workerErr(s *session, what string, err error) error {
+	switch {
+	case ptyworker.IsCode(err, ptyworker.CodeSessionNotRunning):
+		return apiErr(CodeNotRunning, "session %s is not running: %v", s.name, err)
+	case ptyworker.IsCode(err, ptyworker.CodeBadRequest):
+		return apiErr(CodeBadRequest, "session %s: %s: %v", s.name, what, err)
+	}
+	s.closeConn()
+	return apiErr(CodeUnavailable, "session %s: %s: %v", s.name, what, err)
+}

@@ -1,0 +1,93 @@
+package activation
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// DaemonIDFile is the name of the daemon instance id file in the state dir.
+const DaemonIDFile = "daemon-id"
+
+// LoadDaemonID returns the helper's persistent instance id stored at path
+// (one UUID and a newline). A missing file is created; a corrupt one (not
+// a UUID) is moved aside to path + ".corrupt-<unix time>" and replaced.
+// Writes are atomic: a temp file in the same 0700 directory, fsync,
+// rename, fsync of the directory. Workers started under one id are not
+// adopted under another (recovery quarantines them), so the id must
+// survive restarts and upgrades.
+func LoadDaemonID(path string, log *slog.Logger) (string, error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if id, perr := uuid.ParseBytes(bytes.TrimSpace(b)); perr == nil && len(bytes.TrimSpace(b)) == 36 {
+			return id.String(), nil
+		}
+		aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
+		if err := os.Rename(path, aside); err != nil {
+			return "", fmt.Errorf("move corrupt daemon id %s aside: %w", path, err)
+		}
+		log.Warn("daemon id file is corrupt; moved aside and rewritten: workers started under the old id will be quarantined",
+			"file", path, "moved_to", aside)
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return "", fmt.Errorf("read daemon id: %w", err)
+	}
+	id := uuid.New().String()
+	if err := writeFileAtomic(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write daemon id: %w", err)
+	}
+	log.Info("created daemon instance id", "file", path, "daemon_id", id)
+	return id, nil
+}
+
+// writeFileAtomic writes data to path through a temp file in the same
+// directory (created 0700 if missing), with fsyncs so a crash leaves
+// either the old or the new content.
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,225 @@
+package activation
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/sdtest"
+)
+
+// worker is a pty-worker unit a test started itself (not through the
+// helper), under any daemon instance id.
+type worker struct {
+	spec *ptyworker.Spec
+	unit string
+	pid  uint32
+}
+
+// startWorker starts `sh -c 'sleep 1000'` as a real worker unit whose
+// registry lands in stateDir, owned by daemonID.
+func startWorker(ctx context.Context, t *testing.T, mgr *units.Manager, name, daemonID, runtimeDir, stateDir string) worker {
+	t.Helper()
+	team := AdhocTeamID
+	unit, err := units.WorkerUnit(team.String()[:8], name, SpawnMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := ptyworker.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &ptyworker.Spec{
+		Version: ptyworker.SpecVersion, SessionID: uuid.NewSHA1(team, []byte(name)).String(), Name: name,
+		Team: AdhocTeam, TeamShort: team.String()[:8], Mode: SpawnMode, Cwd: "/",
+		ArgvNew: []string{"/bin/sh", "-c", "sleep 1000"}, Token: token, DaemonInstanceID: daemonID, Unit: unit,
+		Paths: ptyworker.Paths{RuntimeDir: runtimeDir, StateDir: stateDir},
+	}
+	dir := filepath.Join(stateDir, "test-specs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	specPath := filepath.Join(dir, s.SessionID+".json")
+	if err := ptyworker.WriteSpec(specPath, s); err != nil {
+		t.Fatal(err)
+	}
+	u, err := ptyworker.TransientUnit(s, ptyworker.UnitPolicy{
+		Binary: sdtest.LegionBinary(t), SpecPath: specPath, Cooldown: time.Second, Watchdog: time.Minute,
+		StartLimitBurst: 5, StartLimitInterval: time.Minute, StopTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.StartTransient(ctx, u); err != nil {
+		t.Fatalf("start worker %s: %v", name, err)
+	}
+	st, err := mgr.State(ctx, unit)
+	if err != nil || st.MainPID == 0 {
+		t.Fatalf("worker %s state: %+v, %v", name, st, err)
+	}
+	return worker{spec: s, unit: unit, pid: st.MainPID}
+}
+
+// deadPID returns the PID of a process that has exited.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// TestRecoveryRules: one helper start meets every kind of registry entry
+// and treats each by the rules; live workers it does not adopt are left
+// running.
+func TestRecoveryRules(t *testing.T) {
+	sdtest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	rt, st, err := DefaultDirs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := LoadDaemonID(filepath.Join(st, DaemonIDFile), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := uuid.NewString()
+	mgr, err := units.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	regDir := filepath.Join(st, registryDir)
+
+	live := startWorker(ctx, t, mgr, "ours-live", ours, rt, st)
+	foreignLive := startWorker(ctx, t, mgr, "foreign-live", foreign, rt, st)
+	badToken := startWorker(ctx, t, mgr, "ours-badtoken", ours, rt, st)
+	unreachable := startWorker(ctx, t, mgr, "ours-unreachable", ours, rt, st)
+	editRegistry(t, badToken.spec.RegistryPath(), func(r *ptyworker.Registry) { r.Token = "not-the-token-at-all" })
+	editRegistry(t, unreachable.spec.RegistryPath(), func(r *ptyworker.Registry) { r.SocketPath = filepath.Join(rt, "w", "nowhere.sock") })
+
+	// Entries whose worker is gone and whose unit does not exist.
+	stale := writeStale(t, st, "stale", ours, deadPID(t))
+	foreignStale := writeStale(t, st, "foreign-stale", foreign, deadPID(t))
+	transcript := filepath.Join(st, "transcripts", stale.SessionID+".log")
+	if err := os.MkdirAll(filepath.Dir(transcript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(transcript, []byte("kept\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	corrupt := filepath.Join(regDir, uuid.NewString()+".json")
+	if err := os.WriteFile(corrupt, []byte("{half a registry"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ip := startInProcessOn(t, nil, Options{RecoveryAttempts: 2, RecoveryBackoff: 10 * time.Millisecond})
+	c := ip.client(t)
+	res, err := c.List(ctx)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if want := (RecoveryCounts{Recovered: 1, Pruned: 2, Quarantined: 4}); res.Recovery != want {
+		t.Errorf("recovery counts = %+v; want %+v", res.Recovery, want)
+	}
+	var names []string
+	for _, s := range res.Sessions {
+		names = append(names, s.Name+":"+string(s.State))
+	}
+	if diff := cmp.Diff([]string{"ours-live:running"}, names); diff != "" {
+		t.Errorf("sessions (-want +got):\n%s", diff)
+	}
+	var qnames []string
+	for _, q := range res.Quarantined {
+		qnames = append(qnames, q.Name)
+	}
+	slices.Sort(qnames)
+	if diff := cmp.Diff([]string{filepath.Base(corrupt), "foreign-live", "ours-badtoken", "ours-unreachable"}, qnames); diff != "" {
+		t.Errorf("quarantined (-want +got):\n%s\n%+v", diff, res.Quarantined)
+	}
+
+	// Files went where the rules say.
+	for _, p := range []struct{ path, dir string }{
+		{foreignLive.spec.RegistryPath(), quarantineDir},
+		{badToken.spec.RegistryPath(), quarantineDir},
+		{unreachable.spec.RegistryPath(), quarantineDir},
+		{filepath.Join(regDir, stale.SessionID+".json"), prunedDir},
+		{filepath.Join(regDir, foreignStale.SessionID+".json"), prunedDir},
+	} {
+		moved := filepath.Join(st, p.dir, filepath.Base(p.path))
+		if _, err := os.Stat(moved); err != nil {
+			t.Errorf("%s: not moved to %s: %v", p.path, p.dir, err)
+		}
+	}
+	if m, _ := filepath.Glob(corrupt + ".corrupt-*"); len(m) != 1 {
+		t.Errorf("corrupt entry: renamed copies %v; want one", m)
+	}
+	if b, err := os.ReadFile(transcript); err != nil || string(b) != "kept\n" {
+		t.Errorf("transcript of the pruned session = %q, %v; want it kept", b, err)
+	}
+	if _, err := os.Stat(live.spec.RegistryPath()); err != nil {
+		t.Errorf("adopted entry: %v; want it in place", err)
+	}
+
+	// Nothing was killed: every worker still runs as the same process.
+	for _, w := range []worker{live, foreignLive, badToken, unreachable} {
+		st, err := mgr.State(ctx, w.unit)
+		if err != nil || st.ActiveState != "active" || st.MainPID != w.pid {
+			t.Errorf("%s after recovery: %+v, %v; want active with MainPID %d", w.spec.Name, st, err, w.pid)
+		}
+	}
+
+	// A pruned session still answers status, as exited.
+	s, err := c.Status(ctx, "stale")
+	if err != nil || s.State != StateExited {
+		t.Errorf("status of the pruned session = %+v, %v; want exited", s, err)
+	}
+}
+
+func editRegistry(t *testing.T, path string, edit func(*ptyworker.Registry)) {
+	t.Helper()
+	r, err := ptyworker.ReadRegistry(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(r)
+	if err := ptyworker.WriteRegistry(path, r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeStale writes a registry entry of a worker that is gone (dead PID)
+// and whose unit does not exist.
+func writeStale(t *testing.T, stateDir, name, daemonID string, pid int) *ptyworker.Registry {
+	t.Helper()
+	id := uuid.NewString()
+	unit, err := units.WorkerUnit(AdhocTeamID.String()[:8], name, SpawnMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ptyworker.Registry{
+		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: AdhocTeam, Mode: SpawnMode, Unit: unit,
+		DaemonInstanceID: daemonID, Token: "stale-token-0123456789", WorkerPID: pid,
+		SocketPath:     filepath.Join(stateDir, "nowhere.sock"),
+		TranscriptPath: filepath.Join(stateDir, "transcripts", id+".log"),
+		Owner:          ptyworker.Lease{PID: pid, StartTime: 1, Nonce: "x"},
+		State:          ptyworker.StateExited, Run: 1, UpdatedAt: time.Now(),
+		LastExit: &ptyworker.ExitInfo{Code: 0, Reason: "exited", Time: time.Now(), Run: 1},
+	}
+	if err := ptyworker.WriteRegistry(filepath.Join(stateDir, registryDir, id+".json"), r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

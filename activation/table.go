@@ -1,0 +1,428 @@
+package activation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/units"
+)
+
+// Timeouts of the helper's calls to workers and to the manager. They bound
+// a hung peer, they are not expected durations.
+const (
+	workerCallTimeout = 3 * time.Second
+	systemdTimeout    = 10 * time.Second
+	refreshParallel   = 32 // concurrent worker calls in a refresh or recovery
+)
+
+// Directories below the state dir.
+const (
+	specDir       = "specs"               // spec files the helper writes (0600, hold tokens)
+	registryDir   = "registry"            // registry files the workers write
+	prunedDir     = "registry/pruned"     // entries of sessions that ended for good
+	quarantineDir = "registry/quarantine" // entries the helper refuses to adopt
+)
+
+// session is one session the helper knows: adopted at recovery, spawned
+// since, or ended while this helper ran.
+type session struct {
+	id    string
+	name  string
+	team  string
+	issue string
+	mode  string
+	unit  string
+
+	regPath    string
+	transcript string
+	socket     string
+	token      string
+
+	log *slog.Logger
+
+	mu    sync.Mutex
+	reg   *ptyworker.Registry // last registry entry read
+	wc    *ptyworker.Client   // authenticated connection; nil when none
+	wcPID int                 // worker PID wc talks to
+	info  *ptyworker.Info     // last info from wc
+	us    units.State         // last state from systemd
+	ended bool                // killed or pruned: over until spawned again
+	seen  time.Time           // when us/info were read
+}
+
+func newSession(h *Helper, r *ptyworker.Registry, regPath string) *session {
+	return &session{
+		id: r.SessionID, name: r.Name, team: r.Team, issue: r.Issue, mode: r.Mode, unit: r.Unit,
+		regPath: regPath, transcript: r.TranscriptPath, socket: r.SocketPath, token: r.Token,
+		log: sessionLogger(h.log, r),
+		reg: r,
+	}
+}
+
+// sessionLogger scopes log to a session. "session" is the session ID, as
+// in the worker's own journal fields (LEGION_SESSION), so one journalctl
+// match finds both; "name" is what people type.
+func sessionLogger(log *slog.Logger, r *ptyworker.Registry) *slog.Logger {
+	args := []any{"session", r.SessionID, "name", r.Name, "team", r.Team, "unit", r.Unit}
+	if r.Issue != "" {
+		args = append(args, "issue", r.Issue)
+	}
+	return log.With(args...)
+}
+
+// table is the helper's view of its sessions, by name.
+type table struct {
+	h *Helper
+
+	mu          sync.Mutex
+	byName      map[string]*session
+	spawning    map[string]bool // names being spawned
+	counts      RecoveryCounts
+	quarantined []Quarantined
+}
+
+func newTable(h *Helper) *table {
+	return &table{h: h, byName: map[string]*session{}}
+}
+
+func (t *table) get(name string) (*session, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.byName[name]
+	return s, ok
+}
+
+func (t *table) put(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.byName[s.name]; ok && old != s {
+		old.closeConn()
+	}
+	t.byName[s.name] = s
+}
+
+func (t *table) all() []*session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*session, 0, len(t.byName))
+	for _, s := range t.byName {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (t *table) closeAll() {
+	for _, s := range t.all() {
+		s.closeConn()
+	}
+}
+
+// refresh brings the given sessions up to date: systemd's state of each
+// unit (one ListUnits for all), then info from each running worker
+// (connecting when needed), or the registry entry of one that is not
+// running. Sessions are refreshed concurrently; a failure of one leaves
+// its last known state. It does no per-unit property reads: those cost
+// systemd far more than a listing, and a list of 100 sessions must stay
+// fast.
+func (t *table) refresh(ctx context.Context, ss []*session) {
+	states, err := t.h.unitStates(ctx)
+	if err != nil {
+		t.h.log.Warn("list units", "err", err)
+		return
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(refreshParallel)
+	for _, s := range ss {
+		g.Go(func() error {
+			s.refresh(gctx, t.h, unitState(states, s.unit))
+			return nil
+		})
+	}
+	g.Wait()
+}
+
+// unitStates lists the loaded legion-*.service units, by name. Only Name,
+// LoadState, ActiveState and SubState are set.
+func (h *Helper) unitStates(ctx context.Context) (map[string]units.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
+	defer cancel()
+	listed, err := h.mgr.List(ctx, "legion-*.service")
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]units.State, len(listed))
+	for _, st := range listed {
+		m[st.Name] = st
+	}
+	return m, nil
+}
+
+// unitState is name's state in states; a unit not listed is not loaded.
+func unitState(states map[string]units.State, name string) units.State {
+	if st, ok := states[name]; ok {
+		return st
+	}
+	return units.State{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
+}
+
+// unitRuns reports whether the unit has a worker process that may answer.
+func unitRuns(us units.State) bool {
+	switch us.ActiveState {
+	case "active", "reloading", "deactivating":
+		return true
+	case "activating":
+		return us.SubState != "auto-restart"
+	}
+	return false
+}
+
+// refresh updates one session from its unit's state us; see
+// table.refresh.
+func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.us, s.seen = us, time.Now()
+	if unitRuns(us) && us.ActiveState != "activating" {
+		if err := s.connectLocked(ctx, h); err == nil {
+			cctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
+			in, err := s.wc.Info(cctx)
+			cancel()
+			if err == nil {
+				s.info = in
+				return
+			}
+			s.log.Debug("worker info failed", "err", err)
+			s.closeConnLocked()
+		}
+	} else {
+		s.closeConnLocked()
+	}
+	s.info = nil
+	if r, err := ptyworker.ReadRegistry(s.regPath); err == nil && r.SessionID == s.id {
+		s.reg = r
+	}
+}
+
+// connectLocked makes sure s.wc is an authenticated connection to the
+// session's worker. A restarted unit has a new worker, and the old
+// connection has ended then: reconnect.
+func (s *session) connectLocked(ctx context.Context, h *Helper) error {
+	if s.wc != nil {
+		select {
+		case <-s.wc.Done():
+		default:
+			return nil
+		}
+	}
+	s.closeConnLocked()
+	wc, hr, err := dialWorker(ctx, s.socket, h.daemonID, s.token)
+	if err != nil {
+		return err
+	}
+	if hr.SessionID != s.id {
+		wc.Close()
+		return fmt.Errorf("worker at %s hosts session %s, not %s", s.socket, hr.SessionID, s.id)
+	}
+	s.wc, s.wcPID = wc, hr.WorkerPID
+	return nil
+}
+
+func (s *session) closeConn() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeConnLocked()
+}
+
+func (s *session) closeConnLocked() {
+	if s.wc != nil {
+		s.wc.Close()
+		s.wc, s.wcPID = nil, 0
+	}
+}
+
+// dialWorker connects to a worker socket and says hello. The
+// connection's reader goroutine ends when the connection is closed.
+func dialWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker.Client, *ptyworker.HelloResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
+	defer cancel()
+	wc, err := ptyworker.Dial(ctx, socket)
+	if err != nil {
+		return nil, nil, err
+	}
+	hr, err := wc.HelloAs(ctx, ptyworker.HelloParams{
+		RPCMajor: ptyworker.RPCMajor, RPCMinor: ptyworker.RPCMinor,
+		DaemonInstanceID: daemonID, Token: token, Client: "legion helper",
+	})
+	if err != nil {
+		wc.Close()
+		return nil, nil, err
+	}
+	return wc, hr, nil
+}
+
+// view renders the session for the API from what was last read.
+func (s *session) view() Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := Session{Name: s.name, ID: s.id, Unit: s.unit, Team: s.team, Issue: s.issue, Mode: s.mode}
+	v.State = deriveState(s.us, s.info, s.reg)
+	var last *ptyworker.ExitInfo
+	run := 0
+	if s.reg != nil {
+		last, run = s.reg.LastExit, s.reg.Run
+	}
+	if s.info != nil {
+		if s.info.Running {
+			v.PID = s.info.ChildPID
+		}
+		if !s.info.LastActivity.IsZero() {
+			la := s.info.LastActivity
+			v.LastActivity = &la
+		}
+		if s.info.Exit != nil {
+			last = s.info.Exit
+		}
+		if s.info.Waiting {
+			v.Question = s.info.Question
+		}
+		run = s.info.Run
+	}
+	if run > 1 {
+		v.Restarts = uint32(run - 1)
+	}
+	if v.LastActivity == nil && s.reg != nil && !s.reg.UpdatedAt.IsZero() && s.info == nil {
+		la := s.reg.UpdatedAt
+		v.LastActivity = &la
+	}
+	v.Exit = exitView(last)
+	return v
+}
+
+// deriveState maps systemd's view, the worker's info (nil when it does not
+// answer) and its registry entry (nil if none) to an API state. It is
+// pure.
+func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) State {
+	switch {
+	case us.ActiveState == "failed":
+		return StateFailed
+	case us.ActiveState == "activating" && us.SubState == "auto-restart":
+		return StateStarting // waiting out the cooldown
+	case us.ActiveState == "activating":
+		return StateStarting
+	case us.ActiveState == "deactivating" && us.SubState == "stop-watchdog":
+		return StateStale
+	case us.ActiveState == "active" || us.ActiveState == "reloading" || us.ActiveState == "deactivating":
+		if in == nil {
+			switch {
+			case us.ActiveState != "deactivating":
+				return StateRunning
+			case reg != nil && failedRun(reg.State, reg.LastExit):
+				return StateStarting // stopping after a failed run; the restart follows
+			}
+			return StateExited
+		}
+		switch {
+		case !in.Running && in.State == ptyworker.StateStarting:
+			return StateStarting
+		case !in.Running && failedRun(in.State, in.Exit):
+			// The agent failed and its worker is about to exit non-zero:
+			// Restart=on-failure brings it back (unless the start limit
+			// says otherwise, and then the unit fails).
+			return StateStarting
+		case !in.Running:
+			return StateExited
+		case in.Waiting:
+			return StateWaitingInput
+		case in.Stale:
+			return StateStale
+		}
+		return StateRunning
+	}
+	// The unit is not loaded or inactive: the session is over.
+	return StateExited
+}
+
+// failedRun reports whether a worker in state ended its run with a
+// failure of the agent, which makes the worker exit non-zero and systemd
+// restart it (a stopped or removed session is not restarted).
+func failedRun(state string, e *ptyworker.ExitInfo) bool {
+	return state == ptyworker.StateExited && e != nil && !e.Success()
+}
+
+func exitView(e *ptyworker.ExitInfo) *Exit {
+	if e == nil {
+		return nil
+	}
+	x := &Exit{Signal: e.Signal, Time: e.Time, Reason: e.Reason}
+	if e.Signal == "" {
+		code := e.Code
+		x.Code = &code
+	}
+	return x
+}
+
+// readRegistryDir returns the registry files (*.json) directly in dir.
+func readRegistryDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read registry directory: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.Type().IsRegular() && strings.HasSuffix(n, ".json") && !strings.HasPrefix(n, ".") {
+			out = append(out, filepath.Join(dir, n))
+		}
+	}
+	return out, nil
+}
+
+// moveAside moves a registry file into dir (created 0700), keeping its
+// base name, and returns the new path.
+func moveAside(path, dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, filepath.Base(path))
+	if err := os.Rename(path, dst); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+// findEnded looks for an entry of a session called name that ended before
+// this helper started (registry/pruned), newest first.
+func (h *Helper) findEnded(name string) (*ptyworker.Registry, string) {
+	paths, err := readRegistryDir(filepath.Join(h.opts.StateDir, prunedDir))
+	if err != nil {
+		return nil, ""
+	}
+	var best *ptyworker.Registry
+	var bestPath string
+	for _, p := range paths {
+		r, err := ptyworker.ReadRegistry(p)
+		if err != nil || r.Name != name {
+			continue
+		}
+		if best == nil || r.UpdatedAt.After(best.UpdatedAt) {
+			best, bestPath = r, p
+		}
+	}
+	return best, bestPath
+}

@@ -1,0 +1,85 @@
+package activation
+
+import (
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/units"
+)
+
+func TestDeriveState(t *testing.T) {
+	unit := func(active, sub string) units.State {
+		return units.State{Name: "u", LoadState: "loaded", ActiveState: active, SubState: sub}
+	}
+	gone := units.State{Name: "u", LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
+	running := &ptyworker.Info{State: ptyworker.StateRunning, Running: true}
+	tests := []struct {
+		name string
+		us   units.State
+		in   *ptyworker.Info
+		reg  *ptyworker.Registry
+		want State
+	}{
+		{"running", unit("active", "running"), running, nil, StateRunning},
+		{"running, no info yet", unit("active", "running"), nil, nil, StateRunning},
+		{"waiting on a human", unit("active", "running"), &ptyworker.Info{Running: true, Waiting: true}, nil, StateWaitingInput},
+		{"stale", unit("active", "running"), &ptyworker.Info{Running: true, Stale: true}, nil, StateStale},
+		{"waiting beats stale", unit("active", "running"), &ptyworker.Info{Running: true, Waiting: true, Stale: true}, nil, StateWaitingInput},
+		{"agent exited 0, worker lingering", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Code: 0}}, nil, StateExited},
+		{"agent failed, restart coming", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Code: 4}}, nil, StateStarting},
+		{"agent killed, restart coming", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Signal: "SIGKILL"}}, nil, StateStarting},
+		{"session stopped", unit("deactivating", "stop-sigterm"), &ptyworker.Info{State: ptyworker.StateStopped, Exit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, nil, StateExited},
+		{"session removed", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateRemoved, Exit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, nil, StateExited},
+		{"worker starting its agent", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateStarting}, nil, StateStarting},
+		{"unit starting", unit("activating", "start"), nil, nil, StateStarting},
+		{"restart cooldown", unit("activating", "auto-restart"), nil, nil, StateStarting},
+		{"watchdog stop", unit("deactivating", "stop-watchdog"), nil, nil, StateStale},
+		{"stopping", unit("deactivating", "stop-sigterm"), nil, nil, StateExited},
+		{"stopping after a failed run", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 4}}, StateStarting},
+		{"stopping after a clean exit", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 0}}, StateExited},
+		{"stopped by kill", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateStopped, LastExit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, StateExited},
+		{"gave up", unit("failed", "failed"), nil, nil, StateFailed},
+		{"unit gone", gone, nil, nil, StateExited},
+		{"unit inactive", unit("inactive", "dead"), nil, nil, StateExited},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := deriveState(tt.us, tt.in, tt.reg); got != tt.want {
+				t.Errorf("deriveState(%s/%s, %+v) = %s; want %s", tt.us.ActiveState, tt.us.SubState, tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestExitString(t *testing.T) {
+	code := 3
+	at := time.Date(2026, 2, 11, 10, 0, 0, 0, time.Local)
+	tests := []struct {
+		e    *Exit
+		want string
+	}{
+		{nil, "no exit recorded"},
+		{&Exit{Code: &code, Time: at, Reason: "exited"}, "exit code 3 at 2026-02-11 10:00:00 (exited)"},
+		{&Exit{Signal: "SIGKILL", Time: at}, "killed by signal SIGKILL at 2026-02-11 10:00:00"},
+		{&Exit{Reason: "watchdog: stale for 612s"}, "ended (watchdog: stale for 612s)"},
+	}
+	for _, tt := range tests {
+		if got := tt.e.String(); got != tt.want {
+			t.Errorf("%+v.String() = %q; want %q", tt.e, got, tt.want)
+		}
+	}
+}
+
+func TestExitView(t *testing.T) {
+	at := time.Now()
+	if got := exitView(&ptyworker.ExitInfo{Code: 0, Reason: "exited", Time: at}); got.Code == nil || *got.Code != 0 || got.Signal != "" {
+		t.Errorf("exitView(code 0) = %+v; want code 0 set", got)
+	}
+	if got := exitView(&ptyworker.ExitInfo{Code: -1, Signal: "SIGHUP", Time: at}); got.Code != nil || got.Signal != "SIGHUP" {
+		t.Errorf("exitView(signal) = %+v; want the signal and no code", got)
+	}
+	if exitView(nil) != nil {
+		t.Errorf("exitView(nil) != nil")
+	}
+}

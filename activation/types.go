@@ -1,0 +1,214 @@
+package activation
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// State is a session's state as the API reports it.
+type State string
+
+// Session states.
+const (
+	StateStarting     State = "starting"      // the unit is starting or waiting out its restart cooldown
+	StateRunning      State = "running"       // the agent runs and its session file is fresh
+	StateWaitingInput State = "waiting_input" // the agent waits on a human (a pending question)
+	StateStale        State = "stale"         // the agent runs but its session file went stale; systemd will restart it
+	StateExited       State = "exited"        // the agent ended and will not be restarted (see Exit)
+	StateFailed       State = "failed"        // systemd gave up (start limit) or the unit failed for good
+)
+
+// Session is one agent session as `legion sessions list --json` prints it.
+type Session struct {
+	Name         string     `json:"name"`  // unique among sessions; what the CLI takes
+	ID           string     `json:"id"`    // the session UUID (the agent's --session-id)
+	Unit         string     `json:"unit"`  // legion-<short>-<issue>-<mode>.service
+	Team         string     `json:"team"`  // team name
+	Issue        string     `json:"issue"` // issue identifier; empty for `legion spawn`
+	Mode         string     `json:"mode"`  // plan, implement, ...; "spawn" for `legion spawn`
+	State        State      `json:"state"`
+	Restarts     uint32     `json:"restarts"`           // restarts of the worker since the session was spawned (its run counter - 1)
+	PID          int        `json:"pid"`                // the agent's PID, 0 when not running
+	LastActivity *time.Time `json:"last_activity"`      // newest output or session-file activity; null if unknown
+	Exit         *Exit      `json:"exit"`               // how the last run ended; null while the first run runs
+	Question     string     `json:"question,omitempty"` // with waiting_input: what the agent asks
+}
+
+// Exit is how a session's last run ended.
+type Exit struct {
+	Code   *int      `json:"code,omitempty"`   // exit code, when it exited
+	Signal string    `json:"signal,omitempty"` // signal name, when killed by one
+	Time   time.Time `json:"time"`
+	Reason string    `json:"reason,omitempty"` // e.g. "watchdog: stale for 612s", "killed by legion sessions kill"
+}
+
+// String renders e for people: "exit code 3 at 15:04:05 (reason)".
+func (e *Exit) String() string {
+	if e == nil {
+		return "no exit recorded"
+	}
+	var s string
+	switch {
+	case e.Signal != "":
+		s = "killed by signal " + e.Signal
+	case e.Code != nil:
+		s = fmt.Sprintf("exit code %d", *e.Code)
+	default:
+		s = "ended"
+	}
+	if !e.Time.IsZero() {
+		s += " at " + e.Time.Local().Format(time.DateTime)
+	}
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
+	return s
+}
+
+// RecoveryCounts are the outcome of the helper's last recovery.
+type RecoveryCounts struct {
+	Recovered   int `json:"recovered"`   // sessions adopted: ours, and their worker answered (or their unit is restarting)
+	Pruned      int `json:"pruned"`      // registry entries whose worker is dead and unit gone (moved to registry/pruned)
+	Quarantined int `json:"quarantined"` // entries not ours, of another RPC version, corrupt, or unreachable after retries
+	Failed      int `json:"failed"`      // entries recovery could not examine (I/O or D-Bus errors); see the helper's log
+}
+
+// Quarantined is a registry entry the helper refuses to adopt.
+type Quarantined struct {
+	Name   string `json:"name"`   // session name or registry file base name
+	Path   string `json:"path"`   // where the entry now lies
+	Reason string `json:"reason"` // why, e.g. "owner mismatch: daemon id ..."
+}
+
+// NameArgs are the args of commands about one session.
+type NameArgs struct {
+	Name string `json:"name"`
+}
+
+// ListResult is the result of sessions.list.
+type ListResult struct {
+	DaemonID    string         `json:"daemon_id"`
+	Sessions    []Session      `json:"sessions"`
+	Recovery    RecoveryCounts `json:"recovery"`
+	Quarantined []Quarantined  `json:"quarantined,omitempty"`
+}
+
+// StatusResult is the result of sessions.status, sessions.kill and send.
+type StatusResult struct {
+	Session Session `json:"session"`
+}
+
+// LogsArgs are the args of sessions.logs.
+type LogsArgs struct {
+	Name   string `json:"name"`
+	Follow bool   `json:"follow,omitempty"` // keep streaming, across unit restarts, until the session ends or the client closes
+	Offset int64  `json:"offset,omitempty"` // transcript byte offset to start from
+}
+
+// LogEvent is one stream item of sessions.logs: a chunk of transcript bytes
+// starting at Offset (Data is base64 in JSON).
+type LogEvent struct {
+	Offset int64  `json:"offset"`
+	Data   []byte `json:"data"`
+}
+
+// LogsResult ends a sessions.logs stream: Offset is where the next read
+// would start; Reason says why the stream ended ("eof", "session ended").
+type LogsResult struct {
+	Offset int64  `json:"offset"`
+	Reason string `json:"reason"`
+}
+
+// SendArgs are the args of send: Text is typed into the session as is,
+// then, unless NoEnter, a carriage return (the Enter key).
+type SendArgs struct {
+	Name    string `json:"name"`
+	Text    string `json:"text"`
+	NoEnter bool   `json:"no_enter,omitempty"`
+}
+
+// AttachArgs are the args of attach.
+type AttachArgs struct {
+	Name     string `json:"name"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// AttachResult comes with one file descriptor: a unix stream socket
+// connected to the session's worker, on which the helper has already done
+// the worker's hello (so the control token never leaves the helper). The
+// client speaks the worker protocol (package ptyworker) on it from attach
+// on. The descriptor arrives with the response line (SCM_RIGHTS).
+type AttachResult struct {
+	Session Session `json:"session"`
+}
+
+// SpawnArgs are the args of spawn. The helper picks the session ID and the
+// unit name; Name is generated from Argv[0] when empty.
+type SpawnArgs struct {
+	Team       string   `json:"team,omitempty"` // a configured team; empty for the built-in team "adhoc"
+	Name       string   `json:"name,omitempty"`
+	Cwd        string   `json:"cwd"`  // absolute
+	Argv       []string `json:"argv"` // the command; no shell is involved
+	Env        []string `json:"env,omitempty"`
+	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
+	StaleAfter Duration `json:"stale_after,omitempty"` // with Watch: restart when it is older than this
+	Cooldown   Duration `json:"cooldown,omitempty"`    // RestartSec=
+}
+
+// SpawnResult is the result of spawn.
+type SpawnResult struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	Unit string `json:"unit"`
+}
+
+// Duration is a time.Duration that is a Go duration string in JSON ("90s").
+type Duration time.Duration
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("duration %q: want a Go duration such as 90s or 10m", b)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q: must not be negative", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// maxNameLen bounds session names (they become file and unit name parts).
+const maxNameLen = 100
+
+// ValidateName checks a session name: non-empty, at most 100 bytes of
+// UTF-8, no '/', not "." and no "..", no whitespace or control characters.
+// The error says which rule the name broke.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("session name is empty")
+	case len(name) > maxNameLen:
+		return fmt.Errorf("session name %q is %d bytes long, at most %d allowed", name[:20]+"...", len(name), maxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("session name %q is not valid UTF-8", name)
+	case strings.Contains(name, "/"):
+		return fmt.Errorf("session name %q contains '/': names are single path components", name)
+	case name == "." || strings.Contains(name, ".."):
+		return fmt.Errorf("session name %q contains '..' or is '.': names must not walk paths", name)
+	case strings.HasPrefix(name, "-"):
+		return fmt.Errorf("session name %q starts with '-'", name)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("session name %q contains the control or space character %U", name, r)
+		}
+	}
+	return nil
+}

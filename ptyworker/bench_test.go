@@ -1,0 +1,311 @@
+package ptyworker
+
+// Benchmarks: what the worker costs over a bare PTY. `make bench` runs
+// them once each (-benchtime 1x); every figure is reported with
+// b.ReportMetric so one run prints the comparison:
+//
+//   - BenchmarkOutputThroughput: MB/s of `cat FILE` (32 MiB) read straight
+//     from a PTY and received by an attached client through the worker, and
+//     their ratio (target >= 0.9); five interleaved pairs per iteration.
+//   - BenchmarkKeystrokeEcho: round trip of one keystroke through
+//     `stty raw -echo; cat`, direct and through the worker; p50/p99 of each
+//     and what the worker adds (target: p99 added <= 0.2 ms).
+//   - BenchmarkIdleWorkerRSS: VmRSS of a real `legion pty-worker` process
+//     hosting an idle agent (target <= 8 MiB).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/units/sdtest"
+)
+
+const benchOutputSize = 32 << 20
+
+// benchFile writes a text file of benchOutputSize bytes: numbered lines of
+// printable text, like an agent's output.
+func benchFile(b *testing.B) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "output.txt")
+	var buf bytes.Buffer
+	for i := 0; buf.Len() < benchOutputSize; i++ {
+		fmt.Fprintf(&buf, "%08d the quick brown fox jumps over the lazy dog; some \x1b[32mcolour\x1b[0m too\n", i)
+	}
+	if err := os.WriteFile(path, buf.Bytes()[:benchOutputSize], 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// rawPTYRead runs argv on a PTY, writes go, and reads until the end of
+// output; it returns the bytes read and how long that took.
+func rawPTYRead(b *testing.B, argv []string) (int64, time.Duration) {
+	b.Helper()
+	c, err := startChild(argv, "/", os.Environ(), 80, 24)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.ptm.Close()
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	if _, err := c.ptm.Write([]byte("go\n")); err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for {
+		k, err := c.ptm.Read(buf)
+		n += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	d := time.Since(start)
+	<-c.done
+	return n, d
+}
+
+func BenchmarkOutputThroughput(b *testing.B) {
+	file := benchFile(b)
+	// The echo of "go" is part of the output in both runs.
+	argv := []string{"sh", "-c", "read go; exec cat " + file}
+	var rawBytes, wBytes int64
+	var rawTime, wTime time.Duration
+	// Five raw/worker pairs per iteration, interleaved, so that load from
+	// elsewhere on the machine weighs on both sides alike.
+	for range b.N * 5 {
+		n, d := rawPTYRead(b, argv)
+		rawBytes += n
+		rawTime += d
+
+		// A ring and client queue of 8 MiB: this measures throughput, and a
+		// loaded test machine can deschedule the client for longer than the
+		// default 1 MiB lasts at PTY speed (the client would be dropped, as
+		// designed; TestSlowClientDropped covers that).
+		spec := testSpec(b, argv...)
+		spec.RingSize = 8 << 20
+		tw := startWorker(b, spec, Options{Logger: discardLogger(), ClientQueue: 8 << 20})
+		c := tw.dial()
+		if _, err := c.Attach(context.Background(), AttachParams{}); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := c.SendInput([]byte("go\n")); err != nil {
+			b.Fatal(err)
+		}
+		// The clock stops at the last byte (as the raw read's does), not at
+		// the exit event, which waits for the registry's fsync.
+		var got int64
+		var exit *ExitInfo
+		for ev := range c.Events() {
+			switch ev.Kind {
+			case EventKindOutput:
+				got += int64(len(ev.Data))
+				if got == n {
+					wTime += time.Since(start)
+				}
+			case EventKindDesync:
+				b.Fatalf("the benchmark client was dropped: %+v", ev.Desync)
+			case EventKindExit:
+				exit = ev.Exit
+			}
+			if exit != nil {
+				break
+			}
+		}
+		wBytes += got
+		if exit == nil || got != n {
+			b.Fatalf("worker run: %d bytes, exit %+v; want %d bytes (as read raw) and an exit", got, exit, n)
+		}
+		c.Close()
+		tw.wait()
+	}
+	rawRate := float64(rawBytes) / rawTime.Seconds() / 1e6
+	wRate := float64(wBytes) / wTime.Seconds() / 1e6
+	b.ReportMetric(rawRate, "raw-MB/s")
+	b.ReportMetric(wRate, "worker-MB/s")
+	b.ReportMetric(wRate/rawRate, "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+const echoSamples = 2000
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func BenchmarkKeystrokeEcho(b *testing.B) {
+	argv := []string{"sh", "-c", "stty raw -echo; echo ready; exec cat"}
+	var direct, worker []time.Duration
+	for range b.N {
+		// Direct: write a byte to the master, read its echo.
+		c, err := startChild(argv, "/", os.Environ(), 80, 24)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := bufio.NewReader(c.ptm)
+		if _, err := r.ReadString('\n'); err != nil { // "ready"
+			b.Fatal(err)
+		}
+		key := []byte{'k'}
+		for range echoSamples {
+			t0 := time.Now()
+			if _, err := c.ptm.Write(key); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := r.ReadByte(); err != nil {
+				b.Fatal(err)
+			}
+			direct = append(direct, time.Since(t0))
+		}
+		c.killAll(syscall.SIGKILL)
+		c.ptm.Close()
+		<-c.done
+
+		// Through the worker: a data frame in, the echo as an output event.
+		spec := testSpec(b, argv...)
+		tw := startWorker(b, spec, Options{Logger: discardLogger()})
+		cl := tw.dial()
+		if _, err := cl.Attach(context.Background(), AttachParams{Offset: new(uint64)}); err != nil {
+			b.Fatal(err)
+		}
+		for seen := ""; !strings.Contains(seen, "ready"); {
+			ev := <-cl.Events()
+			seen += string(ev.Data)
+		}
+		for range echoSamples {
+			t0 := time.Now()
+			if err := cl.SendInput(key); err != nil {
+				b.Fatal(err)
+			}
+			for got := 0; got < 1; {
+				ev, ok := <-cl.Events()
+				if !ok {
+					b.Fatal("worker connection closed")
+				}
+				if ev.Kind == EventKindOutput {
+					got += len(ev.Data)
+				}
+			}
+			worker = append(worker, time.Since(t0))
+		}
+		cl.Close()
+		tw.cancel()
+		tw.wait()
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	d50, d99 := percentile(direct, 0.5), percentile(direct, 0.99)
+	w50, w99 := percentile(worker, 0.5), percentile(worker, 0.99)
+	b.ReportMetric(ms(d50), "direct-p50-ms")
+	b.ReportMetric(ms(d99), "direct-p99-ms")
+	b.ReportMetric(ms(w50), "worker-p50-ms")
+	b.ReportMetric(ms(w99), "worker-p99-ms")
+	b.ReportMetric(ms(w50-d50), "added-p50-ms")
+	b.ReportMetric(ms(w99-d99), "added-p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+func BenchmarkIdleWorkerRSS(b *testing.B) {
+	bin := sdtest.LegionBinary(b)
+	var rss, anon, file []int64
+	for range b.N {
+		spec := testSpec(b, "sleep", "100000")
+		specPath := filepath.Join(spec.Cwd, "spec.json")
+		if err := WriteSpec(specPath, spec); err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(bin, "pty-worker", "--spec", specPath)
+		cmd.Env = os.Environ()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		// A client does what a reconnecting helper does: hello, info.
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				b.Fatal("worker did not come up")
+			}
+			c, err := Dial(context.Background(), spec.SocketPath())
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err = c.Hello(ctx, spec.Token, spec.DaemonInstanceID)
+				if err == nil {
+					_, err = c.Info(ctx)
+				}
+				cancel()
+				c.Close()
+				if err == nil {
+					break
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// Idle: let a few liveness ticks pass (no session file: 5s ticks
+		// would be long; one STATUS tick has run at start).
+		time.Sleep(500 * time.Millisecond)
+		st, err := procStatusKiB(cmd.Process.Pid, "VmRSS", "RssAnon", "RssFile")
+		if err != nil {
+			b.Fatal(err)
+		}
+		rss = append(rss, st[0])
+		anon = append(anon, st[1])
+		file = append(file, st[2])
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				b.Fatal(err)
+			}
+		}
+	}
+	med := func(v []int64) float64 {
+		slices.Sort(v)
+		return float64(v[len(v)/2]) / 1024
+	}
+	// VmRSS counts the pages of the legion binary this process maps
+	// (RssFile; shared by every worker on the machine) and its own memory
+	// (RssAnon).
+	b.ReportMetric(med(rss), "idle-RSS-MiB")
+	b.ReportMetric(med(anon), "anon-MiB")
+	b.ReportMetric(med(file), "file-MiB")
+	b.ReportMetric(0, "ns/op")
+}
+
+// procStatusKiB reads kB fields from /proc/<pid>/status.
+func procStatusKiB(pid int, keys ...string) ([]int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		found := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, k+":"); ok {
+				f := strings.Fields(v)
+				if out[i], err = strconv.ParseInt(f[0], 10, 64); err != nil {
+					return nil, err
+				}
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no %s line in /proc/%d/status", k, pid)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,355 @@
+package ptyworker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+)
+
+// ErrClientClosed is returned by calls on a closed or broken client.
+var ErrClientClosed = errors.New("worker connection closed")
+
+// EventKind says what an Event carries.
+type EventKind int
+
+// Event kinds.
+const (
+	EventKindOutput   EventKind = iota + 1 // Data from Offset
+	EventKindSnapshot                      // Data redraws the screen as of Offset
+	EventKindState                         // State
+	EventKindExit                          // Exit
+	EventKindDesync                        // Desync; the worker closes the connection after it
+	EventKindError                         // Err: an error the worker sent outside any call (id 0)
+)
+
+// Event is what a worker pushes: output, snapshots and events.
+type Event struct {
+	Kind   EventKind
+	Offset uint64
+	Data   []byte
+	State  *StateEventData
+	Exit   *ExitInfo
+	Desync *DesyncEventData
+	Err    *RPCError
+}
+
+// Client is a connection to a worker. Calls may be made from several
+// goroutines. Pushed output and events arrive on Events(), which must be
+// drained while attached or watching: a client that stops reading is, by
+// design, eventually dropped by the worker with a desync event.
+type Client struct {
+	nc     net.Conn
+	events chan Event
+
+	wmu sync.Mutex // serialises frame writes
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan *message
+	err     error // set once the reader stopped
+
+	done chan struct{} // closed when the reader stopped
+}
+
+// Dial connects to the worker socket at path.
+func Dial(ctx context.Context, path string) (*Client, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("dial worker %s: %w", path, err)
+	}
+	return NewClient(c), nil
+}
+
+// NewClient speaks the worker protocol on an established connection (one
+// a broker handed over, say). If hello was already said on it, skip Hello.
+func NewClient(nc net.Conn) *Client {
+	cl := &Client{
+		nc:      nc,
+		events:  make(chan Event, 256),
+		pending: map[uint64]chan *message{},
+		done:    make(chan struct{}),
+	}
+	// The reader exits when the connection fails or Close is called; it
+	// then closes Events() and fails pending calls.
+	go cl.readLoop()
+	return cl
+}
+
+// Events returns the channel of pushed output and events. It is closed when
+// the connection ends.
+func (c *Client) Events() <-chan Event { return c.events }
+
+// Done is closed when the connection has ended; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended (nil while it is up).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection.
+func (c *Client) Close() error {
+	err := c.nc.Close()
+	<-c.done
+	return err
+}
+
+func (c *Client) readLoop() {
+	var err error
+	defer func() {
+		c.mu.Lock()
+		if err == nil {
+			err = ErrClientClosed
+		}
+		c.err = err
+		for id, ch := range c.pending {
+			close(ch)
+			delete(c.pending, id)
+		}
+		c.mu.Unlock()
+		close(c.events)
+		close(c.done)
+	}()
+	buf := make([]byte, 64<<10)
+	br := bufio.NewReaderSize(c.nc, 64<<10) // a header and its payload in one read(2)
+	for {
+		var typ byte
+		var p []byte
+		typ, p, err = ReadFrame(br, buf)
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrClientClosed, err)
+			return
+		}
+		switch typ {
+		case FrameControl:
+			m, derr := decodeMessage(p)
+			if derr != nil {
+				err = fmt.Errorf("worker sent a malformed message: %w", derr)
+				return
+			}
+			c.dispatch(m)
+		case FrameData, FrameSnapshot:
+			if len(p) < offsetLen {
+				err = fmt.Errorf("worker sent a short data frame (%d bytes)", len(p))
+				return
+			}
+			ev := Event{Kind: EventKindOutput, Offset: binary.BigEndian.Uint64(p), Data: append([]byte(nil), p[offsetLen:]...)}
+			if typ == FrameSnapshot {
+				ev.Kind = EventKindSnapshot
+			}
+			c.events <- ev
+		}
+	}
+}
+
+func (c *Client) dispatch(m *message) {
+	if m.Event != "" {
+		ev := Event{}
+		var target any
+		switch m.Event {
+		case EventState:
+			ev.Kind, ev.State = EventKindState, &StateEventData{}
+			target = ev.State
+		case EventExit:
+			ev.Kind, ev.Exit = EventKindExit, &ExitInfo{}
+			target = ev.Exit
+		case EventDesync:
+			ev.Kind, ev.Desync = EventKindDesync, &DesyncEventData{}
+			target = ev.Desync
+		default:
+			return // a newer worker's event: ignore
+		}
+		if err := json.Unmarshal(m.Data, target); err != nil {
+			return
+		}
+		c.events <- ev
+		return
+	}
+	if m.ID == 0 {
+		if m.Error != nil {
+			c.events <- Event{Kind: EventKindError, Err: m.Error}
+		}
+		return
+	}
+	c.mu.Lock()
+	ch, ok := c.pending[m.ID]
+	delete(c.pending, m.ID)
+	c.mu.Unlock()
+	if ok {
+		ch <- m
+	}
+}
+
+// call sends a request and waits for its response, decoding the result
+// into out (when not nil).
+func (c *Client) call(ctx context.Context, method string, params, out any) error {
+	var raw json.RawMessage
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("%s: encode params: %w", method, err)
+		}
+		raw = b
+	}
+	ch := make(chan *message, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+
+	f, err := encodeControl(&message{ID: id, Method: method, Params: raw})
+	if err == nil {
+		err = c.writeFrame(ctx, f)
+	}
+	if err != nil {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return fmt.Errorf("%s: %w", method, c.Err())
+		}
+		if m.Error != nil {
+			return m.Error
+		}
+		if out != nil {
+			if err := json.Unmarshal(m.Result, out); err != nil {
+				return fmt.Errorf("%s: decode result: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w", method, ctx.Err())
+	}
+}
+
+// writeFrame writes a complete frame, bounded by ctx's deadline.
+func (c *Client) writeFrame(ctx context.Context, f []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	dl, _ := ctx.Deadline()
+	c.nc.SetWriteDeadline(dl)
+	_, err := c.nc.Write(f)
+	return err
+}
+
+// Hello authenticates. When the worker has an older rpc_minor it says so
+// with unsupported_version, and Hello tries again at the worker's minor.
+func (c *Client) Hello(ctx context.Context, token, daemonID string) (*HelloResult, error) {
+	return c.HelloAs(ctx, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: token, DaemonInstanceID: daemonID})
+}
+
+// HelloAs is Hello with every parameter given.
+func (c *Client) HelloAs(ctx context.Context, p HelloParams) (*HelloResult, error) {
+	var res HelloResult
+	err := c.call(ctx, MethodHello, p, &res)
+	var re *RPCError
+	if errors.As(err, &re) && re.Code == CodeUnsupportedVersion && len(re.Data) > 0 {
+		var v versionData
+		if json.Unmarshal(re.Data, &v) == nil && v.RPCMajor == p.RPCMajor && v.RPCMinor < p.RPCMinor && v.RPCMinor >= 0 {
+			p.RPCMinor = v.RPCMinor
+			err = c.call(ctx, MethodHello, p, &res)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Info returns the session's description and state.
+func (c *Client) Info(ctx context.Context) (*Info, error) {
+	var in Info
+	if err := c.call(ctx, MethodInfo, nil, &in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// Attach starts the output stream (see AttachParams); output, a snapshot
+// and the exit event arrive on Events().
+func (c *Client) Attach(ctx context.Context, p AttachParams) (*AttachResult, error) {
+	var res AttachResult
+	if err := c.call(ctx, MethodAttach, p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Detach stops the output stream.
+func (c *Client) Detach(ctx context.Context) error { return c.call(ctx, MethodDetach, nil, nil) }
+
+// Input writes p to the PTY and waits for the worker to confirm it.
+func (c *Client) Input(ctx context.Context, p []byte) error {
+	return c.call(ctx, MethodInput, InputParams{Data: p}, nil)
+}
+
+// SendInput writes p to the PTY as data frames without waiting (the fast
+// path for keystrokes); failures come back as EventKindError events.
+func (c *Client) SendInput(p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), MaxDataFrame)
+		f := frameBytes(FrameData, p[:n])
+		if err := c.writeFrame(context.Background(), f); err != nil {
+			return fmt.Errorf("send input: %w", err)
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// Resize sets the PTY size.
+func (c *Client) Resize(ctx context.Context, cols, rows int) error {
+	return c.call(ctx, MethodResize, ResizeParams{Cols: cols, Rows: rows}, nil)
+}
+
+// Signal sends a signal ("INT", "TERM", "KILL", ...) to the foreground job
+// or the agent's group; see SignalParams.
+func (c *Client) Signal(ctx context.Context, sig, target string) (*SignalResult, error) {
+	var res SignalResult
+	if err := c.call(ctx, MethodSignal, SignalParams{Signal: sig, Target: target}, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Remove ends the session for good.
+func (c *Client) Remove(ctx context.Context) error { return c.call(ctx, MethodRemove, nil, nil) }
+
+// Health is a cheap liveness check.
+func (c *Client) Health(ctx context.Context) (*HealthResult, error) {
+	var h HealthResult
+	if err := c.call(ctx, MethodHealth, nil, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// Watch subscribes to state and exit events and returns the current info.
+func (c *Client) Watch(ctx context.Context) (*Info, error) {
+	var in Info
+	if err := c.call(ctx, MethodWatch, nil, &in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}

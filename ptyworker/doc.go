@@ -1,0 +1,18 @@
+// Package ptyworker is the pty-worker: the one process that hosts one agent
+// session as a transient systemd unit (`legion pty-worker --spec FILE`).
+//
+// It owns, for its session: the spec file format (spec.go), the PTY and the
+// agent's process group (pty.go), the output ring addressed by a monotonic byte
+// offset and its consumers (ring.go, output.go), the VT screen kept beside it
+// for snapshots (screen.go, render.go), the transcript file (transcript.go),
+// the RPC protocol, server and client on a unix socket (protocol.go,
+// server.go, writer.go, session.go, client.go), the registry file
+// (registry.go), the sd_notify/watchdog loop (notify.go) and the transient
+// unit that runs a worker (unit.go). Run (worker.go) ties them together.
+//
+// The package must never: start or stop systemd units itself (the caller
+// hands the Unit from TransientUnit to package units), pass NOTIFY_SOCKET,
+// WATCHDOG_* or LISTEN_* to the agent, block the PTY reader on a client or
+// a file, log per output chunk, or put the control token anywhere but the
+// spec file (0600) and the registry file (0600).
+package ptyworker

@@ -1,0 +1,129 @@
+package ptyworker
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// output is the session's output path: the PTY reader appends to the ring,
+// and every consumer (attached clients, the transcript, the screen) follows
+// the ring at its own offset. The reader only copies into the ring and pokes
+// consumers without blocking, so no consumer can stall the agent; a client
+// that falls more than its limit behind is dropped.
+type output struct {
+	mu     sync.Mutex
+	ring   *Ring
+	subs   map[*subscriber]struct{}
+	closed bool // the reader hit the end of output
+
+	lastWrite atomic.Int64 // unix nanoseconds of the last output
+}
+
+// subscriber is one consumer of output.
+type subscriber struct {
+	wake  chan struct{} // capacity 1: "there may be more output"
+	next  atomic.Uint64 // next offset the consumer will take
+	limit uint64        // largest allowed lag in bytes; 0: never dropped
+	// batch, when set, spares the consumer a wake-up per PTY read: it is
+	// woken when output arrives after it had caught up, and then again only
+	// once batch bytes are pending (it must drain the rest on its own
+	// schedule).
+	batch uint64
+
+	dropped atomic.Bool
+	onDrop  func() // called under output.mu when dropped; must not block
+}
+
+func newSubscriber(limit uint64, onDrop func()) *subscriber {
+	return &subscriber{wake: make(chan struct{}, 1), limit: limit, onDrop: onDrop}
+}
+
+func (s *subscriber) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func newOutput(size int) *output {
+	return &output{ring: NewRing(size), subs: map[*subscriber]struct{}{}}
+}
+
+// write appends p (the reader's buffer, copied) and wakes consumers,
+// dropping clients that fell more than their limit behind.
+func (o *output) write(p []byte) {
+	o.mu.Lock()
+	prev := o.ring.Head()
+	o.ring.Write(p)
+	head := o.ring.Head()
+	for s := range o.subs {
+		next := s.next.Load()
+		if s.limit > 0 && head-next > s.limit {
+			s.dropped.Store(true)
+			delete(o.subs, s)
+			if s.onDrop != nil {
+				s.onDrop()
+			}
+		}
+		if s.batch == 0 || next == prev || head-next >= s.batch {
+			s.poke()
+		}
+	}
+	o.mu.Unlock()
+	o.lastWrite.Store(time.Now().UnixNano())
+}
+
+// close marks the end of output and wakes every consumer.
+func (o *output) close() {
+	o.mu.Lock()
+	o.closed = true
+	for s := range o.subs {
+		s.poke()
+	}
+	o.mu.Unlock()
+}
+
+// subscribe registers s starting at offset from.
+func (o *output) subscribe(s *subscriber, from uint64) {
+	o.mu.Lock()
+	s.next.Store(from)
+	o.subs[s] = struct{}{}
+	o.mu.Unlock()
+	s.poke()
+}
+
+func (o *output) unsubscribe(s *subscriber) {
+	o.mu.Lock()
+	delete(o.subs, s)
+	o.mu.Unlock()
+}
+
+// readAt copies output from off into dst; see Ring.ReadAt.
+func (o *output) readAt(dst []byte, off uint64) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ring.ReadAt(dst, off)
+}
+
+// bounds returns the oldest offset held, the head, and whether output ended.
+func (o *output) bounds() (oldest, head uint64, closed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ring.Oldest(), o.ring.Head(), o.closed
+}
+
+func (o *output) head() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ring.Head()
+}
+
+// lastOutput is when the agent last wrote anything (zero: never).
+func (o *output) lastOutput() time.Time {
+	n := o.lastWrite.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}

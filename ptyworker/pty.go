@@ -1,0 +1,255 @@
+package ptyworker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// child is the agent process on its PTY. The master stays in non-blocking
+// mode (it is never passed through (*os.File).Fd), so reads park in the
+// runtime poller and a write deadline bounds input to an agent that does
+// not read.
+type child struct {
+	cmd  *exec.Cmd
+	ptm  *os.File
+	pid  int
+	done chan struct{} // closed once Wait returned
+	wait error         // Wait's result, valid after done
+}
+
+// startChild starts argv in its own session with the PTY as controlling
+// terminal, the size set before exec.
+func startChild(argv []string, dir string, env []string, cols, rows int) (*child, error) {
+	ptm, tty, err := openPTY()
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		tty.Close() // the child holds its own copy; ours must go so EIO can come
+		if !ok {
+			ptm.Close()
+		}
+	}()
+	if err := setWinsize(ptm, cols, rows); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	ok = true
+	c := &child{cmd: cmd, ptm: ptm, pid: cmd.Process.Pid, done: make(chan struct{})}
+	// Exits when the child exits; nothing else waits on the process.
+	go func() {
+		c.wait = cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// openPTY opens a PTY pair. creack/pty leaves the master in blocking mode
+// (its ioctls go through (*os.File).Fd); the master returned here is a
+// non-blocking duplicate in the runtime poller, so reads park instead of
+// holding a thread, Close interrupts them and writes honour deadlines.
+func openPTY() (ptm, tty *os.File, err error) {
+	blocking, tty, err := pty.Open()
+	if err != nil {
+		return nil, nil, fmt.Errorf("open pty: %w", err)
+	}
+	defer blocking.Close()
+	fd, err := unix.FcntlInt(blocking.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		tty.Close()
+		return nil, nil, fmt.Errorf("open pty: dup master: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		tty.Close()
+		return nil, nil, fmt.Errorf("open pty: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
+}
+
+// setWinsize sets the PTY size without switching the master to blocking mode.
+func setWinsize(ptm *os.File, cols, rows int) error {
+	rc, err := ptm.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("set pty size: %w", err)
+	}
+	ws := &unix.Winsize{Col: uint16(cols), Row: uint16(rows)}
+	var ioErr error
+	if err := rc.Control(func(fd uintptr) { ioErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); err != nil {
+		return fmt.Errorf("set pty size: %w", err)
+	}
+	if ioErr != nil {
+		return fmt.Errorf("set pty size %dx%d: %w", cols, rows, ioErr)
+	}
+	return nil
+}
+
+// foreground returns the PTY's foreground process group (tcgetpgrp).
+func (c *child) foreground() (int, error) {
+	rc, err := c.ptm.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("foreground process group: %w", err)
+	}
+	var pgrp int
+	var ioErr error
+	if err := rc.Control(func(fd uintptr) { pgrp, ioErr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) }); err != nil {
+		return 0, fmt.Errorf("foreground process group: %w", err)
+	}
+	if ioErr != nil {
+		return 0, fmt.Errorf("foreground process group: %w", ioErr)
+	}
+	return pgrp, nil
+}
+
+// signal sends sig to the target group: TargetForeground is the terminal's
+// foreground job (falling back to the agent's group when the terminal has
+// none), TargetGroup the agent's own process group.
+func (c *child) signal(sig syscall.Signal, target string) (int, error) {
+	pgid := c.pid // Setsid: the agent leads its own group
+	if target == TargetForeground {
+		if fg, err := c.foreground(); err == nil && fg > 0 {
+			pgid = fg
+		}
+	}
+	if err := syscall.Kill(-pgid, sig); err != nil {
+		return pgid, fmt.Errorf("signal %s to process group %d: %w", unix.SignalName(sig), pgid, err)
+	}
+	return pgid, nil
+}
+
+// killAll sends sig to the agent's group and to the foreground group when
+// that differs (a job the agent's shell put in its own group).
+func (c *child) killAll(sig syscall.Signal) {
+	syscall.Kill(-c.pid, sig) // errors: the group is already gone
+	if fg, err := c.foreground(); err == nil && fg > 0 && fg != c.pid {
+		syscall.Kill(-fg, sig)
+	}
+}
+
+// write sends input to the PTY, giving up after timeout when the agent does
+// not read.
+func (c *child) write(p []byte, timeout time.Duration) error {
+	if err := c.ptm.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return fmt.Errorf("write to pty: %w", err)
+	}
+	if _, err := c.ptm.Write(p); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("write to pty: the agent has not read its input for %s", timeout)
+		}
+		return fmt.Errorf("write to pty: %w", err)
+	}
+	return nil
+}
+
+// exitInfo turns Wait's result into ExitInfo fields.
+func (c *child) exitInfo() (code int, sig string) {
+	if c.cmd.ProcessState == nil {
+		return -1, ""
+	}
+	st, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok {
+		return -1, ""
+	}
+	if st.Signaled() {
+		return -1, unix.SignalName(st.Signal())
+	}
+	return st.ExitStatus(), ""
+}
+
+// parseSignal accepts "INT", "SIGINT", "int" or a number.
+func parseSignal(s string) (syscall.Signal, error) {
+	name := strings.ToUpper(strings.TrimSpace(s))
+	if name == "" {
+		return 0, errors.New("empty signal name")
+	}
+	var n int
+	if _, err := fmt.Sscanf(name, "%d", &n); err == nil && fmt.Sprint(n) == name {
+		if n <= 0 || n > 64 {
+			return 0, fmt.Errorf("signal number %d out of range", n)
+		}
+		return syscall.Signal(n), nil
+	}
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	sig := unix.SignalNum(name)
+	if sig == 0 {
+		return 0, fmt.Errorf("unknown signal %q", s)
+	}
+	return sig, nil
+}
+
+// defaultTarget is where a signal goes when the caller does not say:
+// keyboard signals to the foreground job, the rest to the agent's group.
+func defaultTarget(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP:
+		return TargetForeground
+	}
+	return TargetGroup
+}
+
+// childEnv builds the agent's environment: base without the variables that
+// belong to the worker's unit (NOTIFY_SOCKET, WATCHDOG_*, LISTEN_*), then
+// TERM if unset, the LEGION_* identity and the spec's env on top.
+func childEnv(base []string, s *Spec) []string {
+	drop := func(k string) bool {
+		switch k {
+		case "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID":
+			return true
+		}
+		return strings.HasPrefix(k, "LISTEN_") || strings.HasPrefix(k, "WATCHDOG_")
+	}
+	env := make([]string, 0, len(base)+len(s.Env)+8)
+	idx := map[string]int{}
+	set := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		if drop(k) {
+			return
+		}
+		if i, ok := idx[k]; ok {
+			env[i] = kv
+			return
+		}
+		idx[k] = len(env)
+		env = append(env, kv)
+	}
+	for _, kv := range base {
+		set(kv)
+	}
+	if _, ok := idx["TERM"]; !ok {
+		set("TERM=xterm-256color")
+	}
+	set("LEGION_SESSION=" + s.SessionID)
+	set("LEGION_SESSION_NAME=" + s.Name)
+	set("LEGION_TEAM=" + s.Team)
+	if s.Issue != "" {
+		set("LEGION_ISSUE=" + s.Issue)
+	}
+	if s.Mode != "" {
+		set("LEGION_MODE=" + s.Mode)
+	}
+	if s.Role != "" {
+		set("LEGION_ROLE=" + s.Role)
+	}
+	for _, kv := range s.Env {
+		set(kv)
+	}
+	return env
+}

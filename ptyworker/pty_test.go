@@ -1,0 +1,449 @@
+package ptyworker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestEchoThroughCat(t *testing.T) {
+	tw := startWorker(t, testSpec(t, "cat"), Options{})
+	c := tw.dial()
+	s := follow(c, 80, 24)
+	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Input(ctxT(t), []byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The terminal echoes the line, then cat writes it back.
+	s.waitOutput(t, "hello\r\nhello\r\n")
+	if err := c.SendInput([]byte("fast path\n")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutput(t, "fast path\r\nfast path\r\n")
+}
+
+func TestResizeSeenByStty(t *testing.T) {
+	spec := testSpec(t, "sh", "-c", `while read line; do stty size; done`)
+	spec.Cols, spec.Rows = 90, 20
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	s := follow(c, 90, 20)
+	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+		t.Fatal(err)
+	}
+	c.SendInput([]byte("a\n"))
+	s.waitOutput(t, "20 90")
+	if err := c.Resize(ctxT(t), 132, 43); err != nil {
+		t.Fatal(err)
+	}
+	c.SendInput([]byte("b\n"))
+	s.waitOutput(t, "43 132")
+
+	// attach with a size resizes first; the latest resize wins.
+	c2 := tw.dial()
+	s2 := follow(c2, 100, 30)
+	res, err := c2.Attach(ctxT(t), AttachParams{Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cols != 100 || res.Rows != 30 {
+		t.Errorf("Attach(100x30) size = %dx%d; want 100x30", res.Cols, res.Rows)
+	}
+	c2.SendInput([]byte("c\n"))
+	s2.waitOutput(t, "30 100")
+
+	for _, bad := range [][2]int{{0, 10}, {10, -1}, {5000, 10}} {
+		if err := c.Resize(ctxT(t), bad[0], bad[1]); !IsCode(err, CodeBadRequest) {
+			t.Errorf("Resize(%d, %d) = %v; want %s", bad[0], bad[1], err, CodeBadRequest)
+		}
+	}
+}
+
+func TestSignalReachesForegroundJob(t *testing.T) {
+	t.Run("trap in the agent", func(t *testing.T) {
+		tw := startWorker(t, testSpec(t, "sh", "-c", `trap 'echo got-int' INT; echo ready; while :; do sleep 1; done`), Options{})
+		c := tw.dial()
+		s := follow(c, 80, 24)
+		if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitOutput(t, "ready")
+		res, err := c.Signal(ctxT(t), "INT", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Target != TargetForeground {
+			t.Errorf("Signal(INT) target = %q; want %q", res.Target, TargetForeground)
+		}
+		s.waitOutput(t, "got-int")
+	})
+	t.Run("job of an interactive shell", func(t *testing.T) {
+		spec := testSpec(t, "sh", "-i")
+		spec.Env = []string{"PS1=$ ", "ENV="}
+		tw := startWorker(t, spec, Options{})
+		c := tw.dial()
+		s := follow(c, 80, 24)
+		if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+			t.Fatal(err)
+		}
+		c.SendInput([]byte("sleep 600\n"))
+		// The job control shell puts sleep in its own foreground group.
+		info, err := c.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res *SignalResult
+		waitFor(t, "sleep in the foreground", func() bool {
+			fg, err := foregroundOf(info.ChildPID)
+			return err == nil && fg != info.ChildPID
+		})
+		res, err = c.Signal(ctxT(t), "SIGINT", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Pgid == info.ChildPID {
+			t.Errorf("Signal(INT) went to the shell's group %d; want the foreground job's", res.Pgid)
+		}
+		// The shell survives and reports the job's death by SIGINT.
+		c.SendInput([]byte("echo shell-alive-$?\n"))
+		s.waitOutput(t, "shell-alive-130\r\n")
+	})
+}
+
+// foregroundOf reads the foreground process group of pid's terminal from
+// /proc/<pid>/stat (field 8, tpgid).
+func foregroundOf(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	var tpgid int
+	_, err = fmt.Sscan(f[8-3], &tpgid)
+	return tpgid, err
+}
+
+func TestExitRecorded(t *testing.T) {
+	tests := []struct {
+		name     string
+		script   string
+		want     string // ExitInfo.String()
+		wantFail bool
+	}{
+		{"code 0", "exit 0", "code 0", false},
+		{"code 3", "echo bye; exit 3", "code 3", true},
+		{"killed", "kill -KILL $$", "signal SIGKILL", true},
+		{"terminated", "kill -TERM $$", "signal SIGTERM", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(t, "sh", "-c", "read go; "+tc.script)
+			tw := startWorker(t, spec, Options{})
+			c := tw.dial()
+			s := follow(c, 80, 24)
+			if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+				t.Fatal(err)
+			}
+			c.SendInput([]byte("\n"))
+			err := tw.wait()
+			var ee *ExitError
+			if got := errors.As(err, &ee); got != tc.wantFail {
+				t.Fatalf("Run() = %v; want an *ExitError: %v", err, tc.wantFail)
+			}
+			if ee != nil && ee.Exit.String() != tc.want {
+				t.Errorf("Run() exit = %s; want %s", ee.Exit.String(), tc.want)
+			}
+			r, err := ReadRegistry(spec.RegistryPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.State != StateExited || r.LastExit == nil || r.LastExit.String() != tc.want || r.LastExit.Reason != "exited" {
+				t.Errorf("registry state %q last exit %+v; want %s, %s, reason exited", r.State, r.LastExit, StateExited, tc.want)
+			}
+			tr := readTranscript(t, spec)
+			if want := "run 1 exit: " + tc.want + "; reason: exited\r\n"; !strings.Contains(tr, want) {
+				t.Errorf("transcript = %q; want a line ending %q", tr, want)
+			}
+			waitFor(t, "exit event", func() bool { return s.exitInfo() != nil })
+			if got := s.exitInfo().String(); got != tc.want {
+				t.Errorf("exit event = %s; want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOutputBeforeExitDelivered(t *testing.T) {
+	const n = 300000
+	spec := testSpec(t, "sh", "-c", fmt.Sprintf(`read go; head -c %d /dev/zero | tr '\0' x; printf END; exit 7`, n))
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	s := follow(c, 80, 24)
+	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+		t.Fatal(err)
+	}
+	c.SendInput([]byte("\n"))
+	waitFor(t, "exit event", func() bool { return s.exitInfo() != nil })
+	out := s.output()
+	if got := strings.Count(out, "x"); got != n {
+		t.Errorf("got %d x; want %d", got, n)
+	}
+	if !strings.HasSuffix(out, "END") {
+		t.Errorf("output ends %q; want END last", out[max(0, len(out)-20):])
+	}
+	e := s.exitInfo()
+	s.mu.Lock()
+	next, gap := s.next, s.gapError
+	s.mu.Unlock()
+	if e.Code != 7 || e.Offset != next {
+		t.Errorf("exit event = %+v (received up to offset %d); want code 7 at offset %d", e, next, next)
+	}
+	if gap != nil {
+		t.Error(gap)
+	}
+	var ee *ExitError
+	if err := tw.wait(); !errors.As(err, &ee) || ee.Exit.Code != 7 {
+		t.Errorf("Run() = %v; want exit code 7", err)
+	}
+}
+
+func TestChildEnvironment(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "/nonexistent/notify")
+	t.Setenv("WATCHDOG_USEC", "1000000")
+	t.Setenv("WATCHDOG_PID", "1")
+	t.Setenv("LISTEN_FDS", "3")
+	t.Setenv("LISTEN_FDNAMES", "x")
+	t.Setenv("TERM", "")
+	os.Unsetenv("TERM")
+	spec := testSpec(t, "sh", "-c", "read go; env; echo env-done")
+	spec.Env = []string{"FOO=bar", "LEGION_ROLE=override"}
+	tw := startWorker(t, spec, Options{Notify: func(string) error { return nil }})
+	c := tw.dial()
+	s := follow(c, 80, 24)
+	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+		t.Fatal(err)
+	}
+	c.SendInput([]byte("\n"))
+	s.waitOutput(t, "env-done")
+	out := s.output()
+	for _, bad := range []string{"NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES="} {
+		if strings.Contains(out, "\n"+bad) {
+			t.Errorf("agent environment has %s", bad)
+		}
+	}
+	for _, want := range []string{"TERM=xterm-256color", "LEGION_SESSION=" + spec.SessionID, "LEGION_TEAM=testteam", "LEGION_ISSUE=ENG-1", "LEGION_MODE=implement", "FOO=bar", "LEGION_ROLE=override"} {
+		if !strings.Contains(out, want+"\r\n") {
+			t.Errorf("agent environment lacks %s", want)
+		}
+	}
+}
+
+func TestResumeArgv(t *testing.T) {
+	spec := testSpec(t, "sh", "-c", "echo argv=new; read x")
+	spec.ArgvResume = []string{"sh", "-c", "echo argv=resume; read x"}
+	spec.SessionFile = filepath.Join(spec.Cwd, "session.jsonl")
+	spec.StaleAfter = Duration(60e9)
+
+	for _, want := range []string{ArgvNew, ArgvResume} {
+		if want == ArgvResume {
+			if err := os.WriteFile(spec.SessionFile, []byte("{}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tw := startWorker(t, spec, Options{})
+		c := tw.dial()
+		info, err := c.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.ArgvKind != want {
+			t.Errorf("ArgvKind = %q; want %q", info.ArgvKind, want)
+		}
+		s := follow(c, 80, 24)
+		if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitOutput(t, "argv="+want)
+		c.SendInput([]byte("\n"))
+		if err := tw.wait(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+	}
+	tr := readTranscript(t, spec)
+	for _, want := range []string{"run 1 start (new): sh -c", "run 1 exit: code 0", "run 2 start (resume): sh -c", "run 2 exit: code 0"} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("transcript lacks %q:\n%s", want, tr)
+		}
+	}
+}
+
+func TestRemove(t *testing.T) {
+	spec := testSpec(t, "sh", "-c", `trap '' HUP; echo ready; while :; do sleep 1; done`)
+	tw := startWorker(t, spec, Options{KillGrace: 200e6})
+	c := tw.dial()
+	s := follow(c, 80, 24)
+	if _, err := c.Watch(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Removing: the agent is no longer taking input.
+	if err := c.Input(ctxT(t), []byte("x")); !IsCode(err, CodeSessionNotRunning) {
+		t.Errorf("Input after remove = %v; want %s", err, CodeSessionNotRunning)
+	}
+	if err := tw.wait(); err != nil {
+		t.Fatalf("Run() after remove = %v; want nil (exit 0: no restart)", err)
+	}
+	waitFor(t, "exit event", func() bool { return s.exitInfo() != nil })
+	if e := s.exitInfo(); e.Reason != "removed" || e.Signal != "SIGKILL" {
+		t.Errorf("exit = %+v; want reason removed, SIGKILL (the agent ignored SIGHUP)", e)
+	}
+	r, err := ReadRegistry(spec.RegistryPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != StateRemoved {
+		t.Errorf("registry state = %q; want %q", r.State, StateRemoved)
+	}
+
+	// A restart of the unit does not bring it back.
+	before := readTranscript(t, spec)
+	if err := Run(ctxT(t), spec, Options{Logger: testLogger(t)}); err != nil {
+		t.Errorf("Run() of a removed session = %v; want nil", err)
+	}
+	if after := readTranscript(t, spec); after != before {
+		t.Errorf("Run() of a removed session wrote to the transcript: %q", after[len(before):])
+	}
+	// A new token (a new spawn) does.
+	spec.Token += "-new"
+	tw = startWorker(t, spec, Options{KillGrace: 100e6})
+	if info, err := tw.dial().Info(ctxT(t)); err != nil || info.Run != 2 {
+		t.Errorf("Info() = %+v, %v; want run 2", info, err)
+	}
+}
+
+func TestParseSignal(t *testing.T) {
+	tests := []struct {
+		in   string
+		want syscall.Signal
+		bad  bool
+	}{
+		{"INT", syscall.SIGINT, false},
+		{"sigterm", syscall.SIGTERM, false},
+		{"SIGKILL", syscall.SIGKILL, false},
+		{"9", syscall.SIGKILL, false},
+		{"", 0, true},
+		{"NOPE", 0, true},
+		{"0", 0, true},
+		{"65", 0, true},
+	}
+	for _, tc := range tests {
+		got, err := parseSignal(tc.in)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("parseSignal(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+func TestDetachStopsOutput(t *testing.T) {
+	tw := startWorker(t, testSpec(t, "cat"), Options{})
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+		t.Fatal(err)
+	}
+	c.SendInput([]byte("before\n"))
+	s.waitOutput(t, "before\r\nbefore\r\n")
+	info, err := c.Info(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Detach(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	mark := info.Head
+	c.SendInput([]byte("after\n"))
+	waitFor(t, "the agent's output while detached", func() bool {
+		in, err := c.Info(ctxT(t))
+		return err == nil && in.Head >= mark+len64("after\r\nafter\r\n")
+	})
+	if strings.Contains(s.output(), "after") {
+		t.Errorf("a detached client got output: %q", s.output())
+	}
+	// Reattaching from the offset it had replays what it missed.
+	res, err := c.Attach(ctxT(t), AttachParams{Offset: &mark})
+	if err != nil || res.Mode != AttachReplay {
+		t.Fatalf("Attach(offset %d) = %+v, %v; want a replay", mark, res, err)
+	}
+	s.waitOutput(t, "after\r\nafter\r\n")
+}
+
+func len64(s string) uint64 { return uint64(len(s)) }
+
+func TestInputToAgentNotReading(t *testing.T) {
+	tw := startWorker(t, testSpec(t, "sleep", "1000"), Options{InputTimeout: 200e6})
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if err := c.SendInput(bytes.Repeat([]byte("x"), 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "an io_error event", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.errs) > 0
+	})
+	s.mu.Lock()
+	e := s.errs[0]
+	s.mu.Unlock()
+	if e.Code != CodeIOError || !strings.Contains(e.Message, "has not read its input") {
+		t.Errorf("input to an agent that never reads: error %v; want %s", e, CodeIOError)
+	}
+	if h, err := c.Health(ctxT(t)); err != nil || !h.OK {
+		t.Errorf("Health() after a stuck input = %+v, %v; want ok", h, err)
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	spec := testSpec(t, "/nonexistent/agent", "--flag")
+	err := Run(ctxT(t), spec, Options{Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/agent") {
+		t.Fatalf("Run() with a missing program = %v; want an error naming it", err)
+	}
+	r, rerr := ReadRegistry(spec.RegistryPath())
+	if rerr != nil || r.State != StateExited || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "start failed: ") {
+		t.Errorf("registry = %+v, %v; want exited with a start failure", r, rerr)
+	}
+	if tr := readTranscript(t, spec); !strings.Contains(tr, "run 1 exit: start failed: ") {
+		t.Errorf("transcript lacks the start failure:\n%s", tr)
+	}
+	if _, err := os.Stat(spec.SocketPath()); !os.IsNotExist(err) {
+		t.Errorf("socket %s left behind: %v", spec.SocketPath(), err)
+	}
+}
+
+// A background job that keeps the terminal open does not keep the session
+// alive once the agent exited: it is killed after the drain grace.
+func TestBackgroundJobDoesNotHoldExit(t *testing.T) {
+	spec := testSpec(t, "sh", "-c", "read go; sleep 1000 & echo agent-done; exit 0")
+	tw := startWorker(t, spec, Options{DrainGrace: 100e6})
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+		t.Fatal(err)
+	}
+	c.SendInput([]byte("\n"))
+	if err := tw.wait(); err != nil {
+		t.Errorf("Run() = %v; want nil (the agent exited 0)", err)
+	}
+	if !strings.Contains(s.output(), "agent-done") {
+		t.Errorf("output %q lacks the agent's last words", s.output())
+	}
+}

@@ -1,0 +1,253 @@
+package ptyworker
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// checkServing proves the worker still answers a well-behaved client.
+func checkServing(t *testing.T, tw *testWorker) {
+	t.Helper()
+	c := tw.dial()
+	h, err := c.Health(ctxT(t))
+	if err != nil || !h.OK {
+		t.Fatalf("after bad input Health() = %+v, %v; want ok", h, err)
+	}
+	c.Close()
+}
+
+func wantError(t *testing.T, m *message, id uint64, code string) {
+	t.Helper()
+	if m == nil {
+		t.Fatalf("connection ended; want a %s error for id %d", code, id)
+	}
+	if m.Error == nil || m.Error.Code != code || m.ID != id {
+		t.Fatalf("got %+v (error %+v); want a %s error for id %d", m, m.Error, code, id)
+	}
+	if m.Error.Message == "" {
+		t.Errorf("%s error without a message", code)
+	}
+}
+
+func TestRPCBadInput(t *testing.T) {
+	spec := testSpec(t, "cat")
+	tw := startWorker(t, spec, Options{})
+	hello := HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: spec.Token, DaemonInstanceID: spec.DaemonInstanceID}
+
+	t.Run("malformed JSON", func(t *testing.T) {
+		r := tw.raw()
+		r.send(FrameControl, []byte(`{"id":7,"method":"hello","params":{`))
+		wantError(t, r.next(), 0, CodeBadRequest) // the id is unreadable
+		r.send(FrameControl, []byte(`not json at all`))
+		wantError(t, r.next(), 0, CodeBadRequest)
+		r.send(FrameControl, []byte(`{"id":8,"method":"hello"} {"id":9}`))
+		wantError(t, r.next(), 8, CodeBadRequest)
+		r.send(FrameControl, []byte(`{"id":10,"method":"hello","params":{"rpc_major":1,"bogus":true}}`))
+		wantError(t, r.next(), 10, CodeBadRequest)
+		// The same connection goes on.
+		r.hello(spec)
+		r.request(11, MethodHealth, nil)
+		if m := r.next(); m == nil || m.Error != nil || m.ID != 11 {
+			t.Fatalf("health after malformed input: %+v", m)
+		}
+		checkServing(t, tw)
+	})
+	t.Run("unknown method", func(t *testing.T) {
+		r := tw.raw()
+		r.hello(spec)
+		r.request(5, "frobnicate", nil)
+		wantError(t, r.next(), 5, CodeBadRequest)
+		r.request(6, "", nil)
+		wantError(t, r.next(), 6, CodeBadRequest)
+		r.request(7, MethodInfo, nil)
+		if m := r.next(); m == nil || m.Error != nil {
+			t.Fatalf("info after an unknown method: %+v", m)
+		}
+		checkServing(t, tw)
+	})
+	t.Run("bad params", func(t *testing.T) {
+		r := tw.raw()
+		r.hello(spec)
+		r.request(2, MethodResize, map[string]any{"cols": "wide"})
+		wantError(t, r.next(), 2, CodeBadRequest)
+		r.request(3, MethodSignal, SignalParams{Signal: "NOPE"})
+		wantError(t, r.next(), 3, CodeBadRequest)
+		r.request(4, MethodSignal, SignalParams{Signal: "INT", Target: "everyone"})
+		wantError(t, r.next(), 4, CodeBadRequest)
+		r.request(5, MethodAttach, AttachParams{Cols: 80})
+		wantError(t, r.next(), 5, CodeBadRequest)
+		checkServing(t, tw)
+	})
+	t.Run("oversized control frame", func(t *testing.T) {
+		r := tw.raw()
+		r.hello(spec)
+		var h [5]byte
+		h[0] = FrameControl
+		binary.BigEndian.PutUint32(h[1:], MaxControlFrame+1)
+		r.nc.Write(h[:])
+		wantError(t, r.next(), 0, CodeBadRequest)
+		if m := r.next(); m != nil {
+			t.Errorf("after an oversized frame got %+v; want the connection closed", m)
+		}
+		checkServing(t, tw)
+	})
+	t.Run("oversized data frame", func(t *testing.T) {
+		r := tw.raw()
+		r.hello(spec)
+		var h [5]byte
+		h[0] = FrameData
+		binary.BigEndian.PutUint32(h[1:], MaxDataFrame+offsetLen+1)
+		r.nc.Write(h[:])
+		wantError(t, r.next(), 0, CodeBadRequest)
+		if m := r.next(); m != nil {
+			t.Errorf("after an oversized frame got %+v; want the connection closed", m)
+		}
+		checkServing(t, tw)
+	})
+	t.Run("unframed JSON line", func(t *testing.T) {
+		r := tw.raw()
+		r.nc.Write([]byte(`{"id":1,"method":"hello"}` + "\n"))
+		m := r.next()
+		wantError(t, m, 0, CodeBadRequest)
+		if !strings.Contains(m.Error.Message, "frame type") {
+			t.Errorf("error %q does not say the frame type is wrong", m.Error.Message)
+		}
+		checkServing(t, tw)
+	})
+	t.Run("request before hello", func(t *testing.T) {
+		r := tw.raw()
+		r.request(3, MethodInfo, nil)
+		wantError(t, r.next(), 3, CodeUnauthorized)
+		r.send(FrameData, []byte("rm -rf /\n"))
+		wantError(t, r.next(), 0, CodeUnauthorized)
+		checkServing(t, tw)
+	})
+	t.Run("wrong token", func(t *testing.T) {
+		r := tw.raw()
+		p := hello
+		p.Token = strings.Repeat("x", len(spec.Token))
+		r.request(1, MethodHello, p)
+		wantError(t, r.next(), 1, CodeUnauthorized)
+		if m := r.next(); m != nil {
+			t.Errorf("after a wrong token got %+v; want the connection closed", m)
+		}
+		checkServing(t, tw)
+	})
+	t.Run("wrong daemon instance", func(t *testing.T) {
+		r := tw.raw()
+		p := hello
+		p.DaemonInstanceID = "another-daemon"
+		r.request(1, MethodHello, p)
+		wantError(t, r.next(), 1, CodeUnauthorized)
+		checkServing(t, tw)
+	})
+	t.Run("wrong session", func(t *testing.T) {
+		r := tw.raw()
+		p := hello
+		p.SessionID = "00000000-0000-0000-0000-000000000000"
+		r.request(1, MethodHello, p)
+		wantError(t, r.next(), 1, CodeSessionNotFound)
+		checkServing(t, tw)
+	})
+	t.Run("wrong rpc_major", func(t *testing.T) {
+		r := tw.raw()
+		p := hello
+		p.RPCMajor = RPCMajor + 1
+		r.request(1, MethodHello, p)
+		m := r.next()
+		wantError(t, m, 1, CodeUnsupportedVersion)
+		var v versionData
+		if err := json.Unmarshal(m.Error.Data, &v); err != nil || v.RPCMajor != RPCMajor {
+			t.Errorf("unsupported_version data = %s; want the worker's version", m.Error.Data)
+		}
+		// The connection stays open for a hello at a version both speak.
+		r.hello(spec)
+		checkServing(t, tw)
+	})
+	t.Run("newer rpc_minor negotiates down", func(t *testing.T) {
+		c, err := Dial(ctxT(t), spec.SocketPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		p := hello
+		p.RPCMinor = RPCMinor + 3
+		res, err := c.HelloAs(ctxT(t), p)
+		if err != nil {
+			t.Fatalf("HelloAs(minor %d) = %v; want a retry at the worker's minor", p.RPCMinor, err)
+		}
+		if res.RPCMinor != RPCMinor {
+			t.Errorf("HelloAs() minor = %d; want %d", res.RPCMinor, RPCMinor)
+		}
+	})
+	t.Run("snapshot frame from a client", func(t *testing.T) {
+		r := tw.raw()
+		r.hello(spec)
+		r.send(FrameSnapshot, make([]byte, 8))
+		wantError(t, r.next(), 0, CodeBadRequest)
+		checkServing(t, tw)
+	})
+	t.Run("read-only attach refuses input", func(t *testing.T) {
+		c := tw.dial()
+		follow(c, 0, 0)
+		if _, err := c.Attach(ctxT(t), AttachParams{ReadOnly: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Input(ctxT(t), []byte("x")); !IsCode(err, CodeBadRequest) {
+			t.Errorf("Input() on a read-only attach = %v; want %s", err, CodeBadRequest)
+		}
+	})
+}
+
+func TestRPCPeerUID(t *testing.T) {
+	spec := testSpec(t, "cat")
+	other := uint32(os.Getuid()) + 4242
+	tw := startWorker(t, spec, Options{AllowedUIDs: []uint32{other}})
+	for i := range 2 {
+		r := tw.raw()
+		m := r.next()
+		wantError(t, m, 0, CodeUnauthorized)
+		if !strings.Contains(m.Error.Message, "peer uid") {
+			t.Errorf("error %q does not name the peer uid", m.Error.Message)
+		}
+		if m := r.next(); m != nil {
+			t.Errorf("connection %d: after unauthorized got %+v; want it closed", i, m)
+		}
+	}
+	// The worker is unharmed: its registry still says running.
+	r, err := ReadRegistry(spec.RegistryPath())
+	if err != nil || r.State != StateRunning {
+		t.Errorf("registry after refused peers = %+v, %v; want running", r, err)
+	}
+}
+
+func TestSocketAndFileModes(t *testing.T) {
+	spec := testSpec(t, "cat")
+	startWorker(t, spec, Options{})
+	for _, tc := range []struct {
+		path string
+		want os.FileMode
+	}{
+		{spec.SocketDir(), 0o700 | os.ModeDir},
+		{spec.SocketPath(), 0o600 | os.ModeSocket},
+		{dirOf(spec.RegistryPath()), 0o700 | os.ModeDir},
+		{spec.RegistryPath(), 0o600},
+		{dirOf(spec.TranscriptPath()), 0o700 | os.ModeDir},
+		{spec.TranscriptPath(), 0o600},
+	} {
+		fi, err := os.Lstat(tc.path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if got := fi.Mode() & (os.ModePerm | os.ModeDir | os.ModeSocket); got != tc.want {
+			t.Errorf("mode of %s = %v; want %v", tc.path, got, tc.want)
+		}
+	}
+	if len(spec.SocketPath()) > MaxSocketPath {
+		t.Errorf("socket path %s is %d bytes; want at most %d", spec.SocketPath(), len(spec.SocketPath()), MaxSocketPath)
+	}
+}

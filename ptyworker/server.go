@@ -1,0 +1,531 @@
+package ptyworker
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Server tuning.
+const (
+	helloTimeout   = 10 * time.Second // a connection must say hello within this
+	ctrlQueueLen   = 256              // control messages queued per connection
+	dataChunk      = 128 << 10        // PTY bytes per data frame sent
+	dropDeadline   = 5 * time.Second  // write deadline once a client is dropped
+	flushDeadline  = time.Second      // write deadline for last messages on close
+	maxConnections = 64
+)
+
+// listen creates the socket (0600) in its 0700 directory, replacing a stale
+// socket file but refusing when a live worker answers on it.
+func listen(path string) (*net.UnixListener, error) {
+	if err := ensurePrivateDir(dirOf(path)); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("listen on %s: a file that is not a socket is in the way", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen on %s: another worker is serving this session", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("listen on %s: remove stale socket: %w", path, err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen on %s: set mode 0600: %w", path, err)
+	}
+	return ln, nil
+}
+
+// serve accepts connections until ln is closed.
+func (w *worker) serve(ln *net.UnixListener) {
+	for {
+		nc, err := ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			w.logOnce("accept", "accept failed", "err", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		c := w.newConn(nc)
+		if c == nil {
+			continue
+		}
+		// Each connection runs a reader and a writer goroutine: the reader
+		// exits when the connection fails or is closed, the writer when the
+		// connection is shut down (c.done) and closes it.
+		go c.readLoop()
+		go c.writeLoop()
+	}
+}
+
+// conn is one client connection.
+type conn struct {
+	w   *worker
+	nc  *net.UnixConn
+	log *slog.Logger
+
+	ctrl     chan ctrlItem
+	done     chan struct{} // closed by shutdown
+	doneOnce sync.Once
+
+	// Read-side state, owned by readLoop.
+	authed   bool
+	readOnly bool
+	sub      *subscriber // current attachment
+
+	watching atomic.Bool // gets state and exit events
+	attached atomic.Bool // gets exit events; has an active subscriber
+	exitSent atomic.Bool // the exit event was written
+}
+
+// ctrlItem is one step for the writer, done in queue order.
+type ctrlItem struct {
+	frame      []byte      // a complete 'J' frame, or nil
+	flush      bool        // first send the attachment's output up to flushTo
+	flushTo    uint64      //
+	snapshot   []byte      // after frame: an 'S' frame with this screen
+	snapOff    uint64      //
+	activate   *subscriber // after that: send output of this subscriber
+	deactivate bool        // stop sending output
+	exit       bool        // this is the exit event
+	closeAfter bool        // shut the connection down after this item
+}
+
+func (w *worker) newConn(nc *net.UnixConn) *conn {
+	c := &conn{
+		w: w, nc: nc, log: w.log,
+		ctrl: make(chan ctrlItem, ctrlQueueLen),
+		done: make(chan struct{}),
+	}
+	w.mu.Lock()
+	tooMany := len(w.conns) >= maxConnections
+	if !tooMany {
+		w.conns[c] = struct{}{}
+	}
+	w.mu.Unlock()
+	if tooMany {
+		nc.SetWriteDeadline(time.Now().Add(flushDeadline))
+		if f, err := encodeControl(&message{Error: &RPCError{Code: CodeInternalError, Message: fmt.Sprintf("session %s: too many connections (%d)", w.spec.SessionID, maxConnections)}}); err == nil {
+			nc.Write(f)
+		}
+		nc.Close()
+		return nil
+	}
+	return c
+}
+
+// shutdown ends the connection: the writer sends what is queued (with a
+// short deadline) and closes it, which ends the reader.
+func (c *conn) shutdown() {
+	c.doneOnce.Do(func() { close(c.done) })
+}
+
+// enqueue queues an item without blocking; a connection whose queue is full
+// is not reading and is shut down.
+func (c *conn) enqueue(it ctrlItem) {
+	select {
+	case c.ctrl <- it:
+	default:
+		c.log.Warn("client is not reading its control messages; dropping it")
+		c.shutdown()
+	}
+}
+
+// peerUID returns the UID of the process at the other end (SO_PEERCRED).
+func peerUID(nc *net.UnixConn) (uint32, error) {
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if credErr != nil {
+		return 0, credErr
+	}
+	return cred.Uid, nil
+}
+
+func (c *conn) readLoop() {
+	defer c.w.dropConn(c)
+	defer c.shutdown()
+	uid, err := peerUID(c.nc)
+	if err != nil {
+		c.replyErr(0, CodeInternalError, "read peer credentials: "+err.Error(), true)
+		return
+	}
+	if !slices.Contains(c.w.allowedUIDs, uid) {
+		c.log.Warn("refused a connection from another user", "peer_uid", uid)
+		c.replyErr(0, CodeUnauthorized, fmt.Sprintf("peer uid %d may not use session %s", uid, c.w.spec.SessionID), true)
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
+	buf := make([]byte, 4096)
+	for {
+		typ, payload, err := ReadFrame(c.nc, buf)
+		if err != nil {
+			if errors.Is(err, ErrFrameType) || errors.Is(err, ErrFrameTooLarge) {
+				c.replyErr(0, CodeBadRequest, err.Error(), true)
+			} else if errors.Is(err, os.ErrDeadlineExceeded) && !c.authed {
+				c.replyErr(0, CodeUnauthorized, fmt.Sprintf("no hello within %s", helloTimeout), true)
+			}
+			return
+		}
+		if cap(payload) > cap(buf) && cap(payload) <= 64<<10 {
+			buf = payload[:0]
+		}
+		switch typ {
+		case FrameControl:
+			c.handleControl(payload)
+		case FrameData:
+			c.handleInputFrame(payload)
+		case FrameSnapshot:
+			c.replyErr(0, CodeBadRequest, "snapshot frames only go from the worker to clients", false)
+		}
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+	}
+}
+
+func (c *conn) reply(id uint64, result any) {
+	b, err := json.Marshal(result)
+	if err != nil {
+		c.replyErr(id, CodeInternalError, "encode result: "+err.Error(), false)
+		return
+	}
+	f, err := encodeControl(&message{ID: id, Result: b})
+	if err != nil {
+		c.replyErr(id, CodeInternalError, err.Error(), false)
+		return
+	}
+	c.enqueue(ctrlItem{frame: f})
+}
+
+func (c *conn) replyErr(id uint64, code, msg string, closeAfter bool) {
+	c.replyRPCErr(id, &RPCError{Code: code, Message: msg}, closeAfter)
+}
+
+func (c *conn) replyRPCErr(id uint64, e *RPCError, closeAfter bool) {
+	f, err := encodeControl(&message{ID: id, Error: e})
+	if err != nil {
+		f, _ = encodeControl(&message{ID: id, Error: &RPCError{Code: CodeInternalError, Message: "encode error"}})
+	}
+	c.enqueue(ctrlItem{frame: f, closeAfter: closeAfter})
+}
+
+// methods lists the methods for "unknown method" errors.
+var methods = []string{MethodHello, MethodInfo, MethodAttach, MethodDetach, MethodInput, MethodResize, MethodSignal, MethodRemove, MethodHealth, MethodWatch}
+
+func (c *conn) handleControl(p []byte) {
+	m, err := decodeMessage(p)
+	if err != nil {
+		c.replyErr(bestEffortID(p), CodeBadRequest, "malformed control message: "+err.Error(), false)
+		return
+	}
+	switch {
+	case m.Event != "" || m.Result != nil || m.Error != nil || m.Data != nil:
+		c.replyErr(m.ID, CodeBadRequest, "clients send requests only (id, method, params)", false)
+		return
+	case m.Method == "":
+		c.replyErr(m.ID, CodeBadRequest, "request without a method", false)
+		return
+	case !slices.Contains(methods, m.Method):
+		c.replyErr(m.ID, CodeBadRequest, fmt.Sprintf("unknown method %q (want one of %s)", m.Method, strings.Join(methods, ", ")), false)
+		return
+	case !c.authed && m.Method != MethodHello:
+		c.replyErr(m.ID, CodeUnauthorized, "the first request must be hello", false)
+		return
+	}
+	c.dispatch(m)
+}
+
+// bestEffortID digs the id out of a request that failed strict decoding
+// (from the first JSON value, if it decodes at all); 0 when there is none.
+func bestEffortID(p []byte) uint64 {
+	var v struct {
+		ID uint64 `json:"id"`
+	}
+	if json.NewDecoder(bytes.NewReader(p)).Decode(&v) != nil {
+		return 0
+	}
+	return v.ID
+}
+
+// params decodes a request's params strictly into v; missing params decode
+// as {}.
+func params(m *message, v any) *RPCError {
+	raw := m.Params
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	if err := decodeStrict(raw, v); err != nil {
+		return &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("%s params: %v", m.Method, err)}
+	}
+	return nil
+}
+
+func (c *conn) dispatch(m *message) {
+	w := c.w
+	var e *RPCError
+	switch m.Method {
+	case MethodHello:
+		var p HelloParams
+		if e = params(m, &p); e == nil {
+			var res *HelloResult
+			res, e = c.hello(&p)
+			if e == nil {
+				c.reply(m.ID, res)
+				return
+			}
+			c.replyRPCErr(m.ID, e, e.Code == CodeUnauthorized || e.Code == CodeSessionNotFound)
+			return
+		}
+	case MethodInfo:
+		var p struct{}
+		if e = params(m, &p); e == nil {
+			c.reply(m.ID, w.info())
+			return
+		}
+	case MethodHealth:
+		var p struct{}
+		if e = params(m, &p); e == nil {
+			c.reply(m.ID, w.health())
+			return
+		}
+	case MethodWatch:
+		var p struct{}
+		if e = params(m, &p); e == nil {
+			c.watching.Store(true)
+			c.reply(m.ID, w.info())
+			return
+		}
+	case MethodAttach:
+		var p AttachParams
+		if e = params(m, &p); e == nil {
+			if e = c.attach(m.ID, &p); e == nil {
+				return
+			}
+		}
+	case MethodDetach:
+		var p struct{}
+		if e = params(m, &p); e == nil {
+			c.detach()
+			f, err := encodeControl(&message{ID: m.ID, Result: json.RawMessage("{}")})
+			if err == nil {
+				c.enqueue(ctrlItem{frame: f, deactivate: true})
+				return
+			}
+			e = &RPCError{Code: CodeInternalError, Message: err.Error()}
+		}
+	case MethodInput:
+		var p InputParams
+		if e = params(m, &p); e == nil {
+			if e = c.input(p.Data); e == nil {
+				c.reply(m.ID, struct{}{})
+				return
+			}
+		}
+	case MethodResize:
+		var p ResizeParams
+		if e = params(m, &p); e == nil {
+			if e = w.resize(p.Cols, p.Rows); e == nil {
+				c.reply(m.ID, struct{}{})
+				return
+			}
+		}
+	case MethodSignal:
+		var p SignalParams
+		if e = params(m, &p); e == nil {
+			var res *SignalResult
+			if res, e = w.signal(&p); e == nil {
+				c.reply(m.ID, res)
+				return
+			}
+		}
+	case MethodRemove:
+		var p struct{}
+		if e = params(m, &p); e == nil {
+			w.requestRemove()
+			c.reply(m.ID, struct{}{})
+			return
+		}
+	}
+	c.replyRPCErr(m.ID, e, false)
+}
+
+// tokenEqual compares tokens in constant time (over their hashes, so the
+// length leaks nothing either).
+func tokenEqual(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}
+
+func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
+	w := c.w
+	if p.RPCMajor != RPCMajor || p.RPCMinor > RPCMinor || p.RPCMinor < RPCMinorMin {
+		data, _ := json.Marshal(versionData{RPCMajor: RPCMajor, RPCMinor: RPCMinor, RPCMinorMin: RPCMinorMin})
+		return nil, &RPCError{
+			Code:    CodeUnsupportedVersion,
+			Message: fmt.Sprintf("client speaks rpc %d.%d; this worker speaks %d.%d and accepts %d.%d to %d.%d", p.RPCMajor, p.RPCMinor, RPCMajor, RPCMinor, RPCMajor, RPCMinorMin, RPCMajor, RPCMinor),
+			Data:    data,
+		}
+	}
+	if p.SessionID != "" && p.SessionID != w.spec.SessionID {
+		return nil, &RPCError{Code: CodeSessionNotFound, Message: fmt.Sprintf("this worker hosts session %s, not %s", w.spec.SessionID, p.SessionID)}
+	}
+	if !tokenEqual(p.Token, w.spec.Token) {
+		c.log.Warn("hello with a wrong token", "client", p.Client)
+		return nil, &RPCError{Code: CodeUnauthorized, Message: "wrong token for session " + w.spec.SessionID}
+	}
+	if p.DaemonInstanceID != w.spec.DaemonInstanceID {
+		c.log.Warn("hello from another daemon instance", "daemon_instance_id", p.DaemonInstanceID, "client", p.Client)
+		return nil, &RPCError{Code: CodeUnauthorized, Message: fmt.Sprintf("session %s belongs to daemon instance %s, not %s", w.spec.SessionID, w.spec.DaemonInstanceID, p.DaemonInstanceID)}
+	}
+	c.authed = true
+	c.nc.SetReadDeadline(time.Time{}) // attach and watch streams are long-lived
+	return &HelloResult{
+		RPCMajor: RPCMajor, RPCMinor: RPCMinor,
+		WorkerVersion:    w.opts.Version,
+		DaemonInstanceID: w.spec.DaemonInstanceID,
+		SessionID:        w.spec.SessionID,
+		Name:             w.spec.Name,
+		WorkerPID:        os.Getpid(),
+		Epoch:            w.lease.Nonce,
+	}, nil
+}
+
+func (c *conn) attach(id uint64, p *AttachParams) *RPCError {
+	w := c.w
+	if (p.Cols == 0) != (p.Rows == 0) || p.Cols < 0 || p.Rows < 0 || p.Cols > maxTermDim || p.Rows > maxTermDim {
+		return &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("attach size %dx%d: want both 1..%d or neither", p.Cols, p.Rows, maxTermDim)}
+	}
+	if p.Cols > 0 {
+		if e := w.resize(p.Cols, p.Rows); e != nil && e.Code != CodeSessionNotRunning {
+			return e
+		}
+	}
+	c.detach()
+	limit := uint64(w.clientQueue)
+	sub := newSubscriber(limit, func() { c.nc.SetWriteDeadline(time.Now().Add(dropDeadline)) })
+	res := AttachResult{}
+	var snap []byte
+	oldest, head, _ := w.out.bounds()
+	if p.Offset != nil && (p.Epoch == "" || p.Epoch == w.lease.Nonce) && *p.Offset >= oldest && *p.Offset <= head {
+		res.Mode, res.Offset = AttachReplay, *p.Offset
+		w.out.subscribe(sub, res.Offset)
+	} else {
+		res.Mode = AttachSnapshot
+		snap, res.Offset = w.scr.snapshot(w.out, sub)
+	}
+	c.sub = sub
+	c.readOnly = p.ReadOnly
+	res.Head = w.out.head()
+	res.Epoch = w.lease.Nonce
+
+	// Under w.mu, so that finish either sees this attachment or this
+	// attachment sees the exit.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	res.Cols, res.Rows = w.cols, w.rows
+	res.Running = w.state == StateRunning
+	res.Exit = w.exit
+	b, err := json.Marshal(res)
+	if err != nil {
+		w.out.unsubscribe(sub)
+		return &RPCError{Code: CodeInternalError, Message: "encode attach result: " + err.Error()}
+	}
+	f, err := encodeControl(&message{ID: id, Result: b})
+	if err != nil {
+		w.out.unsubscribe(sub)
+		return &RPCError{Code: CodeInternalError, Message: err.Error()}
+	}
+	it := ctrlItem{frame: f, activate: sub}
+	if res.Mode == AttachSnapshot {
+		it.snapshot, it.snapOff = snap, res.Offset
+	}
+	c.enqueue(it)
+	c.attached.Store(true)
+	if w.exit != nil {
+		c.enqueueExit(w.exit)
+	}
+	return nil
+}
+
+// detach ends the current attachment, if any.
+func (c *conn) detach() {
+	if c.sub != nil {
+		c.w.out.unsubscribe(c.sub)
+		c.sub = nil
+	}
+	c.attached.Store(false)
+	c.readOnly = false
+}
+
+func (c *conn) input(p []byte) *RPCError {
+	if c.sub != nil && c.readOnly {
+		return &RPCError{Code: CodeBadRequest, Message: "this attachment is read-only"}
+	}
+	return c.w.input(p)
+}
+
+// handleInputFrame writes a client's 'D' frame to the PTY; errors go back
+// as id-0 error responses.
+func (c *conn) handleInputFrame(p []byte) {
+	if !c.authed {
+		c.replyErr(0, CodeUnauthorized, "the first request must be hello", true)
+		return
+	}
+	if e := c.input(p); e != nil {
+		c.replyRPCErr(0, e, false)
+	}
+}
+
+// enqueueExit queues the exit event after the output up to the exit offset.
+func (c *conn) enqueueExit(e *ExitInfo) {
+	f, err := eventFrame(EventExit, e)
+	if err != nil {
+		c.log.Error("encode exit event", "err", err)
+		return
+	}
+	c.enqueue(ctrlItem{frame: f, flush: true, flushTo: e.Offset, exit: true})
+}
+
+func eventFrame(name string, data any) ([]byte, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", name, err)
+	}
+	return encodeControl(&message{Event: name, Data: b})
+}

@@ -1,0 +1,165 @@
+package ptyworker
+
+// What RPC methods do to the session: state reports, input, resize,
+// signals, removal, and the events pushed to clients.
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// info describes the session now (info and watch).
+func (w *worker) info() *Info {
+	s := w.spec
+	oldest, head, _ := w.out.bounds()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	in := &Info{
+		SessionID: s.SessionID, Name: s.Name, Team: s.Team, Issue: s.Issue, Mode: s.Mode, Role: s.Role,
+		Unit: s.Unit, Cwd: s.Cwd, State: w.state, Running: w.state == StateRunning,
+		ArgvKind: w.argvKind, Run: w.run, WorkerPID: os.Getpid(),
+		Cols: w.cols, Rows: w.rows, Head: head, Oldest: oldest, StartedAt: w.startedAt,
+		LastActivity: w.liveness.activity,
+		Waiting:      w.liveness.kind == WatchWaiting, Question: w.liveness.question,
+		Stale: w.liveness.kind == WatchStale, Exit: w.exit,
+	}
+	if w.child != nil && w.state == StateRunning {
+		in.ChildPID = w.child.pid
+	}
+	return in
+}
+
+// health is the cheap state summary of the health method.
+func (w *worker) health() *HealthResult {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := &HealthResult{OK: w.state == StateRunning, State: w.state, Watchdog: w.liveness.kind}
+	if h.Watchdog == "" {
+		h.Watchdog = WatchGrace
+	}
+	if !w.liveness.activity.IsZero() {
+		h.ActivityAgeMS = time.Since(w.liveness.activity).Milliseconds()
+	}
+	return h
+}
+
+// runningChild returns the child, or session_not_running.
+func (w *worker) runningChild() (*child, *RPCError) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != StateRunning || w.child == nil || w.removing {
+		return nil, &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s", w.spec.SessionID, w.state)}
+	}
+	return w.child, nil
+}
+
+// input writes keystrokes to the PTY.
+func (w *worker) input(p []byte) *RPCError {
+	c, e := w.runningChild()
+	if e != nil {
+		return e
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if err := c.write(p, w.opts.InputTimeout); err != nil {
+		return &RPCError{Code: CodeIOError, Message: err.Error()}
+	}
+	return nil
+}
+
+// resize sets the PTY size; the screen follows from the current offset.
+func (w *worker) resize(cols, rows int) *RPCError {
+	if cols < 1 || rows < 1 || cols > maxTermDim || rows > maxTermDim {
+		return &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("size %dx%d: want 1..%d each", cols, rows, maxTermDim)}
+	}
+	c, e := w.runningChild()
+	if e != nil {
+		return e
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cols == w.cols && rows == w.rows {
+		return nil
+	}
+	if err := setWinsize(c.ptm, cols, rows); err != nil {
+		return &RPCError{Code: CodeIOError, Message: err.Error()}
+	}
+	w.cols, w.rows = cols, rows
+	w.scr.queueResize(w.out.head(), cols, rows)
+	return nil
+}
+
+func (w *worker) signal(p *SignalParams) (*SignalResult, *RPCError) {
+	sig, err := parseSignal(p.Signal)
+	if err != nil {
+		return nil, &RPCError{Code: CodeBadRequest, Message: "signal: " + err.Error()}
+	}
+	target := p.Target
+	switch target {
+	case "":
+		target = defaultTarget(sig)
+	case TargetForeground, TargetGroup:
+	default:
+		return nil, &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("signal target %q: want %q or %q", p.Target, TargetForeground, TargetGroup)}
+	}
+	c, e := w.runningChild()
+	if e != nil {
+		return nil, e
+	}
+	pgid, err := c.signal(sig, target)
+	if err != nil {
+		return nil, &RPCError{Code: CodeIOError, Message: err.Error()}
+	}
+	return &SignalResult{Pgid: pgid, Target: target}, nil
+}
+
+// requestRemove ends the session for good: once the agent is gone the
+// registry says removed, and Run returns nil so systemd does not restart it.
+func (w *worker) requestRemove() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.removing {
+		w.removing = true
+		close(w.removeCh)
+	}
+}
+
+func (w *worker) stateEvent() *StateEventData {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := &StateEventData{
+		State: w.state, Running: w.state == StateRunning, Run: w.run,
+		Waiting: w.liveness.kind == WatchWaiting, Question: w.liveness.question,
+		Stale: w.liveness.kind == WatchStale,
+	}
+	if w.child != nil && d.Running {
+		d.ChildPID = w.child.pid
+	}
+	return d
+}
+
+// finish records the end of the run and pushes a state event to watchers
+// and the exit event (after the output before it) to watchers and attached
+// clients. State and events change under one lock, so an attach sees either
+// the exit (and repeats it) or gets the broadcast.
+func (w *worker) finish(final string, e *ExitInfo) {
+	w.mu.Lock()
+	w.state, w.exit = final, e
+	w.mu.Unlock()
+	sf, err := eventFrame(EventState, w.stateEvent())
+	if err != nil {
+		w.log.Error("encode state event", "err", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.conns {
+		if c.watching.Load() && sf != nil {
+			c.enqueue(ctrlItem{frame: sf})
+		}
+		if c.watching.Load() || c.attached.Load() {
+			c.enqueueExit(e)
+		}
+	}
+}

@@ -1,0 +1,424 @@
+package ptyworker
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SpecVersion is the version of the spec file format this package writes
+// and reads.
+const SpecVersion = 1
+
+// Defaults and limits of spec values.
+const (
+	DefaultRingSize = 1 << 20
+	MinRingSize     = 4 << 10
+	MaxRingSize     = 256 << 20
+	DefaultCols     = 80
+	DefaultRows     = 24
+	maxTermDim      = 4096
+	maxSpecBytes    = 1 << 20
+	// MaxSocketPath is the longest socket path a worker accepts: well under
+	// the 108-byte sun_path limit, so a path that grows a little still fits.
+	MaxSocketPath = 100
+)
+
+// Argv kinds: which of the spec's argv a run uses.
+const (
+	ArgvNew    = "new"
+	ArgvResume = "resume"
+)
+
+// Spec is everything a worker needs to host one session. It is written by
+// whoever creates the worker unit (0600, owned by the user) and read by the
+// worker at every start. It holds the control token, so it never goes on a
+// command line or into unit properties.
+type Spec struct {
+	Version   int    `json:"version"`
+	SessionID string `json:"session_id"` // a UUID
+	Name      string `json:"name"`       // human name of the session
+	Team      string `json:"team"`
+	TeamShort string `json:"team_short"` // the team's short ID (8 hex digits)
+	Issue     string `json:"issue,omitempty"`
+	Mode      string `json:"mode,omitempty"` // phase: plan, implement, review, ...
+	Role      string `json:"role,omitempty"` // "worker", "controller", "command", ...
+
+	Cwd        string   `json:"cwd"`
+	Env        []string `json:"env,omitempty"`         // KEY=VALUE, on top of the worker's environment
+	ArgvNew    []string `json:"argv_new"`              // argv when the session file does not exist
+	ArgvResume []string `json:"argv_resume,omitempty"` // argv when it does; empty: always ArgvNew
+
+	// SessionFile is the agent's session file (Claude Code layout). Empty
+	// means no liveness watching: the watchdog is fed while the agent runs.
+	SessionFile  string   `json:"session_file,omitempty"`
+	StaleAfter   Duration `json:"stale_after,omitempty"`   // required with SessionFile
+	StartupGrace Duration `json:"startup_grace,omitempty"` // fed regardless for this long after start
+
+	RingSize int `json:"ring_size,omitempty"` // bytes of output kept; 0 means DefaultRingSize
+	Cols     int `json:"cols,omitempty"`      // initial PTY size; 0 means 80x24
+	Rows     int `json:"rows,omitempty"`
+
+	Token            string `json:"token"` // control token for hello
+	DaemonInstanceID string `json:"daemon_instance_id"`
+	Paths            Paths  `json:"paths"`
+	Unit             string `json:"unit,omitempty"` // the worker's unit name, for the registry
+}
+
+// Paths are the directories a worker uses.
+type Paths struct {
+	// RuntimeDir holds sockets ($XDG_RUNTIME_DIR/legion): the worker's
+	// socket is RuntimeDir/w/<short session id>.sock.
+	RuntimeDir string `json:"runtime_dir"`
+	// StateDir holds durable state ($XDG_STATE_HOME/legion): registry/ and
+	// transcripts/.
+	StateDir string `json:"state_dir"`
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("10m", "1m30s").
+type Duration time.Duration
+
+// MarshalJSON writes d as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string like \"10m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// NewToken returns a fresh random control token (32 bytes, base64url).
+func NewToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("new token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Validate checks every field; the error names the first bad field and what
+// was expected.
+func (s *Spec) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("field %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if s.Version != SpecVersion {
+		return bad("version", "got %d, want %d", s.Version, SpecVersion)
+	}
+	if _, err := uuid.Parse(s.SessionID); err != nil || len(s.SessionID) != 36 {
+		return bad("session_id", "%q is not a UUID (like 0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c)", s.SessionID)
+	}
+	for _, f := range []struct{ name, v string }{{"name", s.Name}, {"team", s.Team}} {
+		if f.v == "" {
+			return bad(f.name, "must not be empty")
+		}
+	}
+	for _, f := range []struct{ name, v string }{
+		{"name", s.Name}, {"team", s.Team}, {"issue", s.Issue}, {"mode", s.Mode}, {"role", s.Role}, {"unit", s.Unit},
+	} {
+		if hasCtl(f.v) {
+			return bad(f.name, "%q holds control characters", f.v)
+		}
+	}
+	if !isShortID(s.TeamShort) {
+		return bad("team_short", "%q is not 8 lowercase hex digits", s.TeamShort)
+	}
+	if !filepath.IsAbs(s.Cwd) {
+		return bad("cwd", "%q is not an absolute path", s.Cwd)
+	}
+	for i, kv := range s.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			return bad("env", "entry %d %q is not KEY=VALUE", i, kv)
+		}
+	}
+	if err := checkArgv(s.ArgvNew); err != nil {
+		return bad("argv_new", "%v", err)
+	}
+	if len(s.ArgvResume) > 0 {
+		if err := checkArgv(s.ArgvResume); err != nil {
+			return bad("argv_resume", "%v", err)
+		}
+	}
+	if s.SessionFile != "" && !filepath.IsAbs(s.SessionFile) {
+		return bad("session_file", "%q is not an absolute path", s.SessionFile)
+	}
+	if s.SessionFile != "" && s.StaleAfter <= 0 {
+		return bad("stale_after", "must be a positive duration when session_file is set (got %s)", s.StaleAfter.D())
+	}
+	if s.StaleAfter < 0 {
+		return bad("stale_after", "must not be negative (got %s)", s.StaleAfter.D())
+	}
+	if s.StartupGrace < 0 {
+		return bad("startup_grace", "must not be negative (got %s)", s.StartupGrace.D())
+	}
+	if s.RingSize != 0 && (s.RingSize < MinRingSize || s.RingSize > MaxRingSize) {
+		return bad("ring_size", "%d is outside %d..%d bytes", s.RingSize, MinRingSize, MaxRingSize)
+	}
+	if (s.Cols == 0) != (s.Rows == 0) || s.Cols < 0 || s.Rows < 0 || s.Cols > maxTermDim || s.Rows > maxTermDim {
+		return bad("cols/rows", "want both 1..%d or both unset (got %dx%d)", maxTermDim, s.Cols, s.Rows)
+	}
+	if len(s.Token) < 16 {
+		return bad("token", "must be at least 16 characters (see NewToken)")
+	}
+	if s.DaemonInstanceID == "" || hasCtl(s.DaemonInstanceID) {
+		return bad("daemon_instance_id", "must be non-empty printable text")
+	}
+	if !filepath.IsAbs(s.Paths.RuntimeDir) {
+		return bad("paths.runtime_dir", "%q is not an absolute path", s.Paths.RuntimeDir)
+	}
+	if !filepath.IsAbs(s.Paths.StateDir) {
+		return bad("paths.state_dir", "%q is not an absolute path", s.Paths.StateDir)
+	}
+	if p := s.SocketPath(); len(p) > MaxSocketPath {
+		return bad("paths.runtime_dir", "socket path %s is %d bytes; the limit is %d (sun_path holds 108): use a shorter runtime dir", p, len(p), MaxSocketPath)
+	}
+	return nil
+}
+
+func checkArgv(argv []string) error {
+	if len(argv) == 0 || argv[0] == "" {
+		return errors.New("must hold a program and its arguments")
+	}
+	for i, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("argument %d holds a NUL byte", i)
+		}
+	}
+	return nil
+}
+
+func hasCtl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+func isShortID(s string) bool {
+	if len(s) != 8 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ShortSessionID is the first 12 hex digits of the session ID: the socket's
+// file name.
+func (s *Spec) ShortSessionID() string {
+	id := strings.ReplaceAll(s.SessionID, "-", "")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return id
+}
+
+// SocketDir is the 0700 directory of worker sockets.
+func (s *Spec) SocketDir() string { return filepath.Join(s.Paths.RuntimeDir, "w") }
+
+// SocketPath is the worker's RPC socket.
+func (s *Spec) SocketPath() string {
+	return filepath.Join(s.SocketDir(), s.ShortSessionID()+".sock")
+}
+
+// RegistryPath is the session's registry file.
+func (s *Spec) RegistryPath() string {
+	return filepath.Join(s.Paths.StateDir, "registry", s.SessionID+".json")
+}
+
+// TranscriptPath is the session's transcript file.
+func (s *Spec) TranscriptPath() string {
+	return filepath.Join(s.Paths.StateDir, "transcripts", s.SessionID+".log")
+}
+
+// ringSize is RingSize with the default applied.
+func (s *Spec) ringSize() int {
+	if s.RingSize == 0 {
+		return DefaultRingSize
+	}
+	return s.RingSize
+}
+
+// size is the initial PTY size with the default applied.
+func (s *Spec) size() (cols, rows int) {
+	if s.Cols == 0 {
+		return DefaultCols, DefaultRows
+	}
+	return s.Cols, s.Rows
+}
+
+// ChooseArgv picks the argv for a start: the resume argv when the session
+// file exists (and a resume argv is set), else the new one.
+func (s *Spec) ChooseArgv() (kind string, argv []string) {
+	if len(s.ArgvResume) > 0 && s.SessionFile != "" {
+		if _, err := os.Stat(s.SessionFile); err == nil {
+			return ArgvResume, s.ArgvResume
+		}
+	}
+	return ArgvNew, s.ArgvNew
+}
+
+// WriteSpec validates s and writes it to path atomically, mode 0600.
+func WriteSpec(path string, s *Spec) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("write spec %s: %w", path, err)
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write spec %s: %w", path, err)
+	}
+	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("write spec %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadSpec reads and validates a spec file. The file must be a regular file
+// (not a symlink) owned by the current user with no group or other
+// permissions; unknown fields are errors.
+func ReadSpec(path string) (*Spec, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read spec %s: not a regular file", path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return nil, fmt.Errorf("read spec %s: owned by uid %d, want %d (the spec holds a control token)", path, st.Uid, os.Getuid())
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("read spec %s: mode %#o, want 0600 (the spec holds a control token)", path, perm)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSpecBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
+	}
+	if len(b) > maxSpecBytes {
+		return nil, fmt.Errorf("read spec %s: larger than %d bytes", path, maxSpecBytes)
+	}
+	s, err := ParseSpec(b)
+	if err != nil {
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseSpec decodes and validates spec JSON strictly.
+func ParseSpec(b []byte) (*Spec, error) {
+	var s Spec
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decode: trailing data after the JSON object")
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// writeFileAtomic writes b to a temp file beside path (0600), syncs it and
+// renames it over path, then syncs the directory.
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("sync %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// ensurePrivateDir creates dir (and parents) with mode 0700 and makes sure
+// the final directory is 0700 and owned by us.
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("create directory %s: not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("directory %s: owned by uid %d, want %d", dir, st.Uid, os.Getuid())
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("directory %s: set mode 0700: %w", dir, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package ptyworker
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSpecRoundTrip(t *testing.T) {
+	s := testSpec(t, "claude", "--session-id", "x")
+	s.ArgvResume = []string{"claude", "--resume", "x"}
+	s.SessionFile = "/home/u/.claude/projects/-w/x.jsonl"
+	s.StaleAfter = Duration(10 * time.Minute)
+	s.StartupGrace = Duration(90 * time.Second)
+	s.Env = []string{"A=1", "B=two words"}
+	path := filepath.Join(t.TempDir(), "spec.json")
+	if err := WriteSpec(path, s); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("WriteSpec mode = %v; want 0600", fi.Mode().Perm())
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"stale_after": "10m0s"`) {
+		t.Errorf("spec file does not write durations as strings:\n%s", b)
+	}
+	got, err := ReadSpec(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s, got); diff != "" {
+		t.Errorf("ReadSpec(WriteSpec(s)) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestReadSpecRefuses(t *testing.T) {
+	dir := t.TempDir()
+	good := testSpec(t, "cat")
+	write := func(name string, mode os.FileMode, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		return p
+	}
+	ok := filepath.Join(dir, "ok.json")
+	if err := WriteSpec(ok, good); err != nil {
+		t.Fatal(err)
+	}
+	okText, _ := os.ReadFile(ok)
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(ok, link); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"group readable", write("g.json", 0o640, string(okText)), "mode 0640, want 0600"},
+		{"world readable", write("w.json", 0o644, string(okText)), "want 0600"},
+		{"symlink", link, "symbolic link"},
+		{"missing", filepath.Join(dir, "none.json"), "no such file"},
+		{"unknown field", write("u.json", 0o600, strings.Replace(string(okText), `"version"`, `"colour": 1, "version"`, 1)), `unknown field "colour"`},
+		{"trailing data", write("t.json", 0o600, string(okText)+"{}"), "trailing data"},
+		{"not JSON", write("n.json", 0o600, "session_id = 1"), "decode"},
+		{"bad field", write("b.json", 0o600, strings.Replace(string(okText), `"cwd": "`, `"cwd": "relative/`, 1)), "field cwd"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadSpec(tc.path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ReadSpec(%s) = %v; want an error containing %q", tc.name, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(s *Spec)
+		field string // the error must name it; "" means valid
+	}{
+		{"valid", func(s *Spec) {}, ""},
+		{"version", func(s *Spec) { s.Version = 2 }, "field version"},
+		{"session id", func(s *Spec) { s.SessionID = "abc" }, "field session_id"},
+		{"name", func(s *Spec) { s.Name = "" }, "field name"},
+		{"control chars", func(s *Spec) { s.Issue = "a\x1bb" }, "field issue"},
+		{"team short", func(s *Spec) { s.TeamShort = "ABCDEF12" }, "field team_short"},
+		{"cwd", func(s *Spec) { s.Cwd = "." }, "field cwd"},
+		{"env", func(s *Spec) { s.Env = []string{"NOEQUALS"} }, "field env"},
+		{"argv_new", func(s *Spec) { s.ArgvNew = nil }, "field argv_new"},
+		{"argv_resume", func(s *Spec) { s.ArgvResume = []string{""} }, "field argv_resume"},
+		{"session file relative", func(s *Spec) { s.SessionFile = "x.jsonl"; s.StaleAfter = Duration(time.Minute) }, "field session_file"},
+		{"stale_after needed", func(s *Spec) { s.SessionFile = "/x.jsonl" }, "field stale_after"},
+		{"ring too small", func(s *Spec) { s.RingSize = 100 }, "field ring_size"},
+		{"half a size", func(s *Spec) { s.Cols = 80 }, "field cols/rows"},
+		{"short token", func(s *Spec) { s.Token = "short" }, "field token"},
+		{"daemon id", func(s *Spec) { s.DaemonInstanceID = "" }, "field daemon_instance_id"},
+		{"runtime dir", func(s *Spec) { s.Paths.RuntimeDir = "run" }, "field paths.runtime_dir"},
+		{"state dir", func(s *Spec) { s.Paths.StateDir = "" }, "field paths.state_dir"},
+		{"socket path too long", func(s *Spec) { s.Paths.RuntimeDir = "/" + strings.Repeat("r", 90) }, "socket path"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSpec(t, "cat")
+			tc.edit(s)
+			err := s.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Errorf("Validate() = %v; want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("Validate() = %v; want an error naming %q", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestChooseArgv(t *testing.T) {
+	s := testSpec(t, "new")
+	s.ArgvResume = []string{"resume"}
+	s.SessionFile = filepath.Join(t.TempDir(), "s.jsonl")
+	s.StaleAfter = Duration(time.Minute)
+	if kind, argv := s.ChooseArgv(); kind != ArgvNew || argv[0] != "new" {
+		t.Errorf("ChooseArgv() without a session file = %s %v; want new", kind, argv)
+	}
+	os.WriteFile(s.SessionFile, nil, 0o600)
+	if kind, argv := s.ChooseArgv(); kind != ArgvResume || argv[0] != "resume" {
+		t.Errorf("ChooseArgv() with a session file = %s %v; want resume", kind, argv)
+	}
+	s.ArgvResume = nil
+	if kind, _ := s.ChooseArgv(); kind != ArgvNew {
+		t.Errorf("ChooseArgv() without a resume argv = %s; want new", kind)
+	}
+}

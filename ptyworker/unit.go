@@ -1,0 +1,124 @@
+package ptyworker
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/legion-dev/legion/units"
+)
+
+// UnitPolicy is the supervision policy of a worker unit (from the team's
+// config).
+type UnitPolicy struct {
+	Binary   string // absolute path of the legion binary
+	SpecPath string // absolute path of the spec file (0600)
+
+	Cooldown           time.Duration // RestartSec: pause before a restart
+	Watchdog           time.Duration // WatchdogSec: how long systemd waits for WATCHDOG=1
+	StartLimitBurst    uint32        // restarts allowed within StartLimitInterval
+	StartLimitInterval time.Duration
+	StopTimeout        time.Duration // TimeoutStopSec
+}
+
+// TransientUnit builds the transient service that runs the worker of s:
+// Type=notify with the watchdog, Restart=on-failure after the cooldown, the
+// start limit, KillMode=mixed (SIGTERM to the worker, which ends the agent;
+// SIGKILL to what is left after the stop timeout), the team's slice, and the
+// session's identity in the environment and in journal fields. No secret
+// goes into the unit: the token stays in the spec file.
+func TransientUnit(s *Spec, p UnitPolicy) (units.Unit, error) {
+	if err := s.Validate(); err != nil {
+		return units.Unit{}, fmt.Errorf("worker unit for session %s: spec: %w", s.SessionID, err)
+	}
+	if s.Unit == "" || !units.ValidName(s.Unit, units.NamePlain) || filepath.Ext(s.Unit) != ".service" {
+		return units.Unit{}, fmt.Errorf("worker unit for session %s: unit %q is not a valid service name", s.SessionID, s.Unit)
+	}
+	if !filepath.IsAbs(p.Binary) || !filepath.IsAbs(p.SpecPath) {
+		return units.Unit{}, fmt.Errorf("worker unit %s: binary %q and spec path %q must be absolute", s.Unit, p.Binary, p.SpecPath)
+	}
+	if err := p.validate(); err != nil {
+		return units.Unit{}, fmt.Errorf("worker unit %s: %w", s.Unit, err)
+	}
+	slice, err := units.TeamSlice(s.TeamShort)
+	if err != nil {
+		return units.Unit{}, fmt.Errorf("worker unit %s: %w", s.Unit, err)
+	}
+
+	desc := "Legion session " + s.Name + " (team " + s.Team
+	if s.Issue != "" {
+		desc += ", " + s.Issue
+	}
+	if s.Mode != "" {
+		desc += ", " + s.Mode
+	}
+	desc += ")"
+
+	env := []string{"LEGION_SESSION=" + s.SessionID, "LEGION_TEAM=" + s.Team}
+	fields := []string{"LEGION_SESSION=" + s.SessionID, "LEGION_TEAM=" + s.Team}
+	if s.Issue != "" {
+		env = append(env, "LEGION_ISSUE="+s.Issue)
+		fields = append(fields, "LEGION_ISSUE="+s.Issue)
+	}
+	if s.Mode != "" {
+		env = append(env, "LEGION_MODE="+s.Mode)
+		fields = append(fields, "LEGION_MODE="+s.Mode)
+	}
+
+	opts := []units.Option{
+		units.String("Unit", "Description", desc),
+		units.Uint32("Unit", "StartLimitBurst", p.StartLimitBurst),
+		units.Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", p.StartLimitInterval),
+		units.String("Service", "Type", "notify"),
+		units.String("Service", "NotifyAccess", "main"),
+		units.Exec("ExecStart", []string{p.Binary, "pty-worker", "--spec", p.SpecPath}),
+		units.String("Service", "Restart", "on-failure"),
+		units.Duration("Service", "RestartSec", "RestartUSec", p.Cooldown),
+		units.Duration("Service", "WatchdogSec", "WatchdogUSec", p.Watchdog),
+		units.String("Service", "KillMode", "mixed"),
+		units.Duration("Service", "TimeoutStopSec", "TimeoutStopUSec", p.StopTimeout),
+		units.String("Service", "Slice", slice),
+		units.Environment(env),
+		logExtraFields(fields),
+	}
+	return units.Unit{Name: s.Unit, Options: opts}, nil
+}
+
+func (p UnitPolicy) validate() error {
+	switch {
+	case p.Cooldown < 0:
+		return errors.New("cooldown must not be negative")
+	case p.Watchdog < time.Second:
+		return fmt.Errorf("watchdog %s: want at least 1s", p.Watchdog)
+	case p.StartLimitBurst == 0:
+		return errors.New("start limit burst must be at least 1")
+	case p.StartLimitInterval <= 0:
+		return errors.New("start limit interval must be positive")
+	case p.StopTimeout <= 0:
+		return errors.New("stop timeout must be positive")
+	}
+	return nil
+}
+
+// logExtraFields is LogExtraFields= (journal fields on every log line of the
+// unit); D-Bus types it as an array of byte arrays, which package units has
+// no constructor for.
+func logExtraFields(fields []string) units.Option {
+	raw := make([][]byte, len(fields))
+	quoted := ""
+	for i, f := range fields {
+		raw[i] = []byte(f)
+		if i > 0 {
+			quoted += " "
+		}
+		quoted += units.QuoteArg(f)
+	}
+	return units.Option{
+		Section: "Service", Key: "LogExtraFields", Value: quoted,
+		Prop: &sddbus.Property{Name: "LogExtraFields", Value: dbus.MakeVariant(raw)},
+	}
+}

@@ -1,0 +1,481 @@
+package ptyworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options tune a worker. The zero value is ready for production use.
+type Options struct {
+	Logger  *slog.Logger // nil: discard
+	Version string       // reported in hello
+
+	// AllowedUIDs are the peer UIDs allowed on the socket; nil means only
+	// the worker's own UID.
+	AllowedUIDs []uint32
+
+	// Liveness and PendingQuestion read the session file; nil means
+	// package claude's Liveness and PendingQuestion.
+	Liveness        func(sessionFile string) (time.Time, error)
+	PendingQuestion func(sessionFile string) (question string, waiting bool, err error)
+
+	// Notify sends an sd_notify state; nil means go-systemd's SdNotify,
+	// a silent no-op without NOTIFY_SOCKET.
+	Notify func(state string) error
+
+	// Tick overrides the liveness/notify interval (default: half of
+	// WATCHDOG_USEC, else 5s, at most stale_after/4).
+	Tick time.Duration
+	// ClientQueue is how far (bytes) an attached client may fall behind
+	// before it is dropped with a desync event; default 1 MiB, at most
+	// the ring size.
+	ClientQueue int
+	// KillGrace is how long the agent gets between SIGHUP and SIGKILL when
+	// the worker stops it (remove, SIGTERM); default 3s.
+	KillGrace time.Duration
+	// DrainGrace is how long output may still come after the agent exited
+	// before its leftover processes are killed; default 1s.
+	DrainGrace time.Duration
+	// ExitLinger bounds the wait for attached clients to receive the last
+	// output and the exit event before the worker exits; default 3s.
+	ExitLinger time.Duration
+	// InputTimeout bounds a write to an agent that does not read; default 5s.
+	InputTimeout time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Liveness == nil {
+		o.Liveness = claudeLiveness
+	}
+	if o.PendingQuestion == nil {
+		o.PendingQuestion = claudeQuestion
+	}
+	if o.Notify == nil {
+		o.Notify = sdNotify
+	}
+	if o.ClientQueue <= 0 {
+		o.ClientQueue = 1 << 20
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = 3 * time.Second
+	}
+	if o.DrainGrace <= 0 {
+		o.DrainGrace = time.Second
+	}
+	if o.ExitLinger <= 0 {
+		o.ExitLinger = 3 * time.Second
+	}
+	if o.InputTimeout <= 0 {
+		o.InputTimeout = 5 * time.Second
+	}
+}
+
+// ExitError is Run's error when the agent failed (non-zero code or a
+// signal): the worker exits non-zero, so Restart=on-failure restarts it.
+type ExitError struct {
+	SessionID string
+	Exit      ExitInfo
+}
+
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("session %s: agent ended with %s (run %d)", e.SessionID, e.Exit.String(), e.Exit.Run)
+}
+
+// worker is the state of one Run.
+type worker struct {
+	spec        *Spec
+	opts        Options
+	log         *slog.Logger
+	out         *output
+	scr         *screen
+	tr          *transcript
+	lease       Lease
+	allowedUIDs []uint32
+	clientQueue int
+	tick        time.Duration
+	run         int
+	argvKind    string
+
+	mu         sync.Mutex
+	state      string
+	child      *child
+	startedAt  time.Time
+	cols, rows int
+	exit       *ExitInfo
+	reg        Registry // last written registry entry
+	triggered  bool     // WATCHDOG=trigger was sent
+	stopReason string   // why the worker ends the agent (watchdog, remove)
+	removing   bool
+	liveness   verdict
+	conns      map[*conn]struct{}
+	logged     map[string]bool
+
+	removeCh chan struct{} // closed by the first remove
+}
+
+// Run hosts the session of spec until the agent exits, remove is called or
+// ctx is cancelled (systemd stopping the unit, or killing it after a
+// watchdog trigger). At start it picks the resume argv when the session file
+// exists, else the new one. It returns nil when the agent exited with code
+// 0, was removed, or was stopped; an *ExitError when the agent failed; any
+// other error when the session could not be hosted at all.
+func Run(ctx context.Context, spec *Spec, opts Options) error {
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("pty-worker: spec: %w", err)
+	}
+	opts.setDefaults()
+	w := &worker{
+		spec:     spec,
+		opts:     opts,
+		log:      opts.Logger.With("session", spec.SessionID, "name", spec.Name),
+		state:    StateStarting,
+		conns:    map[*conn]struct{}{},
+		logged:   map[string]bool{},
+		removeCh: make(chan struct{}),
+	}
+	w.allowedUIDs = opts.AllowedUIDs
+	if w.allowedUIDs == nil {
+		w.allowedUIDs = []uint32{uint32(os.Getuid())}
+	}
+	w.clientQueue = min(opts.ClientQueue, spec.ringSize())
+	w.tick = tickInterval(spec, opts.Tick)
+	return w.runSession(ctx)
+}
+
+func (w *worker) runSession(ctx context.Context) (retErr error) {
+	s := w.spec
+	lease, err := NewLease(os.Getpid())
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.SessionID, err)
+	}
+	w.lease = lease
+	for _, d := range []string{s.SocketDir(), dirOf(s.RegistryPath()), dirOf(s.TranscriptPath())} {
+		if err := ensurePrivateDir(d); err != nil {
+			return fmt.Errorf("session %s: %w", s.SessionID, err)
+		}
+	}
+
+	prev, quarantined, err := LoadRegistry(s.RegistryPath())
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.SessionID, err)
+	}
+	if quarantined != "" {
+		w.log.Warn("registry file was corrupt; moved aside", "path", quarantined)
+	}
+	w.run = 1
+	if prev != nil {
+		if prev.State == StateRemoved && prev.Token == s.Token {
+			// READY first: a Type=notify service that exits before READY=1
+			// fails with result "protocol", and would be restarted.
+			w.log.Info("session was removed; not starting it again")
+			w.opts.Notify("READY=1\nSTATUS=removed; not started again")
+			return nil
+		}
+		w.run = prev.Run + 1
+		w.reg.LastExit = prev.LastExit // kept until this run ends
+	}
+
+	w.tr, err = openTranscript(s.TranscriptPath(), w.log)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.SessionID, err)
+	}
+	defer func() {
+		if err := w.tr.close(); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+
+	ln, err := listen(s.SocketPath())
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.SessionID, err)
+	}
+	defer ln.Close() // also unlinks the socket
+
+	cols, rows := s.size()
+	w.out = newOutput(s.ringSize())
+	w.scr = newScreen(cols, rows)
+	w.argvKind = ""
+	kind, argv := s.ChooseArgv()
+	w.argvKind = kind
+	w.tr.writeMarker(fmt.Sprintf("run %d start (%s): %s", w.run, kind, quoteArgv(argv)))
+	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s), cols, rows)
+	if err != nil {
+		e := &ExitInfo{Code: -1, Reason: "start failed: " + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
+		w.tr.writeMarker(fmt.Sprintf("run %d exit: %s", w.run, e.Reason))
+		w.writeRegistry(func(r *Registry) { r.State, r.LastExit = StateExited, e })
+		return fmt.Errorf("session %s: %w", s.SessionID, err)
+	}
+	w.mu.Lock()
+	w.child, w.state, w.startedAt, w.cols, w.rows = c, StateRunning, time.Now(), cols, rows
+	w.mu.Unlock()
+	w.log.Info("agent started", "pid", c.pid, "argv_kind", kind, "run", w.run)
+	w.writeRegistry(nil)
+
+	// Goroutines, each with its exit:
+	//   reader:      ends at the end of output (EIO) or when the master closes
+	//   screen, transcript followers and watchLoop: end when stop closes
+	//   serve:       ends when ln closes
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		w.readLoop(c)
+	}()
+	scrSub := newSubscriber(0, nil)
+	w.out.subscribe(scrSub, 0)
+	w.out.subscribe(w.tr.sub, 0)
+	wg.Add(3)
+	go func() { defer wg.Done(); w.scr.follow(w.out, scrSub, stop) }()
+	go func() { defer wg.Done(); w.tr.follow(w.out, stop) }()
+	go func() { defer wg.Done(); w.watchLoop(stop) }()
+	serveDone := make(chan struct{})
+	go func() { defer close(serveDone); w.serve(ln) }()
+
+	if err := w.opts.Notify("READY=1\nSTATUS=" + w.statusLine(StateRunning, verdict{kind: WatchGrace})); err != nil {
+		w.logOnce("notify", "sd_notify failed", "err", err)
+	}
+
+	// Wait for the agent to end, or end it.
+	exited := make(chan struct{})
+	go func() { defer close(exited); w.awaitExit(c, readerDone) }()
+	reason, final := "exited", StateExited
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		w.mu.Lock()
+		reason = w.stopReason
+		w.mu.Unlock()
+		if reason == "" {
+			reason = "stopped: the worker was told to stop"
+		}
+		final = StateStopped
+		w.log.Info("stopping the agent", "reason", reason)
+		w.terminate(c, exited)
+	case <-w.removeCh:
+		reason, final = "removed", StateRemoved
+		w.log.Info("session removed; ending the agent")
+		w.terminate(c, exited)
+	}
+	c.ptm.Close()
+
+	code, sig := c.exitInfo()
+	e := &ExitInfo{Code: code, Signal: sig, Reason: reason, Time: time.Now(), Run: w.run, Offset: w.out.head(), ArgvKind: kind}
+	w.log.Info("agent ended", "exit", e.String(), "reason", reason)
+	w.out.close()
+	if err := w.tr.mark(fmt.Sprintf("run %d exit: %s; reason: %s", w.run, e.String(), reason), 10*time.Second); err != nil {
+		w.log.Error("transcript exit marker", "err", err)
+	}
+	w.finish(final, e)
+	w.writeRegistry(func(r *Registry) { r.State, r.LastExit, r.ChildPID = final, e, 0 })
+	w.opts.Notify("STOPPING=1\nSTATUS=" + w.statusLine(final, verdict{}) + " (" + e.String() + ")")
+	w.linger()
+
+	ln.Close()
+	<-serveDone
+	w.closeConns()
+	close(stop)
+	wg.Wait()
+
+	switch {
+	case final == StateRemoved || final == StateStopped || e.Success():
+		return nil
+	default:
+		return &ExitError{SessionID: s.SessionID, Exit: *e}
+	}
+}
+
+// readLoop copies PTY output into the ring until the end of output (EIO
+// once every holder of the terminal closed it) or the master is closed.
+func (w *worker) readLoop(c *child) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.ptm.Read(buf)
+		if n > 0 {
+			w.out.write(buf[:n])
+		}
+		if err != nil {
+			if !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
+				w.log.Warn("pty read ended", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// awaitExit returns once the agent was waited for and its output drained.
+// When the agent is gone but others still hold its terminal (a background
+// job), those get DrainGrace, then SIGKILL, then the master is closed.
+func (w *worker) awaitExit(c *child, readerDone <-chan struct{}) {
+	select {
+	case <-readerDone:
+		<-c.done
+		return
+	case <-c.done:
+	}
+	t := time.NewTimer(w.opts.DrainGrace)
+	defer t.Stop()
+	select {
+	case <-readerDone:
+		return
+	case <-t.C:
+	}
+	w.log.Info("the agent exited but its terminal is still held; killing its process group")
+	c.killAll(syscall.SIGKILL)
+	t.Reset(w.opts.DrainGrace)
+	select {
+	case <-readerDone:
+		return
+	case <-t.C:
+	}
+	c.ptm.Close()
+	<-readerDone
+}
+
+// terminate ends the agent like a closed terminal does (SIGHUP, then
+// SIGCONT for stopped jobs), and SIGKILLs its groups after KillGrace. It
+// returns once exited is closed.
+func (w *worker) terminate(c *child, exited <-chan struct{}) {
+	c.killAll(syscall.SIGHUP)
+	c.killAll(syscall.SIGCONT)
+	t := time.NewTimer(w.opts.KillGrace)
+	defer t.Stop()
+	select {
+	case <-exited:
+		return
+	case <-t.C:
+	}
+	w.log.Warn("the agent did not end after SIGHUP; killing it", "grace", w.opts.KillGrace)
+	c.killAll(syscall.SIGKILL)
+	<-exited
+}
+
+// linger waits, at most ExitLinger, until every attached or watching
+// connection got the exit event.
+func (w *worker) linger() {
+	deadline := time.Now().Add(w.opts.ExitLinger)
+	for time.Now().Before(deadline) {
+		pending := false
+		w.mu.Lock()
+		for c := range w.conns {
+			if (c.attached.Load() || c.watching.Load()) && !c.exitSent.Load() {
+				select {
+				case <-c.done:
+				default:
+					pending = true
+				}
+			}
+		}
+		w.mu.Unlock()
+		if !pending {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (w *worker) closeConns() {
+	w.mu.Lock()
+	conns := make([]*conn, 0, len(w.conns))
+	for c := range w.conns {
+		conns = append(conns, c)
+	}
+	w.mu.Unlock()
+	for _, c := range conns {
+		c.shutdown()
+	}
+}
+
+func (w *worker) dropConn(c *conn) {
+	c.detach()
+	w.mu.Lock()
+	delete(w.conns, c)
+	w.mu.Unlock()
+}
+
+// writeRegistry writes the registry entry after applying edit.
+func (w *worker) writeRegistry(edit func(r *Registry)) {
+	s := w.spec
+	w.mu.Lock()
+	r := Registry{
+		Version: RegistryVersion, SessionID: s.SessionID, Name: s.Name, Team: s.Team,
+		Issue: s.Issue, Mode: s.Mode, Role: s.Role, Unit: s.Unit,
+		DaemonInstanceID: s.DaemonInstanceID, Token: s.Token,
+		WorkerPID: os.Getpid(), SocketPath: s.SocketPath(), TranscriptPath: s.TranscriptPath(),
+		Owner: w.lease, State: w.state, Run: w.run, ArgvKind: w.argvKind,
+		StartedAt: w.startedAt, UpdatedAt: time.Now(), LastExit: w.reg.LastExit,
+	}
+	if w.child != nil {
+		r.ChildPID = w.child.pid
+	}
+	if edit != nil {
+		edit(&r)
+	}
+	w.reg = r
+	w.mu.Unlock()
+	if err := WriteRegistry(s.RegistryPath(), &r); err != nil {
+		w.log.Error("registry not written", "err", err)
+	}
+}
+
+// logOnce logs a recurring problem the first time only.
+func (w *worker) logOnce(key, msg string, args ...any) {
+	w.mu.Lock()
+	seen := w.logged[key]
+	w.logged[key] = true
+	w.mu.Unlock()
+	if !seen {
+		w.log.Warn(msg, args...)
+	}
+}
+
+// setLiveness records a watchdog verdict and tells watchers when the
+// waiting or stale state changed.
+func (w *worker) setLiveness(v verdict) {
+	w.mu.Lock()
+	old := w.liveness
+	w.liveness = v
+	w.mu.Unlock()
+	if (old.kind == WatchWaiting) != (v.kind == WatchWaiting) || (old.kind == WatchStale) != (v.kind == WatchStale) || old.question != v.question {
+		w.broadcastState()
+	}
+}
+
+// broadcastState pushes a state event to watchers.
+func (w *worker) broadcastState() {
+	f, err := eventFrame(EventState, w.stateEvent())
+	if err != nil {
+		w.log.Error("encode state event", "err", err)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.conns {
+		if c.watching.Load() {
+			c.enqueue(ctrlItem{frame: f})
+		}
+	}
+}
+
+// quoteArgv renders argv for the transcript, quoting words that need it.
+func quoteArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`;&|<>()*?[]#~") {
+			q[i] = fmt.Sprintf("%q", a)
+		} else {
+			q[i] = a
+		}
+	}
+	return strings.Join(q, " ")
+}

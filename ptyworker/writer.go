@@ -1,0 +1,167 @@
+package ptyworker
+
+// The writing half of a connection: control messages and output frames, in
+// order, from one goroutine per connection.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// writeLoop writes queued control items and the attachment's output, in
+// order, until the connection is shut down or a write fails; then it closes
+// the connection (which ends readLoop).
+func (c *conn) writeLoop() {
+	defer c.nc.Close()
+	var active *subscriber
+	var buf []byte
+	for {
+		select {
+		case it := <-c.ctrl:
+			if !c.writeItem(it, &active, &buf) {
+				return
+			}
+			continue
+		case <-c.done:
+			c.flushQueued(&active, &buf)
+			return
+		default:
+		}
+		var wake chan struct{}
+		if active != nil {
+			if active.dropped.Load() {
+				c.writeDesync(active)
+				return
+			}
+			sent, err := c.sendOutput(active, ^uint64(0), &buf)
+			if err != nil {
+				return
+			}
+			if sent || active.dropped.Load() {
+				continue
+			}
+			wake = active.wake
+		}
+		select {
+		case it := <-c.ctrl:
+			if !c.writeItem(it, &active, &buf) {
+				return
+			}
+		case <-wake:
+		case <-c.done:
+			c.flushQueued(&active, &buf)
+			return
+		}
+	}
+}
+
+// flushQueued writes what is still queued, with a short deadline, when the
+// connection is being shut down.
+func (c *conn) flushQueued(active **subscriber, buf *[]byte) {
+	c.nc.SetWriteDeadline(time.Now().Add(flushDeadline))
+	for {
+		select {
+		case it := <-c.ctrl:
+			if !c.writeItem(it, active, buf) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// writeItem performs one queued item; false means stop (write failed or
+// the item closes the connection).
+func (c *conn) writeItem(it ctrlItem, active **subscriber, buf *[]byte) bool {
+	if it.flush && *active != nil {
+		for {
+			if (*active).dropped.Load() {
+				c.writeDesync(*active)
+				return false
+			}
+			if (*active).next.Load() >= it.flushTo {
+				break
+			}
+			sent, err := c.sendOutput(*active, it.flushTo, buf)
+			if err != nil {
+				return false
+			}
+			if !sent {
+				break
+			}
+		}
+	}
+	if it.frame != nil {
+		if _, err := c.nc.Write(it.frame); err != nil {
+			return false
+		}
+	}
+	if it.snapshot != nil {
+		h := offsetHeader(FrameSnapshot, it.snapOff, len(it.snapshot))
+		bufs := net.Buffers{h[:], it.snapshot}
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			return false
+		}
+	}
+	if it.activate != nil {
+		*active = it.activate
+	}
+	if it.deactivate {
+		*active = nil
+	}
+	if it.exit {
+		c.exitSent.Store(true)
+	}
+	return !it.closeAfter
+}
+
+// sendOutput writes one data frame of the subscriber's pending output, at
+// most up to offset limit. It reports whether it sent anything.
+func (c *conn) sendOutput(s *subscriber, limit uint64, buf *[]byte) (bool, error) {
+	if *buf == nil {
+		*buf = make([]byte, dataChunk)
+	}
+	off := s.next.Load()
+	if off >= limit {
+		return false, nil
+	}
+	want := min(uint64(len(*buf)), limit-off)
+	n, err := c.w.out.readAt((*buf)[:want], off)
+	if errors.Is(err, ErrTooOld) {
+		s.dropped.Store(true)
+		c.w.out.unsubscribe(s)
+		return false, nil
+	}
+	if err != nil || n == 0 {
+		return false, nil
+	}
+	h := offsetHeader(FrameData, off, n)
+	bufs := net.Buffers{h[:], (*buf)[:n]}
+	if _, err := bufs.WriteTo(c.nc); err != nil {
+		return false, err
+	}
+	s.next.Store(off + uint64(n))
+	return true, nil
+}
+
+// writeDesync tells a dropped client where it stopped; the caller closes.
+func (c *conn) writeDesync(s *subscriber) {
+	_, head, _ := c.w.out.bounds()
+	d := DesyncEventData{
+		Offset: s.next.Load(),
+		Reason: fmt.Sprintf("client fell more than %d bytes behind the output (head %d); reattach from offset %d or take a snapshot", s.limit, head, s.next.Load()),
+	}
+	c.log.Warn("dropping a slow client", "behind", head-d.Offset)
+	f, err := eventFrame(EventDesync, d)
+	if err != nil {
+		return
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(dropDeadline))
+	if _, err := c.nc.Write(f); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		c.log.Debug("desync event not delivered", "err", err)
+	}
+}
