@@ -421,3 +421,11 @@ func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, er
 		}
 	}
 }
+
+// Dispatch starts (or resumes) the worker of an issue in a mode; nothing
+// happens when it is already live (Started is then false).
+func (c *Client) Dispatch(ctx context.Context, args DispatchArgs) (DispatchResult, error) {
+	var r DispatchResult
+	err := c.Call(ctx, CmdDispatch, args, &r)
+	return r, err
+}

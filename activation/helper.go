@@ -442,7 +442,7 @@ var commands = map[string]handler{
 	CmdAttach:         (*Helper).cmdAttach,
 	CmdSpawn:          (*Helper).cmdSpawn,
 	CmdState:          (*Helper).cmdNotBuilt,
-	CmdDispatch:       (*Helper).cmdNotBuilt,
+	CmdDispatch:       (*Helper).cmdDispatch,
 }
 
 // dispatch runs req and sends its final response. It returns an error only

@@ -265,7 +265,7 @@ func TestBadInput(t *testing.T) {
 		{"spawn no argv", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/"}}` + "\n", CodeBadRequest, "argv is empty"},
 		{"unknown session", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":"nobody"}}` + "\n", CodeNotFound, `no session named "nobody"`},
 		{"state not built", `{"v":1,"id":"1","cmd":"state"}` + "\n", CodeNotImplemented, "not built yet"},
-		{"dispatch not built", `{"v":1,"id":"1","cmd":"dispatch"}` + "\n", CodeNotImplemented, "not built yet"},
+		{"dispatch of an unknown team", `{"v":1,"id":"1","cmd":"dispatch","args":{"config":"/nonexistent/legion.toml","team":"x","issue":"X-1","mode":"plan"}}` + "\n", CodeBadRequest, "/nonexistent/legion.toml does not exist"},
 	}
 	r := dialRaw(t, ip.socket)
 	for _, tt := range tests {

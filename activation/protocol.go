@@ -51,7 +51,7 @@ const (
 	CmdAttach         = "attach"          // args: AttachArgs; result: AttachResult + one fd (SCM_RIGHTS)
 	CmdSpawn          = "spawn"           // args: SpawnArgs; result: SpawnResult
 	CmdState          = "state"           // reserved for the controller: not built yet
-	CmdDispatch       = "dispatch"        // reserved for the controller: not built yet
+	CmdDispatch       = "dispatch"        // start or resume an issue's worker (DispatchArgs)
 )
 
 // Request is one command from a client.

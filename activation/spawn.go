@@ -95,63 +95,92 @@ func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req Request) (any,
 	} else if err := ValidateName(name); err != nil {
 		return nil, nil, apiErr(CodeBadRequest, "spawn: %v", err)
 	}
-
-	// One spawn per name at a time; the name is reserved in the table.
-	s, release, err := h.sessions.reserve(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer release()
-	if s != nil {
-		h.sessions.refresh(ctx, []*session{s})
-		if v := s.view(); v.State != StateExited {
-			return nil, nil, apiErr(CodeExists, "session %s already exists (%s, unit %s): pick another --name, or `legion sessions kill %s` first", name, v.State, v.Unit, name)
-		}
-	}
-
-	id := uuid.NewSHA1(team.ID, []byte(name+":"+SpawnMode)).String()
 	unit, err := units.WorkerUnit(team.ShortID(), name, SpawnMode)
 	if err != nil {
 		return nil, nil, apiErr(CodeBadRequest, "spawn: session name %q: %v", name, err)
 	}
+	res, _, err := h.launch(ctx, team, launch{
+		op: "spawn", name: name, id: uuid.NewSHA1(team.ID, []byte(name+":"+SpawnMode)).String(), unit: unit,
+		mode: SpawnMode, role: "command", cwd: a.Cwd, env: a.Env, argvNew: a.Argv,
+		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter), cooldown: time.Duration(a.Cooldown),
+	})
+	return res, nil, err
+}
+
+// launch is one session to start as a worker unit: what spawn and dispatch
+// have in common.
+type launch struct {
+	op                    string // "spawn" or "dispatch", for messages
+	name, id, unit        string
+	issue, mode, role     string
+	cwd                   string
+	env, argvNew, argvRes []string
+	watch                 string
+	staleAfter, cooldown  time.Duration
+	// reuseLive makes a live session of the same name a success (dispatch
+	// is idempotent) instead of an exists error (spawn names are unique).
+	reuseLive bool
+}
+
+// launch writes the spec of l and starts its transient unit. It reports
+// started=false when l.reuseLive and the session already runs.
+func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResult, started bool, err error) {
+	name := l.name
+	// One start per name at a time; the name is reserved in the table.
+	s, release, err := h.sessions.reserve(name)
+	if err != nil {
+		return SpawnResult{}, false, err
+	}
+	defer release()
+	if s != nil {
+		h.sessions.refresh(ctx, []*session{s})
+		if v := s.view(); v.State != StateExited && v.State != StateFailed {
+			if l.reuseLive {
+				return SpawnResult{Name: name, ID: v.ID, Unit: v.Unit}, false, nil
+			}
+			return SpawnResult{}, false, apiErr(CodeExists, "session %s already exists (%s, unit %s): pick another --name, or `legion sessions kill %s` first", name, v.State, v.Unit, name)
+		}
+	}
+
+	id, unit := l.id, l.unit
 	token, err := ptyworker.NewToken()
 	if err != nil {
-		return nil, nil, err
+		return SpawnResult{}, false, err
 	}
 	spec := &ptyworker.Spec{
 		Version: ptyworker.SpecVersion, SessionID: id, Name: name, Team: team.Name, TeamShort: team.ShortID(),
-		Mode: SpawnMode, Role: "command", Cwd: a.Cwd, Env: a.Env, ArgvNew: a.Argv,
-		SessionFile: a.Watch, StaleAfter: ptyworker.Duration(a.StaleAfter), RingSize: team.RingSize,
+		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
+		SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: team.RingSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
 		Paths: ptyworker.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},
 	}
-	if a.Watch != "" {
+	if l.watch != "" {
 		spec.StartupGrace = ptyworker.Duration(team.StartupGrace)
 	}
 	if err := spec.Validate(); err != nil {
-		return nil, nil, apiErr(CodeBadRequest, "spawn: %v", err)
+		return SpawnResult{}, false, apiErr(CodeBadRequest, "%s: %v", l.op, err)
 	}
-	// A new spawn starts a new life of the session: the entry of an earlier
+	// A new start begins a new life of the session: the entry of an earlier
 	// one (same name, so same ID) goes to registry/pruned, so run numbers
-	// and restarts count from this spawn. The transcript is appended to.
+	// and restarts count from this start. The transcript is appended to.
 	if _, err := os.Stat(spec.RegistryPath()); err == nil {
 		if _, err := moveAside(spec.RegistryPath(), filepath.Join(h.opts.StateDir, prunedDir)); err != nil {
-			return nil, nil, fmt.Errorf("spawn: move the earlier registry entry of %s aside: %w", name, err)
+			return SpawnResult{}, false, fmt.Errorf("%s: move the earlier registry entry of %s aside: %w", l.op, name, err)
 		}
 	}
 	dir := filepath.Join(h.opts.StateDir, specDir)
 	if err := ensurePrivateDir(dir); err != nil {
-		return nil, nil, err
+		return SpawnResult{}, false, err
 	}
 	specPath := filepath.Join(dir, id+".json")
 	t0 := time.Now()
 	if err := ptyworker.WriteSpec(specPath, spec); err != nil {
-		return nil, nil, err
+		return SpawnResult{}, false, err
 	}
 	tSpec := time.Since(t0)
 	policy := ptyworker.UnitPolicy{
 		Binary: h.opts.Binary, SpecPath: specPath,
-		Cooldown:           orDefault(time.Duration(a.Cooldown), orDefault(team.Cooldown, defaultCooldown)),
+		Cooldown:           orDefault(l.cooldown, orDefault(team.Cooldown, defaultCooldown)),
 		Watchdog:           defaultWatchdog,
 		StartLimitBurst:    team.StartLimitBurst,
 		StartLimitInterval: orDefault(team.StartLimitInterval, defaultStartLimitInterval),
@@ -163,12 +192,12 @@ func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req Request) (any,
 	u, err := ptyworker.TransientUnit(spec, policy)
 	if err != nil {
 		os.Remove(specPath)
-		return nil, nil, apiErr(CodeBadRequest, "spawn: %v", err)
+		return SpawnResult{}, false, apiErr(CodeBadRequest, "%s: %v", l.op, err)
 	}
 	log := h.log.With("session", id, "name", name, "team", team.Name, "unit", unit)
 	if err := h.mgr.StartTransient(ctx, u); err != nil {
 		if errors.Is(err, units.ErrUnitExists) {
-			return nil, nil, apiErr(CodeExists, "spawn: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", unit, name)
+			return SpawnResult{}, false, apiErr(CodeExists, "%s: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", l.op, unit, name)
 		}
 		why := ""
 		if r, rerr := ptyworker.ReadRegistry(spec.RegistryPath()); rerr == nil && r.LastExit != nil && r.Token == token {
@@ -178,18 +207,18 @@ func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req Request) (any,
 		if !st.Exists() || st.ActiveState == "inactive" {
 			os.Remove(specPath)
 		}
-		log.Warn("spawn failed", "err", err)
-		return nil, nil, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
+		log.Warn(l.op+" failed", "err", err)
+		return SpawnResult{}, false, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
 	}
 	ns := newSession(h, &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: team.Name, Mode: SpawnMode,
-		Role: "command", Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
+		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: team.Name, Issue: l.issue, Mode: l.mode,
+		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
 		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
 	}, spec.RegistryPath())
 	h.sessions.put(ns)
-	log.Info("spawned", "argv0", a.Argv[0])
-	log.Debug("spawn timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
-	return SpawnResult{Name: name, ID: id, Unit: unit}, nil, nil
+	log.Info(l.op, "argv0", l.argvNew[0])
+	log.Debug(l.op+" timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
+	return SpawnResult{Name: name, ID: id, Unit: unit}, true, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {

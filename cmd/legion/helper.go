@@ -61,26 +61,14 @@ func runHelper(ctx context.Context, cfg *config.Config, log *slog.Logger, idle t
 	opts := activation.Options{
 		Logger: log, SocketPath: socket, IdleExit: idle,
 		Teams:    map[string]activation.Team{},
-		Defaults: helperTeam(cfg.Defaults, cfg.Worker),
+		Defaults: activation.TeamFromConfig(cfg.Defaults, cfg.Worker),
 	}
 	for _, t := range cfg.Teams {
-		opts.Teams[t.Name] = helperTeam(t, cfg.Worker)
+		opts.Teams[t.Name] = activation.TeamFromConfig(t, cfg.Worker)
 	}
 	h, err := activation.New(opts)
 	if err != nil {
 		return err
 	}
 	return h.Run(ctx)
-}
-
-// helperTeam is what the helper needs of a configured team.
-func helperTeam(t config.Team, w config.Worker) activation.Team {
-	return activation.Team{
-		Name: t.Name, ID: t.ID,
-		Cooldown:           t.RestartCooldown,
-		StartLimitBurst:    uint32(max(t.StartLimitBurst, 0)),
-		StartLimitInterval: t.StartLimitInterval,
-		StartupGrace:       w.StartupGrace,
-		RingSize:           w.RingSize,
-	}
 }

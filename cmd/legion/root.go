@@ -55,6 +55,9 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newIssueCmd(g),
 		newWorktreeCmd(g),
 		newScriptedAgentCmd(g),
+		newStateCmd(g),
+		newDispatchCmd(g),
+		newControllerCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/service"
+)
+
+func newStateCmd(g *globals) *cobra.Command {
+	var asJSON, apply bool
+	cmd := &cobra.Command{
+		Use:   "state TEAM",
+		Short: "Show each issue's state and the controller's suggested action",
+		Long: `Collect the team's state in one pass (tracker, review outcomes, live sessions
+from the helper, worktrees) and print, per issue, its status, labels, live
+worker, blocked question, worktree and the suggested action with its reason.
+With --apply, carry the suggestions out once, as the auto controller does
+each tick.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			t, err := openTeam(g, args[0])
+			if err != nil {
+				return err
+			}
+			src := t.Sources(service.NewSessionSource(t.Name))
+			if apply {
+				log := activation.NewTextLogger(os.Stderr, nil)
+				r := controller.Tick(ctx, src, service.NewDispatcher(t.ConfigPath, t.Name), log)
+				if r.Err != nil {
+					return r.Err
+				}
+				if r.Failed > 0 {
+					return fmt.Errorf("state --apply: %d of %d actions failed (see above)", r.Failed, r.Failed+r.Applied)
+				}
+			}
+			st, _, err := controller.Collect(ctx, src)
+			if err != nil {
+				return err
+			}
+			rep := controller.Suggest(st)
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			return printReport(cmd.OutOrStdout(), rep)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&apply, "apply", false, "apply the suggested actions once, then print the state")
+	return cmd
+}
+
+func printReport(w io.Writer, rep controller.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ISSUE\tSTATUS\tLABELS\tWORKER\tSUGGESTED\tREASON")
+	for _, is := range rep.Issues {
+		worker := "-"
+		if is.Worker != nil {
+			worker = is.Worker.Mode
+			if is.Worker.Blocked {
+				worker += " (asks)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", is.ID, is.Status, strings.Join(is.Labels, ","), worker, is.Action, is.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, is := range rep.Issues {
+		if is.Worker != nil && is.Worker.Blocked {
+			fmt.Fprintf(w, "\n%s asks: %s\n", is.ID, is.Worker.Question)
+		}
+		if is.Worktree != nil && len(is.Worktree.Conflicts) > 0 {
+			fmt.Fprintf(w, "\n%s would conflict merging %s: %s\n", is.ID, is.Worktree.Branch, strings.Join(is.Worktree.Conflicts, ", "))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+// Package service runs a team's controller as the main process of
+// legion@<team>.service: the auto kind's collect → decide → apply loop fed
+// by the helper and woken by unit events, its watchdog fed from the loop's
+// heartbeat, and, on `systemctl --user stop`, the stop of the team's
+// workers.
+//
+// It must never stop workers on a crash, a watchdog restart or a restart
+// job: workers are their own units and outlive the controller.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/units"
+)
+
+// DefaultInterval is how often the auto controller ticks when no unit event
+// wakes it sooner.
+const DefaultInterval = 10 * time.Second
+
+// Options configure Run.
+type Options struct {
+	Team       *team.Team
+	ConfigPath string        // the legion.toml the helper reads the team from
+	Interval   time.Duration // DefaultInterval when zero
+	Log        *slog.Logger
+}
+
+// Run runs the auto controller until ctx ends. Then, if systemd is stopping
+// legion@<team> for good (a "stop" job, not a restart), it stops the team's
+// workers before returning.
+func Run(ctx context.Context, o Options) error {
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	unit, err := units.ControllerUnit(o.Team.Name)
+	if err != nil {
+		return err
+	}
+	mgr, err := units.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+
+	wake := make(chan struct{}, 1)
+	w := &watcher{mgr: mgr, wake: wake, log: o.Log, watching: map[string]context.CancelFunc{}}
+	defer w.stopAll()
+	sessions := &helperSessions{team: o.Team.Name, onList: func(ss []controller.Session) { w.follow(ctx, ss) }}
+	disp := &helperDispatcher{config: o.ConfigPath, team: o.Team.Name}
+	ready := false
+	err = controller.Loop(ctx, controller.LoopOptions{
+		Sources:    o.Team.Sources(sessions),
+		Dispatcher: disp,
+		Interval:   o.Interval,
+		Wake:       wake,
+		Log:        o.Log,
+		Heartbeat: func(r controller.TickResult) {
+			state := fmt.Sprintf("STATUS=team %s: %d applied, %d failed in the last tick", o.Team.Name, r.Applied, r.Failed)
+			if r.Err != nil {
+				state = "STATUS=team " + o.Team.Name + ": " + r.Err.Error()
+			}
+			msg := "WATCHDOG=1\n" + state
+			if !ready {
+				msg, ready = "READY=1\n"+msg, true
+			}
+			if _, err := daemon.SdNotify(false, msg); err != nil {
+				o.Log.Warn("sd_notify failed", "err", err)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	return stopWorkersIfStopping(cleanup, mgr, unit, o.Team.ShortID(), o.Log)
+}
+
+// stopWorkersIfStopping stops the team's worker units when the controller
+// unit itself has a "stop" job pending: `systemctl --user stop
+// legion@<team>`. A restart job, a crash or the watchdog leave them alone.
+// Outside systemd (no such unit) nothing is stopped.
+func stopWorkersIfStopping(ctx context.Context, mgr *units.Manager, unit, short string, log *slog.Logger) error {
+	job, err := mgr.Job(ctx, unit)
+	if err != nil {
+		return err
+	}
+	if job != "stop" {
+		log.Info("leaving the team's workers running", "job", job)
+		return nil
+	}
+	list, err := mgr.List(ctx, "legion-"+short+"-*.service")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, u := range list {
+		log.Info("stopping worker", "unit", u.Name)
+		errs = append(errs, mgr.Stop(ctx, u.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// helperSessions reads the team's sessions from the helper, dialling it for
+// each tick: the helper may exit when idle, and the socket starts it again.
+type helperSessions struct {
+	team   string
+	onList func([]controller.Session)
+}
+
+func (h *helperSessions) Sessions(ctx context.Context) ([]controller.Session, error) {
+	c, err := activation.Dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ss, err := TeamSessions(ctx, c, h.team)
+	if err == nil && h.onList != nil {
+		h.onList(ss)
+	}
+	return ss, err
+}
+
+// NewSessionSource returns the SessionSource that lists team's sessions
+// through the helper.
+func NewSessionSource(team string) controller.SessionSource {
+	return &helperSessions{team: team}
+}
+
+// TeamSessions lists the sessions of team through the helper client c.
+func TeamSessions(ctx context.Context, c *activation.Client, team string) ([]controller.Session, error) {
+	res, err := c.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []controller.Session
+	for _, s := range res.Sessions {
+		if s.Team != team {
+			continue
+		}
+		out = append(out, controller.Session{
+			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: s.Mode, Session: s.ID,
+			State: string(s.State), Question: s.Question,
+		})
+	}
+	return out, nil
+}
+
+// helperDispatcher starts workers and relays input through the helper.
+type helperDispatcher struct {
+	config, team string
+}
+
+func (d *helperDispatcher) Dispatch(ctx context.Context, issue, mode string) error {
+	c, err := activation.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Dispatch(ctx, activation.DispatchArgs{Config: d.config, Team: d.team, Issue: issue, Mode: mode})
+	return err
+}
+
+func (d *helperDispatcher) Send(ctx context.Context, session, text string) error {
+	c, err := activation.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Send(ctx, session, text, false)
+	return err
+}
+
+// NewDispatcher returns the Dispatcher that goes through the helper.
+func NewDispatcher(configPath, teamName string) controller.Dispatcher {
+	return &helperDispatcher{config: configPath, team: teamName}
+}
