@@ -12,12 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/contrib"
 	"github.com/legion-dev/legion/units"
 )
 
 // installFlags are the flags of `legion install`.
 type installFlags struct {
 	dryRun   bool
+	skills   bool
 	unitDir  string
 	bin      string
 	enable   []string
@@ -51,6 +53,7 @@ is given.`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.BoolVar(&f.skills, "skills", false, "also install the legion-controller and legion-worker skills into ~/.claude/skills")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print every file install would write (---name--- then the text) and change nothing")
 	fl.StringVar(&f.unitDir, "unit-dir", "", "unit directory (default $XDG_CONFIG_HOME/systemd/user)")
 	fl.StringVar(&f.bin, "bin", "", "absolute path of the legion binary for ExecStart= (default: this binary)")
@@ -127,6 +130,23 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 	}
 	if len(res.Written) == 0 && len(res.Removed) == 0 {
 		fmt.Fprintf(plan, "%s: unit files up to date\n", o.UnitDir)
+	}
+	if f.skills {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("install skills: %w", err)
+		}
+		dir := filepath.Join(home, ".claude", "skills")
+		written, err := contrib.InstallSkills(dir, f.dryRun)
+		if err != nil {
+			return err
+		}
+		for _, p := range written {
+			fmt.Fprintf(plan, "%s %s\n", verb("wrote", "would write"), p)
+		}
+		if len(written) == 0 {
+			fmt.Fprintf(plan, "%s: skills up to date\n", dir)
+		}
 	}
 	return nil
 }
