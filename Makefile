@@ -63,3 +63,10 @@ completions: build
 
 package:
 	VERSION='$(VERSION)' COMMIT='$(COMMIT)' GO='$(GO)' DIST='$(DIST)' ./packaging/build.sh
+
+# The README's main-job command: a throwaway team's three issues run through
+# every phase under legion@<team> with the scripted agent, then everything
+# is removed (see `legion demo --help`).
+.PHONY: demo
+demo: build
+	./bin/legion demo

@@ -58,6 +58,8 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newStateCmd(g),
 		newDispatchCmd(g),
 		newControllerCmd(g),
+		newDemoCmd(g),
+		newTmuxCmd(g),
 	)
 	return root
 }

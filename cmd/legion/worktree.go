@@ -6,6 +6,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/controller"
 )
 
 func newWorktreeCmd(g *globals) *cobra.Command {
@@ -39,13 +41,16 @@ func newWorktreeCmd(g *globals) *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var keepOpen bool
 	finish := &cobra.Command{
 		Use:   "finish TEAM ISSUE",
-		Short: "Merge the issue's branch into the default branch and remove its worktree and branch",
+		Short: "Merge the issue's branch into the default branch, remove its worktree and branch, close the issue",
 		Long: `Merge legion/ISSUE into the default branch of the team's workspace (which
-must have it checked out), then remove the issue's worktree and branch. On a
-conflict the merge is aborted, nothing is removed, and the conflicting files
-are listed; exit status 1.`,
+must have it checked out), remove the issue's worktree and branch, and move
+the issue to Done (unless --keep-open). One command, because the finisher
+agent runs inside the worktree it removes. On a conflict the merge is
+aborted, nothing is removed or moved, and the conflicting files are listed;
+exit status 1.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := openTeam(g, args[0])
@@ -55,10 +60,18 @@ are listed; exit status 1.`,
 			if _, err := t.Worktrees.Finish(cmd.Context(), args[1]); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "merged legion/%s and removed its worktree\n", args[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "merged legion/%s and removed its worktree\n", args[1])
+			if keepOpen {
+				return nil
+			}
+			if err := t.Tracker.Move(cmd.Context(), args[1], controller.StatusDone); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "moved %s to Done\n", args[1])
 			return err
 		},
 	}
+	finish.Flags().BoolVar(&keepOpen, "keep-open", false, "do not move the issue to Done")
 	cmd.AddCommand(list, finish)
 	return cmd
 }

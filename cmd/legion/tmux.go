@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/tmuxview"
+)
+
+func newTmuxCmd(g *globals) *cobra.Command {
+	var socket string
+	var once bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "tmux TEAM",
+		Short: "Keep a tmux session with one window per live agent session of a team",
+		Long: `Make the tmux session legion-<short> (the team's short id) with one window
+per live agent session of TEAM, named <issue>-<mode>, coloured by role, each
+running legion attach on its session, and keep it in step with the helper's
+sessions: windows come and go with the sessions. The sync runs in this
+command, in the foreground, until interrupted (--once: sync once and exit);
+attach from another terminal with tmux attach -t legion-<short>.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			short := activation.AdhocTeamID.String()[:8]
+			if name != activation.AdhocTeam {
+				_, t, err := loadTeam(g, name)
+				if err != nil {
+					return err
+				}
+				short = t.ShortID()
+			}
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("tmux: find the legion binary: %w", err)
+			}
+			v := tmuxview.View{Socket: socket, Session: "legion-" + short}
+			o := activation.TmuxOptions{Team: name, View: v, Bin: bin, Interval: interval, Once: once,
+				Log: activation.NewLogger(slog.LevelInfo)}
+			if !once {
+				fmt.Fprintf(cmd.OutOrStdout(), "syncing %s with team %s's sessions until interrupted; attach with: %s\n", v.Session, name, strings.Join(v.AttachArgv(), " "))
+			}
+			if err := activation.RunTmux(cmd.Context(), o); err != nil {
+				return err
+			}
+			if once {
+				fmt.Fprintf(cmd.OutOrStdout(), "synced %s; attach with: %s\n", v.Session, strings.Join(v.AttachArgv(), " "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", "", "tmux server socket name (tmux -L); default: the default server")
+	cmd.Flags().BoolVar(&once, "once", false, "sync once and exit")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between syncs")
+	return cmd
+}

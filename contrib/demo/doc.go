@@ -1,0 +1,37 @@
+// Package demo is `legion demo`: it runs a throwaway team of three issues
+// through plan → implement → review → retro → finish under a real
+// legion@<team> controller, with the scripted agent standing in for Claude
+// Code, shows a live board, and cleans up.
+//
+// Where it runs:
+//
+//   - When units.Connect reaches the user's systemd manager (and --sandbox
+//     is not given), the demo uses it without touching anything of the
+//     user's: it refuses to run when any Legion unit is already loaded (the
+//     helper socket is per user, so a demo would share the user's helper);
+//     it writes its unit files into the manager's runtime unit directory
+//     $XDG_RUNTIME_DIR/systemd/user (not ~/.config, and nothing is enabled,
+//     so no link lands in the user's configuration); its team is named
+//     demo-<random>, its legion.toml lives in the demo's temp dir and
+//     reaches the controller through a drop-in (Environment=LEGION_CONFIG)
+//     and the agents through the helper (which takes the config path with
+//     each dispatch). The team's tracker and worktrees are under
+//     $XDG_STATE_HOME/legion/{teams,worktrees}/<short> (the controller and
+//     agents run in the user's environment); the demo removes those two
+//     directories, which belong to its fresh random team only.
+//   - Otherwise, as root, it starts a private manager with units/sandbox
+//     (its own HOME and XDG_* dirs, runtime dir, bus, cgroups), installs
+//     with units.Install into the sandbox's ~/.config/systemd/user, and the
+//     team is called "demo". Not root and no manager is an error saying
+//     what to do.
+//
+// Run points the calling process's environment at the manager it uses
+// (XDG_*, HOME, DBUS_SESSION_BUS_ADDRESS, LEGION_CONFIG), because
+// units.Connect, activation.Dial and config.StateDir read it: it is meant
+// for a process that runs one demo (`legion demo`), not for a library
+// caller that keeps running.
+//
+// The package owns the temp dir it makes, the units it installs and the
+// sandbox it starts. It must never write into the user's unit or config
+// directories, stop a unit it did not start, or leave a process behind.
+package demo
