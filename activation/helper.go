@@ -94,6 +94,7 @@ type Helper struct {
 
 	sessions *table
 	mgr      *units.Manager
+	views    tmuxViews // tmux views the helper keeps in step (tmux.view)
 }
 
 // New checks opts and fills in defaults; it does no I/O.
@@ -260,6 +261,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	if h.opts.IdleExit > 0 {
 		g.Go(func() error { return h.idleWatch(gctx) })
 	}
+	g.Go(func() error { return h.tmuxLoop(gctx) })
 	err = g.Wait()
 	if errors.Is(err, errIdle) {
 		waitTimeout(&conns, connGrace)
@@ -366,7 +368,7 @@ func (h *Helper) idleWatch(ctx context.Context) error {
 		h.mu.Lock()
 		wait := h.opts.IdleExit
 		idle := time.Since(h.idleSince)
-		quiet := h.active == 0 && !h.recovering.Load()
+		quiet := h.active == 0 && !h.recovering.Load() && h.views.empty()
 		h.mu.Unlock()
 		if quiet && idle >= h.opts.IdleExit {
 			h.log.Info("idle: exiting until the next connection", "idle_for", idle.Round(time.Millisecond))
@@ -443,6 +445,7 @@ var commands = map[string]handler{
 	CmdSpawn:          (*Helper).cmdSpawn,
 	CmdState:          (*Helper).cmdNotBuilt,
 	CmdDispatch:       (*Helper).cmdDispatch,
+	CmdTmuxView:       (*Helper).cmdTmuxView,
 }
 
 // dispatch runs req and sends its final response. It returns an error only
@@ -490,7 +493,7 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req Request) erro
 
 func commandList() string {
 	return CmdSessionsList + ", " + CmdSessionsStatus + ", " + CmdSessionsLogs + ", " + CmdSessionsKill + ", " +
-		CmdSend + ", " + CmdAttach + ", " + CmdSpawn + ", " + CmdState + ", " + CmdDispatch
+		CmdSend + ", " + CmdAttach + ", " + CmdSpawn + ", " + CmdState + ", " + CmdDispatch + ", " + CmdTmuxView
 }
 
 func (h *Helper) cmdNotBuilt(_ context.Context, _ *clientConn, req Request) (any, *os.File, error) {

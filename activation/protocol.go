@@ -51,6 +51,7 @@ const (
 	CmdAttach         = "attach"          // args: AttachArgs; result: AttachResult + one fd (SCM_RIGHTS)
 	CmdSpawn          = "spawn"           // args: SpawnArgs; result: SpawnResult
 	CmdState          = "state"           // reserved for the controller: not built yet
+	CmdTmuxView       = "tmux.view"       // keep a team's tmux view in step (TmuxViewArgs)
 	CmdDispatch       = "dispatch"        // start or resume an issue's worker (DispatchArgs)
 )
 

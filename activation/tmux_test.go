@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +64,43 @@ func TestTmuxWindows(t *testing.T) {
 	}) {
 		t.Errorf("TmuxWindows = %v; want %v", got, want)
 	}
+}
+
+// TestHelperKeepsTmuxView: `legion tmux` hands the view to the helper,
+// which adds and removes windows by itself as sessions come and go, and
+// forgets the view once its tmux session is closed.
+func TestHelperKeepsTmuxView(t *testing.T) {
+	_, err := exec.LookPath("tmux")
+	sdtest.Require(t, "tmux (Debian package tmux)", err == nil)
+	e := startEnv(t)
+	ctx := t.Context()
+	v := tmuxview.View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-" + AdhocTeamID.String()[:8]}
+	t.Cleanup(func() { exec.Command("tmux", "-L", v.Socket, "kill-server").Run() })
+
+	e.mustLegion(ctx, "tmux", AdhocTeam, "--socket", v.Socket)
+	windows := func() string {
+		w, err := v.Windows(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprint(w)
+	}
+	e.mustLegion(ctx, "spawn", "--team", AdhocTeam, "--name", "napper", "--", "/bin/sh", "-c", "exec sleep 600")
+	e.poll(ctx, "the helper adds window napper", func() (bool, string) {
+		w := windows()
+		return strings.Contains(w, "napper"), w
+	})
+	e.mustLegion(ctx, "sessions", "kill", "napper")
+	e.poll(ctx, "the helper removes window napper", func() (bool, string) {
+		w := windows()
+		return !strings.Contains(w, "napper") && strings.Contains(w, "legion"), w
+	})
+	if err := v.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state := os.Getenv("XDG_STATE_HOME")
+	e.poll(ctx, "the helper forgets the closed view", func() (bool, string) {
+		data, err := os.ReadFile(state + "/legion/" + viewsFile)
+		return err == nil && strings.TrimSpace(string(data)) == "[]", string(data)
+	})
 }

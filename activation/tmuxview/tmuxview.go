@@ -118,6 +118,9 @@ func (v View) Kill(ctx context.Context) error {
 	return nil
 }
 
+// Exists reports whether the view's tmux session exists.
+func (v View) Exists(ctx context.Context) bool { return v.exists(ctx) }
+
 func (v View) exists(ctx context.Context) bool {
 	_, err := v.tmux(ctx, "has-session", "-t", "="+v.Session)
 	return err == nil

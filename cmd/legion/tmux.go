@@ -15,17 +15,18 @@ import (
 
 func newTmuxCmd(g *globals) *cobra.Command {
 	var socket string
-	var once bool
+	var once, foreground bool
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "tmux TEAM",
 		Short: "Keep a tmux session with one window per live agent session of a team",
 		Long: `Make the tmux session legion-<short> (the team's short id) with one window
 per live agent session of TEAM, named <issue>-<mode>, coloured by role, each
-running legion attach on its session, and keep it in step with the helper's
-sessions: windows come and go with the sessions. The sync runs in this
-command, in the foreground, until interrupted (--once: sync once and exit);
-attach from another terminal with tmux attach -t legion-<short>.`,
+running legion attach on its session. The helper then keeps it in step with
+the team's sessions, windows coming and going with them, until the tmux
+session is closed. With --foreground the sync runs in this command instead,
+until interrupted (--once: sync once and exit). Look at it with
+tmux attach -t legion-<short>.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -42,6 +43,18 @@ attach from another terminal with tmux attach -t legion-<short>.`,
 				return fmt.Errorf("tmux: find the legion binary: %w", err)
 			}
 			v := tmuxview.View{Socket: socket, Session: "legion-" + short}
+			if !foreground && !once {
+				c, err := activation.Dial(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				if err := c.TmuxView(cmd.Context(), activation.TmuxViewArgs{Team: name, Socket: socket, Session: v.Session, Bin: bin}); err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "the helper keeps %s in step with team %s; attach with: %s\n", v.Session, name, strings.Join(v.AttachArgv(), " "))
+				return err
+			}
 			o := activation.TmuxOptions{Team: name, View: v, Bin: bin, Interval: interval, Once: once,
 				Log: activation.NewLogger(slog.LevelInfo)}
 			if !once {
@@ -57,7 +70,8 @@ attach from another terminal with tmux attach -t legion-<short>.`,
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "tmux server socket name (tmux -L); default: the default server")
-	cmd.Flags().BoolVar(&once, "once", false, "sync once and exit")
+	cmd.Flags().BoolVar(&foreground, "foreground", false, "sync in this command until interrupted, instead of in the helper")
+	cmd.Flags().BoolVar(&once, "once", false, "sync once in this command and exit")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between syncs")
 	return cmd
 }

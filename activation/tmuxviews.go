@@ -1,0 +1,167 @@
+package activation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/legion-dev/legion/activation/tmuxview"
+)
+
+// TmuxViewArgs are the args of tmux.view: the helper keeps the tmux
+// session Session on server Socket in step with Team's live sessions until
+// that tmux session is closed.
+type TmuxViewArgs struct {
+	Team    string `json:"team"`
+	Socket  string `json:"socket,omitempty"` // tmux -L; "" is the default server
+	Session string `json:"session"`          // legion-<short>
+	Bin     string `json:"bin"`              // the legion binary windows run attach with
+}
+
+// tmuxSyncInterval is how often the helper syncs its views.
+const tmuxSyncInterval = 2 * time.Second
+
+// viewsFile keeps the views across helper restarts (in the state dir).
+const viewsFile = "tmux-views.json"
+
+// tmuxViews are the views the helper keeps; while there is one, the helper
+// does not exit when idle.
+type tmuxViews struct {
+	mu    sync.Mutex
+	views map[string]TmuxViewArgs // by tmux session name
+}
+
+func (v *tmuxViews) empty() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.views) == 0
+}
+
+func (v *tmuxViews) list() []TmuxViewArgs {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]TmuxViewArgs, 0, len(v.views))
+	for _, a := range v.views {
+		out = append(out, a)
+	}
+	return out
+}
+
+func (a TmuxViewArgs) view() tmuxview.View {
+	return tmuxview.View{Socket: a.Socket, Session: a.Session}
+}
+
+// cmdTmuxView syncs the view once (its errors are the caller's) and from
+// then on keeps it in step.
+func (h *Helper) cmdTmuxView(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
+	var a TmuxViewArgs
+	if err := DecodeArgs(req, &a); err != nil {
+		return nil, nil, err
+	}
+	if a.Team == "" || a.Session == "" || !filepath.IsAbs(a.Bin) {
+		return nil, nil, apiErr(CodeBadRequest, "tmux.view: want team, session and an absolute bin")
+	}
+	if err := h.syncView(ctx, a); err != nil {
+		return nil, nil, err
+	}
+	h.views.mu.Lock()
+	if h.views.views == nil {
+		h.views.views = map[string]TmuxViewArgs{}
+	}
+	h.views.views[a.Session] = a
+	h.views.mu.Unlock()
+	h.saveViews()
+	return struct{}{}, nil, nil
+}
+
+func (h *Helper) syncView(ctx context.Context, a TmuxViewArgs) error {
+	ss := h.sessions.all()
+	h.sessions.refresh(ctx, ss)
+	views := make([]Session, 0, len(ss))
+	for _, s := range ss {
+		views = append(views, s.view())
+	}
+	return a.view().Sync(ctx, TmuxWindows(a.Team, a.Bin, views))
+}
+
+// tmuxLoop syncs every view until ctx ends. A view whose tmux session was
+// closed is dropped: closing it is how a person ends it.
+func (h *Helper) tmuxLoop(ctx context.Context) error {
+	h.loadViews()
+	t := time.NewTicker(tmuxSyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if h.recovering.Load() {
+			continue
+		}
+		changed := false
+		for _, a := range h.views.list() {
+			if !a.view().Exists(ctx) {
+				h.views.mu.Lock()
+				delete(h.views.views, a.Session)
+				h.views.mu.Unlock()
+				changed = true
+				h.log.Info("tmux view closed", "view", a.Session, "team", a.Team)
+				continue
+			}
+			if err := h.syncView(ctx, a); err != nil && ctx.Err() == nil {
+				h.log.Warn("tmux view sync failed", "view", a.Session, "err", err)
+			}
+		}
+		if changed {
+			h.saveViews()
+		}
+	}
+}
+
+func (h *Helper) saveViews() {
+	data, err := json.Marshal(h.views.list())
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(h.opts.StateDir, viewsFile), data, 0o600)
+	}
+	if err != nil {
+		h.log.Warn("save tmux views", "err", err)
+	}
+}
+
+func (h *Helper) loadViews() {
+	p := filepath.Join(h.opts.StateDir, viewsFile)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	var list []TmuxViewArgs
+	if err == nil {
+		err = json.Unmarshal(data, &list)
+	}
+	if err != nil {
+		aside, qerr := moveAside(p, filepath.Join(h.opts.StateDir, quarantineDir))
+		h.log.Warn("unreadable tmux views file quarantined", "file", p, "moved_to", aside, "err", errors.Join(err, qerr))
+		return
+	}
+	h.views.mu.Lock()
+	h.views.views = map[string]TmuxViewArgs{}
+	for _, a := range list {
+		h.views.views[a.Session] = a
+	}
+	h.views.mu.Unlock()
+}
+
+// TmuxView asks the helper to keep the view in step with the team's
+// sessions from now on (until its tmux session is closed).
+func (c *Client) TmuxView(ctx context.Context, args TmuxViewArgs) error {
+	if err := c.Call(ctx, CmdTmuxView, args, nil); err != nil {
+		return fmt.Errorf("tmux view %s: %w", args.Session, err)
+	}
+	return nil
+}
