@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +26,12 @@ systemd READY=1 after its first tick and feeds its watchdog after every tick.
 TEAM may be given escaped, as systemd passes %i: legion@.service runs
 "legion controller %i". On SIGTERM from "systemctl --user stop legion@TEAM" it
 stops the team's workers first; a crash, a watchdog restart or a restart job
-leaves them running.`,
+leaves them running.
+
+With controller = "agent" in the team's config, the controller is an agent
+(the team's agent argv, prompted with the legion-controller skill) hosted in
+the pty-worker runtime: its session file feeds this unit's watchdog, so
+systemd restarts a stale controller agent, which resumes its session.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(g.configPath)
@@ -42,9 +48,6 @@ leaves them running.`,
 			if !ok {
 				return fmt.Errorf("team %q is not in %s (see `legion team list`)", name, cfg.Path)
 			}
-			if t.Controller != config.ControllerAuto {
-				return fmt.Errorf("team %s: controller kind %q is not built yet; set controller = \"auto\" in %s", t.Name, t.Controller, cfg.Path)
-			}
 			d, err := config.ParseDuration(interval)
 			if err != nil {
 				return usageError{fmt.Errorf("--interval: %w", err)}
@@ -58,6 +61,20 @@ leaves them running.`,
 				return err
 			}
 			log := activation.NewLogger(cfg.Helper.LogLevel).With("team", t.Name)
+			if t.Controller == config.ControllerAgent {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					return err
+				}
+				runtime, err := config.RuntimeDir()
+				if err != nil {
+					return err
+				}
+				return service.RunAgent(cmd.Context(), service.AgentOptions{
+					Team: tm, Worker: cfg.Worker, Home: home, RuntimeDir: runtime, StateDir: state,
+					Version: version, Log: log,
+				})
+			}
 			return service.Run(cmd.Context(), service.Options{Team: tm, ConfigPath: cfg.Path, Interval: d, Log: log})
 		},
 	}

@@ -1,0 +1,114 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/units"
+)
+
+// AgentOptions configure RunAgent, the controller of kind "agent".
+type AgentOptions struct {
+	Team   *team.Team
+	Worker config.Worker // ring size, startup grace
+	// Home is where the agent's ~/.claude lives; RuntimeDir and StateDir
+	// are $XDG_RUNTIME_DIR/legion and $XDG_STATE_HOME/legion.
+	Home, RuntimeDir, StateDir string
+	Version                    string
+	Log                        *slog.Logger // nil: discard
+}
+
+// ControllerPrompt is what the controller agent is told to do.
+func ControllerPrompt(teamName string) string {
+	return "Use legion-controller skill for team " + teamName
+}
+
+// AgentSpec is the pty-worker spec of a team's controller agent: its
+// deterministic session (UUIDv5 of the team and "controller") in the
+// team's workspace, watched for liveness like any worker. Its registry and
+// transcript live under StateDir/controllers/<short>, apart from the
+// helper's sessions, since legion@<team> and not the helper owns it.
+func AgentSpec(o AgentOptions) (*ptyworker.Spec, error) {
+	t := o.Team
+	id := claude.ControllerSessionID(t.ID)
+	vars := config.Vars{SessionID: id.String(), Prompt: ControllerPrompt(t.Name), Mode: "controller", Workspace: t.Workspace}
+	argvNew, err := config.Expand(t.Agent.New, vars)
+	if err != nil {
+		return nil, fmt.Errorf("controller agent of team %s: agent.new: %w", t.Name, err)
+	}
+	argvResume, err := config.Expand(t.Agent.Resume, vars)
+	if err != nil {
+		return nil, fmt.Errorf("controller agent of team %s: agent.resume: %w", t.Name, err)
+	}
+	unit, err := units.ControllerUnit(t.Name)
+	if err != nil {
+		return nil, err
+	}
+	token, err := ptyworker.NewToken()
+	if err != nil {
+		return nil, err
+	}
+	env := []string{"LEGION_TEAM=" + t.Name, "LEGION_MODE=controller", "LEGION_SESSION=" + id.String()}
+	if t.ConfigPath != "" {
+		env = append(env, config.EnvConfig+"="+t.ConfigPath)
+	}
+	s := &ptyworker.Spec{
+		Version: ptyworker.SpecVersion, SessionID: id.String(), Name: "controller", Team: t.Name, TeamShort: t.ShortID(),
+		Mode: "controller", Role: "controller", Cwd: t.Workspace, Env: env,
+		ArgvNew: argvNew, ArgvResume: argvResume,
+		SessionFile:  claude.SessionFile(o.Home, t.Workspace, id),
+		StaleAfter:   ptyworker.Duration(t.StaleAfter),
+		StartupGrace: ptyworker.Duration(o.Worker.StartupGrace),
+		RingSize:     o.Worker.RingSize,
+		Token:        token, DaemonInstanceID: "legion@" + t.ShortID(), Unit: unit,
+		Paths: ptyworker.Paths{RuntimeDir: o.RuntimeDir, StateDir: filepath.Join(o.StateDir, "controllers", t.ShortID())},
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
+	}
+	return s, nil
+}
+
+// RunAgent hosts the team's controller agent in the pty-worker runtime, as
+// the main process of legion@<team>: the worker sends READY=1 and feeds the
+// unit's watchdog only while the agent's session file is fresh, so systemd
+// restarts a stale controller agent, which then resumes its session. When
+// the agent ends a pass by exiting 0, the next pass starts after the team's
+// cooldown, resuming the same session; a failing agent ends RunAgent with
+// an error, for systemd to restart. When ctx ends (SIGTERM), the team's
+// workers are stopped if and only if systemd is stopping legion@<team>.
+func RunAgent(ctx context.Context, o AgentOptions) error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	spec, err := AgentSpec(o)
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		err := ptyworker.Run(ctx, spec, ptyworker.Options{Logger: o.Log, Version: o.Version})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(o.Team.RestartCooldown):
+		}
+	}
+	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	mgr, err := units.Connect(cleanup)
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	return stopWorkersIfStopping(cleanup, mgr, spec.Unit, o.Team.ShortID(), o.Log)
+}

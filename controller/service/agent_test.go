@@ -1,0 +1,83 @@
+package service
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/units/sdtest"
+)
+
+// TestRunAgentResumesItsSession hosts a scripted controller agent the way
+// legion@TEAM does with controller = "agent": the first pass starts a new
+// session, the next pass (after the cooldown) resumes the same one.
+func TestRunAgentResumesItsSession(t *testing.T) {
+	sdtest.Start(t) // a manager for the stop-or-restart check at the end
+	bin := sdtest.LegionBinary(t)
+	ws := t.TempDir()
+	if out, err := exec.Command("git", "-C", ws, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	script := t.TempDir() + "/script"
+	if err := os.WriteFile(script, []byte("if-new say NEW-PASS $PROMPT\nif-resumed say RESUMED-PASS\nexit 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ct := config.Team{
+		Name: "ops", ID: uuid.MustParse("7e3f1c2a-9b8d-4e6f-a1b2-c3d4e5f60718"), Workspace: ws,
+		Tracker: config.TrackerLocal, Controller: config.ControllerAgent,
+		StaleAfter: time.Minute, RestartCooldown: 100 * time.Millisecond,
+		Agent: config.Agent{
+			New:    []string{"/usr/bin/env", "LEGION_SCRIPT_FILE=" + script, bin, "scripted-agent", "--session-id", "{session_id}", "{prompt}"},
+			Resume: []string{"/usr/bin/env", "LEGION_SCRIPT_FILE=" + script, bin, "scripted-agent", "--resume", "{session_id}", "{prompt}"},
+		},
+	}
+	state := t.TempDir()
+	tm, err := team.Open(ct, "", state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := AgentOptions{
+		Team: tm, Worker: config.Worker{StartupGrace: time.Minute},
+		Home: os.Getenv("HOME"), RuntimeDir: os.Getenv("XDG_RUNTIME_DIR") + "/legion", StateDir: state,
+		Log: nil,
+	}
+	spec, err := AgentSpec(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- RunAgent(ctx, o) }()
+
+	deadline := time.Now().Add(60 * time.Second)
+	var transcript string
+	for {
+		data, _ := os.ReadFile(spec.TranscriptPath())
+		transcript = string(data)
+		if strings.Contains(transcript, "RESUMED-PASS") {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no resumed pass within a minute; transcript:\n%s", transcript)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunAgent = %v; want nil after ctx ends (no stop job: workers left alone)", err)
+	}
+	if !strings.Contains(transcript, "NEW-PASS Use legion-controller skill for team ops") {
+		t.Errorf("the first pass was not a new session prompted with the controller skill; transcript:\n%s", transcript)
+	}
+	if _, err := os.Stat(spec.SessionFile); err != nil {
+		t.Errorf("controller session file %s: %v", spec.SessionFile, err)
+	}
+}
