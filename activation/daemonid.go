@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/google/uuid"
 )
 
@@ -48,46 +49,12 @@ func LoadDaemonID(path string, log *slog.Logger) (string, error) {
 	return id, nil
 }
 
-// writeFileAtomic writes data to path through a temp file in the same
-// directory (created 0700 if missing), with fsyncs so a crash leaves
-// either the old or the new content.
+// writeFileAtomic replaces path with data through a synced temp file and a
+// rename (github.com/google/renameio), creating the directory 0700 if
+// missing; a crash leaves either the old or the new content.
 func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return renameio.WriteFile(path, data, perm)
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/google/uuid"
 )
 
@@ -357,46 +358,11 @@ func ParseSpec(b []byte) (*Spec, error) {
 	return &s, nil
 }
 
-// writeFileAtomic writes b to a temp file beside path (0600), syncs it and
-// renames it over path, then syncs the directory.
+// writeFileAtomic replaces path with b (0600) through a synced temp file
+// and a rename (github.com/google/renameio), so a crash leaves either the
+// old or the new content, never a torn file.
 func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return fmt.Errorf("sync %s: %w", dir, err)
-		}
-	}
-	return nil
+	return renameio.WriteFile(path, b, 0o600)
 }
 
 // ensurePrivateDir creates dir (and parents) with mode 0700 and makes sure

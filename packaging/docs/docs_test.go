@@ -1,8 +1,6 @@
 package docs
 
 import (
-	"github.com/legion-dev/legion/units/sdtest"
-
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/units/sdtest"
 )
 
 var testOptions = PageOptions{

@@ -1,13 +1,13 @@
 package docs
 
 import (
-	"github.com/legion-dev/legion/units/sdtest"
-
 	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/legion-dev/legion/units/sdtest"
 )
 
 // renderer formats a man page file to plain text and reports every
