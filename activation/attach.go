@@ -95,8 +95,8 @@ type attacher struct {
 	matcher *termkeys.Matcher
 	nl      string
 
-	wc       *WorkerConn
-	offset   uint64 // next output offset expected on wc
+	wc       *ptyworker.Client // the worker, via the helper's descriptor
+	offset   uint64            // next output offset expected on wc
 	exit     *ptyworker.ExitInfo
 	desynced bool // the worker dropped this terminal for falling behind
 }
@@ -117,11 +117,7 @@ func (a *attacher) connect(ctx context.Context, offset *uint64) error {
 		}
 		return fmt.Errorf("attach %s: %w", a.o.Name, err)
 	}
-	wc, err := NewWorkerConn(conn)
-	if err != nil {
-		conn.Close()
-		return err
-	}
+	wc := ptyworker.NewClient(conn) // the helper already said hello on it
 	p := ptyworker.AttachParams{Offset: offset, ReadOnly: a.o.ReadOnly}
 	if cols, rows, err := term.GetSize(int(a.o.Out.Fd())); err == nil && cols > 0 && rows > 0 {
 		p.Cols, p.Rows = cols, rows

@@ -2,11 +2,9 @@ package activation
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -26,8 +24,10 @@ import (
 //     terminal keeps working while the helper exits idle, is restarted or
 //     is killed.
 //
-// The hello is done here on a plain socket, frame by frame, so that no
-// reader goroutine can swallow a byte meant for the client.
+// The hello is said with a ptyworker.Client on the connection. Its reader
+// cannot swallow a byte meant for the client: after hello the worker
+// sends nothing until it gets another request, and the Client is closed
+// (its reader stopped) before the duplicate descriptor is handed over.
 
 // brokerHello dials the worker at socket, says hello as this helper and
 // returns the connected socket as a file, ready to pass with SCM_RIGHTS.
@@ -40,63 +40,23 @@ func brokerHello(ctx context.Context, socket, daemonID, token, sessionID string)
 		return nil, fmt.Errorf("dial worker %s: %w", socket, err)
 	}
 	uc := c.(*net.UnixConn)
-	defer uc.Close() // the returned file is a duplicate
-	if dl, ok := ctx.Deadline(); ok {
-		uc.SetDeadline(dl)
-	}
-	params, err := json.Marshal(ptyworker.HelloParams{
+	wc := ptyworker.NewClient(uc)
+	defer wc.Close() // closes uc; the returned file is a duplicate
+	hr, err := wc.HelloAs(ctx, ptyworker.HelloParams{
 		RPCMajor: ptyworker.RPCMajor, RPCMinor: ptyworker.RPCMinor,
 		DaemonInstanceID: daemonID, Token: token, SessionID: sessionID, Client: "legion helper (attach broker)",
 	})
 	if err != nil {
-		return nil, err
-	}
-	req, err := json.Marshal(wireMessage{ID: 1, Method: ptyworker.MethodHello, Params: params})
-	if err != nil {
-		return nil, err
-	}
-	if err := ptyworker.WriteFrame(uc, ptyworker.FrameControl, req); err != nil {
-		return nil, fmt.Errorf("hello: %w", err)
-	}
-	typ, p, err := ptyworker.ReadFrame(uc, nil)
-	if err != nil {
-		return nil, fmt.Errorf("hello: %w", err)
-	}
-	if typ != ptyworker.FrameControl {
-		return nil, fmt.Errorf("hello: worker answered with a %q frame", typ)
-	}
-	var m wireMessage
-	if err := json.Unmarshal(p, &m); err != nil {
-		return nil, fmt.Errorf("hello: malformed answer: %w", err)
-	}
-	if m.Error != nil {
-		return nil, m.Error
-	}
-	var hr ptyworker.HelloResult
-	if err := json.Unmarshal(m.Result, &hr); err != nil {
-		return nil, fmt.Errorf("hello: malformed result: %w", err)
+		return nil, err // an *ptyworker.RPCError, or "hello: ..."
 	}
 	if hr.SessionID != sessionID {
 		return nil, fmt.Errorf("hello: socket %s hosts session %s, not %s", socket, hr.SessionID, sessionID)
 	}
-	uc.SetDeadline(time.Time{})
 	f, err := uc.File()
 	if err != nil {
 		return nil, fmt.Errorf("duplicate worker socket: %w", err)
 	}
 	return f, nil
-}
-
-// wireMessage is one control message of the worker protocol (see
-// package ptyworker's protocol.go).
-type wireMessage struct {
-	ID     uint64              `json:"id,omitempty"`
-	Method string              `json:"method,omitempty"`
-	Params json.RawMessage     `json:"params,omitempty"`
-	Result json.RawMessage     `json:"result,omitempty"`
-	Error  *ptyworker.RPCError `json:"error,omitempty"`
-	Event  string              `json:"event,omitempty"`
-	Data   json.RawMessage     `json:"data,omitempty"`
 }
 
 // unixRights is the SCM_RIGHTS control message passing f.

@@ -49,10 +49,7 @@ func (sc *streamCheck) fetch(ctx context.Context, t *testing.T, c *Client, min i
 	if err != nil {
 		t.Fatalf("attach %s: %v", sc.name, err)
 	}
-	wc, err := NewWorkerConn(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wc := ptyworker.NewClient(conn)
 	defer wc.Close()
 	from := uint64(len(sc.got))
 	ar, err := wc.Attach(ctx, ptyworker.AttachParams{Offset: &from, ReadOnly: true})
@@ -217,7 +214,7 @@ func mustUnit(t *testing.T, name string) string {
 
 // liveAttach is an attachment kept open across helper restarts.
 type liveAttach struct {
-	wc *WorkerConn
+	wc *ptyworker.Client
 	sc streamCheck
 }
 
@@ -227,10 +224,7 @@ func openLive(ctx context.Context, t *testing.T, c *Client, name string) *liveAt
 	if err != nil {
 		t.Fatalf("attach %s: %v", name, err)
 	}
-	wc, err := NewWorkerConn(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wc := ptyworker.NewClient(conn)
 	zero := uint64(0)
 	if _, err := wc.Attach(ctx, ptyworker.AttachParams{Offset: &zero, ReadOnly: true}); err != nil {
 		t.Fatalf("worker attach %s: %v", name, err)

@@ -455,10 +455,7 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 	if ar.Session.State != StateRunning {
 		t.Errorf("Attach result state %s; want running", ar.Session.State)
 	}
-	wc, err := NewWorkerConn(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wc := ptyworker.NewClient(conn)
 	zero := uint64(0)
 	if _, err := wc.Attach(ctx, ptyworker.AttachParams{Offset: &zero}); err != nil {
 		t.Fatalf("worker attach: %v", err)

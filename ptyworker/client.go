@@ -54,6 +54,9 @@ type Client struct {
 	err     error // set once the reader stopped
 
 	done chan struct{} // closed when the reader stopped
+
+	closeOnce sync.Once
+	closing   chan struct{} // closed by Close: the reader stops delivering
 }
 
 // Dial connects to the worker socket at path.
@@ -74,6 +77,7 @@ func NewClient(nc net.Conn) *Client {
 		events:  make(chan Event, 256),
 		pending: map[uint64]chan *message{},
 		done:    make(chan struct{}),
+		closing: make(chan struct{}),
 	}
 	// The reader exits when the connection fails or Close is called; it
 	// then closes Events() and fails pending calls.
@@ -95,11 +99,25 @@ func (c *Client) Err() error {
 	return c.err
 }
 
-// Close closes the connection.
+// Close closes the connection and waits for the reader to end; pushed
+// output and events not yet received are dropped, so Close never waits
+// for Events() to be drained.
 func (c *Client) Close() error {
+	c.closeOnce.Do(func() { close(c.closing) })
 	err := c.nc.Close()
 	<-c.done
 	return err
+}
+
+// deliver hands ev to the receiver of Events(); false when Close was
+// called.
+func (c *Client) deliver(ev Event) bool {
+	select {
+	case c.events <- ev:
+		return true
+	case <-c.closing:
+		return false
+	}
 }
 
 func (c *Client) readLoop() {
@@ -145,7 +163,9 @@ func (c *Client) readLoop() {
 			if typ == FrameSnapshot {
 				ev.Kind = EventKindSnapshot
 			}
-			c.events <- ev
+			if !c.deliver(ev) {
+				return
+			}
 		}
 	}
 }
@@ -170,12 +190,12 @@ func (c *Client) dispatch(m *message) {
 		if err := json.Unmarshal(m.Data, target); err != nil {
 			return
 		}
-		c.events <- ev
+		c.deliver(ev)
 		return
 	}
 	if m.ID == 0 {
 		if m.Error != nil {
-			c.events <- Event{Kind: EventKindError, Err: m.Error}
+			c.deliver(Event{Kind: EventKindError, Err: m.Error})
 		}
 		return
 	}
