@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
 )
 
@@ -48,25 +49,9 @@ func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (a
 	if err := DecodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
-	path := a.Config
-	if path == "" {
-		p, err := config.DefaultPath()
-		if err != nil {
-			return nil, nil, apiErr(CodeBadRequest, "dispatch: %v", err)
-		}
-		path = p
-	}
-	cfg, err := config.Load(path)
+	tm, cfg, err := h.openTeam("dispatch", a.Config, a.Team)
 	if err != nil {
-		return nil, nil, apiErr(CodeBadRequest, "dispatch: %v", err)
-	}
-	ct, ok := cfg.Team(a.Team)
-	if !ok {
-		return nil, nil, apiErr(CodeBadRequest, "dispatch: team %q is not in %s", a.Team, cfg.Path)
-	}
-	tm, err := team.Open(ct, cfg.Path, h.opts.StateDir)
-	if err != nil {
-		return nil, nil, apiErr(CodeBadRequest, "dispatch: %v", err)
+		return nil, nil, err
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -79,7 +64,7 @@ func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (a
 	if err := ValidateName(d.Name); err != nil {
 		return nil, nil, apiErr(CodeBadRequest, "dispatch: %v", err)
 	}
-	res, started, err := h.launch(ctx, TeamFromConfig(ct, cfg.Worker), launch{
+	res, started, err := h.launch(ctx, TeamFromConfig(tm.Team, cfg.Worker), launch{
 		op: "dispatch", name: d.Name, id: d.SessionID.String(), unit: d.Unit,
 		issue: d.Issue, mode: d.Mode, role: "worker", cwd: d.Cwd, env: d.Env,
 		argvNew: d.ArgvNew, argvRes: d.ArgvResume,
@@ -90,4 +75,85 @@ func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (a
 		return nil, nil, err
 	}
 	return DispatchResult{SpawnResult: res, Started: started}, nil, nil
+}
+
+// StateArgs are the args of state: the team's state with the suggested
+// action per issue, as `legion state --json` prints it.
+type StateArgs struct {
+	Config string `json:"config,omitempty"` // as in DispatchArgs
+	Team   string `json:"team"`
+}
+
+// openTeam loads the config at path (the default path when empty) and
+// assembles the named team.
+func (h *Helper) openTeam(cmd, path, name string) (*team.Team, config.Config, error) {
+	if path == "" {
+		p, err := config.DefaultPath()
+		if err != nil {
+			return nil, config.Config{}, apiErr(CodeBadRequest, "%s: %v", cmd, err)
+		}
+		path = p
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, config.Config{}, apiErr(CodeBadRequest, "%s: %v", cmd, err)
+	}
+	ct, ok := cfg.Team(name)
+	if !ok {
+		return nil, config.Config{}, apiErr(CodeBadRequest, "%s: team %q is not in %s", cmd, name, cfg.Path)
+	}
+	tm, err := team.Open(ct, cfg.Path, h.opts.StateDir)
+	if err != nil {
+		return nil, config.Config{}, apiErr(CodeBadRequest, "%s: %v", cmd, err)
+	}
+	return tm, *cfg, nil
+}
+
+// cmdState collects the team's state with the helper's own view of the
+// sessions and returns it with the suggested actions (controller.Report).
+func (h *Helper) cmdState(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
+	var a StateArgs
+	if err := DecodeArgs(req, &a); err != nil {
+		return nil, nil, err
+	}
+	tm, _, err := h.openTeam("state", a.Config, a.Team)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, _, err := controller.Collect(ctx, tm.Sources(helperSessions{h: h, team: tm.Name}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return controller.Suggest(st), nil, nil
+}
+
+// helperSessions is the helper's own session table as a
+// controller.SessionSource.
+type helperSessions struct {
+	h    *Helper
+	team string
+}
+
+func (s helperSessions) Sessions(ctx context.Context) ([]controller.Session, error) {
+	all := s.h.sessions.all()
+	s.h.sessions.refresh(ctx, all)
+	var out []controller.Session
+	for _, ss := range all {
+		v := ss.view()
+		if v.Team != s.team {
+			continue
+		}
+		out = append(out, controller.Session{
+			Name: v.Name, Unit: v.Unit, Issue: v.Issue, Mode: v.Mode, Session: v.ID,
+			State: string(v.State), Question: v.Question,
+		})
+	}
+	return out, nil
+}
+
+// State returns a team's state with the suggested action per issue.
+func (c *Client) State(ctx context.Context, args StateArgs) (controller.Report, error) {
+	var r controller.Report
+	err := c.Call(ctx, CmdState, args, &r)
+	return r, err
 }

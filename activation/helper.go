@@ -443,7 +443,7 @@ var commands = map[string]handler{
 	CmdSend:           (*Helper).cmdSend,
 	CmdAttach:         (*Helper).cmdAttach,
 	CmdSpawn:          (*Helper).cmdSpawn,
-	CmdState:          (*Helper).cmdNotBuilt,
+	CmdState:          (*Helper).cmdState,
 	CmdDispatch:       (*Helper).cmdDispatch,
 	CmdTmuxView:       (*Helper).cmdTmuxView,
 }
@@ -494,10 +494,6 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req Request) erro
 func commandList() string {
 	return CmdSessionsList + ", " + CmdSessionsStatus + ", " + CmdSessionsLogs + ", " + CmdSessionsKill + ", " +
 		CmdSend + ", " + CmdAttach + ", " + CmdSpawn + ", " + CmdState + ", " + CmdDispatch + ", " + CmdTmuxView
-}
-
-func (h *Helper) cmdNotBuilt(_ context.Context, _ *clientConn, req Request) (any, *os.File, error) {
-	return nil, nil, apiErr(CodeNotImplemented, "%s is not built yet: it comes with the controller", req.Cmd)
 }
 
 // clientConn is one client connection's write side.

@@ -264,7 +264,7 @@ func TestBadInput(t *testing.T) {
 		{"spawn relative program", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/","argv":["true"]}}` + "\n", CodeBadRequest, "not an absolute path"},
 		{"spawn no argv", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/"}}` + "\n", CodeBadRequest, "argv is empty"},
 		{"unknown session", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":"nobody"}}` + "\n", CodeNotFound, `no session named "nobody"`},
-		{"state not built", `{"v":1,"id":"1","cmd":"state"}` + "\n", CodeNotImplemented, "not built yet"},
+		{"state of a missing config", `{"v":1,"id":"1","cmd":"state","args":{"config":"/nonexistent/legion.toml","team":"x"}}` + "\n", CodeBadRequest, "/nonexistent/legion.toml does not exist"},
 		{"dispatch of an unknown team", `{"v":1,"id":"1","cmd":"dispatch","args":{"config":"/nonexistent/legion.toml","team":"x","issue":"X-1","mode":"plan"}}` + "\n", CodeBadRequest, "/nonexistent/legion.toml does not exist"},
 	}
 	r := dialRaw(t, ip.socket)

@@ -50,7 +50,7 @@ const (
 	CmdSend           = "send"            // args: SendArgs; result: StatusResult
 	CmdAttach         = "attach"          // args: AttachArgs; result: AttachResult + one fd (SCM_RIGHTS)
 	CmdSpawn          = "spawn"           // args: SpawnArgs; result: SpawnResult
-	CmdState          = "state"           // reserved for the controller: not built yet
+	CmdState          = "state"           // a team's state and suggested actions (StateArgs)
 	CmdTmuxView       = "tmux.view"       // keep a team's tmux view in step (TmuxViewArgs)
 	CmdDispatch       = "dispatch"        // start or resume an issue's worker (DispatchArgs)
 )
@@ -86,7 +86,7 @@ const (
 	CodeNotRunning         = "not_running"         // the session exists but its worker is not running (exit info in the message)
 	CodeUnavailable        = "unavailable"         // the worker is (re)starting or unreachable; retryable
 	CodeRecovering         = "recovering"          // the helper is reconciling after its start; retryable
-	CodeNotImplemented     = "not_implemented"     // a reserved command that is not built yet (state, dispatch)
+	CodeNotImplemented     = "not_implemented"     // a command this helper does not have yet (older helper, newer client)
 	CodeInternal           = "internal"            // anything else; the message says what failed
 )
 
