@@ -1,0 +1,344 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/local"
+	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/sdtest"
+)
+
+// waitFor is the generous deadline of every condition the tests poll.
+const waitFor = 60 * time.Second
+
+// teamName is the team every test runs; teamID gives its units their
+// short id.
+const teamName = "demo"
+
+var teamID = uuid.MustParse("6f1c2b9e-8d4a-4c3b-9e2f-1a2b3c4d5e6f")
+
+// env is a private systemd user manager with Legion's units installed for
+// the real binary, a team "demo" whose agent is the scripted agent running
+// script, and its controller legion@demo started.
+type env struct {
+	t          *testing.T
+	sd         *sdtest.Manager
+	bin        string
+	mgr        *units.Manager
+	ws         string // the team's workspace (a git repository on main)
+	configPath string
+	logFile    string // the helper's, the controller's and the workers' output
+	team       *team.Team
+	store      *local.Store
+}
+
+// teamOptions are the parts of the team's config a test varies.
+type teamOptions struct {
+	wipLimit   int
+	staleAfter string
+}
+
+// start sets up the env; the controller is not started yet (issues can be
+// added first, so the first tick sees them all).
+func start(t *testing.T, script string, o teamOptions) *env {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		sdtest.Require(t, "git (apt-get install git)", false)
+	}
+	sd := sdtest.Start(t)
+	bin := sdtest.LegionBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	mgr, err := units.Connect(ctx)
+	if err != nil {
+		t.Fatalf("connect to the private manager: %v", err)
+	}
+	t.Cleanup(func() { mgr.Close() })
+	e := &env{t: t, sd: sd, bin: bin, mgr: mgr, logFile: filepath.Join(sd.Dir, "legion.log")}
+
+	e.ws = filepath.Join(sd.Home, "ws")
+	if err := os.MkdirAll(e.ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.git(e.ws, "init", "-q", "-b", "main")
+	// The finisher merges as whoever the repository says; the sandbox's
+	// home has no git identity.
+	e.git(e.ws, "config", "user.name", "legion-test")
+	e.git(e.ws, "config", "user.email", "legion-test@example.com")
+	if err := os.WriteFile(filepath.Join(e.ws, "README"), []byte("demo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.git(e.ws, "add", "README")
+	e.git(e.ws, "commit", "-q", "-m", "first")
+
+	scriptFile := filepath.Join(sd.Home, "agent.script")
+	script = strings.ReplaceAll(script, "@LEGION@", bin)
+	if err := os.WriteFile(scriptFile, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if o.staleAfter == "" {
+		o.staleAfter = "3s"
+	}
+	agent := fmt.Sprintf(`"/usr/bin/env", "LEGION_SCRIPT_FILE=%s", "%s", "scripted-agent"`, scriptFile, bin)
+	toml := fmt.Sprintf(`[helper]
+log_level = "debug"
+
+[worker]
+startup_grace = "1s"
+
+[teams.%s]
+id = "%s"
+workspace = "%s"
+issue_prefix = "DEMO"
+wip_limit = %d
+stale_after = "%s"
+restart_cooldown = "1s"
+start_limit_burst = 20
+start_limit_interval = "10m"
+agent.new = [%s, "--session-id", "{session_id}", "{prompt}"]
+agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
+`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, agent, agent)
+	cfgDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion")
+	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.configPath = filepath.Join(cfgDir, "legion.toml")
+	if err := os.WriteFile(e.configPath, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Test drop-ins: output to a file (there is no journal), a fast tick.
+	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
+	ctl, err := units.ControllerUnit(teamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fmt.Sprintf("StandardOutput=append:%s\nStandardError=append:%s\n", e.logFile, e.logFile)
+	e.dropIn(filepath.Join(unitDir, units.HelperUnit+".d", "90-test.conf"), "[Service]\n"+out)
+	e.dropIn(filepath.Join(unitDir, ctl+".d", "90-test.conf"),
+		fmt.Sprintf("[Service]\nExecStart=\nExecStart=%s controller --interval 1s %%i\n%s", bin, out))
+	e.legion(ctx, "install")
+
+	cfg, err := config.Load(e.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, _ := cfg.Team(teamName)
+	stateDir, err := config.StateDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.team, err = team.Open(ct, cfg.Path, stateDir); err != nil {
+		t.Fatal(err)
+	}
+	if e.store, err = e.team.Local(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(e.logFile)
+			t.Logf("legion log (%s):\n%s", e.logFile, tail(string(b), 150))
+			trs, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", "*.log"))
+			for _, tr := range trs {
+				b, _ := os.ReadFile(tr)
+				t.Logf("transcript %s:\n%s", filepath.Base(tr), tail(string(b), 30))
+			}
+		}
+	})
+	return e
+}
+
+func tail(s string, n int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func (e *env) dropIn(path, text string) {
+	e.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// git runs git in dir as a test user.
+func (e *env) git(dir string, args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// legion runs the CLI with the sandbox's environment and fails the test
+// when it fails.
+func (e *env) legion(ctx context.Context, args ...string) string {
+	e.t.Helper()
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	cmd.Env = os.Environ()
+	var o, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &se
+	if err := cmd.Run(); err != nil {
+		e.t.Fatalf("legion %s: %v\nstderr: %s\nstdout: %s", strings.Join(args, " "), err, se.String(), o.String())
+	}
+	return o.String()
+}
+
+// startController starts legion@demo.
+func (e *env) startController() {
+	e.t.Helper()
+	ctl, _ := units.ControllerUnit(teamName)
+	if _, err := e.sd.Systemctl(e.t, "start", ctl); err != nil {
+		e.t.Fatalf("start %s: %v", ctl, err)
+	}
+}
+
+// addIssue adds an issue through the CLI and returns its identifier.
+func (e *env) addIssue(ctx context.Context, title string) string {
+	e.t.Helper()
+	return strings.TrimSpace(e.legion(ctx, "issue", "add", teamName, title))
+}
+
+func (e *env) issue(ctx context.Context, id string) controller.TrackedIssue {
+	e.t.Helper()
+	is, err := e.store.Issue(ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return is
+}
+
+// poll calls cond until it reports true; on the deadline the test fails
+// with what cond said last.
+func (e *env) poll(ctx context.Context, what string, cond func() (bool, string)) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			e.t.Fatalf("waiting for %s: last seen %s", what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitStatus waits until issue id has status st.
+func (e *env) waitStatus(ctx context.Context, id string, st controller.Status) {
+	e.t.Helper()
+	e.poll(ctx, fmt.Sprintf("%s in %s", id, st), func() (bool, string) {
+		is := e.issue(ctx, id)
+		return is.Status == st, fmt.Sprintf("status %q labels %v", is.Status, is.Labels)
+	})
+}
+
+// workers lists the team's worker units that are loaded.
+func (e *env) workers(ctx context.Context) []units.State {
+	e.t.Helper()
+	list, err := e.mgr.List(ctx, "legion-"+teamID.String()[:8]+"-*.service")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return list
+}
+
+// running reports whether a unit state counts as a live process.
+func running(s units.State) bool {
+	switch s.ActiveState {
+	case "active", "activating", "reloading":
+		return true
+	}
+	return false
+}
+
+// workerUnit is the unit of issue's worker in mode.
+func workerUnit(t *testing.T, issue, mode string) string {
+	t.Helper()
+	u, err := units.WorkerUnit(teamID.String()[:8], issue, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// waitNoWorkers waits until none of the team's workers runs.
+func (e *env) waitNoWorkers(ctx context.Context) {
+	e.t.Helper()
+	e.poll(ctx, "no worker running", func() (bool, string) {
+		var live []string
+		for _, s := range e.workers(ctx) {
+			if running(s) {
+				live = append(live, s.Name+"="+s.ActiveState)
+			}
+		}
+		return len(live) == 0, strings.Join(live, " ")
+	})
+}
+
+// assertFinished checks that issue id went all the way: Done, file merged
+// into main with content want, its worktree and branch gone.
+func (e *env) assertFinished(ctx context.Context, id, file, want string) {
+	e.t.Helper()
+	e.waitStatus(ctx, id, controller.StatusDone)
+	e.waitNoWorkers(ctx)
+	got := e.git(e.ws, "show", "main:"+file)
+	if !strings.Contains(got, want) {
+		e.t.Errorf("main:%s = %q; want it to contain %q", file, got, want)
+	}
+	if br := e.git(e.ws, "branch", "--list", "legion/"+id); strings.TrimSpace(br) != "" {
+		e.t.Errorf("branch legion/%s still exists: %q", id, br)
+	}
+	if wts := e.git(e.ws, "worktree", "list"); strings.Contains(wts, id) {
+		e.t.Errorf("worktree of %s still listed:\n%s", id, wts)
+	}
+}
+
+// sessionFile returns the text of the agent session of issue in mode (the
+// Claude Code session file the scripted agent wrote under ~/.claude) and
+// the session's id.
+func (e *env) sessionFile(issue, mode string) (string, string) {
+	e.t.Helper()
+	id := claude.SessionID(teamID, issue, team.SessionMode(mode)).String()
+	files, _ := filepath.Glob(filepath.Join(e.sd.Home, ".claude", "projects", "*", id+".jsonl"))
+	if len(files) != 1 {
+		e.t.Fatalf("session files of %s %s (%s): %v; want one", issue, mode, id, files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b), id
+}
+
+// transcript returns the pty-worker transcript of session id.
+func (e *env) transcript(id string) string {
+	e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", id+".log"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,257 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/units"
+)
+
+// The scripted agent's parts, by mode; @LEGION@ is the binary. Each mode
+// does its work, then labels the issue worker-done through the CLI, as the
+// worker skill says.
+const (
+	planScript = `
+if-prompt plan say planning $LEGION_ISSUE
+if-prompt plan run @LEGION@ issue comment $LEGION_TEAM $LEGION_ISSUE "plan: write the file"
+if-prompt plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+`
+	implementScript = `
+if-prompt implement once work 300ms
+if-prompt implement once run sh -c "echo impl $LEGION_ISSUE > $LEGION_ISSUE.txt"
+if-prompt implement once run git add -A
+if-prompt implement once run git commit -qm "implement $LEGION_ISSUE"
+`
+	// A resumed implementer (after changes were requested) exits without
+	// worker-done, as the worker skill says: the controller then starts a
+	// fresh review.
+	implementDone = `
+if-prompt implement once run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+`
+	approveScript = `
+if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
+if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+`
+	retroFinishScript = `
+if-prompt retro say retro of $LEGION_ISSUE
+if-prompt retro run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-prompt finish run sh -c "@LEGION@ worktree finish $LEGION_TEAM $LEGION_ISSUE && @LEGION@ issue move $LEGION_TEAM $LEGION_ISSUE Done"
+`
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestTodoToDone: one issue goes through plan, implement, review, retro and
+// finish under legion@demo; the implementer's file lands on main.
+func TestTodoToDone(t *testing.T) {
+	e := start(t, planScript+implementScript+implementDone+approveScript+retroFinishScript, teamOptions{wipLimit: 1})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Write a file")
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	is := e.issue(ctx, id)
+	if len(is.Labels) != 0 {
+		t.Errorf("labels of the done issue = %v; want none", is.Labels)
+	}
+	// Every phase ran: the retro in the implementer's own session.
+	for _, m := range []string{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
+		e.sessionFile(id, m)
+	}
+	if text, _ := e.sessionFile(id, controller.ModeRetro); !strings.Contains(text, "retro of "+id) {
+		t.Errorf("the implementer's session has no retro in it:\n%s", tail(text, 20))
+	}
+}
+
+// TestChangesRequested: the first review requests changes; the same
+// implementer session is resumed, fixes, and the second review approves.
+func TestChangesRequested(t *testing.T) {
+	script := planScript + implementScript + `
+if-prompt implement if-resumed say implementer-resumed $SESSION_ID
+if-prompt implement if-resumed run sh -c "echo fixed >> $LEGION_ISSUE.txt"
+if-prompt implement if-resumed run git commit -qam "fix $LEGION_ISSUE"
+` + implementDone + `
+if-prompt review once run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-changes-requested
+if-prompt review if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
+if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+` + retroFinishScript
+	e := start(t, script, teamOptions{wipLimit: 1})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Write a file twice")
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "fixed")
+	text, sid := e.sessionFile(id, controller.ModeImplement)
+	if !strings.Contains(text, "implementer-resumed "+sid) {
+		t.Errorf("implementer session %s was not resumed for the changes:\n%s", sid, tail(text, 30))
+	}
+	// The worker started the agent with the team's resume argv.
+	tr := e.transcript(sid)
+	if want := "scripted-agent --resume " + sid + ` "Use legion-worker skill in implement mode`; !strings.Contains(tr, want) {
+		t.Errorf("transcript of %s has no %q:\n%s", sid, want, tail(tr, 30))
+	}
+	if n := strings.Count(e.git(e.ws, "log", "--no-merges", "--format=%s", "main"), id); n != 2 {
+		t.Errorf("main has %d commits of %s; want 2 (implement, fix)", n, id)
+	}
+}
+
+// TestBlockedQuestion: the implementer asks; the controller escalates, the
+// human answers in a comment with user-feedback-given, the answer reaches
+// the agent's terminal and the agent finishes with it.
+func TestBlockedQuestion(t *testing.T) {
+	script := planScript + `
+if-prompt implement ask Which database? | Postgres | SQLite
+if-prompt implement run sh -c "echo db=$ANSWER > $LEGION_ISSUE.txt"
+if-prompt implement run git add -A
+if-prompt implement run git commit -qm "db for $LEGION_ISSUE"
+` + implementDone + approveScript + retroFinishScript
+	e := start(t, script, teamOptions{wipLimit: 1})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Pick a database")
+	e.startController()
+	e.poll(ctx, "the question escalated", func() (bool, string) {
+		is := e.issue(ctx, id)
+		asked := false
+		for _, c := range is.Comments {
+			asked = asked || (c.Author == controller.AuthorLegion && strings.Contains(c.Text, "Which database?"))
+		}
+		return asked && slices.Contains(is.Labels, controller.LabelInputNeeded), fmt.Sprintf("labels %v comments %v", is.Labels, is.Comments)
+	})
+	e.legion(ctx, "issue", "comment", "--author", "ana", teamName, id, "SQLite")
+	e.legion(ctx, "issue", "label", teamName, id, controller.LabelFeedbackGiven)
+	e.assertFinished(ctx, id, id+".txt", "db=SQLite")
+	is := e.issue(ctx, id)
+	if slices.Contains(is.Labels, controller.LabelInputNeeded) || slices.Contains(is.Labels, controller.LabelFeedbackGiven) {
+		t.Errorf("labels after the relay = %v; want neither human-input label", is.Labels)
+	}
+}
+
+// TestHungAgentResumed: the implementer hangs after its work; its worker
+// stops feeding the watchdog, systemd restarts the unit, and the session
+// is resumed and finishes.
+func TestHungAgentResumed(t *testing.T) {
+	script := planScript + implementScript + `
+if-prompt implement if-new hang
+if-prompt implement if-resumed say implementer-resumed $SESSION_ID
+if-prompt implement if-resumed work 1500ms
+` + implementDone + approveScript + retroFinishScript
+	e := start(t, script, teamOptions{wipLimit: 1, staleAfter: "2s"})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Hang once")
+	e.startController()
+	unit := workerUnit(t, id, controller.ModeImplement)
+	restarts := 0
+	e.poll(ctx, "the hung implementer restarted by systemd", func() (bool, string) {
+		st, err := e.mgr.State(ctx, unit)
+		if err != nil {
+			return false, err.Error()
+		}
+		restarts = max(restarts, int(st.NRestarts))
+		return restarts >= 1, fmt.Sprintf("%s %s/%s NRestarts=%d", unit, st.ActiveState, st.SubState, st.NRestarts)
+	})
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	text, sid := e.sessionFile(id, controller.ModeImplement)
+	if !strings.Contains(text, "implementer-resumed "+sid) {
+		t.Errorf("implementer session %s was not resumed after the restart:\n%s", sid, tail(text, 30))
+	}
+	tr := e.transcript(sid)
+	for _, want := range []string{"WATCHDOG=trigger sent", "run 2 start (resume)"} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("transcript of %s has no %q:\n%s", sid, want, tail(tr, 30))
+		}
+	}
+}
+
+// TestWIPLimit: three issues with wip_limit 1 all get done, and at no
+// sample were two code workers (any mode but review) running at once.
+func TestWIPLimit(t *testing.T) {
+	e := start(t, planScript+implementScript+implementDone+approveScript+retroFinishScript, teamOptions{wipLimit: 1})
+	ctx := testCtx(t)
+	ids := []string{e.addIssue(ctx, "one"), e.addIssue(ctx, "two"), e.addIssue(ctx, "three")}
+	e.startController()
+	worst := ""
+	maxLive := 0
+	e.poll(ctx, "all three issues done", func() (bool, string) {
+		var live []string
+		for _, s := range e.workers(ctx) {
+			if running(s) && !strings.HasSuffix(s.Name, "-"+controller.ModeReview+".service") {
+				live = append(live, s.Name)
+			}
+		}
+		if len(live) > maxLive {
+			maxLive, worst = len(live), strings.Join(live, " ")
+		}
+		var st []string
+		done := 0
+		for _, id := range ids {
+			is := e.issue(ctx, id)
+			st = append(st, id+"="+string(is.Status))
+			if is.Status == controller.StatusDone {
+				done++
+			}
+		}
+		return done == len(ids), strings.Join(st, " ")
+	})
+	if maxLive == 0 {
+		t.Errorf("no code worker was ever seen running; the samples prove nothing")
+	}
+	if maxLive > 1 {
+		t.Errorf("%d code workers ran at once (%s); want at most 1 (wip_limit 1)", maxLive, worst)
+	}
+	for _, id := range ids {
+		e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	}
+}
+
+// TestStopAndRestartController: killing legion@demo (systemd restarts it)
+// leaves the team's worker running untouched; `systemctl --user stop
+// legion@demo` stops it.
+func TestStopAndRestartController(t *testing.T) {
+	e := start(t, "if-prompt plan hang\n", teamOptions{wipLimit: 1, staleAfter: "1h"})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Plan forever")
+	e.startController()
+	ctl, _ := units.ControllerUnit(teamName)
+	worker := workerUnit(t, id, controller.ModePlan)
+	var pid uint32
+	e.poll(ctx, "the planner running", func() (bool, string) {
+		st, err := e.mgr.State(ctx, worker)
+		if err != nil {
+			return false, err.Error()
+		}
+		pid = st.MainPID
+		return st.ActiveState == "active" && pid != 0, fmt.Sprintf("%s/%s pid %d", st.ActiveState, st.SubState, pid)
+	})
+	if err := e.mgr.Kill(ctx, ctl, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.poll(ctx, "legion@demo restarted", func() (bool, string) {
+		st, err := e.mgr.State(ctx, ctl)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.NRestarts >= 1 && st.ActiveState == "active", fmt.Sprintf("%s/%s NRestarts=%d", st.ActiveState, st.SubState, st.NRestarts)
+	})
+	st, err := e.mgr.State(ctx, worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ActiveState != "active" || st.MainPID != pid {
+		t.Fatalf("after the controller's restart the planner is %s with MainPID %d; want active with %d", st.ActiveState, st.MainPID, pid)
+	}
+	if _, err := e.sd.Systemctl(t, "stop", ctl); err != nil {
+		t.Fatal(err)
+	}
+	e.waitNoWorkers(ctx)
+	if st, err := e.mgr.State(ctx, ctl); err != nil || running(st) {
+		t.Errorf("after stop %s is %+v, %v; want inactive", ctl, st, err)
+	}
+}
