@@ -153,8 +153,12 @@ func (m *Manager) Finish(ctx context.Context, issue string) (MergeResult, error)
 		msg := fmt.Sprintf("Merge %s (%s)", branch, issue)
 		if _, err := m.git(ctx, m.Repo, "merge", "--no-ff", "--no-edit", "-m", msg, branch); err != nil {
 			files, _ := m.git(ctx, m.Repo, "diff", "--name-only", "--diff-filter=U")
-			if _, aerr := m.git(ctx, m.Repo, "merge", "--abort"); aerr != nil {
-				err = errors.Join(err, aerr)
+			// Abort only a merge that started (a conflict); a merge refused
+			// up front (no identity, dirty tree) left nothing to abort.
+			if _, merging := m.git(ctx, m.Repo, "rev-parse", "-q", "--verify", "MERGE_HEAD"); merging == nil {
+				if _, aerr := m.git(ctx, m.Repo, "merge", "--abort"); aerr != nil {
+					err = errors.Join(err, aerr)
+				}
 			}
 			conflicts := strings.Fields(files)
 			if len(conflicts) == 0 {
