@@ -96,8 +96,11 @@ func (i Issue) HasLabel(l string) bool { return slices.Contains(i.Labels, l) }
 // State is everything Decide reads.
 type State struct {
 	// WIPLimit caps live code workers (every mode but review); 0 is unlimited.
-	WIPLimit int     `json:"wip_limit"`
-	Issues   []Issue `json:"issues"`
+	WIPLimit int `json:"wip_limit"`
+	// LabelReviews says review outcomes are labels on the issue itself
+	// (the local review source), so they never lag behind worker-done.
+	LabelReviews bool    `json:"label_reviews"`
+	Issues       []Issue `json:"issues"`
 }
 
 // Decision is the suggested action for one issue and the tracker changes
@@ -131,7 +134,7 @@ func Decide(s State) []Decision {
 	}
 	out := make([]Decision, 0, len(s.Issues))
 	for _, is := range s.Issues {
-		d := decideIssue(is)
+		d := decideIssue(is, s.LabelReviews)
 		if d.Mode != "" && codeWorker(d.Mode) && startsWorker(d.Action) {
 			if s.WIPLimit > 0 && live >= s.WIPLimit {
 				d = Decision{Issue: is.ID, Action: ActionSkip,
@@ -157,7 +160,7 @@ func startsWorker(a Action) bool {
 // decideIssue is the status × label table of seeds/001, with two rules
 // before it: human-input labels win, and a live worker is never disturbed
 // except to escalate its question.
-func decideIssue(is Issue) Decision {
+func decideIssue(is Issue, labelReviews bool) Decision {
 	d := Decision{Issue: is.ID}
 	if is.Status == StatusDone {
 		d.Action, d.Reason = ActionNone, "done"
@@ -216,6 +219,14 @@ func decideIssue(is Issue) Decision {
 			d.RemoveLabels = []string{LabelWorkerDone, LabelApproved}
 			return d
 		default:
+			if labelReviews {
+				// With outcome labels on the issue nothing can lag: this
+				// worker-done is not a reviewer's (an implementer resumed
+				// for changes added it), so review again.
+				d = dispatch(d, ActionDispatchReviewer, ModeReview, "", "worker-done without a review outcome on the issue: review again")
+				d.RemoveLabels = []string{LabelWorkerDone}
+				return d
+			}
 			d.Action, d.Reason = ActionSkip, "review done but no outcome label found yet"
 			return d
 		}

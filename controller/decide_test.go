@@ -84,6 +84,19 @@ func TestDecideTable(t *testing.T) {
 	}
 }
 
+func TestDecideLabelReviews(t *testing.T) {
+	is := Issue{ID: "DEMO-1", Status: StatusNeedsReview, Labels: []string{LabelWorkerDone}}
+	got := Decide(State{LabelReviews: true, Issues: []Issue{is}})[0]
+	want := Decision{Issue: "DEMO-1", Action: ActionDispatchReviewer, Mode: ModeReview, RemoveLabels: []string{LabelWorkerDone}}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Decision{}, "Reason")); diff != "" {
+		t.Errorf("Decide(local reviews, %+v) (-want +got):\n%s", is, diff)
+	}
+	// With pull-request labels the outcome may lag: wait.
+	if got := Decide(State{Issues: []Issue{is}})[0].Action; got != ActionSkip {
+		t.Errorf("Decide(PR reviews, %+v).Action = %v; want skip", is, got)
+	}
+}
+
 func TestDecideWIPLimit(t *testing.T) {
 	s := State{WIPLimit: 1, Issues: []Issue{
 		{ID: "A-1", Status: StatusTodo},

@@ -113,7 +113,7 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 			live[s.Issue] = s
 		}
 	}
-	st := State{WIPLimit: src.WIPLimit, Issues: make([]Issue, 0, len(tracked))}
+	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked))}
 	for _, t := range tracked {
 		is := Issue{
 			ID: t.ID, Title: t.Title, Status: t.Status, Labels: slices.Clone(t.Labels),
