@@ -6,8 +6,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-
-	"github.com/legion-dev/legion/controller"
 )
 
 func newWorktreeCmd(g *globals) *cobra.Command {
@@ -46,8 +44,9 @@ func newWorktreeCmd(g *globals) *cobra.Command {
 		Use:   "finish TEAM ISSUE",
 		Short: "Merge the issue's branch into the default branch, remove its worktree and branch, close the issue",
 		Long: `Merge legion/ISSUE into the default branch of the team's workspace (which
-must have it checked out), remove the issue's worktree and branch, and move
-the issue to Done (unless --keep-open). One command, because the finisher
+must have it checked out) or, with review = "github", merge the issue's pull
+request; then remove the issue's worktree and branch, and move the issue to
+Done (unless --keep-open). One command, because the finisher
 agent runs inside the worktree it removes. On a conflict the merge is
 aborted, nothing is removed or moved, and the conflicting files are listed;
 exit status 1.`,
@@ -57,17 +56,14 @@ exit status 1.`,
 			if err != nil {
 				return err
 			}
-			if _, err := t.Worktrees.Finish(cmd.Context(), args[1]); err != nil {
+			if err := t.Finish(cmd.Context(), args[1], keepOpen); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "merged legion/%s and removed its worktree\n", args[1])
+			msg := "merged legion/%s, removed its worktree and branch, moved it to Done\n"
 			if keepOpen {
-				return nil
+				msg = "merged legion/%s, removed its worktree and branch\n"
 			}
-			if err := t.Tracker.Move(cmd.Context(), args[1], controller.StatusDone); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "moved %s to Done\n", args[1])
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), msg, args[1])
 			return err
 		},
 	}

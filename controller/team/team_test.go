@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/github/githubtest"
 	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
@@ -89,5 +90,48 @@ func TestPlanDispatch(t *testing.T) {
 
 	if _, err := tm.PlanDispatch(t.Context(), "DEMO-1", "dance", home); err == nil || !strings.Contains(err.Error(), `mode "dance"`) {
 		t.Errorf("PlanDispatch(mode dance) = %v; want an error naming the mode", err)
+	}
+}
+
+// TestFinishMergesThePullRequest: with review = "github", finishing merges
+// the issue's pull request through GitHub's GraphQL API (a local server
+// speaking its wire format), removes the worktree and closes the issue.
+func TestFinishMergesThePullRequest(t *testing.T) {
+	tm := testTeam(t)
+	srv := githubtest.NewServer(t, "tok", "acme", "web")
+	t.Setenv("LEGION_TEST_GH_TOKEN", "tok")
+	tm.Team.Review = config.ReviewGitHub
+	tm.Team.GitHub = config.GitHub{Repo: "acme/web", TokenEnv: "LEGION_TEST_GH_TOKEN", APIURL: srv.URL}
+	reopened, err := Open(tm.Team, tm.ConfigPath, filepath.Dir(filepath.Dir(tm.StateDir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := reopened.Local()
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := store.Add(t.Context(), "ship it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reopened.Worktrees.Ensure(t.Context(), is.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := reopened.Finish(t.Context(), is.ID, false); err == nil || !strings.Contains(err.Error(), "no pull request") {
+		t.Fatalf("Finish without a PR = %v; want an error saying so", err)
+	}
+	pr := srv.AddPR("legion/"+is.ID, "OPEN")
+	if err := reopened.Finish(t.Context(), is.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.State(pr); got != "MERGED" {
+		t.Errorf("PR state = %s; want MERGED", got)
+	}
+	if _, err := os.Stat(reopened.Worktrees.Path(is.ID)); !os.IsNotExist(err) {
+		t.Errorf("worktree still there: %v", err)
+	}
+	cur, _ := store.Issue(t.Context(), is.ID)
+	if cur.Status != "Done" {
+		t.Errorf("status = %s; want Done", cur.Status)
 	}
 }

@@ -1,0 +1,44 @@
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/github"
+	"github.com/legion-dev/legion/controller/workspace"
+)
+
+// Finish completes an issue: with the GitHub review source it merges the
+// issue's pull request; otherwise it merges legion/<issue> into the default
+// branch of the workspace. Then it removes the worktree and the branch and,
+// unless keepOpen, moves the issue to Done. On a conflict nothing is
+// removed or moved and the error wraps workspace.ErrConflict.
+func (t *Team) Finish(ctx context.Context, issue string, keepOpen bool) error {
+	if gh, ok := t.Reviews.(*github.Client); ok {
+		prs, err := gh.PullRequests(ctx, []string{issue})
+		if err != nil {
+			return fmt.Errorf("finish %s: %w", issue, err)
+		}
+		pr, ok := prs[issue]
+		if !ok {
+			return fmt.Errorf("finish %s: no pull request for branch %s: push it and open one first", issue, workspace.Branch(issue))
+		}
+		if err := gh.Merge(ctx, pr.Number); err != nil {
+			if errors.Is(err, github.ErrConflict) {
+				return fmt.Errorf("finish %s: pull request #%d: %w", issue, pr.Number, workspace.ErrConflict)
+			}
+			return fmt.Errorf("finish %s: merge pull request #%d: %w", issue, pr.Number, err)
+		}
+		if err := t.Worktrees.Remove(ctx, issue); err != nil {
+			return err
+		}
+	} else if _, err := t.Worktrees.Finish(ctx, issue); err != nil {
+		return err
+	}
+	if keepOpen {
+		return nil
+	}
+	return t.Tracker.Move(ctx, issue, controller.StatusDone)
+}
