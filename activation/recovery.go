@@ -123,6 +123,9 @@ func (h *Helper) recover(ctx context.Context) (RecoveryCounts, error) {
 		}
 	}
 	if len(orphans) > 0 {
+		// A fresh group: the first one's context ended with its Wait.
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(refreshParallel)
 		specs := h.specsByUnit()
 		for _, st := range orphans {
 			g.Go(func() error {

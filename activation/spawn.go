@@ -143,6 +143,17 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	}
 
 	id, unit := l.id, l.unit
+	// The unit may be alive while the table says otherwise (waiting out
+	// its restart cooldown, quarantined, not yet adopted): then its spec
+	// and registry belong to it and must not be touched.
+	if st, err := h.mgr.State(ctx, unit); err != nil {
+		return SpawnResult{}, false, fmt.Errorf("%s: read unit %s: %w", l.op, unit, err)
+	} else if st.Exists() && st.ActiveState != "inactive" && st.ActiveState != "failed" {
+		if l.reuseLive {
+			return SpawnResult{Name: name, ID: id, Unit: unit}, false, nil
+		}
+		return SpawnResult{}, false, apiErr(CodeExists, "%s: unit %s is %s (%s): `legion sessions kill %s` or wait", l.op, unit, st.ActiveState, st.SubState, name)
+	}
 	token, err := ptyworker.NewToken()
 	if err != nil {
 		return SpawnResult{}, false, err

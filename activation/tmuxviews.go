@@ -106,7 +106,15 @@ func (h *Helper) tmuxLoop(ctx context.Context) error {
 		}
 		changed := false
 		for _, a := range h.views.list() {
-			if !a.view().Exists(ctx) {
+			exists, err := a.view().Exists(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				h.log.Warn("tmux view check failed", "view", a.Session, "err", err)
+				continue
+			}
+			if !exists {
 				h.views.mu.Lock()
 				delete(h.views.views, a.Session)
 				h.views.mu.Unlock()

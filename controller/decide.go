@@ -187,6 +187,17 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		return d
 	case is.Worker != nil:
 		d.Action, d.Reason = ActionSkip, "a "+is.Worker.Mode+" worker is live"
+		// If the labels still ask for the very worker that is live, its
+		// dispatch went through but the tracker changes that belong to it
+		// did not: carry those out now (they are idempotent), or the issue
+		// would dispatch the same worker again once this one exits.
+		idle := is
+		idle.Worker = nil
+		if w := decideIssue(idle, labelReviews); startsWorker(w.Action) && w.Mode == is.Worker.Mode &&
+			(w.MoveTo != "" && w.MoveTo != is.Status || len(w.RemoveLabels) > 0) {
+			d.MoveTo, d.RemoveLabels = w.MoveTo, w.RemoveLabels
+			d.Reason += "; finishing the tracker changes of its dispatch"
+		}
 		return d
 	}
 

@@ -53,6 +53,14 @@ func TestDecideTable(t *testing.T) {
 		{"retro/worker-done/live", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone}, Worker: live(ModeRetro)},
 			Decision{Action: ActionSkip}},
 
+		// A live worker whose dispatch's tracker changes failed: finish them.
+		{"todo/worker-done/live-implementer", Issue{Status: StatusTodo, Labels: []string{LabelWorkerDone}, Worker: live(ModeImplement)},
+			Decision{Action: ActionSkip, MoveTo: StatusInProgress, RemoveLabels: []string{LabelWorkerDone}}},
+		{"in-progress/worker-done/live-reviewer", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: live(ModeReview)},
+			Decision{Action: ActionSkip, MoveTo: StatusNeedsReview, RemoveLabels: []string{LabelWorkerDone}}},
+		{"todo/worker-done/live-planner", Issue{Status: StatusTodo, Labels: []string{LabelWorkerDone}, Worker: live(ModePlan)},
+			Decision{Action: ActionSkip}},
+
 		// Human-input labels.
 		{"user-input-needed", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded}, Worker: &Worker{Mode: ModeImplement, Blocked: true, Question: "Which DB?"}},
 			Decision{Action: ActionSkip}},

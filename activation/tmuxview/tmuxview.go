@@ -118,8 +118,23 @@ func (v View) Kill(ctx context.Context) error {
 	return nil
 }
 
-// Exists reports whether the view's tmux session exists.
-func (v View) Exists(ctx context.Context) bool { return v.exists(ctx) }
+// Exists reports whether the view's tmux session exists. It is false with
+// a nil error only when tmux itself says so (exit status 1: no such session
+// or no server); a tmux that cannot run, or a cancelled ctx, is an error.
+func (v View) Exists(ctx context.Context) (bool, error) {
+	argv := append(v.base(), "has-session", "-t", "="+v.Session)
+	err := exec.CommandContext(ctx, argv[0], argv[1:]...).Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return false, nil
+	}
+	return false, fmt.Errorf("tmux view %s: has-session: %w", v.Session, err)
+}
 
 func (v View) exists(ctx context.Context) bool {
 	_, err := v.tmux(ctx, "has-session", "-t", "="+v.Session)

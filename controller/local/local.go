@@ -222,14 +222,26 @@ func (s *Store) load() (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local tracker: %w", err)
 	}
+	// A store from a newer Legion is valid, just not ours to read or
+	// rewrite: refuse it and leave it where it is.
+	var head struct {
+		Version int `json:"version"`
+	}
+	if json.Unmarshal(data, &head) == nil && head.Version > storeVersion {
+		return nil, fmt.Errorf("local tracker %s has version %d, newer than this legion's %d: upgrade legion", s.path, head.Version, storeVersion)
+	}
 	var st store
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil || st.Version != storeVersion {
+	err = dec.Decode(&st)
+	if err != nil && strings.HasPrefix(err.Error(), "json: unknown field") {
+		return nil, fmt.Errorf("local tracker %s: %w (written by a newer legion? upgrade legion)", s.path, err)
+	}
+	if err != nil || st.Version != storeVersion {
 		if err == nil {
 			err = fmt.Errorf("version %d, want %d", st.Version, storeVersion)
 		}
-		aside := fmt.Sprintf("%s.corrupt-%s", s.path, s.now().UTC().Format("20060102T150405Z"))
+		aside := fmt.Sprintf("%s.corrupt-%s", s.path, s.now().UTC().Format("20060102T150405.000000000Z"))
 		if rerr := os.Rename(s.path, aside); rerr != nil {
 			return nil, fmt.Errorf("local tracker %s is corrupt (%v) and could not be moved aside: %w", s.path, err, rerr)
 		}

@@ -159,3 +159,19 @@ func TestStoreConcurrentWriters(t *testing.T) {
 		t.Errorf("got %d issues; want %d", len(issues), procs*each)
 	}
 }
+
+func TestStoreRefusesNewerStoreWithoutMovingIt(t *testing.T) {
+	s := Open(t.TempDir(), "DEMO")
+	for _, data := range []string{`{"version":2,"next":0,"issues":[]}`, `{"version":1,"next":0,"issues":[],"milestones":[]}`} {
+		if err := os.WriteFile(s.Path(), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Issues(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "upgrade legion") {
+			t.Errorf("Issues on %s = %v; want a refusal saying to upgrade", data, err)
+		}
+		if kept, _ := os.ReadFile(s.Path()); string(kept) != data {
+			t.Errorf("store changed or moved: %q", kept)
+		}
+	}
+}

@@ -16,9 +16,14 @@ import (
 // Dispatch is everything needed to start one issue's worker: the helper
 // turns it into a pty-worker spec and a transient unit.
 type Dispatch struct {
-	Name        string    // session name, "<issue>-<mode>"
-	Unit        string    // legion-<short>-<issue>-<mode>.service
-	SessionID   uuid.UUID // the agent's deterministic session
+	Name      string    // session name, "<issue>-<mode>"
+	Unit      string    // legion-<short>-<issue>-<mode>.service
+	SessionID uuid.UUID // the agent's deterministic session
+	// WorkerID names the worker's own files (spec, registry, socket,
+	// transcript): UUIDv5 of the team and "<issue>:<mode>" with the real
+	// mode, so the retro's worker never shares the implementer's files
+	// although it resumes the implementer's agent session.
+	WorkerID    uuid.UUID
 	Issue, Mode string
 	Cwd         string   // the issue's worktree
 	Env         []string // LEGION_* for the agent; no secrets
@@ -88,7 +93,8 @@ func (t *Team) PlanDispatch(ctx context.Context, issue, mode, home string) (Disp
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)
 	}
 	return Dispatch{
-		Name: issue + "-" + mode, Unit: unit, SessionID: id, Issue: issue, Mode: mode,
+		Name: issue + "-" + mode, Unit: unit, SessionID: id, WorkerID: claude.SessionID(t.ID, issue, mode),
+		Issue: issue, Mode: mode,
 		Cwd: wt.Path, Env: env, ArgvNew: argvNew, ArgvResume: argvResume,
 		SessionFile:        claude.SessionFile(home, wt.Path, id),
 		StaleAfter:         t.StaleAfter,

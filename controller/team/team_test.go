@@ -84,6 +84,9 @@ func TestPlanDispatch(t *testing.T) {
 	if retro.SessionID != impl.SessionID || retro.Cwd != impl.Cwd || retro.Unit == impl.Unit {
 		t.Errorf("retro = %v in %s (%s); want the implementer's session %v in %s under its own unit", retro.SessionID, retro.Cwd, retro.Unit, impl.SessionID, impl.Cwd)
 	}
+	if retro.WorkerID == impl.WorkerID || impl.WorkerID != impl.SessionID {
+		t.Errorf("worker ids: retro %v, implement %v (session %v); want the retro's own, the implementer's equal to its session", retro.WorkerID, impl.WorkerID, impl.SessionID)
+	}
 	if d.SessionID == impl.SessionID {
 		t.Errorf("plan and implement share session %v", d.SessionID)
 	}
