@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -149,12 +148,6 @@ func printIssues(w io.Writer, issues []controller.TrackedIssue) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", is.ID, is.Status, strings.Join(is.Labels, ","), is.Title)
 	}
 	return tw.Flush()
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // usageArgs marks argument-count errors as usage errors (exit code 2).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +54,7 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 		if res.Sessions == nil {
 			res.Sessions = []activation.Session{}
 		}
-		return printJSON(out, res)
+		return writeJSON(out, res)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tTEAM\tISSUE\tMODE\tRESTARTS\tPID\tLAST ACTIVITY\tUNIT")
@@ -102,7 +101,7 @@ func runSessionsStatus(ctx context.Context, out io.Writer, name string, asJSON b
 		return fmt.Errorf("status of session %s: %w", name, err)
 	}
 	if asJSON {
-		return printJSON(out, s)
+		return writeJSON(out, s)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	for _, kv := range [][2]string{
@@ -196,12 +195,6 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 		}
 		return nil
 	}
-}
-
-func printJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func dash(s string) string {

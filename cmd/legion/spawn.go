@@ -132,7 +132,7 @@ func runSpawn(ctx context.Context, out io.Writer, f spawnFlags, argv []string) e
 		return fmt.Errorf("spawn %s: %w", argv[0], err)
 	}
 	if f.asJSON {
-		return printJSON(out, res)
+		return writeJSON(out, res)
 	}
 	_, err = fmt.Fprintln(out, res.Name)
 	return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,7 +64,7 @@ control characters.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return encodeTeamJSON(out, teamJSON{Name: t.Name, ID: t.ID.String(), ShortID: t.ShortID(), Workspace: t.Workspace})
+				return writeJSON(out, teamJSON{Name: t.Name, ID: t.ID.String(), ShortID: t.ShortID(), Workspace: t.Workspace})
 			}
 			_, err = fmt.Fprintf(out, "added team %q with id %s (short id %s) to %s\n", t.Name, t.ID, t.ShortID(), g.configPath)
 			return err
@@ -108,7 +107,7 @@ func writeTeams(w io.Writer, teams []config.Team, asJSON bool) error {
 				Tracker: string(t.Tracker), Review: string(t.Review), Controller: string(t.Controller),
 			})
 		}
-		return encodeTeamJSON(w, list)
+		return writeJSON(w, list)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSHORT ID\tTRACKER\tREVIEW\tCONTROLLER\tWORKSPACE")
@@ -116,11 +115,4 @@ func writeTeams(w io.Writer, teams []config.Team, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.ShortID(), t.Tracker, t.Review, t.Controller, t.Workspace)
 	}
 	return tw.Flush()
-}
-
-// encodeTeamJSON prints v as indented JSON and a newline.
-func encodeTeamJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
