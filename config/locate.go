@@ -140,47 +140,9 @@ func (sc *scanner) value(path []string) {
 	case rest[0] == '\'':
 		sc.quoted('\'', false)
 	case rest[0] == '[':
-		sc.i++
-		for {
-			sc.skipBlank(true)
-			if sc.eof() {
-				return
-			}
-			switch sc.s[sc.i] {
-			case ']':
-				sc.i++
-				return
-			case ',':
-				sc.i++
-				continue
-			}
-			start := sc.i
-			sc.value(path)
-			if sc.i == start {
-				sc.i++
-			}
-		}
+		sc.list(']', sc.value, path)
 	case rest[0] == '{':
-		sc.i++
-		for {
-			sc.skipBlank(true)
-			if sc.eof() {
-				return
-			}
-			switch sc.s[sc.i] {
-			case '}':
-				sc.i++
-				return
-			case ',':
-				sc.i++
-				continue
-			}
-			start := sc.i
-			sc.pair(path)
-			if sc.i == start {
-				sc.i++
-			}
-		}
+		sc.list('}', sc.pair, path)
 	default: // number, boolean, datetime (which may hold a space)
 		for !sc.eof() && !strings.ContainsRune(",]}#\r\n", rune(sc.s[sc.i])) {
 			sc.i++
@@ -320,4 +282,31 @@ func unquoteKey(quoted string) string {
 		return quoted
 	}
 	return v.K
+}
+
+// list scans an array ('[' … ']', items are values) or an inline table
+// ('{' … '}', items are key = value pairs), from just before the opening
+// bracket to just after close. An item that consumes nothing is skipped
+// one byte, so a malformed list cannot stall the scan.
+func (sc *scanner) list(close byte, item func(path []string), path []string) {
+	sc.i++
+	for {
+		sc.skipBlank(true)
+		if sc.eof() {
+			return
+		}
+		switch sc.s[sc.i] {
+		case close:
+			sc.i++
+			return
+		case ',':
+			sc.i++
+			continue
+		}
+		start := sc.i
+		item(path)
+		if sc.i == start {
+			sc.i++
+		}
+	}
 }
