@@ -137,18 +137,27 @@ type helperSessions struct {
 func (s helperSessions) Sessions(ctx context.Context) ([]controller.Session, error) {
 	all := s.h.sessions.all()
 	s.h.sessions.refresh(ctx, all)
+	views := make([]Session, len(all))
+	for i, ss := range all {
+		views[i] = ss.view()
+	}
+	return ControllerSessions(s.team, views), nil
+}
+
+// ControllerSessions are the sessions of team among ss, as the controller
+// sees them.
+func ControllerSessions(team string, ss []Session) []controller.Session {
 	var out []controller.Session
-	for _, ss := range all {
-		v := ss.view()
-		if v.Team != s.team {
+	for _, s := range ss {
+		if s.Team != team {
 			continue
 		}
 		out = append(out, controller.Session{
-			Name: v.Name, Unit: v.Unit, Issue: v.Issue, Mode: v.Mode, Session: v.ID,
-			State: string(v.State), Question: v.Question,
+			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: s.Mode, Session: s.ID,
+			State: string(s.State), Question: s.Question,
 		})
 	}
-	return out, nil
+	return out
 }
 
 // State returns a team's state with the suggested action per issue.

@@ -143,17 +143,7 @@ func TeamSessions(ctx context.Context, c *activation.Client, team string) ([]con
 	if err != nil {
 		return nil, err
 	}
-	var out []controller.Session
-	for _, s := range res.Sessions {
-		if s.Team != team {
-			continue
-		}
-		out = append(out, controller.Session{
-			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: s.Mode, Session: s.ID,
-			State: string(s.State), Question: s.Question,
-		})
-	}
-	return out, nil
+	return activation.ControllerSessions(team, res.Sessions), nil
 }
 
 // helperDispatcher starts workers and relays input through the helper.
