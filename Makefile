@@ -2,18 +2,24 @@
 PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR   = $(PREFIX)/bin
+# legion-pty-worker, the program worker units run; legion finds it beside
+# itself (bin/ of a build tree) or here.
+LIBEXECDIR = $(PREFIX)/libexec/legion
 UNITDIR  = $(PREFIX)/lib/systemd/user
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
+	-X github.com/legion-dev/legion/ptyworker.LibexecDir=$(LIBEXECDIR)
+# Static binaries: nothing to match at run time, and a worker maps no libc.
+export CGO_ENABLED ?= 0
 
 .PHONY: all build test check-deps lint bench fuzz install clean
 
 all: build
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/legion ./cmd/legion
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/legion ./cmd/legion-pty-worker
 
 # Unit and integration tests. Integration tests start private systemd user
 # managers (see units/sdtest); with CI=true a missing prerequisite fails them.
@@ -39,6 +45,7 @@ fuzz:
 
 install: build
 	install -D -m 0755 bin/legion $(DESTDIR)$(BINDIR)/legion
+	install -D -m 0755 bin/legion-pty-worker $(DESTDIR)$(LIBEXECDIR)/legion-pty-worker
 	./bin/legion install --unit-dir $(DESTDIR)$(UNITDIR) --bin $(BINDIR)/legion --packaged
 
 clean:

@@ -52,8 +52,10 @@ type Options struct {
 	// helper again on the next connection.
 	IdleExit time.Duration
 
-	// Binary is the legion executable that worker units run; "" means this
-	// process's executable.
+	// Binary is the legion-pty-worker executable that worker units run;
+	// "" means ptyworker.FindBinary's, looked up at each launch (so a
+	// missing worker fails that launch, with how to install it, not the
+	// helper).
 	Binary string
 
 	// Teams are the configured teams spawn may use, by name. Defaults is
@@ -133,13 +135,6 @@ func New(opts Options) (*Helper, error) {
 	}
 	if opts.SocketPath == "" {
 		opts.SocketPath = filepath.Join(opts.RuntimeDir, SocketName)
-	}
-	if opts.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("find the legion executable: %w", err)
-		}
-		opts.Binary = exe
 	}
 	h := &Helper{opts: opts, log: opts.Logger, peerUID: os.Getuid()}
 	if opts.PeerUID != nil {

@@ -62,7 +62,7 @@ func startInProcessOn(t *testing.T, l net.Listener, opts Options) *inProcess {
 		ip.mu.Unlock()
 	}
 	if opts.Binary == "" {
-		opts.Binary = sdtest.LegionBinary(t)
+		opts.Binary = sdtest.WorkerBinary(t)
 	}
 	h, err := New(opts)
 	if err != nil {

@@ -54,7 +54,7 @@ func startWorker(ctx context.Context, t *testing.T, mgr *units.Manager, name, da
 		t.Fatal(err)
 	}
 	u, err := ptyworker.TransientUnit(s, ptyworker.UnitPolicy{
-		Binary: sdtest.LegionBinary(t), SpecPath: specPath, Cooldown: time.Second, Watchdog: time.Minute,
+		Binary: sdtest.WorkerBinary(t), SpecPath: specPath, Cooldown: time.Second, Watchdog: time.Minute,
 		StartLimitBurst: 5, StartLimitInterval: time.Minute, StopTimeout: 10 * time.Second,
 	})
 	if err != nil {

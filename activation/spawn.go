@@ -171,6 +171,13 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	if err := spec.Validate(); err != nil {
 		return SpawnResult{}, false, apiErr(CodeBadRequest, "%s: %v", l.op, err)
 	}
+	bin := h.opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = ptyworker.FindBinary(); err != nil {
+			return SpawnResult{}, false, fmt.Errorf("%s: %w", l.op, err)
+		}
+	}
 	// A new start begins a new life of the session: the entry of an earlier
 	// one (same name, so same ID) goes to registry/pruned, so run numbers
 	// and restarts count from this start. The transcript is appended to.
@@ -190,7 +197,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	}
 	tSpec := time.Since(t0)
 	policy := ptyworker.UnitPolicy{
-		Binary: h.opts.Binary, SpecPath: specPath,
+		Binary: bin, SpecPath: specPath,
 		Cooldown:           orDefault(l.cooldown, orDefault(team.Cooldown, defaultCooldown)),
 		Watchdog:           defaultWatchdog,
 		StartLimitBurst:    team.StartLimitBurst,

@@ -112,6 +112,10 @@ func TestPackages(t *testing.T) {
 		if want := "legion " + testVersion + " (commit " + testCommit + ")\n"; err != nil || string(out) != want {
 			t.Errorf("usr/bin/legion version = %q, %v; want %q", out, err, want)
 		}
+		out, err = exec.CommandContext(t.Context(), filepath.Join(root, "usr/libexec/legion/legion-pty-worker"), "--version").Output()
+		if want := "legion-pty-worker " + testVersion + "\n"; err != nil || string(out) != want {
+			t.Errorf("usr/libexec/legion/legion-pty-worker --version = %q, %v; want %q", out, err, want)
+		}
 	})
 	t.Run("man pages render", func(t *testing.T) { checkManPages(t, root) })
 	t.Run("systemd-analyze verify", func(t *testing.T) { verifyUnits(t, root) })
@@ -157,6 +161,7 @@ func readFile(t *testing.T, path string) []byte {
 func checkFiles(t *testing.T, root string) {
 	want := map[string]fs.FileMode{
 		"usr/bin/legion":                                       0o755,
+		"usr/libexec/legion/legion-pty-worker":                 0o755,
 		"usr/lib/systemd/user/legion.socket":                   0o644,
 		"usr/lib/systemd/user/legion.service":                  0o644,
 		"usr/lib/systemd/user/legion@.service":                 0o644,

@@ -10,8 +10,8 @@ package ptyworker
 //   - BenchmarkKeystrokeEcho: round trip of one keystroke through
 //     `stty raw -echo; cat`, direct and through the worker; p50/p99 of each
 //     and what the worker adds (target: p99 added <= 0.2 ms).
-//   - BenchmarkIdleWorkerRSS: VmRSS of a real `legion pty-worker` process
-//     hosting an idle agent (target <= 8 MiB).
+//   - BenchmarkIdleWorkerRSS: VmRSS of a real legion-pty-worker process
+//     (what units run) hosting an idle agent (target <= 8 MiB).
 
 import (
 	"bufio"
@@ -219,7 +219,7 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 }
 
 func BenchmarkIdleWorkerRSS(b *testing.B) {
-	bin := sdtest.LegionBinary(b)
+	bin := sdtest.WorkerBinary(b)
 	var rss, anon, file []int64
 	for range b.N {
 		spec := testSpec(b, "sleep", "100000")
@@ -227,7 +227,7 @@ func BenchmarkIdleWorkerRSS(b *testing.B) {
 		if err := WriteSpec(specPath, spec); err != nil {
 			b.Fatal(err)
 		}
-		cmd := exec.Command(bin, "pty-worker", "--spec", specPath)
+		cmd := exec.Command(bin, "--spec", specPath)
 		cmd.Env = os.Environ()
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)

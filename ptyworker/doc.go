@@ -1,5 +1,6 @@
 // Package ptyworker is the pty-worker: the one process that hosts one agent
-// session as a transient systemd unit (`legion pty-worker --spec FILE`).
+// session as a transient systemd unit (the program legion-pty-worker,
+// cmd/legion-pty-worker; binary.go has its main and how legion finds it).
 //
 // It owns, for its session: the spec file format (spec.go), the PTY and the
 // agent's process group (pty.go), the output ring addressed by a monotonic byte

@@ -77,7 +77,7 @@ func startUnit(t *testing.T, script string, burst uint32) *sdSession {
 		t.Fatal(err)
 	}
 	u, err := TransientUnit(spec, UnitPolicy{
-		Binary: bin, SpecPath: specPath, Cooldown: sdCooldown, Watchdog: sdWatchdog,
+		Binary: sdtest.WorkerBinary(t), SpecPath: specPath, Cooldown: sdCooldown, Watchdog: sdWatchdog,
 		StartLimitBurst: burst, StartLimitInterval: 5 * time.Minute, StopTimeout: 10 * time.Second,
 	})
 	if err != nil {

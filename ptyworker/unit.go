@@ -15,7 +15,7 @@ import (
 // UnitPolicy is the supervision policy of a worker unit (from the team's
 // config).
 type UnitPolicy struct {
-	Binary   string // absolute path of the legion binary
+	Binary   string // absolute path of legion-pty-worker (FindBinary)
 	SpecPath string // absolute path of the spec file (0600)
 
 	Cooldown           time.Duration // RestartSec: pause before a restart
@@ -75,7 +75,7 @@ func TransientUnit(s *Spec, p UnitPolicy) (units.Unit, error) {
 		units.Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", p.StartLimitInterval),
 		units.String("Service", "Type", "notify"),
 		units.String("Service", "NotifyAccess", "main"),
-		units.Exec("ExecStart", []string{p.Binary, "pty-worker", "--spec", p.SpecPath}),
+		units.Exec("ExecStart", []string{p.Binary, "--spec", p.SpecPath}),
 		units.String("Service", "Restart", "on-failure"),
 		units.Duration("Service", "RestartSec", "RestartUSec", p.Cooldown),
 		units.Duration("Service", "WatchdogSec", "WatchdogUSec", p.Watchdog),

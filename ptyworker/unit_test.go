@@ -29,7 +29,7 @@ func goldenSpec() *Spec {
 
 func goldenPolicy() UnitPolicy {
 	return UnitPolicy{
-		Binary: "/usr/bin/legion", SpecPath: "/home/u/.local/state/legion/specs/0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c.json",
+		Binary: "/usr/libexec/legion/legion-pty-worker", SpecPath: "/home/u/.local/state/legion/specs/0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c.json",
 		Cooldown: 30 * time.Second, Watchdog: 90 * time.Second, StartLimitBurst: 5,
 		StartLimitInterval: 20 * time.Minute, StopTimeout: 15 * time.Second,
 	}
@@ -117,7 +117,7 @@ func TestTransientUnitVerifies(t *testing.T) {
 		t.Skip("systemd-analyze (Debian package systemd) not on $PATH")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "legion")
+	bin := filepath.Join(dir, BinaryName)
 	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
 	p := goldenPolicy()
 	p.Binary = bin

@@ -2,6 +2,7 @@ package units_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -455,12 +456,13 @@ func TestCommandsAgainstManager(t *testing.T) {
 }
 
 // TestMakeInstall runs `make install PREFIX=/usr DESTDIR=<tmp>` and checks
-// that the binary and exactly the three static units land there with
-// ExecStart=/usr/bin/legion, and that the units pass systemd-analyze
-// verify. verify insists on an executable at /usr/bin/legion, which is only
-// under DESTDIR, so it runs in a private mount namespace where /usr/bin is
-// an overlay of DESTDIR/usr/bin on the real one (root, unshare and overlayfs
-// needed; the host's /usr/bin is never changed).
+// that the binaries and exactly the three static units land there with
+// ExecStart=/usr/bin/legion, that the units pass systemd-analyze verify and
+// that legion finds its worker at /usr/libexec/legion. Both need the files
+// at their /usr paths, which are only under DESTDIR, so they run in a
+// private mount namespace where /usr is an overlay of DESTDIR/usr on the
+// real one (root, unshare and overlayfs needed; the host's /usr is never
+// changed).
 func TestMakeInstall(t *testing.T) {
 	_, err := exec.LookPath("make")
 	sdtest.Require(t, "make on $PATH", err == nil)
@@ -476,8 +478,10 @@ func TestMakeInstall(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
-	if fi, err := os.Stat(filepath.Join(destdir, "usr/bin/legion")); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Errorf("binary under DESTDIR: %v, %v; want mode 0755", fi, err)
+	for _, bin := range []string{"usr/bin/legion", "usr/libexec/legion/legion-pty-worker"} {
+		if fi, err := os.Stat(filepath.Join(destdir, bin)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s under DESTDIR: %v, %v; want mode 0755", bin, fi, err)
+		}
 	}
 	unitDir := filepath.Join(destdir, "usr/lib/systemd/user")
 	entries, err := os.ReadDir(unitDir)
@@ -505,13 +509,38 @@ func TestMakeInstall(t *testing.T) {
 	}
 	script := `set -e
 mount --make-rprivate /
-mount -t overlay overlay -o "lowerdir=$1/usr/bin:/usr/bin" /usr/bin
-exec systemd-analyze --user verify legion.socket legion.service legion@x.service`
-	verify := exec.Command("unshare", "-m", "sh", "-c", script, "sh", destdir)
+mount -t overlay overlay -o "lowerdir=$1/usr:/usr" /usr
+systemd-analyze --user verify legion.socket legion.service legion@x.service
+/usr/bin/legion doctor --json >"$2" 2>/dev/null || true # some checks fail here: no manager`
+	doctorOut := filepath.Join(t.TempDir(), "doctor.json")
+	verify := exec.Command("unshare", "-m", "sh", "-c", script, "sh", destdir, doctorOut)
 	verify.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtime, "SYSTEMD_UNIT_PATH="+unitDir+":")
 	var stderr bytes.Buffer
 	verify.Stderr = &stderr
 	if err := verify.Run(); err != nil || stderr.Len() > 0 {
 		t.Errorf("systemd-analyze --user verify of the packaged units (in a namespace with /usr/bin/legion): %v\n%s", err, &stderr)
+	}
+	var doctor struct {
+		Checks []struct{ Name, Status, Detail string }
+	}
+	data, err := os.ReadFile(doctorOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &doctor); err != nil {
+		t.Fatalf("legion doctor --json: %v\n%s", err, data)
+	}
+	want := "/usr/libexec/legion/legion-pty-worker (legion-pty-worker "
+	found := false
+	for _, c := range doctor.Checks {
+		if c.Name == "pty worker" {
+			found = true
+			if c.Status != "ok" || !strings.HasPrefix(c.Detail, want) {
+				t.Errorf("installed legion's doctor: pty worker %s: %s; want ok: %s...", c.Status, c.Detail, want)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("installed legion's doctor has no pty worker check: %+v", doctor.Checks)
 	}
 }

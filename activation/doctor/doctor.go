@@ -2,7 +2,7 @@
 // needs on this machine there and working? Each check looks at one thing
 // (the systemd user manager, lingering, the session bus, tmux, git, the
 // config, each team's agent binary, the installed unit files, the helper's
-// socket) and reports ok, warn or fail, and with a problem what to do
+// socket, the pty-worker program) and reports ok, warn or fail, and with a problem what to do
 // about it.
 //
 // The checks only look: they never write a file, change a unit, start or
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -66,6 +67,9 @@ type Options struct {
 	LingerDir string
 	// Timeout bounds each check that talks to something; default 10s.
 	Timeout time.Duration
+	// FindWorker locates the program worker units run; default
+	// ptyworker.FindBinary.
+	FindWorker func() (string, error)
 }
 
 // Names of the checks that are always run (agent checks are named per
@@ -79,6 +83,7 @@ const (
 	CheckSocket  = "helper socket"
 	CheckGit     = "git"
 	CheckTmux    = "tmux"
+	CheckWorker  = "pty worker"
 )
 
 // Run runs every check, in a fixed order, and returns their results. It
@@ -93,6 +98,7 @@ func Run(ctx context.Context, o Options) []Check {
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkBus(ctx, o.RuntimeDir) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkUnits(ctx, o, cfg) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkSocket(ctx, o.RuntimeDir) }),
+		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkWorker(ctx, o.FindWorker) }),
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
 	}
@@ -134,6 +140,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
+	}
+	if o.FindWorker == nil {
+		o.FindWorker = ptyworker.FindBinary
 	}
 	return o
 }

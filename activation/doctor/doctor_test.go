@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -367,4 +368,22 @@ func TestWithManager(t *testing.T) {
 	checks = Run(t.Context(), s.opts)
 	expect(t, find(t, checks, CheckUnits), OK, "3 files current", "")
 	expect(t, find(t, checks, CheckSocket), OK, "accepts connections", "")
+}
+
+func TestWorker(t *testing.T) {
+	s := newSandbox(t)
+	worker := sdtest.WorkerBinary(t)
+	s.opts.FindWorker = func() (string, error) { return worker, nil }
+	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), OK, worker+" (legion-pty-worker ", "")
+
+	missing := fmt.Errorf("%w in /nowhere: install it", ptyworker.ErrNoBinary)
+	s.opts.FindWorker = func() (string, error) { return "", missing }
+	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Fail, "legion-pty-worker not found in /nowhere", "make install")
+
+	broken := filepath.Join(s.dir, "legion-pty-worker")
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.opts.FindWorker = func() (string, error) { return broken, nil }
+	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Fail, "--version: exit status 3", "make install")
 }

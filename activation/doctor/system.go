@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	godbus "github.com/godbus/dbus/v5"
 
@@ -100,6 +101,26 @@ func checkBus(ctx context.Context, runtimeDir string) Check {
 }
 
 // checkTool: is a program Legion runs in PATH?
+// checkWorker: is legion-pty-worker, the program every session's unit
+// runs, where legion looks for it, and does it run?
+func checkWorker(ctx context.Context, find func() (string, error)) Check {
+	c := Check{Name: CheckWorker}
+	path, err := find()
+	if err != nil {
+		c.Status, c.Detail = Fail, err.Error()
+		c.Fix = "make install (from a source tree), or reinstall the legion package"
+		return c
+	}
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		c.Status, c.Detail = Fail, fmt.Sprintf("%s --version: %v", path, err)
+		c.Fix = "make install (from a source tree), or reinstall the legion package"
+		return c
+	}
+	c.Status, c.Detail = OK, path+" ("+strings.TrimSpace(string(out))+")"
+	return c
+}
+
 func checkTool(name, prog, why string) Check {
 	c := Check{Name: name}
 	path, err := exec.LookPath(prog)

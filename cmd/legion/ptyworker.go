@@ -3,19 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/ptyworker"
 )
 
-// newPtyWorkerCmd is `legion pty-worker --spec FILE`: the main process of a
-// session's transient unit (see ptyworker.TransientUnit). Hidden: people use
-// `legion spawn` and `legion attach`.
+// newPtyWorkerCmd is `legion pty-worker --spec FILE`: the worker run in
+// this process, for debugging by hand. Units run the smaller
+// legion-pty-worker program (ptyworker.BinaryName), the same code. Hidden:
+// people use `legion spawn` and `legion attach`.
 func newPtyWorkerCmd(_ *globals) *cobra.Command {
 	var specPath string
 	cmd := &cobra.Command{
@@ -24,7 +21,8 @@ func newPtyWorkerCmd(_ *globals) *cobra.Command {
 		Long: `pty-worker hosts one agent session: it runs the agent on a PTY, keeps its
 output, serves attach clients on a unix socket and feeds systemd's watchdog
 while the agent's session file is fresh. systemd starts it in the session's
-transient unit; the spec file (0600) says what to run.
+transient unit (as the program legion-pty-worker, which runs the same
+code); the spec file (0600) says what to run.
 
 Exit status: 0 when the agent exited with code 0, the session was removed or
 the unit was stopped; 1 when the agent failed, so Restart=on-failure restarts
@@ -43,14 +41,5 @@ it.`,
 }
 
 func runPtyWorker(ctx context.Context, specPath string) error {
-	spec, err := ptyworker.ReadSpec(specPath)
-	if err != nil {
-		return err
-	}
-	// systemd's watchdog action sends SIGABRT; end the agent cleanly
-	// (recording the reason) instead of dying with a Go stack dump.
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGABRT, syscall.SIGHUP)
-	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	return ptyworker.Run(ctx, spec, ptyworker.Options{Logger: log, Version: version})
+	return ptyworker.RunSpecFile(ctx, specPath, version)
 }

@@ -64,16 +64,17 @@ func TestDemo(t *testing.T) {
 		}
 		return nil
 	})
-	// No process runs the binary (helper, controller, workers, agents).
+	// No process runs the binaries (helper, controller, workers, agents).
+	worker := sdtest.WorkerBinary(t)
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		if _, err := strconv.Atoi(p.Name()); err != nil {
 			continue
 		}
 		exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
-		if err == nil && exe == bin {
+		if err == nil && (exe == bin || exe == worker) {
 			cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-			t.Errorf("process %s still runs the binary: %s", p.Name(), bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+			t.Errorf("process %s still runs %s: %s", p.Name(), exe, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		}
 	}
 }

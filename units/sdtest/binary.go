@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// modulePath is the module whose cmd/legion LegionBinary builds.
+// modulePath is the module whose commands LegionBinary builds.
 const modulePath = "github.com/legion-dev/legion"
 
 // binPrefix names the directories LegionBinary builds into:
@@ -34,10 +34,16 @@ var legion struct {
 	err  error
 }
 
-// LegionBinary builds ./cmd/legion once per test process and returns the
-// binary's absolute path.
+// workerName is the worker program beside legion (ptyworker.BinaryName;
+// this package cannot import ptyworker, whose tests use it).
+const workerName = "legion-pty-worker"
+
+// LegionBinary builds ./cmd/legion and ./cmd/legion-pty-worker once per test
+// process, as `make build` does (static, CGO_ENABLED=0), and returns the
+// absolute path of legion; the worker is beside it, where legion looks for
+// it (see WorkerBinary).
 //
-// The binary goes into a fresh directory $TMPDIR/legion-bin-<pid>-*. A test
+// The binaries go into a fresh directory $TMPDIR/legion-bin-<pid>-*. A test
 // process cannot remove it when it exits (there is no hook after the last
 // test without a TestMain), so instead each process, on its first build,
 // removes the directories of earlier test processes that are gone: at most
@@ -49,6 +55,12 @@ func LegionBinary(t testing.TB) string {
 		t.Fatalf("build legion binary: %v", legion.err)
 	}
 	return legion.path
+}
+
+// WorkerBinary is LegionBinary's legion-pty-worker: what worker units run.
+func WorkerBinary(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(LegionBinary(t)), workerName)
 }
 
 func buildLegion() (string, error) {
@@ -65,19 +77,18 @@ func buildLegion() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "legion")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./cmd/legion")
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", dir+"/", "./cmd/legion", "./cmd/"+workerName)
 	cmd.Dir = root
-	cmd.Env = startEnv
+	cmd.Env = append(startEnv[:len(startEnv):len(startEnv)], "CGO_ENABLED=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		_ = os.RemoveAll(dir) // nothing useful in it
-		return "", fmt.Errorf("go build ./cmd/legion in %s: %w\n%s", root, err, out.String())
+		return "", fmt.Errorf("go build ./cmd/legion ./cmd/%s in %s: %w\n%s", workerName, root, err, out.String())
 	}
-	return bin, nil
+	return filepath.Join(dir, "legion"), nil
 }
 
 // moduleRoot walks up from the working directory (a test runs in its

@@ -104,6 +104,14 @@ func TestLegionBinary(t *testing.T) {
 	if again := LegionBinary(t); again != bin {
 		t.Errorf("second LegionBinary = %q; want %q (built once)", again, bin)
 	}
+	w := WorkerBinary(t)
+	if filepath.Dir(w) != filepath.Dir(bin) {
+		t.Errorf("WorkerBinary = %q; want it beside %q", w, bin)
+	}
+	out, err = exec.Command(w, "--version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "legion-pty-worker ") {
+		t.Fatalf("%s --version: %v: %q; want \"legion-pty-worker VERSION\"", w, err, out)
+	}
 }
 
 func TestStaleName(t *testing.T) {

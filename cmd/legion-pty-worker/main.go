@@ -1,0 +1,77 @@
+// Command legion-pty-worker hosts one agent session on a PTY: systemd runs
+// it as the main process of the session's transient unit, which `legion
+// spawn` and the controller create through the helper. It is a program of
+// its own, not a subcommand of legion, so that each resident worker maps
+// only what it uses (see ptyworker.BinaryName). The work is package
+// ptyworker's; this file only parses the command line.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/legion-dev/legion/ptyworker"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+const usage = `Usage: legion-pty-worker --spec FILE
+
+Host one agent session: run the agent on a PTY, keep its output (ring and
+transcript), serve attach clients on a unix socket and feed systemd's
+watchdog while the agent's session file is fresh. systemd starts it in the
+session's transient unit; the spec file (JSON, mode 0600) says what to run.
+People use "legion spawn" and "legion attach" instead.
+
+Exit status: 0 when the agent exited with code 0, the session was removed or
+the unit was stopped; 1 when the agent failed (so Restart=on-failure
+restarts it); 2 for bad arguments.
+
+Options:
+`
+
+func main() {
+	signal.Ignore(syscall.SIGPIPE)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("legion-pty-worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	spec := fs.String("spec", "", "the session's spec `FILE` (JSON, mode 0600)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case *showVersion:
+		fmt.Fprintln(stdout, "legion-pty-worker", version)
+		return 0
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "legion-pty-worker: unexpected argument %q (want only --spec FILE)\n", fs.Arg(0))
+		return 2
+	case *spec == "":
+		fmt.Fprintln(stderr, "legion-pty-worker: --spec FILE is required")
+		return 2
+	}
+	err := ptyworker.RunSpecFile(context.Background(), *spec, version)
+	if err == nil || errors.Is(err, context.Canceled) {
+		return 0
+	}
+	fmt.Fprintln(stderr, "legion-pty-worker:", err)
+	return 1
+}
