@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 )
@@ -136,30 +137,49 @@ func (c *Client) readLoop() {
 		close(c.events)
 		close(c.done)
 	}()
-	buf := make([]byte, 64<<10)
-	br := bufio.NewReaderSize(c.nc, 64<<10) // a header and its payload in one read(2)
+	var buf []byte
+	// Small frames (control messages, keystroke echoes) come whole in one
+	// read(2); the payload of a large data frame, read into the event's
+	// own slice, mostly bypasses the buffer (bufio reads straight into a
+	// destination at least its size).
+	br := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
 		var typ byte
-		var p []byte
-		typ, p, err = ReadFrame(br, buf)
-		if err != nil {
+		var n int
+		if typ, n, err = readFrameHeader(br); err != nil {
 			err = fmt.Errorf("%w: %w", ErrClientClosed, err)
 			return
 		}
 		switch typ {
 		case FrameControl:
-			m, derr := decodeMessage(p)
+			if err = readPayload(br, &buf, n); err != nil {
+				err = fmt.Errorf("%w: %w", ErrClientClosed, err)
+				return
+			}
+			m, derr := decodeMessage(buf)
 			if derr != nil {
 				err = fmt.Errorf("worker sent a malformed message: %w", derr)
 				return
 			}
 			c.dispatch(m)
 		case FrameData, FrameSnapshot:
-			if len(p) < offsetLen {
-				err = fmt.Errorf("worker sent a short data frame (%d bytes)", len(p))
+			if n < offsetLen {
+				err = fmt.Errorf("worker sent a short data frame (%d bytes)", n)
 				return
 			}
-			ev := Event{Kind: EventKindOutput, Offset: binary.BigEndian.Uint64(p), Data: append([]byte(nil), p[offsetLen:]...)}
+			var off [offsetLen]byte
+			data := make([]byte, n-offsetLen)
+			if _, err = io.ReadFull(br, off[:]); err == nil {
+				_, err = io.ReadFull(br, data)
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				err = fmt.Errorf("%w: %w", ErrClientClosed, err)
+				return
+			}
+			ev := Event{Kind: EventKindOutput, Offset: binary.BigEndian.Uint64(off[:]), Data: data}
 			if typ == FrameSnapshot {
 				ev.Kind = EventKindSnapshot
 			}

@@ -362,30 +362,48 @@ func frameLimit(typ byte) int {
 // wraps ErrFrameType and an oversized one ErrFrameTooLarge; after either the
 // stream is out of step.
 func ReadFrame(r io.Reader, buf []byte) (typ byte, payload []byte, err error) {
-	var h [headerLen]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err
+	typ, n, err := readFrameHeader(r)
+	if err != nil {
+		return typ, nil, err
 	}
-	typ = h[0]
-	n := binary.BigEndian.Uint32(h[1:])
-	limit := frameLimit(typ)
-	if limit < 0 {
-		return typ, nil, fmt.Errorf("frame type %q: %w (want 'J', 'D' or 'S')", typ, ErrFrameType)
-	}
-	if uint64(n) > uint64(limit) {
-		return typ, nil, fmt.Errorf("frame type %q of %d bytes: %w (limit %d)", typ, n, ErrFrameTooLarge, limit)
-	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	if err := readPayload(r, &buf, n); err != nil {
 		return typ, nil, err
 	}
 	return typ, buf, nil
+}
+
+// readFrameHeader reads a frame header and checks it: the type, and the
+// payload length against the type's limit.
+func readFrameHeader(r io.Reader) (typ byte, n int, err error) {
+	var h [headerLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, 0, err
+	}
+	typ = h[0]
+	size := binary.BigEndian.Uint32(h[1:])
+	limit := frameLimit(typ)
+	if limit < 0 {
+		return typ, 0, fmt.Errorf("frame type %q: %w (want 'J', 'D' or 'S')", typ, ErrFrameType)
+	}
+	if uint64(size) > uint64(limit) {
+		return typ, 0, fmt.Errorf("frame type %q of %d bytes: %w (limit %d)", typ, size, ErrFrameTooLarge, limit)
+	}
+	return typ, int(size), nil
+}
+
+// readPayload reads n bytes into *buf, grown as needed.
+func readPayload(r io.Reader, buf *[]byte, n int) error {
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	*buf = (*buf)[:n]
+	if _, err := io.ReadFull(r, *buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return nil
 }
 
 // decodeMessage decodes one control payload strictly: one JSON object, no

@@ -3,6 +3,7 @@ package ptyworker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -81,6 +82,48 @@ func openPTY() (ptm, tty *os.File, err error) {
 		return nil, nil, fmt.Errorf("open pty: %w", err)
 	}
 	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
+}
+
+// readBuf is the PTY reader's buffer: the most one read hands on.
+const readBuf = 64 << 10
+
+// read waits for output and then takes all the terminal holds, up to
+// len(p), before returning it. The kernel passes PTY output on in chunks
+// of about 4 KiB, so during a flood one read(2) per chunk, each handed to
+// the consumers (a wake-up, a frame to each client), would cost the worker
+// more than the reading; taking what is already there needs only one more
+// read(2) (EAGAIN) and costs a lone keystroke's echo nothing but that.
+// Errors are as os.File.Read's (EIO: the end of output).
+func (c *child) read(p []byte) (int, error) {
+	rc, err := c.ptm.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for n < len(p) {
+			k, err := unix.Read(int(fd), p[n:])
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				return n > 0 // nothing (more) yet: wait for readiness unless we have some
+			case err != nil:
+				rerr = &os.PathError{Op: "read", Path: c.ptm.Name(), Err: err}
+				return true
+			case k == 0:
+				rerr = io.EOF
+				return true
+			}
+			n += k
+		}
+		return true
+	})
+	if rerr != nil {
+		return n, rerr
+	}
+	return n, err
 }
 
 // setWinsize sets the PTY size without switching the master to blocking mode.

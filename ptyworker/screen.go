@@ -11,10 +11,13 @@ import (
 
 // Screen follower tuning. vt10x parses at roughly 10-20 MB/s, far slower
 // than a PTY can produce, so the follower trails the ring in its own
-// goroutine. When it is more than screenMaxLag behind it jumps ahead and
-// parses only the last screenKeep bytes, then rests screenFloodRest: a
-// flood of output costs a bounded share of a CPU and the screen shows what
-// those last bytes drew (best effort); ordinary output is parsed exactly.
+// goroutine. When it is more than screenMaxLag behind (a flood of output)
+// it gives up on all but the last screenKeep bytes and parses nothing
+// until the flood is over: it rests screenFloodRest and looks again. Once
+// less than screenMaxLag came in since, it parses what is left, so the
+// screen shows what those last bytes drew (best effort). A flood thus costs
+// the worker no parsing at all, and ordinary output is parsed exactly. A
+// snapshot taken during a flood parses what the ring holds (see snapshot).
 const (
 	screenMaxLag = 256 << 10
 	screenKeep   = 32 << 10
@@ -56,13 +59,9 @@ func (s *screen) queueResize(off uint64, cols, rows int) {
 	s.mu.Unlock()
 }
 
-// advance parses output up to offset to. With jump set it skips ahead when
-// far behind (the follower); without, it parses everything still in the
-// ring (a snapshot). The caller holds s.mu.
-func (s *screen) advance(o *output, to uint64, jump bool) {
-	if jump && to-s.fed > screenMaxLag {
-		s.skipTo(to - screenKeep)
-	}
+// advance parses output up to offset to, what of it is still in the ring.
+// The caller holds s.mu.
+func (s *screen) advance(o *output, to uint64) {
 	for s.fed < to {
 		stop := to
 		for len(s.resizes) > 0 && s.resizes[0].off <= s.fed {
@@ -154,12 +153,8 @@ func (s *screen) follow(o *output, sub *subscriber, stop <-chan struct{}) {
 		case <-stop:
 			return
 		}
-		s.mu.Lock()
-		skipped := s.skipped
-		s.advance(o, o.head(), true)
+		flood := s.step(o)
 		sub.next.Store(s.fed)
-		flood := s.skipped != skipped
-		s.mu.Unlock()
 		rest := screenCoalesce
 		if flood {
 			rest = screenFloodRest
@@ -172,6 +167,27 @@ func (s *screen) follow(o *output, sub *subscriber, stop <-chan struct{}) {
 	}
 }
 
+// step is one look of the follower: it parses up to the head, unless
+// there is a flood (more than screenMaxLag unparsed, also once it began
+// while parsing): then it skips to the last screenKeep bytes and parses no
+// more. It reports a flood.
+func (s *screen) step(o *output) (flood bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		head := o.head()
+		switch {
+		case head-s.fed > screenMaxLag:
+			s.skipTo(head - screenKeep)
+			return true
+		case s.fed == head:
+			return false
+		}
+		// A chunk at a time, so a flood that starts meanwhile is seen.
+		s.advance(o, min(head, s.fed+screenChunk))
+	}
+}
+
 // snapshot brings the screen up to the output head, renders it and
 // subscribes sub from the offset the rendering reflects, all under the
 // screen's lock so no output falls between the two.
@@ -179,7 +195,7 @@ func (s *screen) snapshot(o *output, sub *subscriber) ([]byte, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	head := o.head()
-	s.advance(o, head, false)
+	s.advance(o, head)
 	o.subscribe(sub, s.fed)
 	return render(s.vt, &s.modes), s.fed
 }

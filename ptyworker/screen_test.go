@@ -23,7 +23,7 @@ func feedScreen(t testing.TB, text []byte, pieces []int, cols, rows int) *screen
 		o.write(text[:n])
 		text = text[n:]
 		s.mu.Lock()
-		s.advance(o, o.head(), false)
+		s.advance(o, o.head())
 		s.mu.Unlock()
 	}
 	return s
@@ -141,17 +141,40 @@ func cells(v vt10x.Terminal) [][]vt10x.Glyph {
 	return out
 }
 
-func TestScreenFollowerJumpsAhead(t *testing.T) {
+func TestScreenFollowerSkipsFloods(t *testing.T) {
 	o := newOutput(1 << 20)
 	s := newScreen(20, 5)
-	o.write([]byte(strings.Repeat("x", screenMaxLag+1000) + "\r\nTHE END"))
-	s.mu.Lock()
-	s.advance(o, o.head(), true)
-	s.mu.Unlock()
-	if s.skipped == 0 || s.fed != o.head() {
-		t.Errorf("skipped %d fed %d head %d; want a jump ahead to the head", s.skipped, s.fed, o.head())
+	o.write([]byte("before the flood\r\n"))
+	if s.step(o) {
+		t.Fatal("step after 18 bytes reported a flood")
 	}
-	if !strings.Contains(s.vt.String(), "THE END") {
-		t.Errorf("screen after a jump:\n%s\nwant THE END on it", s.vt.String())
+	if !strings.Contains(s.vt.String(), "before the flood") {
+		t.Fatalf("screen:\n%s\nwant the first line parsed", s.vt.String())
+	}
+	parsed := s.fed
+
+	// A flood: nothing of it is parsed while it lasts...
+	o.write([]byte(strings.Repeat("x", screenMaxLag+1000)))
+	if !s.step(o) {
+		t.Fatal("step after a flood did not report one")
+	}
+	if s.fed != o.head()-screenKeep || s.skipped != o.head()-screenKeep-parsed {
+		t.Errorf("after the flood: fed %d, skipped %d; want fed %d (head %d - screenKeep), the rest skipped", s.fed, s.skipped, o.head()-screenKeep, o.head())
+	}
+	if strings.Contains(s.vt.String(), "x") {
+		t.Errorf("screen during the flood:\n%s\nwant nothing of the flood parsed yet", s.vt.String())
+	}
+	o.write([]byte(strings.Repeat("y", screenMaxLag+1)))
+	if !s.step(o) {
+		t.Fatal("the flood went on, but step did not report it")
+	}
+
+	// ...and once it is over the last bytes are.
+	o.write([]byte("\r\nTHE END"))
+	if s.step(o) {
+		t.Fatal("step after the flood ended reported one")
+	}
+	if s.fed != o.head() || !strings.Contains(s.vt.String(), "THE END") {
+		t.Errorf("fed %d, head %d, screen:\n%s\nwant all parsed and THE END on the screen", s.fed, o.head(), s.vt.String())
 	}
 }

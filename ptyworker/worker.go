@@ -298,9 +298,9 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 // readLoop copies PTY output into the ring until the end of output (EIO
 // once every holder of the terminal closed it) or the master is closed.
 func (w *worker) readLoop(c *child) {
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, readBuf)
 	for {
-		n, err := c.ptm.Read(buf)
+		n, err := c.read(buf)
 		if n > 0 {
 			w.out.write(buf[:n])
 		}
