@@ -354,7 +354,7 @@ func BenchmarkRefKeystrokeEcho(b *testing.B) {
 				direct = append(direct, echoRoundTrips(b, c.ptm)...)
 				c.killAll(syscall.SIGKILL)
 				c.ptm.Close()
-				<-c.done
+				c.reap()
 
 				// Through the reference: the key into its client's PTY,
 				// the echo out of it. tmux does not move the cursor around

@@ -77,7 +77,7 @@ func rawPTYRead(b *testing.B, argv []string) (int64, time.Duration) {
 		}
 	}
 	d := time.Since(start)
-	<-c.done
+	c.reap()
 	return n, d
 }
 
@@ -181,7 +181,7 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 		}
 		c.killAll(syscall.SIGKILL)
 		c.ptm.Close()
-		<-c.done
+		c.reap()
 
 		// Through the worker: a data frame in, the echo as an output event.
 		spec := testSpec(b, argv...)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,12 +19,21 @@ import (
 // mode (it is never passed through (*os.File).Fd), so reads park in the
 // runtime poller and a write deadline bounds input to an agent that does
 // not read.
+//
+// The agent is not reaped when it exits: done closes while it is a zombie,
+// which keeps its PID, and so its process group ID, from being reused, so
+// signals to the group after the exit (killing what it left holding the
+// terminal) cannot reach a stranger. reap collects it once the worker is
+// done with the group.
 type child struct {
 	cmd  *exec.Cmd
 	ptm  *os.File
 	pid  int
-	done chan struct{} // closed once Wait returned
-	wait error         // Wait's result, valid after done
+	done chan struct{} // closed once the agent exited (not yet reaped)
+
+	mu     sync.Mutex // held by reap and while signalling the group
+	reaped bool
+	wait   error // Wait's result, valid after reap
 }
 
 // startChild starts argv in its own session with the PTY as controlling
@@ -53,13 +63,34 @@ func startChild(argv []string, dir string, env []string, cols, rows int) (*child
 	}
 	ok = true
 	c := &child{cmd: cmd, ptm: ptm, pid: cmd.Process.Pid, done: make(chan struct{})}
-	// Exits when the child exits; nothing else waits on the process.
+	// Exits when the child exits, leaving it to reap.
 	go func() {
-		c.wait = cmd.Wait()
-		close(c.done)
+		defer close(c.done)
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				return // nil: exited; any other error: Wait will say
+			}
+		}
 	}()
 	return c, nil
 }
+
+// reap waits for the agent to exit and collects it (exitInfo is valid
+// after). Signals to its process group must not follow.
+func (c *child) reap() {
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.reaped {
+		c.wait = c.cmd.Wait()
+		c.reaped = true
+	}
+}
+
+// errReaped: the agent was reaped, its process group ID may be another's.
+var errReaped = errors.New("the agent has exited and was collected")
 
 // openPTY opens a PTY pair. creack/pty leaves the master in blocking mode
 // (its ioctls go through (*os.File).Fd); the master returned here is a
@@ -164,6 +195,11 @@ func (c *child) foreground() (int, error) {
 // foreground job (falling back to the agent's group when the terminal has
 // none), TargetGroup the agent's own process group.
 func (c *child) signal(sig syscall.Signal, target string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reaped {
+		return 0, errReaped
+	}
 	pgid := c.pid // Setsid: the agent leads its own group
 	if target == TargetForeground {
 		if fg, err := c.foreground(); err == nil && fg > 0 {
@@ -179,6 +215,11 @@ func (c *child) signal(sig syscall.Signal, target string) (int, error) {
 // killAll sends sig to the agent's group and to the foreground group when
 // that differs (a job the agent's shell put in its own group).
 func (c *child) killAll(sig syscall.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reaped {
+		return
+	}
 	syscall.Kill(-c.pid, sig) // errors: the group is already gone
 	if fg, err := c.foreground(); err == nil && fg > 0 && fg != c.pid {
 		syscall.Kill(-fg, sig)
@@ -200,7 +241,7 @@ func (c *child) write(p []byte, timeout time.Duration) error {
 	return nil
 }
 
-// exitInfo turns Wait's result into ExitInfo fields.
+// exitInfo turns Wait's result into ExitInfo fields; call reap first.
 func (c *child) exitInfo() (code int, sig string) {
 	if c.cmd.ProcessState == nil {
 		return -1, ""

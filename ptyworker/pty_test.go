@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestEchoThroughCat(t *testing.T) {
@@ -445,5 +447,63 @@ func TestBackgroundJobDoesNotHoldExit(t *testing.T) {
 	}
 	if !strings.Contains(s.output(), "agent-done") {
 		t.Errorf("output %q lacks the agent's last words", s.output())
+	}
+}
+
+// TestExitedAgentHeldUntilReaped: an agent that exited stays a zombie,
+// keeping its process group ID reserved, until reap; signals to its group
+// still reach a member it left behind, and none are sent once it is
+// reaped.
+func TestExitedAgentHeldUntilReaped(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "bg.pid")
+	// The background sleep stays in the agent's process group.
+	c, err := startChild([]string{"sh", "-c", "sleep 60 & echo $! >" + pidFile + "; exit 3"}, "/", os.Environ(), 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.ptm.Close()
+	select {
+	case <-c.done:
+	case <-time.After(waitTimeout):
+		t.Fatal("the agent did not exit")
+	}
+	state := func(pid int) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return "gone"
+		}
+		// pid (comm) S ...: the state follows the last ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		return f[0]
+	}
+	if st := state(c.pid); st != "Z" {
+		t.Fatalf("exited agent %d: state %s; want Z (not yet reaped)", c.pid, st)
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.killAll(syscall.SIGKILL)
+	deadline := time.Now().Add(waitTimeout)
+	for st := state(bg); st != "gone" && st != "Z"; st = state(bg) {
+		if time.Now().After(deadline) {
+			t.Fatalf("background job %d of the exited agent: state %s after SIGKILL to the group; want it killed", bg, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	c.reap()
+	if code, _ := c.exitInfo(); code != 3 {
+		t.Errorf("exit code after reap = %d; want 3", code)
+	}
+	if st := state(c.pid); st != "gone" {
+		t.Errorf("agent %d after reap: state %s; want gone", c.pid, st)
+	}
+	if _, err := c.signal(syscall.SIGTERM, TargetGroup); !errors.Is(err, errReaped) {
+		t.Errorf("signal after reap: %v; want errReaped (its group ID may be another's now)", err)
 	}
 }

@@ -4,6 +4,7 @@ package ptyworker
 // signals, removal, and the events pushed to clients.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -109,6 +110,9 @@ func (w *worker) signal(p *SignalParams) (*SignalResult, *RPCError) {
 		return nil, e
 	}
 	pgid, err := c.signal(sig, target)
+	if errors.Is(err, errReaped) {
+		return nil, &RPCError{Code: CodeSessionNotRunning, Message: "signal: " + err.Error()}
+	}
 	if err != nil {
 		return nil, &RPCError{Code: CodeIOError, Message: err.Error()}
 	}

@@ -268,6 +268,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		w.terminate(c, exited)
 	}
 	c.ptm.Close()
+	c.reap()
 
 	code, sig := c.exitInfo()
 	e := &ExitInfo{Code: code, Signal: sig, Reason: reason, Time: time.Now(), Run: w.run, Offset: w.out.head(), ArgvKind: kind}
