@@ -112,6 +112,7 @@ func rootSections() []docs.Section {
 			{Tag: "~/.config/legion/legion.toml", Text: "The configuration; see legion.toml(5)."},
 			{Tag: "/usr/lib/systemd/user/legion.socket, legion.service, legion@.service", Text: "The units a distribution package installs: the helper's socket and service, and the controller template."},
 			{Tag: "~/.config/systemd/user/legion*", Text: "The units `legion install` writes: the same three, and per team a drop-in legion@TEAM.service.d/50-legion.conf and a slice legion-SHORT.slice."},
+			{Tag: "/usr/libexec/legion/legion-pty-worker", Text: "The program each session's transient unit runs (a package's path; make install puts it in PREFIX/libexec/legion). legion looks for it beside its own executable first."},
 			{Tag: "$XDG_RUNTIME_DIR/legion/legion.sock", Text: "The helper's socket, mode 0600."},
 			{Tag: "/usr/share/doc/legion/legion.toml", Text: "Every configuration key with its default, commented out."},
 		}},
