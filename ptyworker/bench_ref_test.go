@@ -196,7 +196,7 @@ func (s *refSession) stop() {
 	if s.client != nil {
 		s.client.killAll(syscall.SIGKILL)
 		s.client.ptm.Close()
-		<-s.client.done
+		s.client.reap()
 		s.client = nil
 	}
 }

@@ -118,43 +118,66 @@ func openPTY() (ptm, tty *os.File, err error) {
 // readBuf is the PTY reader's buffer: the most one read hands on.
 const readBuf = 64 << 10
 
-// read waits for output and then takes all the terminal holds, up to
-// len(p), before returning it. The kernel passes PTY output on in chunks
-// of about 4 KiB, so during a flood one read(2) per chunk, each handed to
-// the consumers (a wake-up, a frame to each client), would cost the worker
-// more than the reading; taking what is already there needs only one more
+// ptyReader reads the master for the worker's reader goroutine: it waits
+// for output and then takes all the terminal holds, up to its buffer,
+// before handing it on. The kernel passes PTY output on in chunks of about
+// 4 KiB, so during a flood one read(2) per chunk, each handed to the
+// consumers (a wake-up, a frame to each client), would cost the worker more
+// than the reading; taking what is already there needs only one more
 // read(2) (EAGAIN) and costs a lone keystroke's echo nothing but that.
-// Errors are as os.File.Read's (EIO: the end of output).
-func (c *child) read(p []byte) (int, error) {
-	rc, err := c.ptm.SyscallConn()
+type ptyReader struct {
+	rc   syscall.RawConn
+	name string
+	buf  []byte
+	n    int
+	err  error
+	fill func(fd uintptr) bool // r.fillFrom, bound once
+}
+
+func newPTYReader(ptm *os.File, size int) (*ptyReader, error) {
+	rc, err := ptm.SyscallConn()
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("read %s: %w", ptm.Name(), err)
 	}
-	n := 0
-	var rerr error
-	err = rc.Read(func(fd uintptr) bool {
-		for n < len(p) {
-			k, err := unix.Read(int(fd), p[n:])
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return n > 0 // nothing (more) yet: wait for readiness unless we have some
-			case err != nil:
-				rerr = &os.PathError{Op: "read", Path: c.ptm.Name(), Err: err}
-				return true
-			case k == 0:
-				rerr = io.EOF
-				return true
-			}
-			n += k
+	r := &ptyReader{rc: rc, name: ptm.Name(), buf: make([]byte, size)}
+	r.fill = r.fillFrom
+	return r, nil
+}
+
+// read returns the next output; errors are as os.File.Read's (EIO: the end
+// of output; os.ErrClosed: the master was closed). The slice is valid until
+// the next read.
+func (r *ptyReader) read() ([]byte, error) {
+	r.n, r.err = 0, nil
+	if err := r.rc.Read(r.fill); err != nil && r.err == nil {
+		// RawConn.Read fails only when the file was closed (no read
+		// deadline is ever set); say so as os.File.Read would.
+		r.err = &os.PathError{Op: "read", Path: r.name, Err: os.ErrClosed}
+	}
+	return r.buf[:r.n], r.err
+}
+
+// fillFrom reads fd into buf until it would block or buf is full. It
+// returns false (wait for readiness, then call again) only while it has
+// nothing.
+func (r *ptyReader) fillFrom(fd uintptr) bool {
+	for r.n < len(r.buf) {
+		k, err := unix.Read(int(fd), r.buf[r.n:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return r.n > 0
+		case err != nil:
+			r.err = &os.PathError{Op: "read", Path: r.name, Err: err}
+			return true
+		case k == 0:
+			r.err = io.EOF
+			return true
 		}
-		return true
-	})
-	if rerr != nil {
-		return n, rerr
+		r.n += k
 	}
-	return n, err
+	return true
 }
 
 // setWinsize sets the PTY size without switching the master to blocking mode.

@@ -456,12 +456,14 @@ func TestBackgroundJobDoesNotHoldExit(t *testing.T) {
 // reaped.
 func TestExitedAgentHeldUntilReaped(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "bg.pid")
-	// The background sleep stays in the agent's process group.
-	c, err := startChild([]string{"sh", "-c", "sleep 60 & echo $! >" + pidFile + "; exit 3"}, "/", os.Environ(), 80, 24)
+	// The background sleep stays in the agent's process group and ignores
+	// the SIGHUP the kernel sends the group when the agent, the session
+	// leader, exits: only killAll can end it.
+	c, err := startChild([]string{"sh", "-c", "trap '' HUP; sleep 60 & echo $! >" + pidFile + "; exit 3"}, "/", os.Environ(), 80, 24)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.ptm.Close()
+	t.Cleanup(func() { c.killAll(syscall.SIGKILL); c.ptm.Close(); c.reap() })
 	select {
 	case <-c.done:
 	case <-time.After(waitTimeout):
@@ -487,6 +489,10 @@ func TestExitedAgentHeldUntilReaped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(100 * time.Millisecond) // the SIGHUP, had it reached the job
+	if st := state(bg); st != "S" {
+		t.Fatalf("background job %d of the exited agent: state %s before killAll; want S (sleeping)", bg, st)
+	}
 	c.killAll(syscall.SIGKILL)
 	deadline := time.Now().Add(waitTimeout)
 	for st := state(bg); st != "gone" && st != "Z"; st = state(bg) {
@@ -505,5 +511,62 @@ func TestExitedAgentHeldUntilReaped(t *testing.T) {
 	}
 	if _, err := c.signal(syscall.SIGTERM, TargetGroup); !errors.Is(err, errReaped) {
 		t.Errorf("signal after reap: %v; want errReaped (its group ID may be another's now)", err)
+	}
+}
+
+// TestPTYReader: output comes whole, then EIO once the agent is gone; a
+// read waiting when the master is closed ends with os.ErrClosed, as
+// os.File.Read's would.
+func TestPTYReader(t *testing.T) {
+	c, err := startChild([]string{"sh", "-c", "stty -onlcr; printf 'hello\nworld\n'"}, "/", os.Environ(), 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.ptm.Close(); c.reap() })
+	r, err := newPTYReader(c.ptm, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for {
+		p, err := r.read()
+		if len(p) > 4 {
+			t.Fatalf("read returned %d bytes; want at most the buffer's 4", len(p))
+		}
+		got = append(got, p...)
+		if err != nil {
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("read after %q: %v; want EIO at the end of output", got, err)
+			}
+			break
+		}
+	}
+	if string(got) != "hello\nworld\n" {
+		t.Errorf("read %q; want %q", got, "hello\nworld\n")
+	}
+
+	quiet, err := startChild([]string{"sleep", "60"}, "/", os.Environ(), 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { quiet.killAll(syscall.SIGKILL); quiet.reap() })
+	r, err = newPTYReader(quiet.ptm, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.read()
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let it wait in the poller
+	quiet.ptm.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("read interrupted by closing the master: %v; want os.ErrClosed", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("a read waiting for output did not end when the master was closed")
 	}
 }

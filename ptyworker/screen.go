@@ -153,8 +153,8 @@ func (s *screen) follow(o *output, sub *subscriber, stop <-chan struct{}) {
 		case <-stop:
 			return
 		}
-		flood := s.step(o)
-		sub.next.Store(s.fed)
+		fed, flood := s.step(o)
+		sub.next.Store(fed)
 		rest := screenCoalesce
 		if flood {
 			rest = screenFloodRest
@@ -164,27 +164,31 @@ func (s *screen) follow(o *output, sub *subscriber, stop <-chan struct{}) {
 		case <-stop:
 			return
 		}
+		if flood {
+			sub.poke() // look again: the flood may have ended meanwhile
+		}
 	}
 }
 
-// step is one look of the follower: it parses up to the head, unless
-// there is a flood (more than screenMaxLag unparsed, also once it began
-// while parsing): then it skips to the last screenKeep bytes and parses no
-// more. It reports a flood.
-func (s *screen) step(o *output) (flood bool) {
+// step is one look of the follower: it parses the output that was there
+// when it began, unless there is a flood (more than screenMaxLag unparsed,
+// also once it began while parsing): then it skips to the last screenKeep
+// bytes and parses no more. It returns the offset parsed up to and whether
+// there was a flood.
+func (s *screen) step(o *output) (fed uint64, flood bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	end := o.head()
 	for {
-		head := o.head()
-		switch {
-		case head-s.fed > screenMaxLag:
+		if head := o.head(); head-s.fed > screenMaxLag {
 			s.skipTo(head - screenKeep)
-			return true
-		case s.fed == head:
-			return false
+			return s.fed, true
+		}
+		if s.fed >= end {
+			return s.fed, false
 		}
 		// A chunk at a time, so a flood that starts meanwhile is seen.
-		s.advance(o, min(head, s.fed+screenChunk))
+		s.advance(o, min(end, s.fed+screenChunk))
 	}
 }
 

@@ -3,6 +3,7 @@ package ptyworker
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hinshun/vt10x"
@@ -145,7 +146,7 @@ func TestScreenFollowerSkipsFloods(t *testing.T) {
 	o := newOutput(1 << 20)
 	s := newScreen(20, 5)
 	o.write([]byte("before the flood\r\n"))
-	if s.step(o) {
+	if _, flood := s.step(o); flood {
 		t.Fatal("step after 18 bytes reported a flood")
 	}
 	if !strings.Contains(s.vt.String(), "before the flood") {
@@ -155,8 +156,8 @@ func TestScreenFollowerSkipsFloods(t *testing.T) {
 
 	// A flood: nothing of it is parsed while it lasts...
 	o.write([]byte(strings.Repeat("x", screenMaxLag+1000)))
-	if !s.step(o) {
-		t.Fatal("step after a flood did not report one")
+	if fed, flood := s.step(o); !flood || fed != s.fed {
+		t.Fatalf("step after a flood = %d, %v; want %d (fed), true", fed, flood, s.fed)
 	}
 	if s.fed != o.head()-screenKeep || s.skipped != o.head()-screenKeep-parsed {
 		t.Errorf("after the flood: fed %d, skipped %d; want fed %d (head %d - screenKeep), the rest skipped", s.fed, s.skipped, o.head()-screenKeep, o.head())
@@ -165,16 +166,44 @@ func TestScreenFollowerSkipsFloods(t *testing.T) {
 		t.Errorf("screen during the flood:\n%s\nwant nothing of the flood parsed yet", s.vt.String())
 	}
 	o.write([]byte(strings.Repeat("y", screenMaxLag+1)))
-	if !s.step(o) {
+	if _, flood := s.step(o); !flood {
 		t.Fatal("the flood went on, but step did not report it")
 	}
 
 	// ...and once it is over the last bytes are.
 	o.write([]byte("\r\nTHE END"))
-	if s.step(o) {
+	if _, flood := s.step(o); flood {
 		t.Fatal("step after the flood ended reported one")
 	}
 	if s.fed != o.head() || !strings.Contains(s.vt.String(), "THE END") {
 		t.Errorf("fed %d, head %d, screen:\n%s\nwant all parsed and THE END on the screen", s.fed, o.head(), s.vt.String())
+	}
+}
+
+// TestScreenFollowerCatchesUpAfterFlood: a flood that ends with no output
+// after it is still parsed to its end, without waiting for more output.
+func TestScreenFollowerCatchesUpAfterFlood(t *testing.T) {
+	o := newOutput(1 << 20)
+	s := newScreen(20, 5)
+	sub := newSubscriber(0, nil)
+	o.subscribe(sub, 0)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); s.follow(o, sub, stop) }()
+	defer func() { close(stop); <-done }()
+
+	<-time.After(20 * time.Millisecond) // the follower took the subscribe poke
+	o.write([]byte(strings.Repeat("x", screenMaxLag+1000) + "\r\nTHE END"))
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		s.mu.Lock()
+		fed, text := s.fed, s.vt.String()
+		s.mu.Unlock()
+		if fed == o.head() && strings.Contains(text, "THE END") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("screen follower at %d of %d after the flood; screen:\n%s\nwant all parsed and THE END shown", fed, o.head(), text)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

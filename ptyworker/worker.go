@@ -299,11 +299,15 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 // readLoop copies PTY output into the ring until the end of output (EIO
 // once every holder of the terminal closed it) or the master is closed.
 func (w *worker) readLoop(c *child) {
-	buf := make([]byte, readBuf)
+	r, err := newPTYReader(c.ptm, readBuf)
+	if err != nil {
+		w.log.Error("cannot read the agent's terminal", "err", err)
+		return
+	}
 	for {
-		n, err := c.read(buf)
-		if n > 0 {
-			w.out.write(buf[:n])
+		p, err := r.read()
+		if len(p) > 0 {
+			w.out.write(p)
 		}
 		if err != nil {
 			if !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {

@@ -100,7 +100,6 @@ func checkBus(ctx context.Context, runtimeDir string) Check {
 	return c
 }
 
-// checkTool: is a program Legion runs in PATH?
 // checkWorker: is legion-pty-worker, the program every session's unit
 // runs, where legion looks for it, and does it run?
 func checkWorker(ctx context.Context, find func() (string, error)) Check {
@@ -121,6 +120,7 @@ func checkWorker(ctx context.Context, find func() (string, error)) Check {
 	return c
 }
 
+// checkTool: is a program Legion runs in PATH?
 func checkTool(name, prog, why string) Check {
 	c := Check{Name: name}
 	path, err := exec.LookPath(prog)

@@ -31,8 +31,8 @@ session's transient unit; the spec file (JSON, mode 0600) says what to run.
 People use "legion spawn" and "legion attach" instead.
 
 Exit status: 0 when the agent exited with code 0, the session was removed or
-the unit was stopped; 1 when the agent failed (so Restart=on-failure
-restarts it); 2 for bad arguments.
+the unit was stopped; 1 when the agent failed or the session could not be
+hosted (so Restart=on-failure restarts it); 2 for bad arguments.
 
 Options:
 `

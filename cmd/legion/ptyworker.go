@@ -10,9 +10,11 @@ import (
 )
 
 // newPtyWorkerCmd is `legion pty-worker --spec FILE`: the worker run in
-// this process, for debugging by hand. Units run the smaller
-// legion-pty-worker program (ptyworker.BinaryName), the same code. Hidden:
-// people use `legion spawn` and `legion attach`.
+// this process. New units run the smaller legion-pty-worker program
+// (ptyworker.BinaryName), the same code; this command stays for units
+// created by earlier versions (systemd restarts them with the ExecStart= they
+// were created with) and for debugging by hand. Hidden: people use `legion
+// spawn` and `legion attach`.
 func newPtyWorkerCmd(_ *globals) *cobra.Command {
 	var specPath string
 	cmd := &cobra.Command{

@@ -18,7 +18,7 @@ func newSessionsCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "List, inspect, follow and stop agent sessions",
-		Long: `Every agent session is a transient systemd unit running legion pty-worker.
+		Long: `Every agent session is a transient systemd unit running legion-pty-worker.
 These commands ask the helper (started on demand by legion.socket).`,
 		Args: cobra.NoArgs,
 	}
