@@ -271,6 +271,7 @@ func (a *attacher) event(ev ptyworker.Event) {
 		if ev.Kind == ptyworker.EventKindSnapshot {
 			a.offset = ev.Offset
 		}
+		ev.Release()
 	case ptyworker.EventKindExit:
 		a.exit = ev.Exit
 	case ptyworker.EventKindDesync:

@@ -123,6 +123,7 @@ func BenchmarkOutputThroughput(b *testing.B) {
 				if got == n {
 					wTime += time.Since(start)
 				}
+				ev.Release() // as legion attach does once written out
 			case EventKindDesync:
 				b.Fatalf("the benchmark client was dropped: %+v", ev.Desync)
 			case EventKindExit:

@@ -39,6 +39,36 @@ type Event struct {
 	Err    *RPCError
 }
 
+// Release hands the event's Data back for reuse by later output events
+// of any client; the consumer must not touch Data after. It is optional
+// (without it Data is garbage collected as usual) and spares a consumer
+// that copies output on, like `legion attach`, an allocation and a
+// garbage-collection share per frame.
+func (e *Event) Release() {
+	if cap(e.Data) >= minPooledData {
+		b := e.Data[:0]
+		dataPool.Put(&b)
+	}
+	e.Data = nil
+}
+
+// minPooledData is the smallest Data worth recycling; smaller frames
+// (keystroke echoes) are cheap to allocate.
+const minPooledData = 4 << 10
+
+// dataPool holds released Data buffers (*[]byte).
+var dataPool sync.Pool
+
+// eventData returns a buffer of n bytes for an output event.
+func eventData(n int) []byte {
+	if n >= minPooledData {
+		if p, ok := dataPool.Get().(*[]byte); ok && cap(*p) >= n {
+			return (*p)[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
 // Client is a connection to a worker. Calls may be made from several
 // goroutines. Pushed output and events arrive on Events(), which must be
 // drained while attached or watching: a client that stops reading is, by
@@ -168,7 +198,7 @@ func (c *Client) readLoop() {
 				return
 			}
 			var off [offsetLen]byte
-			data := make([]byte, n-offsetLen)
+			data := eventData(n - offsetLen)
 			if _, err = io.ReadFull(br, off[:]); err == nil {
 				_, err = io.ReadFull(br, data)
 			}

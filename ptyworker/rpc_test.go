@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -249,5 +251,28 @@ func TestSocketAndFileModes(t *testing.T) {
 	}
 	if len(spec.SocketPath()) > MaxSocketPath {
 		t.Errorf("socket path %s is %d bytes; want at most %d", spec.SocketPath(), len(spec.SocketPath()), MaxSocketPath)
+	}
+}
+
+func TestEventRelease(t *testing.T) {
+	// sync.Pool keeps what was put on this P until a GC: hold both still.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+
+	big := eventData(2 * minPooledData)
+	ev := Event{Kind: EventKindOutput, Data: big}
+	ev.Release()
+	if ev.Data != nil {
+		t.Errorf("Data after Release = %q; want nil", ev.Data)
+	}
+	again := eventData(minPooledData + 100)
+	if len(again) != minPooledData+100 || &again[0] != &big[0] {
+		t.Errorf("eventData after a Release: length %d, reused %v; want length %d in the released buffer", len(again), &again[0] == &big[0], minPooledData+100)
+	}
+	// Too small to be worth pooling: neither kept nor handed out.
+	small := make([]byte, 10)
+	(&Event{Data: small}).Release()
+	if got := eventData(minPooledData); &got[0] == &small[0] {
+		t.Error("a 10-byte buffer was pooled")
 	}
 }
