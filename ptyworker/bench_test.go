@@ -48,7 +48,19 @@ func benchFile(b *testing.B) string {
 	for i := 0; buf.Len() < benchOutputSize; i++ {
 		fmt.Fprintf(&buf, "%08d the quick brown fox jumps over the lazy dog; some \x1b[32mcolour\x1b[0m too\n", i)
 	}
-	if err := os.WriteFile(path, buf.Bytes()[:benchOutputSize], 0o600); err != nil {
+	// Synced, so the kernel's writeback of these 32 MiB is over before
+	// anything is measured.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.Write(buf.Bytes()[:benchOutputSize]); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
 	return path
