@@ -70,6 +70,9 @@ type Options struct {
 	// FindWorker locates the program worker units run; default
 	// ptyworker.FindBinary.
 	FindWorker func() (string, error)
+	// Version is legion's own version; when set, a worker that reports
+	// another one is a warning (one was upgraded without the other).
+	Version string
 }
 
 // Names of the checks that are always run (agent checks are named per
@@ -98,7 +101,7 @@ func Run(ctx context.Context, o Options) []Check {
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkBus(ctx, o.RuntimeDir) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkUnits(ctx, o, cfg) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkSocket(ctx, o.RuntimeDir) }),
-		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkWorker(ctx, o.FindWorker) }),
+		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkWorker(ctx, o.FindWorker, o.Version) }),
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
 	}

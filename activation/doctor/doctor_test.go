@@ -375,6 +375,11 @@ func TestWorker(t *testing.T) {
 	worker := sdtest.WorkerBinary(t)
 	s.opts.FindWorker = func() (string, error) { return worker, nil }
 	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), OK, worker+" (legion-pty-worker ", "")
+	s.opts.Version = "dev" // what sdtest's build says
+	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), OK, worker+" (legion-pty-worker dev)", "")
+	s.opts.Version = "v9.9.9"
+	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Warn, "(legion-pty-worker dev); legion is v9.9.9", "same build")
+	s.opts.Version = ""
 
 	missing := fmt.Errorf("%w in /nowhere: install it", ptyworker.ErrNoBinary)
 	s.opts.FindWorker = func() (string, error) { return "", missing }

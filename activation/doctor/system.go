@@ -102,7 +102,7 @@ func checkBus(ctx context.Context, runtimeDir string) Check {
 
 // checkWorker: is legion-pty-worker, the program every session's unit
 // runs, where legion looks for it, and does it run?
-func checkWorker(ctx context.Context, find func() (string, error)) Check {
+func checkWorker(ctx context.Context, find func() (string, error), version string) Check {
 	c := Check{Name: CheckWorker}
 	path, err := find()
 	if err != nil {
@@ -116,7 +116,13 @@ func checkWorker(ctx context.Context, find func() (string, error)) Check {
 		c.Fix = "make install (from a source tree), or reinstall the legion package"
 		return c
 	}
-	c.Status, c.Detail = OK, path+" ("+strings.TrimSpace(string(out))+")"
+	got := strings.TrimSpace(string(out))
+	c.Status, c.Detail = OK, path+" ("+got+")"
+	if want := "legion-pty-worker " + version; version != "" && got != want {
+		c.Status = Warn
+		c.Detail += "; legion is " + version
+		c.Fix = "install both from the same build: make install (from a source tree), or reinstall the legion package"
+	}
 	return c
 }
 

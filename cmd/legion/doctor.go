@@ -46,6 +46,7 @@ func runDoctor(ctx context.Context, g *globals, asJSON bool, out io.Writer) erro
 		UnitDir:    defaultUnitDir(),
 		Bin:        bin,
 		TeamUnits:  teamUnits,
+		Version:    version,
 	})
 	failed := doctor.Failed(checks)
 	if asJSON {
