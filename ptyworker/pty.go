@@ -32,8 +32,7 @@ type child struct {
 	done chan struct{} // closed once the agent exited (not yet reaped)
 
 	mu     sync.Mutex // held by reap and while signalling the group
-	reaped bool
-	wait   error // Wait's result, valid after reap
+	reaped bool       // cmd.Wait was called: the PID may be another's now
 }
 
 // startChild starts argv in its own session with the PTY as controlling
@@ -84,7 +83,7 @@ func (c *child) reap() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.reaped {
-		c.wait = c.cmd.Wait()
+		c.cmd.Wait() // the result is in cmd.ProcessState (see exitInfo)
 		c.reaped = true
 	}
 }
