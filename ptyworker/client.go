@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 )
@@ -199,13 +198,10 @@ func (c *Client) readLoop() {
 			}
 			var off [offsetLen]byte
 			data := eventData(n - offsetLen)
-			if _, err = io.ReadFull(br, off[:]); err == nil {
-				_, err = io.ReadFull(br, data)
+			if err = readFull(br, off[:]); err == nil {
+				err = readFull(br, data)
 			}
 			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = io.ErrUnexpectedEOF
-				}
 				err = fmt.Errorf("%w: %w", ErrClientClosed, err)
 				return
 			}

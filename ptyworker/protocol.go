@@ -397,13 +397,17 @@ func readPayload(r io.Reader, buf *[]byte, n int) error {
 		*buf = make([]byte, n)
 	}
 	*buf = (*buf)[:n]
-	if _, err := io.ReadFull(r, *buf); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return err
+	return readFull(r, *buf)
+}
+
+// readFull reads all of p, the rest of a frame whose header was read: an
+// end of the stream there is io.ErrUnexpectedEOF.
+func readFull(r io.Reader, p []byte) error {
+	_, err := io.ReadFull(r, p)
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
 	}
-	return nil
+	return err
 }
 
 // decodeMessage decodes one control payload strictly: one JSON object, no
