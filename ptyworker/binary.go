@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -45,11 +46,7 @@ func FindBinary() (string, error) {
 			return p, nil
 		}
 	}
-	where := filepath.Dir(exe)
-	if LibexecDir != "" {
-		where += " or " + LibexecDir
-	}
-	return "", fmt.Errorf("%w in %s: install it with `make install` (or `make build` for bin/), or `go install github.com/legion-dev/legion/cmd/%s`", ErrNoBinary, where, BinaryName)
+	return "", fmt.Errorf("%w in %s: install it with `make install` (or `make build` for bin/), or `go install github.com/legion-dev/legion/cmd/%s`", ErrNoBinary, strings.Join(dirs, " or "), BinaryName)
 }
 
 // RunSpecFile is the worker's main: it reads the spec at path and runs the
