@@ -103,25 +103,22 @@ func checkBus(ctx context.Context, runtimeDir string) Check {
 // checkWorker: is legion-pty-worker, the program every session's unit
 // runs, where legion looks for it, and does it run?
 func checkWorker(ctx context.Context, find func() (string, error), version string) Check {
+	const reinstall = "make install (from a source tree), or reinstall the legion package"
 	c := Check{Name: CheckWorker}
 	path, err := find()
 	if err != nil {
-		c.Status, c.Detail = Fail, err.Error()
-		c.Fix = "make install (from a source tree), or reinstall the legion package"
+		c.Status, c.Detail, c.Fix = Fail, err.Error(), reinstall
 		return c
 	}
 	out, err := exec.CommandContext(ctx, path, "--version").Output()
 	if err != nil {
-		c.Status, c.Detail = Fail, fmt.Sprintf("%s --version: %v", path, err)
-		c.Fix = "make install (from a source tree), or reinstall the legion package"
+		c.Status, c.Detail, c.Fix = Fail, fmt.Sprintf("%s --version: %v", path, err), reinstall
 		return c
 	}
 	got := strings.TrimSpace(string(out))
 	c.Status, c.Detail = OK, path+" ("+got+")"
 	if want := "legion-pty-worker " + version; version != "" && got != want {
-		c.Status = Warn
-		c.Detail += "; legion is " + version
-		c.Fix = "install both from the same build: make install (from a source tree), or reinstall the legion package"
+		c.Status, c.Detail, c.Fix = Warn, c.Detail+"; legion is "+version, "install both from the same build: "+reinstall
 	}
 	return c
 }
