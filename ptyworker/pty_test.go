@@ -119,15 +119,24 @@ func TestSignalReachesForegroundJob(t *testing.T) {
 	})
 }
 
+// procStat returns the fields of /proc/<pid>/stat after the command name:
+// field 3 (the state) is the first.
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return strings.Fields(string(b[i+1:])), nil
+}
+
 // foregroundOf reads the foreground process group of pid's terminal from
 // /proc/<pid>/stat (field 8, tpgid).
 func foregroundOf(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
 	var tpgid int
 	_, err = fmt.Sscan(f[8-3], &tpgid)
 	return tpgid, err
@@ -470,12 +479,10 @@ func TestExitedAgentHeldUntilReaped(t *testing.T) {
 		t.Fatal("the agent did not exit")
 	}
 	state := func(pid int) string {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		f, err := procStat(pid)
 		if err != nil {
 			return "gone"
 		}
-		// pid (comm) S ...: the state follows the last ')'.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 		return f[0]
 	}
 	if st := state(c.pid); st != "Z" {
