@@ -322,7 +322,7 @@ wip_limit = 0
 		t.Fatal("Load = nil error; want five errors")
 	}
 	want := []string{
-		path + `:2: worker.ring_size: ring size 1024 bytes is out of range: expected between 4K and 1G`,
+		path + `:2: worker.ring_size: ring size 1024 bytes is out of range: expected between 4K and 256M`,
 		path + `:3: worker.colour: unknown key "colour" in [worker] (see legion.toml(5) for the known keys)`,
 		path + `:5: teams.a.id: missing: every team needs an id, a UUID (` + "`legion team add`" + ` writes one)`,
 		path + `:6: teams.a.workspace: directory ` + ws + `/missing does not exist`,

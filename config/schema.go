@@ -90,6 +90,14 @@ func onHelper(f func(*Helper, any) error) func(dst, v any) error {
 	return func(dst, v any) error { return f(dst.(*Helper), v) }
 }
 
+// The bounds of worker.ring_size, as package ptyworker checks them in a
+// spawn spec (MinRingSize, MaxRingSize there; a test in package activation
+// holds the two in step).
+const (
+	MinRingSize = 4 << 10
+	MaxRingSize = 256 << 20
+)
+
 func onWorker(f func(*Worker, any) error) func(dst, v any) error {
 	return func(dst, v any) error { return f(dst.(*Worker), v) }
 }
@@ -142,11 +150,13 @@ var Schema = []Setting{
 	{
 		Table: TableWorker, Key: "ring_size", Type: "size", Default: `"1M"`,
 		Doc: "Scrollback each pty-worker keeps in memory for `legion attach` to replay, " +
-			"in bytes or with a K, M or G suffix (base 1024). Between 4K and 1G.",
+			"in bytes or with a K, M or G suffix (base 1024). Between 4K and 256M. " +
+			"An attached terminal that falls further behind the output than this is " +
+			"dropped and catches up from a screen snapshot; the agent is never held up.",
 		set: onWorker(func(w *Worker, v any) error {
 			n, err := sizeValue(v)
-			if err == nil && (n < 4<<10 || n > 1<<30) {
-				err = fmt.Errorf("ring size %d bytes is out of range: expected between 4K and 1G", n)
+			if err == nil && (n < MinRingSize || n > MaxRingSize) {
+				err = fmt.Errorf("ring size %d bytes is out of range: expected between 4K and 256M", n)
 			}
 			w.RingSize = int(n)
 			return err

@@ -108,14 +108,16 @@ func BenchmarkOutputThroughput(b *testing.B) {
 		rawBytes += n
 		rawTime += d
 
-		// A ring and client queue of 8 MiB: this measures throughput, and a
-		// loaded test machine can deschedule the client for longer than the
-		// default 1 MiB lasts at PTY speed (the client would be dropped, as
+		// The worker as units run it: a legion-pty-worker process, with
+		// this process as the attached client. A ring (and so client
+		// queue) of 8 MiB: this measures throughput, and a loaded test
+		// machine can deschedule the client for longer than the default
+		// 1 MiB lasts at PTY speed (the client would be dropped, as
 		// designed; TestSlowClientDropped covers that).
 		spec := testSpec(b, argv...)
 		spec.RingSize = 8 << 20
-		tw := startWorker(b, spec, Options{Logger: discardLogger(), ClientQueue: 8 << 20})
-		c := tw.dial()
+		wp := startWorkerProcess(b, spec)
+		c := wp.client
 		if _, err := c.Attach(context.Background(), AttachParams{}); err != nil {
 			b.Fatal(err)
 		}
@@ -149,8 +151,7 @@ func BenchmarkOutputThroughput(b *testing.B) {
 		if exit == nil || got != n {
 			b.Fatalf("worker run: %d bytes, exit %+v; want %d bytes (as read raw) and an exit", got, exit, n)
 		}
-		c.Close()
-		tw.wait()
+		wp.stop()
 	}
 	rawRate := float64(rawBytes) / rawTime.Seconds() / 1e6
 	wRate := float64(wBytes) / wTime.Seconds() / 1e6
@@ -158,6 +159,68 @@ func BenchmarkOutputThroughput(b *testing.B) {
 	b.ReportMetric(wRate, "worker-MB/s")
 	b.ReportMetric(wRate/rawRate, "ratio")
 	b.ReportMetric(0, "ns/op")
+}
+
+// workerProcess is a legion-pty-worker process, as a unit runs it, with a
+// client that has said hello.
+type workerProcess struct {
+	b      *testing.B
+	cmd    *exec.Cmd
+	client *Client
+}
+
+// startWorkerProcess writes spec, starts the worker binary on it and
+// connects as the helper does (hello, info).
+func startWorkerProcess(b *testing.B, spec *Spec) *workerProcess {
+	b.Helper()
+	specPath := filepath.Join(spec.Cwd, "spec.json")
+	if err := WriteSpec(specPath, spec); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(sdtest.WorkerBinary(b), "--spec", specPath)
+	cmd.Env = os.Environ()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	wp := &workerProcess{b: b, cmd: cmd}
+	deadline := time.Now().Add(waitTimeout)
+	for wp.client == nil {
+		if time.Now().After(deadline) {
+			wp.stop()
+			b.Fatalf("worker of session %s did not answer within %s", spec.SessionID, waitTimeout)
+		}
+		c, err := Dial(context.Background(), spec.SocketPath())
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = c.Hello(ctx, spec.Token, spec.DaemonInstanceID)
+			if err == nil {
+				_, err = c.Info(ctx)
+			}
+			cancel()
+			if err == nil {
+				wp.client = c
+				break
+			}
+			c.Close()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return wp
+}
+
+// stop ends the worker (SIGTERM, as systemd stops a unit) and waits for it.
+func (wp *workerProcess) stop() {
+	wp.b.Helper()
+	if wp.client != nil {
+		wp.client.Close()
+	}
+	wp.cmd.Process.Signal(syscall.SIGTERM)
+	if err := wp.cmd.Wait(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			wp.b.Fatal(err)
+		}
+	}
 }
 
 const echoSamples = 2000
@@ -240,58 +303,23 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 }
 
 func BenchmarkIdleWorkerRSS(b *testing.B) {
-	bin := sdtest.WorkerBinary(b)
 	var rss, anon, file []int64
 	for range b.N {
-		spec := testSpec(b, "sleep", "100000")
-		specPath := filepath.Join(spec.Cwd, "spec.json")
-		if err := WriteSpec(specPath, spec); err != nil {
-			b.Fatal(err)
-		}
-		cmd := exec.Command(bin, "--spec", specPath)
-		cmd.Env = os.Environ()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
 		// A client does what a reconnecting helper does: hello, info.
-		deadline := time.Now().Add(waitTimeout)
-		for {
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				b.Fatal("worker did not come up")
-			}
-			c, err := Dial(context.Background(), spec.SocketPath())
-			if err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err = c.Hello(ctx, spec.Token, spec.DaemonInstanceID)
-				if err == nil {
-					_, err = c.Info(ctx)
-				}
-				cancel()
-				c.Close()
-				if err == nil {
-					break
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		wp := startWorkerProcess(b, testSpec(b, "sleep", "100000"))
+		wp.client.Close()
+		wp.client = nil
 		// Idle: let a few liveness ticks pass (no session file: 5s ticks
 		// would be long; one STATUS tick has run at start).
 		time.Sleep(500 * time.Millisecond)
-		st, err := procStatusKiB(cmd.Process.Pid, "VmRSS", "RssAnon", "RssFile")
+		st, err := procStatusKiB(wp.cmd.Process.Pid, "VmRSS", "RssAnon", "RssFile")
 		if err != nil {
 			b.Fatal(err)
 		}
 		rss = append(rss, st[0])
 		anon = append(anon, st[1])
 		file = append(file, st[2])
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) {
-				b.Fatal(err)
-			}
-		}
+		wp.stop()
 	}
 	med := func(v []int64) float64 {
 		slices.Sort(v)

@@ -34,8 +34,10 @@ type Options struct {
 	// WATCHDOG_USEC, else 5s, at most stale_after/4).
 	Tick time.Duration
 	// ClientQueue is how far (bytes) an attached client may fall behind
-	// before it is dropped with a desync event; default 1 MiB, at most
-	// the ring size.
+	// before it is dropped with a desync event; default and at most the
+	// ring size. Clients read from the ring at their own offsets, so the
+	// queue costs no memory of its own: a client is dropped when output it
+	// has yet to read is about to leave the ring.
 	ClientQueue int
 	// KillGrace is how long the agent gets between SIGHUP and SIGKILL when
 	// the worker stops it (remove, SIGTERM); default 3s.
@@ -62,9 +64,6 @@ func (o *Options) setDefaults() {
 	}
 	if o.Notify == nil {
 		o.Notify = sdNotify
-	}
-	if o.ClientQueue <= 0 {
-		o.ClientQueue = 1 << 20
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = 3 * time.Second
@@ -147,7 +146,10 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 	if w.allowedUIDs == nil {
 		w.allowedUIDs = []uint32{uint32(os.Getuid())}
 	}
-	w.clientQueue = min(opts.ClientQueue, spec.ringSize())
+	w.clientQueue = spec.ringSize()
+	if opts.ClientQueue > 0 {
+		w.clientQueue = min(opts.ClientQueue, w.clientQueue)
+	}
 	w.tick = tickInterval(spec, opts.Tick)
 	return w.runSession(ctx)
 }
