@@ -15,7 +15,7 @@ LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 # (Only for what make builds: go test -race, say, still gets cgo.)
 build: export CGO_ENABLED ?= 0
 
-.PHONY: all build test check-deps lint bench fuzz install clean
+.PHONY: all build test race check-deps lint bench fuzz install clean
 
 all: build
 
@@ -27,6 +27,10 @@ build:
 test: check-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
+
+# The same tests under the race detector (slower; cgo and a C compiler).
+race: check-deps
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 check-deps:
 	@./scripts/check-deps
