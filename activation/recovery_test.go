@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/workerunit"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -53,7 +54,7 @@ func startWorker(ctx context.Context, t *testing.T, mgr *units.Manager, name, da
 	if err := ptyworker.WriteSpec(specPath, s); err != nil {
 		t.Fatal(err)
 	}
-	u, err := ptyworker.TransientUnit(s, ptyworker.UnitPolicy{
+	u, err := workerunit.Transient(s, workerunit.Policy{
 		Binary: sdtest.WorkerBinary(t), SpecPath: specPath, Cooldown: time.Second, Watchdog: time.Minute,
 		StartLimitBurst: 5, StartLimitInterval: time.Minute, StopTimeout: 10 * time.Second,
 	})

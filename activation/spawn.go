@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/workerunit"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -196,7 +197,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		return SpawnResult{}, false, err
 	}
 	tSpec := time.Since(t0)
-	policy := ptyworker.UnitPolicy{
+	policy := workerunit.Policy{
 		Binary: bin, SpecPath: specPath,
 		Cooldown:           orDefault(l.cooldown, orDefault(team.Cooldown, defaultCooldown)),
 		Watchdog:           defaultWatchdog,
@@ -207,7 +208,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	if policy.StartLimitBurst == 0 {
 		policy.StartLimitBurst = defaultStartLimitBurst
 	}
-	u, err := ptyworker.TransientUnit(spec, policy)
+	u, err := workerunit.Transient(spec, policy)
 	if err != nil {
 		os.Remove(specPath)
 		return SpawnResult{}, false, apiErr(CodeBadRequest, "%s: %v", l.op, err)

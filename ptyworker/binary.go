@@ -17,7 +17,7 @@ import (
 // session has one resident worker; the CLI links cobra, HTTP and GraphQL
 // clients and the helper, whose startup alone maps pages a worker never
 // needs (an idle worker of the CLI binary measured 9.2 MiB RSS built
-// static, 11 MiB with cgo; this one 5.4 MiB, see BenchmarkIdleWorkerRSS).
+// static, 11 MiB with cgo; this one 5.2 MiB, see BenchmarkIdleWorkerRSS).
 const BinaryName = "legion-pty-worker"
 
 // LibexecDir is where an installed Legion keeps BinaryName (make install,

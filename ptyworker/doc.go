@@ -8,11 +8,13 @@
 // for snapshots (screen.go, render.go), the transcript file (transcript.go),
 // the RPC protocol, server and client on a unix socket (protocol.go,
 // server.go, writer.go, session.go, client.go), the registry file
-// (registry.go), the sd_notify/watchdog loop (notify.go) and the transient
-// unit that runs a worker (unit.go). Run (worker.go) ties them together.
+// (registry.go) and the sd_notify/watchdog loop (notify.go). Run
+// (worker.go) ties them together. The transient unit that runs a worker is
+// built by the subpackage workerunit, so that this package, and with it the
+// worker program, links neither package units nor a D-Bus client.
 //
 // The package must never: start or stop systemd units itself (the caller
-// hands the Unit from TransientUnit to package units), pass NOTIFY_SOCKET,
+// hands the Unit from workerunit.Transient to package units), pass NOTIFY_SOCKET,
 // WATCHDOG_* or LISTEN_* to the agent, block the PTY reader on a client or
 // a file, log per output chunk, or put the control token anywhere but the
 // spec file (0600) and the registry file (0600).

@@ -1,4 +1,8 @@
-package ptyworker
+// Package workerunit builds the transient systemd service that runs one
+// session's legion-pty-worker. It is apart from package ptyworker so that
+// the worker program, which only runs under such a unit, links neither
+// package units nor the D-Bus client.
+package workerunit
 
 import (
 	"errors"
@@ -9,13 +13,14 @@ import (
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
+	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 )
 
-// UnitPolicy is the supervision policy of a worker unit (from the team's
+// Policy is the supervision policy of a worker unit (from the team's
 // config).
-type UnitPolicy struct {
-	Binary   string // absolute path of legion-pty-worker (FindBinary)
+type Policy struct {
+	Binary   string // absolute path of legion-pty-worker (ptyworker.FindBinary)
 	SpecPath string // absolute path of the spec file (0600)
 
 	Cooldown           time.Duration // RestartSec: pause before a restart
@@ -25,13 +30,13 @@ type UnitPolicy struct {
 	StopTimeout        time.Duration // TimeoutStopSec
 }
 
-// TransientUnit builds the transient service that runs the worker of s:
+// Transient builds the transient service that runs the worker of s:
 // Type=notify with the watchdog, Restart=on-failure after the cooldown, the
 // start limit, KillMode=mixed (SIGTERM to the worker, which ends the agent;
 // SIGKILL to what is left after the stop timeout), the team's slice, and the
 // session's identity in the environment and in journal fields. No secret
 // goes into the unit: the token stays in the spec file.
-func TransientUnit(s *Spec, p UnitPolicy) (units.Unit, error) {
+func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 	if err := s.Validate(); err != nil {
 		return units.Unit{}, fmt.Errorf("worker unit for session %s: spec: %w", s.SessionID, err)
 	}
@@ -88,7 +93,7 @@ func TransientUnit(s *Spec, p UnitPolicy) (units.Unit, error) {
 	return units.Unit{Name: s.Unit, Options: opts}, nil
 }
 
-func (p UnitPolicy) validate() error {
+func (p Policy) validate() error {
 	switch {
 	case p.Cooldown < 0:
 		return errors.New("cooldown must not be negative")

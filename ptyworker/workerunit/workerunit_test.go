@@ -1,4 +1,4 @@
-package ptyworker
+package workerunit
 
 import (
 	"bytes"
@@ -12,31 +12,34 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/units/sdtest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-func goldenSpec() *Spec {
-	return &Spec{
-		Version: SpecVersion, SessionID: "0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c",
+func goldenSpec() *ptyworker.Spec {
+	return &ptyworker.Spec{
+		Version: ptyworker.SpecVersion, SessionID: "0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c",
 		Name: "ENG-12 implement", Team: "core 100%", TeamShort: "0123abcd", Issue: "ENG-12", Mode: "implement",
 		Cwd: "/home/u/src/app", ArgvNew: []string{"claude"},
 		Token: "secret-token-never-in-units", DaemonInstanceID: "d1",
-		Paths: Paths{RuntimeDir: "/run/user/1000/legion", StateDir: "/home/u/.local/state/legion"},
+		Paths: ptyworker.Paths{RuntimeDir: "/run/user/1000/legion", StateDir: "/home/u/.local/state/legion"},
 		Unit:  "legion-0123abcd-ENG\\x2d12-implement.service",
 	}
 }
 
-func goldenPolicy() UnitPolicy {
-	return UnitPolicy{
+func goldenPolicy() Policy {
+	return Policy{
 		Binary: "/usr/libexec/legion/legion-pty-worker", SpecPath: "/home/u/.local/state/legion/specs/0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c.json",
 		Cooldown: 30 * time.Second, Watchdog: 90 * time.Second, StartLimitBurst: 5,
 		StartLimitInterval: 20 * time.Minute, StopTimeout: 15 * time.Second,
 	}
 }
 
-func TestTransientUnitGolden(t *testing.T) {
-	u, err := TransientUnit(goldenSpec(), goldenPolicy())
+func TestTransientGolden(t *testing.T) {
+	u, err := Transient(goldenSpec(), goldenPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +56,13 @@ func TestTransientUnitGolden(t *testing.T) {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("TransientUnit file mismatch (-want +got):\n%s", diff)
+		t.Errorf("Transient unit file mismatch (-want +got):\n%s", diff)
 	}
 }
 
-func TestTransientUnitProperties(t *testing.T) {
+func TestTransientProperties(t *testing.T) {
 	s := goldenSpec()
-	u, err := TransientUnit(s, goldenPolicy())
+	u, err := Transient(s, goldenPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,28 +103,27 @@ func TestTransientUnitProperties(t *testing.T) {
 			t.Errorf("property %s = %v; want %v", name, v, want)
 		}
 	}
-	if _, err := TransientUnit(s, UnitPolicy{Binary: "legion", SpecPath: "/x"}); err == nil {
+	if _, err := Transient(s, Policy{Binary: "legion", SpecPath: "/x"}); err == nil {
 		t.Error("TransientUnit with a relative binary and no policy = nil error")
 	}
 	bad := *s
 	bad.Unit = "not a unit"
-	if _, err := TransientUnit(&bad, goldenPolicy()); err == nil {
+	if _, err := Transient(&bad, goldenPolicy()); err == nil {
 		t.Error("TransientUnit with a bad unit name = nil error")
 	}
 }
 
-// TestTransientUnitVerifies checks the unit-file rendering with
+// TestTransientVerifies checks the unit-file rendering with
 // systemd-analyze verify (the transient properties are the same options).
-func TestTransientUnitVerifies(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze (Debian package systemd) not on $PATH")
-	}
+func TestTransientVerifies(t *testing.T) {
+	_, err := exec.LookPath("systemd-analyze")
+	sdtest.Require(t, "systemd-analyze (Debian package systemd) on $PATH", err == nil)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, BinaryName)
+	bin := filepath.Join(dir, ptyworker.BinaryName)
 	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
 	p := goldenPolicy()
 	p.Binary = bin
-	u, err := TransientUnit(goldenSpec(), p)
+	u, err := Transient(goldenSpec(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-package ptyworker
+package workerunit
 
 // Integration tests under a real, private systemd user manager
 // (units/sdtest): the worker runs as a transient Type=notify unit built by
-// TransientUnit, the agent is the scripted agent (`legion scripted-agent`)
+// Transient, the agent is the scripted agent (`legion scripted-agent`)
 // writing Claude-Code-format session files, and systemd does the
 // restarting. They skip without root or systemd (and fail with CI=true).
 
@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -32,7 +34,7 @@ type sdSession struct {
 	t    *testing.T
 	sd   *sdtest.Manager
 	mgr  *units.Manager
-	spec *Spec
+	spec *ptyworker.Spec
 	ctx  context.Context
 }
 
@@ -55,28 +57,28 @@ func startUnit(t *testing.T, script string, burst uint32) *sdSession {
 	if err := os.MkdirAll(cwd, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := NewToken()
-	spec := &Spec{
-		Version: SpecVersion, SessionID: id, Name: "it-" + id[:8], Team: "itteam", TeamShort: "0123abcd",
+	tok, _ := ptyworker.NewToken()
+	spec := &ptyworker.Spec{
+		Version: ptyworker.SpecVersion, SessionID: id, Name: "it-" + id[:8], Team: "itteam", TeamShort: "0123abcd",
 		Issue: "ENG-7", Mode: "implement", Role: "worker", Cwd: cwd,
 		Env:          []string{"HOME=" + sd.Home, "LEGION_SCRIPT=" + script},
 		ArgvNew:      []string{bin, "scripted-agent", "--session-id", id, "go"},
 		ArgvResume:   []string{bin, "scripted-agent", "--resume", id, "go on"},
 		SessionFile:  claude.SessionFile(sd.Home, cwd, uuid.MustParse(id)),
-		StaleAfter:   Duration(sdStaleAfter),
+		StaleAfter:   ptyworker.Duration(sdStaleAfter),
 		StartupGrace: 0,
 		Token:        tok, DaemonInstanceID: "it-daemon",
-		Paths: Paths{
+		Paths: ptyworker.Paths{
 			RuntimeDir: filepath.Join(sd.RuntimeDir, "legion"),
 			StateDir:   filepath.Join(sd.Home, ".local", "state", "legion"),
 		},
 		Unit: "legion-0123abcd-ENG\\x2d7-implement.service",
 	}
 	specPath := filepath.Join(sd.Home, "spec-"+id+".json")
-	if err := WriteSpec(specPath, spec); err != nil {
+	if err := ptyworker.WriteSpec(specPath, spec); err != nil {
 		t.Fatal(err)
 	}
-	u, err := TransientUnit(spec, UnitPolicy{
+	u, err := Transient(spec, Policy{
 		Binary: sdtest.WorkerBinary(t), SpecPath: specPath, Cooldown: sdCooldown, Watchdog: sdWatchdog,
 		StartLimitBurst: burst, StartLimitInterval: 5 * time.Minute, StopTimeout: 10 * time.Second,
 	})
@@ -105,10 +107,10 @@ func (s *sdSession) state() units.State {
 	return st
 }
 
-func (s *sdSession) registry() *Registry {
-	r, err := ReadRegistry(s.spec.RegistryPath())
+func (s *sdSession) registry() *ptyworker.Registry {
+	r, err := ptyworker.ReadRegistry(s.spec.RegistryPath())
 	if err != nil {
-		return &Registry{}
+		return &ptyworker.Registry{}
 	}
 	return r
 }
@@ -139,9 +141,9 @@ func tail(s string, n int) string {
 }
 
 // dial connects to the current worker and says hello.
-func (s *sdSession) dial() *Client {
+func (s *sdSession) dial() *ptyworker.Client {
 	s.t.Helper()
-	c, err := Dial(s.ctx, s.spec.SocketPath())
+	c, err := ptyworker.Dial(s.ctx, s.spec.SocketPath())
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ if-resumed work 5m
 	}
 	s.waitFor("a restart into run 2 with the resume argv", func() bool {
 		r := s.registry()
-		return r.Run == 2 && r.State == StateRunning && r.ArgvKind == ArgvResume
+		return r.Run == 2 && r.State == ptyworker.StateRunning && r.ArgvKind == ptyworker.ArgvResume
 	})
 	if st := s.state(); st.NRestarts != 1 || st.ActiveState != "active" {
 		t.Errorf("unit = %v; want active after 1 restart", st)
@@ -189,7 +191,7 @@ if-resumed work 5m
 	s.waitFor("resumed agent fresh over several periods", func() bool {
 		h, err := c.Health(s.ctx)
 		in, ierr := c.Info(s.ctx)
-		return err == nil && ierr == nil && h.Watchdog == WatchFresh && time.Since(in.StartedAt) > 3*sdStaleAfter
+		return err == nil && ierr == nil && h.Watchdog == ptyworker.WatchFresh && time.Since(in.StartedAt) > 3*sdStaleAfter
 	})
 	if st := s.state(); st.NRestarts != 1 {
 		t.Errorf("NRestarts = %d; want still 1 while the resumed agent is fresh", st.NRestarts)
@@ -203,7 +205,7 @@ exit 0
 `, 5)
 	s.waitFor("the agent's normal end", func() bool {
 		r := s.registry()
-		return r.State == StateExited
+		return r.State == ptyworker.StateExited
 	})
 	r := s.registry()
 	if r.Run != 1 || r.LastExit == nil || !r.LastExit.Success() {
@@ -226,13 +228,13 @@ say got $ANSWER
 exit 0
 `, 5)
 	c := s.dial()
-	ev := follow(c, 0, 0)
-	if _, err := c.Attach(s.ctx, AttachParams{Offset: new(uint64)}); err != nil {
+	ev := followOutput(c)
+	if _, err := c.Attach(s.ctx, ptyworker.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitFor("waiting on the question for several stale periods", func() bool {
 		h, err := c.Health(s.ctx)
-		return err == nil && h.Watchdog == WatchWaiting && h.ActivityAgeMS > 3*sdStaleAfter.Milliseconds()
+		return err == nil && h.Watchdog == ptyworker.WatchWaiting && h.ActivityAgeMS > 3*sdStaleAfter.Milliseconds()
 	})
 	st := s.state()
 	if st.NRestarts != 0 || s.registry().Run != 1 {
@@ -246,7 +248,7 @@ exit 0
 		t.Fatal(err)
 	}
 	ev.waitOutput(t, "got yes")
-	s.waitFor("the agent's end", func() bool { return s.registry().State == StateExited })
+	s.waitFor("the agent's end", func() bool { return s.registry().State == ptyworker.StateExited })
 	if r := s.registry(); r.Run != 1 || !r.LastExit.Success() {
 		t.Errorf("registry = run %d, %+v; want run 1 ended with code 0", r.Run, r.LastExit)
 	}
@@ -261,10 +263,10 @@ if-resumed work 5m
 `, 5)
 	s.waitFor("run 2 after the crash", func() bool {
 		r := s.registry()
-		return r.Run == 2 && r.State == StateRunning
+		return r.Run == 2 && r.State == ptyworker.StateRunning
 	})
 	r := s.registry()
-	if r.ArgvKind != ArgvResume || r.LastExit == nil || r.LastExit.Code != 3 || r.LastExit.Reason != "exited" {
+	if r.ArgvKind != ptyworker.ArgvResume || r.LastExit == nil || r.LastExit.Code != 3 || r.LastExit.Reason != "exited" {
 		t.Errorf("registry = %+v (last exit %+v); want resumed after code 3", r, r.LastExit)
 	}
 	if st := s.state(); st.NRestarts != 1 {
@@ -292,5 +294,43 @@ crash 3
 	}
 	if n := strings.Count(s.transcript(), "exit: code 3; reason: exited"); n != 2 {
 		t.Errorf("transcript has %d exit lines; want 2 (one per run)", n)
+	}
+}
+
+// output collects a client's output events.
+type output struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func followOutput(c *ptyworker.Client) *output {
+	o := &output{}
+	go func() {
+		for ev := range c.Events() {
+			if ev.Kind == ptyworker.EventKindOutput {
+				o.mu.Lock()
+				o.buf.Write(ev.Data)
+				o.mu.Unlock()
+			}
+		}
+	}()
+	return o
+}
+
+// waitOutput waits until the output holds want.
+func (o *output) waitOutput(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		o.mu.Lock()
+		got := o.buf.String()
+		o.mu.Unlock()
+		if strings.Contains(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("output never held %q; it is:\n%s", want, got)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
