@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/ptyworker"
 )
 
 // Setting describes one key of legion.toml: where it goes, what it takes,
@@ -90,14 +92,6 @@ func onHelper(f func(*Helper, any) error) func(dst, v any) error {
 	return func(dst, v any) error { return f(dst.(*Helper), v) }
 }
 
-// The bounds of worker.ring_size, as package ptyworker checks them in a
-// spawn spec (MinRingSize, MaxRingSize there; a test in package activation
-// holds the two in step).
-const (
-	MinRingSize = 4 << 10
-	MaxRingSize = 256 << 20
-)
-
 func onWorker(f func(*Worker, any) error) func(dst, v any) error {
 	return func(dst, v any) error { return f(dst.(*Worker), v) }
 }
@@ -155,7 +149,7 @@ var Schema = []Setting{
 			"dropped and catches up from a screen snapshot; the agent is never held up.",
 		set: onWorker(func(w *Worker, v any) error {
 			n, err := sizeValue(v)
-			if err == nil && (n < MinRingSize || n > MaxRingSize) {
+			if err == nil && (n < ptyworker.MinRingSize || n > ptyworker.MaxRingSize) {
 				err = fmt.Errorf("ring size %d bytes is out of range: expected between 4K and 256M", n)
 			}
 			w.RingSize = int(n)
