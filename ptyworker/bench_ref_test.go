@@ -61,7 +61,7 @@ type refSession struct {
 	sock   string    // tmux: -L name; dtach: socket path
 	pid    int       // tmux server or dtach master
 	master *exec.Cmd // dtach only: the foreground master
-	client *child
+	client *direct
 }
 
 // startRef starts tool's server hosting argv, detached, and returns once it
@@ -121,7 +121,7 @@ func (s *refSession) tmux(args ...string) string {
 }
 
 // attach starts a client on a PTY of ours (80x24).
-func (s *refSession) attach() *child {
+func (s *refSession) attach() *direct {
 	s.b.Helper()
 	var argv []string
 	switch s.tool {
@@ -130,10 +130,7 @@ func (s *refSession) attach() *child {
 	case "dtach":
 		argv = []string{"dtach", "-a", s.sock, "-E", "-r", "none", "-z"}
 	}
-	c, err := startChild(argv, "/", s.env, 80, 24)
-	if err != nil {
-		s.b.Fatalf("attach %s client: %v", s.tool, err)
-	}
+	c := startDirect(s.b, argv, s.env)
 	s.client = c
 	return c
 }
@@ -195,8 +192,7 @@ func (s *refSession) stop() {
 	s.pid = 0
 	if s.client != nil {
 		s.client.killAll(syscall.SIGKILL)
-		s.client.ptm.Close()
-		s.client.reap()
+		s.client.close()
 		s.client = nil
 	}
 }
@@ -344,17 +340,13 @@ func BenchmarkRefKeystrokeEcho(b *testing.B) {
 			var direct, ref []time.Duration
 			for range b.N {
 				// Direct: write a byte to the master, read its echo.
-				c, err := startChild(directArgv, "/", os.Environ(), 80, 24)
-				if err != nil {
-					b.Fatal(err)
-				}
+				c := startDirect(b, directArgv, os.Environ())
 				if err := readUntil(c.ptm, []byte("ready"), waitTimeout); err != nil {
 					b.Fatal(err)
 				}
 				direct = append(direct, echoRoundTrips(b, c.ptm)...)
 				c.killAll(syscall.SIGKILL)
-				c.ptm.Close()
-				c.reap()
+				c.close()
 
 				// Through the reference: the key into its client's PTY,
 				// the echo out of it. tmux does not move the cursor around

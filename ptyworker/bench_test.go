@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/units/sdtest"
+	"golang.org/x/sys/unix"
 )
 
 const benchOutputSize = 32 << 20
@@ -66,15 +67,43 @@ func benchFile(b *testing.B) string {
 	return path
 }
 
+// direct is a child on a PTY for the benchmarks' baselines and reference
+// clients: its master as an *os.File in the Go runtime poller, as any Go
+// program reading a PTY has it (the worker's own ptmx is left idle).
+type direct struct {
+	*child
+	ptm *os.File
+}
+
+func startDirect(b *testing.B, argv, env []string) *direct {
+	b.Helper()
+	c, err := startChild(argv, "/", env, 80, 24)
+	if err != nil {
+		b.Fatalf("start %s: %v", argv[0], err)
+	}
+	var fd int
+	err = c.ptm.ioctl(func(master int) (err error) {
+		fd, err = unix.FcntlInt(uintptr(master), unix.F_DUPFD_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &direct{child: c, ptm: os.NewFile(uintptr(fd), ptmxName)}
+}
+
+// close closes both masters and collects the child.
+func (d *direct) close() {
+	d.ptm.Close()
+	d.child.ptm.Close()
+	d.reap()
+}
+
 // rawPTYRead runs argv on a PTY, writes go, and reads until the end of
 // output; it returns the bytes read and how long that took.
 func rawPTYRead(b *testing.B, argv []string) (int64, time.Duration) {
 	b.Helper()
-	c, err := startChild(argv, "/", os.Environ(), 80, 24)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.ptm.Close()
+	c := startDirect(b, argv, os.Environ())
 	buf := make([]byte, 64<<10)
 	start := time.Now()
 	if _, err := c.ptm.Write([]byte("go\n")); err != nil {
@@ -89,7 +118,7 @@ func rawPTYRead(b *testing.B, argv []string) (int64, time.Duration) {
 		}
 	}
 	d := time.Since(start)
-	c.reap()
+	c.close()
 	return n, d
 }
 
@@ -236,10 +265,7 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 	var direct, worker []time.Duration
 	for range b.N {
 		// Direct: write a byte to the master, read its echo.
-		c, err := startChild(argv, "/", os.Environ(), 80, 24)
-		if err != nil {
-			b.Fatal(err)
-		}
+		c := startDirect(b, argv, os.Environ())
 		r := bufio.NewReader(c.ptm)
 		if _, err := r.ReadString('\n'); err != nil { // "ready"
 			b.Fatal(err)
@@ -256,8 +282,7 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 			direct = append(direct, time.Since(t0))
 		}
 		c.killAll(syscall.SIGKILL)
-		c.ptm.Close()
-		c.reap()
+		c.close()
 
 		// Through the worker: a data frame in, the echo as an output event.
 		spec := testSpec(b, argv...)

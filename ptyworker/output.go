@@ -21,22 +21,39 @@ type output struct {
 }
 
 // subscriber is one consumer of output.
+//
+// A consumer is woken when output arrives after it had caught up, so a
+// keystroke's echo reaches it at once. During a flood, though, a consumer
+// that keeps up is caught up after every PTY read, and a wake-up per read
+// (a thread woken, a frame or a write(2), the client's thread woken in
+// turn) costs the machine more than the reading: the agent, the kernel's
+// tty worker and the worker's reader all wait for a CPU behind them. So a
+// consumer that has just taken a large batch marks itself lazy: until it
+// looks again on its own (after floodPause), it is woken only once batch
+// bytes are pending. A consumer must take all that is pending before it
+// waits (or look again on its own): only then is it caught up.
 type subscriber struct {
 	wake  chan struct{} // capacity 1: "there may be more output"
 	next  atomic.Uint64 // next offset the consumer will take
 	limit uint64        // largest allowed lag in bytes; 0: never dropped
-	// batch, when set, spares the consumer a wake-up per PTY read: it is
-	// woken when output arrives after it had caught up, and then again only
-	// once batch bytes are pending (it must drain the rest on its own
-	// schedule).
-	batch uint64
+	batch uint64        // pending bytes that wake a lazy consumer
+	lazy  atomic.Bool   // see above; set and cleared by the consumer
 
 	dropped atomic.Bool
 	onDrop  func() // called under output.mu when dropped; must not block
 }
 
+// Flood batching (see subscriber): a client connection that took floodMin
+// bytes or more at once is lazy until floodPause has passed or floodBatch
+// bytes are pending. A screenful of output is well under floodMin.
+const (
+	floodMin   = 16 << 10
+	floodBatch = 256 << 10
+	floodPause = 2 * time.Millisecond
+)
+
 func newSubscriber(limit uint64, onDrop func()) *subscriber {
-	return &subscriber{wake: make(chan struct{}, 1), limit: limit, onDrop: onDrop}
+	return &subscriber{wake: make(chan struct{}, 1), limit: limit, batch: floodBatch, onDrop: onDrop}
 }
 
 func (s *subscriber) poke() {
@@ -66,7 +83,7 @@ func (o *output) write(p []byte) {
 				s.onDrop()
 			}
 		}
-		if s.batch == 0 || next == prev || head-next >= s.batch {
+		if next == prev && !s.lazy.Load() || head-next >= s.batch {
 			s.poke()
 		}
 	}

@@ -3,7 +3,6 @@ package ptyworker
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,10 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// child is the agent process on its PTY. The master stays in non-blocking
-// mode (it is never passed through (*os.File).Fd), so reads park in the
-// runtime poller and a write deadline bounds input to an agent that does
-// not read.
+// child is the agent process on its PTY (the master: see ptmx).
 //
 // The agent is not reaped when it exits: done closes while it is a zombie,
 // which keeps its PID, and so its process group ID, from being reused, so
@@ -27,7 +23,7 @@ import (
 // done with the group.
 type child struct {
 	cmd  *exec.Cmd
-	ptm  *os.File
+	ptm  *ptmx
 	pid  int
 	done chan struct{} // closed once the agent exited (not yet reaped)
 
@@ -91,11 +87,9 @@ func (c *child) reap() {
 // errReaped: the agent was reaped, its process group ID may be another's.
 var errReaped = errors.New("the agent has exited and was collected")
 
-// openPTY opens a PTY pair. creack/pty leaves the master in blocking mode
-// (its ioctls go through (*os.File).Fd); the master returned here is a
-// non-blocking duplicate in the runtime poller, so reads park instead of
-// holding a thread, Close interrupts them and writes honour deadlines.
-func openPTY() (ptm, tty *os.File, err error) {
+// openPTY opens a PTY pair. creack/pty leaves the master in blocking mode;
+// the master returned is a duplicate that ptmx owns.
+func openPTY() (ptm *ptmx, tty *os.File, err error) {
 	blocking, tty, err := pty.Open()
 	if err != nil {
 		return nil, nil, fmt.Errorf("open pty: %w", err)
@@ -106,109 +100,33 @@ func openPTY() (ptm, tty *os.File, err error) {
 		tty.Close()
 		return nil, nil, fmt.Errorf("open pty: dup master: %w", err)
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
+	if ptm, err = newPTMX(fd); err != nil {
 		unix.Close(fd)
 		tty.Close()
-		return nil, nil, fmt.Errorf("open pty: %w", err)
+		return nil, nil, err
 	}
-	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
+	return ptm, tty, nil
 }
 
-// readBuf is the PTY reader's buffer: the most one read hands on.
-const readBuf = 64 << 10
-
-// ptyReader reads the master for the worker's reader goroutine: it waits
-// for output and then takes all the terminal holds, up to its buffer,
-// before handing it on. The kernel passes PTY output on in chunks of about
-// 4 KiB, so during a flood one read(2) per chunk, each handed to the
-// consumers (a wake-up, a frame to each client), would cost the worker more
-// than the reading; taking what is already there needs only one more
-// read(2) (EAGAIN) and costs a lone keystroke's echo nothing but that.
-type ptyReader struct {
-	rc   syscall.RawConn
-	name string
-	buf  []byte
-	n    int
-	err  error
-	fill func(fd uintptr) bool // r.fillFrom, bound once
-}
-
-func newPTYReader(ptm *os.File, size int) (*ptyReader, error) {
-	rc, err := ptm.SyscallConn()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", ptm.Name(), err)
-	}
-	r := &ptyReader{rc: rc, name: ptm.Name(), buf: make([]byte, size)}
-	r.fill = r.fillFrom
-	return r, nil
-}
-
-// read returns the next output; errors are as os.File.Read's (EIO: the end
-// of output; os.ErrClosed: the master was closed). The slice is valid until
-// the next read.
-func (r *ptyReader) read() ([]byte, error) {
-	r.n, r.err = 0, nil
-	if err := r.rc.Read(r.fill); err != nil && r.err == nil {
-		// RawConn.Read fails only when the file was closed (no read
-		// deadline is ever set); say so as os.File.Read would.
-		r.err = &os.PathError{Op: "read", Path: r.name, Err: os.ErrClosed}
-	}
-	return r.buf[:r.n], r.err
-}
-
-// fillFrom reads fd into buf until it would block or buf is full. It
-// returns false (wait for readiness, then call again) only while it has
-// nothing.
-func (r *ptyReader) fillFrom(fd uintptr) bool {
-	for r.n < len(r.buf) {
-		k, err := unix.Read(int(fd), r.buf[r.n:])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return r.n > 0
-		case err != nil:
-			r.err = &os.PathError{Op: "read", Path: r.name, Err: err}
-			return true
-		case k == 0:
-			r.err = io.EOF
-			return true
-		}
-		r.n += k
-	}
-	return true
-}
-
-// setWinsize sets the PTY size without switching the master to blocking mode.
-func setWinsize(ptm *os.File, cols, rows int) error {
-	rc, err := ptm.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("set pty size: %w", err)
-	}
+// setWinsize sets the PTY size.
+func setWinsize(ptm *ptmx, cols, rows int) error {
 	ws := &unix.Winsize{Col: uint16(cols), Row: uint16(rows)}
-	var ioErr error
-	if err := rc.Control(func(fd uintptr) { ioErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); err != nil {
-		return fmt.Errorf("set pty size: %w", err)
-	}
-	if ioErr != nil {
-		return fmt.Errorf("set pty size %dx%d: %w", cols, rows, ioErr)
+	err := ptm.ioctl(func(fd int) error { return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, ws) })
+	if err != nil {
+		return fmt.Errorf("set pty size %dx%d: %w", cols, rows, err)
 	}
 	return nil
 }
 
 // foreground returns the PTY's foreground process group (tcgetpgrp).
 func (c *child) foreground() (int, error) {
-	rc, err := c.ptm.SyscallConn()
+	var pgrp int
+	err := c.ptm.ioctl(func(fd int) (err error) {
+		pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("foreground process group: %w", err)
-	}
-	var pgrp int
-	var ioErr error
-	if err := rc.Control(func(fd uintptr) { pgrp, ioErr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) }); err != nil {
-		return 0, fmt.Errorf("foreground process group: %w", err)
-	}
-	if ioErr != nil {
-		return 0, fmt.Errorf("foreground process group: %w", ioErr)
 	}
 	return pgrp, nil
 }
@@ -251,11 +169,8 @@ func (c *child) killAll(sig syscall.Signal) {
 // write sends input to the PTY, giving up after timeout when the agent does
 // not read.
 func (c *child) write(p []byte, timeout time.Duration) error {
-	if err := c.ptm.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
-		return fmt.Errorf("write to pty: %w", err)
-	}
-	if _, err := c.ptm.Write(p); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+	if err := c.ptm.write(p, timeout); err != nil {
+		if errors.Is(err, errWriteTimeout) {
 			return fmt.Errorf("write to pty: the agent has not read its input for %s", timeout)
 		}
 		return fmt.Errorf("write to pty: %w", err)

@@ -521,26 +521,20 @@ func TestExitedAgentHeldUntilReaped(t *testing.T) {
 	}
 }
 
-// TestPTYReader: output comes whole, then EIO once the agent is gone; a
+// TestPTMXRead: output comes whole, then EIO once the agent is gone; a
 // read waiting when the master is closed ends with os.ErrClosed, as
-// os.File.Read's would.
-func TestPTYReader(t *testing.T) {
+// os.File.Read's would, and so does every call after.
+func TestPTMXRead(t *testing.T) {
 	c, err := startChild([]string{"sh", "-c", "stty -onlcr; printf 'hello\nworld\n'"}, "/", os.Environ(), 80, 24)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.ptm.Close(); c.reap() })
-	r, err := newPTYReader(c.ptm, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	buf := make([]byte, 4)
 	var got []byte
 	for {
-		p, err := r.read()
-		if len(p) > 4 {
-			t.Fatalf("read returned %d bytes; want at most the buffer's 4", len(p))
-		}
-		got = append(got, p...)
+		n, err := c.ptm.readAvailable(buf)
+		got = append(got, buf[:n]...)
 		if err != nil {
 			if !errors.Is(err, syscall.EIO) {
 				t.Fatalf("read after %q: %v; want EIO at the end of output", got, err)
@@ -557,16 +551,12 @@ func TestPTYReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { quiet.killAll(syscall.SIGKILL); quiet.reap() })
-	r, err = newPTYReader(quiet.ptm, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.read()
+		_, err := quiet.ptm.readAvailable(make([]byte, 64))
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let it wait in the poller
+	time.Sleep(50 * time.Millisecond) // let it wait in poll(2)
 	quiet.ptm.Close()
 	select {
 	case err := <-done:
@@ -575,5 +565,58 @@ func TestPTYReader(t *testing.T) {
 		}
 	case <-time.After(waitTimeout):
 		t.Fatal("a read waiting for output did not end when the master was closed")
+	}
+	if _, err := quiet.ptm.readAvailable(make([]byte, 64)); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("read after close: %v; want os.ErrClosed", err)
+	}
+	if err := quiet.ptm.write([]byte("x"), time.Second); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("write after close: %v; want os.ErrClosed", err)
+	}
+	if err := setWinsize(quiet.ptm, 100, 30); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("resize after close: %v; want os.ErrClosed", err)
+	}
+}
+
+// TestPTMXWrite: input to an agent that does not read fills the terminal;
+// then a write gives up after its timeout, and one waiting for room ends
+// when the master is closed.
+func TestPTMXWrite(t *testing.T) {
+	// Raw mode: a canonical terminal would throw away input past a full
+	// line instead of holding the writer back.
+	c, err := startChild([]string{"sh", "-c", "stty raw -echo; echo ready; exec sleep 60"}, "/", os.Environ(), 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.killAll(syscall.SIGKILL); c.ptm.Close(); c.reap() })
+	var seen []byte
+	buf := make([]byte, 64)
+	for !bytes.Contains(seen, []byte("ready")) {
+		n, err := c.ptm.readAvailable(buf)
+		if err != nil {
+			t.Fatalf("waiting for the agent to be ready: %v; got %q", err, seen)
+		}
+		seen = append(seen, buf[:n]...)
+	}
+	// A short timeout: this write is expected to give up.
+	chunk := bytes.Repeat([]byte("x"), 4096)
+	var err1 error
+	for i := 0; i < 1000 && err1 == nil; i++ {
+		err1 = c.ptm.write(chunk, 50*time.Millisecond)
+	}
+	if !errors.Is(err1, errWriteTimeout) {
+		t.Fatalf("writing to an agent that does not read: %v; want errWriteTimeout", err1)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- c.ptm.write(chunk, time.Hour) }()
+	time.Sleep(50 * time.Millisecond) // let it wait for room
+	c.ptm.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("write interrupted by closing the master: %v; want os.ErrClosed", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("a write waiting for room did not end when the master was closed")
 	}
 }

@@ -164,8 +164,11 @@ func (s *screen) follow(o *output, sub *subscriber, stop <-chan struct{}) {
 		case <-stop:
 			return
 		}
-		if flood {
-			sub.poke() // look again: the flood may have ended meanwhile
+		if flood || o.head() > fed {
+			// Look again: the flood may have ended meanwhile, or output
+			// came while parsing (which wakes a consumer only once a
+			// batch is pending: see subscriber).
+			sub.poke()
 		}
 	}
 }

@@ -21,11 +21,8 @@ import (
 // stalls the agent; bytes it could not keep up with are replaced by a
 // "[legion] … bytes of output lost" marker.
 
-// Transcript write batching (see follow).
-const (
-	transcriptBatch = 64 << 10
-	transcriptDelay = 20 * time.Millisecond
-)
+// transcriptDelay is how long output may wait to be written (see follow).
+const transcriptDelay = 20 * time.Millisecond
 
 // MarkerPrefix starts every line the worker itself writes to a transcript.
 const MarkerPrefix = "[legion] "
@@ -59,7 +56,7 @@ func openTranscript(path string, log *slog.Logger) (*transcript, error) {
 	}
 	return &transcript{
 		f: f, path: path, log: log,
-		sub:   &subscriber{wake: make(chan struct{}, 1), batch: transcriptBatch},
+		sub:   newSubscriber(0, nil),
 		marks: make(chan markReq),
 		buf:   make([]byte, 64<<10),
 	}, nil
@@ -109,23 +106,29 @@ func (t *transcript) drain(o *output) {
 // (after draining, so a marker follows all output before it). It returns
 // once stop is closed, after a last drain.
 //
-// Writes are batched: output is written once transcriptBatch bytes are
-// pending or transcriptDelay after the first of them, so a flood of small
-// PTY reads does not cost one write(2) each.
+// Writes are batched: output is written transcriptDelay after the first of
+// it arrived, or as soon as floodBatch bytes are pending, so neither a
+// stream of small PTY reads nor a flood costs one write(2) per read. While
+// the delay runs the follower is lazy (see subscriber).
 func (t *transcript) follow(o *output, stop <-chan struct{}) {
+	delay := time.NewTimer(transcriptDelay)
+	delay.Stop()
 	var due <-chan time.Time
 	for {
 		select {
 		case <-t.sub.wake:
-			if o.head()-t.sub.next.Load() >= transcriptBatch {
+			if o.head()-t.sub.next.Load() >= t.sub.batch {
 				t.drain(o)
-				due = nil
-			} else if due == nil {
-				due = time.After(transcriptDelay)
+			}
+			if due == nil {
+				t.sub.lazy.Store(true)
+				delay.Reset(transcriptDelay)
+				due = delay.C
 			}
 		case <-due:
-			t.drain(o)
 			due = nil
+			t.sub.lazy.Store(false)
+			t.drain(o)
 		case m := <-t.marks:
 			t.drain(o)
 			t.write(markerLine(time.Now(), m.text))

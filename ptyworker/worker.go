@@ -301,15 +301,11 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 // readLoop copies PTY output into the ring until the end of output (EIO
 // once every holder of the terminal closed it) or the master is closed.
 func (w *worker) readLoop(c *child) {
-	r, err := newPTYReader(c.ptm, readBuf)
-	if err != nil {
-		w.log.Error("cannot read the agent's terminal", "err", err)
-		return
-	}
+	buf := make([]byte, readBuf)
 	for {
-		p, err := r.read()
-		if len(p) > 0 {
-			w.out.write(p)
+		n, err := c.ptm.readAvailable(buf)
+		if n > 0 {
+			w.out.write(buf[:n])
 		}
 		if err != nil {
 			if !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {

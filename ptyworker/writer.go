@@ -18,6 +18,9 @@ func (c *conn) writeLoop() {
 	defer c.nc.Close()
 	var active *subscriber
 	var buf []byte
+	pause := time.NewTimer(floodPause)
+	pause.Stop()
+	var taken int // output bytes sent since the last wait
 	for {
 		select {
 		case it := <-c.ctrl:
@@ -31,29 +34,49 @@ func (c *conn) writeLoop() {
 		default:
 		}
 		var wake chan struct{}
+		var paused <-chan time.Time
 		if active != nil {
 			if active.dropped.Load() {
 				c.writeDesync(active)
 				return
 			}
-			sent, err := c.sendOutput(active, ^uint64(0), &buf)
+			n, err := c.sendOutput(active, ^uint64(0), &buf)
 			if err != nil {
 				return
 			}
-			if sent || active.dropped.Load() {
+			if n > 0 {
+				taken += n
+				continue
+			}
+			if active.dropped.Load() {
 				continue
 			}
 			wake = active.wake
+			if taken >= floodMin {
+				// A flood: look again after floodPause, or once a
+				// batch is pending, not at each read of the PTY.
+				active.lazy.Store(true)
+				pause.Reset(floodPause)
+				paused = pause.C
+			}
 		}
+		taken = 0
 		select {
 		case it := <-c.ctrl:
 			if !c.writeItem(it, &active, &buf) {
 				return
 			}
 		case <-wake:
+		case <-paused:
 		case <-c.done:
 			c.flushQueued(&active, &buf)
 			return
+		}
+		if paused != nil {
+			pause.Stop()
+			if active != nil {
+				active.lazy.Store(false)
+			}
 		}
 	}
 }
@@ -86,11 +109,11 @@ func (c *conn) writeItem(it ctrlItem, active **subscriber, buf *[]byte) bool {
 			if (*active).next.Load() >= it.flushTo {
 				break
 			}
-			sent, err := c.sendOutput(*active, it.flushTo, buf)
+			n, err := c.sendOutput(*active, it.flushTo, buf)
 			if err != nil {
 				return false
 			}
-			if !sent {
+			if n == 0 {
 				break
 			}
 		}
@@ -120,32 +143,32 @@ func (c *conn) writeItem(it ctrlItem, active **subscriber, buf *[]byte) bool {
 }
 
 // sendOutput writes one data frame of the subscriber's pending output, at
-// most up to offset limit. It reports whether it sent anything.
-func (c *conn) sendOutput(s *subscriber, limit uint64, buf *[]byte) (bool, error) {
+// most up to offset limit. It returns how many output bytes it sent.
+func (c *conn) sendOutput(s *subscriber, limit uint64, buf *[]byte) (int, error) {
 	if *buf == nil {
 		*buf = make([]byte, dataChunk)
 	}
 	off := s.next.Load()
 	if off >= limit {
-		return false, nil
+		return 0, nil
 	}
 	want := min(uint64(len(*buf)), limit-off)
 	n, err := c.w.out.readAt((*buf)[:want], off)
 	if errors.Is(err, ErrTooOld) {
 		s.dropped.Store(true)
 		c.w.out.unsubscribe(s)
-		return false, nil
+		return 0, nil
 	}
 	if err != nil || n == 0 {
-		return false, nil
+		return 0, nil
 	}
 	h := offsetHeader(FrameData, off, n)
 	bufs := net.Buffers{h[:], (*buf)[:n]}
 	if _, err := bufs.WriteTo(c.nc); err != nil {
-		return false, err
+		return 0, err
 	}
 	s.next.Store(off + uint64(n))
-	return true, nil
+	return n, nil
 }
 
 // writeDesync tells a dropped client where it stopped; the caller closes.

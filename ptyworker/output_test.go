@@ -1,0 +1,86 @@
+package ptyworker
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestSubscriberWakes: the wake-up rule of subscriber. A caught-up consumer
+// is woken by any output; one that is behind, or lazy, only once a batch
+// is pending.
+func TestSubscriberWakes(t *testing.T) {
+	o := newOutput(1 << 20)
+	s := newSubscriber(0, nil)
+	o.subscribe(s, 0)
+	woken := func() bool {
+		select {
+		case <-s.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	woken() // subscribe's own poke
+	take := func() { s.next.Store(o.head()) }
+
+	o.write([]byte("a"))
+	if !woken() {
+		t.Error("a caught-up consumer was not woken by output")
+	}
+	o.write([]byte("b"))
+	if woken() {
+		t.Error("a consumer that has not taken the last output was woken again by a byte")
+	}
+	take()
+	s.lazy.Store(true)
+	o.write([]byte("c"))
+	if woken() {
+		t.Error("a lazy consumer was woken by a byte")
+	}
+	o.write(make([]byte, floodBatch-2))
+	if woken() {
+		t.Errorf("a lazy consumer was woken with %d bytes pending; want only at %d", floodBatch-1, floodBatch)
+	}
+	o.write([]byte("d"))
+	if !woken() {
+		t.Errorf("a lazy consumer was not woken with a batch (%d bytes) pending", floodBatch)
+	}
+	take()
+	s.lazy.Store(false)
+	o.write([]byte("e"))
+	if !woken() {
+		t.Error("a consumer caught up and no longer lazy was not woken by output")
+	}
+}
+
+// TestFloodTailDelivered: after a flood, in which the client connection
+// and the transcript take output in batches, the few bytes that end it
+// reach both without the agent writing more or exiting.
+func TestFloodTailDelivered(t *testing.T) {
+	spec := testSpec(t, "sh", "-c", "read go; head -c 4194304 /dev/zero | tr '\\0' x; echo TAIL-END; exec sleep 600")
+	spec.RingSize = 8 << 20 // a test client on a loaded machine must not be dropped
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+		t.Fatal(err)
+	}
+	s := follow(c, 0, 0)
+	if err := c.SendInput([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The transcript's start marker holds the command line, so the tail is
+	// looked for with the flood's last byte before it and CRLF after.
+	const tail = "xTAIL-END\r\n"
+	s.waitOutput(t, tail)
+	out := s.output()
+	if n := strings.Count(out, "x"); n != 4<<20 {
+		t.Errorf("client got %d bytes of the flood; want %d", n, 4<<20)
+	}
+	waitFor(t, "the transcript to end with the tail", func() bool {
+		return strings.Contains(readTranscript(t, spec), tail)
+	})
+	if tr := readTranscript(t, spec); !bytes.Contains([]byte(tr), bytes.Repeat([]byte("x"), 4<<20)) {
+		t.Errorf("the transcript does not hold the whole flood: %d x, len %d, tail %q", strings.Count(tr, "x"), len(tr), tr[len(tr)-40:])
+	}
+}
