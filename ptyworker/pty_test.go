@@ -620,3 +620,30 @@ func TestPTMXWrite(t *testing.T) {
 		t.Fatal("a write waiting for room did not end when the master was closed")
 	}
 }
+
+// TestCallsAfterTheAgentEnded: between the agent's end (its terminal
+// closed, then it is reaped) and the state saying so, input, resize and
+// signal answer session_not_running, not io_error.
+func TestCallsAfterTheAgentEnded(t *testing.T) {
+	c, err := startChild([]string{"true"}, "/", os.Environ(), 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{spec: testSpec(t, "true"), state: StateRunning, child: c, cols: 80, rows: 24}
+	w.opts.setDefaults()
+	w.out = newOutput(MinRingSize)
+	w.scr = newScreen(80, 24)
+	check := func(when, call string, e *RPCError) {
+		t.Helper()
+		if e == nil || e.Code != CodeSessionNotRunning {
+			t.Errorf("%s after the agent %s: %v; want %s", call, when, e, CodeSessionNotRunning)
+		}
+	}
+	<-c.done
+	c.ptm.Close() // as runSession does once the agent has exited
+	check("closed its terminal", "input", w.input([]byte("x")))
+	check("closed its terminal", "resize", w.resize(100, 30))
+	c.reap()
+	_, e := w.signal(&SignalParams{Signal: "TERM"})
+	check("was reaped", "signal", e)
+}

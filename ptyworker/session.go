@@ -65,9 +65,19 @@ func (w *worker) input(p []byte) *RPCError {
 		return nil
 	}
 	if err := c.write(p, w.opts.InputTimeout); err != nil {
-		return &RPCError{Code: CodeIOError, Message: err.Error()}
+		return w.ptyError(err)
 	}
 	return nil
+}
+
+// ptyError is the RPC error for a failed call on the agent's terminal: the
+// master is closed once the agent has ended (shortly before the state says
+// so), which is session_not_running, as is errReaped.
+func (w *worker) ptyError(err error) *RPCError {
+	if errors.Is(err, os.ErrClosed) || errors.Is(err, errReaped) {
+		return &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s: the agent has ended: %v", w.spec.SessionID, err)}
+	}
+	return &RPCError{Code: CodeIOError, Message: err.Error()}
 }
 
 // resize sets the PTY size; the screen follows from the current offset.
@@ -85,7 +95,7 @@ func (w *worker) resize(cols, rows int) *RPCError {
 		return nil
 	}
 	if err := setWinsize(c.ptm, cols, rows); err != nil {
-		return &RPCError{Code: CodeIOError, Message: err.Error()}
+		return w.ptyError(err)
 	}
 	w.cols, w.rows = cols, rows
 	w.scr.queueResize(w.out.head(), cols, rows)
@@ -110,11 +120,8 @@ func (w *worker) signal(p *SignalParams) (*SignalResult, *RPCError) {
 		return nil, e
 	}
 	pgid, err := c.signal(sig, target)
-	if errors.Is(err, errReaped) {
-		return nil, &RPCError{Code: CodeSessionNotRunning, Message: "signal: " + err.Error()}
-	}
 	if err != nil {
-		return nil, &RPCError{Code: CodeIOError, Message: err.Error()}
+		return nil, w.ptyError(err)
 	}
 	return &SignalResult{Pgid: pgid, Target: target}, nil
 }
