@@ -29,14 +29,20 @@ var LibexecDir string
 var ErrNoBinary = errors.New(BinaryName + " not found")
 
 // FindBinary returns the worker executable for units started by this
-// process: BinaryName beside the running executable (a build tree, go
-// install), else in LibexecDir.
+// process: see FindBinaryFor.
 func FindBinary() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("find the legion executable: %w", err)
 	}
-	dirs := []string{filepath.Dir(exe)}
+	return FindBinaryFor(exe)
+}
+
+// FindBinaryFor returns the worker executable that the legion program at
+// legion uses: BinaryName beside it (a build tree, go install), else in
+// LibexecDir.
+func FindBinaryFor(legion string) (string, error) {
+	dirs := []string{filepath.Dir(legion)}
 	if LibexecDir != "" {
 		dirs = append(dirs, LibexecDir)
 	}

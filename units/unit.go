@@ -275,3 +275,42 @@ func hasControl(s string) bool {
 	}
 	return false
 }
+
+// ExecProgram returns the program of an Exec*= value (what follows
+// "ExecStart="): its first word without systemd's prefixes (-@:+!|),
+// unquoted and unescaped. It reads back what Exec and QuoteArg write, whose
+// program is an absolute path.
+func ExecProgram(value string) (string, error) {
+	v := strings.TrimLeft(value, " \t")
+	v = strings.TrimLeft(v, "-@:+!|")
+	var word string
+	if strings.HasPrefix(v, `"`) {
+		end := -1
+		for i := 1; i < len(v); i++ {
+			if v[i] == '\\' {
+				i++
+				continue
+			}
+			if v[i] == '"' {
+				end = i
+				break
+			}
+		}
+		if end < 0 {
+			return "", fmt.Errorf("exec line %q: unterminated quote", value)
+		}
+		w, err := strconv.Unquote(v[:end+1])
+		if err != nil {
+			return "", fmt.Errorf("exec line %q: %w", value, err)
+		}
+		word = w
+	} else {
+		word, _, _ = strings.Cut(v, " ")
+		word, _, _ = strings.Cut(word, "\t")
+	}
+	word = strings.ReplaceAll(strings.ReplaceAll(word, "$$", "$"), "%%", "%")
+	if word == "" {
+		return "", fmt.Errorf("exec line %q: no program", value)
+	}
+	return word, nil
+}

@@ -220,3 +220,36 @@ func TestQuotingRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestExecProgram(t *testing.T) {
+	for _, p := range []string{"/usr/bin/legion", "/opt/my legion/bin/legion", `/tmp/a"b\c`, "/tmp/100%/$x", "/tmp/ünï\tx", "/tmp/bad\xff"} {
+		line := units.QuoteArg(p) + " helper --flag"
+		got, err := units.ExecProgram(line)
+		if err != nil || got != p {
+			t.Errorf("ExecProgram(%q) = %q, %v; want %q", line, got, err, p)
+		}
+		if got, err := units.ExecProgram("-" + line); err != nil || got != p {
+			t.Errorf("ExecProgram(%q) = %q, %v; want %q", "-"+line, got, err, p)
+		}
+	}
+	for _, bad := range []string{"", "   ", `"/unterminated`, `"\q"`} {
+		if got, err := units.ExecProgram(bad); err == nil {
+			t.Errorf("ExecProgram(%q) = %q; want an error", bad, got)
+		}
+	}
+}
+
+// FuzzExecProgram: ExecProgram reads back any absolute program path that
+// QuoteArg wrote, and never panics on other input.
+func FuzzExecProgram(f *testing.F) {
+	f.Add("/usr/bin/legion")
+	f.Add("/a b/\"c\"\\%$")
+	f.Fuzz(func(t *testing.T, s string) {
+		units.ExecProgram(s) // any input: an error at worst
+		p := "/" + s
+		line := units.QuoteArg(p) + " helper"
+		if got, err := units.ExecProgram(line); err != nil || got != p {
+			t.Fatalf("ExecProgram(%q) = %q, %v; want %q", line, got, err, p)
+		}
+	})
+}

@@ -67,8 +67,9 @@ type Options struct {
 	LingerDir string
 	// Timeout bounds each check that talks to something; default 10s.
 	Timeout time.Duration
-	// FindWorker locates the program worker units run; default
-	// ptyworker.FindBinary.
+	// FindWorker locates the program worker units run; default: the one
+	// beside the legion that the installed legion.service runs (else Bin),
+	// as that legion finds it (ptyworker.FindBinaryFor).
 	FindWorker func() (string, error)
 	// Version is legion's own version; when set, a worker that reports
 	// another one is a warning (one was upgraded without the other).
@@ -145,7 +146,8 @@ func (o Options) withDefaults() Options {
 		o.Timeout = 10 * time.Second
 	}
 	if o.FindWorker == nil {
-		o.FindWorker = ptyworker.FindBinary
+		unitDir, bin := o.UnitDir, o.Bin
+		o.FindWorker = func() (string, error) { return ptyworker.FindBinaryFor(installedLegion(unitDir, bin)) }
 	}
 	return o
 }

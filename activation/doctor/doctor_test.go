@@ -392,3 +392,40 @@ func TestWorker(t *testing.T) {
 	s.opts.FindWorker = func() (string, error) { return broken, nil }
 	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Fail, "--version: exit status 3", "make install")
 }
+
+// TestWorkerBesideInstalledLegion: the worker looked for is the one beside
+// the legion that the installed legion.service runs (it starts the
+// workers), not beside the legion running doctor; without the unit file,
+// beside Bin.
+func TestWorkerBesideInstalledLegion(t *testing.T) {
+	s := newSandbox(t)
+	installed := filepath.Join(s.dir, "opt legion", "bin") // a space: ExecStart quotes it
+	elsewhere := filepath.Join(s.dir, "elsewhere")
+	for _, d := range []string{installed, elsewhere, s.opts.UnitDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worker := filepath.Join(installed, ptyworker.BinaryName)
+	if err := os.WriteFile(worker, []byte("#!/bin/sh\necho legion-pty-worker dev\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, err := units.Generate(units.GenerateOptions{Bin: filepath.Join(installed, "legion")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Path == units.HelperUnit {
+			if err := os.WriteFile(filepath.Join(s.opts.UnitDir, f.Path), f.Data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.opts.Bin = filepath.Join(elsewhere, "legion")
+	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), OK, worker+" (legion-pty-worker dev)", "")
+
+	if err := os.Remove(filepath.Join(s.opts.UnitDir, units.HelperUnit)); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Fail, "legion-pty-worker not found in "+elsewhere, "make install")
+}

@@ -123,6 +123,25 @@ func checkWorker(ctx context.Context, find func() (string, error), version strin
 	return c
 }
 
+// installedLegion returns the legion program that the installed
+// legion.service in unitDir runs (the program of its ExecStart=, which
+// starts the workers), or fallback when there is no such unit file or it
+// names no program.
+func installedLegion(unitDir, fallback string) string {
+	data, err := os.ReadFile(filepath.Join(unitDir, units.HelperUnit))
+	if err != nil {
+		return fallback
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "ExecStart="); ok {
+			if prog, err := units.ExecProgram(v); err == nil && filepath.IsAbs(prog) {
+				return prog
+			}
+		}
+	}
+	return fallback
+}
+
 // checkTool: is a program Legion runs in PATH?
 func checkTool(name, prog, why string) Check {
 	c := Check{Name: name}

@@ -19,7 +19,8 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Short: "Check that everything Legion needs is there and working",
 		Long: `Doctor checks the config, the systemd user manager, lingering, the D-Bus
 session bus, the installed unit files (are they what legion install would
-write now?), the helper's socket, the legion-pty-worker program, git, tmux
+write now?), the helper's socket, the legion-pty-worker program (the one
+beside the legion that the installed legion.service runs), git, tmux
 and each team's agent program,
 and prints each check as ok, warn or FAIL with, for a problem, what to do.
 
