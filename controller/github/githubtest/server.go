@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/legion-dev/legion/controller/internal/graphql/gqltest"
 )
 
 // Label is a repository label.
@@ -34,34 +36,26 @@ type PR struct {
 	MergedBy  string // merge method used, once merged through the API
 }
 
-// Reply is a canned answer.
-type Reply struct {
-	Status int
-	Header http.Header
-	Body   string
-}
+// Reply is a canned answer (see Inject).
+type Reply = gqltest.Reply
 
 // Server is a fake GitHub. Its exported fields may be changed under Lock
 // while it serves.
 type Server struct {
 	*httptest.Server
-	Token       string
-	Owner, Repo string
+	gqltest.Recorder // Inject, OnCall, Calls, LastVariables
+	Token            string
+	Owner, Repo      string
 
-	mu     sync.Mutex
-	PRs    []*PR
-	calls  map[string]int
-	total  int
-	script []Reply
-	onCall func(op string, total int)
-	last   map[string]map[string]any
+	mu  sync.Mutex
+	PRs []*PR
 }
 
 // NewServer starts a fake GitHub for owner/repo that accepts token; it is
 // closed when the test ends.
 func NewServer(t testing.TB, token, owner, repo string) *Server {
 	t.Helper()
-	s := &Server{Token: token, Owner: owner, Repo: repo, calls: map[string]int{}, last: map[string]map[string]any{}}
+	s := &Server{Token: token, Owner: owner, Repo: repo}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -87,38 +81,6 @@ func (s *Server) AddPR(branch, state string, labels ...string) *PR {
 func (s *Server) Lock()   { s.mu.Lock() }
 func (s *Server) Unlock() { s.mu.Unlock() }
 
-// Inject makes the next len(r) requests get r, in order.
-func (s *Server) Inject(r ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, r...)
-}
-
-// OnCall sets a hook called (without the lock) after each request is
-// counted.
-func (s *Server) OnCall(f func(op string, total int)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.onCall = f
-}
-
-// Calls returns the number of requests for operation op ("" for all).
-func (s *Server) Calls(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if op == "" {
-		return s.total
-	}
-	return s.calls[op]
-}
-
-// LastVariables returns the variables of op's latest request.
-func (s *Server) LastVariables(op string) map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last[op]
-}
-
 // LabelNames returns the names of pr's labels.
 func (s *Server) LabelNames(pr *PR) []string {
 	s.mu.Lock()
@@ -137,51 +99,24 @@ func (s *Server) State(pr *PR) string {
 	return pr.State
 }
 
-type gqlRequest struct {
-	Query         string         `json:"query"`
-	OperationName string         `json:"operationName"`
-	Variables     map[string]any `json:"variables"`
-}
-
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprint(w, `{"message":"Not Found","documentation_url":"https://docs.github.com/graphql"}`)
 		return
 	}
-	var req gqlRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	req, err := gqltest.Decode(r.Body)
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Problems parsing JSON"})
+		return
+	}
+	if s.Record(w, req) {
 		return
 	}
 	op := req.OperationName
 	s.mu.Lock()
-	s.calls[op]++
-	s.total++
-	s.last[op] = req.Variables
-	total, hook, want := s.total, s.onCall, s.Token
-	var canned *Reply
-	if len(s.script) > 0 {
-		canned = &s.script[0]
-		s.script = s.script[1:]
-	}
+	want := s.Token
 	s.mu.Unlock()
-	if hook != nil {
-		hook(op, total)
-	}
-	if canned != nil {
-		for k, v := range canned.Header {
-			w.Header()[k] = v
-		}
-		if w.Header().Get("Content-Type") == "" {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		}
-		w.WriteHeader(canned.Status)
-		fmt.Fprint(w, canned.Body)
-		return
-	}
 	w.Header().Set("X-RateLimit-Limit", "5000")
 	w.Header().Set("X-RateLimit-Remaining", "4999")
 	w.Header().Set("X-RateLimit-Reset", "1767323045")

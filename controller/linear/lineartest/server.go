@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/controller/internal/graphql/gqltest"
 )
 
 // State is a workflow state of the team.
@@ -47,33 +49,25 @@ type Issue struct {
 	Comments   []Comment
 }
 
-// Reply is a canned answer.
-type Reply struct {
-	Status int
-	Header http.Header
-	Body   string
-}
+// Reply is a canned answer (see Inject).
+type Reply = gqltest.Reply
 
 // Server is a fake Linear. Its exported fields may be changed under Lock
 // while it serves.
 type Server struct {
 	*httptest.Server
-	Key      string // the only API key accepted
-	TeamKey  string
-	TeamID   string
-	UserName string // author of comments created through the API
+	gqltest.Recorder        // Inject, OnCall, Calls, LastVariables
+	Key              string // the only API key accepted
+	TeamKey          string
+	TeamID           string
+	UserName         string // author of comments created through the API
 
-	mu       sync.Mutex
-	States   []State
-	Labels   []Label
-	Issues   []*Issue
-	calls    map[string]int
-	total    int
-	script   []Reply
-	onCall   func(op string, n int)
-	nextID   int
-	lastVars map[string]map[string]any
-	clock    time.Time
+	mu     sync.Mutex
+	States []State
+	Labels []Label
+	Issues []*Issue
+	nextID int
+	clock  time.Time
 }
 
 // DefaultStates are a team's states in a new Server: Linear's default
@@ -95,8 +89,7 @@ func NewServer(t testing.TB, key, teamKey string) *Server {
 	s := &Server{
 		Key: key, TeamKey: teamKey, TeamID: "team-" + strings.ToLower(teamKey), UserName: "Ada Lovelace",
 		States: slices.Clone(DefaultStates),
-		calls:  map[string]int{}, lastVars: map[string]map[string]any{},
-		clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		clock:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
@@ -159,38 +152,6 @@ func (s *Server) Comment(is *Issue, user, body string) {
 	is.Comments = append(is.Comments, Comment{Body: body, User: user, CreatedAt: s.clock})
 }
 
-// Inject makes the next len(r) requests get r, in order, whatever they ask.
-func (s *Server) Inject(r ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, r...)
-}
-
-// OnCall sets a hook called (without the lock) after each request is
-// counted, with its operation name and the running total.
-func (s *Server) OnCall(f func(op string, total int)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.onCall = f
-}
-
-// Calls returns the number of requests for operation op ("" for all).
-func (s *Server) Calls(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if op == "" {
-		return s.total
-	}
-	return s.calls[op]
-}
-
-// LastVariables returns the variables of op's latest request.
-func (s *Server) LastVariables(op string) map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastVars[op]
-}
-
 // Issue returns the issue with identifier id, or nil.
 func (s *Server) Issue(id string) *Issue {
 	s.mu.Lock()
@@ -243,52 +204,23 @@ func (s *Server) labelByID(id string) Label {
 	return Label{}
 }
 
-type gqlRequest struct {
-	Query         string         `json:"query"`
-	OperationName string         `json:"operationName"`
-	Variables     map[string]any `json:"variables"`
-}
-
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "GraphQL wants POST", http.StatusMethodNotAllowed)
 		return
 	}
-	var req gqlRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	req, err := gqltest.Decode(r.Body)
+	if err != nil {
 		writeErrors(w, http.StatusBadRequest, "GRAPHQL_PARSE_FAILED", "invalid request body: "+err.Error())
 		return
 	}
-	op := req.OperationName
-
-	s.mu.Lock()
-	s.calls[op]++
-	s.total++
-	s.lastVars[op] = req.Variables
-	total, hook, key := s.total, s.onCall, s.Key
-	var canned *Reply
-	if len(s.script) > 0 {
-		canned = &s.script[0]
-		s.script = s.script[1:]
-	}
-	s.mu.Unlock()
-	if hook != nil {
-		hook(op, total)
-	}
-
-	if canned != nil {
-		for k, v := range canned.Header {
-			w.Header()[k] = v
-		}
-		if w.Header().Get("Content-Type") == "" {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		}
-		w.WriteHeader(canned.Status)
-		fmt.Fprint(w, canned.Body)
+	if s.Record(w, req) {
 		return
 	}
+	op := req.OperationName
+	s.mu.Lock()
+	key := s.Key
+	s.mu.Unlock()
 	if r.Header.Get("Authorization") != key {
 		writeErrors(w, http.StatusBadRequest, "AUTHENTICATION_ERROR", "Authentication required, not authenticated")
 		return
