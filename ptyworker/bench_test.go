@@ -89,10 +89,12 @@ func startDirect(b *testing.B, argv, env []string) *direct {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &direct{child: c, ptm: os.NewFile(uintptr(fd), ptmxName)}
+	d := &direct{child: c, ptm: os.NewFile(uintptr(fd), ptmxName)}
+	b.Cleanup(func() { d.killAll(syscall.SIGKILL); d.close() }) // after a Fatal
+	return d
 }
 
-// close closes both masters and collects the child.
+// close closes both masters and collects the child; it may be called again.
 func (d *direct) close() {
 	d.ptm.Close()
 	d.child.ptm.Close()

@@ -28,15 +28,17 @@ type output struct {
 // (a thread woken, a frame or a write(2), the client's thread woken in
 // turn) costs the machine more than the reading: the agent, the kernel's
 // tty worker and the worker's reader all wait for a CPU behind them. So a
-// consumer that has just taken a large batch marks itself lazy: until it
-// looks again on its own (after floodPause), it is woken only once batch
-// bytes are pending. A consumer must take all that is pending before it
-// waits (or look again on its own): only then is it caught up.
+// consumer may mark itself lazy while it has a timer of its own running:
+// then it is woken only once batch bytes are pending. A client connection
+// does so after taking floodMin bytes or more at once (for floodPause), the
+// transcript while its write delay runs. A consumer must take all that is
+// pending before it waits (or look again on its own): only then is it
+// caught up.
 type subscriber struct {
 	wake  chan struct{} // capacity 1: "there may be more output"
 	next  atomic.Uint64 // next offset the consumer will take
 	limit uint64        // largest allowed lag in bytes; 0: never dropped
-	batch uint64        // pending bytes that wake a lazy consumer
+	batch uint64        // pending bytes that wake a lazy consumer; set by subscribe
 	lazy  atomic.Bool   // see above; set and cleared by the consumer
 
 	dropped atomic.Bool
@@ -44,8 +46,11 @@ type subscriber struct {
 }
 
 // Flood batching (see subscriber): a client connection that took floodMin
-// bytes or more at once is lazy until floodPause has passed or floodBatch
-// bytes are pending. A screenful of output is well under floodMin.
+// bytes or more at once is lazy for floodPause. A lazy consumer is woken
+// once floodBatch bytes are pending, or a quarter of what it may fall
+// behind (its limit, else the ring) when that is less, so that it is
+// neither dropped nor overrun while it rests. A screenful of output is
+// well under floodMin.
 const (
 	floodMin   = 16 << 10
 	floodBatch = 256 << 10
@@ -53,7 +58,7 @@ const (
 )
 
 func newSubscriber(limit uint64, onDrop func()) *subscriber {
-	return &subscriber{wake: make(chan struct{}, 1), limit: limit, batch: floodBatch, onDrop: onDrop}
+	return &subscriber{wake: make(chan struct{}, 1), limit: limit, onDrop: onDrop}
 }
 
 func (s *subscriber) poke() {
@@ -104,6 +109,11 @@ func (o *output) close() {
 // subscribe registers s starting at offset from.
 func (o *output) subscribe(s *subscriber, from uint64) {
 	o.mu.Lock()
+	room := s.limit
+	if room == 0 || room > uint64(o.ring.Size()) {
+		room = uint64(o.ring.Size())
+	}
+	s.batch = max(1, min(floodBatch, room/4))
 	s.next.Store(from)
 	o.subs[s] = struct{}{}
 	o.mu.Unlock()

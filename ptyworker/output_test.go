@@ -52,6 +52,19 @@ func TestSubscriberWakes(t *testing.T) {
 	if !woken() {
 		t.Error("a consumer caught up and no longer lazy was not woken by output")
 	}
+
+	// What a consumer may fall behind bounds its batch: it must be woken
+	// well before it would be dropped, or its output overwritten.
+	small := newOutput(64 << 10)
+	for _, tc := range []struct {
+		limit, want uint64
+	}{{0, 16 << 10}, {8 << 10, 2 << 10}, {1 << 30, 16 << 10}} {
+		s := newSubscriber(tc.limit, nil)
+		small.subscribe(s, 0)
+		if s.batch != tc.want {
+			t.Errorf("batch of a subscriber with limit %d on a 64 KiB ring = %d; want %d", tc.limit, s.batch, tc.want)
+		}
+	}
 }
 
 // TestFloodTailDelivered: after a flood, in which the client connection

@@ -45,9 +45,11 @@ const readBuf = 64 << 10
 // ptmxName names the master in errors, as os.File did.
 const ptmxName = "/dev/ptmx"
 
-// errPTMXClosed is what a call on a closed master returns, as an
-// *os.PathError wrapping os.ErrClosed.
-var errPTMXClosed = &os.PathError{Op: "read", Path: ptmxName, Err: os.ErrClosed}
+// closedError is what a call on a closed master returns: an
+// *os.PathError wrapping os.ErrClosed, as os.File's.
+func closedError(op string) error {
+	return &os.PathError{Op: op, Path: ptmxName, Err: os.ErrClosed}
+}
 
 // newPTMX takes ownership of fd, switching it to non-blocking mode.
 func newPTMX(fd int) (*ptmx, error) {
@@ -84,7 +86,9 @@ func (m *ptmx) release() {
 }
 
 // Close wakes the calls in progress, waits for them and closes the master.
-// Only the first call does anything.
+// Only the first call does anything: a second one returns at once, maybe
+// before the descriptor is closed. It must not be called from an ioctl
+// callback (it would wait for that call to end).
 func (m *ptmx) Close() error {
 	m.mu.Lock()
 	if m.closing {
@@ -105,20 +109,33 @@ func (m *ptmx) Close() error {
 	return nil
 }
 
-// wait polls fd for events until it is ready, the master is being closed
-// (false), or timeout passes (timeout < 0: no limit). Being woken with
-// nothing to do (EINTR, a timeout) reports true: the caller retries its
-// call and checks its own deadline.
-func (m *ptmx) wait(events int16, timeout time.Duration) bool {
+// errClosing: Close began while a call waited.
+var errClosing = errors.New("closing")
+
+// wait polls fd for events until it is ready, Close begins (errClosing),
+// or timeout passes (timeout < 0: no limit). A nil error says only "try
+// again": the caller retries its call and checks its own deadline. hup
+// reports that the terminal's other side is gone (POLLHUP, POLLERR), which
+// a writer cannot wait out.
+func (m *ptmx) wait(events int16, timeout time.Duration) (hup bool, err error) {
 	ms := -1
 	if timeout >= 0 {
 		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
 	fds := []unix.PollFd{{Fd: int32(m.fd), Events: events}, {Fd: int32(m.stop), Events: unix.POLLIN}}
-	if _, err := unix.Poll(fds, ms); err != nil && err != unix.EINTR {
-		return false // EFAULT/EINVAL/ENOMEM: nothing to wait for that would end
+	switch _, err := unix.Poll(fds, ms); {
+	case err == unix.EINTR:
+		return false, nil
+	case err == unix.ENOMEM:
+		time.Sleep(10 * time.Millisecond) // out of kernel memory for a moment
+		return false, nil
+	case err != nil:
+		return false, err
 	}
-	return fds[1].Revents == 0
+	if fds[1].Revents != 0 {
+		return false, errClosing
+	}
+	return fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0, nil
 }
 
 // readAvailable waits for output, then takes all the terminal holds, up to
@@ -129,25 +146,31 @@ func (m *ptmx) wait(events int16, timeout time.Duration) bool {
 // only one more read(2) (EAGAIN) and costs a lone keystroke's echo nothing
 // but that.
 //
-// Errors are as os.File.Read's: an *os.PathError with EIO at the end of
-// output, os.ErrClosed once the master was closed, io.EOF for a read of 0.
+// Errors are *os.PathError, as os.File.Read's: EIO at the end of output
+// (once every holder of the terminal closed it), os.ErrClosed once the
+// master was closed; io.EOF for a read of 0.
 func (m *ptmx) readAvailable(buf []byte) (int, error) {
 	if !m.acquire() {
-		return 0, errPTMXClosed
+		return 0, closedError("read")
 	}
 	defer m.release()
-	n := 0
+	n, hup := 0, false
 	for n < len(buf) {
 		k, err := unix.Read(m.fd, buf[n:])
 		switch {
 		case err == unix.EINTR:
 			continue
+		case err == unix.EAGAIN && n > 0:
+			return n, nil
+		case err == unix.EAGAIN && hup:
+			// Linux says EIO here; should a kernel not, do not spin.
+			return 0, &os.PathError{Op: "read", Path: ptmxName, Err: unix.EIO}
 		case err == unix.EAGAIN:
-			if n > 0 {
-				return n, nil
-			}
-			if !m.wait(unix.POLLIN, -1) {
-				return 0, errPTMXClosed
+			var werr error
+			if hup, werr = m.wait(unix.POLLIN, -1); werr == errClosing {
+				return 0, closedError("read")
+			} else if werr != nil {
+				return 0, &os.PathError{Op: "poll", Path: ptmxName, Err: werr}
 			}
 			continue
 		case err != nil:
@@ -166,38 +189,58 @@ var errWriteTimeout = errors.New("write timed out")
 // write writes all of p, waiting at most timeout for the agent to make room.
 func (m *ptmx) write(p []byte, timeout time.Duration) error {
 	if !m.acquire() {
-		return &os.PathError{Op: "write", Path: ptmxName, Err: os.ErrClosed}
+		return closedError("write")
 	}
 	defer m.release()
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	deadline := time.Now().Add(timeout)
+	hup := false
 	for len(p) > 0 {
+		if m.isClosing() { // Close began while this write queued on wmu
+			return closedError("write")
+		}
 		k, err := unix.Write(m.fd, p)
 		if k > 0 {
 			p = p[k:]
 		}
 		switch {
-		case err == nil || err == unix.EINTR:
+		case err == unix.EINTR:
+		case err == unix.EAGAIN && hup:
+			// The agent's side is gone and its input queue is full: no
+			// room will come.
+			return &os.PathError{Op: "write", Path: ptmxName, Err: unix.EIO}
 		case err == unix.EAGAIN:
 			left := time.Until(deadline)
 			if left <= 0 {
 				return errWriteTimeout
 			}
-			if !m.wait(unix.POLLOUT, left) {
-				return &os.PathError{Op: "write", Path: ptmxName, Err: os.ErrClosed}
+			var werr error
+			if hup, werr = m.wait(unix.POLLOUT, left); werr == errClosing {
+				return closedError("write")
+			} else if werr != nil {
+				return &os.PathError{Op: "poll", Path: ptmxName, Err: werr}
 			}
-		default:
+		case err != nil:
 			return &os.PathError{Op: "write", Path: ptmxName, Err: err}
+		case k == 0:
+			return &os.PathError{Op: "write", Path: ptmxName, Err: io.ErrShortWrite}
 		}
 	}
 	return nil
 }
 
-// ioctl runs f on the descriptor unless the master is closed.
+func (m *ptmx) isClosing() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closing
+}
+
+// ioctl runs f on the descriptor unless the master is closed. f must not
+// call Close.
 func (m *ptmx) ioctl(f func(fd int) error) error {
 	if !m.acquire() {
-		return os.ErrClosed
+		return closedError("ioctl")
 	}
 	defer m.release()
 	return f(m.fd)

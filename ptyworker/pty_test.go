@@ -556,7 +556,7 @@ func TestPTMXRead(t *testing.T) {
 		_, err := quiet.ptm.readAvailable(make([]byte, 64))
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let it wait in poll(2)
+	waitInCall(t, quiet.ptm)
 	quiet.ptm.Close()
 	select {
 	case err := <-done:
@@ -609,7 +609,7 @@ func TestPTMXWrite(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- c.ptm.write(chunk, time.Hour) }()
-	time.Sleep(50 * time.Millisecond) // let it wait for room
+	waitInCall(t, c.ptm)
 	c.ptm.Close()
 	select {
 	case err := <-done:
@@ -646,4 +646,55 @@ func TestCallsAfterTheAgentEnded(t *testing.T) {
 	c.reap()
 	_, e := w.signal(&SignalParams{Signal: "TERM"})
 	check("was reaped", "signal", e)
+}
+
+// TestPTMXWriteToGoneAgent: once the agent's side of the terminal is gone
+// with its input queue full, a write fails with EIO at once instead of
+// waiting (or spinning) until its timeout.
+func TestPTMXWriteToGoneAgent(t *testing.T) {
+	c, err := startChild([]string{"sh", "-c", "stty raw -echo; echo ready; exec sleep 60"}, "/", os.Environ(), 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.killAll(syscall.SIGKILL); c.ptm.Close(); c.reap() })
+	var seen []byte
+	buf := make([]byte, 64)
+	for !bytes.Contains(seen, []byte("ready")) {
+		n, err := c.ptm.readAvailable(buf)
+		if err != nil {
+			t.Fatalf("waiting for the agent to be ready: %v; got %q", err, seen)
+		}
+		seen = append(seen, buf[:n]...)
+	}
+	chunk := bytes.Repeat([]byte("x"), 4096)
+	var err1 error
+	for i := 0; i < 1000 && err1 == nil; i++ {
+		err1 = c.ptm.write(chunk, 50*time.Millisecond)
+	}
+	if !errors.Is(err1, errWriteTimeout) {
+		t.Fatalf("filling the input of an agent that does not read: %v; want errWriteTimeout", err1)
+	}
+	c.killAll(syscall.SIGKILL)
+	<-c.done
+	done := make(chan error, 1)
+	go func() { done <- c.ptm.write(chunk, time.Hour) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("write after the agent's side closed: %v; want EIO", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("a write to a terminal whose agent is gone did not end")
+	}
+}
+
+// waitInCall waits until a call on m is in progress (it then waits in
+// poll(2), or is about to: Close ends it either way).
+func waitInCall(t *testing.T, m *ptmx) {
+	t.Helper()
+	waitFor(t, "a call on the master in progress", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.users > 0
+	})
 }
