@@ -24,7 +24,7 @@ import (
 // switches and CPU time, which the agent's own writes pay for on a small
 // machine.
 //
-// close wakes a waiting reader or writer (through an eventfd in every poll
+// Close wakes a waiting reader or writer (through an eventfd in every poll
 // set) and closes the descriptor only after each has returned, so no call
 // ever reaches a descriptor number that was reused.
 type ptmx struct {
