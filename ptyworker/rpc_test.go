@@ -3,11 +3,15 @@ package ptyworker
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // checkServing proves the worker still answers a well-behaved client.
@@ -135,6 +139,65 @@ func TestRPCBadInput(t *testing.T) {
 		wantError(t, r.next(), 1, CodeUnauthorized)
 		if m := r.next(); m != nil {
 			t.Errorf("after a wrong token got %+v; want the connection closed", m)
+		}
+		checkServing(t, tw)
+	})
+	t.Run("guesses after a wrong token", func(t *testing.T) {
+		// Requests already sent behind a refused hello are not served:
+		// one connection gets one guess. (Were the next hello a right
+		// guess, the remove behind it would end the session.)
+		spec := testSpec(t, "cat")
+		tw := startWorker(t, spec, Options{})
+		hello := HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: spec.Token, DaemonInstanceID: spec.DaemonInstanceID}
+		r := tw.raw()
+		p := hello
+		p.Token = strings.Repeat("x", len(spec.Token))
+		r.request(1, MethodHello, p)
+		r.request(2, MethodHello, hello)
+		r.request(3, MethodRemove, nil)
+		wantError(t, r.next(), 1, CodeUnauthorized)
+		if m := r.next(); m != nil {
+			t.Errorf("requests sent behind a wrong token got %+v; want the connection closed", m)
+		}
+		checkServing(t, tw)
+		if reg, err := ReadRegistry(spec.RegistryPath()); err != nil || reg.State != StateRunning {
+			t.Errorf("registry after a remove sent behind a wrong token: %+v, %v; want the session running", reg, err)
+		}
+	})
+	t.Run("failed second hello", func(t *testing.T) {
+		r := tw.raw()
+		r.hello(spec)
+		p := hello
+		p.RPCMinor = RPCMinor + 1000
+		p.RPCMajor = RPCMajor + 1
+		r.request(2, MethodHello, p)
+		wantError(t, r.next(), 2, CodeUnsupportedVersion)
+		r.request(3, MethodInfo, nil)
+		wantError(t, r.next(), 3, CodeUnauthorized)
+		checkServing(t, tw)
+	})
+	t.Run("long method name", func(t *testing.T) {
+		r := tw.raw()
+		r.hello(spec)
+		r.request(2, strings.Repeat("m", 60000), nil)
+		m := r.next()
+		wantError(t, m, 2, CodeBadRequest)
+		if len(m.Error.Message) > 512 {
+			t.Errorf("the error quotes all of a %d-byte method name (%d bytes); want it clipped", 60000, len(m.Error.Message))
+		}
+		checkServing(t, tw)
+	})
+	t.Run("peer that never reads", func(t *testing.T) {
+		// Its answers fill the socket, then its queue; the worker drops
+		// it and closes the connection, though a write to it is blocked.
+		r := tw.raw()
+		r.nc.SetWriteDeadline(time.Now().Add(waitTimeout))
+		var err error
+		for i := 0; err == nil; i++ {
+			err = WriteFrame(r.nc, FrameControl, []byte(fmt.Sprintf(`{"id":%d,"method":"nope-%s"}`, i, strings.Repeat("m", 200))))
+		}
+		if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("writing to a worker while never reading its answers ended with %v; want the worker to close the connection (EPIPE or ECONNRESET)", err)
 		}
 		checkServing(t, tw)
 	})

@@ -98,6 +98,7 @@ type conn struct {
 	readOnly bool
 	sub      *subscriber // current attachment
 
+	closing  atomic.Bool // an answer that ends the connection is queued: read no more
 	watching atomic.Bool // gets state and exit events
 	attached atomic.Bool // gets exit events; has an active subscriber
 	exitSent atomic.Bool // the exit event was written
@@ -139,10 +140,15 @@ func (w *worker) newConn(nc *net.UnixConn) *conn {
 	return c
 }
 
-// shutdown ends the connection: the writer sends what is queued (with a
-// short deadline) and closes it, which ends the reader.
+// shutdown ends the connection: the writer sends what is queued and closes
+// it, which ends the reader. Writes get flushDeadline from now on, also one
+// in progress: a peer that does not read cannot hold the writer (and the
+// connection) forever.
 func (c *conn) shutdown() {
-	c.doneOnce.Do(func() { close(c.done) })
+	c.doneOnce.Do(func() {
+		c.nc.SetWriteDeadline(time.Now().Add(flushDeadline))
+		close(c.done)
+	})
 }
 
 // enqueue queues an item without blocking; a connection whose queue is full
@@ -211,6 +217,9 @@ func (c *conn) readLoop() {
 		case FrameSnapshot:
 			c.replyErr(0, CodeBadRequest, "snapshot frames only go from the worker to clients", false)
 		}
+		if c.closing.Load() {
+			return // the answer says the connection ends; nothing after it is served
+		}
 		select {
 		case <-c.done:
 			return
@@ -242,6 +251,9 @@ func (c *conn) replyRPCErr(id uint64, e *RPCError, closeAfter bool) {
 	if err != nil {
 		f, _ = encodeControl(&message{ID: id, Error: &RPCError{Code: CodeInternalError, Message: "encode error"}})
 	}
+	if closeAfter {
+		c.closing.Store(true)
+	}
 	c.enqueue(ctrlItem{frame: f, closeAfter: closeAfter})
 }
 
@@ -262,13 +274,21 @@ func (c *conn) handleControl(p []byte) {
 		c.replyErr(m.ID, CodeBadRequest, "request without a method", false)
 		return
 	case !slices.Contains(methods, m.Method):
-		c.replyErr(m.ID, CodeBadRequest, fmt.Sprintf("unknown method %q (want one of %s)", m.Method, strings.Join(methods, ", ")), false)
+		c.replyErr(m.ID, CodeBadRequest, fmt.Sprintf("unknown method %q (want one of %s)", clip(m.Method, 64), strings.Join(methods, ", ")), false)
 		return
 	case !c.authed && m.Method != MethodHello:
 		c.replyErr(m.ID, CodeUnauthorized, "the first request must be hello", false)
 		return
 	}
 	c.dispatch(m)
+}
+
+// clip shortens what a peer sent for an error message that quotes it.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // bestEffortID digs the id out of a request that failed strict decoding
@@ -394,6 +414,7 @@ func tokenEqual(a, b string) bool {
 
 func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
 	w := c.w
+	c.authed = false // a failed hello leaves the connection unauthenticated
 	if p.RPCMajor != RPCMajor || p.RPCMinor > RPCMinor || p.RPCMinor < RPCMinorMin {
 		data, _ := json.Marshal(versionData{RPCMajor: RPCMajor, RPCMinor: RPCMinor, RPCMinorMin: RPCMinorMin})
 		return nil, &RPCError{
