@@ -69,7 +69,10 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req Request) (any, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if s.ended {
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
+	if ended {
 		return nil, nil, apiErr(CodeNotRunning, "session %s has already ended: %s", name, s.view().Exit)
 	}
 	log := s.log

@@ -222,7 +222,9 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		if r, rerr := ptyworker.ReadRegistry(spec.RegistryPath()); rerr == nil && r.LastExit != nil && r.Token == token {
 			why = "; the worker said: " + r.LastExit.Reason
 		}
-		st, _ := h.mgr.State(context.WithoutCancel(ctx), unit)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), systemdTimeout)
+		st, _ := h.mgr.State(sctx, unit)
+		cancel()
 		if !st.Exists() || st.ActiveState == "inactive" {
 			os.Remove(specPath)
 		}
