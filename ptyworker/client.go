@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // ErrClientClosed is returned by calls on a closed or broken client.
@@ -309,15 +310,26 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 	}
 }
 
-// writeFrame writes a complete frame, bounded by ctx's deadline.
+// writeFrame writes a complete frame, bounded by ctx's deadline. A frame
+// cut short (the deadline passed mid-write) would make the worker read the
+// next frame's bytes as the rest of it, so then the connection is closed.
 func (c *Client) writeFrame(ctx context.Context, f []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	dl, _ := ctx.Deadline()
 	c.nc.SetWriteDeadline(dl)
-	_, err := c.nc.Write(f)
+	n, err := c.nc.Write(f)
+	if err != nil && n > 0 {
+		c.nc.Close()
+		return fmt.Errorf("%w: a frame was cut short after %d of %d bytes: %w", ErrClientClosed, n, len(f), err)
+	}
 	return err
 }
+
+// sendInputTimeout bounds each frame SendInput writes: a worker that has
+// not taken input for this long is stuck (it answers an agent that does
+// not read its input with an error well before).
+var sendInputTimeout = 30 * time.Second
 
 // Hello authenticates. When the worker has an older rpc_minor it says so
 // with unsupported_version, and Hello tries again at the worker's minor.
@@ -376,7 +388,10 @@ func (c *Client) SendInput(p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), MaxDataFrame)
 		f := frameBytes(FrameData, p[:n])
-		if err := c.writeFrame(context.Background(), f); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sendInputTimeout)
+		err := c.writeFrame(ctx, f)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("send input: %w", err)
 		}
 		p = p[n:]

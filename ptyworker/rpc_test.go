@@ -1,11 +1,14 @@
 package ptyworker
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -347,5 +350,45 @@ func TestEventRelease(t *testing.T) {
 	(&Event{Data: small}).Release()
 	if got := eventData(minPooledData); &got[0] == &small[0] {
 		t.Error("a 10-byte buffer was pooled")
+	}
+}
+
+// TestClientFrameCutShort: a worker that stops reading makes SendInput
+// give up mid-frame; the client then closes the connection (the rest of
+// the stream would be misread) and later calls fail at once.
+func TestClientFrameCutShort(t *testing.T) {
+	dir := shortTempDir(t)
+	ln, err := net.Listen("unix", filepath.Join(dir, "stuck.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err == nil {
+			accepted <- nc // held open, never read
+		}
+	}()
+	c, err := Dial(t.Context(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	defer func() {
+		if nc := <-accepted; nc != nil {
+			nc.Close()
+		}
+	}()
+	old := sendInputTimeout
+	sendInputTimeout = 200 * time.Millisecond
+	defer func() { sendInputTimeout = old }()
+	if err := c.SendInput(make([]byte, MaxDataFrame)); !errors.Is(err, ErrClientClosed) {
+		t.Fatalf("SendInput of %d bytes to a worker that never reads: %v; want ErrClientClosed (frame cut short)", MaxDataFrame, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	if _, err := c.Health(ctx); !errors.Is(err, ErrClientClosed) {
+		t.Errorf("Health after a frame was cut short: %v; want ErrClientClosed at once", err)
 	}
 }
