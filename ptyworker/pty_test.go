@@ -581,32 +581,7 @@ func TestPTMXRead(t *testing.T) {
 // then a write gives up after its timeout, and one waiting for room ends
 // when the master is closed.
 func TestPTMXWrite(t *testing.T) {
-	// Raw mode: a canonical terminal would throw away input past a full
-	// line instead of holding the writer back.
-	c, err := startChild([]string{"sh", "-c", "stty raw -echo; echo ready; exec sleep 60"}, "/", os.Environ(), 80, 24)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.killAll(syscall.SIGKILL); c.ptm.Close(); c.reap() })
-	var seen []byte
-	buf := make([]byte, 64)
-	for !bytes.Contains(seen, []byte("ready")) {
-		n, err := c.ptm.readAvailable(buf)
-		if err != nil {
-			t.Fatalf("waiting for the agent to be ready: %v; got %q", err, seen)
-		}
-		seen = append(seen, buf[:n]...)
-	}
-	// A short timeout: this write is expected to give up.
-	chunk := bytes.Repeat([]byte("x"), 4096)
-	var err1 error
-	for i := 0; i < 1000 && err1 == nil; i++ {
-		err1 = c.ptm.write(chunk, 50*time.Millisecond)
-	}
-	if !errors.Is(err1, errWriteTimeout) {
-		t.Fatalf("writing to an agent that does not read: %v; want errWriteTimeout", err1)
-	}
-
+	c, chunk := startFullInput(t)
 	done := make(chan error, 1)
 	go func() { done <- c.ptm.write(chunk, time.Hour) }()
 	waitInCall(t, c.ptm)
@@ -652,6 +627,28 @@ func TestCallsAfterTheAgentEnded(t *testing.T) {
 // with its input queue full, a write fails with EIO at once instead of
 // waiting (or spinning) until its timeout.
 func TestPTMXWriteToGoneAgent(t *testing.T) {
+	c, chunk := startFullInput(t)
+	c.killAll(syscall.SIGKILL)
+	<-c.done
+	done := make(chan error, 1)
+	go func() { done <- c.ptm.write(chunk, time.Hour) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("write after the agent's side closed: %v; want EIO", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("a write to a terminal whose agent is gone did not end")
+	}
+}
+
+// startFullInput starts an agent that never reads its input and fills
+// that input until a write gives up after its timeout (errWriteTimeout,
+// checked); it returns the agent and the chunk it wrote. Raw mode: a
+// canonical terminal would throw away input past a full line instead of
+// holding the writer back.
+func startFullInput(t *testing.T) (*child, []byte) {
+	t.Helper()
 	c, err := startChild([]string{"sh", "-c", "stty raw -echo; echo ready; exec sleep 60"}, "/", os.Environ(), 80, 24)
 	if err != nil {
 		t.Fatal(err)
@@ -666,26 +663,16 @@ func TestPTMXWriteToGoneAgent(t *testing.T) {
 		}
 		seen = append(seen, buf[:n]...)
 	}
+	// A short timeout: the last write is expected to give up.
 	chunk := bytes.Repeat([]byte("x"), 4096)
-	var err1 error
-	for i := 0; i < 1000 && err1 == nil; i++ {
-		err1 = c.ptm.write(chunk, 50*time.Millisecond)
+	var werr error
+	for i := 0; i < 1000 && werr == nil; i++ {
+		werr = c.ptm.write(chunk, 50*time.Millisecond)
 	}
-	if !errors.Is(err1, errWriteTimeout) {
-		t.Fatalf("filling the input of an agent that does not read: %v; want errWriteTimeout", err1)
+	if !errors.Is(werr, errWriteTimeout) {
+		t.Fatalf("writing to an agent that does not read: %v; want errWriteTimeout", werr)
 	}
-	c.killAll(syscall.SIGKILL)
-	<-c.done
-	done := make(chan error, 1)
-	go func() { done <- c.ptm.write(chunk, time.Hour) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, syscall.EIO) {
-			t.Errorf("write after the agent's side closed: %v; want EIO", err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("a write to a terminal whose agent is gone did not end")
-	}
+	return c, chunk
 }
 
 // waitInCall waits until a call on m is in progress (it then waits in
