@@ -43,7 +43,9 @@ func TeamFromConfig(t config.Team, w config.Worker) Team {
 // cmdDispatch plans the worker with package controller/team (worktree,
 // deterministic session, the team's agent argv for a new and a resumed
 // session) and starts it like spawn does. The session is named
-// <issue>-<mode>; a live one is left alone.
+// <issue>-<mode>; a live one of the team is left alone, and a live one of
+// another team that holds the name is an exists error (names are unique
+// across teams).
 func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
 	var a DispatchArgs
 	if err := DecodeArgs(req, &a); err != nil {

@@ -1,6 +1,7 @@
 package activation
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,19 @@ func TestStateAndDispatch(t *testing.T) {
 	}
 	if len(rep.Issues) != 1 || rep.Issues[0].Action != controller.ActionDispatchPlanner {
 		t.Fatalf("state = %+v; want DEMO-1 with dispatch_planner", rep.Issues)
+	}
+	// A live session of another team (here ad hoc) that holds the name
+	// DEMO-1-plan is not this team's planner: dispatch says so and starts
+	// nothing, and succeeds once the name is free.
+	if _, err := c.Spawn(ctx, SpawnArgs{Name: "DEMO-1-plan", Cwd: ws, Argv: []string{"/bin/sleep", "600"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Dispatch(ctx, DispatchArgs{Config: cfg, Team: "demo", Issue: "DEMO-1", Mode: "plan"})
+	if ae, ok := errors.AsType[*Error](err); !ok || ae.Code != CodeExists || !strings.Contains(ae.Message, "team adhoc") {
+		t.Fatalf("dispatch while team adhoc holds the name: %v; want an exists error naming team adhoc", err)
+	}
+	if _, err := c.Kill(ctx, "DEMO-1-plan"); err != nil {
+		t.Fatal(err)
 	}
 	for i, wantStarted := range []bool{true, false} {
 		res, err := c.Dispatch(ctx, DispatchArgs{Config: cfg, Team: "demo", Issue: "DEMO-1", Mode: "plan"})

@@ -136,6 +136,15 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	if s != nil {
 		h.sessions.refresh(ctx, []*session{s})
 		if v := s.view(); v.State != StateExited && v.State != StateFailed {
+			if l.reuseLive && v.Team != team.Name {
+				// Names are unique across teams, dispatch names are
+				// <issue>-<mode>: two teams whose trackers share issue ids
+				// (or an ad-hoc session that took the name) cannot both
+				// have the session. Reporting the other team's session as
+				// this team's would be a lie; the caller retries once the
+				// name is free.
+				return SpawnResult{}, false, apiErr(CodeExists, "%s: session name %s is taken by a live session of team %s (unit %s), not of team %s: wait for it to end, or `legion sessions kill %s`", l.op, name, v.Team, v.Unit, team.Name, name)
+			}
 			if l.reuseLive {
 				return SpawnResult{Name: name, ID: v.ID, Unit: v.Unit}, false, nil
 			}
