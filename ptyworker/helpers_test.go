@@ -296,6 +296,11 @@ func (r *rawConn) send(typ byte, payload []byte) {
 
 func (r *rawConn) request(id uint64, method string, params any) {
 	r.t.Helper()
+	r.send(FrameControl, r.requestPayload(id, method, params))
+}
+
+func (r *rawConn) requestPayload(id uint64, method string, params any) []byte {
+	r.t.Helper()
 	m := map[string]any{"id": id, "method": method}
 	if params != nil {
 		m["params"] = params
@@ -304,7 +309,30 @@ func (r *rawConn) request(id uint64, method string, params any) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.send(FrameControl, b)
+	return b
+}
+
+// rawRequest is one request of rawConn.pipeline.
+type rawRequest struct {
+	id     uint64
+	method string
+	params any
+}
+
+// pipeline sends reqs in a single write, so all of them are in the worker's
+// socket before it reads the first (a worker that closes after answering
+// one would otherwise make the later writes fail now and then).
+func (r *rawConn) pipeline(reqs ...rawRequest) {
+	r.t.Helper()
+	var b bytes.Buffer
+	for _, q := range reqs {
+		if err := WriteFrame(&b, FrameControl, r.requestPayload(q.id, q.method, q.params)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if _, err := r.nc.Write(b.Bytes()); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // next reads the next control message, skipping data frames; nil at the

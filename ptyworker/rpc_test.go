@@ -155,9 +155,7 @@ func TestRPCBadInput(t *testing.T) {
 		r := tw.raw()
 		p := hello
 		p.Token = strings.Repeat("x", len(spec.Token))
-		r.request(1, MethodHello, p)
-		r.request(2, MethodHello, hello)
-		r.request(3, MethodRemove, nil)
+		r.pipeline(rawRequest{1, MethodHello, p}, rawRequest{2, MethodHello, hello}, rawRequest{3, MethodRemove, nil})
 		wantError(t, r.next(), 1, CodeUnauthorized)
 		if m := r.next(); m != nil {
 			t.Errorf("requests sent behind a wrong token got %+v; want the connection closed", m)
