@@ -551,21 +551,10 @@ func TestPTMXRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { quiet.killAll(syscall.SIGKILL); quiet.reap() })
-	done := make(chan error, 1)
-	go func() {
+	closeEndsCall(t, quiet.ptm, "read waiting for output", func() error {
 		_, err := quiet.ptm.readAvailable(make([]byte, 64))
-		done <- err
-	}()
-	waitInCall(t, quiet.ptm)
-	quiet.ptm.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, os.ErrClosed) {
-			t.Errorf("read interrupted by closing the master: %v; want os.ErrClosed", err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("a read waiting for output did not end when the master was closed")
-	}
+		return err
+	})
 	if _, err := quiet.ptm.readAvailable(make([]byte, 64)); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("read after close: %v; want os.ErrClosed", err)
 	}
@@ -582,18 +571,7 @@ func TestPTMXRead(t *testing.T) {
 // when the master is closed.
 func TestPTMXWrite(t *testing.T) {
 	c, chunk := startFullInput(t)
-	done := make(chan error, 1)
-	go func() { done <- c.ptm.write(chunk, time.Hour) }()
-	waitInCall(t, c.ptm)
-	c.ptm.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, os.ErrClosed) {
-			t.Errorf("write interrupted by closing the master: %v; want os.ErrClosed", err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("a write waiting for room did not end when the master was closed")
-	}
+	closeEndsCall(t, c.ptm, "write waiting for room", func() error { return c.ptm.write(chunk, time.Hour) })
 }
 
 // TestCallsAfterTheAgentEnded: between the agent's end (its terminal
@@ -673,6 +651,25 @@ func startFullInput(t *testing.T) (*child, []byte) {
 		t.Fatalf("writing to an agent that does not read: %v; want errWriteTimeout", werr)
 	}
 	return c, chunk
+}
+
+// closeEndsCall runs call (what names it in failures) in a goroutine, waits
+// until it is in progress on m, closes m and checks that the call then
+// ends with os.ErrClosed.
+func closeEndsCall(t *testing.T, m *ptmx, what string, call func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	waitInCall(t, m)
+	m.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s, interrupted by closing the master: %v; want os.ErrClosed", what, err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatalf("a %s did not end when the master was closed", what)
+	}
 }
 
 // waitInCall waits until a call on m is in progress (it then waits in
