@@ -47,13 +47,13 @@ type subscriber struct {
 
 // Flood batching (see subscriber): a client connection that took floodMin
 // bytes or more at once is lazy for floodPause. A lazy consumer is woken
-// once floodBatch bytes are pending, or a quarter of what it may fall
-// behind (its limit, else the ring) when that is less, so that it is
-// neither dropped nor overrun while it rests. A screenful of output is
-// well under floodMin.
+// once a quarter of what it may fall behind (its limit, else the ring) is
+// pending: the fewer wake-ups the better during a flood, and three
+// quarters are left, so that it is neither dropped nor overrun while it
+// rests. With the default 1 MiB ring that is 256 KiB. A screenful of
+// output is well under floodMin.
 const (
 	floodMin   = 16 << 10
-	floodBatch = 256 << 10
 	floodPause = 2 * time.Millisecond
 )
 
@@ -113,7 +113,7 @@ func (o *output) subscribe(s *subscriber, from uint64) {
 	if room == 0 || room > uint64(o.ring.Size()) {
 		room = uint64(o.ring.Size())
 	}
-	s.batch = max(1, min(floodBatch, room/4))
+	s.batch = max(1, room/4)
 	s.next.Store(from)
 	o.subs[s] = struct{}{}
 	o.mu.Unlock()

@@ -22,6 +22,11 @@ func TestSubscriberWakes(t *testing.T) {
 		}
 	}
 	woken() // subscribe's own poke
+
+	batch := s.batch
+	if batch != 256<<10 {
+		t.Fatalf("batch of a subscriber with no limit on a 1 MiB ring = %d; want a quarter, %d", batch, 256<<10)
+	}
 	take := func() { s.next.Store(o.head()) }
 
 	o.write([]byte("a"))
@@ -38,13 +43,13 @@ func TestSubscriberWakes(t *testing.T) {
 	if woken() {
 		t.Error("a lazy consumer was woken by a byte")
 	}
-	o.write(make([]byte, floodBatch-2))
+	o.write(make([]byte, batch-2))
 	if woken() {
-		t.Errorf("a lazy consumer was woken with %d bytes pending; want only at %d", floodBatch-1, floodBatch)
+		t.Errorf("a lazy consumer was woken with %d bytes pending; want only at %d", batch-1, batch)
 	}
 	o.write([]byte("d"))
 	if !woken() {
-		t.Errorf("a lazy consumer was not woken with a batch (%d bytes) pending", floodBatch)
+		t.Errorf("a lazy consumer was not woken with a batch (%d bytes) pending", batch)
 	}
 	take()
 	s.lazy.Store(false)
@@ -55,14 +60,21 @@ func TestSubscriberWakes(t *testing.T) {
 
 	// What a consumer may fall behind bounds its batch: it must be woken
 	// well before it would be dropped, or its output overwritten.
-	small := newOutput(64 << 10)
 	for _, tc := range []struct {
+		ring        int
 		limit, want uint64
-	}{{0, 16 << 10}, {8 << 10, 2 << 10}, {1 << 30, 16 << 10}} {
+	}{
+		{64 << 10, 0, 16 << 10},
+		{64 << 10, 8 << 10, 2 << 10},
+		{64 << 10, 1 << 30, 16 << 10},
+		{8 << 20, 0, 2 << 20},
+		{8 << 20, 1 << 20, 256 << 10},
+		{8 << 20, 3, 1},
+	} {
 		s := newSubscriber(tc.limit, nil)
-		small.subscribe(s, 0)
+		newOutput(tc.ring).subscribe(s, 0)
 		if s.batch != tc.want {
-			t.Errorf("batch of a subscriber with limit %d on a 64 KiB ring = %d; want %d", tc.limit, s.batch, tc.want)
+			t.Errorf("batch of a subscriber with limit %d on a %d-byte ring = %d; want %d", tc.limit, tc.ring, s.batch, tc.want)
 		}
 	}
 }

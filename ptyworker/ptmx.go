@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -156,7 +157,7 @@ func (m *ptmx) readAvailable(buf []byte) (int, error) {
 	defer m.release()
 	n, hup := 0, false
 	for n < len(buf) {
-		k, err := unix.Read(m.fd, buf[n:])
+		k, err := readNonblock(m.fd, buf[n:])
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -181,6 +182,28 @@ func (m *ptmx) readAvailable(buf []byte) (int, error) {
 		n += k
 	}
 	return n, nil
+}
+
+// readNonblock is read(2) on the non-blocking master, made as a raw system
+// call: one the Go runtime is not told about, as it need not be for a call
+// that does not sleep (the kernel answers EAGAIN instead).
+//
+// An ordinary call tells the runtime the thread may block. During a flood
+// the reader makes one every few microseconds, and the runtime's monitor
+// thread, finding a processor in a system call each time it looks, keeps
+// looking at its fastest rate (every 20 µs) and hands the processor to
+// another thread: about 2,000 wake-ups and 25 ms of CPU per 32 MiB of
+// output, taken from the agent and the kernel's tty worker on a small
+// machine. The wait in poll(2), which does sleep, stays an ordinary call.
+func readNonblock(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 // errWriteTimeout: the agent did not read its input in time.

@@ -107,8 +107,8 @@ func (t *transcript) drain(o *output) {
 // once stop is closed, after a last drain.
 //
 // Writes are batched: output is written transcriptDelay after the first of
-// it arrived, or as soon as a batch is pending (floodBatch, less on a small
-// ring: see subscriber), so neither a stream of small PTY reads nor a flood
+// it arrived, or as soon as a batch is pending (a quarter of the ring: see
+// subscriber), so neither a stream of small PTY reads nor a flood
 // costs one write(2) per read. While the delay runs the follower is lazy.
 func (t *transcript) follow(o *output, stop <-chan struct{}) {
 	delay := time.NewTimer(transcriptDelay)
