@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
 // DaemonIDFile is the name of the daemon instance id file in the state dir.
@@ -42,19 +43,18 @@ func LoadDaemonID(path string, log *slog.Logger) (string, error) {
 		return "", fmt.Errorf("read daemon id: %w", err)
 	}
 	id := uuid.New().String()
-	if err := writeFileAtomic(path, []byte(id+"\n"), 0o600); err != nil {
+	if err := writePrivate(path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("write daemon id: %w", err)
 	}
 	log.Info("created daemon instance id", "file", path, "daemon_id", id)
 	return id, nil
 }
 
-// writeFileAtomic replaces path with data through a synced temp file and a
-// rename (github.com/google/renameio), creating the directory 0700 if
-// missing; a crash leaves either the old or the new content.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+// writePrivate replaces path with data (0600, atomically: see atomicfile),
+// creating the directory 0700 if missing.
+func writePrivate(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return renameio.WriteFile(path, data, perm)
+	return atomicfile.WritePrivate(path, data)
 }

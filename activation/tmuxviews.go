@@ -135,7 +135,7 @@ func (h *Helper) tmuxLoop(ctx context.Context) error {
 func (h *Helper) saveViews() {
 	data, err := json.Marshal(h.views.list())
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(h.opts.StateDir, viewsFile), data, 0o600)
+		err = writePrivate(filepath.Join(h.opts.StateDir, viewsFile), data)
 	}
 	if err != nil {
 		h.log.Warn("save tmux views", "err", err)

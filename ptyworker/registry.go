@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
 // RegistryVersion is the version of registry files this package writes.
@@ -117,7 +119,7 @@ func WriteRegistry(path string, r *Registry) error {
 	if err != nil {
 		return fmt.Errorf("write registry %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+	if err := atomicfile.WritePrivate(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("write registry %s: %w", path, err)
 	}
 	return nil

@@ -14,8 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
 // SpecVersion is the version of the spec file format this package writes
@@ -299,7 +300,7 @@ func WriteSpec(path string, s *Spec) error {
 	if err != nil {
 		return fmt.Errorf("write spec %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+	if err := atomicfile.WritePrivate(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("write spec %s: %w", path, err)
 	}
 	return nil
@@ -356,13 +357,6 @@ func ParseSpec(b []byte) (*Spec, error) {
 		return nil, err
 	}
 	return &s, nil
-}
-
-// writeFileAtomic replaces path with b (0600) through a synced temp file
-// and a rename (github.com/google/renameio), so a crash leaves either the
-// old or the new content, never a torn file.
-func writeFileAtomic(path string, b []byte) error {
-	return renameio.WriteFile(path, b, 0o600)
 }
 
 // ensurePrivateDir creates dir (and parents) with mode 0700 and makes sure

@@ -39,6 +39,18 @@ func TestSpecRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(s, got); diff != "" {
 		t.Errorf("ReadSpec(WriteSpec(s)) mismatch (-want +got):\n%s", diff)
 	}
+
+	// A spec rewritten over one that others could read (which ReadSpec
+	// refuses) is private again: the old file's mode is not kept.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSpec(path, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSpec(path); err != nil {
+		t.Errorf("ReadSpec after WriteSpec over a 0644 spec: %v", err)
+	}
 }
 
 func TestReadSpecRefuses(t *testing.T) {
