@@ -134,6 +134,24 @@ func TestRPCBadInput(t *testing.T) {
 		wantError(t, r.next(), 0, CodeUnauthorized)
 		checkServing(t, tw)
 	})
+	t.Run("data frame before hello", func(t *testing.T) {
+		// Refused on its header: the worker does not take in up to 1 MiB
+		// of payload from a peer that has not said hello.
+		r := tw.raw()
+		var h [5]byte
+		h[0] = FrameData
+		binary.BigEndian.PutUint32(h[1:], MaxDataFrame+offsetLen)
+		r.nc.Write(h[:])
+		m := r.next()
+		wantError(t, m, 0, CodeUnauthorized)
+		if !strings.Contains(m.Error.Message, "must be hello") {
+			t.Errorf("error %q; want it to say the first request must be hello (not wait for the payload)", m.Error.Message)
+		}
+		if m := r.next(); m != nil {
+			t.Errorf("after a data frame before hello got %+v; want the connection closed", m)
+		}
+		checkServing(t, tw)
+	})
 	t.Run("wrong token", func(t *testing.T) {
 		r := tw.raw()
 		p := hello

@@ -197,7 +197,17 @@ func (c *conn) readLoop() {
 	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
 	buf := make([]byte, 4096)
 	for {
-		typ, payload, err := ReadFrame(c.nc, buf)
+		typ, n, err := readFrameHeader(c.nc)
+		if err == nil && typ != FrameControl && !c.authed {
+			// Refused on its header: no payload (a data frame's may be
+			// 1 MiB) is taken in before hello.
+			c.replyErr(0, CodeUnauthorized, "the first request must be hello", true)
+			return
+		}
+		payload := buf
+		if err == nil {
+			err = readPayload(c.nc, &payload, n)
+		}
 		if err != nil {
 			if errors.Is(err, ErrFrameType) || errors.Is(err, ErrFrameTooLarge) {
 				c.replyErr(0, CodeBadRequest, err.Error(), true)
@@ -522,12 +532,8 @@ func (c *conn) input(p []byte) *RPCError {
 }
 
 // handleInputFrame writes a client's 'D' frame to the PTY; errors go back
-// as id-0 error responses.
+// as id-0 error responses. readLoop takes data frames only after hello.
 func (c *conn) handleInputFrame(p []byte) {
-	if !c.authed {
-		c.replyErr(0, CodeUnauthorized, "the first request must be hello", true)
-		return
-	}
 	if e := c.input(p); e != nil {
 		c.replyRPCErr(0, e, false)
 	}
