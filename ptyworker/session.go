@@ -140,6 +140,11 @@ func (w *worker) requestRemove() {
 func (w *worker) stateEvent() *StateEventData {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.stateEventLocked()
+}
+
+// stateEventLocked is stateEvent with w.mu held.
+func (w *worker) stateEventLocked() *StateEventData {
 	d := &StateEventData{
 		State: w.state, Running: w.state == StateRunning, Run: w.run,
 		Waiting: w.liveness.kind == WatchWaiting, Question: w.liveness.question,
@@ -154,17 +159,15 @@ func (w *worker) stateEvent() *StateEventData {
 // finish records the end of the run and pushes a state event to watchers
 // and the exit event (after the output before it) to watchers and attached
 // clients. State and events change under one lock, so an attach sees either
-// the exit (and repeats it) or gets the broadcast.
+// the exit (and repeats it) or gets the broadcast, never both.
 func (w *worker) finish(final string, e *ExitInfo) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.state, w.exit = final, e
-	w.mu.Unlock()
-	sf, err := eventFrame(EventState, w.stateEvent())
+	sf, err := eventFrame(EventState, w.stateEventLocked())
 	if err != nil {
 		w.log.Error("encode state event", "err", err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	for c := range w.conns {
 		if c.watching.Load() && sf != nil {
 			c.enqueue(ctrlItem{frame: sf})
