@@ -196,9 +196,6 @@ func (m *ptmx) readAvailable(buf []byte) (int, error) {
 // output, taken from the agent and the kernel's tty worker on a small
 // machine. The wait in poll(2), which does sleep, stays an ordinary call.
 func readNonblock(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
 	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	if errno != 0 {
 		return 0, errno
