@@ -75,6 +75,11 @@ type Options struct {
 	// returns. Tests use it to observe the "recovering" answer.
 	BeforeRecovery func(ctx context.Context) error
 
+	// beforeSpecWrite, when set, runs in launch just before the spec and
+	// the registry entry of a new start are written. Tests use it to start
+	// the unit by hand at that moment.
+	beforeSpecWrite func(unit string)
+
 	// Notify sends sd_notify state lines; nil means go-systemd's SdNotify
 	// (a no-op without NOTIFY_SOCKET).
 	Notify func(state string)

@@ -155,10 +155,22 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	id, unit := l.id, l.unit
 	// The unit may be alive while the table says otherwise (waiting out
 	// its restart cooldown, quarantined, not yet adopted): then its spec
-	// and registry belong to it and must not be touched.
-	if st, err := h.mgr.State(ctx, unit); err != nil {
+	// and registry belong to it and must not be touched. A failed unit
+	// stays loaded, and anyone may start it again on its spec (`systemctl
+	// --user start`, once its start limit has run out): so it is unloaded
+	// (reset-failed) and looked at again before the spec and the registry
+	// are written. Once it is gone, no one can start it but by creating it.
+	st, err := h.mgr.State(ctx, unit)
+	if err == nil && st.ActiveState == "failed" {
+		if err := h.mgr.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
+			return SpawnResult{}, false, fmt.Errorf("%s: unload the failed unit %s: %w", l.op, unit, err)
+		}
+		st, err = h.mgr.State(ctx, unit)
+	}
+	if err != nil {
 		return SpawnResult{}, false, fmt.Errorf("%s: read unit %s: %w", l.op, unit, err)
-	} else if st.Exists() && st.ActiveState != "inactive" && st.ActiveState != "failed" {
+	}
+	if st.Exists() && st.ActiveState != "inactive" && st.ActiveState != "failed" {
 		if l.reuseLive {
 			return SpawnResult{Name: name, ID: id, Unit: unit}, false, nil
 		}
@@ -187,6 +199,9 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		if bin, err = ptyworker.FindBinary(); err != nil {
 			return SpawnResult{}, false, fmt.Errorf("%s: %w", l.op, err)
 		}
+	}
+	if h.opts.beforeSpecWrite != nil {
+		h.opts.beforeSpecWrite(unit)
 	}
 	// A new start begins a new life of the session: the entry of an earlier
 	// one (same name, so same ID) goes to registry/pruned, so run numbers
