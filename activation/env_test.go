@@ -185,6 +185,12 @@ func (e *testEnv) killHelper(ctx context.Context) {
 // saw, for the failure message.
 func (e *testEnv) poll(ctx context.Context, what string, cond func() (bool, string)) {
 	e.t.Helper()
+	poll(e.t, ctx, what, cond)
+}
+
+// poll is testEnv.poll for tests without a testEnv.
+func poll(t testing.TB, ctx context.Context, what string, cond func() (bool, string)) {
+	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	last := ""
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -195,7 +201,7 @@ func (e *testEnv) poll(ctx context.Context, what string, cond func() (bool, stri
 		last = saw
 		time.Sleep(20 * time.Millisecond)
 	}
-	e.t.Fatalf("waiting for %s: gave up after %v; last saw: %s", what, waitFor, last)
+	t.Fatalf("waiting for %s: gave up after %v; last saw: %s", what, waitFor, last)
 }
 
 // client dials the helper in-process.

@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -40,18 +41,11 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Spawn: %v", err)
 	}
-	regPath := filepath.Join(ip.h.opts.StateDir, "registry", first.ID+".json")
-	deadline := time.Now().Add(waitFor)
-	for {
+	regPath := filepath.Join(ip.h.opts.StateDir, registryDir, first.ID+".json")
+	poll(t, ctx, "a session that always exits 3 to fail at the start limit", func() (bool, string) {
 		s, err := c.Status(ctx, "again")
-		if err == nil && s.State == StateFailed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status of a session that always exits 3 = %+v, %v; want failed after the start limit", s, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && s.State == StateFailed, fmt.Sprintf("%+v, %v", s, err)
+	})
 	if st, err := ip.h.mgr.State(ctx, first.Unit); err != nil || st.ActiveState != "failed" {
 		t.Fatalf("unit %s: %+v, %v; want it loaded and failed", first.Unit, st, err)
 	}
@@ -84,17 +78,10 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 	if err != nil || s.State != StateRunning {
 		t.Errorf("status after the new start = %+v, %v; want running", s, err)
 	}
-	deadline = time.Now().Add(waitFor)
-	for {
+	poll(t, ctx, "the registry entry of the new start, with a new token and a running child", func() (bool, string) {
 		r, err := ptyworker.ReadRegistry(regPath)
-		if err == nil && r.Token != old.Token && r.ChildPID != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry of the new start = %+v, %v; want a new token and a running child", r, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && r.Token != old.Token && r.ChildPID != 0, fmt.Sprintf("%+v, %v", r, err)
+	})
 	pruned, err := os.ReadDir(filepath.Join(ip.h.opts.StateDir, prunedDir))
 	if err != nil || len(pruned) != 1 {
 		t.Errorf("pruned entries: %v, %v; want the earlier life's entry", pruned, err)
