@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -181,10 +182,10 @@ var errIdle = errors.New("idle")
 // before it returns; workers are never touched on the way out.
 func (h *Helper) Run(ctx context.Context) error {
 	start := time.Now()
-	if err := ensurePrivateDir(h.opts.StateDir); err != nil {
+	if err := privdir.Ensure(h.opts.StateDir); err != nil {
 		return err
 	}
-	if err := ensurePrivateDir(h.opts.RuntimeDir); err != nil {
+	if err := privdir.Ensure(h.opts.RuntimeDir); err != nil {
 		return err
 	}
 	id, err := LoadDaemonID(filepath.Join(h.opts.StateDir, DaemonIDFile), h.log)

@@ -14,6 +14,8 @@ import (
 
 	sdactivation "github.com/coreos/go-systemd/v22/activation"
 	"golang.org/x/sys/unix"
+
+	"github.com/legion-dev/legion/internal/privdir"
 )
 
 // SocketName is the helper's socket file in $XDG_RUNTIME_DIR/legion.
@@ -80,7 +82,7 @@ func activationListeners(log *slog.Logger) ([]net.Listener, error) {
 // replaced; any other file at path is left alone and reported.
 func Listen(path string) (*net.UnixListener, error) {
 	dir := filepath.Dir(path)
-	if err := ensurePrivateDir(dir); err != nil {
+	if err := privdir.Ensure(dir); err != nil {
 		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil {
@@ -111,28 +113,6 @@ func Listen(path string) (*net.UnixListener, error) {
 	}
 	l.SetUnlinkOnClose(true)
 	return l, nil
-}
-
-// ensurePrivateDir creates dir 0700 if missing; an existing one must be
-// owned by us and is tightened to 0700.
-func ensurePrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create directory %s: %w", dir, err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", dir, err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("directory %s belongs to uid %d, not to us (uid %d): refusing to use it", dir, st.Uid, os.Getuid())
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("chmod %s 0700: %w", dir, err)
-		}
-	}
-	return nil
 }
 
 // peerCred returns the UID and PID of the process at the other end of c

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 )
@@ -65,7 +66,7 @@ type entryResult struct {
 // systemd cannot be asked at all (then nothing can be classified safely).
 func (h *Helper) recover(ctx context.Context) (RecoveryCounts, error) {
 	regDir := filepath.Join(h.opts.StateDir, registryDir)
-	if err := ensurePrivateDir(regDir); err != nil {
+	if err := privdir.Ensure(regDir); err != nil {
 		return RecoveryCounts{}, err
 	}
 	unitStates, err := h.unitStates(ctx)

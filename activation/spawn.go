@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/workerunit"
 	"github.com/legion-dev/legion/units"
@@ -212,7 +213,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		}
 	}
 	dir := filepath.Join(h.opts.StateDir, specDir)
-	if err := ensurePrivateDir(dir); err != nil {
+	if err := privdir.Ensure(dir); err != nil {
 		return SpawnResult{}, false, err
 	}
 	specPath := filepath.Join(dir, id+".json")

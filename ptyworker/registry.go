@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/internal/atomicfile"
+	"github.com/legion-dev/legion/internal/privdir"
 )
 
 // RegistryVersion is the version of registry files this package writes.
@@ -112,7 +113,7 @@ func ProcStartTime(pid int) (uint64, error) {
 // WriteRegistry writes r to path atomically with mode 0600, creating the
 // directory (0700) if needed.
 func WriteRegistry(path string, r *Registry) error {
-	if err := ensurePrivateDir(dirOf(path)); err != nil {
+	if err := privdir.Ensure(dirOf(path)); err != nil {
 		return fmt.Errorf("write registry %s: %w", path, err)
 	}
 	b, err := json.MarshalIndent(r, "", "  ")

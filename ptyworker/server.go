@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/legion-dev/legion/internal/privdir"
 )
 
 // Server tuning.
@@ -32,7 +34,7 @@ const (
 // listen creates the socket (0600) in its 0700 directory, replacing a stale
 // socket file but refusing when a live worker answers on it.
 func listen(path string) (*net.UnixListener, error) {
-	if err := ensurePrivateDir(dirOf(path)); err != nil {
+	if err := privdir.Ensure(dirOf(path)); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	if fi, err := os.Lstat(path); err == nil {

@@ -358,27 +358,3 @@ func ParseSpec(b []byte) (*Spec, error) {
 	}
 	return &s, nil
 }
-
-// ensurePrivateDir creates dir (and parents) with mode 0700 and makes sure
-// the final directory is 0700 and owned by us.
-func ensurePrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create directory %s: %w", dir, err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("create directory %s: %w", dir, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("create directory %s: not a directory", dir)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("directory %s: owned by uid %d, want %d", dir, st.Uid, os.Getuid())
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("directory %s: set mode 0700: %w", dir, err)
-		}
-	}
-	return nil
-}

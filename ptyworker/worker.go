@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/legion-dev/legion/internal/privdir"
 )
 
 // Options tune a worker. The zero value is ready for production use.
@@ -162,7 +164,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	}
 	w.lease = lease
 	for _, d := range []string{s.SocketDir(), dirOf(s.RegistryPath()), dirOf(s.TranscriptPath())} {
-		if err := ensurePrivateDir(d); err != nil {
+		if err := privdir.Ensure(d); err != nil {
 			return fmt.Errorf("session %s: %w", s.SessionID, err)
 		}
 	}
