@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
+
+	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
 // AddTeam adds the team name with a fresh UUID and the absolute path of
@@ -84,7 +86,7 @@ func AddTeam(path, name, workspace string) (Team, error) {
 	if !ok {
 		return Team{}, fmt.Errorf("add team %q: the new table did not define the team", name)
 	}
-	if err := writeAtomic(target, b.Bytes(), mode); err != nil {
+	if err := atomicfile.Write(target, b.Bytes(), mode); err != nil {
 		return Team{}, fmt.Errorf("add team %q: %w", name, err)
 	}
 	return t, nil
@@ -162,44 +164,6 @@ func resolveLink(path string) (string, error) {
 		return "", fmt.Errorf("config %s is a symlink that does not resolve: %w", path, err)
 	}
 	return target, nil
-}
-
-// writeAtomic replaces path with data: a temp file in the same directory,
-// synced, then renamed over path.
-func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", f.Name(), err)
-	}
-	if err = f.Chmod(mode); err != nil {
-		return fmt.Errorf("write %s: %w", f.Name(), err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", f.Name(), err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", f.Name(), err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		// Best effort: the rename is done; a failed directory sync only
-		// weakens durability across a crash.
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // quoteKey writes a table key part: bare when it can be, else quoted.

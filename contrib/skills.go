@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
 //go:embed skills
@@ -41,12 +43,7 @@ func InstallSkills(dir string, dryRun bool) ([]string, error) {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return fmt.Errorf("install skill %s: %w", rel, err)
 		}
-		tmp := dst + ".legion-tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return fmt.Errorf("install skill %s: %w", rel, err)
-		}
-		if err := os.Rename(tmp, dst); err != nil {
-			os.Remove(tmp)
+		if err := atomicfile.Write(dst, data, 0o644); err != nil {
 			return fmt.Errorf("install skill %s: %w", rel, err)
 		}
 		return nil

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
 // InstallOptions says what `legion install` writes where.
@@ -190,34 +192,14 @@ func isLegionsFile(path string) bool {
 	return string(buf[:n]) == Header+"\n"
 }
 
-// writeAtomic writes f under dir through a temporary file in the same
-// directory, renamed into place, so a reader never sees half a file.
+// writeAtomic writes f under dir, replacing any older file atomically (see
+// atomicfile.Write), so a reader never sees half a file.
 func writeAtomic(dir string, f File, dirMode os.FileMode) error {
 	dst := filepath.Join(dir, f.Path)
 	if err := os.MkdirAll(filepath.Dir(dst), dirMode); err != nil {
 		return fmt.Errorf("create %s: %w", filepath.Dir(dst), err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", dst, err)
-	}
-	_, err = tmp.Write(f.Data)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		if rerr := os.Remove(tmp.Name()); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = errors.Join(err, rerr)
-		}
+	if err := atomicfile.Write(dst, f.Data, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", dst, err)
 	}
 	return nil

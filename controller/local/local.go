@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
 // Store is the local tracker of one team.
@@ -255,24 +256,8 @@ func (s *Store) save(st *store) error {
 	if err != nil {
 		return fmt.Errorf("local tracker: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".issues-*.tmp")
-	if err != nil {
-		return fmt.Errorf("local tracker: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename this fails harmlessly
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("local tracker: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("local tracker: sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("local tracker: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		return fmt.Errorf("local tracker: %w", err)
+	if err := atomicfile.WritePrivate(s.path, append(data, '\n')); err != nil {
+		return fmt.Errorf("local tracker: write %s: %w", s.path, err)
 	}
 	return nil
 }

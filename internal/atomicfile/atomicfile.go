@@ -1,6 +1,8 @@
-// Package atomicfile replaces Legion's private state files (session specs
-// and registries, the daemon id, the helper's tmux views) so that a crash
-// leaves either the old or the new content, readable by this user only.
+// Package atomicfile replaces Legion's files so that a crash leaves either
+// the old or the new content: private state (session specs and
+// registries, the daemon id, the helper's tmux views, the local tracker),
+// and the files Legion installs for others to read (unit files, the
+// config, agent skills).
 package atomicfile
 
 import (
@@ -11,15 +13,14 @@ import (
 	"github.com/google/renameio/v2"
 )
 
-// WritePrivate replaces path with data, mode 0600 whatever mode an older
-// file had: a synced temp file in the same directory, renamed over path
-// (github.com/google/renameio), then the directory synced, so that the
-// rename itself survives a crash. The directory must exist.
-//
-// An older file's mode is not kept (renameio.WriteFile would keep it):
-// these files hold tokens, and readers refuse a spec that others may read.
-func WritePrivate(path string, data []byte) error {
-	f, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(0o600))
+// Write replaces path with data, with mode perm whatever mode an older
+// file had (the umask does not apply): a synced temp file in the same
+// directory, renamed over path (github.com/google/renameio), then the
+// directory synced, so that the rename itself survives a crash. The
+// directory must exist. On failure path is untouched and no temp file is
+// left.
+func Write(path string, data []byte, perm os.FileMode) error {
+	f, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(perm))
 	if err != nil {
 		return err
 	}
@@ -31,6 +32,13 @@ func WritePrivate(path string, data []byte) error {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// WritePrivate is Write with mode 0600. An older file's mode is not kept
+// (renameio.WriteFile would keep it): these files hold tokens, and readers
+// refuse a spec that others may read.
+func WritePrivate(path string, data []byte) error {
+	return Write(path, data, 0o600)
 }
 
 func syncDir(dir string) error {

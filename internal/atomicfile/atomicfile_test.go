@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -51,5 +52,24 @@ func TestWritePrivate(t *testing.T) {
 
 	if err := WritePrivate(filepath.Join(dir, "missing", "x"), nil); err == nil {
 		t.Error("writing into a directory that does not exist succeeded")
+	}
+}
+
+func TestWriteMode(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "legion@.service")
+	old := syscall.Umask(0o077) // a private umask must not narrow 0644
+	defer syscall.Umask(old)
+	for _, perm := range []os.FileMode{0o644, 0o640} {
+		if err := Write(path, []byte("[Unit]\n"), perm); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != perm {
+			t.Errorf("Write(..., %v) left mode %v", perm, fi.Mode().Perm())
+		}
 	}
 }
