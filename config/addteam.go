@@ -87,7 +87,7 @@ func AddTeam(path, name, workspace string) (Team, error) {
 		return Team{}, fmt.Errorf("add team %q: the new table did not define the team", name)
 	}
 	if err := atomicfile.Write(target, b.Bytes(), mode); err != nil {
-		return Team{}, fmt.Errorf("add team %q: %w", name, err)
+		return Team{}, fmt.Errorf("add team %q: write %s: %w", name, target, err)
 	}
 	return t, nil
 }
