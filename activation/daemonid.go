@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/internal/atomicfile"
+	"github.com/legion-dev/legion/internal/privdir"
 )
 
 // DaemonIDFile is the name of the daemon instance id file in the state dir.
@@ -50,10 +51,10 @@ func LoadDaemonID(path string, log *slog.Logger) (string, error) {
 	return id, nil
 }
 
-// writePrivate replaces path with data (0600, atomically: see atomicfile),
-// creating the directory 0700 if missing.
+// writePrivate replaces path with data (0600, atomically: see atomicfile)
+// in a private directory (see privdir.Ensure), created if missing.
 func writePrivate(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := privdir.Ensure(filepath.Dir(path)); err != nil {
 		return err
 	}
 	return atomicfile.WritePrivate(path, data)
