@@ -75,6 +75,15 @@ type Worker struct {
 	Question string `json:"question,omitempty"` // the pending question's text
 }
 
+// FailedWorker is a session of the issue that systemd gave up on: it hit
+// its start limit (a restart loop) or failed for good. Its unit stays
+// failed until someone runs `systemctl --user reset-failed` on it.
+type FailedWorker struct {
+	Mode    string `json:"mode"`
+	Session string `json:"session"`
+	Unit    string `json:"unit"`
+}
+
 // Issue is one issue as the decision sees it.
 type Issue struct {
 	ID     string   `json:"id"`
@@ -83,6 +92,9 @@ type Issue struct {
 	Labels []string `json:"labels"`
 	Review Review   `json:"review"`
 	Worker *Worker  `json:"worker,omitempty"` // nil: no live worker
+	// Failed are the issue's failed sessions: a mode listed here is not
+	// started again until its unit is reset (see FailedWorker).
+	Failed []FailedWorker `json:"failed,omitempty"`
 	// Feedback is the latest human comment, relayed on user-feedback-given.
 	Feedback string `json:"feedback,omitempty"`
 	// Worktree is the issue's worktree, reported (with would-be merge
@@ -92,6 +104,19 @@ type Issue struct {
 
 // HasLabel reports whether the issue carries label l.
 func (i Issue) HasLabel(l string) bool { return slices.Contains(i.Labels, l) }
+
+// failed returns the issue's failed session in mode, or nil.
+func (i Issue) failed(mode string) *FailedWorker {
+	if mode == "" {
+		return nil
+	}
+	for k := range i.Failed {
+		if i.Failed[k].Mode == mode {
+			return &i.Failed[k]
+		}
+	}
+	return nil
+}
 
 // State is everything Decide reads.
 type State struct {
@@ -135,6 +160,15 @@ func Decide(s State) []Decision {
 	out := make([]Decision, 0, len(s.Issues))
 	for _, is := range s.Issues {
 		d := decideIssue(is, s.LabelReviews)
+		if f := is.failed(d.Mode); f != nil && startsWorker(d.Action) {
+			// Starting it again would reset systemd's start limit and so
+			// undo what it is for: a restart loop stops and stays stopped
+			// until a person looks.
+			d = Decision{Issue: is.ID, Action: ActionSkip,
+				Reason: fmt.Sprintf("the %s worker failed for good (its restarts hit the start limit, or it failed); "+
+					"see `journalctl --user -u '%s'`, then `systemctl --user reset-failed '%s'` lets Legion %s again",
+					f.Mode, f.Unit, f.Unit, d.Action)}
+		}
 		if d.Mode != "" && codeWorker(d.Mode) && startsWorker(d.Action) {
 			if s.WIPLimit > 0 && live >= s.WIPLimit {
 				d = Decision{Issue: is.ID, Action: ActionSkip,

@@ -9,6 +9,10 @@ import (
 
 func live(mode string) *Worker { return &Worker{Mode: mode, Session: "s-" + mode} }
 
+func failedIn(mode string) []FailedWorker {
+	return []FailedWorker{{Mode: mode, Session: "s-" + mode, Unit: `legion-0123abcd-DEMO\x2d1-` + mode + ".service"}}
+}
+
 func TestDecideTable(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -73,6 +77,17 @@ func TestDecideTable(t *testing.T) {
 			Decision{Action: ActionRelayFeedback, Input: "Postgres", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
 		{"feedback-given/no-worker", Issue{Status: StatusInProgress, Labels: []string{LabelFeedbackGiven}, Feedback: "Postgres"},
 			Decision{Action: ActionSkip}},
+
+		// A mode whose worker systemd gave up on is not started again (that
+		// would reset the start limit); other modes are.
+		{"todo/failed-planner", Issue{Status: StatusTodo, Failed: failedIn(ModePlan)},
+			Decision{Action: ActionSkip}},
+		{"todo/worker-done/failed-planner", Issue{Status: StatusTodo, Labels: []string{LabelWorkerDone}, Failed: failedIn(ModePlan)},
+			Decision{Action: ActionDispatchImplementer, Mode: ModeImplement, MoveTo: StatusInProgress, RemoveLabels: []string{LabelWorkerDone}}},
+		{"needs-review/changes-requested/failed-implementer", Issue{Status: StatusNeedsReview, Labels: []string{LabelWorkerDone}, Review: ReviewChangesRequested, Failed: failedIn(ModeImplement)},
+			Decision{Action: ActionSkip}},
+		{"retro/failed-planner-and-reviewer", Issue{Status: StatusRetro, Failed: append(failedIn(ModePlan), failedIn(ModeReview)...)},
+			Decision{Action: ActionResumeImplementer, Mode: ModeRetro}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -108,9 +108,14 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 		}
 	}
 	live := map[string]Session{}
+	failed := map[string][]FailedWorker{}
 	for _, s := range sessions {
-		if s.Live() && s.Issue != "" {
+		switch {
+		case s.Issue == "":
+		case s.Live():
 			live[s.Issue] = s
+		case s.State == "failed":
+			failed[s.Issue] = append(failed[s.Issue], FailedWorker{Mode: s.Mode, Session: s.Name, Unit: s.Unit})
 		}
 	}
 	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked))}
@@ -118,7 +123,7 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 		is := Issue{
 			ID: t.ID, Title: t.Title, Status: t.Status, Labels: slices.Clone(t.Labels),
 			Review: outcomes[t.ID], Feedback: t.LatestHumanComment(),
-			Worktree: trees[t.ID],
+			Worktree: trees[t.ID], Failed: failed[t.ID],
 		}
 		if is.Labels == nil {
 			is.Labels = []string{}

@@ -68,6 +68,12 @@ func printReport(w io.Writer, rep controller.Report) error {
 			if is.Worker.Blocked {
 				worker += " (asks)"
 			}
+		} else if len(is.Failed) > 0 {
+			var modes []string
+			for _, f := range is.Failed {
+				modes = append(modes, f.Mode)
+			}
+			worker = strings.Join(modes, ",") + " (failed)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", is.ID, is.Status, strings.Join(is.Labels, ","), worker, is.Action, is.Reason)
 	}

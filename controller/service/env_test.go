@@ -2,8 +2,12 @@ package service_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,8 +52,9 @@ type env struct {
 
 // teamOptions are the parts of the team's config a test varies.
 type teamOptions struct {
-	wipLimit   int
-	staleAfter string
+	wipLimit        int
+	staleAfter      string
+	startLimitBurst int // 0: 20
 }
 
 // start sets up the env; the controller is not started yet (issues can be
@@ -107,11 +112,11 @@ issue_prefix = "DEMO"
 wip_limit = %d
 stale_after = "%s"
 restart_cooldown = "1s"
-start_limit_burst = 20
+start_limit_burst = %d
 start_limit_interval = "10m"
 agent.new = [%s, "--session-id", "{session_id}", "{prompt}"]
 agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
-`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, agent, agent)
+`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, cmp.Or(o.startLimitBurst, 20), agent, agent)
 	cfgDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion")
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -321,7 +326,7 @@ func (e *env) assertFinished(ctx context.Context, id, file, want string) {
 // the session's id.
 func (e *env) sessionFile(issue, mode string) (string, string) {
 	e.t.Helper()
-	id := claude.SessionID(teamID, issue, team.SessionMode(mode)).String()
+	id := sessionID(issue, mode)
 	files, _ := filepath.Glob(filepath.Join(e.sd.Home, ".claude", "projects", "*", id+".jsonl"))
 	if len(files) != 1 {
 		e.t.Fatalf("session files of %s %s (%s): %v; want one", issue, mode, id, files)
@@ -333,12 +338,47 @@ func (e *env) sessionFile(issue, mode string) (string, string) {
 	return string(b), id
 }
 
+// sessionID is the agent session id of issue's worker in mode.
+func sessionID(issue, mode string) string {
+	return claude.SessionID(teamID, issue, team.SessionMode(mode)).String()
+}
+
 // transcript returns the pty-worker transcript of session id.
 func (e *env) transcript(id string) string {
 	e.t.Helper()
-	b, err := os.ReadFile(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", id+".log"))
+	b, err := os.ReadFile(e.transcriptPath(id))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return string(b)
+}
+
+// transcriptOrEmpty is the transcript of session id, "" while there is none.
+func (e *env) transcriptOrEmpty(id string) string {
+	e.t.Helper()
+	b, err := os.ReadFile(e.transcriptPath(id))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (e *env) transcriptPath(id string) string {
+	return filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", id+".log")
+}
+
+// decision is what `legion state --json` suggests for issue id.
+func (e *env) decision(ctx context.Context, id string) controller.Decision {
+	e.t.Helper()
+	var rep controller.Report
+	if err := json.Unmarshal([]byte(e.legion(ctx, "state", teamName, "--json")), &rep); err != nil {
+		e.t.Fatalf("legion state --json: %v", err)
+	}
+	for _, is := range rep.Issues {
+		if is.ID == id {
+			return is.Decision
+		}
+	}
+	e.t.Fatalf("legion state --json has no issue %s", id)
+	return controller.Decision{}
 }

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -254,4 +255,54 @@ func TestStopAndRestartController(t *testing.T) {
 	if st, err := e.mgr.State(ctx, ctl); err != nil || running(st) {
 		t.Errorf("after stop %s is %+v, %v; want inactive", ctl, st, err)
 	}
+}
+
+// runStart matches the transcript's marker line of a run's start.
+var runStart = regexp.MustCompile(`\[legion\] \S+ run \d+ start`)
+
+// TestFailedWorkerStaysFailed: a planner that exits with an error at every
+// start hits its start limit and its unit fails. The controller leaves it
+// failed (dispatching it again would reset systemd's start limit and make
+// the restart loop endless) and says why in `legion state`; once a person
+// runs reset-failed, the next tick dispatches the planner again.
+func TestFailedWorkerStaysFailed(t *testing.T) {
+	e := start(t, "if-prompt plan exit 3\n", teamOptions{wipLimit: 1, staleAfter: "1m", startLimitBurst: 2})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Crash at once")
+	e.startController()
+	unit := workerUnit(t, id, controller.ModePlan)
+	sid := sessionID(id, controller.ModePlan)
+	runs := func() int { return len(runStart.FindAllString(e.transcriptOrEmpty(sid), -1)) }
+
+	e.poll(ctx, "the crashing planner to fail for good", func() (bool, string) {
+		st, err := e.mgr.State(ctx, unit)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Failed(), st.String()
+	})
+	e.poll(ctx, "legion state to say the planner failed", func() (bool, string) {
+		d := e.decision(ctx, id)
+		return d.Action == controller.ActionSkip && strings.Contains(d.Reason, "failed for good") &&
+			strings.Contains(d.Reason, "reset-failed '"+unit+"'"), fmt.Sprintf("%s: %s", d.Action, d.Reason)
+	})
+	before := runs()
+	if before != 2 {
+		t.Errorf("the planner ran %d times before its unit failed; want 2 (start_limit_burst 2)", before)
+	}
+	time.Sleep(4 * time.Second) // four controller ticks (--interval 1s)
+	if st, err := e.mgr.State(ctx, unit); err != nil || !st.Failed() {
+		t.Errorf("after four ticks the planner's unit is %v (err %v); want it left failed", st, err)
+	}
+	if n := runs(); n != before {
+		t.Errorf("the failed planner was started again by the controller: %d runs, %d before", n, before)
+	}
+
+	if _, err := e.sd.Systemctl(t, "reset-failed", unit); err != nil {
+		t.Fatal(err)
+	}
+	e.poll(ctx, "the planner dispatched again after reset-failed", func() (bool, string) {
+		n := runs()
+		return n > before, fmt.Sprintf("%d runs", n)
+	})
 }
