@@ -53,7 +53,7 @@ func Run(ctx context.Context, o Options) error {
 	defer mgr.Close()
 
 	wake := make(chan struct{}, 1)
-	w := &watcher{mgr: mgr, wake: wake, log: o.Log, watching: map[string]context.CancelFunc{}}
+	w := &watcher{mgr: mgr, wake: wake, log: o.Log, watching: map[string]watch{}}
 	defer w.stopAll()
 	sessions := &helperSessions{team: o.Team.Name, onList: func(ss []controller.Session) { w.follow(ctx, ss) }}
 	disp := &helperDispatcher{config: o.ConfigPath, team: o.Team.Name}

@@ -15,32 +15,44 @@ type watcher struct {
 	mgr      *units.Manager
 	wake     chan<- struct{}
 	log      *slog.Logger
-	watching map[string]context.CancelFunc // unit → stops its watch
+	watching map[string]watch // by unit
 }
 
-// follow starts watching the units of ss it does not watch yet and stops
-// watching units no longer listed. Called from the loop's goroutine only.
+// watch is one unit's watch; its context ends when the watch does.
+type watch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// follow starts watching the units of the live sessions in ss that it does
+// not watch yet (again, if a watch ended on its own: the manager connection
+// was lost), and stops watching all others. Ended sessions stay listed by
+// the helper, so watching them too would keep a manager connection open
+// per session the team ever ran. Called from the loop's goroutine only.
 func (w *watcher) follow(ctx context.Context, ss []controller.Session) {
 	seen := map[string]bool{}
 	for _, s := range ss {
-		if s.Unit == "" {
+		if s.Unit == "" || !s.Live() {
 			continue
 		}
 		seen[s.Unit] = true
-		if _, ok := w.watching[s.Unit]; ok {
+		if cur, ok := w.watching[s.Unit]; ok && cur.ctx.Err() == nil {
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		ch, err := w.mgr.Watch(wctx, s.Unit)
 		if err != nil {
 			cancel()
+			delete(w.watching, s.Unit)
 			w.log.Warn("watch unit", "unit", s.Unit, "err", err)
 			continue
 		}
-		w.watching[s.Unit] = cancel
-		// Exits when wctx ends (stopAll, or the unit is no longer listed)
-		// or the manager connection is lost; both close ch.
+		w.watching[s.Unit] = watch{wctx, cancel}
+		// Exits when wctx ends (stopAll, or the session is no longer live)
+		// or the manager connection is lost; both close ch. Its context
+		// ends with it, so the next follow watches the unit again.
 		go func() {
+			defer cancel()
 			first := true
 			for range ch {
 				if first { // the current state, not a change
@@ -54,17 +66,17 @@ func (w *watcher) follow(ctx context.Context, ss []controller.Session) {
 			}
 		}()
 	}
-	for u, cancel := range w.watching {
+	for u, cur := range w.watching {
 		if !seen[u] {
-			cancel()
+			cur.cancel()
 			delete(w.watching, u)
 		}
 	}
 }
 
 func (w *watcher) stopAll() {
-	for u, cancel := range w.watching {
-		cancel()
+	for u, cur := range w.watching {
+		cur.cancel()
 		delete(w.watching, u)
 	}
 }
