@@ -16,12 +16,19 @@ type LoopOptions struct {
 	// sooner (unit state changes, for one).
 	Interval time.Duration
 	Wake     <-chan struct{}
+	// TickTimeout bounds one tick (DefaultTickTimeout when zero): a tracker
+	// or helper that hangs fails the tick, which the next one retries. Keep
+	// it under the watchdog interval, which only completed ticks feed.
+	TickTimeout time.Duration
 	// Heartbeat is called after every completed tick, successful or not:
 	// the caller feeds systemd's watchdog from it, so a controller stuck in
 	// a tick is restarted by systemd.
 	Heartbeat func(TickResult)
 	Log       *slog.Logger
 }
+
+// DefaultTickTimeout bounds a tick when LoopOptions.TickTimeout is zero.
+const DefaultTickTimeout = 2 * time.Minute
 
 // TickResult says what one tick did.
 type TickResult struct {
@@ -59,6 +66,9 @@ func Loop(ctx context.Context, o LoopOptions) error {
 	if o.Interval <= 0 {
 		return errors.New("controller loop: interval must be positive")
 	}
+	if o.TickTimeout <= 0 {
+		o.TickTimeout = DefaultTickTimeout
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -74,7 +84,9 @@ func Loop(ctx context.Context, o LoopOptions) error {
 				}
 			}
 		}
-		r := Tick(ctx, o.Sources, o.Dispatcher, o.Log)
+		tctx, cancel := context.WithTimeout(ctx, o.TickTimeout)
+		r := Tick(tctx, o.Sources, o.Dispatcher, o.Log)
+		cancel()
 		if r.Err != nil && ctx.Err() == nil {
 			o.Log.Warn("tick failed", "err", fmt.Errorf("controller tick: %w", r.Err))
 		}

@@ -22,6 +22,9 @@ func newControllerCmd(g *globals) *cobra.Command {
 per issue which agent phase runs next, and dispatch workers through the helper,
 on an interval and whenever one of the team's units changes state. It tells
 systemd READY=1 after its first tick and feeds its watchdog after every tick.
+A tick may take half the watchdog interval (WatchdogSec=, 60s by default),
+two minutes without one: a tracker or helper that does not answer by then
+fails the tick, and the next tick tries again.
 
 TEAM may be given escaped, as systemd passes %i: legion@.service runs
 "legion controller %i". On SIGTERM from "systemctl --user stop legion@TEAM" it

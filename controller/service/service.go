@@ -59,11 +59,12 @@ func Run(ctx context.Context, o Options) error {
 	disp := &helperDispatcher{config: o.ConfigPath, team: o.Team.Name}
 	ready := false
 	err = controller.Loop(ctx, controller.LoopOptions{
-		Sources:    o.Team.Sources(sessions),
-		Dispatcher: disp,
-		Interval:   o.Interval,
-		Wake:       wake,
-		Log:        o.Log,
+		Sources:     o.Team.Sources(sessions),
+		Dispatcher:  disp,
+		Interval:    o.Interval,
+		Wake:        wake,
+		TickTimeout: tickTimeout(),
+		Log:         o.Log,
 		Heartbeat: func(r controller.TickResult) {
 			state := fmt.Sprintf("STATUS=team %s: %d applied, %d failed in the last tick", o.Team.Name, r.Applied, r.Failed)
 			if r.Err != nil {
@@ -84,6 +85,18 @@ func Run(ctx context.Context, o Options) error {
 	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	return stopWorkersIfStopping(cleanup, mgr, unit, o.Team.ShortID(), o.Log)
+}
+
+// tickTimeout is half the unit's watchdog interval (WatchdogSec=), so a
+// tick that hangs on the tracker or the helper fails in time for the
+// heartbeat after it to feed the watchdog; without a watchdog it is
+// controller.DefaultTickTimeout. The first tick comes before READY=1, so
+// this also keeps it within the start timeout.
+func tickTimeout() time.Duration {
+	if wd, err := daemon.SdWatchdogEnabled(false); err == nil && wd > 0 {
+		return wd / 2
+	}
+	return controller.DefaultTickTimeout
 }
 
 // stopWorkersIfStopping stops the team's worker units when the controller
