@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,11 +46,25 @@ func openTeam(g *globals, name string) (*team.Team, error) {
 func newIssueCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "issue",
-		Short: "Manage the issues of a team's local tracker",
-		Long: `Manage the issues of a team whose tracker is "local", the embedded tracker
-Legion uses by default. Agents label issues through these commands too.`,
+		Short: "Manage a team's issues (agents label them through these commands)",
+		Long: `Manage a team's issues. show, move, label, unlabel and comment work on any
+tracker (the embedded local one, Linear), so agents use the same commands
+whatever the team's tracker is; add and list manage the local tracker. On
+Linear a comment is posted as the API key's user, marked as Legion's.`,
 	}
 	var asJSON bool
+	withTracker := func(use, short string, args cobra.PositionalArgs, f func(cmd *cobra.Command, t *team.Team, args []string) error) *cobra.Command {
+		return &cobra.Command{
+			Use: use, Short: short, Args: args,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				t, err := openTeam(g, args[0])
+				if err != nil {
+					return err
+				}
+				return f(cmd, t, args[1:])
+			},
+		}
+	}
 	withStore := func(use, short string, args cobra.PositionalArgs, f func(cmd *cobra.Command, s *local.Store, args []string) error) *cobra.Command {
 		c := &cobra.Command{
 			Use: use, Short: short, Args: args,
@@ -93,9 +108,9 @@ Legion uses by default. Agents label issues through these commands too.`,
 			}
 			return printIssues(cmd.OutOrStdout(), issues)
 		})
-	show := withStore("show TEAM ISSUE", "Show one issue with its labels and comments", usageArgs(cobra.ExactArgs(2)),
-		func(cmd *cobra.Command, s *local.Store, args []string) error {
-			is, err := s.Issue(cmd.Context(), args[0])
+	show := withTracker("show TEAM ISSUE", "Show one issue with its labels and comments", usageArgs(cobra.ExactArgs(2)),
+		func(cmd *cobra.Command, t *team.Team, args []string) error {
+			is, err := findIssue(cmd.Context(), t, args[0])
 			if err != nil {
 				return err
 			}
@@ -109,29 +124,53 @@ Legion uses by default. Agents label issues through these commands too.`,
 			}
 			return nil
 		})
-	move := withStore("move TEAM ISSUE STATUS", `Move an issue to a status (Todo, "In Progress", "Needs Review", Retro, Done)`, usageArgs(cobra.ExactArgs(3)),
-		func(cmd *cobra.Command, s *local.Store, args []string) error {
-			return s.Move(cmd.Context(), args[0], controller.Status(args[1]))
+	move := withTracker("move TEAM ISSUE STATUS", `Move an issue to a status (Todo, "In Progress", "Needs Review", Retro, Done)`, usageArgs(cobra.ExactArgs(3)),
+		func(cmd *cobra.Command, t *team.Team, args []string) error {
+			return t.Tracker.Move(cmd.Context(), args[0], controller.Status(args[1]))
 		})
-	label := withStore("label TEAM ISSUE LABEL", "Add a label to an issue (no-op when present)", usageArgs(cobra.ExactArgs(3)),
-		func(cmd *cobra.Command, s *local.Store, args []string) error {
-			return s.AddLabel(cmd.Context(), args[0], args[1])
+	label := withTracker("label TEAM ISSUE LABEL", "Add a label to an issue (no-op when present)", usageArgs(cobra.ExactArgs(3)),
+		func(cmd *cobra.Command, t *team.Team, args []string) error {
+			return t.Tracker.AddLabel(cmd.Context(), args[0], args[1])
 		})
-	unlabel := withStore("unlabel TEAM ISSUE LABEL", "Remove a label from an issue (no-op when absent)", usageArgs(cobra.ExactArgs(3)),
-		func(cmd *cobra.Command, s *local.Store, args []string) error {
-			return s.RemoveLabel(cmd.Context(), args[0], args[1])
+	unlabel := withTracker("unlabel TEAM ISSUE LABEL", "Remove a label from an issue (no-op when absent)", usageArgs(cobra.ExactArgs(3)),
+		func(cmd *cobra.Command, t *team.Team, args []string) error {
+			return t.Tracker.RemoveLabel(cmd.Context(), args[0], args[1])
 		})
 	var author string
-	comment := withStore("comment TEAM ISSUE TEXT", "Comment on an issue", usageArgs(cobra.ExactArgs(3)),
-		func(cmd *cobra.Command, s *local.Store, args []string) error {
-			return s.CommentAs(cmd.Context(), args[0], author, args[1])
+	comment := withTracker("comment TEAM ISSUE TEXT", "Comment on an issue", usageArgs(cobra.ExactArgs(3)),
+		func(cmd *cobra.Command, t *team.Team, args []string) error {
+			if s, ok := t.Tracker.(*local.Store); ok {
+				return s.CommentAs(cmd.Context(), args[0], author, args[1])
+			}
+			if cmd.Flags().Changed("author") {
+				return usageError{fmt.Errorf("comment --author: team %q uses the %s tracker, which records the API key's user as the author", t.Name, t.Team.Tracker)}
+			}
+			return t.Tracker.Comment(cmd.Context(), args[0], args[1])
 		})
-	comment.Flags().StringVar(&author, "author", defaultAuthor(), "who the comment is from")
+	comment.Flags().StringVar(&author, "author", defaultAuthor(), "who the comment is from (local tracker)")
 	for _, c := range []*cobra.Command{add, list, show} {
 		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	}
 	cmd.AddCommand(add, list, show, move, label, unlabel, comment)
 	return cmd
+}
+
+// findIssue returns issue id of t's tracker: the local tracker reads it
+// directly, any other finds it among the open issues it lists.
+func findIssue(ctx context.Context, t *team.Team, id string) (controller.TrackedIssue, error) {
+	if s, ok := t.Tracker.(*local.Store); ok {
+		return s.Issue(ctx, id)
+	}
+	issues, err := t.Tracker.Issues(ctx)
+	if err != nil {
+		return controller.TrackedIssue{}, err
+	}
+	for _, is := range issues {
+		if strings.EqualFold(is.ID, id) {
+			return is, nil
+		}
+	}
+	return controller.TrackedIssue{}, fmt.Errorf("issue %s of team %q: %w (the %s tracker lists open issues only)", id, t.Name, controller.ErrIssueNotFound, t.Team.Tracker)
 }
 
 func defaultAuthor() string {
