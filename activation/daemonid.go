@@ -21,7 +21,7 @@ const DaemonIDFile = "daemon-id"
 
 // LoadDaemonID returns the helper's persistent instance id stored at path
 // (one UUID and a newline). A missing file is created; a corrupt one (not
-// a UUID) is moved aside to path + ".corrupt-<unix time>" and replaced.
+// a UUID) is moved aside to path + ".corrupt-<UTC time>" (atomicfile.Quarantine) and replaced.
 // Writes are atomic: a temp file in the same 0700 directory, fsync,
 // rename, fsync of the directory. Workers started under one id are not
 // adopted under another (recovery quarantines them), so the id must
@@ -33,8 +33,8 @@ func LoadDaemonID(path string, log *slog.Logger) (string, error) {
 		if id, perr := uuid.ParseBytes(bytes.TrimSpace(b)); perr == nil && len(bytes.TrimSpace(b)) == 36 {
 			return id.String(), nil
 		}
-		aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
-		if err := os.Rename(path, aside); err != nil {
+		aside, err := atomicfile.Quarantine(path, time.Now())
+		if err != nil {
 			return "", fmt.Errorf("move corrupt daemon id %s aside: %w", path, err)
 		}
 		log.Warn("daemon id file is corrupt; moved aside and rewritten: workers started under the old id will be quarantined",

@@ -150,8 +150,8 @@ func ReadRegistry(path string) (*Registry, error) {
 // QuarantineRegistry moves a bad registry file aside to
 // <path>.corrupt-<UTC time> (never deleting it) and returns the new path.
 func QuarantineRegistry(path string) (string, error) {
-	dst := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-	if err := os.Rename(path, dst); err != nil {
+	dst, err := atomicfile.Quarantine(path, time.Now())
+	if err != nil {
 		return "", fmt.Errorf("quarantine registry %s: %w", path, err)
 	}
 	return dst, nil

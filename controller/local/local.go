@@ -242,8 +242,8 @@ func (s *Store) load() (*store, error) {
 		if err == nil {
 			err = fmt.Errorf("version %d, want %d", st.Version, storeVersion)
 		}
-		aside := fmt.Sprintf("%s.corrupt-%s", s.path, s.now().UTC().Format("20060102T150405.000000000Z"))
-		if rerr := os.Rename(s.path, aside); rerr != nil {
+		aside, rerr := atomicfile.Quarantine(s.path, s.now())
+		if rerr != nil {
 			return nil, fmt.Errorf("local tracker %s is corrupt (%v) and could not be moved aside: %w", s.path, err, rerr)
 		}
 		return nil, fmt.Errorf("local tracker %s is corrupt (%v); moved it to %s: repair it and move it back, or start afresh", s.path, err, aside)

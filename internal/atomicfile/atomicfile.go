@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/renameio/v2"
 )
@@ -51,4 +52,15 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// Quarantine moves a corrupt file aside to path.corrupt-<UTC time of now,
+// to the nanosecond>, never deleting it, and returns the new path. The
+// error is the rename's.
+func Quarantine(path string, now time.Time) (string, error) {
+	aside := path + ".corrupt-" + now.UTC().Format("20060102T150405.000000000Z")
+	if err := os.Rename(path, aside); err != nil {
+		return "", err
+	}
+	return aside, nil
 }

@@ -1,10 +1,14 @@
 package atomicfile
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestWritePrivate(t *testing.T) {
@@ -71,5 +75,37 @@ func TestWriteMode(t *testing.T) {
 		if fi.Mode().Perm() != perm {
 			t.Errorf("Write(..., %v) left mode %v", perm, fi.Mode().Perm())
 		}
+	}
+}
+
+func TestQuarantine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	now := time.Date(2026, 2, 11, 10, 0, 0, 1, time.UTC)
+	var asides []string
+	for i, content := range []string{"first", "second"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		aside, err := Quarantine(path, now.Add(time.Duration(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := path + ".corrupt-20260211T100000.00000000" + strconv.Itoa(1+i) + "Z"; aside != want {
+			t.Errorf("Quarantine moved %s to %s; want %s", path, aside, want)
+		}
+		if b, err := os.ReadFile(aside); err != nil || string(b) != content {
+			t.Errorf("%s holds %q, %v; want %q", aside, b, err, content)
+		}
+		asides = append(asides, aside)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s is still there after Quarantine: %v", path, err)
+	}
+	if asides[0] == asides[1] {
+		t.Errorf("two quarantines a nanosecond apart share the name %s", asides[0])
+	}
+	if _, err := Quarantine(path, now); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Quarantine of a missing file = %v; want ErrNotExist", err)
 	}
 }
