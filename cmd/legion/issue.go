@@ -66,21 +66,13 @@ Linear a comment is posted as the API key's user, marked as Legion's.`,
 		}
 	}
 	withStore := func(use, short string, args cobra.PositionalArgs, f func(cmd *cobra.Command, s *local.Store, args []string) error) *cobra.Command {
-		c := &cobra.Command{
-			Use: use, Short: short, Args: args,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				t, err := openTeam(g, args[0])
-				if err != nil {
-					return err
-				}
-				s, err := t.Local()
-				if err != nil {
-					return err
-				}
-				return f(cmd, s, args[1:])
-			},
-		}
-		return c
+		return withTracker(use, short, args, func(cmd *cobra.Command, t *team.Team, args []string) error {
+			s, err := t.Local()
+			if err != nil {
+				return err
+			}
+			return f(cmd, s, args)
+		})
 	}
 	add := withStore("add TEAM TITLE", "Add an issue in Todo and print its identifier", usageArgs(cobra.ExactArgs(2)),
 		func(cmd *cobra.Command, s *local.Store, args []string) error {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,7 +43,7 @@ func TestWatcherFollowsLiveSessions(t *testing.T) {
 
 	w.follow(ctx, []controller.Session{ended, failed, running})
 	if len(w.watching) != 1 || w.watching[unit].ctx == nil {
-		t.Fatalf("watching %v; want only %s (the other sessions are not live)", keys(w.watching), unit)
+		t.Fatalf("watching %v; want only %s (the other sessions are not live)", slices.Collect(maps.Keys(w.watching)), unit)
 	}
 
 	// A watch that ended on its own is started again.
@@ -71,14 +73,6 @@ func TestWatcherFollowsLiveSessions(t *testing.T) {
 	running.State = "exited"
 	w.follow(ctx, []controller.Session{ended, failed, running})
 	if len(w.watching) != 0 || watched.ctx.Err() == nil {
-		t.Errorf("watching %v after the session exited (its watch ended: %v); want none", keys(w.watching), watched.ctx.Err() != nil)
+		t.Errorf("watching %v after the session exited (its watch ended: %v); want none", slices.Collect(maps.Keys(w.watching)), watched.ctx.Err() != nil)
 	}
-}
-
-func keys(m map[string]watch) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
