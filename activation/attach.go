@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
@@ -44,7 +45,7 @@ const restartPoll = 250 * time.Millisecond
 // re-attaches; when the session has ended for good it returns nil after
 // saying how it ended. A session that is not running is an error whose
 // message carries its exit information.
-func RunAttach(ctx context.Context, c *Client, o AttachOptions) (err error) {
+func RunAttach(ctx context.Context, c *api.Client, o AttachOptions) (err error) {
 	if o.DetachKey.String() == "" {
 		o.DetachKey = termkeys.MustParseKey(termkeys.DefaultKey)
 	}
@@ -89,8 +90,8 @@ func RunAttach(ctx context.Context, c *Client, o AttachOptions) (err error) {
 }
 
 type attacher struct {
-	c       *Client // the helper; replaced after a reconnect
-	orig    *Client // the caller's, closed by the caller
+	c       *api.Client // the helper; replaced after a reconnect
+	orig    *api.Client // the caller's, closed by the caller
 	o       AttachOptions
 	matcher *termkeys.Matcher
 	nl      string
@@ -105,13 +106,13 @@ type attacher struct {
 // offset (nil: a screen snapshot).
 func (a *attacher) connect(ctx context.Context, offset *uint64) error {
 	var conn net.Conn
-	err := a.helper(ctx, func(c *Client) error {
+	err := a.helper(ctx, func(c *api.Client) error {
 		var err error
-		conn, _, err = c.Attach(ctx, AttachArgs{Name: a.o.Name, ReadOnly: a.o.ReadOnly})
+		conn, _, err = c.Attach(ctx, api.AttachArgs{Name: a.o.Name, ReadOnly: a.o.ReadOnly})
 		return err
 	})
 	if err != nil {
-		var e *Error
+		var e *api.Error
 		if errors.As(err, &e) {
 			return fmt.Errorf("attach %s: %s", a.o.Name, e.Message)
 		}
@@ -133,9 +134,9 @@ func (a *attacher) connect(ctx context.Context, offset *uint64) error {
 
 // helper runs call on the helper connection; when that connection broke
 // (the helper restarted since), it dials again and retries once.
-func (a *attacher) helper(ctx context.Context, call func(c *Client) error) error {
+func (a *attacher) helper(ctx context.Context, call func(c *api.Client) error) error {
 	err := call(a.c)
-	var e *Error
+	var e *api.Error
 	if err == nil || errors.As(err, &e) || ctx.Err() != nil {
 		return err
 	}
@@ -298,24 +299,24 @@ func (a *attacher) connectionEnded(ctx context.Context) (done bool, err error) {
 // (from the last offset after a desync, else a snapshot of the new run);
 // starting → wait; ended → say so and finish.
 func (a *attacher) reattach(ctx context.Context) (done bool, err error) {
-	var s Session
-	err = a.helper(ctx, func(c *Client) error {
+	var s api.Session
+	err = a.helper(ctx, func(c *api.Client) error {
 		var err error
 		s, err = c.Status(ctx, a.o.Name)
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, api.ErrNotFound) {
 			fmt.Fprintf(a.o.Status, "[%s is gone]%s", a.o.Name, a.nl)
 			return true, nil
 		}
 		return true, fmt.Errorf("attach %s: %w", a.o.Name, err)
 	}
 	switch s.State {
-	case StateExited, StateFailed:
+	case api.StateExited, api.StateFailed:
 		fmt.Fprintf(a.o.Status, "[%s has %s: %s]%s", a.o.Name, s.State, s.Exit, a.nl)
 		return true, nil
-	case StateStarting:
+	case api.StateStarting:
 		if a.wc == nil && a.exit != nil {
 			fmt.Fprintf(a.o.Status, "[%s: waiting for systemd to restart it; detach with %s]%s", a.o.Name, a.o.DetachKey, a.nl)
 			a.exit = nil

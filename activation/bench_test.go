@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 // BenchmarkColdStartRecovery measures, with N live workers, how long the
@@ -26,7 +28,7 @@ func BenchmarkColdStartRecovery(b *testing.B) {
 			e := startEnv(b)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 			defer cancel()
-			c, err := Dial(ctx)
+			c, err := api.Dial(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -34,7 +36,7 @@ func BenchmarkColdStartRecovery(b *testing.B) {
 			g.SetLimit(4)
 			for i := range n {
 				g.Go(func() error {
-					_, err := c.Spawn(ctx, SpawnArgs{Name: fmt.Sprintf("w%03d", i), Cwd: "/", Argv: []string{"/bin/sleep", "100000"}})
+					_, err := c.Spawn(ctx, api.SpawnArgs{Name: fmt.Sprintf("w%03d", i), Cwd: "/", Argv: []string{"/bin/sleep", "100000"}})
 					return err
 				})
 			}
@@ -55,7 +57,7 @@ func BenchmarkColdStartRecovery(b *testing.B) {
 				took = append(took, d)
 				running := 0
 				for _, s := range r.Sessions {
-					if s.State == StateRunning {
+					if s.State == api.StateRunning {
 						running++
 					}
 				}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 // echoScript echoes each line as "got:<line>"; "size" prints `stty size`.
@@ -209,8 +211,8 @@ func TestAttachSendKill(t *testing.T) {
 	if !strings.Contains(out, "session echoer stopped") {
 		t.Errorf("kill printed %q", out)
 	}
-	var s Session
-	if err := json.Unmarshal([]byte(e.mustLegion(ctx, "sessions", "status", "--json", "echoer")), &s); err != nil || s.State != StateExited || s.Exit == nil {
+	var s api.Session
+	if err := json.Unmarshal([]byte(e.mustLegion(ctx, "sessions", "status", "--json", "echoer")), &s); err != nil || s.State != api.StateExited || s.Exit == nil {
 		t.Errorf("status after kill = %+v, %v; want exited with exit info", s, err)
 	}
 
@@ -254,7 +256,7 @@ func TestLogsFollowAcrossRestarts(t *testing.T) {
 	if out != string(transcript) {
 		t.Errorf("logs -f printed %d bytes, the transcript has %d; want them equal", len(out), len(transcript))
 	}
-	var s Session
+	var s api.Session
 	if err := json.Unmarshal([]byte(e.mustLegion(ctx, "sessions", "status", "--json", "crasher")), &s); err != nil {
 		t.Fatal(err)
 	}
@@ -262,14 +264,14 @@ func TestLogsFollowAcrossRestarts(t *testing.T) {
 	// quotes the argv, so count whole lines). systemd counts the restart
 	// it refused at the start limit too, so NRestarts is runs or runs-1.
 	runs := strings.Count(out, "\nrun-start\r\n")
-	if s.State != StateFailed || s.Exit == nil || s.Exit.Code == nil || *s.Exit.Code != 3 || runs < 2 || (int(s.Restarts) != runs && int(s.Restarts) != runs-1) {
+	if s.State != api.StateFailed || s.Exit == nil || s.Exit.Code == nil || *s.Exit.Code != 3 || runs < 2 || (int(s.Restarts) != runs && int(s.Restarts) != runs-1) {
 		t.Errorf("after logs -f: status %+v (exit %v), %d runs in the transcript; want failed, exit code 3, restarts = runs or runs-1, runs >= 2", s, s.Exit, runs)
 	}
 }
 
-func (e *testEnv) spawnArgs(ctx context.Context, args ...string) SpawnResult {
+func (e *testEnv) spawnArgs(ctx context.Context, args ...string) api.SpawnResult {
 	e.t.Helper()
-	var r SpawnResult
+	var r api.SpawnResult
 	out := e.mustLegion(ctx, append([]string{"spawn"}, args...)...)
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		e.t.Fatalf("spawn printed %q: %v", out, err)

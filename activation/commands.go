@@ -5,19 +5,20 @@ import (
 	"os"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
 )
 
-func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ Request) (any, *os.File, error) {
+func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ api.Request) (any, *os.File, error) {
 	ss := h.sessions.all()
 	h.sessions.refresh(ctx, ss)
-	res := ListResult{DaemonID: h.daemonID, Sessions: make([]Session, 0, len(ss))}
+	res := api.ListResult{DaemonID: h.daemonID, Sessions: make([]api.Session, 0, len(ss))}
 	for _, s := range ss {
 		res.Sessions = append(res.Sessions, s.view())
 	}
 	h.sessions.mu.Lock()
 	res.Recovery = h.sessions.counts
-	res.Quarantined = append([]Quarantined(nil), h.sessions.quarantined...)
+	res.Quarantined = append([]api.Quarantined(nil), h.sessions.quarantined...)
 	h.sessions.mu.Unlock()
 	return res, nil, nil
 }
@@ -25,8 +26,8 @@ func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ Request) (any, *o
 // lookup finds a session by name: one the helper knows (refreshed), or
 // one that ended before this helper started (registry/pruned).
 func (h *Helper) lookup(ctx context.Context, cmd, name string) (*session, error) {
-	if err := ValidateName(name); err != nil {
-		return nil, apiErr(CodeBadRequest, "%s: %v", cmd, err)
+	if err := api.ValidateName(name); err != nil {
+		return nil, api.Errorf(api.CodeBadRequest, "%s: %v", cmd, err)
 	}
 	if s, ok := h.sessions.get(name); ok {
 		h.sessions.refresh(ctx, []*session{s})
@@ -37,18 +38,18 @@ func (h *Helper) lookup(ctx context.Context, cmd, name string) (*session, error)
 		s.ended = true
 		return s, nil
 	}
-	return nil, apiErr(CodeNotFound, "no session named %q (`legion sessions list` shows them)", name)
+	return nil, api.Errorf(api.CodeNotFound, "no session named %q (`legion sessions list` shows them)", name)
 }
 
-func nameArg(req Request) (string, error) {
-	var a NameArgs
-	if err := DecodeArgs(req, &a); err != nil {
+func nameArg(req api.Request) (string, error) {
+	var a api.NameArgs
+	if err := decodeArgs(req, &a); err != nil {
 		return "", err
 	}
 	return a.Name, nil
 }
 
-func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
+func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
 	name, err := nameArg(req)
 	if err != nil {
 		return nil, nil, err
@@ -57,10 +58,10 @@ func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req Request) (any
 	if err != nil {
 		return nil, nil, err
 	}
-	return StatusResult{Session: s.view()}, nil, nil
+	return api.StatusResult{Session: s.view()}, nil, nil
 }
 
-func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
+func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
 	name, err := nameArg(req)
 	if err != nil {
 		return nil, nil, err
@@ -73,7 +74,7 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req Request) (any, 
 	ended := s.ended
 	s.mu.Unlock()
 	if ended {
-		return nil, nil, apiErr(CodeNotRunning, "session %s has already ended: %s", name, s.view().Exit)
+		return nil, nil, api.Errorf(api.CodeNotRunning, "session %s has already ended: %s", name, s.view().Exit)
 	}
 	log := s.log
 	if err := h.mgr.Stop(ctx, s.unit); err != nil {
@@ -95,7 +96,7 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req Request) (any, 
 	s.mu.Unlock()
 	h.removeSpecFor(s.id + ".json")
 	log.Info("session killed")
-	return StatusResult{Session: s.view()}, nil, nil
+	return api.StatusResult{Session: s.view()}, nil, nil
 }
 
 // running returns an authenticated worker connection of a session that
@@ -104,24 +105,24 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req Request) (any, 
 func (h *Helper) running(ctx context.Context, s *session) (*ptyworker.Client, error) {
 	v := s.view()
 	switch v.State {
-	case StateExited, StateFailed:
-		return nil, apiErr(CodeNotRunning, "session %s is not running (%s): last exit %s", s.name, v.State, v.Exit)
-	case StateStarting:
-		return nil, apiErr(CodeUnavailable, "session %s is starting or waiting out its restart cooldown; try again shortly", s.name)
+	case api.StateExited, api.StateFailed:
+		return nil, api.Errorf(api.CodeNotRunning, "session %s is not running (%s): last exit %s", s.name, v.State, v.Exit)
+	case api.StateStarting:
+		return nil, api.Errorf(api.CodeUnavailable, "session %s is starting or waiting out its restart cooldown; try again shortly", s.name)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.wc == nil {
 		if err := s.connectLocked(ctx, h); err != nil {
-			return nil, apiErr(CodeUnavailable, "session %s: its worker does not answer: %v", s.name, err)
+			return nil, api.Errorf(api.CodeUnavailable, "session %s: its worker does not answer: %v", s.name, err)
 		}
 	}
 	return s.wc, nil
 }
 
-func (h *Helper) cmdSend(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
-	var a SendArgs
-	if err := DecodeArgs(req, &a); err != nil {
+func (h *Helper) cmdSend(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.SendArgs
+	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
@@ -145,12 +146,12 @@ func (h *Helper) cmdSend(ctx context.Context, _ *clientConn, req Request) (any, 
 		}
 	}
 	s.log.Info("sent input", "bytes", len(a.Text), "enter", !a.NoEnter)
-	return StatusResult{Session: s.view()}, nil, nil
+	return api.StatusResult{Session: s.view()}, nil, nil
 }
 
-func (h *Helper) cmdAttach(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
-	var a AttachArgs
-	if err := DecodeArgs(req, &a); err != nil {
+func (h *Helper) cmdAttach(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.AttachArgs
+	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
@@ -165,17 +166,17 @@ func (h *Helper) cmdAttach(ctx context.Context, _ *clientConn, req Request) (any
 		return nil, nil, workerErr(s, "connect", err)
 	}
 	s.log.Info("attach brokered", "read_only", a.ReadOnly)
-	return AttachResult{Session: s.view()}, f, nil
+	return api.AttachResult{Session: s.view()}, f, nil
 }
 
 // workerErr maps a worker call's failure to an API error.
 func workerErr(s *session, what string, err error) error {
 	switch {
 	case ptyworker.IsCode(err, ptyworker.CodeSessionNotRunning):
-		return apiErr(CodeNotRunning, "session %s is not running: %v", s.name, err)
+		return api.Errorf(api.CodeNotRunning, "session %s is not running: %v", s.name, err)
 	case ptyworker.IsCode(err, ptyworker.CodeBadRequest):
-		return apiErr(CodeBadRequest, "session %s: %s: %v", s.name, what, err)
+		return api.Errorf(api.CodeBadRequest, "session %s: %s: %v", s.name, what, err)
 	}
 	s.closeConn()
-	return apiErr(CodeUnavailable, "session %s: %s: %v", s.name, what, err)
+	return api.Errorf(api.CodeUnavailable, "session %s: %s: %v", s.name, what, err)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 )
@@ -43,9 +44,9 @@ type streamCheck struct {
 // reads until at least min more bytes came; offsets must continue exactly
 // where the last fetch stopped, and the whole stream must equal the
 // script's output, checked by checksum.
-func (sc *streamCheck) fetch(ctx context.Context, t *testing.T, c *Client, min int) {
+func (sc *streamCheck) fetch(ctx context.Context, t *testing.T, c *api.Client, min int) {
 	t.Helper()
-	conn, _, err := c.Attach(ctx, AttachArgs{Name: sc.name, ReadOnly: true})
+	conn, _, err := c.Attach(ctx, api.AttachArgs{Name: sc.name, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("attach %s: %v", sc.name, err)
 	}
@@ -124,7 +125,7 @@ func TestHelperRestartSurvival(t *testing.T) {
 	if pid := e.helperPID(ctx); pid != 0 {
 		t.Fatalf("helper runs (pid %d) before any client connected; want it started by the socket", pid)
 	}
-	if r := e.list(ctx); len(r.Sessions) != 0 || r.Recovery != (RecoveryCounts{}) {
+	if r := e.list(ctx); len(r.Sessions) != 0 || r.Recovery != (api.RecoveryCounts{}) {
 		t.Fatalf("first list = %+v; want no sessions and zero counts", r)
 	}
 	if pid := e.helperPID(ctx); pid == 0 {
@@ -167,12 +168,12 @@ func TestHelperRestartSurvival(t *testing.T) {
 			if pid := e.helperPID(ctx); pid == 0 || pid == old {
 				t.Fatalf("helper pid after %s = %d (was %d); want a new helper", how, pid, old)
 			}
-			if want := (RecoveryCounts{Recovered: len(names)}); r.Recovery != want {
+			if want := (api.RecoveryCounts{Recovered: len(names)}); r.Recovery != want {
 				t.Errorf("recovery counts = %+v; want %+v", r.Recovery, want)
 			}
 			got := map[string]int{}
 			for _, s := range r.Sessions {
-				if s.State != StateRunning {
+				if s.State != api.StateRunning {
 					t.Errorf("session %s state %s; want running", s.Name, s.State)
 				}
 				got[s.Name] = s.PID
@@ -218,9 +219,9 @@ type liveAttach struct {
 	sc streamCheck
 }
 
-func openLive(ctx context.Context, t *testing.T, c *Client, name string) *liveAttach {
+func openLive(ctx context.Context, t *testing.T, c *api.Client, name string) *liveAttach {
 	t.Helper()
-	conn, _, err := c.Attach(ctx, AttachArgs{Name: name, ReadOnly: true})
+	conn, _, err := c.Attach(ctx, api.AttachArgs{Name: name, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("attach %s: %v", name, err)
 	}

@@ -16,17 +16,17 @@ import (
 	"github.com/legion-dev/legion/internal/privdir"
 )
 
-// DaemonIDFile is the name of the daemon instance id file in the state dir.
-const DaemonIDFile = "daemon-id"
+// daemonIDFile is the name of the daemon instance id file in the state dir.
+const daemonIDFile = "daemon-id"
 
-// LoadDaemonID returns the helper's persistent instance id stored at path
+// loadDaemonID returns the helper's persistent instance id stored at path
 // (one UUID and a newline). A missing file is created; a corrupt one (not
 // a UUID) is moved aside to path + ".corrupt-<UTC time>" (atomicfile.Quarantine) and replaced.
 // Writes are atomic: a temp file in the same 0700 directory, fsync,
 // rename, fsync of the directory. Workers started under one id are not
 // adopted under another (recovery quarantines them), so the id must
 // survive restarts and upgrades.
-func LoadDaemonID(path string, log *slog.Logger) (string, error) {
+func loadDaemonID(path string, log *slog.Logger) (string, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 func TestLoadDaemonID(t *testing.T) {
@@ -30,7 +32,7 @@ func TestLoadDaemonID(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "legion")
-			path := filepath.Join(dir, DaemonIDFile)
+			path := filepath.Join(dir, daemonIDFile)
 			if tt.content != nil {
 				if err := os.MkdirAll(dir, 0o700); err != nil {
 					t.Fatal(err)
@@ -39,19 +41,19 @@ func TestLoadDaemonID(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			id, err := LoadDaemonID(path, log)
+			id, err := loadDaemonID(path, log)
 			if err != nil {
-				t.Fatalf("LoadDaemonID = %v", err)
+				t.Fatalf("loadDaemonID = %v", err)
 			}
 			if _, err := uuid.Parse(id); err != nil {
-				t.Errorf("LoadDaemonID = %q; want a UUID", id)
+				t.Errorf("loadDaemonID = %q; want a UUID", id)
 			}
 			if tt.keep && id != strings.TrimSpace(*tt.content) {
-				t.Errorf("LoadDaemonID = %q; want the stored %q", id, *tt.content)
+				t.Errorf("loadDaemonID = %q; want the stored %q", id, *tt.content)
 			}
-			again, err := LoadDaemonID(path, log)
+			again, err := loadDaemonID(path, log)
 			if err != nil || again != id {
-				t.Errorf("second LoadDaemonID = %q, %v; want %q (persistent)", again, err, id)
+				t.Errorf("second loadDaemonID = %q, %v; want %q (persistent)", again, err, id)
 			}
 			fi, err := os.Stat(path)
 			if err != nil || fi.Mode().Perm() != 0o600 {
@@ -69,10 +71,10 @@ func ptr[T any](v T) *T { return &v }
 
 func TestListenRefusesLiveSocket(t *testing.T) {
 	dir := shortTempDir(t)
-	path := filepath.Join(dir, "run", SocketName)
-	l, err := Listen(path)
+	path := filepath.Join(dir, "run", api.SocketName)
+	l, err := listen(path)
 	if err != nil {
-		t.Fatalf("Listen(%s) = %v", path, err)
+		t.Fatalf("listen(%s) = %v", path, err)
 	}
 	defer l.Close()
 	fi, err := os.Stat(path)
@@ -92,14 +94,14 @@ func TestListenRefusesLiveSocket(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if _, err := Listen(path); !errors.Is(err, ErrHelperRunning) {
-		t.Errorf("second Listen(%s) = %v; want ErrHelperRunning", path, err)
+	if _, err := listen(path); !errors.Is(err, errHelperRunning) {
+		t.Errorf("second listen(%s) = %v; want errHelperRunning", path, err)
 	}
 }
 
 func TestListenReplacesStaleSocket(t *testing.T) {
 	dir := shortTempDir(t)
-	path := filepath.Join(dir, SocketName)
+	path := filepath.Join(dir, api.SocketName)
 	// A socket file nobody listens on: what a crashed helper leaves.
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -107,9 +109,9 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 	}
 	l.SetUnlinkOnClose(false)
 	l.Close()
-	l2, err := Listen(path)
+	l2, err := listen(path)
 	if err != nil {
-		t.Fatalf("Listen over a stale socket = %v; want it replaced", err)
+		t.Fatalf("listen over a stale socket = %v; want it replaced", err)
 	}
 	l2.Close()
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
@@ -119,12 +121,12 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 
 func TestListenLeavesOtherFiles(t *testing.T) {
 	dir := shortTempDir(t)
-	path := filepath.Join(dir, SocketName)
+	path := filepath.Join(dir, api.SocketName)
 	if err := os.WriteFile(path, []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "in the way") {
-		t.Errorf("Listen over a regular file = %v; want an error naming it in the way", err)
+	if _, err := listen(path); err == nil || !strings.Contains(err.Error(), "in the way") {
+		t.Errorf("listen over a regular file = %v; want an error naming it in the way", err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "mine" {
 		t.Errorf("file content = %q; want it untouched", b)

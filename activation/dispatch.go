@@ -4,29 +4,11 @@ import (
 	"context"
 	"os"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
 )
-
-// DispatchArgs are the args of dispatch: start (or resume) the worker of
-// one issue in one mode for a configured team.
-type DispatchArgs struct {
-	// Config is the legion.toml to read the team from (the caller's);
-	// empty means the helper's default path.
-	Config string `json:"config,omitempty"`
-	Team   string `json:"team"`
-	Issue  string `json:"issue"`
-	Mode   string `json:"mode"` // plan, implement, review, retro, finish
-}
-
-// DispatchResult is the result of dispatch.
-type DispatchResult struct {
-	SpawnResult
-	// Started is false when the worker was already live: dispatch is
-	// idempotent.
-	Started bool `json:"started"`
-}
 
 // TeamFromConfig is what the helper needs of a configured team.
 func TeamFromConfig(t config.Team, w config.Worker) Team {
@@ -46,9 +28,9 @@ func TeamFromConfig(t config.Team, w config.Worker) Team {
 // <issue>-<mode>; a live one of the team is left alone, and a live one of
 // another team that holds the name is an exists error (names are unique
 // across teams).
-func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
-	var a DispatchArgs
-	if err := DecodeArgs(req, &a); err != nil {
+func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.DispatchArgs
+	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
 	tm, cfg, err := h.openTeam("dispatch", a.Config, a.Team)
@@ -61,10 +43,10 @@ func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (a
 	}
 	d, err := tm.PlanDispatch(ctx, a.Issue, a.Mode, home)
 	if err != nil {
-		return nil, nil, apiErr(CodeBadRequest, "%v", err)
+		return nil, nil, api.Errorf(api.CodeBadRequest, "%v", err)
 	}
-	if err := ValidateName(d.Name); err != nil {
-		return nil, nil, apiErr(CodeBadRequest, "dispatch: %v", err)
+	if err := api.ValidateName(d.Name); err != nil {
+		return nil, nil, api.Errorf(api.CodeBadRequest, "dispatch: %v", err)
 	}
 	res, started, err := h.launch(ctx, TeamFromConfig(tm.Team, cfg.Worker), launch{
 		op: "dispatch", name: d.Name, id: d.WorkerID.String(), unit: d.Unit,
@@ -76,14 +58,7 @@ func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (a
 	if err != nil {
 		return nil, nil, err
 	}
-	return DispatchResult{SpawnResult: res, Started: started}, nil, nil
-}
-
-// StateArgs are the args of state: the team's state with the suggested
-// action per issue, as `legion state --json` prints it.
-type StateArgs struct {
-	Config string `json:"config,omitempty"` // as in DispatchArgs
-	Team   string `json:"team"`
+	return api.DispatchResult{SpawnResult: res, Started: started}, nil, nil
 }
 
 // openTeam loads the config at path (the default path when empty) and
@@ -92,30 +67,30 @@ func (h *Helper) openTeam(cmd, path, name string) (*team.Team, config.Config, er
 	if path == "" {
 		p, err := config.DefaultPath()
 		if err != nil {
-			return nil, config.Config{}, apiErr(CodeBadRequest, "%s: %v", cmd, err)
+			return nil, config.Config{}, api.Errorf(api.CodeBadRequest, "%s: %v", cmd, err)
 		}
 		path = p
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		return nil, config.Config{}, apiErr(CodeBadRequest, "%s: %v", cmd, err)
+		return nil, config.Config{}, api.Errorf(api.CodeBadRequest, "%s: %v", cmd, err)
 	}
 	ct, ok := cfg.Team(name)
 	if !ok {
-		return nil, config.Config{}, apiErr(CodeBadRequest, "%s: team %q is not in %s", cmd, name, cfg.Path)
+		return nil, config.Config{}, api.Errorf(api.CodeBadRequest, "%s: team %q is not in %s", cmd, name, cfg.Path)
 	}
 	tm, err := team.Open(ct, cfg.Path, h.opts.StateDir)
 	if err != nil {
-		return nil, config.Config{}, apiErr(CodeBadRequest, "%s: %v", cmd, err)
+		return nil, config.Config{}, api.Errorf(api.CodeBadRequest, "%s: %v", cmd, err)
 	}
 	return tm, *cfg, nil
 }
 
 // cmdState collects the team's state with the helper's own view of the
 // sessions and returns it with the suggested actions (controller.Report).
-func (h *Helper) cmdState(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
-	var a StateArgs
-	if err := DecodeArgs(req, &a); err != nil {
+func (h *Helper) cmdState(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.StateArgs
+	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
 	tm, _, err := h.openTeam("state", a.Config, a.Team)
@@ -139,7 +114,7 @@ type helperSessions struct {
 func (s helperSessions) Sessions(ctx context.Context) ([]controller.Session, error) {
 	all := s.h.sessions.all()
 	s.h.sessions.refresh(ctx, all)
-	views := make([]Session, len(all))
+	views := make([]api.Session, len(all))
 	for i, ss := range all {
 		views[i] = ss.view()
 	}
@@ -148,7 +123,7 @@ func (s helperSessions) Sessions(ctx context.Context) ([]controller.Session, err
 
 // ControllerSessions are the sessions of team among ss, as the controller
 // sees them.
-func ControllerSessions(team string, ss []Session) []controller.Session {
+func ControllerSessions(team string, ss []api.Session) []controller.Session {
 	var out []controller.Session
 	for _, s := range ss {
 		if s.Team != team {
@@ -160,11 +135,4 @@ func ControllerSessions(team string, ss []Session) []controller.Session {
 		})
 	}
 	return out
-}
-
-// State returns a team's state with the suggested action per issue.
-func (c *Client) State(ctx context.Context, args StateArgs) (controller.Report, error) {
-	var r controller.Report
-	err := c.Call(ctx, CmdState, args, &r)
-	return r, err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 )
 
@@ -39,12 +40,13 @@ func TestStateAndDispatch(t *testing.T) {
 		t.Fatalf("issue add printed %q; want DEMO-1", id)
 	}
 
-	c, err := Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rep, err := c.State(ctx, StateArgs{Config: cfg, Team: "demo"})
+	var rep controller.Report
+	err = c.Call(ctx, api.CmdState, api.StateArgs{Config: cfg, Team: "demo"}, &rep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,18 +56,18 @@ func TestStateAndDispatch(t *testing.T) {
 	// A live session of another team (here ad hoc) that holds the name
 	// DEMO-1-plan is not this team's planner: dispatch says so and starts
 	// nothing, and succeeds once the name is free.
-	if _, err := c.Spawn(ctx, SpawnArgs{Name: "DEMO-1-plan", Cwd: ws, Argv: []string{"/bin/sleep", "600"}}); err != nil {
+	if _, err := c.Spawn(ctx, api.SpawnArgs{Name: "DEMO-1-plan", Cwd: ws, Argv: []string{"/bin/sleep", "600"}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Dispatch(ctx, DispatchArgs{Config: cfg, Team: "demo", Issue: "DEMO-1", Mode: "plan"})
-	if ae, ok := errors.AsType[*Error](err); !ok || ae.Code != CodeExists || !strings.Contains(ae.Message, "team adhoc") {
+	_, err = c.Dispatch(ctx, api.DispatchArgs{Config: cfg, Team: "demo", Issue: "DEMO-1", Mode: "plan"})
+	if ae, ok := errors.AsType[*api.Error](err); !ok || ae.Code != api.CodeExists || !strings.Contains(ae.Message, "team adhoc") {
 		t.Fatalf("dispatch while team adhoc holds the name: %v; want an exists error naming team adhoc", err)
 	}
 	if _, err := c.Kill(ctx, "DEMO-1-plan"); err != nil {
 		t.Fatal(err)
 	}
 	for i, wantStarted := range []bool{true, false} {
-		res, err := c.Dispatch(ctx, DispatchArgs{Config: cfg, Team: "demo", Issue: "DEMO-1", Mode: "plan"})
+		res, err := c.Dispatch(ctx, api.DispatchArgs{Config: cfg, Team: "demo", Issue: "DEMO-1", Mode: "plan"})
 		if err != nil {
 			t.Fatalf("dispatch #%d: %v", i+1, err)
 		}
@@ -75,10 +77,10 @@ func TestStateAndDispatch(t *testing.T) {
 	}
 	e.poll(ctx, "the planner prints in its worktree", func() (bool, string) {
 		var out strings.Builder
-		c.Logs(ctx, LogsArgs{Name: "DEMO-1-plan"}, &out)
+		c.Logs(ctx, api.LogsArgs{Name: "DEMO-1-plan"}, &out)
 		return strings.Contains(out.String(), "planning DEMO-1 in plan"), out.String()
 	})
-	rep, err = c.State(ctx, StateArgs{Config: cfg, Team: "demo"})
+	err = c.Call(ctx, api.CmdState, api.StateArgs{Config: cfg, Team: "demo"}, &rep)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,24 +3,21 @@
 // socket) that the CLI, the controller and any dashboard use to list, follow,
 // attach to, send to, kill and spawn agent sessions.
 //
-// The package owns:
-//   - the wire protocol (protocol.go, types.go): versioned requests and
-//     responses, structured errors, a bounded request decoder, session
-//     name rules;
-//   - the Client (client.go), which finds the socket at
-//     $XDG_RUNTIME_DIR/legion/legion.sock, retries while the helper
-//     recovers, and receives the descriptor of a brokered attach;
+// The package is the server. Its clients use package activation/api, which
+// holds the wire types and the Go Client and imports nothing of Legion's;
+// this package answers with those types. It owns:
 //   - the Helper (helper.go, listen.go, daemonid.go, journal.go): listeners
 //     from socket activation or its own, SO_PEERCRED checks, the persistent
 //     daemon instance id, idle exit, sd_notify READY=1/STATUS=, logging to
 //     the journal with LEGION_* fields;
+//   - the bounded request decoder (request.go);
 //   - recovery (recovery.go): at every start, the join of systemd's unit
 //     list, the pty-worker registry files and hello/info on each worker
 //     socket, behind a barrier that answers every command with the
 //     retryable error code "recovering";
 //   - the commands (commands.go, spawn.go, logs.go, broker.go) and the
 //     helper's table of sessions (table.go);
-//   - the terminal side of `legion attach` (attach.go, workerconn.go).
+//   - the terminal side of `legion attach` (attach.go).
 //
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves
@@ -35,7 +32,9 @@
 // SCM_RIGHTS next to the response line; see broker.go for why.
 //
 // Files under $XDG_STATE_HOME/legion: daemon-id; specs/<session id>.json
-// (the helper's spawn specs, 0600, removed when the unit is gone);
+// (the helper's spawn specs, 0600; removed by sessions.kill, or by the
+// first recovery after the session ended, which prunes its registry
+// entry: until then a spec of an ended session stays, holding its token);
 // registry/<session id>.json (the workers'); registry/pruned/ (entries of
 // sessions that ended, still found by status and logs);
 // registry/quarantine/ (entries recovery refused to adopt);

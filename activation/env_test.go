@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -50,7 +51,7 @@ func startEnv(t testing.TB) *testEnv {
 	}
 	t.Cleanup(func() { mgr.Close() })
 	e := &testEnv{t: t, sd: sd, bin: bin, mgr: mgr, helperLog: filepath.Join(sd.Dir, "helper.log")}
-	rt, st, err := DefaultDirs()
+	rt, st, err := defaultDirs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +122,9 @@ func (e *testEnv) mustLegion(ctx context.Context, args ...string) string {
 }
 
 // list runs `legion sessions list --json`.
-func (e *testEnv) list(ctx context.Context) ListResult {
+func (e *testEnv) list(ctx context.Context) api.ListResult {
 	e.t.Helper()
-	var r ListResult
+	var r api.ListResult
 	out := e.mustLegion(ctx, "sessions", "list", "--json")
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		e.t.Fatalf("sessions list --json printed %q: %v", out, err)
@@ -132,10 +133,10 @@ func (e *testEnv) list(ctx context.Context) ListResult {
 }
 
 // spawn runs `legion spawn --json --name name -- argv...`.
-func (e *testEnv) spawn(ctx context.Context, name string, argv ...string) SpawnResult {
+func (e *testEnv) spawn(ctx context.Context, name string, argv ...string) api.SpawnResult {
 	e.t.Helper()
 	args := append([]string{"spawn", "--json", "--name", name, "--"}, argv...)
-	var r SpawnResult
+	var r api.SpawnResult
 	out := e.mustLegion(ctx, args...)
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		e.t.Fatalf("spawn --json printed %q: %v", out, err)
@@ -205,9 +206,9 @@ func poll(t testing.TB, ctx context.Context, what string, cond func() (bool, str
 }
 
 // client dials the helper in-process.
-func (e *testEnv) client(ctx context.Context) *Client {
+func (e *testEnv) client(ctx context.Context) *api.Client {
 	e.t.Helper()
-	c, err := Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		e.t.Fatalf("dial helper: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/units"
 )
@@ -45,7 +46,7 @@ type Options struct {
 	// refusal.
 	PeerUID *int
 
-	// MaxRequest bounds a request line in bytes; 0 means DefaultMaxRequest.
+	// MaxRequest bounds a request line in bytes; 0 means defaultMaxRequest.
 	MaxRequest int
 
 	// IdleExit makes Run return after this long with no client connected
@@ -111,7 +112,7 @@ func New(opts Options) (*Helper, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.MaxRequest <= 0 {
-		opts.MaxRequest = DefaultMaxRequest
+		opts.MaxRequest = defaultMaxRequest
 	}
 	if opts.RecoveryAttempts <= 0 {
 		opts.RecoveryAttempts = 5
@@ -123,7 +124,7 @@ func New(opts Options) (*Helper, error) {
 		opts.Notify = func(state string) { daemon.SdNotify(false, state) }
 	}
 	if opts.RuntimeDir == "" || opts.StateDir == "" {
-		rt, st, err := DefaultDirs()
+		rt, st, err := defaultDirs()
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +141,7 @@ func New(opts Options) (*Helper, error) {
 		}
 	}
 	if opts.SocketPath == "" {
-		opts.SocketPath = filepath.Join(opts.RuntimeDir, SocketName)
+		opts.SocketPath = filepath.Join(opts.RuntimeDir, api.SocketName)
 	}
 	h := &Helper{opts: opts, log: opts.Logger, peerUID: os.Getuid()}
 	if opts.PeerUID != nil {
@@ -150,12 +151,12 @@ func New(opts Options) (*Helper, error) {
 	return h, nil
 }
 
-// DefaultDirs returns $XDG_RUNTIME_DIR/legion and $XDG_STATE_HOME/legion
+// defaultDirs returns $XDG_RUNTIME_DIR/legion and $XDG_STATE_HOME/legion
 // (~/.local/state/legion when XDG_STATE_HOME is unset).
-func DefaultDirs() (runtimeDir, stateDir string, err error) {
+func defaultDirs() (runtimeDir, stateDir string, err error) {
 	rt := os.Getenv("XDG_RUNTIME_DIR")
 	if rt == "" {
-		return "", "", ErrNoRuntimeDir
+		return "", "", api.ErrNoRuntimeDir
 	}
 	st := os.Getenv("XDG_STATE_HOME")
 	if st == "" {
@@ -188,7 +189,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	if err := privdir.Ensure(h.opts.RuntimeDir); err != nil {
 		return err
 	}
-	id, err := LoadDaemonID(filepath.Join(h.opts.StateDir, DaemonIDFile), h.log)
+	id, err := loadDaemonID(filepath.Join(h.opts.StateDir, daemonIDFile), h.log)
 	if err != nil {
 		return err
 	}
@@ -202,7 +203,7 @@ func (h *Helper) Run(ctx context.Context) error {
 		}
 	}
 	if ls == nil {
-		l, err := Listen(h.opts.SocketPath)
+		l, err := listen(h.opts.SocketPath)
 		if err != nil {
 			return err
 		}
@@ -392,13 +393,13 @@ func (h *Helper) serveConn(ctx context.Context, c *net.UnixConn) {
 	uid, pid, err := peerCred(c)
 	if err != nil {
 		h.log.Warn("refused a client: cannot read its credentials", "err", err)
-		cc.send(Response{V: ProtocolVersion, Error: apiErr(CodeUnauthorized, "cannot verify your credentials: %v", err)}, nil)
+		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "cannot verify your credentials: %v", err)}, nil)
 		return
 	}
 	cc.pid = pid
 	if uid != h.peerUID {
 		h.log.Warn("refused a client of another user", "peer_uid", uid, "peer_pid", pid)
-		cc.send(Response{V: ProtocolVersion, Error: apiErr(CodeUnauthorized,
+		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized,
 			"uid %d may not use this helper: it serves uid %d only", uid, h.peerUID)}, nil)
 		return
 	}
@@ -407,19 +408,19 @@ func (h *Helper) serveConn(ctx context.Context, c *net.UnixConn) {
 		line, err := readLine(br, h.opts.MaxRequest)
 		if errors.Is(err, errLineTooLong) {
 			h.log.Warn("refused an oversized request", "peer_pid", pid, "limit", h.opts.MaxRequest)
-			cc.send(Response{V: ProtocolVersion, Error: apiErr(CodeTooLarge,
+			cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeTooLarge,
 				"request line longer than %d bytes: refused, and the connection is closed", h.opts.MaxRequest)}, nil)
 			return
 		}
 		if err != nil {
 			return // EOF, or the connection was closed
 		}
-		req, derr := DecodeRequest(line)
+		req, derr := decodeRequest(line)
 		if derr != nil {
-			var e *Error
+			var e *api.Error
 			errors.As(derr, &e)
 			h.log.Debug("bad request", "peer_pid", pid, "err", derr)
-			if cc.send(Response{V: ProtocolVersion, ID: req.ID, Error: e}, nil) != nil {
+			if cc.send(api.Response{V: api.ProtocolVersion, ID: req.ID, Error: e}, nil) != nil {
 				return
 			}
 			continue
@@ -433,50 +434,50 @@ func (h *Helper) serveConn(ctx context.Context, c *net.UnixConn) {
 // handler runs one command. It returns the result (marshalled to JSON),
 // optionally a descriptor to pass with the response, or an error (an
 // *Error goes out as is; anything else as internal).
-type handler func(h *Helper, ctx context.Context, cc *clientConn, req Request) (result any, fd *os.File, err error)
+type handler func(h *Helper, ctx context.Context, cc *clientConn, req api.Request) (result any, fd *os.File, err error)
 
 // commands are the commands of protocol version 1.
 var commands = map[string]handler{
-	CmdSessionsList:   (*Helper).cmdList,
-	CmdSessionsStatus: (*Helper).cmdStatus,
-	CmdSessionsLogs:   (*Helper).cmdLogs,
-	CmdSessionsKill:   (*Helper).cmdKill,
-	CmdSend:           (*Helper).cmdSend,
-	CmdAttach:         (*Helper).cmdAttach,
-	CmdSpawn:          (*Helper).cmdSpawn,
-	CmdState:          (*Helper).cmdState,
-	CmdDispatch:       (*Helper).cmdDispatch,
-	CmdTmuxView:       (*Helper).cmdTmuxView,
+	api.CmdSessionsList:   (*Helper).cmdList,
+	api.CmdSessionsStatus: (*Helper).cmdStatus,
+	api.CmdSessionsLogs:   (*Helper).cmdLogs,
+	api.CmdSessionsKill:   (*Helper).cmdKill,
+	api.CmdSend:           (*Helper).cmdSend,
+	api.CmdAttach:         (*Helper).cmdAttach,
+	api.CmdSpawn:          (*Helper).cmdSpawn,
+	api.CmdState:          (*Helper).cmdState,
+	api.CmdDispatch:       (*Helper).cmdDispatch,
+	api.CmdTmuxView:       (*Helper).cmdTmuxView,
 }
 
 // dispatch runs req and sends its final response. It returns an error only
 // when the response cannot be written (the client is gone).
-func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req Request) error {
+func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req api.Request) error {
 	if h.recovering.Load() {
-		return cc.send(Response{V: ProtocolVersion, ID: req.ID, Error: apiErr(CodeRecovering,
+		return cc.send(api.Response{V: api.ProtocolVersion, ID: req.ID, Error: api.Errorf(api.CodeRecovering,
 			"the helper is recovering sessions after its start; retry shortly")}, nil)
 	}
 	hf, ok := commands[req.Cmd]
 	if !ok {
-		return cc.send(Response{V: ProtocolVersion, ID: req.ID, Error: apiErr(CodeUnknownCommand,
-			"unknown command %q (protocol version %d knows %s)", truncateText(req.Cmd, 40), ProtocolVersion, commandList())}, nil)
+		return cc.send(api.Response{V: api.ProtocolVersion, ID: req.ID, Error: api.Errorf(api.CodeUnknownCommand,
+			"unknown command %q (protocol version %d knows %s)", truncateText(req.Cmd, 40), api.ProtocolVersion, commandList())}, nil)
 	}
 	t0 := time.Now()
 	result, fd, err := hf(h, ctx, cc, req)
 	if fd != nil {
 		defer fd.Close()
 	}
-	resp := Response{V: ProtocolVersion, ID: req.ID}
+	resp := api.Response{V: api.ProtocolVersion, ID: req.ID}
 	if err != nil && ctx.Err() != nil {
 		// Shutting down: the connection is being closed; say so if it
 		// still can be said, as a retryable error.
-		err = apiErr(CodeUnavailable, "%s: the helper is stopping; retry (legion.socket starts it again)", req.Cmd)
+		err = api.Errorf(api.CodeUnavailable, "%s: the helper is stopping; retry (legion.socket starts it again)", req.Cmd)
 	}
 	if err != nil {
-		var e *Error
+		var e *api.Error
 		if !errors.As(err, &e) {
 			h.log.Error("command failed", "cmd", req.Cmd, "err", err)
-			e = apiErr(CodeInternal, "%s: %v", req.Cmd, err)
+			e = api.Errorf(api.CodeInternal, "%s: %v", req.Cmd, err)
 		}
 		h.log.Debug("command refused", "cmd", req.Cmd, "code", e.Code, "err", e.Message)
 		resp.Error = e
@@ -493,8 +494,8 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req Request) erro
 }
 
 func commandList() string {
-	return CmdSessionsList + ", " + CmdSessionsStatus + ", " + CmdSessionsLogs + ", " + CmdSessionsKill + ", " +
-		CmdSend + ", " + CmdAttach + ", " + CmdSpawn + ", " + CmdState + ", " + CmdDispatch + ", " + CmdTmuxView
+	return api.CmdSessionsList + ", " + api.CmdSessionsStatus + ", " + api.CmdSessionsLogs + ", " + api.CmdSessionsKill + ", " +
+		api.CmdSend + ", " + api.CmdAttach + ", " + api.CmdSpawn + ", " + api.CmdState + ", " + api.CmdDispatch + ", " + api.CmdTmuxView
 }
 
 // clientConn is one client connection's write side.
@@ -506,9 +507,9 @@ type clientConn struct {
 
 // send writes one response line, with fd passed alongside (SCM_RIGHTS)
 // when not nil.
-func (cc *clientConn) send(resp Response, fd *os.File) error {
+func (cc *clientConn) send(resp api.Response, fd *os.File) error {
 	if resp.V == 0 {
-		resp.V = ProtocolVersion
+		resp.V = api.ProtocolVersion
 	}
 	b, err := json.Marshal(resp)
 	if err != nil {

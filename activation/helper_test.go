@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -125,9 +126,9 @@ func (ip *inProcess) notified() []string {
 	return append([]string(nil), ip.notify...)
 }
 
-func (ip *inProcess) client(t *testing.T) *Client {
+func (ip *inProcess) client(t *testing.T) *api.Client {
 	t.Helper()
-	c, err := DialPath(t.Context(), ip.socket)
+	c, err := api.DialPath(t.Context(), ip.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func dialRaw(t *testing.T, socket string) *rawConn {
 }
 
 // roundTrip writes line and reads one response.
-func (r *rawConn) roundTrip(t *testing.T, line string) Response {
+func (r *rawConn) roundTrip(t *testing.T, line string) api.Response {
 	t.Helper()
 	if _, err := r.c.Write([]byte(line)); err != nil {
 		t.Fatalf("write %q: %v", line, err)
@@ -168,14 +169,14 @@ func (r *rawConn) roundTrip(t *testing.T, line string) Response {
 	return r.read(t)
 }
 
-func (r *rawConn) read(t *testing.T) Response {
+func (r *rawConn) read(t *testing.T) api.Response {
 	t.Helper()
 	r.c.SetReadDeadline(time.Now().Add(waitFor))
 	l, err := r.br.ReadBytes('\n')
 	if err != nil {
 		t.Fatalf("read response: %v", err)
 	}
-	var resp Response
+	var resp api.Response
 	if err := json.Unmarshal(l, &resp); err != nil {
 		t.Fatalf("response %q: %v", l, err)
 	}
@@ -200,10 +201,10 @@ func TestRecoveringBarrier(t *testing.T) {
 	<-entered
 	c := ip.client(t)
 	c.RecoverWait = -1 // no retries: see the error itself
-	for _, cmd := range []string{CmdSessionsList, CmdSessionsStatus, CmdSessionsLogs, CmdSessionsKill, CmdSend, CmdAttach, CmdSpawn, CmdState, CmdDispatch, "no.such"} {
-		err := c.Call(t.Context(), cmd, NameArgs{Name: "x"}, nil)
-		var e *Error
-		if !errors.As(err, &e) || e.Code != CodeRecovering || !e.Retryable {
+	for _, cmd := range []string{api.CmdSessionsList, api.CmdSessionsStatus, api.CmdSessionsLogs, api.CmdSessionsKill, api.CmdSend, api.CmdAttach, api.CmdSpawn, api.CmdState, api.CmdDispatch, "no.such"} {
+		err := c.Call(t.Context(), cmd, api.NameArgs{Name: "x"}, nil)
+		var e *api.Error
+		if !errors.As(err, &e) || e.Code != api.CodeRecovering || !e.Retryable {
 			t.Errorf("%s during recovery = %v; want a retryable recovering error", cmd, err)
 		}
 	}
@@ -215,7 +216,7 @@ func TestRecoveringBarrier(t *testing.T) {
 	// A retrying client (the CLI's default) gets through once recovery ends.
 	got := make(chan error, 1)
 	go func() {
-		c2, err := DialPath(context.Background(), ip.socket)
+		c2, err := api.DialPath(context.Background(), ip.socket)
 		if err != nil {
 			got <- err
 			return
@@ -250,22 +251,22 @@ func TestBadInput(t *testing.T) {
 		wantCode string
 		wantText string
 	}{
-		{"malformed json", "{not json}\n", CodeBadRequest, "malformed request"},
-		{"not an object", "42\n", CodeBadRequest, "malformed request"},
-		{"wrong version", `{"v":9,"id":"1","cmd":"sessions.list"}` + "\n", CodeUnsupportedVersion, "protocol version 9"},
-		{"unknown command", `{"v":1,"id":"1","cmd":"sessions.destroy"}` + "\n", CodeUnknownCommand, `unknown command "sessions.destroy"`},
-		{"bad args type", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":7}}` + "\n", CodeBadRequest, `field "name"`},
-		{"name with slash", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":"a/b"}}` + "\n", CodeBadRequest, "contains '/'"},
-		{"name dotdot", `{"v":1,"id":"1","cmd":"sessions.logs","args":{"name":".."}}` + "\n", CodeBadRequest, "'..'"},
-		{"name dotdot inside", `{"v":1,"id":"1","cmd":"attach","args":{"name":"x/../y"}}` + "\n", CodeBadRequest, "session name"},
-		{"name control", `{"v":1,"id":"1","cmd":"send","args":{"name":"a\u001bb","text":"x"}}` + "\n", CodeBadRequest, "control"},
-		{"kill slash", `{"v":1,"id":"1","cmd":"sessions.kill","args":{"name":"/etc"}}` + "\n", CodeBadRequest, "contains '/'"},
-		{"spawn dotdot", `{"v":1,"id":"1","cmd":"spawn","args":{"name":"..up","cwd":"/","argv":["/bin/true"]}}` + "\n", CodeBadRequest, "'..'"},
-		{"spawn relative program", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/","argv":["true"]}}` + "\n", CodeBadRequest, "not an absolute path"},
-		{"spawn no argv", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/"}}` + "\n", CodeBadRequest, "argv is empty"},
-		{"unknown session", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":"nobody"}}` + "\n", CodeNotFound, `no session named "nobody"`},
-		{"state of a missing config", `{"v":1,"id":"1","cmd":"state","args":{"config":"/nonexistent/legion.toml","team":"x"}}` + "\n", CodeBadRequest, "/nonexistent/legion.toml does not exist"},
-		{"dispatch of an unknown team", `{"v":1,"id":"1","cmd":"dispatch","args":{"config":"/nonexistent/legion.toml","team":"x","issue":"X-1","mode":"plan"}}` + "\n", CodeBadRequest, "/nonexistent/legion.toml does not exist"},
+		{"malformed json", "{not json}\n", api.CodeBadRequest, "malformed request"},
+		{"not an object", "42\n", api.CodeBadRequest, "malformed request"},
+		{"wrong version", `{"v":9,"id":"1","cmd":"sessions.list"}` + "\n", api.CodeUnsupportedVersion, "protocol version 9"},
+		{"unknown command", `{"v":1,"id":"1","cmd":"sessions.destroy"}` + "\n", api.CodeUnknownCommand, `unknown command "sessions.destroy"`},
+		{"bad args type", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":7}}` + "\n", api.CodeBadRequest, `field "name"`},
+		{"name with slash", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":"a/b"}}` + "\n", api.CodeBadRequest, "contains '/'"},
+		{"name dotdot", `{"v":1,"id":"1","cmd":"sessions.logs","args":{"name":".."}}` + "\n", api.CodeBadRequest, "'..'"},
+		{"name dotdot inside", `{"v":1,"id":"1","cmd":"attach","args":{"name":"x/../y"}}` + "\n", api.CodeBadRequest, "session name"},
+		{"name control", `{"v":1,"id":"1","cmd":"send","args":{"name":"a\u001bb","text":"x"}}` + "\n", api.CodeBadRequest, "control"},
+		{"kill slash", `{"v":1,"id":"1","cmd":"sessions.kill","args":{"name":"/etc"}}` + "\n", api.CodeBadRequest, "contains '/'"},
+		{"spawn dotdot", `{"v":1,"id":"1","cmd":"spawn","args":{"name":"..up","cwd":"/","argv":["/bin/true"]}}` + "\n", api.CodeBadRequest, "'..'"},
+		{"spawn relative program", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/","argv":["true"]}}` + "\n", api.CodeBadRequest, "not an absolute path"},
+		{"spawn no argv", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/"}}` + "\n", api.CodeBadRequest, "argv is empty"},
+		{"unknown session", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":"nobody"}}` + "\n", api.CodeNotFound, `no session named "nobody"`},
+		{"state of a missing config", `{"v":1,"id":"1","cmd":"state","args":{"config":"/nonexistent/legion.toml","team":"x"}}` + "\n", api.CodeBadRequest, "/nonexistent/legion.toml does not exist"},
+		{"dispatch of an unknown team", `{"v":1,"id":"1","cmd":"dispatch","args":{"config":"/nonexistent/legion.toml","team":"x","issue":"X-1","mode":"plan"}}` + "\n", api.CodeBadRequest, "/nonexistent/legion.toml does not exist"},
 	}
 	r := dialRaw(t, ip.socket)
 	for _, tt := range tests {
@@ -285,7 +286,7 @@ func TestBadInput(t *testing.T) {
 		big := `{"v":1,"id":"big","cmd":"send","args":{"name":"x","text":"` + strings.Repeat("a", 10000) + `"}}` + "\n"
 		r.c.Write([]byte(big)) // the helper may close before reading it all
 		resp := r.read(t)
-		if resp.Error == nil || resp.Error.Code != CodeTooLarge || !strings.Contains(resp.Error.Message, "4096") {
+		if resp.Error == nil || resp.Error.Code != api.CodeTooLarge || !strings.Contains(resp.Error.Message, "4096") {
 			t.Errorf("oversized request → %+v; want too_large naming the limit", resp.Error)
 		}
 		r.c.SetReadDeadline(time.Now().Add(waitFor))
@@ -314,7 +315,7 @@ func TestOtherUIDRefused(t *testing.T) {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(sockDir, SocketName)
+	sock := filepath.Join(sockDir, api.SocketName)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +330,7 @@ func TestOtherUIDRefused(t *testing.T) {
 
 	r := dialRaw(t, sock)
 	resp := r.read(t)
-	if resp.Error == nil || resp.Error.Code != CodeUnauthorized || !strings.Contains(resp.Error.Message, "uid 0 may not use this helper") {
+	if resp.Error == nil || resp.Error.Code != api.CodeUnauthorized || !strings.Contains(resp.Error.Message, "uid 0 may not use this helper") {
 		t.Errorf("root peer → %+v; want unauthorized naming uid 0", resp.Error)
 	}
 	r.c.SetReadDeadline(time.Now().Add(waitFor))
@@ -358,7 +359,7 @@ func TestOtherUIDRefused(t *testing.T) {
 		}
 		t.Fatalf("legion sessions list as uid %d: %v\n%s", uid, err, stderr)
 	}
-	var lr ListResult
+	var lr api.ListResult
 	if err := json.Unmarshal(out, &lr); err != nil || lr.DaemonID != ip.h.DaemonID() {
 		t.Errorf("list as uid %d = %s, %v; want the helper's answer (daemon id %s)", uid, out, err, ip.h.DaemonID())
 	}
@@ -392,7 +393,7 @@ func TestIdleExit(t *testing.T) {
 		t.Errorf("helper unit after idle exit: %+v, %v; want result success", st, err)
 	}
 	r := e.list(ctx)
-	if len(r.Sessions) != 1 || r.Sessions[0].State != StateRunning || r.Recovery.Recovered != 1 {
+	if len(r.Sessions) != 1 || r.Sessions[0].State != api.StateRunning || r.Recovery.Recovered != 1 {
 		t.Errorf("list after idle exit = %+v; want the session recovered and running", r)
 	}
 	waitIdle() // and again, after serving
@@ -406,27 +407,27 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c := ip.client(t)
-	res, err := c.Spawn(ctx, SpawnArgs{Name: "life", Cwd: "/", Argv: []string{"/bin/sh", "-c", echoScript}})
+	res, err := c.Spawn(ctx, api.SpawnArgs{Name: "life", Cwd: "/", Argv: []string{"/bin/sh", "-c", echoScript}})
 	if err != nil {
 		t.Fatalf("Spawn: %v", err)
 	}
 	if res.Name != "life" || res.Unit != mustUnit(t, "life") {
 		t.Errorf("Spawn = %+v; want name life and unit %s", res, mustUnit(t, "life"))
 	}
-	if _, err := c.Spawn(ctx, SpawnArgs{Name: "life", Cwd: "/", Argv: []string{"/bin/true"}}); !errors.Is(err, ErrExists) {
+	if _, err := c.Spawn(ctx, api.SpawnArgs{Name: "life", Cwd: "/", Argv: []string{"/bin/true"}}); !errors.Is(err, api.ErrExists) {
 		t.Errorf("second Spawn of the same name = %v; want exists", err)
 	}
 
 	follow := make(chan string, 1)
 	go func() {
-		fc, err := DialPath(context.Background(), ip.socket)
+		fc, err := api.DialPath(context.Background(), ip.socket)
 		if err != nil {
 			follow <- err.Error()
 			return
 		}
 		defer fc.Close()
 		var b strings.Builder
-		r, err := fc.Logs(context.Background(), LogsArgs{Name: "life", Follow: true}, &b)
+		r, err := fc.Logs(context.Background(), api.LogsArgs{Name: "life", Follow: true}, &b)
 		follow <- b.String() + "|" + r.Reason + "|" + fmt.Sprint(err)
 	}()
 
@@ -436,7 +437,7 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 	deadline := time.Now().Add(waitFor)
 	for {
 		var b strings.Builder
-		if _, err := c.Logs(ctx, LogsArgs{Name: "life"}, &b); err != nil {
+		if _, err := c.Logs(ctx, api.LogsArgs{Name: "life"}, &b); err != nil {
 			t.Fatalf("Logs: %v", err)
 		}
 		if strings.Contains(b.String(), "got:ping") {
@@ -448,11 +449,11 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	conn, ar, err := c.Attach(ctx, AttachArgs{Name: "life"})
+	conn, ar, err := c.Attach(ctx, api.AttachArgs{Name: "life"})
 	if err != nil {
 		t.Fatalf("Attach: %v", err)
 	}
-	if ar.Session.State != StateRunning {
+	if ar.Session.State != api.StateRunning {
 		t.Errorf("Attach result state %s; want running", ar.Session.State)
 	}
 	wc := ptyworker.NewClient(conn)
@@ -478,7 +479,7 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 	wc.Close()
 
 	s, err := c.Kill(ctx, "life")
-	if err != nil || s.State != StateExited || s.Exit == nil {
+	if err != nil || s.State != api.StateExited || s.Exit == nil {
 		t.Errorf("Kill = %+v, %v; want exited with exit info", s, err)
 	}
 	select {
@@ -489,7 +490,7 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("follower did not end after the session ended")
 	}
-	if _, err := c.Send(ctx, "life", "x", false); !errors.Is(err, ErrNotRunning) {
+	if _, err := c.Send(ctx, "life", "x", false); !errors.Is(err, api.ErrNotRunning) {
 		t.Errorf("Send to a killed session = %v; want not_running", err)
 	}
 }

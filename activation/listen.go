@@ -18,26 +18,9 @@ import (
 	"github.com/legion-dev/legion/internal/privdir"
 )
 
-// SocketName is the helper's socket file in $XDG_RUNTIME_DIR/legion.
-const SocketName = "legion.sock"
-
-// ErrNoRuntimeDir means XDG_RUNTIME_DIR is unset, so there is no place for
-// the helper's socket.
-var ErrNoRuntimeDir = errors.New("XDG_RUNTIME_DIR is not set: log in through a systemd session (or export it) so the helper's socket can be found")
-
-// SocketPath returns $XDG_RUNTIME_DIR/legion/legion.sock, where
-// legion.socket listens and where an unactivated helper listens itself.
-func SocketPath() (string, error) {
-	rt := os.Getenv("XDG_RUNTIME_DIR")
-	if rt == "" {
-		return "", ErrNoRuntimeDir
-	}
-	return filepath.Join(rt, "legion", SocketName), nil
-}
-
-// ErrHelperRunning is returned (wrapped) by Listen when another helper
+// errHelperRunning is returned (wrapped) by listen when another helper
 // already answers on the socket path.
-var ErrHelperRunning = errors.New("another helper is already listening")
+var errHelperRunning = errors.New("another helper is already listening")
 
 // activationListeners returns the listeners systemd passed (LISTEN_FDS);
 // nil when the process was not socket-activated. The environment variables
@@ -75,12 +58,12 @@ func activationListeners(log *slog.Logger) ([]net.Listener, error) {
 	return ls, nil
 }
 
-// Listen creates the helper's own listener at path, for a helper started
+// listen creates the helper's own listener at path, for a helper started
 // by hand: the directory is created 0700 (and must be ours), the socket is
 // 0600 and removed on close. A socket file that still answers is never
-// taken over (ErrHelperRunning); one that refuses connections is stale and
+// taken over (errHelperRunning); one that refuses connections is stale and
 // replaced; any other file at path is left alone and reported.
-func Listen(path string) (*net.UnixListener, error) {
+func listen(path string) (*net.UnixListener, error) {
 	dir := filepath.Dir(path)
 	if err := privdir.Ensure(dir); err != nil {
 		return nil, err
@@ -92,7 +75,7 @@ func Listen(path string) (*net.UnixListener, error) {
 		c, derr := net.DialTimeout("unix", path, time.Second)
 		if derr == nil {
 			c.Close()
-			return nil, fmt.Errorf("listen on %s: %w (stop it, or use its socket)", path, ErrHelperRunning)
+			return nil, fmt.Errorf("listen on %s: %w (stop it, or use its socket)", path, errHelperRunning)
 		}
 		if !errors.Is(derr, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("listen on %s: probe existing socket: %w", path, derr)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 // Transcript streaming (sessions.logs).
@@ -25,20 +27,20 @@ const (
 // keeps going, across unit restarts (the worker appends every run to the
 // same file), until the session has ended for good and every byte was
 // sent, the client hangs up, or the helper stops.
-func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req Request) (any, *os.File, error) {
-	var a LogsArgs
-	if err := DecodeArgs(req, &a); err != nil {
+func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.LogsArgs
+	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
 	if a.Offset < 0 {
-		return nil, nil, apiErr(CodeBadRequest, "%s: offset %d is negative", req.Cmd, a.Offset)
+		return nil, nil, api.Errorf(api.CodeBadRequest, "%s: offset %d is negative", req.Cmd, a.Offset)
 	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if s.transcript == "" {
-		return nil, nil, apiErr(CodeNotFound, "session %s has no transcript path", s.name)
+		return nil, nil, api.Errorf(api.CodeNotFound, "session %s has no transcript path", s.name)
 	}
 	off := a.Offset
 	buf := make([]byte, logChunk)
@@ -59,7 +61,7 @@ func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req Request) (any,
 				return nil, nil, err
 			}
 			if err != nil && !a.Follow {
-				return nil, nil, apiErr(CodeNotFound, "session %s has no transcript yet (%s)", s.name, s.transcript)
+				return nil, nil, api.Errorf(api.CodeNotFound, "session %s has no transcript yet (%s)", s.name, s.transcript)
 			}
 			if err != nil {
 				f = nil
@@ -68,7 +70,7 @@ func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req Request) (any,
 		if f != nil {
 			n, rerr := f.ReadAt(buf, off)
 			if n > 0 {
-				if err := cc.send(Response{ID: req.ID, Event: &LogEvent{Offset: off, Data: buf[:n]}}, nil); err != nil {
+				if err := cc.send(api.Response{ID: req.ID, Event: &api.LogEvent{Offset: off, Data: buf[:n]}}, nil); err != nil {
 					return nil, nil, err
 				}
 				off += int64(n)
@@ -80,10 +82,10 @@ func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req Request) (any,
 		}
 		// At the end of what is there.
 		if !a.Follow {
-			return LogsResult{Offset: off, Reason: "eof"}, nil, nil
+			return api.LogsResult{Offset: off, Reason: "eof"}, nil, nil
 		}
 		if over {
-			return LogsResult{Offset: off, Reason: "session ended"}, nil, nil
+			return api.LogsResult{Offset: off, Reason: "session ended"}, nil, nil
 		}
 		if time.Since(lastCheck) >= logStateCheck {
 			lastCheck = time.Now()

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
@@ -57,31 +58,31 @@ const (
 
 type entryResult struct {
 	kind outcome
-	s    *session    // adopted
-	q    Quarantined // quarantined
-	unit string      // the unit the entry is about, when known
+	s    *session        // adopted
+	q    api.Quarantined // quarantined
+	unit string          // the unit the entry is about, when known
 }
 
 // recover runs recovery and fills the session table. It fails only when
 // systemd cannot be asked at all (then nothing can be classified safely).
-func (h *Helper) recover(ctx context.Context) (RecoveryCounts, error) {
+func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 	regDir := filepath.Join(h.opts.StateDir, registryDir)
 	if err := privdir.Ensure(regDir); err != nil {
-		return RecoveryCounts{}, err
+		return api.RecoveryCounts{}, err
 	}
 	unitStates, err := h.unitStates(ctx)
 	if err != nil {
-		return RecoveryCounts{}, fmt.Errorf("recovery: list legion-*.service units: %w", err)
+		return api.RecoveryCounts{}, fmt.Errorf("recovery: list legion-*.service units: %w", err)
 	}
 	paths, err := readRegistryDir(regDir)
 	if err != nil {
-		return RecoveryCounts{}, fmt.Errorf("recovery: %w", err)
+		return api.RecoveryCounts{}, fmt.Errorf("recovery: %w", err)
 	}
 
 	var (
 		mu      sync.Mutex
-		counts  RecoveryCounts
-		quar    []Quarantined
+		counts  api.RecoveryCounts
+		quar    []api.Quarantined
 		covered = map[string]bool{}
 	)
 	record := func(r entryResult) {
@@ -159,7 +160,7 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 			return entryResult{kind: failed}
 		}
 		log.Warn("recovery: quarantined a corrupt registry entry", "moved_to", dst, "err", err)
-		return entryResult{kind: quarantined, q: Quarantined{Name: filepath.Base(path), Path: dst, Reason: "corrupt registry entry: " + err.Error()}}
+		return entryResult{kind: quarantined, q: api.Quarantined{Name: filepath.Base(path), Path: dst, Reason: "corrupt registry entry: " + err.Error()}}
 	}
 	log = sessionLogger(log, r)
 	if r.Unit == "" || !units.ValidName(r.Unit, units.NamePlain) {
@@ -256,7 +257,7 @@ func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker
 	log := h.log.With("unit", unit)
 	if spec == nil || spec.DaemonInstanceID != h.daemonID {
 		log.Warn("recovery: a legion-*.service unit has no registry entry or spec of this helper; left alone")
-		return entryResult{kind: quarantined, unit: unit, q: Quarantined{Name: unit, Path: "",
+		return entryResult{kind: quarantined, unit: unit, q: api.Quarantined{Name: unit, Path: "",
 			Reason: "unit has no registry entry or spec of this helper: left running, not adopted"}}
 	}
 	r := &ptyworker.Registry{
@@ -296,7 +297,7 @@ func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker
 		}
 		if attempt >= h.opts.RecoveryAttempts {
 			log.Warn("recovery: worker without a registry entry is unreachable; left alone", "err", err)
-			return entryResult{kind: quarantined, unit: unit, q: Quarantined{Name: spec.Name, Reason: fmt.Sprintf("unit %s without a registry entry, unreachable after %d attempts: %v", unit, attempt, err)}}
+			return entryResult{kind: quarantined, unit: unit, q: api.Quarantined{Name: spec.Name, Reason: fmt.Sprintf("unit %s without a registry entry, unreachable after %d attempts: %v", unit, attempt, err)}}
 		}
 		sleepCtx(ctx, h.opts.RecoveryBackoff<<(attempt-1))
 	}
@@ -334,7 +335,7 @@ func (h *Helper) quarantine(log interface {
 		return entryResult{kind: failed}
 	}
 	log.Warn("recovery: quarantined", "why", why, "moved_to", dst)
-	return entryResult{kind: quarantined, q: Quarantined{Name: r.Name, Path: dst, Reason: why}}
+	return entryResult{kind: quarantined, q: api.Quarantined{Name: r.Name, Path: dst, Reason: why}}
 }
 
 func unitGoneText(us units.State) string {

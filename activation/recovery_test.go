@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/workerunit"
 	"github.com/legion-dev/legion/units"
@@ -88,11 +89,11 @@ func TestRecoveryRules(t *testing.T) {
 	sdtest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	rt, st, err := DefaultDirs()
+	rt, st, err := defaultDirs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := LoadDaemonID(filepath.Join(st, DaemonIDFile), slog.New(slog.DiscardHandler))
+	ours, err := loadDaemonID(filepath.Join(st, daemonIDFile), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestRecoveryRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	if want := (RecoveryCounts{Recovered: 1, Pruned: 2, Quarantined: 4}); res.Recovery != want {
+	if want := (api.RecoveryCounts{Recovered: 1, Pruned: 2, Quarantined: 4}); res.Recovery != want {
 		t.Errorf("recovery counts = %+v; want %+v", res.Recovery, want)
 	}
 	var names []string
@@ -184,7 +185,7 @@ func TestRecoveryRules(t *testing.T) {
 
 	// A pruned session still answers status, as exited.
 	s, err := c.Status(ctx, "stale")
-	if err != nil || s.State != StateExited {
+	if err != nil || s.State != api.StateExited {
 		t.Errorf("status of the pruned session = %+v, %v; want exited", s, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/workerunit"
@@ -76,12 +77,12 @@ func (h *Helper) team(name string) (Team, error) {
 	for n := range h.opts.Teams {
 		known = append(known, n)
 	}
-	return Team{}, apiErr(CodeBadRequest, "unknown team %q: configured teams are %s (see legion.toml)", name, strings.Join(known, ", "))
+	return Team{}, api.Errorf(api.CodeBadRequest, "unknown team %q: configured teams are %s (see legion.toml)", name, strings.Join(known, ", "))
 }
 
-func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
-	var a SpawnArgs
-	if err := DecodeArgs(req, &a); err != nil {
+func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.SpawnArgs
+	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
 	team, err := h.team(a.Team)
@@ -94,12 +95,12 @@ func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req Request) (any,
 	name := a.Name
 	if name == "" {
 		name = h.newName(a.Argv[0])
-	} else if err := ValidateName(name); err != nil {
-		return nil, nil, apiErr(CodeBadRequest, "spawn: %v", err)
+	} else if err := api.ValidateName(name); err != nil {
+		return nil, nil, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
 	}
 	unit, err := units.WorkerUnit(team.ShortID(), name, SpawnMode)
 	if err != nil {
-		return nil, nil, apiErr(CodeBadRequest, "spawn: session name %q: %v", name, err)
+		return nil, nil, api.Errorf(api.CodeBadRequest, "spawn: session name %q: %v", name, err)
 	}
 	res, _, err := h.launch(ctx, team, launch{
 		op: "spawn", name: name, id: uuid.NewSHA1(team.ID, []byte(name+":"+SpawnMode)).String(), unit: unit,
@@ -126,17 +127,17 @@ type launch struct {
 
 // launch writes the spec of l and starts its transient unit. It reports
 // started=false when l.reuseLive and the session already runs.
-func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResult, started bool, err error) {
+func (h *Helper) launch(ctx context.Context, team Team, l launch) (res api.SpawnResult, started bool, err error) {
 	name := l.name
 	// One start per name at a time; the name is reserved in the table.
 	s, release, err := h.sessions.reserve(name)
 	if err != nil {
-		return SpawnResult{}, false, err
+		return api.SpawnResult{}, false, err
 	}
 	defer release()
 	if s != nil {
 		h.sessions.refresh(ctx, []*session{s})
-		if v := s.view(); v.State != StateExited && v.State != StateFailed {
+		if v := s.view(); v.State != api.StateExited && v.State != api.StateFailed {
 			if l.reuseLive && v.Team != team.Name {
 				// Names are unique across teams, dispatch names are
 				// <issue>-<mode>: two teams whose trackers share issue ids
@@ -144,12 +145,12 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 				// have the session. Reporting the other team's session as
 				// this team's would be a lie; the caller retries once the
 				// name is free.
-				return SpawnResult{}, false, apiErr(CodeExists, "%s: session name %s is taken by a live session of team %s (unit %s), not of team %s: wait for it to end, or `legion sessions kill %s`", l.op, name, v.Team, v.Unit, team.Name, name)
+				return api.SpawnResult{}, false, api.Errorf(api.CodeExists, "%s: session name %s is taken by a live session of team %s (unit %s), not of team %s: wait for it to end, or `legion sessions kill %s`", l.op, name, v.Team, v.Unit, team.Name, name)
 			}
 			if l.reuseLive {
-				return SpawnResult{Name: name, ID: v.ID, Unit: v.Unit}, false, nil
+				return api.SpawnResult{Name: name, ID: v.ID, Unit: v.Unit}, false, nil
 			}
-			return SpawnResult{}, false, apiErr(CodeExists, "session %s already exists (%s, unit %s): pick another --name, or `legion sessions kill %s` first", name, v.State, v.Unit, name)
+			return api.SpawnResult{}, false, api.Errorf(api.CodeExists, "session %s already exists (%s, unit %s): pick another --name, or `legion sessions kill %s` first", name, v.State, v.Unit, name)
 		}
 	}
 
@@ -164,22 +165,22 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	st, err := h.mgr.State(ctx, unit)
 	if err == nil && st.ActiveState == "failed" {
 		if err := h.mgr.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
-			return SpawnResult{}, false, fmt.Errorf("%s: unload the failed unit %s: %w", l.op, unit, err)
+			return api.SpawnResult{}, false, fmt.Errorf("%s: unload the failed unit %s: %w", l.op, unit, err)
 		}
 		st, err = h.mgr.State(ctx, unit)
 	}
 	if err != nil {
-		return SpawnResult{}, false, fmt.Errorf("%s: read unit %s: %w", l.op, unit, err)
+		return api.SpawnResult{}, false, fmt.Errorf("%s: read unit %s: %w", l.op, unit, err)
 	}
 	if st.Exists() && st.ActiveState != "inactive" && st.ActiveState != "failed" {
 		if l.reuseLive {
-			return SpawnResult{Name: name, ID: id, Unit: unit}, false, nil
+			return api.SpawnResult{Name: name, ID: id, Unit: unit}, false, nil
 		}
-		return SpawnResult{}, false, apiErr(CodeExists, "%s: unit %s is %s (%s): `legion sessions kill %s` or wait", l.op, unit, st.ActiveState, st.SubState, name)
+		return api.SpawnResult{}, false, api.Errorf(api.CodeExists, "%s: unit %s is %s (%s): `legion sessions kill %s` or wait", l.op, unit, st.ActiveState, st.SubState, name)
 	}
 	token, err := ptyworker.NewToken()
 	if err != nil {
-		return SpawnResult{}, false, err
+		return api.SpawnResult{}, false, err
 	}
 	spec := &ptyworker.Spec{
 		Version: ptyworker.SpecVersion, SessionID: id, Name: name, Team: team.Name, TeamShort: team.ShortID(),
@@ -192,13 +193,13 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		spec.StartupGrace = ptyworker.Duration(team.StartupGrace)
 	}
 	if err := spec.Validate(); err != nil {
-		return SpawnResult{}, false, apiErr(CodeBadRequest, "%s: %v", l.op, err)
+		return api.SpawnResult{}, false, api.Errorf(api.CodeBadRequest, "%s: %v", l.op, err)
 	}
 	bin := h.opts.Binary
 	if bin == "" {
 		var err error
 		if bin, err = ptyworker.FindBinary(); err != nil {
-			return SpawnResult{}, false, fmt.Errorf("%s: %w", l.op, err)
+			return api.SpawnResult{}, false, fmt.Errorf("%s: %w", l.op, err)
 		}
 	}
 	if h.opts.beforeSpecWrite != nil {
@@ -209,17 +210,17 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	// and restarts count from this start. The transcript is appended to.
 	if _, err := os.Stat(spec.RegistryPath()); err == nil {
 		if _, err := moveAside(spec.RegistryPath(), filepath.Join(h.opts.StateDir, prunedDir)); err != nil {
-			return SpawnResult{}, false, fmt.Errorf("%s: move the earlier registry entry of %s aside: %w", l.op, name, err)
+			return api.SpawnResult{}, false, fmt.Errorf("%s: move the earlier registry entry of %s aside: %w", l.op, name, err)
 		}
 	}
 	dir := filepath.Join(h.opts.StateDir, specDir)
 	if err := privdir.Ensure(dir); err != nil {
-		return SpawnResult{}, false, err
+		return api.SpawnResult{}, false, err
 	}
 	specPath := filepath.Join(dir, id+".json")
 	t0 := time.Now()
 	if err := ptyworker.WriteSpec(specPath, spec); err != nil {
-		return SpawnResult{}, false, err
+		return api.SpawnResult{}, false, err
 	}
 	tSpec := time.Since(t0)
 	policy := workerunit.Policy{
@@ -236,12 +237,12 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	u, err := workerunit.Transient(spec, policy)
 	if err != nil {
 		os.Remove(specPath)
-		return SpawnResult{}, false, apiErr(CodeBadRequest, "%s: %v", l.op, err)
+		return api.SpawnResult{}, false, api.Errorf(api.CodeBadRequest, "%s: %v", l.op, err)
 	}
 	log := h.log.With("session", id, "name", name, "team", team.Name, "unit", unit)
 	if err := h.mgr.StartTransient(ctx, u); err != nil {
 		if errors.Is(err, units.ErrUnitExists) {
-			return SpawnResult{}, false, apiErr(CodeExists, "%s: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", l.op, unit, name)
+			return api.SpawnResult{}, false, api.Errorf(api.CodeExists, "%s: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", l.op, unit, name)
 		}
 		why := ""
 		if r, rerr := ptyworker.ReadRegistry(spec.RegistryPath()); rerr == nil && r.LastExit != nil && r.Token == token {
@@ -254,7 +255,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 			os.Remove(specPath)
 		}
 		log.Warn(l.op+" failed", "err", err)
-		return SpawnResult{}, false, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
+		return api.SpawnResult{}, false, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
 	}
 	ns := newSession(h, &ptyworker.Registry{
 		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: team.Name, Issue: l.issue, Mode: l.mode,
@@ -264,7 +265,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	h.sessions.put(ns)
 	log.Info(l.op, "argv0", l.argvNew[0])
 	log.Debug(l.op+" timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
-	return SpawnResult{Name: name, ID: id, Unit: unit}, true, nil
+	return api.SpawnResult{Name: name, ID: id, Unit: unit}, true, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -275,36 +276,36 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // checkSpawnArgs validates what the client sent; cwd must exist.
-func checkSpawnArgs(a *SpawnArgs) error {
+func checkSpawnArgs(a *api.SpawnArgs) error {
 	if len(a.Argv) == 0 || a.Argv[0] == "" {
-		return apiErr(CodeBadRequest, "spawn: argv is empty: give the command to run")
+		return api.Errorf(api.CodeBadRequest, "spawn: argv is empty: give the command to run")
 	}
 	if !filepath.IsAbs(a.Argv[0]) {
-		return apiErr(CodeBadRequest, "spawn: program %q is not an absolute path (the CLI resolves it in PATH)", a.Argv[0])
+		return api.Errorf(api.CodeBadRequest, "spawn: program %q is not an absolute path (the CLI resolves it in PATH)", a.Argv[0])
 	}
 	for i, s := range a.Argv {
 		if strings.IndexByte(s, 0) >= 0 {
-			return apiErr(CodeBadRequest, "spawn: argument %d holds a NUL byte", i)
+			return api.Errorf(api.CodeBadRequest, "spawn: argument %d holds a NUL byte", i)
 		}
 	}
 	if !filepath.IsAbs(a.Cwd) {
-		return apiErr(CodeBadRequest, "spawn: cwd %q is not an absolute path", a.Cwd)
+		return api.Errorf(api.CodeBadRequest, "spawn: cwd %q is not an absolute path", a.Cwd)
 	}
 	if fi, err := os.Stat(a.Cwd); err != nil || !fi.IsDir() {
-		return apiErr(CodeBadRequest, "spawn: cwd %s is not a directory", a.Cwd)
+		return api.Errorf(api.CodeBadRequest, "spawn: cwd %s is not a directory", a.Cwd)
 	}
 	if a.Watch != "" && !filepath.IsAbs(a.Watch) {
-		return apiErr(CodeBadRequest, "spawn: watch %q is not an absolute path", a.Watch)
+		return api.Errorf(api.CodeBadRequest, "spawn: watch %q is not an absolute path", a.Watch)
 	}
 	if a.Watch != "" && a.StaleAfter <= 0 {
-		return apiErr(CodeBadRequest, "spawn: watch needs a positive stale_after")
+		return api.Errorf(api.CodeBadRequest, "spawn: watch needs a positive stale_after")
 	}
 	if a.Watch == "" && a.StaleAfter != 0 {
-		return apiErr(CodeBadRequest, "spawn: stale_after needs watch (the file whose age is checked)")
+		return api.Errorf(api.CodeBadRequest, "spawn: stale_after needs watch (the file whose age is checked)")
 	}
 	for i, kv := range a.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
-			return apiErr(CodeBadRequest, "spawn: env entry %d %q is not KEY=VALUE", i, kv)
+			return api.Errorf(api.CodeBadRequest, "spawn: env entry %d %q is not KEY=VALUE", i, kv)
 		}
 	}
 	return nil
@@ -347,7 +348,7 @@ func (t *table) reserve(name string) (*session, func(), error) {
 		t.spawning = map[string]bool{}
 	}
 	if t.spawning[name] {
-		return nil, nil, apiErr(CodeExists, "session %s is being spawned right now", name)
+		return nil, nil, api.Errorf(api.CodeExists, "session %s is being spawned right now", name)
 	}
 	t.spawning[name] = true
 	release := func() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -36,7 +37,7 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 	defer cancel()
 	c := ip.client(t)
 
-	args := SpawnArgs{Name: "again", Cwd: "/", Argv: []string{"/bin/sh", "-c", "exit 3"}, Cooldown: Duration(50 * time.Millisecond)}
+	args := api.SpawnArgs{Name: "again", Cwd: "/", Argv: []string{"/bin/sh", "-c", "exit 3"}, Cooldown: api.Duration(50 * time.Millisecond)}
 	first, err := c.Spawn(ctx, args)
 	if err != nil {
 		t.Fatalf("Spawn: %v", err)
@@ -44,7 +45,7 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 	regPath := filepath.Join(ip.h.opts.StateDir, registryDir, first.ID+".json")
 	poll(t, ctx, "a session that always exits 3 to fail at the start limit", func() (bool, string) {
 		s, err := c.Status(ctx, "again")
-		return err == nil && s.State == StateFailed, fmt.Sprintf("%+v, %v", s, err)
+		return err == nil && s.State == api.StateFailed, fmt.Sprintf("%+v, %v", s, err)
 	})
 	if st, err := ip.h.mgr.State(ctx, first.Unit); err != nil || st.ActiveState != "failed" {
 		t.Fatalf("unit %s: %+v, %v; want it loaded and failed", first.Unit, st, err)
@@ -75,7 +76,7 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 		t.Errorf("second Spawn = %+v; want the same name, id and unit as the first, %+v", second, first)
 	}
 	s, err := c.Status(ctx, "again")
-	if err != nil || s.State != StateRunning {
+	if err != nil || s.State != api.StateRunning {
 		t.Errorf("status after the new start = %+v, %v; want running", s, err)
 	}
 	poll(t, ctx, "the registry entry of the new start, with a new token and a running child", func() (bool, string) {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 )
@@ -89,8 +90,8 @@ type table struct {
 	mu          sync.Mutex
 	byName      map[string]*session
 	spawning    map[string]bool // names being spawned
-	counts      RecoveryCounts
-	quarantined []Quarantined
+	counts      api.RecoveryCounts
+	quarantined []api.Quarantined
 }
 
 func newTable(h *Helper) *table {
@@ -274,10 +275,10 @@ func dialWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker
 }
 
 // view renders the session for the API from what was last read.
-func (s *session) view() Session {
+func (s *session) view() api.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := Session{Name: s.name, ID: s.id, Unit: s.unit, Team: s.team, Issue: s.issue, Mode: s.mode}
+	v := api.Session{Name: s.name, ID: s.id, Unit: s.unit, Team: s.team, Issue: s.issue, Mode: s.mode}
 	v.State = deriveState(s.us, s.info, s.reg)
 	var last *ptyworker.ExitInfo
 	run := 0
@@ -314,45 +315,45 @@ func (s *session) view() Session {
 // deriveState maps systemd's view, the worker's info (nil when it does not
 // answer) and its registry entry (nil if none) to an API state. It is
 // pure.
-func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) State {
+func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) api.State {
 	switch {
 	case us.ActiveState == "failed":
-		return StateFailed
+		return api.StateFailed
 	case us.ActiveState == "activating" && us.SubState == "auto-restart":
-		return StateStarting // waiting out the cooldown
+		return api.StateStarting // waiting out the cooldown
 	case us.ActiveState == "activating":
-		return StateStarting
+		return api.StateStarting
 	case us.ActiveState == "deactivating" && us.SubState == "stop-watchdog":
-		return StateStale
+		return api.StateStale
 	case us.ActiveState == "active" || us.ActiveState == "reloading" || us.ActiveState == "deactivating":
 		if in == nil {
 			switch {
 			case us.ActiveState != "deactivating":
-				return StateRunning
+				return api.StateRunning
 			case reg != nil && failedRun(reg.State, reg.LastExit):
-				return StateStarting // stopping after a failed run; the restart follows
+				return api.StateStarting // stopping after a failed run; the restart follows
 			}
-			return StateExited
+			return api.StateExited
 		}
 		switch {
 		case !in.Running && in.State == ptyworker.StateStarting:
-			return StateStarting
+			return api.StateStarting
 		case !in.Running && failedRun(in.State, in.Exit):
 			// The agent failed and its worker is about to exit non-zero:
 			// Restart=on-failure brings it back (unless the start limit
 			// says otherwise, and then the unit fails).
-			return StateStarting
+			return api.StateStarting
 		case !in.Running:
-			return StateExited
+			return api.StateExited
 		case in.Waiting:
-			return StateWaitingInput
+			return api.StateWaitingInput
 		case in.Stale:
-			return StateStale
+			return api.StateStale
 		}
-		return StateRunning
+		return api.StateRunning
 	}
 	// The unit is not loaded or inactive: the session is over.
-	return StateExited
+	return api.StateExited
 }
 
 // failedRun reports whether a worker in state ended its run with a
@@ -362,11 +363,11 @@ func failedRun(state string, e *ptyworker.ExitInfo) bool {
 	return state == ptyworker.StateExited && e != nil && !e.Success()
 }
 
-func exitView(e *ptyworker.ExitInfo) *Exit {
+func exitView(e *ptyworker.ExitInfo) *api.Exit {
 	if e == nil {
 		return nil
 	}
-	x := &Exit{Signal: e.Signal, Time: e.Time, Reason: e.Reason}
+	x := &api.Exit{Signal: e.Signal, Time: e.Time, Reason: e.Reason}
 	if e.Signal == "" {
 		code := e.Code
 		x.Code = &code

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 )
@@ -19,29 +20,29 @@ func TestDeriveState(t *testing.T) {
 		us   units.State
 		in   *ptyworker.Info
 		reg  *ptyworker.Registry
-		want State
+		want api.State
 	}{
-		{"running", unit("active", "running"), running, nil, StateRunning},
-		{"running, no info yet", unit("active", "running"), nil, nil, StateRunning},
-		{"waiting on a human", unit("active", "running"), &ptyworker.Info{Running: true, Waiting: true}, nil, StateWaitingInput},
-		{"stale", unit("active", "running"), &ptyworker.Info{Running: true, Stale: true}, nil, StateStale},
-		{"waiting beats stale", unit("active", "running"), &ptyworker.Info{Running: true, Waiting: true, Stale: true}, nil, StateWaitingInput},
-		{"agent exited 0, worker lingering", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Code: 0}}, nil, StateExited},
-		{"agent failed, restart coming", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Code: 4}}, nil, StateStarting},
-		{"agent killed, restart coming", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Signal: "SIGKILL"}}, nil, StateStarting},
-		{"session stopped", unit("deactivating", "stop-sigterm"), &ptyworker.Info{State: ptyworker.StateStopped, Exit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, nil, StateExited},
-		{"session removed", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateRemoved, Exit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, nil, StateExited},
-		{"worker starting its agent", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateStarting}, nil, StateStarting},
-		{"unit starting", unit("activating", "start"), nil, nil, StateStarting},
-		{"restart cooldown", unit("activating", "auto-restart"), nil, nil, StateStarting},
-		{"watchdog stop", unit("deactivating", "stop-watchdog"), nil, nil, StateStale},
-		{"stopping", unit("deactivating", "stop-sigterm"), nil, nil, StateExited},
-		{"stopping after a failed run", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 4}}, StateStarting},
-		{"stopping after a clean exit", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 0}}, StateExited},
-		{"stopped by kill", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateStopped, LastExit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, StateExited},
-		{"gave up", unit("failed", "failed"), nil, nil, StateFailed},
-		{"unit gone", gone, nil, nil, StateExited},
-		{"unit inactive", unit("inactive", "dead"), nil, nil, StateExited},
+		{"running", unit("active", "running"), running, nil, api.StateRunning},
+		{"running, no info yet", unit("active", "running"), nil, nil, api.StateRunning},
+		{"waiting on a human", unit("active", "running"), &ptyworker.Info{Running: true, Waiting: true}, nil, api.StateWaitingInput},
+		{"stale", unit("active", "running"), &ptyworker.Info{Running: true, Stale: true}, nil, api.StateStale},
+		{"waiting beats stale", unit("active", "running"), &ptyworker.Info{Running: true, Waiting: true, Stale: true}, nil, api.StateWaitingInput},
+		{"agent exited 0, worker lingering", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Code: 0}}, nil, api.StateExited},
+		{"agent failed, restart coming", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Code: 4}}, nil, api.StateStarting},
+		{"agent killed, restart coming", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Signal: "SIGKILL"}}, nil, api.StateStarting},
+		{"session stopped", unit("deactivating", "stop-sigterm"), &ptyworker.Info{State: ptyworker.StateStopped, Exit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, nil, api.StateExited},
+		{"session removed", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateRemoved, Exit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, nil, api.StateExited},
+		{"worker starting its agent", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateStarting}, nil, api.StateStarting},
+		{"unit starting", unit("activating", "start"), nil, nil, api.StateStarting},
+		{"restart cooldown", unit("activating", "auto-restart"), nil, nil, api.StateStarting},
+		{"watchdog stop", unit("deactivating", "stop-watchdog"), nil, nil, api.StateStale},
+		{"stopping", unit("deactivating", "stop-sigterm"), nil, nil, api.StateExited},
+		{"stopping after a failed run", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 4}}, api.StateStarting},
+		{"stopping after a clean exit", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 0}}, api.StateExited},
+		{"stopped by kill", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateStopped, LastExit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, api.StateExited},
+		{"gave up", unit("failed", "failed"), nil, nil, api.StateFailed},
+		{"unit gone", gone, nil, nil, api.StateExited},
+		{"unit inactive", unit("inactive", "dead"), nil, nil, api.StateExited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,13 +57,13 @@ func TestExitString(t *testing.T) {
 	code := 3
 	at := time.Date(2026, 2, 11, 10, 0, 0, 0, time.Local)
 	tests := []struct {
-		e    *Exit
+		e    *api.Exit
 		want string
 	}{
 		{nil, "no exit recorded"},
-		{&Exit{Code: &code, Time: at, Reason: "exited"}, "exit code 3 at 2026-02-11 10:00:00 (exited)"},
-		{&Exit{Signal: "SIGKILL", Time: at}, "killed by signal SIGKILL at 2026-02-11 10:00:00"},
-		{&Exit{Reason: "watchdog: stale for 612s"}, "ended (watchdog: stale for 612s)"},
+		{&api.Exit{Code: &code, Time: at, Reason: "exited"}, "exit code 3 at 2026-02-11 10:00:00 (exited)"},
+		{&api.Exit{Signal: "SIGKILL", Time: at}, "killed by signal SIGKILL at 2026-02-11 10:00:00"},
+		{&api.Exit{Reason: "watchdog: stale for 612s"}, "ended (watchdog: stale for 612s)"},
 	}
 	for _, tt := range tests {
 		if got := tt.e.String(); got != tt.want {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
 )
 
@@ -25,10 +26,10 @@ type TmuxOptions struct {
 // session (not exited or failed) of the team, named <issue>-<mode> (the
 // session name for `legion spawn` sessions), coloured by mode, running
 // `BIN attach <session>`.
-func TmuxWindows(team, bin string, sessions []Session) []tmuxview.Window {
+func TmuxWindows(team, bin string, sessions []api.Session) []tmuxview.Window {
 	var out []tmuxview.Window
 	for _, s := range sessions {
-		if s.Team != team || s.State == StateExited || s.State == StateFailed {
+		if s.Team != team || s.State == api.StateExited || s.State == api.StateFailed {
 			continue
 		}
 		name := s.Name
@@ -41,7 +42,7 @@ func TmuxWindows(team, bin string, sessions []Session) []tmuxview.Window {
 }
 
 // SyncTmux lists the helper's sessions once and syncs the view with them.
-func SyncTmux(ctx context.Context, c *Client, o TmuxOptions) error {
+func SyncTmux(ctx context.Context, c *api.Client, o TmuxOptions) error {
 	res, err := c.List(ctx)
 	if err != nil {
 		return fmt.Errorf("tmux view of team %s: %w", o.Team, err)
@@ -83,7 +84,7 @@ func RunTmux(ctx context.Context, o TmuxOptions) error {
 }
 
 func syncOnce(ctx context.Context, o TmuxOptions) error {
-	c, err := Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return fmt.Errorf("tmux view of team %s: %w", o.Team, err)
 	}

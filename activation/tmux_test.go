@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -48,11 +49,11 @@ func TestTmuxViewFollowsSessions(t *testing.T) {
 }
 
 func TestTmuxWindows(t *testing.T) {
-	ss := []Session{
-		{Name: "DEMO-1-plan", Team: "demo", Issue: "DEMO-1", Mode: "plan", State: StateRunning},
-		{Name: "DEMO-2-review", Team: "demo", Issue: "DEMO-2", Mode: "review", State: StateExited},
-		{Name: "other", Team: "x", Mode: "spawn", State: StateRunning},
-		{Name: "shell", Team: "demo", Mode: "spawn", State: StateStarting},
+	ss := []api.Session{
+		{Name: "DEMO-1-plan", Team: "demo", Issue: "DEMO-1", Mode: "plan", State: api.StateRunning},
+		{Name: "DEMO-2-review", Team: "demo", Issue: "DEMO-2", Mode: "review", State: api.StateExited},
+		{Name: "other", Team: "x", Mode: "spawn", State: api.StateRunning},
+		{Name: "shell", Team: "demo", Mode: "spawn", State: api.StateStarting},
 	}
 	got := TmuxWindows("demo", "/bin/legion", ss)
 	want := []tmuxview.Window{

@@ -4,24 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
 )
-
-// TmuxViewArgs are the args of tmux.view: the helper keeps the tmux
-// session Session on server Socket in step with Team's live sessions until
-// that tmux session is closed.
-type TmuxViewArgs struct {
-	Team    string `json:"team"`
-	Socket  string `json:"socket,omitempty"` // tmux -L; "" is the default server
-	Session string `json:"session"`          // legion-<short>
-	Bin     string `json:"bin"`              // the legion binary windows run attach with
-}
 
 // tmuxSyncInterval is how often the helper syncs its views.
 const tmuxSyncInterval = 2 * time.Second
@@ -33,7 +23,7 @@ const viewsFile = "tmux-views.json"
 // does not exit when idle.
 type tmuxViews struct {
 	mu    sync.Mutex
-	views map[string]TmuxViewArgs // by tmux session name
+	views map[string]api.TmuxViewArgs // by tmux session name
 }
 
 func (v *tmuxViews) empty() bool {
@@ -42,36 +32,37 @@ func (v *tmuxViews) empty() bool {
 	return len(v.views) == 0
 }
 
-func (v *tmuxViews) list() []TmuxViewArgs {
+func (v *tmuxViews) list() []api.TmuxViewArgs {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := make([]TmuxViewArgs, 0, len(v.views))
+	out := make([]api.TmuxViewArgs, 0, len(v.views))
 	for _, a := range v.views {
 		out = append(out, a)
 	}
 	return out
 }
 
-func (a TmuxViewArgs) view() tmuxview.View {
+// viewOf is the tmux session a tmux.view request names.
+func viewOf(a api.TmuxViewArgs) tmuxview.View {
 	return tmuxview.View{Socket: a.Socket, Session: a.Session}
 }
 
 // cmdTmuxView syncs the view once (its errors are the caller's) and from
 // then on keeps it in step.
-func (h *Helper) cmdTmuxView(ctx context.Context, _ *clientConn, req Request) (any, *os.File, error) {
-	var a TmuxViewArgs
-	if err := DecodeArgs(req, &a); err != nil {
+func (h *Helper) cmdTmuxView(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.TmuxViewArgs
+	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
 	if a.Team == "" || a.Session == "" || !filepath.IsAbs(a.Bin) {
-		return nil, nil, apiErr(CodeBadRequest, "tmux.view: want team, session and an absolute bin")
+		return nil, nil, api.Errorf(api.CodeBadRequest, "tmux.view: want team, session and an absolute bin")
 	}
 	if err := h.syncView(ctx, a); err != nil {
 		return nil, nil, err
 	}
 	h.views.mu.Lock()
 	if h.views.views == nil {
-		h.views.views = map[string]TmuxViewArgs{}
+		h.views.views = map[string]api.TmuxViewArgs{}
 	}
 	h.views.views[a.Session] = a
 	h.views.mu.Unlock()
@@ -79,14 +70,14 @@ func (h *Helper) cmdTmuxView(ctx context.Context, _ *clientConn, req Request) (a
 	return struct{}{}, nil, nil
 }
 
-func (h *Helper) syncView(ctx context.Context, a TmuxViewArgs) error {
+func (h *Helper) syncView(ctx context.Context, a api.TmuxViewArgs) error {
 	ss := h.sessions.all()
 	h.sessions.refresh(ctx, ss)
-	views := make([]Session, 0, len(ss))
+	views := make([]api.Session, 0, len(ss))
 	for _, s := range ss {
 		views = append(views, s.view())
 	}
-	return a.view().Sync(ctx, TmuxWindows(a.Team, a.Bin, views))
+	return viewOf(a).Sync(ctx, TmuxWindows(a.Team, a.Bin, views))
 }
 
 // tmuxLoop syncs every view until ctx ends. A view whose tmux session was
@@ -106,7 +97,7 @@ func (h *Helper) tmuxLoop(ctx context.Context) error {
 		}
 		changed := false
 		for _, a := range h.views.list() {
-			exists, err := a.view().Exists(ctx)
+			exists, err := viewOf(a).Exists(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -148,7 +139,7 @@ func (h *Helper) loadViews() {
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
-	var list []TmuxViewArgs
+	var list []api.TmuxViewArgs
 	if err == nil {
 		err = json.Unmarshal(data, &list)
 	}
@@ -158,18 +149,9 @@ func (h *Helper) loadViews() {
 		return
 	}
 	h.views.mu.Lock()
-	h.views.views = map[string]TmuxViewArgs{}
+	h.views.views = map[string]api.TmuxViewArgs{}
 	for _, a := range list {
 		h.views.views[a.Session] = a
 	}
 	h.views.mu.Unlock()
-}
-
-// TmuxView asks the helper to keep the view in step with the team's
-// sessions from now on (until its tmux session is closed).
-func (c *Client) TmuxView(ctx context.Context, args TmuxViewArgs) error {
-	if err := c.Call(ctx, CmdTmuxView, args, nil); err != nil {
-		return fmt.Errorf("tmux view %s: %w", args.Session, err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package activation
+package api
 
 import (
 	"bytes"
@@ -428,4 +428,13 @@ func (c *Client) Dispatch(ctx context.Context, args DispatchArgs) (DispatchResul
 	var r DispatchResult
 	err := c.Call(ctx, CmdDispatch, args, &r)
 	return r, err
+}
+
+// TmuxView asks the helper to keep the view in step with the team's
+// sessions from now on (until its tmux session is closed).
+func (c *Client) TmuxView(ctx context.Context, args TmuxViewArgs) error {
+	if err := c.Call(ctx, CmdTmuxView, args, nil); err != nil {
+		return fmt.Errorf("tmux view %s: %w", args.Session, err)
+	}
+	return nil
 }

@@ -1,11 +1,8 @@
-package activation
+package api
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"unicode/utf8"
 )
 
 // The helper API, version 1.
@@ -30,11 +27,6 @@ import (
 const (
 	// ProtocolVersion is the major version spoken here ("v" on every message).
 	ProtocolVersion = 1
-
-	// DefaultMaxRequest is the longest request line the helper accepts by
-	// default, newline included. Longer lines get too_large and the
-	// connection is closed.
-	DefaultMaxRequest = 256 << 10
 
 	// maxResponse bounds a response line read by the Client (transcript
 	// chunks are at most logChunk bytes before base64).
@@ -122,104 +114,9 @@ var (
 	ErrInternal       = &Error{Code: CodeInternal}
 )
 
-func apiErr(code, format string, a ...any) *Error {
+// Errorf returns an *Error with code and a message formatted as by
+// fmt.Sprintf. Retryable is set for the codes a client may retry
+// (recovering, unavailable).
+func Errorf(code, format string, a ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, a...), Retryable: code == CodeRecovering || code == CodeUnavailable}
-}
-
-// maxIDLen bounds Request.ID.
-const maxIDLen = 64
-
-// DecodeRequest parses one request line (with or without its trailing
-// newline). It checks what every command needs: valid UTF-8 JSON, an
-// object, "v" equal to ProtocolVersion, an ID of at most 64 bytes, a
-// non-empty cmd and args that are an object when present. Command args are
-// decoded later, by the command. The error is always an *Error with code
-// bad_request or unsupported_version; the Request returned with it carries
-// the ID when one could be read, so the answer can be matched.
-func DecodeRequest(line []byte) (Request, error) {
-	line = bytes.TrimRight(line, "\r\n")
-	var req Request
-	if len(bytes.TrimSpace(line)) == 0 {
-		return req, apiErr(CodeBadRequest, "empty request line: want one JSON object per line")
-	}
-	if !utf8.Valid(line) {
-		return req, apiErr(CodeBadRequest, "request is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(&req); err != nil {
-		return Request{ID: salvageID(line)}, apiErr(CodeBadRequest, "malformed request: %v", jsonProblem(err))
-	}
-	if dec.More() {
-		return Request{ID: req.ID}, apiErr(CodeBadRequest, "malformed request: trailing data after the JSON object")
-	}
-	if len(req.ID) > maxIDLen {
-		return Request{}, apiErr(CodeBadRequest, "request id is %d bytes long, at most %d allowed", len(req.ID), maxIDLen)
-	}
-	if req.V != ProtocolVersion {
-		return req, apiErr(CodeUnsupportedVersion, "protocol version %d is not supported: this helper speaks \"v\":%d", req.V, ProtocolVersion)
-	}
-	if req.Cmd == "" {
-		return req, apiErr(CodeBadRequest, `request has no "cmd"`)
-	}
-	if len(req.Args) > 0 {
-		if a := bytes.TrimSpace(req.Args); len(a) == 0 || (a[0] != '{' && !bytes.Equal(a, []byte("null"))) {
-			return req, apiErr(CodeBadRequest, "%s: args must be a JSON object", req.Cmd)
-		}
-	}
-	return req, nil
-}
-
-// DecodeArgs decodes a request's args into v (a pointer to the command's
-// args struct). Missing args decode as {}. Unknown fields are ignored (see
-// the evolution rule above).
-func DecodeArgs(req Request, v any) error {
-	if len(req.Args) == 0 || bytes.Equal(bytes.TrimSpace(req.Args), []byte("null")) {
-		return nil
-	}
-	if err := json.Unmarshal(req.Args, v); err != nil {
-		return apiErr(CodeBadRequest, "%s: bad args: %v", req.Cmd, jsonProblem(err))
-	}
-	return nil
-}
-
-// salvageID returns the "id" of a request that failed to decode as a
-// whole, when the line is at least a JSON object with a string id.
-func salvageID(line []byte) string {
-	var probe struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(line, &probe) != nil {
-		return ""
-	}
-	var id string
-	if json.Unmarshal(probe.ID, &id) != nil || len(id) > maxIDLen {
-		return ""
-	}
-	return id
-}
-
-// jsonProblem turns encoding/json errors into a short, client-facing text.
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			return fmt.Sprintf("field %q: got JSON %s, want %s", te.Field, te.Value, te.Type)
-		}
-		return fmt.Sprintf("got JSON %s, want %s", te.Value, te.Type)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, err)
-	}
-	return err.Error()
-}
-
-// marshalResult encodes a command result; results are plain structs, so a
-// failure is a programming error reported as internal.
-func marshalResult(v any) (json.RawMessage, *Error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, apiErr(CodeInternal, "encode result: %v", err)
-	}
-	return b, nil
 }

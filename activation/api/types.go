@@ -1,4 +1,4 @@
-package activation
+package api
 
 import (
 	"fmt"
@@ -156,6 +156,42 @@ type SpawnArgs struct {
 	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
 	StaleAfter Duration `json:"stale_after,omitempty"` // with Watch: restart when it is older than this
 	Cooldown   Duration `json:"cooldown,omitempty"`    // RestartSec=
+}
+
+// DispatchArgs are the args of dispatch: start (or resume) the worker of
+// one issue in one mode for a configured team.
+type DispatchArgs struct {
+	// Config is the legion.toml to read the team from (the caller's);
+	// empty means the helper's default path.
+	Config string `json:"config,omitempty"`
+	Team   string `json:"team"`
+	Issue  string `json:"issue"`
+	Mode   string `json:"mode"` // plan, implement, review, retro, finish
+}
+
+// DispatchResult is the result of dispatch.
+type DispatchResult struct {
+	SpawnResult
+	// Started is false when the worker was already live: dispatch is
+	// idempotent.
+	Started bool `json:"started"`
+}
+
+// StateArgs are the args of state: the team's state with the suggested
+// action per issue, as `legion state --json` prints it.
+type StateArgs struct {
+	Config string `json:"config,omitempty"` // as in DispatchArgs
+	Team   string `json:"team"`
+}
+
+// TmuxViewArgs are the args of tmux.view: the helper keeps the tmux
+// session Session on server Socket in step with Team's live sessions until
+// that tmux session is closed.
+type TmuxViewArgs struct {
+	Team    string `json:"team"`
+	Socket  string `json:"socket,omitempty"` // tmux -L; "" is the default server
+	Session string `json:"session"`          // legion-<short>
+	Bin     string `json:"bin"`              // the legion binary windows run attach with
 }
 
 // SpawnResult is the result of spawn.

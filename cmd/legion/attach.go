@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
@@ -67,7 +68,7 @@ func runAttach(ctx context.Context, name string, readOnly bool, key termkeys.Key
 	if err := checkName(name); err != nil {
 		return err
 	}
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}

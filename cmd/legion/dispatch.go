@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 )
 
 func newDispatchCmd(g *globals) *cobra.Command {
@@ -20,12 +20,12 @@ resumed one. Nothing happens when that worker is already live. Tracker labels
 and statuses are not changed: ` + "`legion state TEAM --apply`" + ` does the whole step.`,
 		Args: usageArgs(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := activation.Dial(cmd.Context())
+			c, err := api.Dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			res, err := c.Dispatch(cmd.Context(), activation.DispatchArgs{Config: g.configPath, Team: args[0], Issue: args[1], Mode: args[2]})
+			res, err := c.Dispatch(cmd.Context(), api.DispatchArgs{Config: g.configPath, Team: args[0], Issue: args[1], Mode: args[2]})
 			if err != nil {
 				return err
 			}

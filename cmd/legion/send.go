@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 )
 
 func newSendCmd(_ *globals) *cobra.Command {
@@ -31,7 +31,7 @@ func runSend(ctx context.Context, _ io.Writer, name, text string, noEnter bool) 
 	if err := checkName(name); err != nil {
 		return err
 	}
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}

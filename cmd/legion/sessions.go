@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 )
 
 func newSessionsCmd(_ *globals) *cobra.Command {
@@ -41,7 +41,7 @@ func newSessionsListCmd() *cobra.Command {
 }
 
 func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 	}
 	if asJSON {
 		if res.Sessions == nil {
-			res.Sessions = []activation.Session{}
+			res.Sessions = []api.Session{}
 		}
 		return writeJSON(out, res)
 	}
@@ -91,7 +91,7 @@ func runSessionsStatus(ctx context.Context, out io.Writer, name string, asJSON b
 	if err := checkName(name); err != nil {
 		return err
 	}
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -133,18 +133,18 @@ func runSessionsLogs(ctx context.Context, out io.Writer, name string, follow boo
 		return err
 	}
 	if follow {
-		_, err := activation.FollowLogs(ctx, activation.LogsArgs{Name: name}, out)
+		_, err := api.FollowLogs(ctx, api.LogsArgs{Name: name}, out)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("logs of session %s: %w", name, err)
 		}
 		return nil
 	}
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if _, err := c.Logs(ctx, activation.LogsArgs{Name: name}, out); err != nil {
+	if _, err := c.Logs(ctx, api.LogsArgs{Name: name}, out); err != nil {
 		return fmt.Errorf("logs of session %s: %w", name, err)
 	}
 	return nil
@@ -165,7 +165,7 @@ func runSessionsKill(ctx context.Context, out io.Writer, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func runSessionsKill(ctx context.Context, out io.Writer, name string) error {
 // checkName validates a session name before asking the helper (which
 // checks again), as a usage error.
 func checkName(name string) error {
-	if err := activation.ValidateName(name); err != nil {
+	if err := api.ValidateName(name); err != nil {
 		return usageError{err}
 	}
 	return nil
@@ -222,7 +222,7 @@ func ago(t *time.Time) string {
 	return d.Round(time.Second).String() + " ago"
 }
 
-func exitText(e *activation.Exit) string {
+func exitText(e *api.Exit) string {
 	if e == nil {
 		return "-"
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 )
 
 // spawnFlags are the flags of `legion spawn`.
@@ -119,14 +119,14 @@ func runSpawn(ctx context.Context, out io.Writer, f spawnFlags, argv []string) e
 		}
 	}
 
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	res, err := c.Spawn(ctx, activation.SpawnArgs{
+	res, err := c.Spawn(ctx, api.SpawnArgs{
 		Team: f.team, Name: f.name, Cwd: cwd, Argv: argv, Env: f.env, Watch: watch,
-		StaleAfter: activation.Duration(f.staleAfter), Cooldown: activation.Duration(f.cooldown),
+		StaleAfter: api.Duration(f.staleAfter), Cooldown: api.Duration(f.cooldown),
 	})
 	if err != nil {
 		return fmt.Errorf("spawn %s: %w", argv[0], err)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
 )
 
@@ -44,12 +45,12 @@ tmux attach -t legion-<short>.`,
 			}
 			v := tmuxview.View{Socket: socket, Session: "legion-" + short}
 			if !foreground && !once {
-				c, err := activation.Dial(cmd.Context())
+				c, err := api.Dial(cmd.Context())
 				if err != nil {
 					return err
 				}
 				defer c.Close()
-				if err := c.TmuxView(cmd.Context(), activation.TmuxViewArgs{Team: name, Socket: socket, Session: v.Session, Bin: bin}); err != nil {
+				if err := c.TmuxView(cmd.Context(), api.TmuxViewArgs{Team: name, Socket: socket, Session: v.Session, Bin: bin}); err != nil {
 					return err
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "the helper keeps %s in step with team %s; attach with: %s\n", v.Session, name, strings.Join(v.AttachArgv(), " "))

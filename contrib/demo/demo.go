@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/units"
@@ -190,14 +190,14 @@ func (d *run) snapshot(ctx context.Context) ([]row, int, error) {
 	}
 	workers := map[string]string{}
 	live := 0
-	if c, err := activation.Dial(ctx); err == nil {
+	if c, err := api.Dial(ctx); err == nil {
 		res, err := c.List(ctx)
 		c.Close()
 		if err != nil {
 			return nil, 0, err
 		}
 		for _, s := range res.Sessions {
-			if s.Team != d.team || s.State == activation.StateExited || s.State == activation.StateFailed {
+			if s.Team != d.team || s.State == api.StateExited || s.State == api.StateFailed {
 				continue
 			}
 			live++

@@ -27,7 +27,7 @@
 //
 // Run points the calling process's environment at the manager it uses
 // (XDG_*, HOME, DBUS_SESSION_BUS_ADDRESS, LEGION_CONFIG), because
-// units.Connect, activation.Dial and config.StateDir read it: it is meant
+// units.Connect, api.Dial and config.StateDir read it: it is meant
 // for a process that runs one demo (`legion demo`), not for a library
 // caller that keeps running.
 //

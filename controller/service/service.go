@@ -18,6 +18,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/units"
@@ -132,7 +133,7 @@ type helperSessions struct {
 }
 
 func (h *helperSessions) Sessions(ctx context.Context) ([]controller.Session, error) {
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func NewSessionSource(team string) controller.SessionSource {
 }
 
 // TeamSessions lists the sessions of team through the helper client c.
-func TeamSessions(ctx context.Context, c *activation.Client, team string) ([]controller.Session, error) {
+func TeamSessions(ctx context.Context, c *api.Client, team string) ([]controller.Session, error) {
 	res, err := c.List(ctx)
 	if err != nil {
 		return nil, err
@@ -165,17 +166,17 @@ type helperDispatcher struct {
 }
 
 func (d *helperDispatcher) Dispatch(ctx context.Context, issue, mode string) error {
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_, err = c.Dispatch(ctx, activation.DispatchArgs{Config: d.config, Team: d.team, Issue: issue, Mode: mode})
+	_, err = c.Dispatch(ctx, api.DispatchArgs{Config: d.config, Team: d.team, Issue: issue, Mode: mode})
 	return err
 }
 
 func (d *helperDispatcher) Send(ctx context.Context, session, text string) error {
-	c, err := activation.Dial(ctx)
+	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
