@@ -143,15 +143,3 @@ func shortTempDir(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
 }
-
-func TestJournalField(t *testing.T) {
-	tests := map[string]string{
-		"team": FieldTeam, "issue": FieldIssue, "session": FieldSession,
-		"daemon_id": "DAEMON_ID", "peer.uid": "PEER_UID", "_x": "X", "9lives": "LIVES", "": "ATTR",
-	}
-	for in, want := range tests {
-		if got := journalField(in); got != want {
-			t.Errorf("journalField(%q) = %q; want %q", in, got, want)
-		}
-	}
-}

@@ -6,18 +6,19 @@
 // The package is the server. Its clients use package activation/api, which
 // holds the wire types and the Go Client and imports nothing of Legion's;
 // this package answers with those types. It owns:
-//   - the Helper (helper.go, listen.go, daemonid.go, journal.go): listeners
-//     from socket activation or its own, SO_PEERCRED checks, the persistent
-//     daemon instance id, idle exit, sd_notify READY=1/STATUS=, logging to
-//     the journal with LEGION_* fields;
+//   - the Helper (helper.go, listen.go, daemonid.go): listeners from
+//     socket activation or its own, SO_PEERCRED checks, the persistent
+//     daemon instance id, idle exit, sd_notify READY=1/STATUS=;
 //   - the bounded request decoder (request.go);
 //   - recovery (recovery.go): at every start, the join of systemd's unit
 //     list, the pty-worker registry files and hello/info on each worker
 //     socket, behind a barrier that answers every command with the
 //     retryable error code "recovering";
 //   - the commands (commands.go, spawn.go, logs.go, broker.go) and the
-//     helper's table of sessions (table.go);
-//   - the terminal side of `legion attach` (attach.go).
+//     helper's table of sessions (table.go).
+//
+// The terminal side of `legion attach` is package activation/attachterm;
+// the daemons' journal logger is package internal/journal.
 //
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves

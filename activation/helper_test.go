@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/internal/journal"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -55,7 +56,7 @@ func startInProcessOn(t *testing.T, l net.Listener, opts Options) *inProcess {
 	}
 	ip := &inProcess{done: make(chan error, 1)}
 	if opts.Logger == nil {
-		opts.Logger = NewTextLogger(testWriter{t}, slog.LevelDebug)
+		opts.Logger = journal.NewTextLogger(testWriter{t}, slog.LevelDebug)
 	}
 	opts.Notify = func(s string) {
 		ip.mu.Lock()

@@ -1,4 +1,10 @@
-package activation
+// Package attachterm is the terminal side of `legion attach`: it asks the
+// helper (through package activation/api) for a session's worker socket,
+// puts the terminal in raw mode, relays keystrokes and screen output with
+// the worker protocol (package ptyworker), detaches on the detach key, and
+// follows the session across restarts of its agent. It must never leave
+// the terminal in raw mode, on any way out.
+package attachterm
 
 import (
 	"context"
@@ -19,8 +25,8 @@ import (
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
-// AttachOptions configure RunAttach, the body of `legion attach`.
-type AttachOptions struct {
+// Options configure Run, the body of `legion attach`.
+type Options struct {
 	Name      string
 	ReadOnly  bool         // watch only: keystrokes other than the detach key are dropped
 	DetachKey termkeys.Key // zero means termkeys.DefaultKey
@@ -37,15 +43,15 @@ const escapeTime = 25 * time.Millisecond
 // session's unit came back.
 const restartPoll = 250 * time.Millisecond
 
-// RunAttach joins a session's terminal through the helper until the
+// Run joins a session's terminal through the helper until the
 // detach key, the session's end, or ctx (SIGINT, SIGTERM; SIGHUP too).
 // The terminal is put in raw mode and restored on every way out,
 // including errors, signals and panics. When the session's agent exits
-// and systemd restarts it, RunAttach waits for the new run and
+// and systemd restarts it, Run waits for the new run and
 // re-attaches; when the session has ended for good it returns nil after
 // saying how it ended. A session that is not running is an error whose
 // message carries its exit information.
-func RunAttach(ctx context.Context, c *api.Client, o AttachOptions) (err error) {
+func Run(ctx context.Context, c *api.Client, o Options) (err error) {
 	if o.DetachKey.String() == "" {
 		o.DetachKey = termkeys.MustParseKey(termkeys.DefaultKey)
 	}
@@ -92,7 +98,7 @@ func RunAttach(ctx context.Context, c *api.Client, o AttachOptions) (err error) 
 type attacher struct {
 	c       *api.Client // the helper; replaced after a reconnect
 	orig    *api.Client // the caller's, closed by the caller
-	o       AttachOptions
+	o       Options
 	matcher *termkeys.Matcher
 	nl      string
 
@@ -161,7 +167,7 @@ func (a *attacher) closeConn() {
 // loop moves bytes until the attachment ends.
 func (a *attacher) loop(ctx context.Context) error {
 	// The stdin reader ends when a read fails; a read blocked on a
-	// terminal cannot be interrupted, so it may outlive RunAttach until
+	// terminal cannot be interrupted, so it may outlive Run until
 	// the process exits (it drops what it reads then).
 	inCh := make(chan []byte)
 	inDone := make(chan struct{})

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/attachterm"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
@@ -73,7 +73,7 @@ func runAttach(ctx context.Context, name string, readOnly bool, key termkeys.Key
 		return err
 	}
 	defer c.Close()
-	return activation.RunAttach(ctx, c, activation.AttachOptions{
+	return attachterm.Run(ctx, c, attachterm.Options{
 		Name: name, ReadOnly: readOnly, DetachKey: key,
 		In: os.Stdin, Out: os.Stdout, Status: os.Stderr,
 	})

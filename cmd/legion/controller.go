@@ -6,10 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/service"
 	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/internal/journal"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -63,7 +63,7 @@ systemd restarts a stale controller agent, which resumes its session.`,
 			if err != nil {
 				return err
 			}
-			log := activation.NewLogger(cfg.Helper.LogLevel).With("team", t.Name)
+			log := journal.NewLogger(cfg.Helper.LogLevel).With("team", t.Name)
 			if t.Controller == config.ControllerAgent {
 				home, err := os.UserHomeDir()
 				if err != nil {

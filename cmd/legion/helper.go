@@ -11,6 +11,7 @@ import (
 
 	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/journal"
 )
 
 func newHelperCmd(g *globals) *cobra.Command {
@@ -48,7 +49,7 @@ socket activation) it listens on the socket itself, for development.`,
 			if cmd.Flags().Changed("idle-exit") {
 				idle = idleExit
 			}
-			return runHelper(cmd.Context(), cfg, activation.NewLogger(level), idle, socket)
+			return runHelper(cmd.Context(), cfg, journal.NewLogger(level), idle, socket)
 		},
 	}
 	cmd.Flags().DurationVar(&idleExit, "idle-exit", 0, "exit after this long with no clients and no work; 0 never (default: helper.idle_exit of legion.toml when socket-activated, else never)")

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/service"
+	"github.com/legion-dev/legion/internal/journal"
 )
 
 func newStateCmd(g *globals) *cobra.Command {
@@ -33,7 +33,7 @@ each tick.`,
 			}
 			src := t.Sources(service.NewSessionSource(t.Name))
 			if apply {
-				log := activation.NewTextLogger(os.Stderr, nil)
+				log := journal.NewTextLogger(os.Stderr, nil)
 				r := controller.Tick(ctx, src, service.NewDispatcher(t.ConfigPath, t.Name), log)
 				if r.Err != nil {
 					return r.Err

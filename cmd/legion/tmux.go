@@ -12,6 +12,7 @@ import (
 	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
+	"github.com/legion-dev/legion/internal/journal"
 )
 
 func newTmuxCmd(g *globals) *cobra.Command {
@@ -57,7 +58,7 @@ tmux attach -t legion-<short>.`,
 				return err
 			}
 			o := activation.TmuxOptions{Team: name, View: v, Bin: bin, Interval: interval, Once: once,
-				Log: activation.NewLogger(slog.LevelInfo)}
+				Log: journal.NewLogger(slog.LevelInfo)}
 			if !once {
 				fmt.Fprintf(cmd.OutOrStdout(), "syncing %s with team %s's sessions until interrupted; attach with: %s\n", v.Session, name, strings.Join(v.AttachArgv(), " "))
 			}

@@ -1,4 +1,10 @@
-package activation
+// Package journal is the logger of Legion's daemons (the helper, the
+// controllers, and later the worker): log/slog entries go to the systemd
+// journal with their attributes as fields when the process runs under
+// systemd, and are text lines on stderr otherwise. It owns the mapping of
+// attribute keys to journal field names (LEGION_TEAM, LEGION_ISSUE,
+// LEGION_SESSION and the others upper-cased) and never logs on its own.
+package journal
 
 import (
 	"context"
@@ -8,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/coreos/go-systemd/v22/journal"
+	sdjournal "github.com/coreos/go-systemd/v22/journal"
 )
 
 // Journal fields Legion sets on its log entries, from the slog attributes
@@ -37,10 +43,10 @@ func NewTextLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 }
 
 func underJournal() bool {
-	if ok, err := journal.StderrIsJournalStream(); err == nil && ok {
-		return journal.Enabled()
+	if ok, err := sdjournal.StderrIsJournalStream(); err == nil && ok {
+		return sdjournal.Enabled()
 	}
-	return os.Getenv("INVOCATION_ID") != "" && journal.Enabled()
+	return os.Getenv("INVOCATION_ID") != "" && sdjournal.Enabled()
 }
 
 // journalHandler is a slog.Handler that sends each record to the journal:
@@ -93,7 +99,7 @@ func (h *journalHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 		vars[journalField(a.Key)] = v
 	}
-	return journal.Send(msg.String(), priority(r.Level), vars)
+	return sdjournal.Send(msg.String(), priority(r.Level), vars)
 }
 
 // prefixed flattens groups into dotted keys.
@@ -147,15 +153,15 @@ func journalField(key string) string {
 	return s
 }
 
-func priority(l slog.Level) journal.Priority {
+func priority(l slog.Level) sdjournal.Priority {
 	switch {
 	case l >= slog.LevelError:
-		return journal.PriErr
+		return sdjournal.PriErr
 	case l >= slog.LevelWarn:
-		return journal.PriWarning
+		return sdjournal.PriWarning
 	case l >= slog.LevelInfo:
-		return journal.PriInfo
+		return sdjournal.PriInfo
 	default:
-		return journal.PriDebug
+		return sdjournal.PriDebug
 	}
 }

@@ -1,4 +1,4 @@
-package activation
+package journal
 
 import (
 	"bytes"
@@ -133,4 +133,16 @@ func parseJournalEntry(p []byte) (map[string]string, error) {
 		p = p[size+1:]
 	}
 	return e, nil
+}
+
+func TestJournalField(t *testing.T) {
+	tests := map[string]string{
+		"team": FieldTeam, "issue": FieldIssue, "session": FieldSession,
+		"daemon_id": "DAEMON_ID", "peer.uid": "PEER_UID", "_x": "X", "9lives": "LIVES", "": "ATTR",
+	}
+	for in, want := range tests {
+		if got := journalField(in); got != want {
+			t.Errorf("journalField(%q) = %q; want %q", in, got, want)
+		}
+	}
 }
