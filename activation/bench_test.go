@@ -36,7 +36,7 @@ func BenchmarkColdStartRecovery(b *testing.B) {
 			g.SetLimit(4)
 			for i := range n {
 				g.Go(func() error {
-					_, err := c.Spawn(ctx, api.SpawnArgs{Name: fmt.Sprintf("w%03d", i), Cwd: "/", Argv: []string{"/bin/sleep", "100000"}})
+					_, err := c.Spawn(ctx, testLaunch(fmt.Sprintf("w%03d", i), "/bin/sleep", "100000"))
 					return err
 				})
 			}

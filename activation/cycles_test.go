@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 )
@@ -206,7 +207,7 @@ func TestHelperRestartSurvival(t *testing.T) {
 
 func mustUnit(t *testing.T, name string) string {
 	t.Helper()
-	u, err := units.WorkerUnit(AdhocTeamID.String()[:8], name, SpawnMode)
+	u, err := units.WorkerUnit(config.AdhocTeamID.String()[:8], name, api.ModeSpawn)
 	if err != nil {
 		t.Fatal(err)
 	}

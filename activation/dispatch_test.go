@@ -1,7 +1,8 @@
 package activation
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,13 +13,17 @@ import (
 	"github.com/legion-dev/legion/controller"
 )
 
-// TestStateAndDispatch: through the real CLI and helper, a team's state
-// suggests planning a new issue; dispatch starts the planner as its own
-// unit in the issue's worktree; a second dispatch leaves it alone; state
-// then sees the live worker and skips the issue.
+// TestStateAndDispatch: through the real CLI and helper, a team added
+// after the helper started can be spawned in at once (the CLI reads the
+// team, the helper has no team list); the team's state suggests planning a
+// new issue; dispatch (planned by the CLI, started by the helper's spawn)
+// starts the planner as its own unit in the issue's worktree; a second
+// dispatch leaves it alone; state then sees the live worker and skips the
+// issue.
 func TestStateAndDispatch(t *testing.T) {
 	e := startEnv(t)
 	ctx := t.Context()
+	e.list(ctx) // the helper runs before the team exists
 	ws := t.TempDir()
 	if out, err := exec.Command("git", "-C", ws, "-c", "user.name=t", "-c", "user.email=t@example.com", "init", "-q", "-b", "main").CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v\n%s", err, out)
@@ -40,34 +45,48 @@ func TestStateAndDispatch(t *testing.T) {
 		t.Fatalf("issue add printed %q; want DEMO-1", id)
 	}
 
-	c, err := api.Dial(ctx)
-	if err != nil {
+	// Spawning in the new team works without restarting the helper.
+	e.mustLegion(ctx, "spawn", "--team", "demo", "--name", "demo-cmd", "--", "/bin/sleep", "600")
+	if _, err := e.client(ctx).Kill(ctx, "demo-cmd"); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	var rep controller.Report
-	err = c.Call(ctx, api.CmdState, api.StateArgs{Config: cfg, Team: "demo"}, &rep)
-	if err != nil {
-		t.Fatal(err)
+
+	state := func() controller.Report {
+		t.Helper()
+		var rep controller.Report
+		out := e.mustLegion(ctx, "state", "demo", "--json")
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("state --json printed %q: %v", out, err)
+		}
+		return rep
 	}
-	if len(rep.Issues) != 1 || rep.Issues[0].Action != controller.ActionDispatchPlanner {
+	dispatch := func() (api.SpawnResult, error) {
+		var res api.SpawnResult
+		out, errOut, err := e.legion(ctx, "dispatch", "demo", "DEMO-1", "plan", "--json")
+		if err != nil {
+			return res, fmt.Errorf("%w: %s", err, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("dispatch --json printed %q: %v", out, err)
+		}
+		return res, nil
+	}
+	if rep := state(); len(rep.Issues) != 1 || rep.Issues[0].Action != controller.ActionDispatchPlanner {
 		t.Fatalf("state = %+v; want DEMO-1 with dispatch_planner", rep.Issues)
 	}
 	// A live session of another team (here ad hoc) that holds the name
 	// DEMO-1-plan is not this team's planner: dispatch says so and starts
 	// nothing, and succeeds once the name is free.
-	if _, err := c.Spawn(ctx, api.SpawnArgs{Name: "DEMO-1-plan", Cwd: ws, Argv: []string{"/bin/sleep", "600"}}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Dispatch(ctx, api.DispatchArgs{Config: cfg, Team: "demo", Issue: "DEMO-1", Mode: "plan"})
-	if ae, ok := errors.AsType[*api.Error](err); !ok || ae.Code != api.CodeExists || !strings.Contains(ae.Message, "team adhoc") {
+	c := e.client(ctx)
+	e.spawn(ctx, "DEMO-1-plan", "/bin/sleep", "600")
+	if _, err := dispatch(); err == nil || !strings.Contains(err.Error(), "team adhoc") || !strings.Contains(err.Error(), "(exists)") {
 		t.Fatalf("dispatch while team adhoc holds the name: %v; want an exists error naming team adhoc", err)
 	}
 	if _, err := c.Kill(ctx, "DEMO-1-plan"); err != nil {
 		t.Fatal(err)
 	}
 	for i, wantStarted := range []bool{true, false} {
-		res, err := c.Dispatch(ctx, api.DispatchArgs{Config: cfg, Team: "demo", Issue: "DEMO-1", Mode: "plan"})
+		res, err := dispatch()
 		if err != nil {
 			t.Fatalf("dispatch #%d: %v", i+1, err)
 		}
@@ -80,10 +99,7 @@ func TestStateAndDispatch(t *testing.T) {
 		c.Logs(ctx, api.LogsArgs{Name: "DEMO-1-plan"}, &out)
 		return strings.Contains(out.String(), "planning DEMO-1 in plan"), out.String()
 	})
-	err = c.Call(ctx, api.CmdState, api.StateArgs{Config: cfg, Team: "demo"}, &rep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := state()
 	if w := rep.Issues[0].Worker; w == nil || w.Mode != "plan" || rep.Issues[0].Action != controller.ActionSkip {
 		t.Errorf("state after dispatch = %+v; want a live plan worker and skip", rep.Issues[0])
 	}

@@ -20,6 +20,15 @@
 // The terminal side of `legion attach` is package activation/attachterm;
 // the daemons' journal logger is package internal/journal.
 //
+// The helper is a pure session supervisor: spawn, list, status, logs,
+// attach, send, kill and recovery. It plans nothing: `legion spawn`,
+// `legion dispatch` and the controllers decide a session's worktree, id,
+// argv, environment and supervision values (from legion.toml) and send a
+// full launch (api.SpawnArgs), which the helper checks field by field and
+// runs as it is, with no defaults of its own. So it must never import
+// package config or controller/..., and it reads
+// nothing of legion.toml but [helper] (cmd/legion does that for it).
+//
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves
 // every session running. It must never kill a worker it has not

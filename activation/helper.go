@@ -60,12 +60,6 @@ type Options struct {
 	// helper).
 	Binary string
 
-	// Teams are the configured teams spawn may use, by name. Defaults is
-	// the policy of the built-in team AdhocTeam (its Name and ID are
-	// ignored) unless Teams has a team of that name.
-	Teams    map[string]Team
-	Defaults Team
-
 	// RecoveryAttempts is how often recovery tries to reach a worker that
 	// does not answer before it quarantines the entry (0 means 5), waiting
 	// RecoveryBackoff (0 means 100ms, doubling) between tries.
@@ -445,8 +439,6 @@ var commands = map[string]handler{
 	api.CmdSend:           (*Helper).cmdSend,
 	api.CmdAttach:         (*Helper).cmdAttach,
 	api.CmdSpawn:          (*Helper).cmdSpawn,
-	api.CmdState:          (*Helper).cmdState,
-	api.CmdDispatch:       (*Helper).cmdDispatch,
 	api.CmdTmuxView:       (*Helper).cmdTmuxView,
 }
 
@@ -495,7 +487,7 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req api.Request) 
 
 func commandList() string {
 	return api.CmdSessionsList + ", " + api.CmdSessionsStatus + ", " + api.CmdSessionsLogs + ", " + api.CmdSessionsKill + ", " +
-		api.CmdSend + ", " + api.CmdAttach + ", " + api.CmdSpawn + ", " + api.CmdState + ", " + api.CmdDispatch + ", " + api.CmdTmuxView
+		api.CmdSend + ", " + api.CmdAttach + ", " + api.CmdSpawn + ", " + api.CmdTmuxView
 }
 
 // clientConn is one client connection's write side.

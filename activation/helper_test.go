@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/journal"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -202,7 +203,7 @@ func TestRecoveringBarrier(t *testing.T) {
 	<-entered
 	c := ip.client(t)
 	c.RecoverWait = -1 // no retries: see the error itself
-	for _, cmd := range []string{api.CmdSessionsList, api.CmdSessionsStatus, api.CmdSessionsLogs, api.CmdSessionsKill, api.CmdSend, api.CmdAttach, api.CmdSpawn, api.CmdState, api.CmdDispatch, "no.such"} {
+	for _, cmd := range []string{api.CmdSessionsList, api.CmdSessionsStatus, api.CmdSessionsLogs, api.CmdSessionsKill, api.CmdSend, api.CmdAttach, api.CmdSpawn, api.CmdTmuxView, "no.such"} {
 		err := c.Call(t.Context(), cmd, api.NameArgs{Name: "x"}, nil)
 		var e *api.Error
 		if !errors.As(err, &e) || e.Code != api.CodeRecovering || !e.Retryable {
@@ -246,6 +247,8 @@ func TestRecoveringBarrier(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	ip := startInProcess(t, true, Options{MaxRequest: 4096})
 	list := `{"v":1,"id":"ok","cmd":"sessions.list"}` + "\n"
+	// A spawn's args up to the fields the cases get wrong.
+	adhoc := `"team":"adhoc","team_id":"` + config.AdhocTeamID.String() + `","id":"0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c","mode":"spawn","role":"command",`
 	tests := []struct {
 		name     string
 		line     string
@@ -262,12 +265,13 @@ func TestBadInput(t *testing.T) {
 		{"name dotdot inside", `{"v":1,"id":"1","cmd":"attach","args":{"name":"x/../y"}}` + "\n", api.CodeBadRequest, "session name"},
 		{"name control", `{"v":1,"id":"1","cmd":"send","args":{"name":"a\u001bb","text":"x"}}` + "\n", api.CodeBadRequest, "control"},
 		{"kill slash", `{"v":1,"id":"1","cmd":"sessions.kill","args":{"name":"/etc"}}` + "\n", api.CodeBadRequest, "contains '/'"},
-		{"spawn dotdot", `{"v":1,"id":"1","cmd":"spawn","args":{"name":"..up","cwd":"/","argv":["/bin/true"]}}` + "\n", api.CodeBadRequest, "'..'"},
-		{"spawn relative program", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/","argv":["true"]}}` + "\n", api.CodeBadRequest, "not an absolute path"},
-		{"spawn no argv", `{"v":1,"id":"1","cmd":"spawn","args":{"cwd":"/"}}` + "\n", api.CodeBadRequest, "argv is empty"},
+		{"spawn dotdot", `{"v":1,"id":"1","cmd":"spawn","args":{` + adhoc + `"name":"..up","cwd":"/","argv":["/bin/true"]}}` + "\n", api.CodeBadRequest, "'..'"},
+		{"spawn relative program", `{"v":1,"id":"1","cmd":"spawn","args":{` + adhoc + `"name":"x","cwd":"/","argv":["./true"]}}` + "\n", api.CodeBadRequest, "field argv: program \"./true\" is a relative path"},
+		{"spawn no argv", `{"v":1,"id":"1","cmd":"spawn","args":{` + adhoc + `"name":"x","cwd":"/"}}` + "\n", api.CodeBadRequest, "field argv: empty"},
+		{"spawn without a cooldown", `{"v":1,"id":"1","cmd":"spawn","args":{` + adhoc + `"name":"x","cwd":"/","argv":["/bin/true"]}}` + "\n", api.CodeBadRequest, "field cooldown: missing"},
 		{"unknown session", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":"nobody"}}` + "\n", api.CodeNotFound, `no session named "nobody"`},
-		{"state of a missing config", `{"v":1,"id":"1","cmd":"state","args":{"config":"/nonexistent/legion.toml","team":"x"}}` + "\n", api.CodeBadRequest, "/nonexistent/legion.toml does not exist"},
-		{"dispatch of an unknown team", `{"v":1,"id":"1","cmd":"dispatch","args":{"config":"/nonexistent/legion.toml","team":"x","issue":"X-1","mode":"plan"}}` + "\n", api.CodeBadRequest, "/nonexistent/legion.toml does not exist"},
+		{"state is the CLI's", `{"v":1,"id":"1","cmd":"state","args":{"team":"x"}}` + "\n", api.CodeUnknownCommand, `unknown command "state"`},
+		{"dispatch is the CLI's", `{"v":1,"id":"1","cmd":"dispatch","args":{"team":"x","issue":"X-1","mode":"plan"}}` + "\n", api.CodeUnknownCommand, `unknown command "dispatch"`},
 	}
 	r := dialRaw(t, ip.socket)
 	for _, tt := range tests {
@@ -408,14 +412,14 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c := ip.client(t)
-	res, err := c.Spawn(ctx, api.SpawnArgs{Name: "life", Cwd: "/", Argv: []string{"/bin/sh", "-c", echoScript}})
+	res, err := c.Spawn(ctx, testLaunch("life", "/bin/sh", "-c", echoScript))
 	if err != nil {
 		t.Fatalf("Spawn: %v", err)
 	}
 	if res.Name != "life" || res.Unit != mustUnit(t, "life") {
 		t.Errorf("Spawn = %+v; want name life and unit %s", res, mustUnit(t, "life"))
 	}
-	if _, err := c.Spawn(ctx, api.SpawnArgs{Name: "life", Cwd: "/", Argv: []string{"/bin/true"}}); !errors.Is(err, api.ErrExists) {
+	if _, err := c.Spawn(ctx, testLaunch("life", "/bin/true")); !errors.Is(err, api.ErrExists) {
 		t.Errorf("second Spawn of the same name = %v; want exists", err)
 	}
 

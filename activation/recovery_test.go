@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/workerunit"
 	"github.com/legion-dev/legion/units"
@@ -32,8 +33,8 @@ type worker struct {
 // registry lands in stateDir, owned by daemonID.
 func startWorker(ctx context.Context, t *testing.T, mgr *units.Manager, name, daemonID, runtimeDir, stateDir string) worker {
 	t.Helper()
-	team := AdhocTeamID
-	unit, err := units.WorkerUnit(team.String()[:8], name, SpawnMode)
+	team := config.AdhocTeamID
+	unit, err := units.WorkerUnit(team.String()[:8], name, api.ModeSpawn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func startWorker(ctx context.Context, t *testing.T, mgr *units.Manager, name, da
 	}
 	s := &ptyworker.Spec{
 		Version: ptyworker.SpecVersion, SessionID: uuid.NewSHA1(team, []byte(name)).String(), Name: name,
-		Team: AdhocTeam, TeamShort: team.String()[:8], Mode: SpawnMode, Cwd: "/",
+		Team: config.AdhocTeam, TeamShort: team.String()[:8], Mode: api.ModeSpawn, Cwd: "/",
 		ArgvNew: []string{"/bin/sh", "-c", "sleep 1000"}, Token: token, DaemonInstanceID: daemonID, Unit: unit,
 		Paths: ptyworker.Paths{RuntimeDir: runtimeDir, StateDir: stateDir},
 	}
@@ -207,12 +208,12 @@ func editRegistry(t *testing.T, path string, edit func(*ptyworker.Registry)) {
 func writeStale(t *testing.T, stateDir, name, daemonID string, pid int) *ptyworker.Registry {
 	t.Helper()
 	id := uuid.NewString()
-	unit, err := units.WorkerUnit(AdhocTeamID.String()[:8], name, SpawnMode)
+	unit, err := units.WorkerUnit(config.AdhocTeamID.String()[:8], name, api.ModeSpawn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: AdhocTeam, Mode: SpawnMode, Unit: unit,
+		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: config.AdhocTeam, Mode: api.ModeSpawn, Unit: unit,
 		DaemonInstanceID: daemonID, Token: "stale-token-0123456789", WorkerPID: pid,
 		SocketPath:     filepath.Join(stateDir, "nowhere.sock"),
 		TranscriptPath: filepath.Join(stateDir, "transcripts", id+".log"),

@@ -2,8 +2,6 @@ package activation
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -20,137 +18,84 @@ import (
 	"github.com/legion-dev/legion/units"
 )
 
-// AdhocTeam is the built-in team of `legion spawn` without --team. Its
-// UUID is fixed (AdhocTeamID), so its sessions' IDs and unit names are
-// stable; a configured team of the same name replaces it.
-const AdhocTeam = "adhoc"
-
-// AdhocTeamID is the UUID of AdhocTeam: UUIDv5 of the URL namespace and
-// "https://github.com/legion-dev/legion#team-adhoc".
-var AdhocTeamID = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/legion-dev/legion#team-adhoc"))
-
-// SpawnMode is the mode (the last part of the unit name) of sessions
-// started with `legion spawn`.
-const SpawnMode = "spawn"
-
-// Supervision defaults of spawned sessions, for teams that leave them
-// unset.
+// Supervision of every worker unit that is the worker's own, not a team's
+// policy: the worker feeds WatchdogSec= from its event loop (staleness of
+// the agent is stale_after, a team setting), and gets TimeoutStopSec= to
+// record the agent's end.
 const (
-	defaultCooldown           = 10 * time.Second
-	defaultStartLimitBurst    = 5
-	defaultStartLimitInterval = 10 * time.Minute
-	defaultWatchdog           = 30 * time.Second
-	defaultStopTimeout        = 15 * time.Second
+	workerWatchdog    = 30 * time.Second
+	workerStopTimeout = 15 * time.Second
 )
 
-// Team is what spawn needs to know about a team: its identity and the
-// supervision policy of its sessions. Zero durations and counts mean the
-// defaults above.
-type Team struct {
-	Name string
-	ID   uuid.UUID // the team UUID; session IDs and the short ID derive from it
-
-	Cooldown           time.Duration // RestartSec= of its sessions
-	StartLimitBurst    uint32
-	StartLimitInterval time.Duration
-	StartupGrace       time.Duration // with a watched file: fed regardless for this long after a start
-	RingSize           int           // worker scrollback; 0 means ptyworker's default
-}
-
-// ShortID is the first 8 hex digits of the team UUID.
-func (t Team) ShortID() string { return t.ID.String()[:8] }
-
-// team returns the team called name ("" means AdhocTeam).
-func (h *Helper) team(name string) (Team, error) {
-	if name == "" {
-		name = AdhocTeam
-	}
-	if t, ok := h.opts.Teams[name]; ok {
-		return t, nil
-	}
-	if name == AdhocTeam {
-		t := h.opts.Defaults
-		t.Name, t.ID = AdhocTeam, AdhocTeamID
-		return t, nil
-	}
-	known := []string{AdhocTeam}
-	for n := range h.opts.Teams {
-		known = append(known, n)
-	}
-	return Team{}, api.Errorf(api.CodeBadRequest, "unknown team %q: configured teams are %s (see legion.toml)", name, strings.Join(known, ", "))
-}
+// Roles of a launch (ptyworker.Spec.Role).
+const (
+	roleWorker  = "worker"  // an agent dispatched for an issue
+	roleCommand = "command" // a command started with `legion spawn`
+)
 
 func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
 	var a api.SpawnArgs
 	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
-	team, err := h.team(a.Team)
+	l, err := checkLaunch(a)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkSpawnArgs(&a); err != nil {
-		return nil, nil, err
-	}
-	name := a.Name
-	if name == "" {
-		name = h.newName(a.Argv[0])
-	} else if err := api.ValidateName(name); err != nil {
-		return nil, nil, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
-	}
-	unit, err := units.WorkerUnit(team.ShortID(), name, SpawnMode)
-	if err != nil {
-		return nil, nil, api.Errorf(api.CodeBadRequest, "spawn: session name %q: %v", name, err)
-	}
-	res, _, err := h.launch(ctx, team, launch{
-		op: "spawn", name: name, id: uuid.NewSHA1(team.ID, []byte(name+":"+SpawnMode)).String(), unit: unit,
-		mode: SpawnMode, role: "command", cwd: a.Cwd, env: a.Env, argvNew: a.Argv,
-		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter), cooldown: time.Duration(a.Cooldown),
-	})
+	res, err := h.launch(ctx, l)
 	return res, nil, err
 }
 
-// launch is one session to start as a worker unit: what spawn and dispatch
-// have in common.
+// launch is one session to start as a worker unit: a spawn request that
+// checkLaunch accepted, with its unit name and team.
 type launch struct {
-	op                    string // "spawn" or "dispatch", for messages
 	name, id, unit        string
+	team                  string
+	teamID                uuid.UUID
 	issue, mode, role     string
 	cwd                   string
 	env, argvNew, argvRes []string
 	watch                 string
-	staleAfter, cooldown  time.Duration
-	// reuseLive makes a live session of the same name a success (dispatch
-	// is idempotent) instead of an exists error (spawn names are unique).
+	staleAfter            time.Duration
+	cooldown              time.Duration
+	startLimitBurst       uint32
+	startLimitInterval    time.Duration
+	startupGrace          time.Duration
+	ringSize              int
+	// reuseLive makes a live session of the same name and team a success
+	// (dispatch is idempotent) instead of an exists error.
 	reuseLive bool
 }
 
-// launch writes the spec of l and starts its transient unit. It reports
-// started=false when l.reuseLive and the session already runs.
-func (h *Helper) launch(ctx context.Context, team Team, l launch) (res api.SpawnResult, started bool, err error) {
+// teamShort is the first 8 hex digits of the team UUID.
+func (l launch) teamShort() string { return l.teamID.String()[:8] }
+
+// launch writes the spec of l and starts its transient unit. The result's
+// Started is false when l.reuseLive and the session already runs.
+func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) {
 	name := l.name
 	// One start per name at a time; the name is reserved in the table.
 	s, release, err := h.sessions.reserve(name)
 	if err != nil {
-		return api.SpawnResult{}, false, err
+		return api.SpawnResult{}, err
 	}
 	defer release()
 	if s != nil {
 		h.sessions.refresh(ctx, []*session{s})
 		if v := s.view(); v.State != api.StateExited && v.State != api.StateFailed {
-			if l.reuseLive && v.Team != team.Name {
+			if l.reuseLive && v.Team != l.team {
 				// Names are unique across teams, dispatch names are
 				// <issue>-<mode>: two teams whose trackers share issue ids
 				// (or an ad-hoc session that took the name) cannot both
 				// have the session. Reporting the other team's session as
 				// this team's would be a lie; the caller retries once the
 				// name is free.
-				return api.SpawnResult{}, false, api.Errorf(api.CodeExists, "%s: session name %s is taken by a live session of team %s (unit %s), not of team %s: wait for it to end, or `legion sessions kill %s`", l.op, name, v.Team, v.Unit, team.Name, name)
+				return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: session name %s is taken by a live session of team %s (unit %s), not of team %s: wait for it to end, or `legion sessions kill %s`", name, v.Team, v.Unit, l.team, name)
 			}
 			if l.reuseLive {
-				return api.SpawnResult{Name: name, ID: v.ID, Unit: v.Unit}, false, nil
+				return api.SpawnResult{Name: name, ID: v.ID, Unit: v.Unit}, nil
 			}
-			return api.SpawnResult{}, false, api.Errorf(api.CodeExists, "session %s already exists (%s, unit %s): pick another --name, or `legion sessions kill %s` first", name, v.State, v.Unit, name)
+			return api.SpawnResult{}, api.Errorf(api.CodeExists, "session %s already exists (%s, unit %s): pick another --name, or `legion sessions kill %s` first", name, v.State, v.Unit, name)
 		}
 	}
 
@@ -165,41 +110,41 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res api.Spawn
 	st, err := h.mgr.State(ctx, unit)
 	if err == nil && st.ActiveState == "failed" {
 		if err := h.mgr.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
-			return api.SpawnResult{}, false, fmt.Errorf("%s: unload the failed unit %s: %w", l.op, unit, err)
+			return api.SpawnResult{}, fmt.Errorf("spawn: unload the failed unit %s: %w", unit, err)
 		}
 		st, err = h.mgr.State(ctx, unit)
 	}
 	if err != nil {
-		return api.SpawnResult{}, false, fmt.Errorf("%s: read unit %s: %w", l.op, unit, err)
+		return api.SpawnResult{}, fmt.Errorf("spawn: read unit %s: %w", unit, err)
 	}
 	if st.Exists() && st.ActiveState != "inactive" && st.ActiveState != "failed" {
 		if l.reuseLive {
-			return api.SpawnResult{Name: name, ID: id, Unit: unit}, false, nil
+			return api.SpawnResult{Name: name, ID: id, Unit: unit}, nil
 		}
-		return api.SpawnResult{}, false, api.Errorf(api.CodeExists, "%s: unit %s is %s (%s): `legion sessions kill %s` or wait", l.op, unit, st.ActiveState, st.SubState, name)
+		return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: unit %s is %s (%s): `legion sessions kill %s` or wait", unit, st.ActiveState, st.SubState, name)
 	}
 	token, err := ptyworker.NewToken()
 	if err != nil {
-		return api.SpawnResult{}, false, err
+		return api.SpawnResult{}, err
 	}
 	spec := &ptyworker.Spec{
-		Version: ptyworker.SpecVersion, SessionID: id, Name: name, Team: team.Name, TeamShort: team.ShortID(),
+		Version: ptyworker.SpecVersion, SessionID: id, Name: name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
-		SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: team.RingSize,
+		SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
 		Paths: ptyworker.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},
 	}
 	if l.watch != "" {
-		spec.StartupGrace = ptyworker.Duration(team.StartupGrace)
+		spec.StartupGrace = ptyworker.Duration(l.startupGrace)
 	}
 	if err := spec.Validate(); err != nil {
-		return api.SpawnResult{}, false, api.Errorf(api.CodeBadRequest, "%s: %v", l.op, err)
+		return api.SpawnResult{}, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
 	}
 	bin := h.opts.Binary
 	if bin == "" {
 		var err error
 		if bin, err = ptyworker.FindBinary(); err != nil {
-			return api.SpawnResult{}, false, fmt.Errorf("%s: %w", l.op, err)
+			return api.SpawnResult{}, fmt.Errorf("spawn: %w", err)
 		}
 	}
 	if h.opts.beforeSpecWrite != nil {
@@ -210,39 +155,36 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res api.Spawn
 	// and restarts count from this start. The transcript is appended to.
 	if _, err := os.Stat(spec.RegistryPath()); err == nil {
 		if _, err := moveAside(spec.RegistryPath(), filepath.Join(h.opts.StateDir, prunedDir)); err != nil {
-			return api.SpawnResult{}, false, fmt.Errorf("%s: move the earlier registry entry of %s aside: %w", l.op, name, err)
+			return api.SpawnResult{}, fmt.Errorf("spawn: move the earlier registry entry of %s aside: %w", name, err)
 		}
 	}
 	dir := filepath.Join(h.opts.StateDir, specDir)
 	if err := privdir.Ensure(dir); err != nil {
-		return api.SpawnResult{}, false, err
+		return api.SpawnResult{}, err
 	}
 	specPath := filepath.Join(dir, id+".json")
 	t0 := time.Now()
 	if err := ptyworker.WriteSpec(specPath, spec); err != nil {
-		return api.SpawnResult{}, false, err
+		return api.SpawnResult{}, err
 	}
 	tSpec := time.Since(t0)
 	policy := workerunit.Policy{
 		Binary: bin, SpecPath: specPath,
-		Cooldown:           orDefault(l.cooldown, orDefault(team.Cooldown, defaultCooldown)),
-		Watchdog:           defaultWatchdog,
-		StartLimitBurst:    team.StartLimitBurst,
-		StartLimitInterval: orDefault(team.StartLimitInterval, defaultStartLimitInterval),
-		StopTimeout:        defaultStopTimeout,
-	}
-	if policy.StartLimitBurst == 0 {
-		policy.StartLimitBurst = defaultStartLimitBurst
+		Cooldown:           l.cooldown,
+		Watchdog:           workerWatchdog,
+		StartLimitBurst:    l.startLimitBurst,
+		StartLimitInterval: l.startLimitInterval,
+		StopTimeout:        workerStopTimeout,
 	}
 	u, err := workerunit.Transient(spec, policy)
 	if err != nil {
 		os.Remove(specPath)
-		return api.SpawnResult{}, false, api.Errorf(api.CodeBadRequest, "%s: %v", l.op, err)
+		return api.SpawnResult{}, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
 	}
-	log := h.log.With("session", id, "name", name, "team", team.Name, "unit", unit)
+	log := h.log.With("session", id, "name", name, "team", l.team, "unit", unit)
 	if err := h.mgr.StartTransient(ctx, u); err != nil {
 		if errors.Is(err, units.ErrUnitExists) {
-			return api.SpawnResult{}, false, api.Errorf(api.CodeExists, "%s: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", l.op, unit, name)
+			return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", unit, name)
 		}
 		why := ""
 		if r, rerr := ptyworker.ReadRegistry(spec.RegistryPath()); rerr == nil && r.LastExit != nil && r.Token == token {
@@ -254,88 +196,18 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res api.Spawn
 		if !st.Exists() || st.ActiveState == "inactive" {
 			os.Remove(specPath)
 		}
-		log.Warn(l.op+" failed", "err", err)
-		return api.SpawnResult{}, false, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
+		log.Warn("spawn failed", "err", err)
+		return api.SpawnResult{}, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
 	}
 	ns := newSession(h, &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: team.Name, Issue: l.issue, Mode: l.mode,
+		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: l.team, Issue: l.issue, Mode: l.mode,
 		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
 		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
 	}, spec.RegistryPath())
 	h.sessions.put(ns)
-	log.Info(l.op, "argv0", l.argvNew[0])
-	log.Debug(l.op+" timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
-	return api.SpawnResult{Name: name, ID: id, Unit: unit}, true, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-// checkSpawnArgs validates what the client sent; cwd must exist.
-func checkSpawnArgs(a *api.SpawnArgs) error {
-	if len(a.Argv) == 0 || a.Argv[0] == "" {
-		return api.Errorf(api.CodeBadRequest, "spawn: argv is empty: give the command to run")
-	}
-	if !filepath.IsAbs(a.Argv[0]) {
-		return api.Errorf(api.CodeBadRequest, "spawn: program %q is not an absolute path (the CLI resolves it in PATH)", a.Argv[0])
-	}
-	for i, s := range a.Argv {
-		if strings.IndexByte(s, 0) >= 0 {
-			return api.Errorf(api.CodeBadRequest, "spawn: argument %d holds a NUL byte", i)
-		}
-	}
-	if !filepath.IsAbs(a.Cwd) {
-		return api.Errorf(api.CodeBadRequest, "spawn: cwd %q is not an absolute path", a.Cwd)
-	}
-	if fi, err := os.Stat(a.Cwd); err != nil || !fi.IsDir() {
-		return api.Errorf(api.CodeBadRequest, "spawn: cwd %s is not a directory", a.Cwd)
-	}
-	if a.Watch != "" && !filepath.IsAbs(a.Watch) {
-		return api.Errorf(api.CodeBadRequest, "spawn: watch %q is not an absolute path", a.Watch)
-	}
-	if a.Watch != "" && a.StaleAfter <= 0 {
-		return api.Errorf(api.CodeBadRequest, "spawn: watch needs a positive stale_after")
-	}
-	if a.Watch == "" && a.StaleAfter != 0 {
-		return api.Errorf(api.CodeBadRequest, "spawn: stale_after needs watch (the file whose age is checked)")
-	}
-	for i, kv := range a.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
-			return api.Errorf(api.CodeBadRequest, "spawn: env entry %d %q is not KEY=VALUE", i, kv)
-		}
-	}
-	return nil
-}
-
-// newName makes a session name from a program path: its base name
-// (characters outside [A-Za-z0-9_.-] dropped) and 4 random hex digits.
-func (h *Helper) newName(prog string) string {
-	base := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			return r
-		}
-		return -1
-	}, filepath.Base(prog))
-	base = strings.TrimLeft(base, "-")
-	if len(base) > 40 {
-		base = base[:40]
-	}
-	if base == "" {
-		base = "cmd"
-	}
-	for {
-		var b [2]byte
-		rand.Read(b[:])
-		name := base + "-" + hex.EncodeToString(b[:])
-		if _, taken := h.sessions.get(name); !taken {
-			return name
-		}
-	}
+	log.Info("spawn", "mode", l.mode, "argv0", l.argvNew[0])
+	log.Debug("spawn timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
+	return api.SpawnResult{Name: name, ID: id, Unit: unit, Started: true}, nil
 }
 
 // reserve marks name as being spawned. It returns the existing session

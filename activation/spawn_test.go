@@ -26,8 +26,7 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 	manual := make(chan error, 1)
 	// A start limit that has run out by the time of the new spawn, as it
 	// has some minutes after a failure: then the failed unit may be started.
-	defaults := Team{StartLimitBurst: 2, StartLimitInterval: time.Second}
-	ip := startInProcessOn(t, nil, Options{Defaults: defaults, beforeSpecWrite: func(unit string) {
+	ip := startInProcessOn(t, nil, Options{beforeSpecWrite: func(unit string) {
 		if armed.CompareAndSwap(true, false) {
 			_, err := sd.Systemctl(t, "start", unit)
 			manual <- err
@@ -37,7 +36,9 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 	defer cancel()
 	c := ip.client(t)
 
-	args := api.SpawnArgs{Name: "again", Cwd: "/", Argv: []string{"/bin/sh", "-c", "exit 3"}, Cooldown: api.Duration(50 * time.Millisecond)}
+	args := testLaunch("again", "/bin/sh", "-c", "exit 3")
+	args.Cooldown = new(api.Duration(50 * time.Millisecond))
+	args.StartLimitBurst, args.StartLimitInterval = 2, api.Duration(time.Second)
 	first, err := c.Spawn(ctx, args)
 	if err != nil {
 		t.Fatalf("Spawn: %v", err)
@@ -50,7 +51,7 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 	if st, err := ip.h.mgr.State(ctx, first.Unit); err != nil || st.ActiveState != "failed" {
 		t.Fatalf("unit %s: %+v, %v; want it loaded and failed", first.Unit, st, err)
 	}
-	time.Sleep(2 * defaults.StartLimitInterval)
+	time.Sleep(2 * time.Duration(args.StartLimitInterval))
 	old, err := ptyworker.ReadRegistry(regPath)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -22,11 +23,11 @@ func TestTmuxViewFollowsSessions(t *testing.T) {
 	sdtest.Require(t, "tmux (Debian package tmux)", err == nil)
 	e := startEnv(t)
 	ctx := t.Context()
-	v := tmuxview.View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-" + AdhocTeamID.String()[:8], Config: "/dev/null"}
+	v := tmuxview.View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-" + config.AdhocTeamID.String()[:8], Config: "/dev/null"}
 	t.Cleanup(func() { exec.Command("tmux", "-L", v.Socket, "kill-server").Run() })
-	o := TmuxOptions{Team: AdhocTeam, View: v, Bin: e.bin, Once: true}
+	o := TmuxOptions{Team: config.AdhocTeam, View: v, Bin: e.bin, Once: true}
 
-	e.mustLegion(ctx, "spawn", "--team", AdhocTeam, "--name", "sleeper", "--", "/bin/sh", "-c", "echo hi; exec sleep 600")
+	e.mustLegion(ctx, "spawn", "--team", config.AdhocTeam, "--name", "sleeper", "--", "/bin/sh", "-c", "echo hi; exec sleep 600")
 	windows := func() []string {
 		if err := RunTmux(ctx, o); err != nil {
 			t.Fatalf("RunTmux: %v", err)
@@ -75,10 +76,10 @@ func TestHelperKeepsTmuxView(t *testing.T) {
 	sdtest.Require(t, "tmux (Debian package tmux)", err == nil)
 	e := startEnv(t)
 	ctx := t.Context()
-	v := tmuxview.View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-" + AdhocTeamID.String()[:8]}
+	v := tmuxview.View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-" + config.AdhocTeamID.String()[:8]}
 	t.Cleanup(func() { exec.Command("tmux", "-L", v.Socket, "kill-server").Run() })
 
-	e.mustLegion(ctx, "tmux", AdhocTeam, "--socket", v.Socket)
+	e.mustLegion(ctx, "tmux", config.AdhocTeam, "--socket", v.Socket)
 	windows := func() string {
 		w, err := v.Windows(ctx)
 		if err != nil {
@@ -86,7 +87,7 @@ func TestHelperKeepsTmuxView(t *testing.T) {
 		}
 		return fmt.Sprint(w)
 	}
-	e.mustLegion(ctx, "spawn", "--team", AdhocTeam, "--name", "napper", "--", "/bin/sh", "-c", "exec sleep 600")
+	e.mustLegion(ctx, "spawn", "--team", config.AdhocTeam, "--name", "napper", "--", "/bin/sh", "-c", "exec sleep 600")
 	e.poll(ctx, "the helper adds window napper", func() (bool, string) {
 		w := windows()
 		return strings.Contains(w, "napper"), w

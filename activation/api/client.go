@@ -126,7 +126,7 @@ func (c *Client) Send(ctx context.Context, name, text string, noEnter bool) (Ses
 	return r.Session, err
 }
 
-// Spawn starts a command as a supervised session.
+// Spawn starts a session as a worker unit of its own (see SpawnArgs).
 func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (SpawnResult, error) {
 	var r SpawnResult
 	err := c.Call(ctx, CmdSpawn, args, &r)
@@ -420,14 +420,6 @@ func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, er
 		case <-t.C:
 		}
 	}
-}
-
-// Dispatch starts (or resumes) the worker of an issue in a mode; nothing
-// happens when it is already live (Started is then false).
-func (c *Client) Dispatch(ctx context.Context, args DispatchArgs) (DispatchResult, error) {
-	var r DispatchResult
-	err := c.Call(ctx, CmdDispatch, args, &r)
-	return r, err
 }
 
 // TmuxView asks the helper to keep the view in step with the team's

@@ -42,9 +42,7 @@ const (
 	CmdSend           = "send"            // args: SendArgs; result: StatusResult
 	CmdAttach         = "attach"          // args: AttachArgs; result: AttachResult + one fd (SCM_RIGHTS)
 	CmdSpawn          = "spawn"           // args: SpawnArgs; result: SpawnResult
-	CmdState          = "state"           // a team's state and suggested actions (StateArgs)
 	CmdTmuxView       = "tmux.view"       // keep a team's tmux view in step (TmuxViewArgs)
-	CmdDispatch       = "dispatch"        // start or resume an issue's worker (DispatchArgs)
 )
 
 // Request is one command from a client.
@@ -74,7 +72,7 @@ const (
 	CodeTooLarge           = "too_large"           // the request line is longer than the limit; the connection is closed
 	CodeUnauthorized       = "unauthorized"        // the peer's UID is not the helper's
 	CodeNotFound           = "not_found"           // no session of that name
-	CodeExists             = "exists"              // spawn: a live session already has that name
+	CodeExists             = "exists"              // spawn: a live session already has that name (with reuse: a session of another team)
 	CodeNotRunning         = "not_running"         // the session exists but its worker is not running (exit info in the message)
 	CodeUnavailable        = "unavailable"         // the worker is (re)starting or unreachable; retryable
 	CodeRecovering         = "recovering"          // the helper is reconciling after its start; retryable

@@ -145,43 +145,43 @@ type AttachResult struct {
 	Session Session `json:"session"`
 }
 
-// SpawnArgs are the args of spawn. The helper picks the session ID and the
-// unit name; Name is generated from Argv[0] when empty.
+// SpawnArgs are the args of spawn: a full launch, planned by the caller
+// (`legion spawn`, `legion dispatch`, a team's controller) with its team's
+// values from legion.toml. The helper applies no defaults of its own: a
+// launch that leaves a required field out or gives a bad value is refused
+// with bad_request naming the field. The helper derives the unit name,
+// legion-<first 8 hex digits of TeamID>-<Issue, or Name without an
+// issue>-<Mode>.service, and checks it.
 type SpawnArgs struct {
-	Team       string   `json:"team,omitempty"` // a configured team; empty for the built-in team "adhoc"
-	Name       string   `json:"name,omitempty"`
-	Cwd        string   `json:"cwd"`  // absolute
-	Argv       []string `json:"argv"` // the command; no shell is involved
-	Env        []string `json:"env,omitempty"`
+	Team   string `json:"team"`            // the team's name
+	TeamID string `json:"team_id"`         // the team's UUID
+	Name   string `json:"name"`            // session name, unique across teams (see ValidateName)
+	ID     string `json:"id"`              // the session's UUID; it names the worker's spec, registry, socket and transcript
+	Issue  string `json:"issue,omitempty"` // the issue a dispatched worker works on; empty for `legion spawn`
+	Mode   string `json:"mode"`            // plan, implement, review, retro, finish; "spawn" for `legion spawn`
+	Role   string `json:"role"`            // "worker" (a dispatched agent) or "command" (`legion spawn`)
+
+	Cwd        string   `json:"cwd"`                   // absolute, an existing directory
+	Argv       []string `json:"argv"`                  // the command of a new run: an absolute program, no shell
+	ArgvResume []string `json:"argv_resume,omitempty"` // with Watch: the command of a run whose session file exists; empty means Argv
+	Env        []string `json:"env,omitempty"`         // KEY=VALUE for the command
 	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
 	StaleAfter Duration `json:"stale_after,omitempty"` // with Watch: restart when it is older than this
-	Cooldown   Duration `json:"cooldown,omitempty"`    // RestartSec=
-}
 
-// DispatchArgs are the args of dispatch: start (or resume) the worker of
-// one issue in one mode for a configured team.
-type DispatchArgs struct {
-	// Config is the legion.toml to read the team from (the caller's);
-	// empty means the helper's default path.
-	Config string `json:"config,omitempty"`
-	Team   string `json:"team"`
-	Issue  string `json:"issue"`
-	Mode   string `json:"mode"` // plan, implement, review, retro, finish
-}
+	// Supervision, as the team's legion.toml says (the helper has no
+	// defaults): RestartSec=, StartLimitBurst=, StartLimitIntervalSec= of
+	// the unit, and the worker's startup grace and scrollback.
+	Cooldown           *Duration `json:"cooldown"`                // required; 0 restarts at once
+	StartLimitBurst    int       `json:"start_limit_burst"`       // at least 1
+	StartLimitInterval Duration  `json:"start_limit_interval"`    // positive
+	StartupGrace       *Duration `json:"startup_grace,omitempty"` // required with Watch, refused without
+	RingSize           int       `json:"ring_size"`               // bytes, 4 KiB to 256 MiB
 
-// DispatchResult is the result of dispatch.
-type DispatchResult struct {
-	SpawnResult
-	// Started is false when the worker was already live: dispatch is
-	// idempotent.
-	Started bool `json:"started"`
-}
-
-// StateArgs are the args of state: the team's state with the suggested
-// action per issue, as `legion state --json` prints it.
-type StateArgs struct {
-	Config string `json:"config,omitempty"` // as in DispatchArgs
-	Team   string `json:"team"`
+	// Reuse makes a live session of the same name and team a success
+	// (Started false: dispatch is idempotent) instead of an exists error.
+	// A live session of another team that holds the name is an exists
+	// error either way.
+	Reuse bool `json:"reuse,omitempty"`
 }
 
 // TmuxViewArgs are the args of tmux.view: the helper keeps the tmux
@@ -194,11 +194,17 @@ type TmuxViewArgs struct {
 	Bin     string `json:"bin"`              // the legion binary windows run attach with
 }
 
+// ModeSpawn is the mode of sessions started with `legion spawn` (the
+// last part of their unit name).
+const ModeSpawn = "spawn"
+
 // SpawnResult is the result of spawn.
 type SpawnResult struct {
 	Name string `json:"name"`
 	ID   string `json:"id"`
 	Unit string `json:"unit"`
+	// Started is false when SpawnArgs.Reuse found the session live.
+	Started bool `json:"started"`
 }
 
 // Duration is a time.Duration that is a Go duration string in JSON ("90s").

@@ -78,7 +78,7 @@ systemd restarts a stale controller agent, which resumes its session.`,
 					Version: version, Log: log,
 				})
 			}
-			return service.Run(cmd.Context(), service.Options{Team: tm, ConfigPath: cfg.Path, Interval: d, Log: log})
+			return service.Run(cmd.Context(), service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log})
 		},
 	}
 	cmd.Flags().StringVar(&interval, "interval", service.DefaultInterval.String(), "time between ticks when no unit event comes sooner")

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/controller/service"
 )
 
 func newDispatchCmd(g *globals) *cobra.Command {
@@ -16,16 +17,22 @@ func newDispatchCmd(g *globals) *cobra.Command {
 		Long: `Start the agent of ISSUE in MODE (plan, implement, review, retro or finish)
 as a supervised session named ISSUE-MODE: in the issue's worktree, with the
 team's agent argv, a new session or, when its session file exists, the
-resumed one. Nothing happens when that worker is already live. Tracker labels
-and statuses are not changed: ` + "`legion state TEAM --apply`" + ` does the whole step.`,
+resumed one. The worker is planned here (worktree, session, argv, from
+legion.toml) and started by the helper. Nothing happens when that worker is
+already live. Tracker labels and statuses are not changed:
+` + "`legion state TEAM --apply`" + ` does the whole step.`,
 		Args: usageArgs(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			t, cfg, err := openTeamConfig(g, args[0])
+			if err != nil {
+				return err
+			}
 			c, err := api.Dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			res, err := c.Dispatch(cmd.Context(), api.DispatchArgs{Config: g.configPath, Team: args[0], Issue: args[1], Mode: args[2]})
+			res, err := service.Dispatch(cmd.Context(), c, t, cfg.Worker, args[1], args[2])
 			if err != nil {
 				return err
 			}

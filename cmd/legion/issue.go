@@ -32,15 +32,23 @@ func loadTeam(g *globals, name string) (*config.Config, config.Team, error) {
 
 // openTeam loads the config and assembles the named team's parts.
 func openTeam(g *globals, name string) (*team.Team, error) {
+	t, _, err := openTeamConfig(g, name)
+	return t, err
+}
+
+// openTeamConfig is openTeam that also returns the config the team came
+// from (its [worker] settings go into every launch).
+func openTeamConfig(g *globals, name string) (*team.Team, *config.Config, error) {
 	cfg, t, err := loadTeam(g, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	state, err := config.StateDir()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return team.Open(t, cfg.Path, state)
+	tm, err := team.Open(t, cfg.Path, state)
+	return tm, cfg, err
 }
 
 func newIssueCmd(g *globals) *cobra.Command {

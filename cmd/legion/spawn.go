@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,24 +13,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/team"
 )
 
 // spawnFlags are the flags of `legion spawn`.
 type spawnFlags struct {
-	team       string
-	name       string
-	cwd        string
-	watch      string
-	staleAfter time.Duration
-	cooldown   time.Duration
-	env        []string
-	asJSON     bool
+	team        string
+	name        string
+	cwd         string
+	watch       string
+	staleAfter  time.Duration
+	cooldown    time.Duration
+	cooldownSet bool // --cooldown given (0s means no pause, not the team's)
+	env         []string
+	asJSON      bool
 }
 
-func newSpawnCmd(_ *globals) *cobra.Command {
+func newSpawnCmd(g *globals) *cobra.Command {
 	var f spawnFlags
 	cmd := &cobra.Command{
 		Use:   "spawn [flags] -- CMD [ARGS...]",
@@ -38,8 +45,10 @@ running when the caller exits; attach to it with legion attach, follow it
 with legion sessions logs -f. CMD is run as given: no shell is involved.
 
 With --watch FILE the session is restarted by systemd (after --cooldown)
-when FILE has not changed for --stale-after. Prints the session name, or
-with --json {name, id, unit}.`,
+when FILE has not changed for --stale-after. The restart cooldown, the start
+limit, the startup grace and the scrollback are the team's, read from
+legion.toml here; the built-in team "adhoc" has those of [defaults]. Prints
+the session name, or with --json {name, id, unit}.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("spawn: no command given (usage: %s)", cmd.UseLine())}
@@ -47,7 +56,8 @@ with --json {name, id, unit}.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSpawn(cmd.Context(), cmd.OutOrStdout(), f, args)
+			f.cooldownSet = cmd.Flags().Changed("cooldown")
+			return runSpawn(cmd.Context(), cmd.OutOrStdout(), g, f, args)
 		},
 	}
 	// Flags stop at the command: `legion spawn sh -c 'x'` needs no "--".
@@ -58,13 +68,13 @@ with --json {name, id, unit}.`,
 	fl.StringVar(&f.cwd, "cwd", "", "working directory (default: the current one)")
 	fl.StringVar(&f.watch, "watch", "", "file whose changes show the session is alive (e.g. the agent's session file)")
 	fl.DurationVar(&f.staleAfter, "stale-after", 0, "with --watch: restart the session when FILE is older than this")
-	fl.DurationVar(&f.cooldown, "cooldown", 0, "pause before systemd restarts the session (default: the team's)")
+	fl.DurationVar(&f.cooldown, "cooldown", 0, "pause before systemd restarts the session; 0s restarts at once (default: the team's restart_cooldown)")
 	fl.StringArrayVarP(&f.env, "setenv", "E", nil, "set an environment variable for the command, KEY=VALUE (repeatable)")
 	fl.BoolVar(&f.asJSON, "json", false, "print {name, id, unit} as JSON")
 	return cmd
 }
 
-func runSpawn(ctx context.Context, out io.Writer, f spawnFlags, argv []string) error {
+func runSpawn(ctx context.Context, out io.Writer, g *globals, f spawnFlags, argv []string) error {
 	if f.name != "" {
 		if err := checkName(f.name); err != nil {
 			return err
@@ -119,21 +129,72 @@ func runSpawn(ctx context.Context, out io.Writer, f spawnFlags, argv []string) e
 		}
 	}
 
+	cfg, err := config.LoadOrEmpty(g.configPath)
+	if err != nil {
+		return fmt.Errorf("spawn: %w", err)
+	}
+	t, err := cfg.SpawnTeam(f.team)
+	if err != nil {
+		return usageError{fmt.Errorf("spawn: --team: %w", err)}
+	}
+	a := team.Launch(t, cfg.Worker)
+	a.Mode, a.Role = api.ModeSpawn, "command"
+	a.Cwd, a.Argv, a.Env = cwd, argv, f.env
+	if watch != "" {
+		a.Watch, a.StaleAfter = watch, api.Duration(f.staleAfter)
+		a.StartupGrace = new(api.Duration(cfg.Worker.StartupGrace))
+	}
+	if f.cooldownSet {
+		a.Cooldown = new(api.Duration(f.cooldown))
+	}
+
 	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	res, err := c.Spawn(ctx, api.SpawnArgs{
-		Team: f.team, Name: f.name, Cwd: cwd, Argv: argv, Env: f.env, Watch: watch,
-		StaleAfter: api.Duration(f.staleAfter), Cooldown: api.Duration(f.cooldown),
-	})
-	if err != nil {
-		return fmt.Errorf("spawn %s: %w", argv[0], err)
+	// A generated name is tried again with another suffix when a session
+	// has it already.
+	for try := 1; ; try++ {
+		a.Name = f.name
+		if a.Name == "" {
+			a.Name = newSessionName(argv[0])
+		}
+		a.ID = uuid.NewSHA1(t.ID, []byte(a.Name+":"+api.ModeSpawn)).String()
+		res, err := c.Spawn(ctx, a)
+		if errors.Is(err, api.ErrExists) && f.name == "" && try < 5 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("spawn %s: %w", argv[0], err)
+		}
+		if f.asJSON {
+			return writeJSON(out, res)
+		}
+		_, err = fmt.Fprintln(out, res.Name)
+		return err
 	}
-	if f.asJSON {
-		return writeJSON(out, res)
+}
+
+// newSessionName makes a session name from a program path: its base name
+// (characters outside [A-Za-z0-9_-] dropped, at most 40) and 4 random hex
+// digits.
+func newSessionName(prog string) string {
+	base := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		}
+		return -1
+	}, filepath.Base(prog))
+	base = strings.TrimLeft(base, "-")
+	if len(base) > 40 {
+		base = base[:40]
 	}
-	_, err = fmt.Fprintln(out, res.Name)
-	return err
+	if base == "" {
+		base = "cmd"
+	}
+	var b [2]byte
+	rand.Read(b[:])
+	return base + "-" + hex.EncodeToString(b[:])
 }

@@ -27,14 +27,14 @@ each tick.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			t, err := openTeam(g, args[0])
+			t, cfg, err := openTeamConfig(g, args[0])
 			if err != nil {
 				return err
 			}
 			src := t.Sources(service.NewSessionSource(t.Name))
 			if apply {
 				log := journal.NewTextLogger(os.Stderr, nil)
-				r := controller.Tick(ctx, src, service.NewDispatcher(t.ConfigPath, t.Name), log)
+				r := controller.Tick(ctx, src, service.NewDispatcher(t, cfg.Worker), log)
 				if r.Err != nil {
 					return r.Err
 				}

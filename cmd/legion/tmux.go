@@ -12,6 +12,7 @@ import (
 	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/journal"
 )
 
@@ -32,8 +33,8 @@ tmux attach -t legion-<short>.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			short := activation.AdhocTeamID.String()[:8]
-			if name != activation.AdhocTeam {
+			short := config.AdhocTeamID.String()[:8]
+			if name != config.AdhocTeam {
 				_, t, err := loadTeam(g, name)
 				if err != nil {
 					return err

@@ -13,12 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
-	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/units"
@@ -30,10 +31,10 @@ const DefaultInterval = 10 * time.Second
 
 // Options configure Run.
 type Options struct {
-	Team       *team.Team
-	ConfigPath string        // the legion.toml the helper reads the team from
-	Interval   time.Duration // DefaultInterval when zero
-	Log        *slog.Logger
+	Team     *team.Team
+	Worker   config.Worker // the [worker] settings its workers are launched with
+	Interval time.Duration // DefaultInterval when zero
+	Log      *slog.Logger
 }
 
 // Run runs the auto controller until ctx ends. Then, if systemd is stopping
@@ -57,7 +58,7 @@ func Run(ctx context.Context, o Options) error {
 	w := &watcher{mgr: mgr, wake: wake, log: o.Log, watching: map[string]watch{}}
 	defer w.stopAll()
 	sessions := &helperSessions{team: o.Team.Name, onList: func(ss []controller.Session) { w.follow(ctx, ss) }}
-	disp := &helperDispatcher{config: o.ConfigPath, team: o.Team.Name}
+	disp := &helperDispatcher{team: o.Team, worker: o.Worker}
 	ready := false
 	err = controller.Loop(ctx, controller.LoopOptions{
 		Sources:     o.Team.Sources(sessions),
@@ -157,12 +158,30 @@ func TeamSessions(ctx context.Context, c *api.Client, team string) ([]controller
 	if err != nil {
 		return nil, err
 	}
-	return activation.ControllerSessions(team, res.Sessions), nil
+	return controllerSessions(team, res.Sessions), nil
 }
 
-// helperDispatcher starts workers and relays input through the helper.
+// controllerSessions are the sessions of team among ss, as the controller
+// sees them.
+func controllerSessions(team string, ss []api.Session) []controller.Session {
+	var out []controller.Session
+	for _, s := range ss {
+		if s.Team != team {
+			continue
+		}
+		out = append(out, controller.Session{
+			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: s.Mode, Session: s.ID,
+			State: string(s.State), Question: s.Question,
+		})
+	}
+	return out
+}
+
+// helperDispatcher plans workers and starts them, and relays input,
+// through the helper.
 type helperDispatcher struct {
-	config, team string
+	team   *team.Team
+	worker config.Worker
 }
 
 func (d *helperDispatcher) Dispatch(ctx context.Context, issue, mode string) error {
@@ -171,8 +190,30 @@ func (d *helperDispatcher) Dispatch(ctx context.Context, issue, mode string) err
 		return err
 	}
 	defer c.Close()
-	_, err = c.Dispatch(ctx, api.DispatchArgs{Config: d.config, Team: d.team, Issue: issue, Mode: mode})
+	_, err = Dispatch(ctx, c, d.team, d.worker, issue, mode)
 	return err
+}
+
+// Dispatch plans the worker of issue in mode for team t (its worktree, its
+// deterministic session, the team's agent argv for a new and a resumed
+// run: team.PlanDispatch) and has the helper behind c start it with the
+// team's supervision values and w's worker settings. A worker that is
+// already live is left alone (the result's Started is false); a live
+// session of another team that holds the name is an api.ErrExists.
+func Dispatch(ctx context.Context, c *api.Client, t *team.Team, w config.Worker, issue, mode string) (api.SpawnResult, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return api.SpawnResult{}, fmt.Errorf("dispatch %s: %w", issue, err)
+	}
+	d, err := t.PlanDispatch(ctx, issue, mode, home)
+	if err != nil {
+		return api.SpawnResult{}, err
+	}
+	res, err := c.Spawn(ctx, t.DispatchLaunch(d, w))
+	if err != nil {
+		return api.SpawnResult{}, fmt.Errorf("dispatch %s in mode %s: %w", issue, mode, err)
+	}
+	return res, nil
 }
 
 func (d *helperDispatcher) Send(ctx context.Context, session, text string) error {
@@ -185,7 +226,8 @@ func (d *helperDispatcher) Send(ctx context.Context, session, text string) error
 	return err
 }
 
-// NewDispatcher returns the Dispatcher that goes through the helper.
-func NewDispatcher(configPath, teamName string) controller.Dispatcher {
-	return &helperDispatcher{config: configPath, team: teamName}
+// NewDispatcher returns the Dispatcher that plans in this process and
+// starts workers through the helper.
+func NewDispatcher(t *team.Team, w config.Worker) controller.Dispatcher {
+	return &helperDispatcher{team: t, worker: w}
 }

@@ -1,0 +1,135 @@
+package activation
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/units"
+)
+
+// checkLaunch checks every field of a spawn request and returns the launch
+// it describes, with the unit name derived from the team, the issue (or
+// the name, for a session without an issue) and the mode. A bad field is a
+// bad_request error naming the field and what it should be. No field gets
+// a default: supervision values come from the caller's legion.toml.
+func checkLaunch(a api.SpawnArgs) (launch, error) {
+	bad := func(field, format string, args ...any) error {
+		return api.Errorf(api.CodeBadRequest, "spawn: field %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	l := launch{
+		name: a.Name, id: a.ID, team: a.Team, issue: a.Issue, mode: a.Mode, role: a.Role,
+		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume,
+		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter),
+		startLimitInterval: time.Duration(a.StartLimitInterval), ringSize: a.RingSize,
+		reuseLive: a.Reuse,
+	}
+	if a.Team == "" || strings.ContainsFunc(a.Team, isCtl) {
+		return launch{}, bad("team", "%q: want the team's name (printable, not empty)", a.Team)
+	}
+	id, err := uuid.Parse(a.TeamID)
+	if err != nil || len(a.TeamID) != 36 || id == uuid.Nil {
+		return launch{}, bad("team_id", "%q: want the team's UUID (its id in legion.toml)", a.TeamID)
+	}
+	l.teamID = id
+	if err := api.ValidateName(a.Name); err != nil {
+		return launch{}, bad("name", "%v", err)
+	}
+	if u, err := uuid.Parse(a.ID); err != nil || len(a.ID) != 36 || u == uuid.Nil {
+		return launch{}, bad("id", "%q: want the session's UUID", a.ID)
+	}
+	if strings.ContainsFunc(a.Issue, isCtl) {
+		return launch{}, bad("issue", "%q holds control characters", a.Issue)
+	}
+	if a.Role != roleWorker && a.Role != roleCommand {
+		return launch{}, bad("role", "%q: want %q or %q", a.Role, roleWorker, roleCommand)
+	}
+	part := a.Issue
+	if part == "" {
+		part = a.Name
+	}
+	if a.Mode == "" {
+		return launch{}, bad("mode", "empty: want the session's mode (plan, implement, ..., or spawn)")
+	}
+	if l.unit, err = units.WorkerUnit(l.teamShort(), part, a.Mode); err != nil {
+		return launch{}, bad("mode", "unit name for %s in mode %q: %v", part, a.Mode, err)
+	}
+	if !filepath.IsAbs(a.Cwd) {
+		return launch{}, bad("cwd", "%q is not an absolute path", a.Cwd)
+	}
+	if fi, err := os.Stat(a.Cwd); err != nil || !fi.IsDir() {
+		return launch{}, bad("cwd", "%s is not a directory", a.Cwd)
+	}
+	if err := checkArgv(a.Argv); err != nil {
+		return launch{}, bad("argv", "%v", err)
+	}
+	if len(a.ArgvResume) > 0 {
+		if a.Watch == "" {
+			return launch{}, bad("argv_resume", "needs watch (the session file whose existence picks it)")
+		}
+		if err := checkArgv(a.ArgvResume); err != nil {
+			return launch{}, bad("argv_resume", "%v", err)
+		}
+	}
+	for i, kv := range a.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
+			return launch{}, bad("env", "entry %d %q is not KEY=VALUE", i, kv)
+		}
+	}
+	switch {
+	case a.Watch != "" && !filepath.IsAbs(a.Watch):
+		return launch{}, bad("watch", "%q is not an absolute path", a.Watch)
+	case a.Watch != "" && a.StaleAfter <= 0:
+		return launch{}, bad("stale_after", "want a positive duration with watch")
+	case a.Watch == "" && a.StaleAfter != 0:
+		return launch{}, bad("stale_after", "needs watch (the file whose age is checked)")
+	case a.Watch != "" && a.StartupGrace == nil:
+		return launch{}, bad("startup_grace", "missing: want a duration with watch (worker.startup_grace in legion.toml)")
+	case a.Watch == "" && a.StartupGrace != nil:
+		return launch{}, bad("startup_grace", "needs watch (the grace is for its first write)")
+	}
+	if a.StartupGrace != nil {
+		l.startupGrace = time.Duration(*a.StartupGrace)
+	}
+	if a.Cooldown == nil {
+		return launch{}, bad("cooldown", "missing: want a duration such as \"30s\" (the team's restart_cooldown in legion.toml; \"0s\" restarts at once)")
+	}
+	l.cooldown = time.Duration(*a.Cooldown)
+	if a.StartLimitBurst < 1 || int64(a.StartLimitBurst) > int64(^uint32(0)) {
+		return launch{}, bad("start_limit_burst", "%d: want a count of at least 1 (the team's start_limit_burst)", a.StartLimitBurst)
+	}
+	l.startLimitBurst = uint32(a.StartLimitBurst)
+	if a.StartLimitInterval <= 0 {
+		return launch{}, bad("start_limit_interval", "%s: want a positive duration (the team's start_limit_interval)", time.Duration(a.StartLimitInterval))
+	}
+	if a.RingSize < ptyworker.MinRingSize || a.RingSize > ptyworker.MaxRingSize {
+		return launch{}, bad("ring_size", "%d: want %d to %d bytes (worker.ring_size)", a.RingSize, ptyworker.MinRingSize, ptyworker.MaxRingSize)
+	}
+	return l, nil
+}
+
+// checkArgv checks a command: a program, absolute or a bare name looked
+// up in the worker's PATH (never relative to a directory), and arguments
+// without NUL bytes.
+func checkArgv(argv []string) error {
+	if len(argv) == 0 || argv[0] == "" {
+		return fmt.Errorf("empty: want the program and its arguments")
+	}
+	if strings.Contains(argv[0], "/") && !filepath.IsAbs(argv[0]) {
+		return fmt.Errorf("program %q is a relative path: want an absolute path or a name found in PATH", argv[0])
+	}
+	for i, s := range argv {
+		if strings.IndexByte(s, 0) >= 0 {
+			return fmt.Errorf("argument %d holds a NUL byte", i)
+		}
+	}
+	return nil
+}
+
+func isCtl(r rune) bool { return r < 0x20 || r == 0x7f }

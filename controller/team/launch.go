@@ -1,0 +1,35 @@
+package team
+
+import (
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/config"
+)
+
+// Launch is what every launch of a session of team t shares: the team's
+// name and UUID and its supervision policy (restart cooldown, start limit,
+// the worker's startup grace and scrollback from w), as legion.toml says
+// with its defaults applied. The helper has no defaults of its own, so
+// these values are the ones systemd gets: restart_cooldown = "0s" is
+// RestartSec=0. The caller fills in the session.
+func Launch(t config.Team, w config.Worker) api.SpawnArgs {
+	return api.SpawnArgs{
+		Team: t.Name, TeamID: t.ID.String(),
+		Cooldown:           new(api.Duration(t.RestartCooldown)),
+		StartLimitBurst:    t.StartLimitBurst,
+		StartLimitInterval: api.Duration(t.StartLimitInterval),
+		RingSize:           w.RingSize,
+	}
+}
+
+// DispatchLaunch is the helper's spawn request for the worker d that
+// PlanDispatch planned, with w's worker settings: a worker that is left
+// alone when it already runs (Reuse), so dispatching is idempotent.
+func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
+	a := Launch(t.Team, w)
+	a.Name, a.ID, a.Issue, a.Mode, a.Role = d.Name, d.WorkerID.String(), d.Issue, d.Mode, "worker"
+	a.Cwd, a.Env, a.Argv, a.ArgvResume = d.Cwd, d.Env, d.ArgvNew, d.ArgvResume
+	a.Watch, a.StaleAfter = d.SessionFile, api.Duration(d.StaleAfter)
+	a.StartupGrace = new(api.Duration(w.StartupGrace))
+	a.Reuse = true
+	return a
+}
