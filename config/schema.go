@@ -265,7 +265,9 @@ var Schema = []Setting{
 	},
 	{
 		Table: TableTeam, Key: "restart_cooldown", Type: "duration", Default: `"30s"`,
-		Doc: "RestartSec= of the team's controller and workers: the pause before systemd restarts one.",
+		Doc: "RestartSec= of the team's controller and workers: the pause before systemd restarts one; " +
+			"\"0s\" restarts at once. It is the only source: legion@.service, the team's drop-in and every " +
+			"worker the helper starts for the team get this value (the helper has no default of its own).",
 		set: onTeam(func(t *Team, v any) (err error) { t.RestartCooldown, err = durationValue(v, 0); return err }),
 	},
 	{

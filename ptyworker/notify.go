@@ -53,7 +53,7 @@ func tickInterval(s *Spec, override time.Duration) time.Duration {
 		d = wd / 2
 	}
 	if s.SessionFile != "" {
-		if q := s.StaleAfter.D() / 4; q < d {
+		if q := time.Duration(s.StaleAfter) / 4; q < d {
 			d = q
 		}
 	}
@@ -94,9 +94,9 @@ func (w *worker) evaluate(now time.Time, started time.Time) verdict {
 	}
 	v := verdict{activity: act, age: now.Sub(act)}
 	switch {
-	case v.age <= s.StaleAfter.D():
+	case v.age <= time.Duration(s.StaleAfter):
 		v.kind = WatchFresh
-	case now.Sub(started) <= s.StartupGrace.D():
+	case now.Sub(started) <= time.Duration(s.StartupGrace):
 		v.kind = WatchGrace
 	default:
 		q, waiting, err := w.opts.PendingQuestion(s.SessionFile)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
@@ -88,31 +89,9 @@ type Paths struct {
 	StateDir string `json:"state_dir"`
 }
 
-// Duration is a time.Duration written in JSON as a Go duration string
-// ("10m", "1m30s").
-type Duration time.Duration
-
-// MarshalJSON writes d as a string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string like \"10m\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
+// Duration is a time.Duration written in JSON as a duration string
+// ("10m", "1m30s"): the helper API's type (api.Duration), Legion's one.
+type Duration = api.Duration
 
 // NewToken returns a fresh random control token (32 bytes, base64url).
 func NewToken() (string, error) {
@@ -171,13 +150,13 @@ func (s *Spec) Validate() error {
 		return bad("session_file", "%q is not an absolute path", s.SessionFile)
 	}
 	if s.SessionFile != "" && s.StaleAfter <= 0 {
-		return bad("stale_after", "must be a positive duration when session_file is set (got %s)", s.StaleAfter.D())
+		return bad("stale_after", "must be a positive duration when session_file is set (got %s)", time.Duration(s.StaleAfter))
 	}
 	if s.StaleAfter < 0 {
-		return bad("stale_after", "must not be negative (got %s)", s.StaleAfter.D())
+		return bad("stale_after", "must not be negative (got %s)", time.Duration(s.StaleAfter))
 	}
 	if s.StartupGrace < 0 {
-		return bad("startup_grace", "must not be negative (got %s)", s.StartupGrace.D())
+		return bad("startup_grace", "must not be negative (got %s)", time.Duration(s.StartupGrace))
 	}
 	if s.RingSize != 0 && (s.RingSize < MinRingSize || s.RingSize > MaxRingSize) {
 		return bad("ring_size", "%d is outside %d..%d bytes", s.RingSize, MinRingSize, MaxRingSize)

@@ -24,6 +24,9 @@ type InstallOptions struct {
 	UnitDir string
 	// Bin is the absolute path of the legion binary in every ExecStart=.
 	Bin string
+	// Defaults is the restart policy of legion@.service (see
+	// GenerateOptions.Defaults). Required.
+	Defaults Supervision
 	// Teams get a controller drop-in and a slice each; Legion's drop-ins
 	// and slices of teams not listed are removed.
 	Teams []TeamUnits
@@ -75,7 +78,7 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	if !o.DryRun && !o.Packaged && o.Manager == nil {
 		return res, errors.New("install: no user manager to reload")
 	}
-	files, err := Generate(GenerateOptions{Bin: o.Bin, Teams: o.Teams})
+	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams})
 	if err != nil {
 		return res, fmt.Errorf("install: %w", err)
 	}

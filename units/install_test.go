@@ -109,7 +109,7 @@ func TestInstallUninstall(t *testing.T) {
 		}
 	}
 
-	opts := units.InstallOptions{UnitDir: unitDir, Bin: bin, Teams: installTeams, Enable: []string{"x", "ünï team/y"}, Manager: m}
+	opts := units.InstallOptions{UnitDir: unitDir, Bin: bin, Defaults: defaults, Teams: installTeams, Enable: []string{"x", "ünï team/y"}, Manager: m}
 	res, err := units.Install(ctx, opts)
 	if err != nil {
 		t.Fatalf("Install: %v", err)
@@ -242,14 +242,14 @@ func TestInstallUninstall(t *testing.T) {
 func TestInstallDryRunTouchesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "not", "yet")
 	var out bytes.Buffer
-	res, err := units.Install(t.Context(), units.InstallOptions{UnitDir: dir, Bin: "/opt/legion dir/legion", Teams: oddTeams, Enable: []string{"plain"}, DryRun: true, Out: &out})
+	res, err := units.Install(t.Context(), units.InstallOptions{UnitDir: dir, Bin: "/opt/legion dir/legion", Defaults: defaults, Teams: oddTeams, Enable: []string{"plain"}, DryRun: true, Out: &out})
 	if err != nil {
 		t.Fatalf("Install --dry-run: %v", err)
 	}
 	if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Install --dry-run created %s (%v)", filepath.Dir(dir), err)
 	}
-	files, err := units.Generate(units.GenerateOptions{Bin: "/opt/legion dir/legion", Teams: oddTeams})
+	files, err := units.Generate(units.GenerateOptions{Bin: "/opt/legion dir/legion", Defaults: defaults, Teams: oddTeams})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,27 +289,27 @@ func TestInstallErrors(t *testing.T) {
 		{
 			// A path below a regular file fails even for root, unlike chmod.
 			name: "unwritable unit dir",
-			opts: units.InstallOptions{UnitDir: filepath.Join(file, "units"), Bin: "/b/legion", Packaged: true},
+			opts: units.InstallOptions{UnitDir: filepath.Join(file, "units"), Bin: "/b/legion", Defaults: defaults, Packaged: true},
 			want: "install: create unit directory " + filepath.Join(file, "units") + ": ",
 		},
 		{
 			name: "foreign file in the way",
-			opts: units.InstallOptions{UnitDir: foreignDir, Bin: "/b/legion", Packaged: true},
+			opts: units.InstallOptions{UnitDir: foreignDir, Bin: "/b/legion", Defaults: defaults, Packaged: true},
 			want: filepath.Join(foreignDir, "legion.socket") + " exists and was not written by legion",
 		},
 		{
 			name: "enable unknown team",
-			opts: units.InstallOptions{UnitDir: tmp, Bin: "/b/legion", Teams: installTeams, Enable: []string{"nope"}, DryRun: true},
+			opts: units.InstallOptions{UnitDir: tmp, Bin: "/b/legion", Defaults: defaults, Teams: installTeams, Enable: []string{"nope"}, DryRun: true},
 			want: `enable team "nope": no such team in the config`,
 		},
 		{
 			name: "relative bin",
-			opts: units.InstallOptions{UnitDir: tmp, Bin: "legion", DryRun: true},
+			opts: units.InstallOptions{UnitDir: tmp, Bin: "legion", Defaults: defaults, DryRun: true},
 			want: `legion binary "legion": want an absolute path`,
 		},
 		{
 			name: "no manager",
-			opts: units.InstallOptions{UnitDir: tmp, Bin: "/b/legion"},
+			opts: units.InstallOptions{UnitDir: tmp, Bin: "/b/legion", Defaults: defaults},
 			want: "install: no user manager",
 		},
 	}
@@ -338,7 +338,7 @@ func TestInstallUnwritableUnitDirWithManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(file, "units")
-	_, err := units.Install(ctx, units.InstallOptions{UnitDir: dir, Bin: fakeBinary(t), Teams: installTeams, Manager: m})
+	_, err := units.Install(ctx, units.InstallOptions{UnitDir: dir, Bin: fakeBinary(t), Defaults: defaults, Teams: installTeams, Manager: m})
 	if err == nil || !strings.Contains(err.Error(), "create unit directory "+dir) || !errors.Is(err, syscall.ENOTDIR) {
 		t.Errorf("Install into %s: %v; want an error naming the directory", dir, err)
 	}

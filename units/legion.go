@@ -9,15 +9,24 @@ import (
 	"time"
 )
 
-// Defaults of the controller template; a team's drop-in overrides the
-// restart cooldown and start limit.
+// Timings of Legion's own units that are not a team's policy: the
+// controller's watchdog (it feeds it after every tick, and a tick may take
+// half of it) and the helper's restart pause.
 const (
-	DefaultRestartCooldown    = 30 * time.Second
-	DefaultWatchdog           = 60 * time.Second
-	DefaultStartLimitInterval = time.Hour
-	DefaultStartLimitBurst    = 5
-	helperRestartCooldown     = 2 * time.Second
+	controllerWatchdog    = 60 * time.Second
+	helperRestartCooldown = 2 * time.Second
 )
+
+// Supervision is a restart policy: RestartSec=, StartLimitIntervalSec= and
+// StartLimitBurst=. Package units has no defaults for it: they are
+// config's (legion.toml and its built-in defaults), the one place that
+// decides, so the controller template, the teams' drop-ins and the
+// workers the helper starts cannot drift apart.
+type Supervision struct {
+	RestartCooldown    time.Duration
+	StartLimitInterval time.Duration
+	StartLimitBurst    uint32
+}
 
 // SocketPath is the helper socket's path in the socket unit, relative to
 // $XDG_RUNTIME_DIR (%t).
@@ -54,6 +63,10 @@ type TeamUnits struct {
 type GenerateOptions struct {
 	// Bin is the absolute path of the legion binary in every ExecStart=.
 	Bin string
+	// Defaults is the restart policy of the template legion@.service, for
+	// an instance without a team drop-in: config's built-in defaults.
+	// Required.
+	Defaults Supervision
 	// Teams get a drop-in for their controller instance and a slice each.
 	Teams []TeamUnits
 }
@@ -66,7 +79,10 @@ func Generate(o GenerateOptions) ([]File, error) {
 	if !filepath.IsAbs(o.Bin) {
 		return nil, fmt.Errorf("legion binary %q: want an absolute path", o.Bin)
 	}
-	helper, template := helperUnit(o.Bin), controllerTemplate(o.Bin)
+	if o.Defaults == (Supervision{}) {
+		return nil, fmt.Errorf("no restart policy for %s: want config's defaults (restart cooldown, start limit)", ControllerTemplate)
+	}
+	helper, template := helperUnit(o.Bin), controllerTemplate(o.Bin, o.Defaults)
 	files := []File{
 		{Path: SocketUnit, Data: socketUnit().File()},
 		{Path: HelperUnit, Data: helper.File()},
@@ -133,18 +149,18 @@ func helperUnit(bin string) Unit {
 // crash or a watchdog timeout (SIGABRT) the controller stops nothing, so
 // its restart finds every agent still running. No BindsTo= is needed, and
 // none would be right: it would stop workers on a crash too.
-func controllerTemplate(bin string) Unit {
+func controllerTemplate(bin string, d Supervision) Unit {
 	return Unit{Name: ControllerTemplate, Options: []Option{
 		FileOnly("Unit", "Description", "Legion controller for team %I", true),
 		FileOnly("Unit", "Wants", SocketUnit, false),
 		FileOnly("Unit", "After", SocketUnit, false),
-		Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", DefaultStartLimitInterval),
-		Uint32("Unit", "StartLimitBurst", DefaultStartLimitBurst),
+		Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", d.StartLimitInterval),
+		Uint32("Unit", "StartLimitBurst", d.StartLimitBurst),
 		String("Service", "Type", "notify"),
 		ExecWithSpecifiers("ExecStart", []string{bin, "controller"}, "%i"),
 		String("Service", "Restart", "on-failure"),
-		Duration("Service", "RestartSec", "RestartUSec", DefaultRestartCooldown),
-		Duration("Service", "WatchdogSec", "WatchdogUSec", DefaultWatchdog),
+		Duration("Service", "RestartSec", "RestartUSec", d.RestartCooldown),
+		Duration("Service", "WatchdogSec", "WatchdogUSec", controllerWatchdog),
 		String("Service", "KillMode", "mixed"),
 		FileOnly("Install", "WantedBy", "default.target", false),
 	}}

@@ -12,9 +12,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 )
+
+// defaults is the template's restart policy: config's, as `legion
+// install` passes it.
+var defaults = config.DefaultTeam().Supervision()
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the generators")
 
@@ -34,8 +39,8 @@ var generateCases = []struct {
 	name string
 	opts units.GenerateOptions
 }{
-	{name: "packaged", opts: units.GenerateOptions{Bin: "/usr/bin/legion"}},
-	{name: "teams", opts: units.GenerateOptions{Bin: "/opt/legion dir/100%/legion", Teams: oddTeams}},
+	{name: "packaged", opts: units.GenerateOptions{Bin: "/usr/bin/legion", Defaults: defaults}},
+	{name: "teams", opts: units.GenerateOptions{Bin: "/opt/legion dir/100%/legion", Defaults: defaults, Teams: oddTeams}},
 }
 
 func TestGenerateGolden(t *testing.T) {
@@ -81,13 +86,14 @@ func TestGenerateErrors(t *testing.T) {
 		opts units.GenerateOptions
 		want string // part of the error message
 	}{
-		{"relative bin", units.GenerateOptions{Bin: "legion"}, `legion binary "legion": want an absolute path`},
+		{"relative bin", units.GenerateOptions{Bin: "legion", Defaults: defaults}, `legion binary "legion": want an absolute path`},
 		{"empty bin", units.GenerateOptions{}, "want an absolute path"},
-		{"twice", units.GenerateOptions{Bin: "/b", Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000"}, {Name: "a", ShortID: "00000001"}}}, `team "a": configured twice`},
-		{"same short", units.GenerateOptions{Bin: "/b", Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000"}, {Name: "b", ShortID: "00000000"}}}, `teams "a" and "b": same short id 00000000`},
-		{"bad short", units.GenerateOptions{Bin: "/b", Teams: []units.TeamUnits{{Name: "a", ShortID: "XYZ"}}}, `team "a": team short id "XYZ"`},
-		{"negative", units.GenerateOptions{Bin: "/b", Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000", RestartCooldown: -time.Second}}}, `team "a": negative restart cooldown -1s`},
-		{"empty name", units.GenerateOptions{Bin: "/b", Teams: []units.TeamUnits{{ShortID: "00000000"}}}, `team "": team name is empty`},
+		{"no defaults", units.GenerateOptions{Bin: "/b"}, "no restart policy for legion@.service"},
+		{"twice", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000"}, {Name: "a", ShortID: "00000001"}}}, `team "a": configured twice`},
+		{"same short", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000"}, {Name: "b", ShortID: "00000000"}}}, `teams "a" and "b": same short id 00000000`},
+		{"bad short", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{Name: "a", ShortID: "XYZ"}}}, `team "a": team short id "XYZ"`},
+		{"negative", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000", RestartCooldown: -time.Second}}}, `team "a": negative restart cooldown -1s`},
+		{"empty name", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{ShortID: "00000000"}}}, `team "": team name is empty`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,7 +181,7 @@ func unitNamesToVerify(t *testing.T, files []units.File) []string {
 }
 
 func TestGenerateVerify(t *testing.T) {
-	files, err := units.Generate(units.GenerateOptions{Bin: fakeBinary(t), Teams: oddTeams})
+	files, err := units.Generate(units.GenerateOptions{Bin: fakeBinary(t), Defaults: defaults, Teams: oddTeams})
 	if err != nil {
 		t.Fatal(err)
 	}

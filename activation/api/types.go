@@ -207,25 +207,6 @@ type SpawnResult struct {
 	Started bool `json:"started"`
 }
 
-// Duration is a time.Duration that is a Go duration string in JSON ("90s").
-type Duration time.Duration
-
-// MarshalText implements encoding.TextMarshaler.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("duration %q: want a Go duration such as 90s or 10m", b)
-	}
-	if v < 0 {
-		return fmt.Errorf("duration %q: must not be negative", b)
-	}
-	*d = Duration(v)
-	return nil
-}
-
 // maxNameLen bounds session names (they become file and unit name parts).
 const maxNameLen = 100
 

@@ -254,7 +254,7 @@ func TestNoManager(t *testing.T) {
 func TestUnitFiles(t *testing.T) {
 	s := newSandbox(t)
 	s.writeConfig(t, "")
-	files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Teams: teamUnits(mustLoad(t, s.opts.ConfigPath).Teams)})
+	files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: teamUnits(mustLoad(t, s.opts.ConfigPath).Teams)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestWithManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mgr.Close()
-	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: s.opts.UnitDir, Bin: bin, Manager: mgr}); err != nil {
+	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: s.opts.UnitDir, Bin: bin, Defaults: config.DefaultTeam().Supervision(), Manager: mgr}); err != nil {
 		t.Fatal(err)
 	}
 	checks = Run(t.Context(), s.opts)
@@ -410,7 +410,7 @@ func TestWorkerBesideInstalledLegion(t *testing.T) {
 	if err := os.WriteFile(worker, []byte("#!/bin/sh\necho legion-pty-worker dev\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	files, err := units.Generate(units.GenerateOptions{Bin: filepath.Join(installed, "legion")})
+	files, err := units.Generate(units.GenerateOptions{Bin: filepath.Join(installed, "legion"), Defaults: config.DefaultTeam().Supervision()})
 	if err != nil {
 		t.Fatal(err)
 	}

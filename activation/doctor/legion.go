@@ -135,10 +135,11 @@ func checkUnits(ctx context.Context, o Options, cfg *config.Config) Check {
 		return c
 	}
 	res, err := units.Install(ctx, units.InstallOptions{
-		UnitDir: o.UnitDir,
-		Bin:     o.Bin,
-		Teams:   o.TeamUnits(cfg.Teams),
-		DryRun:  true,
+		UnitDir:  o.UnitDir,
+		Bin:      o.Bin,
+		Defaults: config.DefaultTeam().Supervision(),
+		Teams:    o.TeamUnits(cfg.Teams),
+		DryRun:   true,
 	})
 	if err != nil {
 		c.Status, c.Detail = Fail, err.Error()

@@ -163,13 +163,13 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 	}
 	d.started = true
 	if d.sb != nil {
-		if _, err := units.Install(ctx, units.InstallOptions{UnitDir: d.unitDir, Bin: d.o.Bin, Teams: []units.TeamUnits{tu}, Manager: d.mgr}); err != nil {
+		if _, err := units.Install(ctx, units.InstallOptions{UnitDir: d.unitDir, Bin: d.o.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: []units.TeamUnits{tu}, Manager: d.mgr}); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	} else {
 		// Not Install: it enables legion.socket, a link in the user's
 		// persistent configuration. Write the files, reload, start.
-		files, err := units.Generate(units.GenerateOptions{Bin: d.o.Bin, Teams: []units.TeamUnits{tu}})
+		files, err := units.Generate(units.GenerateOptions{Bin: d.o.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: []units.TeamUnits{tu}})
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
