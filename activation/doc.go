@@ -26,8 +26,9 @@
 // argv, environment and supervision values (from legion.toml) and send a
 // full launch (api.SpawnArgs), which the helper checks field by field and
 // runs as it is, with no defaults of its own. So it must never import
-// package config or controller/..., and it reads
-// nothing of legion.toml but [helper] (cmd/legion does that for it).
+// package config or controller/... (TestDependencyRules asserts it, with
+// go list -deps); `legion helper` reads the [helper] table of legion.toml
+// and passes what it says in Options.
 //
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves

@@ -6,6 +6,11 @@
 //
 // It must never stop workers on a crash, a watchdog restart or a restart
 // job: workers are their own units and outlive the controller.
+//
+// It plans the team's workers itself (controller/team) and reaches the
+// helper through its client, package activation/api; it never links the
+// helper's server, package activation (activation's TestDependencyRules
+// asserts it).
 package service
 
 import (
