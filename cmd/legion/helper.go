@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -38,13 +39,12 @@ loaded it runs on the built-in [helper] settings and logs why.`,
 			// on the built-in defaults and says why.
 			cfg, cfgErr := config.LoadOrEmpty(g.configPath)
 			if cfgErr != nil {
-				if cfg, err := config.Parse(g.configPath, nil); err == nil {
-					cfg.Path = g.configPath
-					return runHelperWith(cmd, cfg, cfgErr, idleExit, socket, logLevel)
+				var err error
+				if cfg, err = config.Parse(g.configPath, nil); err != nil {
+					return errors.Join(cfgErr, err)
 				}
-				return cfgErr
 			}
-			return runHelperWith(cmd, cfg, nil, idleExit, socket, logLevel)
+			return runHelperWith(cmd, cfg, cfgErr, idleExit, socket, logLevel)
 		},
 	}
 	cmd.Flags().DurationVar(&idleExit, "idle-exit", 0, "exit after this long with no clients and no work; 0 never (default: helper.idle_exit of legion.toml when socket-activated, else never)")
