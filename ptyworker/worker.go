@@ -128,8 +128,10 @@ type worker struct {
 // ctx is cancelled (systemd stopping the unit, or killing it after a
 // watchdog trigger). At start it picks the resume argv when the session file
 // exists, else the new one. It returns nil when the agent exited with code
-// 0, was removed, or was stopped; an *ExitError when the agent failed; any
-// other error when the session could not be hosted at all.
+// 0, was removed, or was stopped; an *ExitError when the agent failed; an
+// error wrapping ErrAgentNotStartable when the agent could not be started
+// and a restart would fail the same way; any other error when the session
+// could not be hosted at all.
 func Run(ctx context.Context, spec *Spec, opts Options) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("pty-worker: spec: %w", err)
@@ -214,9 +216,14 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	w.tr.writeMarker(fmt.Sprintf("run %d start (%s): %s", w.run, kind, quoteArgv(argv)))
 	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s), cols, rows)
 	if err != nil {
-		e := &ExitInfo{Code: -1, Reason: "start failed: " + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
+		e := &ExitInfo{Code: -1, Reason: StartFailedPrefix + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
 		w.tr.writeMarker(fmt.Sprintf("run %d exit: %s", w.run, e.Reason))
 		w.writeRegistry(func(r *Registry) { r.State, r.LastExit = StateExited, e })
+		// No READY=1: the start fails, and systemd says so. STATUS= and
+		// the log line carry the cause to `systemctl --user status` and
+		// the journal.
+		w.log.Error("agent start failed", "err", err, "run", w.run)
+		w.opts.Notify("STATUS=" + e.Reason)
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
 	}
 	w.mu.Lock()

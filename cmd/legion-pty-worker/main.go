@@ -32,7 +32,10 @@ People use "legion spawn" and "legion attach" instead.
 
 Exit status: 0 when the agent exited with code 0, the session was removed or
 the unit was stopped; 1 when the agent failed or the session could not be
-hosted (so Restart=on-failure restarts it); 2 for bad arguments.
+hosted (so Restart=on-failure restarts it); 2 for bad arguments; 78 when
+the agent cannot be started and a restart would not help (its program is
+not found or not executable, or its directory is missing: the unit lists
+78 in RestartPreventExitStatus=, so it fails at once and stays failed).
 
 Options:
 `
@@ -73,5 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stderr, "legion-pty-worker:", err)
+	if errors.Is(err, ptyworker.ErrAgentNotStartable) {
+		return ptyworker.ExitAgentNotStartable
+	}
 	return 1
 }
