@@ -156,7 +156,7 @@ func ControllerSessions(team string, ss []Session) []controller.Session {
 		}
 		out = append(out, controller.Session{
 			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: s.Mode, Session: s.ID,
-			State: string(s.State), Question: s.Question,
+			State: string(s.State), Question: s.Question, Cause: s.Cause,
 		})
 	}
 	return out

@@ -162,6 +162,12 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	// (reset-failed) and looked at again before the spec and the registry
 	// are written. Once it is gone, no one can start it but by creating it.
 	st, err := h.mgr.State(ctx, unit)
+	if err == nil && st.ActiveState == "failed" && l.reuseLive {
+		// A dispatch never unloads a failed unit: the controller would
+		// reset the start limit at every tick and the session would fail
+		// in a loop. It stays failed until a person acts.
+		return SpawnResult{}, false, failedErr(l.op, name, unit, s)
+	}
 	if err == nil && st.ActiveState == "failed" {
 		if err := h.mgr.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
 			return SpawnResult{}, false, fmt.Errorf("%s: unload the failed unit %s: %w", l.op, unit, err)
@@ -239,6 +245,11 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		return SpawnResult{}, false, apiErr(CodeBadRequest, "%s: %v", l.op, err)
 	}
 	log := h.log.With("session", id, "name", name, "team", team.Name, "unit", unit)
+	ns := newSession(h, &ptyworker.Registry{
+		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: team.Name, Issue: l.issue, Mode: l.mode,
+		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
+		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
+	}, spec.RegistryPath())
 	if err := h.mgr.StartTransient(ctx, u); err != nil {
 		if errors.Is(err, units.ErrUnitExists) {
 			return SpawnResult{}, false, apiErr(CodeExists, "%s: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", l.op, unit, name)
@@ -252,19 +263,32 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		cancel()
 		if !st.Exists() || st.ActiveState == "inactive" {
 			os.Remove(specPath)
+		} else {
+			// The unit failed (its worker could not start the agent) or
+			// waits to restart: the session is listed, failed with its
+			// cause or starting, not forgotten while its unit lives on.
+			h.sessions.put(ns)
 		}
 		log.Warn(l.op+" failed", "err", err)
 		return SpawnResult{}, false, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
 	}
-	ns := newSession(h, &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: team.Name, Issue: l.issue, Mode: l.mode,
-		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
-		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
-	}, spec.RegistryPath())
 	h.sessions.put(ns)
 	log.Info(l.op, "argv0", l.argvNew[0])
 	log.Debug(l.op+" timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
 	return SpawnResult{Name: name, ID: id, Unit: unit}, true, nil
+}
+
+// failedErr is a dispatch's answer for session name whose unit failed:
+// what failed (s, when the table has the session, says why) and what a
+// person does about it.
+func failedErr(op, name, unit string, s *session) error {
+	why := ""
+	if s != nil {
+		if c := s.view().Cause; c != "" {
+			why = ": " + c
+		}
+	}
+	return apiErr(CodeNotRunning, "%s: session %s failed%s; it is not started again until a person acts: see `journalctl --user -u '%s'`, then `systemctl --user reset-failed '%s'`", op, name, why, unit, unit)
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -60,6 +60,10 @@ type session struct {
 	us    units.State         // last state from systemd
 	ended bool                // killed or pruned: over until spawned again
 	seen  time.Time           // when us/info were read
+
+	// failure is the failed unit's full state (Result=, NRestarts=):
+	// read once when it is seen failed, zero when it is not.
+	failure units.State
 }
 
 func newSession(h *Helper, r *ptyworker.Registry, regPath string) *session {
@@ -195,6 +199,7 @@ func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.us, s.seen = us, time.Now()
+	s.readFailureLocked(ctx, h)
 	if unitRuns(us) && us.ActiveState != "activating" {
 		if err := s.connectLocked(ctx, h); err == nil {
 			cctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
@@ -213,6 +218,28 @@ func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
 	s.info = nil
 	if r, err := ptyworker.ReadRegistry(s.regPath); err == nil && r.SessionID == s.id {
 		s.reg = r
+	}
+}
+
+// readFailureLocked reads the failed unit's properties once per failure:
+// a listing does not have them, and failed units are few.
+func (s *session) readFailureLocked(ctx context.Context, h *Helper) {
+	if !s.us.Failed() {
+		s.failure = units.State{}
+		return
+	}
+	if s.failure.Name != "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
+	defer cancel()
+	st, err := h.mgr.State(ctx, s.unit)
+	if err != nil {
+		s.log.Debug("read the failed unit's state", "err", err)
+		return
+	}
+	if st.Failed() {
+		s.failure = st
 	}
 }
 
@@ -308,7 +335,30 @@ func (s *session) view() Session {
 		v.LastActivity = &la
 	}
 	v.Exit = exitView(last)
+	if v.State == StateFailed {
+		v.Cause = failureCause(s.failure, v.Exit)
+	}
 	return v
+}
+
+// failureCause says why systemd gave up on a session, from its failed
+// unit's state (zero if unread) and the last run's exit (nil if none was
+// recorded). A worker unit restarts on any failure but an agent that
+// cannot be started (ptyworker.ExitAgentNotStartable), so any other
+// failed unit ran out of restarts: its start limit. (systemd 252 keeps
+// the first failure's Result=, "exit-code", when the limit stops a
+// restart; "start-limit-hit" only comes from a start by hand.)
+func failureCause(us units.State, last *Exit) string {
+	if last != nil && strings.HasPrefix(last.Reason, ptyworker.StartFailedPrefix) {
+		return last.Reason
+	}
+	if us.Result == "start-limit-hit" || us.NRestarts > 0 {
+		return "restarted too often (systemd's start limit hit); last run: " + last.String()
+	}
+	if us.Result != "" {
+		return fmt.Sprintf("systemd result %s; last run: %s", us.Result, last)
+	}
+	return "last run: " + last.String()
 }
 
 // deriveState maps systemd's view, the worker's info (nil when it does not

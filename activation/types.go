@@ -35,6 +35,10 @@ type Session struct {
 	LastActivity *time.Time `json:"last_activity"`      // newest output or session-file activity; null if unknown
 	Exit         *Exit      `json:"exit"`               // how the last run ended; null while the first run runs
 	Question     string     `json:"question,omitempty"` // with waiting_input: what the agent asks
+	// Cause says, with failed, why systemd gave up: the start limit hit
+	// (with the last run's exit), or the agent that could not be started
+	// ("start failed: ... executable file not found in $PATH (PATH=...)").
+	Cause string `json:"cause,omitempty"`
 }
 
 // Exit is how a session's last run ended.

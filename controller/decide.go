@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -82,6 +83,7 @@ type FailedWorker struct {
 	Mode    string `json:"mode"`
 	Session string `json:"session"`
 	Unit    string `json:"unit"`
+	Cause   string `json:"cause,omitempty"` // why, as the helper says
 }
 
 // Issue is one issue as the decision sees it.
@@ -164,10 +166,11 @@ func Decide(s State) []Decision {
 			// Starting it again would reset systemd's start limit and so
 			// undo what it is for: a restart loop stops and stays stopped
 			// until a person looks.
+			why := cmp.Or(f.Cause, "its restarts hit the start limit, or it could not start")
 			d = Decision{Issue: is.ID, Action: ActionSkip,
-				Reason: fmt.Sprintf("the %s worker failed for good (its restarts hit the start limit, or it failed); "+
+				Reason: fmt.Sprintf("the %s worker failed for good (%s); "+
 					"see `journalctl --user -u '%s'`, then `systemctl --user reset-failed '%s'` lets Legion %s again",
-					f.Mode, f.Unit, f.Unit, d.Action)}
+					f.Mode, why, f.Unit, f.Unit, d.Action)}
 		}
 		if d.Mode != "" && codeWorker(d.Mode) && startsWorker(d.Action) {
 			if s.WIPLimit > 0 && live >= s.WIPLimit {

@@ -30,6 +30,7 @@ type Session struct {
 	// failed; the last two are not live.
 	State    string `json:"state"`
 	Question string `json:"question,omitempty"` // pending AskUserQuestion, if waiting_input
+	Cause    string `json:"cause,omitempty"`    // with failed: why systemd gave up on it
 }
 
 // Live reports whether the session still occupies its issue.
@@ -115,7 +116,7 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 		case s.Live():
 			live[s.Issue] = s
 		case s.State == "failed":
-			failed[s.Issue] = append(failed[s.Issue], FailedWorker{Mode: s.Mode, Session: s.Name, Unit: s.Unit})
+			failed[s.Issue] = append(failed[s.Issue], FailedWorker{Mode: s.Mode, Session: s.Name, Unit: s.Unit, Cause: s.Cause})
 		}
 	}
 	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked))}

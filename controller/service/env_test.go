@@ -55,6 +55,9 @@ type teamOptions struct {
 	wipLimit        int
 	staleAfter      string
 	startLimitBurst int // 0: 20
+	// agent is the agent's program and first arguments, as TOML array
+	// items; "": the scripted agent running the script.
+	agent string
 }
 
 // start sets up the env; the controller is not started yet (issues can be
@@ -99,6 +102,9 @@ func start(t *testing.T, script string, o teamOptions) *env {
 		o.staleAfter = "3s"
 	}
 	agent := fmt.Sprintf(`"/usr/bin/env", "LEGION_SCRIPT_FILE=%s", "%s", "scripted-agent"`, scriptFile, bin)
+	if o.agent != "" {
+		agent = o.agent
+	}
 	toml := fmt.Sprintf(`[helper]
 log_level = "debug"
 
