@@ -16,7 +16,9 @@ func newDispatchCmd(g *globals) *cobra.Command {
 		Long: `Start the agent of ISSUE in MODE (plan, implement, review, retro or finish)
 as a supervised session named ISSUE-MODE: in the issue's worktree, with the
 team's agent argv, a new session or, when its session file exists, the
-resumed one. Nothing happens when that worker is already live. Tracker labels
+resumed one. Nothing happens when that worker is already live. A worker whose
+unit failed (its agent could not start, or it hit its start limit) is refused
+with the cause until ` + "`systemctl --user reset-failed UNIT`" + `. Tracker labels
 and statuses are not changed: ` + "`legion state TEAM --apply`" + ` does the whole step.`,
 		Args: usageArgs(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, args []string) error {

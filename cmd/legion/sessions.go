@@ -31,7 +31,7 @@ func newSessionsListCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List sessions with their state, and the helper's last recovery",
+		Short: "List sessions with their state (a failed one with its cause), and the helper's last recovery",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSessionsList(cmd.Context(), cmd.OutOrStdout(), asJSON)
