@@ -162,7 +162,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	// (reset-failed) and looked at again before the spec and the registry
 	// are written. Once it is gone, no one can start it but by creating it.
 	st, err := h.mgr.State(ctx, unit)
-	if err == nil && st.ActiveState == "failed" {
+	if err == nil && st.Failed() {
 		if err := h.mgr.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
 			return SpawnResult{}, false, fmt.Errorf("%s: unload the failed unit %s: %w", l.op, unit, err)
 		}
@@ -171,7 +171,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	if err != nil {
 		return SpawnResult{}, false, fmt.Errorf("%s: read unit %s: %w", l.op, unit, err)
 	}
-	if st.Exists() && st.ActiveState != "inactive" && st.ActiveState != "failed" {
+	if !st.Stopped() {
 		if l.reuseLive {
 			return SpawnResult{Name: name, ID: id, Unit: unit}, false, nil
 		}
@@ -250,7 +250,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), systemdTimeout)
 		st, _ := h.mgr.State(sctx, unit)
 		cancel()
-		if !st.Exists() || st.ActiveState == "inactive" {
+		if st.Gone() {
 			os.Remove(specPath)
 		}
 		log.Warn(l.op+" failed", "err", err)

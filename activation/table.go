@@ -175,16 +175,16 @@ func unitState(states map[string]units.State, name string) units.State {
 	if st, ok := states[name]; ok {
 		return st
 	}
-	return units.State{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
+	return units.NotFound(name)
 }
 
 // unitRuns reports whether the unit has a worker process that may answer.
 func unitRuns(us units.State) bool {
 	switch us.ActiveState {
-	case "active", "reloading", "deactivating":
+	case units.StateActive, units.StateReloading, units.StateDeactivating:
 		return true
-	case "activating":
-		return us.SubState != "auto-restart"
+	case units.StateActivating:
+		return !us.AutoRestart()
 	}
 	return false
 }
@@ -195,7 +195,7 @@ func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.us, s.seen = us, time.Now()
-	if unitRuns(us) && us.ActiveState != "activating" {
+	if unitRuns(us) && us.ActiveState != units.StateActivating {
 		if err := s.connectLocked(ctx, h); err == nil {
 			cctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
 			in, err := s.wc.Info(cctx)
@@ -316,18 +316,18 @@ func (s *session) view() Session {
 // pure.
 func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) State {
 	switch {
-	case us.ActiveState == "failed":
+	case us.Failed():
 		return StateFailed
-	case us.ActiveState == "activating" && us.SubState == "auto-restart":
+	case us.AutoRestart():
 		return StateStarting // waiting out the cooldown
-	case us.ActiveState == "activating":
+	case us.ActiveState == units.StateActivating:
 		return StateStarting
-	case us.ActiveState == "deactivating" && us.SubState == "stop-watchdog":
+	case us.ActiveState == units.StateDeactivating && us.SubState == units.SubStopWatchdog:
 		return StateStale
-	case us.ActiveState == "active" || us.ActiveState == "reloading" || us.ActiveState == "deactivating":
+	case us.ActiveState == units.StateActive || us.ActiveState == units.StateReloading || us.ActiveState == units.StateDeactivating:
 		if in == nil {
 			switch {
-			case us.ActiveState != "deactivating":
+			case us.ActiveState != units.StateDeactivating:
 				return StateRunning
 			case reg != nil && failedRun(reg.State, reg.LastExit):
 				return StateStarting // stopping after a failed run; the restart follows
