@@ -83,7 +83,7 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req Request) (any, 
 	// is free again.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), systemdTimeout)
 	defer cancel()
-	if st, err := h.mgr.State(sctx, s.unit); err == nil && st.ActiveState == "failed" {
+	if st, err := h.mgr.State(sctx, s.unit); err == nil && st.Failed() {
 		if err := h.mgr.ResetFailed(sctx, s.unit); err != nil {
 			log.Warn("reset failed unit after kill", "err", err)
 		}

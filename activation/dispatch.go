@@ -59,7 +59,7 @@ func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (a
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := tm.PlanDispatch(ctx, a.Issue, a.Mode, home)
+	d, err := tm.PlanDispatch(ctx, a.Issue, controller.Mode(a.Mode), home)
 	if err != nil {
 		return nil, nil, apiErr(CodeBadRequest, "%v", err)
 	}
@@ -68,7 +68,7 @@ func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (a
 	}
 	res, started, err := h.launch(ctx, TeamFromConfig(tm.Team, cfg.Worker), launch{
 		op: "dispatch", name: d.Name, id: d.WorkerID.String(), unit: d.Unit,
-		issue: d.Issue, mode: d.Mode, role: "worker", cwd: d.Cwd, env: d.Env,
+		issue: d.Issue, mode: string(d.Mode), role: "worker", cwd: d.Cwd, env: d.Env,
 		argvNew: d.ArgvNew, argvRes: d.ArgvResume,
 		watch: d.SessionFile, staleAfter: d.StaleAfter, cooldown: d.Cooldown,
 		reuseLive: true,
@@ -155,8 +155,8 @@ func ControllerSessions(team string, ss []Session) []controller.Session {
 			continue
 		}
 		out = append(out, controller.Session{
-			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: s.Mode, Session: s.ID,
-			State: string(s.State), Question: s.Question, Cause: s.Cause,
+			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: controller.Mode(s.Mode), Session: s.ID,
+			State: controller.SessionState(s.State), Question: s.Question, Cause: s.Cause,
 		})
 	}
 	return out

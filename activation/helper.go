@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/legion-dev/legion/internal/privdir"
+	"github.com/legion-dev/legion/internal/unixsock"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -389,17 +390,18 @@ func (h *Helper) serveConn(ctx context.Context, c *net.UnixConn) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	cc := &clientConn{c: c}
-	uid, pid, err := peerCred(c)
-	if err != nil {
-		h.log.Warn("refused a client: cannot read its credentials", "err", err)
-		cc.send(Response{V: ProtocolVersion, Error: apiErr(CodeUnauthorized, "cannot verify your credentials: %v", err)}, nil)
-		return
-	}
+	cred, err := unixsock.Peer(c, uint32(h.peerUID))
+	uid, pid := cred.UID, cred.PID
 	cc.pid = pid
-	if uid != h.peerUID {
+	if errors.Is(err, unixsock.ErrPeerNotAllowed) {
 		h.log.Warn("refused a client of another user", "peer_uid", uid, "peer_pid", pid)
 		cc.send(Response{V: ProtocolVersion, Error: apiErr(CodeUnauthorized,
 			"uid %d may not use this helper: it serves uid %d only", uid, h.peerUID)}, nil)
+		return
+	}
+	if err != nil {
+		h.log.Warn("refused a client: cannot read its credentials", "err", err)
+		cc.send(Response{V: ProtocolVersion, Error: apiErr(CodeUnauthorized, "cannot verify your credentials: %v", err)}, nil)
 		return
 	}
 	br := bufio.NewReaderSize(c, 16<<10)

@@ -118,7 +118,7 @@ func (h *Helper) sessionOver(ctx context.Context, s *session) bool {
 		return false
 	}
 	us := unitState(states, s.unit)
-	return !us.Exists() || us.ActiveState == "inactive" || us.ActiveState == "failed"
+	return us.Stopped()
 }
 
 // peerClosed reports whether the client hung up, without consuming input.

@@ -162,13 +162,13 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	// (reset-failed) and looked at again before the spec and the registry
 	// are written. Once it is gone, no one can start it but by creating it.
 	st, err := h.mgr.State(ctx, unit)
-	if err == nil && st.ActiveState == "failed" && l.reuseLive {
+	if err == nil && st.Failed() && l.reuseLive {
 		// A dispatch never unloads a failed unit: the controller would
 		// reset the start limit at every tick and the session would fail
 		// in a loop. It stays failed until a person acts.
 		return SpawnResult{}, false, failedErr(l.op, name, unit, s)
 	}
-	if err == nil && st.ActiveState == "failed" {
+	if err == nil && st.Failed() {
 		if err := h.mgr.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
 			return SpawnResult{}, false, fmt.Errorf("%s: unload the failed unit %s: %w", l.op, unit, err)
 		}
@@ -177,7 +177,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 	if err != nil {
 		return SpawnResult{}, false, fmt.Errorf("%s: read unit %s: %w", l.op, unit, err)
 	}
-	if st.Exists() && st.ActiveState != "inactive" && st.ActiveState != "failed" {
+	if !st.Stopped() {
 		if l.reuseLive {
 			return SpawnResult{Name: name, ID: id, Unit: unit}, false, nil
 		}
@@ -261,7 +261,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), systemdTimeout)
 		st, _ := h.mgr.State(sctx, unit)
 		cancel()
-		if !st.Exists() || st.ActiveState == "inactive" {
+		if st.Gone() {
 			os.Remove(specPath)
 		} else {
 			// The unit failed (its worker could not start the agent) or

@@ -179,16 +179,16 @@ func unitState(states map[string]units.State, name string) units.State {
 	if st, ok := states[name]; ok {
 		return st
 	}
-	return units.State{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
+	return units.NotFound(name)
 }
 
 // unitRuns reports whether the unit has a worker process that may answer.
 func unitRuns(us units.State) bool {
 	switch us.ActiveState {
-	case "active", "reloading", "deactivating":
+	case units.StateActive, units.StateReloading, units.StateDeactivating:
 		return true
-	case "activating":
-		return us.SubState != "auto-restart"
+	case units.StateActivating:
+		return !us.AutoRestart()
 	}
 	return false
 }
@@ -200,7 +200,7 @@ func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
 	defer s.mu.Unlock()
 	s.us, s.seen = us, time.Now()
 	s.readFailureLocked(ctx, h)
-	if unitRuns(us) && us.ActiveState != "activating" {
+	if unitRuns(us) && us.ActiveState != units.StateActivating {
 		if err := s.connectLocked(ctx, h); err == nil {
 			cctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
 			in, err := s.wc.Info(cctx)
@@ -366,18 +366,18 @@ func failureCause(us units.State, last *Exit) string {
 // pure.
 func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) State {
 	switch {
-	case us.ActiveState == "failed":
+	case us.Failed():
 		return StateFailed
-	case us.ActiveState == "activating" && us.SubState == "auto-restart":
+	case us.AutoRestart():
 		return StateStarting // waiting out the cooldown
-	case us.ActiveState == "activating":
+	case us.ActiveState == units.StateActivating:
 		return StateStarting
-	case us.ActiveState == "deactivating" && us.SubState == "stop-watchdog":
+	case us.ActiveState == units.StateDeactivating && us.SubState == units.SubStopWatchdog:
 		return StateStale
-	case us.ActiveState == "active" || us.ActiveState == "reloading" || us.ActiveState == "deactivating":
+	case us.ActiveState == units.StateActive || us.ActiveState == units.StateReloading || us.ActiveState == units.StateDeactivating:
 		if in == nil {
 			switch {
-			case us.ActiveState != "deactivating":
+			case us.ActiveState != units.StateDeactivating:
 				return StateRunning
 			case reg != nil && failedRun(reg.State, reg.LastExit):
 				return StateStarting // stopping after a failed run; the restart follows

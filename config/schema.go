@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
 // Setting describes one key of legion.toml: where it goes, what it takes,
@@ -55,7 +56,7 @@ func defaultHelper() Helper {
 }
 
 func defaultWorker() Worker {
-	return Worker{RingSize: 1 << 20, DetachKey: 0x1c, StartupGrace: 2 * time.Minute}
+	return Worker{RingSize: 1 << 20, DetachKey: termkeys.MustParseKey(termkeys.DefaultKey), StartupGrace: 2 * time.Minute}
 }
 
 func defaultTeam() Team {
@@ -158,7 +159,8 @@ var Schema = []Setting{
 	},
 	{
 		Table: TableWorker, Key: "detach_key", Type: "control key", Default: `"ctrl-\\"`,
-		Doc: "The key that detaches `legion attach` from a session, as \"ctrl-\" and a letter or one of \\ ] ^ _. " +
+		Doc: "The key that detaches `legion attach` from a session, as \"ctrl-\" and a letter, one of @ \\ ] ^ _, or space; " +
+			"Tab, Enter, Backspace and Escape (ctrl-i, ctrl-j, ctrl-m, ctrl-h, ctrl-[) are refused. " +
 			"Note that TOML needs the backslash doubled.",
 		set: onWorker(func(w *Worker, v any) error {
 			s, err := stringValue(v)

@@ -32,13 +32,17 @@ const (
 	LabelChangesRequest = "worker-changes-requested"
 )
 
+// Mode is what a worker session is started to do: the phase of the issue
+// it works on. It is the last part of the worker's unit name.
+type Mode string
+
 // Modes of a worker session.
 const (
-	ModePlan      = "plan"
-	ModeImplement = "implement"
-	ModeReview    = "review"
-	ModeRetro     = "retro"
-	ModeFinish    = "finish"
+	ModePlan      Mode = "plan"
+	ModeImplement Mode = "implement"
+	ModeReview    Mode = "review"
+	ModeRetro     Mode = "retro"
+	ModeFinish    Mode = "finish"
 )
 
 // Review is the review outcome found for an issue's branch or pull request.
@@ -70,7 +74,7 @@ const (
 
 // Worker is the live agent session of an issue, if any.
 type Worker struct {
-	Mode     string `json:"mode"`
+	Mode     Mode   `json:"mode"`
 	Session  string `json:"session"`
 	Blocked  bool   `json:"blocked"`            // waits on an AskUserQuestion
 	Question string `json:"question,omitempty"` // the pending question's text
@@ -80,7 +84,7 @@ type Worker struct {
 // its start limit (a restart loop) or failed for good. Its unit stays
 // failed until someone runs `systemctl --user reset-failed` on it.
 type FailedWorker struct {
-	Mode    string `json:"mode"`
+	Mode    Mode   `json:"mode"`
 	Session string `json:"session"`
 	Unit    string `json:"unit"`
 	Cause   string `json:"cause,omitempty"` // why, as the helper says
@@ -108,7 +112,7 @@ type Issue struct {
 func (i Issue) HasLabel(l string) bool { return slices.Contains(i.Labels, l) }
 
 // failed returns the issue's failed session in mode, or nil.
-func (i Issue) failed(mode string) *FailedWorker {
+func (i Issue) failed(mode Mode) *FailedWorker {
 	if mode == "" {
 		return nil
 	}
@@ -137,7 +141,7 @@ type Decision struct {
 	Issue        string   `json:"issue"`
 	Action       Action   `json:"suggested_action"`
 	Reason       string   `json:"reason"`
-	Mode         string   `json:"mode,omitempty"`    // the worker mode to start or resume
+	Mode         Mode     `json:"mode,omitempty"`    // the worker mode to start or resume
 	MoveTo       Status   `json:"move_to,omitempty"` // new status, if any
 	RemoveLabels []string `json:"remove_labels,omitempty"`
 	AddLabels    []string `json:"add_labels,omitempty"`
@@ -147,7 +151,7 @@ type Decision struct {
 
 // codeWorker reports whether a worker in mode counts against the WIP limit:
 // every mode but review, which is short-lived (seeds/001).
-func codeWorker(mode string) bool { return mode != ModeReview }
+func codeWorker(mode Mode) bool { return mode != ModeReview }
 
 // Decide returns one decision per issue, in the order of s.Issues. It is
 // pure: the same State always gives the same decisions. The WIP limit is
@@ -209,7 +213,7 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 			d.Action, d.Reason = ActionSkip, "feedback given but no live worker to relay it to"
 			return d
 		}
-		d.Action, d.Reason = ActionRelayFeedback, "relay the latest human comment to the "+is.Worker.Mode+" worker"
+		d.Action, d.Reason = ActionRelayFeedback, "relay the latest human comment to the "+string(is.Worker.Mode)+" worker"
 		d.Input = is.Feedback
 		d.RemoveLabels = []string{LabelFeedbackGiven, LabelInputNeeded}
 		return d
@@ -217,13 +221,13 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		d.Action, d.Reason = ActionSkip, "waiting for user input"
 		return d
 	case is.Worker != nil && is.Worker.Blocked:
-		d.Action, d.Reason = ActionEscalateBlocked, "the "+is.Worker.Mode+" worker asks a question"
-		d.Comment = "The " + is.Worker.Mode + " agent asks: " + is.Worker.Question +
+		d.Action, d.Reason = ActionEscalateBlocked, "the "+string(is.Worker.Mode)+" worker asks a question"
+		d.Comment = "The " + string(is.Worker.Mode) + " agent asks: " + is.Worker.Question +
 			"\n\nAnswer in a comment, then add the label " + LabelFeedbackGiven + "."
 		d.AddLabels = []string{LabelInputNeeded}
 		return d
 	case is.Worker != nil:
-		d.Action, d.Reason = ActionSkip, "a "+is.Worker.Mode+" worker is live"
+		d.Action, d.Reason = ActionSkip, "a "+string(is.Worker.Mode)+" worker is live"
 		// If the labels still ask for the very worker that is live, its
 		// dispatch went through but the tracker changes that belong to it
 		// did not: carry those out now (they are idempotent), or the issue
@@ -291,7 +295,7 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 	return d
 }
 
-func dispatch(d Decision, a Action, mode string, moveTo Status, reason string) Decision {
+func dispatch(d Decision, a Action, mode Mode, moveTo Status, reason string) Decision {
 	d.Action, d.Mode, d.MoveTo, d.Reason = a, mode, moveTo, reason
 	return d
 }

@@ -7,10 +7,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-func live(mode string) *Worker { return &Worker{Mode: mode, Session: "s-" + mode} }
+func live(mode Mode) *Worker { return &Worker{Mode: mode, Session: "s-" + string(mode)} }
 
-func failedIn(mode string) []FailedWorker {
-	return []FailedWorker{{Mode: mode, Session: "s-" + mode, Unit: `legion-0123abcd-DEMO\x2d1-` + mode + ".service"}}
+func failedIn(mode Mode) []FailedWorker {
+	return []FailedWorker{{Mode: mode, Session: "s-" + string(mode), Unit: `legion-0123abcd-DEMO\x2d1-` + string(mode) + ".service"}}
 }
 
 func TestDecideTable(t *testing.T) {

@@ -20,9 +20,9 @@ type fakeAgents struct {
 	sessions []controller.Session
 }
 
-func (f *fakeAgents) Dispatch(_ context.Context, issue, mode string) error {
-	f.calls = append(f.calls, "dispatch "+issue+" "+mode)
-	f.sessions = append(f.sessions, controller.Session{Name: issue + "-" + mode, Issue: issue, Mode: mode, State: "running"})
+func (f *fakeAgents) Dispatch(_ context.Context, issue string, mode controller.Mode) error {
+	f.calls = append(f.calls, "dispatch "+issue+" "+string(mode))
+	f.sessions = append(f.sessions, controller.Session{Name: issue + "-" + string(mode), Issue: issue, Mode: mode, State: controller.SessionRunning})
 	return nil
 }
 

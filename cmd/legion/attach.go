@@ -53,14 +53,7 @@ func attachKey(cmd *cobra.Command, g *globals, flag string) (termkeys.Key, error
 	if err != nil {
 		return termkeys.Key{}, err
 	}
-	if cfg.Worker.DetachKey == 0 {
-		return termkeys.MustParseKey(termkeys.DefaultKey), nil
-	}
-	k, err := termkeys.ParseKey(cfg.Worker.DetachKey.String())
-	if err != nil {
-		return termkeys.Key{}, fmt.Errorf("%s: worker.detach_key: %w", cfg.Path, err)
-	}
-	return k, nil
+	return cfg.Worker.DetachKey, nil
 }
 
 func runAttach(ctx context.Context, name string, readOnly bool, key termkeys.Key) error {

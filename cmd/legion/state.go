@@ -64,14 +64,14 @@ func printReport(w io.Writer, rep controller.Report) error {
 	for _, is := range rep.Issues {
 		worker := "-"
 		if is.Worker != nil {
-			worker = is.Worker.Mode
+			worker = string(is.Worker.Mode)
 			if is.Worker.Blocked {
 				worker += " (asks)"
 			}
 		} else if len(is.Failed) > 0 {
 			var modes []string
 			for _, f := range is.Failed {
-				modes = append(modes, f.Mode)
+				modes = append(modes, string(f.Mode))
 			}
 			worker = strings.Join(modes, ",") + " (failed)"
 		}

@@ -180,7 +180,7 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 		}
 	}
 	unit := d.controllerUnit()
-	if err := writeUnitFile(d.unitDir, units.File{Path: unit + ".d/60-demo.conf", Data: dropIn(d.o.Bin, cfgPath)}); err != nil {
+	if err := writeUnitFile(d.unitDir, dropIn(unit, d.o.Bin, cfgPath)); err != nil {
 		return err
 	}
 	if err := d.mgr.Reload(ctx); err != nil {
@@ -197,13 +197,15 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 	return nil
 }
 
-// dropIn makes the controller tick often and read the demo's config.
-func dropIn(bin, cfgPath string) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\n[Service]\n", units.Header)
-	fmt.Fprintf(&b, "Environment=%s\n", units.QuoteArg(config.EnvConfig+"="+cfgPath))
-	fmt.Fprintf(&b, "ExecStart=\nExecStart=%s controller --interval %s %%i\n", units.QuoteArg(bin), controllerInterval)
-	return b.Bytes()
+// dropIn makes the controller tick often and read the demo's config: a
+// drop-in for unit, rendered by units like every unit Legion writes.
+func dropIn(unit, bin, cfgPath string) units.File {
+	u := units.Unit{Name: unit, Options: []units.Option{
+		units.Environment([]string{config.EnvConfig + "=" + cfgPath}),
+		units.FileOnly("Service", "ExecStart", "", true), // empty: drop the unit's own ExecStart=
+		units.ExecWithSpecifiers("ExecStart", []string{bin, "controller", "--interval", controllerInterval}, "%i"),
+	}}
+	return units.File{Path: unit + ".d/60-demo.conf", Data: u.File()}
 }
 
 // writeUnitFile writes f under dir (0700 dirs), refusing to replace a file

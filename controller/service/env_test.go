@@ -286,9 +286,9 @@ func running(s units.State) bool {
 }
 
 // workerUnit is the unit of issue's worker in mode.
-func workerUnit(t *testing.T, issue, mode string) string {
+func workerUnit(t *testing.T, issue string, mode controller.Mode) string {
 	t.Helper()
-	u, err := units.WorkerUnit(teamID.String()[:8], issue, mode)
+	u, err := units.WorkerUnit(teamID.String()[:8], issue, string(mode))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func (e *env) assertFinished(ctx context.Context, id, file, want string) {
 // sessionFile returns the text of the agent session of issue in mode (the
 // Claude Code session file the scripted agent wrote under ~/.claude) and
 // the session's id.
-func (e *env) sessionFile(issue, mode string) (string, string) {
+func (e *env) sessionFile(issue string, mode controller.Mode) (string, string) {
 	e.t.Helper()
 	id := sessionID(issue, mode)
 	files, _ := filepath.Glob(filepath.Join(e.sd.Home, ".claude", "projects", "*", id+".jsonl"))
@@ -345,8 +345,8 @@ func (e *env) sessionFile(issue, mode string) (string, string) {
 }
 
 // sessionID is the agent session id of issue's worker in mode.
-func sessionID(issue, mode string) string {
-	return claude.SessionID(teamID, issue, team.SessionMode(mode)).String()
+func sessionID(issue string, mode controller.Mode) string {
+	return claude.SessionID(teamID, issue, string(team.SessionMode(mode))).String()
 }
 
 // transcript returns the pty-worker transcript of session id.

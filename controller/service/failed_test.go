@@ -61,7 +61,7 @@ func TestMissingAgentStaysFailed(t *testing.T) {
 	}
 
 	// A dispatch does not reset the failed unit either; a person does.
-	out, err = e.legionErr(ctx, "dispatch", teamName, id, controller.ModePlan)
+	out, err = e.legionErr(ctx, "dispatch", teamName, id, string(controller.ModePlan))
 	if err == nil || !strings.Contains(out, cause) || !strings.Contains(out, "reset-failed '"+unit+"'") {
 		t.Errorf("legion dispatch of the failed planner = %v\n%s\nwant a refusal with the cause and the reset-failed of %s", err, out, unit)
 	}

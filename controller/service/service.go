@@ -164,13 +164,13 @@ type helperDispatcher struct {
 	config, team string
 }
 
-func (d *helperDispatcher) Dispatch(ctx context.Context, issue, mode string) error {
+func (d *helperDispatcher) Dispatch(ctx context.Context, issue string, mode controller.Mode) error {
 	c, err := activation.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_, err = c.Dispatch(ctx, activation.DispatchArgs{Config: d.config, Team: d.team, Issue: issue, Mode: mode})
+	_, err = c.Dispatch(ctx, activation.DispatchArgs{Config: d.config, Team: d.team, Issue: issue, Mode: string(mode)})
 	return err
 }
 

@@ -65,7 +65,7 @@ func TestTodoToDone(t *testing.T) {
 		t.Errorf("labels of the done issue = %v; want none", is.Labels)
 	}
 	// Every phase ran: the retro in the implementer's own session.
-	for _, m := range []string{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
+	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
 		e.sessionFile(id, m)
 	}
 	if text, _ := e.sessionFile(id, controller.ModeRetro); !strings.Contains(text, "retro of "+id) {
@@ -183,7 +183,7 @@ func TestWIPLimit(t *testing.T) {
 	e.poll(ctx, "all three issues done", func() (bool, string) {
 		var live []string
 		for _, s := range e.workers(ctx) {
-			if running(s) && !strings.HasSuffix(s.Name, "-"+controller.ModeReview+".service") {
+			if running(s) && !strings.HasSuffix(s.Name, "-"+string(controller.ModeReview)+".service") {
 				live = append(live, s.Name)
 			}
 		}
