@@ -67,7 +67,7 @@ func (h *Helper) cmdDispatch(ctx context.Context, _ *clientConn, req Request) (a
 		return nil, nil, apiErr(CodeBadRequest, "dispatch: %v", err)
 	}
 	res, started, err := h.launch(ctx, TeamFromConfig(tm.Team, cfg.Worker), launch{
-		op: "dispatch", name: d.Name, id: d.WorkerID.String(), unit: d.Unit,
+		op: "dispatch", name: d.Name, id: d.WorkerID.String(), agentSession: d.SessionID.String(), unit: d.Unit,
 		issue: d.Issue, mode: string(d.Mode), role: "worker", cwd: d.Cwd, env: d.Env,
 		argvNew: d.ArgvNew, argvRes: d.ArgvResume,
 		watch: d.SessionFile, staleAfter: d.StaleAfter, cooldown: d.Cooldown,

@@ -114,6 +114,7 @@ func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req Request) (any,
 type launch struct {
 	op                    string // "spawn" or "dispatch", for messages
 	name, id, unit        string
+	agentSession          string // the agent's conversation when not id (a retro's); see ptyworker.Spec.AgentSessionID
 	issue, mode, role     string
 	cwd                   string
 	env, argvNew, argvRes []string
@@ -188,7 +189,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		return SpawnResult{}, false, err
 	}
 	spec := &ptyworker.Spec{
-		Version: ptyworker.SpecVersion, SessionID: id, Name: name, Team: team.Name, TeamShort: team.ShortID(),
+		Version: ptyworker.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: team.Name, TeamShort: team.ShortID(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
 		SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: team.RingSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
@@ -244,9 +245,9 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		os.Remove(specPath)
 		return SpawnResult{}, false, apiErr(CodeBadRequest, "%s: %v", l.op, err)
 	}
-	log := h.log.With("session", id, "name", name, "team", team.Name, "unit", unit)
+	log := h.log.With("session", spec.AgentSessionID(), "name", name, "team", team.Name, "unit", unit)
 	ns := newSession(h, &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: team.Name, Issue: l.issue, Mode: l.mode,
+		Version: ptyworker.RegistryVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: team.Name, Issue: l.issue, Mode: l.mode,
 		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
 		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
 	}, spec.RegistryPath())

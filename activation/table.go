@@ -75,11 +75,12 @@ func newSession(h *Helper, r *ptyworker.Registry, regPath string) *session {
 	}
 }
 
-// sessionLogger scopes log to a session. "session" is the session ID, as
-// in the worker's own journal fields (LEGION_SESSION), so one journalctl
-// match finds both; "name" is what people type.
+// sessionLogger scopes log to a session. "session" is the agent
+// conversation's session ID, as in the worker's own journal fields and the
+// agent's environment (LEGION_SESSION, see ptyworker.Spec.AgentSessionID),
+// so one journalctl match finds all; "name" is what people type.
 func sessionLogger(log *slog.Logger, r *ptyworker.Registry) *slog.Logger {
-	args := []any{"session", r.SessionID, "name", r.Name, "team", r.Team, "unit", r.Unit}
+	args := []any{"session", r.AgentSessionID(), "name", r.Name, "team", r.Team, "unit", r.Unit}
 	if r.Issue != "" {
 		args = append(args, "issue", r.Issue)
 	}

@@ -24,7 +24,7 @@ const (
 // Session is one agent session as `legion sessions list --json` prints it.
 type Session struct {
 	Name         string     `json:"name"`  // unique among sessions; what the CLI takes
-	ID           string     `json:"id"`    // the session UUID (the agent's --session-id)
+	ID           string     `json:"id"`    // the session UUID (names its worker's files); the agent's --session-id but for a retro, which resumes the implementer's
 	Unit         string     `json:"unit"`  // legion-<short>-<issue>-<mode>.service
 	Team         string     `json:"team"`  // team name
 	Issue        string     `json:"issue"` // issue identifier; empty for `legion spawn`

@@ -257,7 +257,7 @@ func childEnv(base []string, s *Spec) []string {
 	if _, ok := idx["TERM"]; !ok {
 		set("TERM=xterm-256color")
 	}
-	set("LEGION_SESSION=" + s.SessionID)
+	set("LEGION_SESSION=" + s.AgentSessionID()) // see Spec.AgentSessionID
 	set("LEGION_SESSION_NAME=" + s.Name)
 	set("LEGION_TEAM=" + s.Team)
 	if s.Issue != "" {

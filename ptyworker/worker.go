@@ -140,7 +140,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 	w := &worker{
 		spec:     spec,
 		opts:     opts,
-		log:      opts.Logger.With("session", spec.SessionID, "name", spec.Name),
+		log:      opts.Logger.With("session", spec.AgentSessionID(), "name", spec.Name),
 		state:    StateStarting,
 		conns:    map[*conn]struct{}{},
 		logged:   map[string]bool{},
@@ -420,7 +420,7 @@ func (w *worker) writeRegistry(edit func(r *Registry)) {
 	s := w.spec
 	w.mu.Lock()
 	r := Registry{
-		Version: RegistryVersion, SessionID: s.SessionID, Name: s.Name, Team: s.Team,
+		Version: RegistryVersion, SessionID: s.SessionID, AgentSession: s.AgentSession, Name: s.Name, Team: s.Team,
 		Issue: s.Issue, Mode: s.Mode, Role: s.Role, Unit: s.Unit,
 		DaemonInstanceID: s.DaemonInstanceID, Token: s.Token,
 		WorkerPID: os.Getpid(), SocketPath: s.SocketPath(), TranscriptPath: s.TranscriptPath(),

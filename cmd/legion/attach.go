@@ -25,7 +25,10 @@ see its screen and type into it. The detach key (Ctrl-\ unless configured
 with worker.detach_key or --detach-key) leaves the session running. It is
 recognised as the raw control byte and in the CSI-u and modifyOtherKeys
 encodings that agents switch on. When the agent exits and systemd restarts
-it, attach waits and joins the new run.`,
+it, attach waits and joins the new run. On detach and when the session
+ends, your terminal is given back clean (off the agent's alternate screen,
+default colours, cursor shown, mouse and paste modes off) and the message
+starts a new line.`,
 		Args: exactArgs(1, "a session name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, err := attachKey(cmd, g, detachKey)

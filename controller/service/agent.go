@@ -56,7 +56,7 @@ func AgentSpec(o AgentOptions) (*ptyworker.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := []string{"LEGION_TEAM=" + t.Name, "LEGION_MODE=controller", "LEGION_SESSION=" + id.String()}
+	env := []string{"LEGION_TEAM=" + t.Name, "LEGION_MODE=controller"} // the worker sets LEGION_SESSION
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)
 	}

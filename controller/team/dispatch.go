@@ -18,7 +18,7 @@ import (
 type Dispatch struct {
 	Name      string    // session name, "<issue>-<mode>"
 	Unit      string    // legion-<short>-<issue>-<mode>.service
-	SessionID uuid.UUID // the agent's deterministic session
+	SessionID uuid.UUID // the agent's deterministic session: its LEGION_SESSION, set by the worker
 	// WorkerID names the worker's own files (spec, registry, socket,
 	// transcript): UUIDv5 of the team and "<issue>:<mode>" with the real
 	// mode, so the retro's worker never shares the implementer's files
@@ -27,7 +27,7 @@ type Dispatch struct {
 	Issue       string
 	Mode        controller.Mode
 	Cwd         string   // the issue's worktree
-	Env         []string // LEGION_* for the agent; no secrets
+	Env         []string // LEGION_* for the agent (but LEGION_SESSION); no secrets
 	ArgvNew     []string // the team's agent.new, expanded
 	ArgvResume  []string // the team's agent.resume, expanded
 	SessionFile string   // watched for liveness; its existence picks resume
@@ -88,7 +88,6 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	}
 	env := append([]string{
 		"LEGION_TEAM=" + t.Name, "LEGION_ISSUE=" + issue, "LEGION_MODE=" + string(mode),
-		"LEGION_SESSION=" + id.String(),
 	}, wt.Env()...)
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)

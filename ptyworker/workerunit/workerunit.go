@@ -66,8 +66,10 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 	}
 	desc += ")"
 
-	env := []string{"LEGION_SESSION=" + s.SessionID, "LEGION_TEAM=" + s.Team}
-	fields := []string{"LEGION_SESSION=" + s.SessionID, "LEGION_TEAM=" + s.Team}
+	// LEGION_SESSION is the agent conversation's session ID, as in the
+	// agent's own environment (see ptyworker.Spec.AgentSessionID).
+	env := []string{"LEGION_SESSION=" + s.AgentSessionID(), "LEGION_TEAM=" + s.Team}
+	fields := []string{"LEGION_SESSION=" + s.AgentSessionID(), "LEGION_TEAM=" + s.Team}
 	if s.Issue != "" {
 		env = append(env, "LEGION_ISSUE="+s.Issue)
 		fields = append(fields, "LEGION_ISSUE="+s.Issue)
