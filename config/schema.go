@@ -306,7 +306,9 @@ var Schema = []Setting{
 		Default: `["claude", "--session-id", "{session_id}", "{prompt}"]`,
 		Doc: "The argv that starts a new agent session (no shell: one string per argument). " +
 			"Placeholders, replaced inside each argument: {session_id}, {prompt}, {issue}, {mode}, " +
-			"{workspace}; {{ and }} are literal braces. A worker uses it when the session file does not exist yet.",
+			"{workspace}; {{ and }} are literal braces. A worker uses it when the session file does not exist yet. " +
+			"A program named without a '/' is looked up in the PATH of the user manager (`systemctl --user show-environment`), " +
+			"not of your shell; `legion team add` writes the absolute path it finds, and `legion doctor` checks what workers will find.",
 		set: onTeam(func(t *Team, v any) (err error) { t.Agent.New, err = argvValue(v); return err }),
 	},
 	{

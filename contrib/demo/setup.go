@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,17 +68,23 @@ func (d *run) setUp(ctx context.Context) error {
 	if d.state, err = config.StateDir(); err != nil {
 		return err
 	}
+	if d.sb == nil {
+		d.left = recordLeftovers(d.state, d.workerHome(ctx))
+	}
 	tm, err := team.Open(t, cfgPath, d.state)
 	if err != nil {
 		return err
 	}
+	d.worktrees = tm.Worktrees.Dir
 	if d.store, err = tm.Local(); err != nil {
 		return err
 	}
 	for _, title := range Issues {
-		if _, err := d.store.Add(ctx, title); err != nil {
+		is, err := d.store.Add(ctx, title)
+		if err != nil {
 			return fmt.Errorf("demo: add issue: %w", err)
 		}
+		d.issues = append(d.issues, is.ID)
 	}
 	fmt.Fprintf(d.o.Out, "team %s: workspace %s, %d issues in Todo\n", d.team, ws, len(Issues))
 	if err := d.install(ctx, t, cfgPath); err != nil {
@@ -85,6 +92,24 @@ func (d *run) setUp(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.o.Out, "started %s (wip_limit 2, scripted agent)\n\n", d.controllerUnit())
 	return nil
+}
+
+// workerHome is HOME of the user manager's environment, which workers
+// get (the scripted agent writes its session files below it), else this
+// process's.
+func (d *run) workerHome(ctx context.Context) string {
+	if env, err := d.mgr.Environment(ctx); err == nil {
+		for _, kv := range slices.Backward(env) {
+			if v, ok := strings.CutPrefix(kv, "HOME="); ok && filepath.IsAbs(v) {
+				return v
+			}
+		}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return home
 }
 
 // pickManager connects to the user's manager or starts a private one, and
@@ -319,7 +344,8 @@ func Script(bin string) string {
 
 // cleanup undoes setUp: stops and uninstalls the units, stops the
 // sandbox, removes the temp dir (kept with --keep) and, with the user's
-// manager, the team's state dirs.
+// manager, the team's state dirs and the other files of its sessions
+// (leftovers).
 func (d *run) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -344,6 +370,11 @@ func (d *run) cleanup() error {
 		for _, sub := range []string{"teams", "worktrees"} {
 			if err := os.RemoveAll(filepath.Join(d.state, sub, d.short)); err != nil {
 				errs = append(errs, fmt.Errorf("demo: %w", err))
+			}
+		}
+		if d.left != nil {
+			if err := d.left.remove(d.team, d.worktrees, d.issues); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
