@@ -82,3 +82,11 @@ func FollowSessions(ctx context.Context, args WatchArgs, fn func(SessionEvent) e
 		wait = min(wait*2, followBackoff)
 	}
 }
+
+// TeamStop stops a team's worker units (legion-<short>-*.service); with
+// args.IfStopping only when its controller unit has a stop job pending.
+func (c *Client) TeamStop(ctx context.Context, args TeamStopArgs) (TeamStopResult, error) {
+	var r TeamStopResult
+	err := c.Call(ctx, CmdTeamStop, args, &r)
+	return r, err
+}
