@@ -106,7 +106,6 @@ type Helper struct {
 
 	sessions *table
 	mgr      *units.Manager
-	views    tmuxViews // tmux views the helper keeps in step (tmux.view)
 	events   *sessionEvents
 }
 
@@ -270,7 +269,6 @@ func (h *Helper) Run(ctx context.Context) error {
 	if h.opts.IdleExit > 0 {
 		g.Go(func() error { return h.idleWatch(gctx) })
 	}
-	g.Go(func() error { return h.tmuxLoop(gctx) })
 	g.Go(func() error { return h.followSessions(gctx) })
 	err = g.Wait()
 	if errors.Is(err, errIdle) {
@@ -378,7 +376,7 @@ func (h *Helper) idleWatch(ctx context.Context) error {
 		h.mu.Lock()
 		wait := h.opts.IdleExit
 		idle := time.Since(h.idleSince)
-		quiet := h.active == 0 && !h.recovering.Load() && h.views.empty()
+		quiet := h.active == 0 && !h.recovering.Load()
 		h.mu.Unlock()
 		if quiet && idle >= h.opts.IdleExit {
 			h.log.Info("idle: exiting until the next connection", "idle_for", idle.Round(time.Millisecond))
@@ -455,7 +453,6 @@ var commands = map[string]handler{
 	CmdSpawn:          (*Helper).cmdSpawn,
 	CmdState:          (*Helper).cmdState,
 	CmdDispatch:       (*Helper).cmdDispatch,
-	CmdTmuxView:       (*Helper).cmdTmuxView,
 	CmdSessionsWatch:  (*Helper).cmdWatch,
 	CmdTeamStop:       (*Helper).cmdTeamStop,
 }
@@ -505,7 +502,7 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req Request) erro
 
 func commandList() string {
 	return CmdSessionsList + ", " + CmdSessionsStatus + ", " + CmdSessionsLogs + ", " + CmdSessionsKill + ", " +
-		CmdSend + ", " + CmdAttach + ", " + CmdSpawn + ", " + CmdState + ", " + CmdDispatch + ", " + CmdTmuxView + ", " + CmdSessionsWatch + ", " + CmdTeamStop
+		CmdSend + ", " + CmdAttach + ", " + CmdSpawn + ", " + CmdState + ", " + CmdDispatch + ", " + CmdSessionsWatch + ", " + CmdTeamStop
 }
 
 // clientConn is one client connection's write side.

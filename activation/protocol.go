@@ -52,7 +52,6 @@ const (
 	CmdAttach         = "attach"          // args: AttachArgs; result: AttachResult + one fd (SCM_RIGHTS)
 	CmdSpawn          = "spawn"           // args: SpawnArgs; result: SpawnResult
 	CmdState          = "state"           // a team's state and suggested actions (StateArgs)
-	CmdTmuxView       = "tmux.view"       // keep a team's tmux view in step (TmuxViewArgs)
 	CmdDispatch       = "dispatch"        // start or resume an issue's worker (DispatchArgs)
 	// sessions.watch and team.stop: see events.go.
 )
