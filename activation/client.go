@@ -139,7 +139,11 @@ func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (SpawnResult, error)
 // where a later call would continue.
 func (c *Client) Logs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, error) {
 	var wrote int64
-	onEvent := func(ev *LogEvent) error {
+	onEvent := func(raw json.RawMessage) error {
+		var ev LogEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return fmt.Errorf("decode log event: %w", err)
+		}
 		// A retried request restarts at args.Offset; skip what w has.
 		data := ev.Data
 		if skip := args.Offset + wrote - ev.Offset; skip > 0 {
@@ -192,7 +196,7 @@ func (c *Client) Attach(ctx context.Context, args AttachArgs) (net.Conn, AttachR
 
 // retry runs one request, repeating it while the helper answers
 // "recovering".
-func (c *Client) retry(ctx context.Context, cmd string, args any, onEvent func(*LogEvent) error) (Response, []int, error) {
+func (c *Client) retry(ctx context.Context, cmd string, args any, onEvent func(json.RawMessage) error) (Response, []int, error) {
 	wait := c.RecoverWait
 	if wait == 0 {
 		wait = DefaultRecoverWait
@@ -222,7 +226,7 @@ func (c *Client) retry(ctx context.Context, cmd string, args any, onEvent func(*
 // do sends one request and reads until its final response. A refused
 // request returns the *Error; transport failures are wrapped errors and
 // leave the Client unusable.
-func (c *Client) do(ctx context.Context, cmd string, args any, onEvent func(*LogEvent) error) (Response, []int, error) {
+func (c *Client) do(ctx context.Context, cmd string, args any, onEvent func(json.RawMessage) error) (Response, []int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken != nil {

@@ -93,6 +93,7 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req Request) (any, 
 	s.mu.Lock()
 	s.ended = true
 	s.mu.Unlock()
+	h.events.publish(s, "")
 	h.removeSpecFor(s.id + ".json")
 	log.Info("session killed")
 	return StatusResult{Session: s.view()}, nil, nil

@@ -20,6 +20,12 @@
 //     retryable error code "recovering";
 //   - the commands (commands.go, spawn.go, logs.go, broker.go) and the
 //     helper's table of sessions (table.go);
+//   - the push stream of session events, sessions.watch (events.go,
+//     watch.go, watch_client.go): a snapshot, then started, state_changed,
+//     agent_state_changed, exited and failed as they happen, learnt from
+//     the helper's own actions, one subscription to the user manager for
+//     every legion-* unit, and one watch connection per running worker,
+//     never by polling; the controller and `legion tmux` follow it;
 //   - the terminal side of `legion attach` (attach.go, workerconn.go).
 //
 // The helper must never own an agent: workers are transient systemd units,

@@ -82,6 +82,10 @@ type Options struct {
 	// the unit by hand at that moment.
 	beforeSpecWrite func(unit string)
 
+	// watchQueue, when set, replaces watchQueue (events a sessions.watch
+	// subscriber may be behind). Tests make it small.
+	watchQueue int
+
 	// Notify sends sd_notify state lines; nil means go-systemd's SdNotify
 	// (a no-op without NOTIFY_SOCKET).
 	Notify func(state string)
@@ -103,7 +107,7 @@ type Helper struct {
 
 	sessions *table
 	mgr      *units.Manager
-	views    tmuxViews // tmux views the helper keeps in step (tmux.view)
+	events   *sessionEvents
 }
 
 // New checks opts and fills in defaults; it does no I/O.
@@ -224,6 +228,8 @@ func (h *Helper) Run(ctx context.Context) error {
 	h.mgr = mgr
 	h.sessions = newTable(h)
 	defer h.sessions.closeAll()
+	h.events = newSessionEvents()
+	h.events.queue = h.opts.watchQueue
 
 	h.opts.Notify("STATUS=recovering sessions")
 	// Connections live on connCtx, not on gctx: an idle exit lets a
@@ -254,6 +260,7 @@ func (h *Helper) Run(ctx context.Context) error {
 			return err
 		}
 		h.recovering.Store(false)
+		h.events.markAll() // publish every session
 		h.log.Info("recovery done", "recovered", counts.Recovered, "pruned", counts.Pruned,
 			"quarantined", counts.Quarantined, "failed", counts.Failed, "took", time.Since(start).Round(time.Millisecond))
 		h.opts.Notify(fmt.Sprintf("READY=1\nSTATUS=serving; recovered %d, pruned %d, quarantined %d, failed %d",
@@ -263,7 +270,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	if h.opts.IdleExit > 0 {
 		g.Go(func() error { return h.idleWatch(gctx) })
 	}
-	g.Go(func() error { return h.tmuxLoop(gctx) })
+	g.Go(func() error { return h.followSessions(gctx) })
 	err = g.Wait()
 	if errors.Is(err, errIdle) {
 		waitTimeout(&conns, connGrace)
@@ -370,7 +377,7 @@ func (h *Helper) idleWatch(ctx context.Context) error {
 		h.mu.Lock()
 		wait := h.opts.IdleExit
 		idle := time.Since(h.idleSince)
-		quiet := h.active == 0 && !h.recovering.Load() && h.views.empty()
+		quiet := h.active == 0 && !h.recovering.Load()
 		h.mu.Unlock()
 		if quiet && idle >= h.opts.IdleExit {
 			h.log.Info("idle: exiting until the next connection", "idle_for", idle.Round(time.Millisecond))
@@ -448,7 +455,8 @@ var commands = map[string]handler{
 	CmdSpawn:          (*Helper).cmdSpawn,
 	CmdState:          (*Helper).cmdState,
 	CmdDispatch:       (*Helper).cmdDispatch,
-	CmdTmuxView:       (*Helper).cmdTmuxView,
+	CmdSessionsWatch:  (*Helper).cmdWatch,
+	CmdTeamStop:       (*Helper).cmdTeamStop,
 }
 
 // dispatch runs req and sends its final response. It returns an error only
@@ -496,7 +504,7 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req Request) erro
 
 func commandList() string {
 	return CmdSessionsList + ", " + CmdSessionsStatus + ", " + CmdSessionsLogs + ", " + CmdSessionsKill + ", " +
-		CmdSend + ", " + CmdAttach + ", " + CmdSpawn + ", " + CmdState + ", " + CmdDispatch + ", " + CmdTmuxView
+		CmdSend + ", " + CmdAttach + ", " + CmdSpawn + ", " + CmdState + ", " + CmdDispatch + ", " + CmdSessionsWatch + ", " + CmdTeamStop
 }
 
 // clientConn is one client connection's write side.

@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -68,7 +69,11 @@ func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req Request) (any,
 		if f != nil {
 			n, rerr := f.ReadAt(buf, off)
 			if n > 0 {
-				if err := cc.send(Response{ID: req.ID, Event: &LogEvent{Offset: off, Data: buf[:n]}}, nil); err != nil {
+				ev, err := json.Marshal(LogEvent{Offset: off, Data: buf[:n]})
+				if err != nil {
+					return nil, nil, err
+				}
+				if err := cc.send(Response{ID: req.ID, Event: ev}, nil); err != nil {
 					return nil, nil, err
 				}
 				off += int64(n)

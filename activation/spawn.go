@@ -274,6 +274,7 @@ func (h *Helper) launch(ctx context.Context, team Team, l launch) (res SpawnResu
 		return SpawnResult{}, false, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
 	}
 	h.sessions.put(ns)
+	h.events.mark(unit) // publish it: the unit's own signals may have come before the put
 	log.Info(l.op, "argv0", l.argvNew[0])
 	log.Debug(l.op+" timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
 	return SpawnResult{Name: name, ID: id, Unit: unit}, true, nil

@@ -377,11 +377,17 @@ func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) St
 		return StateStale
 	case us.ActiveState == units.StateActive || us.ActiveState == units.StateReloading || us.ActiveState == units.StateDeactivating:
 		if in == nil {
+			// The worker does not answer: after its agent ended it closes
+			// its socket before it exits, and its registry entry (written
+			// at every start and end of a run) says how the run ended.
+			runEnded := reg != nil && reg.State != "" && reg.State != ptyworker.StateRunning && reg.State != ptyworker.StateStarting
 			switch {
+			case runEnded && failedRun(reg.State, reg.LastExit):
+				return StateStarting // the run failed; the restart follows
+			case runEnded:
+				return StateExited
 			case us.ActiveState != units.StateDeactivating:
 				return StateRunning
-			case reg != nil && failedRun(reg.State, reg.LastExit):
-				return StateStarting // stopping after a failed run; the restart follows
 			}
 			return StateExited
 		}

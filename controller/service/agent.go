@@ -105,10 +105,5 @@ func RunAgent(ctx context.Context, o AgentOptions) error {
 	}
 	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	mgr, err := units.Connect(cleanup)
-	if err != nil {
-		return err
-	}
-	defer mgr.Close()
-	return stopWorkersIfStopping(cleanup, mgr, spec.Unit, o.Team.ShortID(), o.Log)
+	return stopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
 }

@@ -58,6 +58,10 @@ type teamOptions struct {
 	// agent is the agent's program and first arguments, as TOML array
 	// items; "": the scripted agent running the script.
 	agent string
+	// interval is the controller's --interval (1s when empty); a set one
+	// also turns the controller's watchdog off, so nothing but the
+	// helper's session events wakes it between ticks.
+	interval string
 }
 
 // start sets up the env; the controller is not started yet (issues can be
@@ -140,8 +144,11 @@ agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
 	}
 	out := fmt.Sprintf("StandardOutput=append:%s\nStandardError=append:%s\n", e.logFile, e.logFile)
 	e.dropIn(filepath.Join(unitDir, units.HelperUnit+".d", "90-test.conf"), "[Service]\n"+out)
-	e.dropIn(filepath.Join(unitDir, ctl+".d", "90-test.conf"),
-		fmt.Sprintf("[Service]\nExecStart=\nExecStart=%s controller --interval 1s %%i\n%s", bin, out))
+	ctlService := fmt.Sprintf("ExecStart=\nExecStart=%s controller --interval %s %%i\n", bin, cmp.Or(o.interval, "1s"))
+	if o.interval != "" {
+		ctlService += "WatchdogSec=0\n"
+	}
+	e.dropIn(filepath.Join(unitDir, ctl+".d", "90-test.conf"), "[Service]\n"+ctlService+out)
 	e.legion(ctx, "install")
 
 	cfg, err := config.Load(e.configPath)

@@ -306,3 +306,16 @@ func TestFailedWorkerStaysFailed(t *testing.T) {
 		return n > before, fmt.Sprintf("%d runs", n)
 	})
 }
+
+// TestSessionEventsWakeController: with a tick interval of an hour and no
+// watchdog, only the first tick comes on its own; every later phase is
+// dispatched because the helper pushed the previous worker's exit
+// (sessions.watch) and woke the loop. Without the push the issue would
+// stay in its first phase for an hour.
+func TestSessionEventsWakeController(t *testing.T) {
+	e := start(t, planScript+implementScript+implementDone+approveScript+retroFinishScript, teamOptions{wipLimit: 1, interval: "1h"})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Write a file")
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+}
