@@ -104,7 +104,8 @@ type Issue struct {
 	// Feedback is the latest human comment, relayed on user-feedback-given.
 	Feedback string `json:"feedback,omitempty"`
 	// Worktree is the issue's worktree, reported (with would-be merge
-	// conflicts) but not decided on.
+	// conflicts); decided on only when it is broken (Problem): no worker
+	// is started in it.
 	Worktree *workspace.Worktree `json:"worktree,omitempty"`
 }
 
@@ -166,6 +167,11 @@ func Decide(s State) []Decision {
 	out := make([]Decision, 0, len(s.Issues))
 	for _, is := range s.Issues {
 		d := decideIssue(is, s.LabelReviews)
+		if wt := is.Worktree; wt != nil && wt.Problem != "" && startsWorker(d.Action) {
+			// The worker would run in it: its dispatch would fail.
+			d = Decision{Issue: is.ID, Action: ActionSkip,
+				Reason: fmt.Sprintf("would %s, but %s", d.Action, wt.Problem)}
+		}
 		if f := is.failed(d.Mode); f != nil && startsWorker(d.Action) {
 			// Starting it again would reset systemd's start limit and so
 			// undo what it is for: a restart loop stops and stays stopped
