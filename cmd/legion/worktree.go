@@ -63,7 +63,8 @@ how to mend it; the controller starts no worker in it.`,
 		Long: `Merge legion/ISSUE into the default branch of the team's workspace (which
 must have it checked out) or, with review = "github", merge the issue's pull
 request; then remove the issue's worktree and branch, and move the issue to
-Done (unless --keep-open). One command, because the finisher
+Done and remove its labels worker-done and worker-finishing (unless
+--keep-open). One command, because the finisher
 agent runs inside the worktree it removes. On a conflict the merge is
 aborted, nothing is removed or moved, and the conflicting files are listed;
 exit status 1.`,
