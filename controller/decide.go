@@ -23,9 +23,12 @@ const (
 
 // Labels of the label protocol (seeds/001). Workers add LabelWorkerDone when
 // their phase's work is complete; humans answer escalations by adding
-// LabelFeedbackGiven.
+// LabelFeedbackGiven. LabelFinishing is Legion's own: the controller adds it
+// when it starts the finisher, so that a Retro issue whose finisher ended
+// without closing it is told apart from one whose retro is still to run.
 const (
 	LabelWorkerDone     = "worker-done"
+	LabelFinishing      = "worker-finishing"
 	LabelInputNeeded    = "user-input-needed"
 	LabelFeedbackGiven  = "user-feedback-given"
 	LabelApproved       = "worker-approved"
@@ -67,6 +70,7 @@ const (
 	ActionTransitionToRetro   Action = "transition_to_retro"
 	ActionDispatchFinisher    Action = "dispatch_finisher"
 	ActionEscalateBlocked     Action = "escalate_blocked"
+	ActionEscalateUnfinished  Action = "escalate_unfinished" // the finisher ended, the issue is open
 	ActionRelayFeedback       Action = "relay_feedback"
 	ActionSkip                Action = "skip"
 	ActionNone                Action = "none"
@@ -104,7 +108,8 @@ type Issue struct {
 	// Feedback is the latest human comment, relayed on user-feedback-given.
 	Feedback string `json:"feedback,omitempty"`
 	// Worktree is the issue's worktree, reported (with would-be merge
-	// conflicts) but not decided on.
+	// conflicts); decided on only when it is broken (Problem): no worker
+	// is started in it.
 	Worktree *workspace.Worktree `json:"worktree,omitempty"`
 }
 
@@ -166,6 +171,11 @@ func Decide(s State) []Decision {
 	out := make([]Decision, 0, len(s.Issues))
 	for _, is := range s.Issues {
 		d := decideIssue(is, s.LabelReviews)
+		if wt := is.Worktree; wt != nil && wt.Problem != "" && startsWorker(d.Action) {
+			// The worker would run in it: its dispatch would fail.
+			d = Decision{Issue: is.ID, Action: ActionSkip,
+				Reason: fmt.Sprintf("would %s, but %s", d.Action, wt.Problem)}
+		}
 		if f := is.failed(d.Mode); f != nil && startsWorker(d.Action) {
 			// Starting it again would reset systemd's start limit and so
 			// undo what it is for: a restart loop stops and stays stopped
@@ -234,9 +244,11 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		// would dispatch the same worker again once this one exits.
 		idle := is
 		idle.Worker = nil
-		if w := decideIssue(idle, labelReviews); startsWorker(w.Action) && w.Mode == is.Worker.Mode &&
-			(w.MoveTo != "" && w.MoveTo != is.Status || len(w.RemoveLabels) > 0) {
-			d.MoveTo, d.RemoveLabels = w.MoveTo, w.RemoveLabels
+		w := decideIssue(idle, labelReviews)
+		add := slices.DeleteFunc(slices.Clone(w.AddLabels), is.HasLabel)
+		if startsWorker(w.Action) && w.Mode == is.Worker.Mode &&
+			(w.MoveTo != "" && w.MoveTo != is.Status || len(w.RemoveLabels) > 0 || len(add) > 0) {
+			d.MoveTo, d.RemoveLabels, d.AddLabels = w.MoveTo, w.RemoveLabels, add
 			d.Reason += "; finishing the tracker changes of its dispatch"
 		}
 		return d
@@ -284,14 +296,48 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		}
 	case StatusRetro:
 		if !done {
-			return dispatch(d, ActionResumeImplementer, ModeRetro, "", "retro pending and no worker is live")
+			d = dispatch(d, ActionResumeImplementer, ModeRetro, "", "retro pending and no worker is live")
+			if is.HasLabel(LabelFinishing) { // a person took worker-done away to run the retro again
+				d.RemoveLabels = []string{LabelFinishing}
+			}
+			return d
 		}
+		if is.HasLabel(LabelFinishing) {
+			return escalateUnfinished(d, is)
+		}
+		// worker-done stays until the issue is Done (the seed removes it):
+		// with worker-finishing it says the finisher ran, so a finisher
+		// that ends without closing the issue is escalated (above) instead
+		// of the issue looking like a retro still to run.
 		d = dispatch(d, ActionDispatchFinisher, ModeFinish, "", "retro done: finish (merge, clean up, close)")
+		d.AddLabels = []string{LabelFinishing}
+		return d
 	default:
 		d.Action, d.Reason = ActionNone, fmt.Sprintf("status %q is not one Legion acts on", is.Status)
 		return d
 	}
 	d.RemoveLabels = []string{LabelWorkerDone}
+	return d
+}
+
+// escalateUnfinished hands an issue whose finisher ended without closing
+// it to a person: running the finisher again unasked could repeat what
+// went wrong (a conflict it cannot resolve, a failing merge), and the
+// retro is over.
+func escalateUnfinished(d Decision, is Issue) Decision {
+	d.Action, d.Reason = ActionEscalateUnfinished, "the finisher ended without closing the issue"
+	why := ""
+	if f := is.failed(ModeFinish); f != nil {
+		d.Reason += "; it failed for good"
+		why = fmt.Sprintf(" It failed for good (%s): `systemctl --user reset-failed '%s'` before running it again.",
+			cmp.Or(f.Cause, "its restarts hit the start limit, or it could not start"), f.Unit)
+	}
+	d.Comment = "The finisher ended without closing the issue: it is still in Retro, so the merge, " +
+		"the clean-up or the move to Done did not happen. Its transcript: `legion sessions logs " + is.ID + "-finish`." + why +
+		"\n\nFinish by hand with `legion worktree finish <team> " + is.ID + "` (it merges, removes the worktree and " +
+		"the branch, and moves the issue to Done), or remove the labels " + LabelFinishing + " and " + LabelInputNeeded +
+		" to run the finisher again."
+	d.AddLabels = []string{LabelInputNeeded}
 	return d
 }
 

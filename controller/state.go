@@ -57,7 +57,9 @@ type SessionSource interface {
 }
 
 // WorktreeLister lists the team's issue worktrees (package
-// controller/workspace).
+// controller/workspace). A broken worktree is listed with its Problem;
+// an error fails the whole tick, so it is only for a listing that could
+// not be made at all.
 type WorktreeLister interface {
 	List(ctx context.Context) ([]workspace.Worktree, error)
 }

@@ -84,6 +84,9 @@ func printReport(w io.Writer, rep controller.Report) error {
 		if is.Worker != nil && is.Worker.Blocked {
 			fmt.Fprintf(w, "\n%s asks: %s\n", is.ID, is.Worker.Question)
 		}
+		if is.Worktree != nil && is.Worktree.Problem != "" {
+			fmt.Fprintf(w, "\n%s\n", is.Worktree.Problem)
+		}
 		if is.Worktree != nil && len(is.Worktree.Conflicts) > 0 {
 			fmt.Fprintf(w, "\n%s would conflict merging %s: %s\n", is.ID, is.Worktree.Branch, strings.Join(is.Worktree.Conflicts, ", "))
 		}
