@@ -23,7 +23,10 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	signal.Ignore(syscall.SIGPIPE)
+	// A closed stdout gives EPIPE, not death; notified rather than
+	// ignored, so that the programs legion starts (tmux, a sandbox's
+	// manager) do not inherit SIGPIPE ignored.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	err := run(ctx, os.Args[1:])
 	stop()
 	if err == nil || errors.Is(err, context.Canceled) {
