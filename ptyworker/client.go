@@ -414,7 +414,8 @@ func (c *Client) Signal(ctx context.Context, sig, target string) (*SignalResult,
 	return &res, nil
 }
 
-// Remove ends the session for good.
+// Remove ends the session for good. Once the agent has ended it is too
+// late: the error is session_not_running.
 func (c *Client) Remove(ctx context.Context) error { return c.call(ctx, MethodRemove, nil, nil) }
 
 // Health is a cheap liveness check.
