@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/legion-dev/legion/activation"
 )
 
 // Exit codes, documented in legion(1).
@@ -37,13 +39,17 @@ func main() {
 	os.Exit(exitCode(err, context.Cause(ctx), os.Stderr))
 }
 
-// exitCode prints err (unless it is only the cancellation) and says how
-// legion exits. A command ended by SIGINT (Ctrl-C) is interrupted, not a
+// exitCode prints err (unless it is only the cancellation, or a closed
+// output pipe) and says how legion exits. A command ended by SIGINT (Ctrl-C) is interrupted, not a
 // success; one ended by SIGTERM (systemd stopping the helper or a
 // controller) stopped as asked, which is a success.
 func exitCode(err, cause error, stderr io.Writer) int {
 	var sig signalError
 	interrupted := errors.As(cause, &sig) && sig.sig == os.Interrupt
+	var outErr *activation.OutputError
+	if errors.As(err, &outErr) && errors.Is(err, syscall.EPIPE) {
+		return exitError // the reader of the output went away (| head): nothing to say
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "legion:", err)
 	} else if !interrupted {
