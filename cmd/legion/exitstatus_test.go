@@ -23,22 +23,27 @@ func TestExitStatus(t *testing.T) {
 	tests := []struct {
 		name   string
 		args   []string
+		noHome bool // run with PATH only: help must not need legion.toml
 		code   int
 		stderr string
 	}{
-		{"version", []string{"version"}, exitOK, ""},
-		{"group alone prints its help", []string{"issue"}, exitOK, ""},
-		{"unknown subcommand of a group", []string{"issue", "bogus"}, exitUsage, `unknown command "bogus" for "legion issue"`},
-		{"unknown subcommand with a suggestion", []string{"sessions", "lst"}, exitUsage, "did you mean list?"},
-		{"unknown top-level command", []string{"bogus"}, exitUsage, `unknown command "bogus" for "legion"`},
-		{"unknown flag", []string{"--nope"}, exitUsage, "unknown flag: --nope"},
-		{"argument to a command that takes none", []string{"doctor", "extra"}, exitUsage, `unknown command "extra" for "legion doctor"`},
-		{"missing argument", []string{"state"}, exitUsage, "legion state: accepts 1 arg(s), received 0"},
+		{"version", []string{"version"}, false, exitOK, ""},
+		{"legion alone prints its help", nil, true, exitOK, ""},
+		{"group alone prints its help", []string{"issue"}, true, exitOK, ""},
+		{"unknown subcommand of a group", []string{"issue", "bogus"}, false, exitUsage, `unknown command "bogus" for "legion issue"`},
+		{"unknown subcommand with a suggestion", []string{"sessions", "lst"}, false, exitUsage, "did you mean list?"},
+		{"unknown top-level command", []string{"bogus"}, false, exitUsage, `unknown command "bogus" for "legion"`},
+		{"unknown flag", []string{"--nope"}, false, exitUsage, "unknown flag: --nope"},
+		{"argument to a command that takes none", []string{"doctor", "extra"}, false, exitUsage, `unknown command "extra" for "legion doctor"`},
+		{"missing argument", []string{"state"}, false, exitUsage, "legion state: accepts 1 arg(s), received 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 			cmd := exec.CommandContext(t.Context(), bin, tt.args...)
+			if tt.noHome {
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+			}
 			cmd.Stderr = &stderr
 			err := cmd.Run()
 			var ee *exec.ExitError

@@ -29,8 +29,8 @@ restarted by systemd when its session file goes stale or it crashes.`,
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "path of legion.toml (default $LEGION_CONFIG, else $XDG_CONFIG_HOME/legion/legion.toml)")
 	// The default is resolved when a command runs, not when help is
 	// rendered, so help and man pages show no one's home directory.
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if g.configPath != "" {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if g.configPath != "" || cmd.HasSubCommands() { // a group only prints its help
 			return nil
 		}
 		p, err := config.DefaultPath()
