@@ -133,10 +133,19 @@ func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (SpawnResult, error)
 	return r, err
 }
 
+// OutputError is a failed write to the writer that Logs or FollowLogs was
+// given (a closed pipe: `legion sessions logs -f NAME | head`). The helper
+// is fine; trying again would fail the same way.
+type OutputError struct{ Err error }
+
+func (e *OutputError) Error() string { return "write output: " + e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
+
 // Logs writes a session's transcript to w from args.Offset: up to its
 // current end, or with args.Follow until the session ends for good (it is
 // followed across unit restarts) or ctx is done. The result's Offset is
-// where a later call would continue.
+// where a later call would continue. A failed write to w ends it with an
+// *OutputError.
 func (c *Client) Logs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, error) {
 	var wrote int64
 	onEvent := func(raw json.RawMessage) error {
@@ -154,7 +163,10 @@ func (c *Client) Logs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResu
 		}
 		n, err := w.Write(data)
 		wrote += int64(n)
-		return err
+		if err != nil {
+			return &OutputError{Err: err}
+		}
+		return nil
 	}
 	resp, fds, err := c.retry(ctx, CmdSessionsLogs, args, onEvent)
 	closeAll(fds)
@@ -385,8 +397,8 @@ func closeAll(fds []int) {
 // to the helper breaks (the helper was stopped, restarted or killed) it
 // dials again and continues at the next byte, so nothing is printed twice
 // or skipped. It gives up when the helper cannot be reached again within
-// DefaultRecoverWait, and ends when the session has ended for good or ctx
-// is done.
+// DefaultRecoverWait, and ends when the session has ended for good, ctx
+// is done or a write to w fails (an *OutputError).
 func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, error) {
 	args.Follow = true
 	var lastErr error
@@ -403,6 +415,10 @@ func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, er
 			var apiErr *Error
 			if errors.As(err, &apiErr) && !apiErr.Retryable {
 				return res, err // refused: retrying would not change that
+			}
+			var outErr *OutputError
+			if errors.As(err, &outErr) {
+				return res, err // w is broken, not the connection
 			}
 			if res.Offset > args.Offset {
 				deadline = time.Time{} // progress: a fresh budget

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
@@ -147,7 +148,13 @@ func (w *worker) statusLine(state string, v verdict) string {
 		if v.question != "" {
 			q := strings.Join(strings.Fields(v.question), " ")
 			if len(q) > 80 {
-				q = q[:77] + "..."
+				// On a character's first byte: systemd drops a STATUS=
+				// that is not valid UTF-8 whole.
+				cut := 77
+				for cut > 0 && !utf8.RuneStart(q[cut]) {
+					cut--
+				}
+				q = q[:cut] + "..."
 			}
 			b.WriteString(": " + q)
 		}

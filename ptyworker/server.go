@@ -369,9 +369,10 @@ func (c *conn) dispatch(m *message) {
 	case MethodRemove:
 		var p struct{}
 		if e = params(m, &p); e == nil {
-			w.requestRemove()
-			c.reply(m.ID, struct{}{})
-			return
+			if e = w.requestRemove(); e == nil {
+				c.reply(m.ID, struct{}{})
+				return
+			}
 		}
 	}
 	c.replyRPCErr(m.ID, e, false)

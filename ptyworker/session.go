@@ -134,13 +134,19 @@ func (w *worker) signal(p *SignalParams) (*SignalResult, *RPCError) {
 
 // requestRemove ends the session for good: once the agent is gone the
 // registry says removed, and Run returns nil so systemd does not restart it.
-func (w *worker) requestRemove() {
+// Once the agent has ended (the worker is only delivering its exit), it is
+// session_not_running: too late to change how the run ends.
+func (w *worker) requestRemove() *RPCError {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ended && !w.removing {
+		return &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s: the agent has ended; remove applies to a running session", w.spec.SessionID, w.state)}
+	}
 	if !w.removing {
 		w.removing = true
 		close(w.removeCh)
 	}
+	return nil
 }
 
 func (w *worker) stateEvent() *StateEventData {

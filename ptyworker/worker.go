@@ -117,6 +117,7 @@ type worker struct {
 	triggered  bool     // WATCHDOG=trigger was sent
 	stopReason string   // why the worker ends the agent (watchdog, remove)
 	removing   bool
+	ended      bool // the wait for the agent is over: a later remove is refused
 	liveness   verdict
 	conns      map[*conn]struct{}
 	logged     map[string]bool
@@ -278,6 +279,15 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		w.log.Info("session removed; ending the agent")
 		w.terminate(c, exited)
 	}
+	// A remove answered before this point is honoured however the wait
+	// ended (the agent may have exited just before it came); later ones
+	// are refused, so none is answered and then ignored.
+	w.mu.Lock()
+	w.ended = true
+	if w.removing {
+		reason, final = "removed", StateRemoved
+	}
+	w.mu.Unlock()
 	c.ptm.Close()
 	c.reap()
 

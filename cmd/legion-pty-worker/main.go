@@ -41,7 +41,12 @@ Options:
 `
 
 func main() {
-	signal.Ignore(syscall.SIGPIPE)
+	// A broken pipe (the journal's stream, a client's socket) must not
+	// kill the worker: with SIGPIPE notified, such a write fails with EPIPE
+	// instead. Not signal.Ignore: an ignored signal stays ignored across
+	// exec, and the agent's shell would get EPIPE errors from `yes | head`
+	// instead of the SIGPIPE that ends such pipelines.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
