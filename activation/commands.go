@@ -84,7 +84,7 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 	// is free again.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), systemdTimeout)
 	defer cancel()
-	if st, err := h.mgr.State(sctx, s.unit); err == nil && st.ActiveState == "failed" {
+	if st, err := h.mgr.State(sctx, s.unit); err == nil && st.Failed() {
 		if err := h.mgr.ResetFailed(sctx, s.unit); err != nil {
 			log.Warn("reset failed unit after kill", "err", err)
 		}
@@ -94,6 +94,7 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 	s.mu.Lock()
 	s.ended = true
 	s.mu.Unlock()
+	h.events.publish(s, "")
 	h.removeSpecFor(s.id + ".json")
 	log.Info("session killed")
 	return api.StatusResult{Session: s.view()}, nil, nil

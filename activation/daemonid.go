@@ -16,8 +16,9 @@ import (
 	"github.com/legion-dev/legion/internal/privdir"
 )
 
-// daemonIDFile is the name of the daemon instance id file in the state dir.
-const daemonIDFile = "daemon-id"
+// DaemonIDFile is the name of the daemon instance id file in the state dir
+// (contrib/demo removes the one it made).
+const DaemonIDFile = "daemon-id"
 
 // loadDaemonID returns the helper's persistent instance id stored at path
 // (one UUID and a newline). A missing file is created; a corrupt one (not

@@ -32,7 +32,7 @@ func TestLoadDaemonID(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "legion")
-			path := filepath.Join(dir, daemonIDFile)
+			path := filepath.Join(dir, DaemonIDFile)
 			if tt.content != nil {
 				if err := os.MkdirAll(dir, 0o700); err != nil {
 					t.Fatal(err)

@@ -15,14 +15,22 @@
 //     socket, behind a barrier that answers every command with the
 //     retryable error code "recovering";
 //   - the commands (commands.go, spawn.go, logs.go, broker.go) and the
-//     helper's table of sessions (table.go).
+//     helper's table of sessions (table.go);
+//   - the push stream of session events, sessions.watch (watch.go; its
+//     wire types and Client.Watch, FollowSessions are in activation/api):
+//     a snapshot, then started, state_changed, agent_state_changed, exited
+//     and failed as they happen, learnt from the helper's own actions, one
+//     subscription to the user manager for every legion-* unit, and one
+//     watch connection per running worker, never by polling; the
+//     controller and `legion tmux` follow it.
 //
 // The terminal side of `legion attach` is package activation/attachterm;
 // the daemons' journal logger is package internal/journal.
 //
 // The helper is a pure session supervisor: spawn, list, status, logs,
-// attach, send, kill and recovery. It plans nothing: `legion spawn`,
-// `legion dispatch` and the controllers decide a session's worktree, id,
+// attach, send, kill, recovery, the sessions.watch stream and team.stop
+// (a team's workers, for its controller). It plans nothing: `legion
+// spawn`, `legion dispatch` and the controllers decide a session's worktree, id,
 // argv, environment and supervision values (from legion.toml) and send a
 // full launch (api.SpawnArgs), which the helper checks field by field and
 // runs as it is, with no defaults of its own. So it must never import

@@ -19,6 +19,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
+	"github.com/legion-dev/legion/internal/unixsock"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -76,6 +77,10 @@ type Options struct {
 	// the unit by hand at that moment.
 	beforeSpecWrite func(unit string)
 
+	// watchQueue, when set, replaces watchQueue (events a sessions.watch
+	// subscriber may be behind). Tests make it small.
+	watchQueue int
+
 	// Notify sends sd_notify state lines; nil means go-systemd's SdNotify
 	// (a no-op without NOTIFY_SOCKET).
 	Notify func(state string)
@@ -97,7 +102,7 @@ type Helper struct {
 
 	sessions *table
 	mgr      *units.Manager
-	views    tmuxViews // tmux views the helper keeps in step (tmux.view)
+	events   *sessionEvents
 }
 
 // New checks opts and fills in defaults; it does no I/O.
@@ -183,7 +188,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	if err := privdir.Ensure(h.opts.RuntimeDir); err != nil {
 		return err
 	}
-	id, err := loadDaemonID(filepath.Join(h.opts.StateDir, daemonIDFile), h.log)
+	id, err := loadDaemonID(filepath.Join(h.opts.StateDir, DaemonIDFile), h.log)
 	if err != nil {
 		return err
 	}
@@ -218,6 +223,8 @@ func (h *Helper) Run(ctx context.Context) error {
 	h.mgr = mgr
 	h.sessions = newTable(h)
 	defer h.sessions.closeAll()
+	h.events = newSessionEvents()
+	h.events.queue = h.opts.watchQueue
 
 	h.opts.Notify("STATUS=recovering sessions")
 	// Connections live on connCtx, not on gctx: an idle exit lets a
@@ -248,6 +255,7 @@ func (h *Helper) Run(ctx context.Context) error {
 			return err
 		}
 		h.recovering.Store(false)
+		h.events.markAll() // publish every session
 		h.log.Info("recovery done", "recovered", counts.Recovered, "pruned", counts.Pruned,
 			"quarantined", counts.Quarantined, "failed", counts.Failed, "took", time.Since(start).Round(time.Millisecond))
 		h.opts.Notify(fmt.Sprintf("READY=1\nSTATUS=serving; recovered %d, pruned %d, quarantined %d, failed %d",
@@ -257,7 +265,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	if h.opts.IdleExit > 0 {
 		g.Go(func() error { return h.idleWatch(gctx) })
 	}
-	g.Go(func() error { return h.tmuxLoop(gctx) })
+	g.Go(func() error { return h.followSessions(gctx) })
 	err = g.Wait()
 	if errors.Is(err, errIdle) {
 		waitTimeout(&conns, connGrace)
@@ -364,7 +372,7 @@ func (h *Helper) idleWatch(ctx context.Context) error {
 		h.mu.Lock()
 		wait := h.opts.IdleExit
 		idle := time.Since(h.idleSince)
-		quiet := h.active == 0 && !h.recovering.Load() && h.views.empty()
+		quiet := h.active == 0 && !h.recovering.Load()
 		h.mu.Unlock()
 		if quiet && idle >= h.opts.IdleExit {
 			h.log.Info("idle: exiting until the next connection", "idle_for", idle.Round(time.Millisecond))
@@ -384,17 +392,18 @@ func (h *Helper) serveConn(ctx context.Context, c *net.UnixConn) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	cc := &clientConn{c: c}
-	uid, pid, err := peerCred(c)
-	if err != nil {
-		h.log.Warn("refused a client: cannot read its credentials", "err", err)
-		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "cannot verify your credentials: %v", err)}, nil)
-		return
-	}
+	cred, err := unixsock.Peer(c, uint32(h.peerUID))
+	uid, pid := cred.UID, cred.PID
 	cc.pid = pid
-	if uid != h.peerUID {
+	if errors.Is(err, unixsock.ErrPeerNotAllowed) {
 		h.log.Warn("refused a client of another user", "peer_uid", uid, "peer_pid", pid)
 		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized,
 			"uid %d may not use this helper: it serves uid %d only", uid, h.peerUID)}, nil)
+		return
+	}
+	if err != nil {
+		h.log.Warn("refused a client: cannot read its credentials", "err", err)
+		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "cannot verify your credentials: %v", err)}, nil)
 		return
 	}
 	br := bufio.NewReaderSize(c, 16<<10)
@@ -439,7 +448,8 @@ var commands = map[string]handler{
 	api.CmdSend:           (*Helper).cmdSend,
 	api.CmdAttach:         (*Helper).cmdAttach,
 	api.CmdSpawn:          (*Helper).cmdSpawn,
-	api.CmdTmuxView:       (*Helper).cmdTmuxView,
+	api.CmdSessionsWatch:  (*Helper).cmdWatch,
+	api.CmdTeamStop:       (*Helper).cmdTeamStop,
 }
 
 // dispatch runs req and sends its final response. It returns an error only
@@ -487,7 +497,7 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req api.Request) 
 
 func commandList() string {
 	return api.CmdSessionsList + ", " + api.CmdSessionsStatus + ", " + api.CmdSessionsLogs + ", " + api.CmdSessionsKill + ", " +
-		api.CmdSend + ", " + api.CmdAttach + ", " + api.CmdSpawn + ", " + api.CmdTmuxView
+		api.CmdSend + ", " + api.CmdAttach + ", " + api.CmdSpawn + ", " + api.CmdSessionsWatch + ", " + api.CmdTeamStop
 }
 
 // clientConn is one client connection's write side.

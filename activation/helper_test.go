@@ -203,7 +203,7 @@ func TestRecoveringBarrier(t *testing.T) {
 	<-entered
 	c := ip.client(t)
 	c.RecoverWait = -1 // no retries: see the error itself
-	for _, cmd := range []string{api.CmdSessionsList, api.CmdSessionsStatus, api.CmdSessionsLogs, api.CmdSessionsKill, api.CmdSend, api.CmdAttach, api.CmdSpawn, api.CmdTmuxView, "no.such"} {
+	for _, cmd := range []string{api.CmdSessionsList, api.CmdSessionsStatus, api.CmdSessionsLogs, api.CmdSessionsKill, api.CmdSend, api.CmdAttach, api.CmdSpawn, api.CmdSessionsWatch, api.CmdTeamStop, "no.such"} {
 		err := c.Call(t.Context(), cmd, api.NameArgs{Name: "x"}, nil)
 		var e *api.Error
 		if !errors.As(err, &e) || e.Code != api.CodeRecovering || !e.Retryable {

@@ -24,7 +24,7 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 		return api.Errorf(api.CodeBadRequest, "spawn: field %s: %s", field, fmt.Sprintf(format, args...))
 	}
 	l := launch{
-		name: a.Name, id: a.ID, team: a.Team, issue: a.Issue, mode: a.Mode, role: a.Role,
+		name: a.Name, id: a.ID, agentSession: a.AgentSession, team: a.Team, issue: a.Issue, mode: a.Mode, role: a.Role,
 		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume,
 		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter),
 		startLimitInterval: time.Duration(a.StartLimitInterval), ringSize: a.RingSize,
@@ -43,6 +43,11 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	}
 	if u, err := uuid.Parse(a.ID); err != nil || len(a.ID) != 36 || u == uuid.Nil {
 		return launch{}, bad("id", "%q: want the session's UUID", a.ID)
+	}
+	if a.AgentSession != "" {
+		if u, err := uuid.Parse(a.AgentSession); err != nil || len(a.AgentSession) != 36 || u == uuid.Nil {
+			return launch{}, bad("agent_session", "%q: want the agent conversation's UUID, or nothing for id's", a.AgentSession)
+		}
 	}
 	if strings.ContainsFunc(a.Issue, isCtl) {
 		return launch{}, bad("issue", "%q holds control characters", a.Issue)

@@ -3,19 +3,14 @@ package activation
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
-	"syscall"
-	"time"
 
 	sdactivation "github.com/coreos/go-systemd/v22/activation"
-	"golang.org/x/sys/unix"
 
-	"github.com/legion-dev/legion/internal/privdir"
+	"github.com/legion-dev/legion/internal/unixsock"
 )
 
 // errHelperRunning is returned (wrapped) by listen when another helper
@@ -59,61 +54,14 @@ func activationListeners(log *slog.Logger) ([]net.Listener, error) {
 }
 
 // listen creates the helper's own listener at path, for a helper started
-// by hand: the directory is created 0700 (and must be ours), the socket is
-// 0600 and removed on close. A socket file that still answers is never
-// taken over (errHelperRunning); one that refuses connections is stale and
-// replaced; any other file at path is left alone and reported.
+// by hand, with unixsock.Listen: the directory is private (0700, ours),
+// the socket 0600 and removed on close. A socket that still answers is
+// never taken over (errHelperRunning); one that refuses connections is
+// stale and replaced; any other file at path is left alone and reported.
 func listen(path string) (*net.UnixListener, error) {
-	dir := filepath.Dir(path)
-	if err := privdir.Ensure(dir); err != nil {
-		return nil, err
+	l, err := unixsock.Listen(path)
+	if errors.Is(err, unixsock.ErrInUse) {
+		return nil, fmt.Errorf("listen on %s: %w (stop it, or use its socket)", path, errHelperRunning)
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("listen on %s: a %s is in the way; remove it if it is not needed", path, fi.Mode().Type())
-		}
-		c, derr := net.DialTimeout("unix", path, time.Second)
-		if derr == nil {
-			c.Close()
-			return nil, fmt.Errorf("listen on %s: %w (stop it, or use its socket)", path, errHelperRunning)
-		}
-		if !errors.Is(derr, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("listen on %s: probe existing socket: %w", path, derr)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-		}
-	}
-	// The directory is 0700, so nobody else can reach the socket in the
-	// moment before the chmod.
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("chmod socket %s: %w", path, err)
-	}
-	l.SetUnlinkOnClose(true)
-	return l, nil
-}
-
-// peerCred returns the UID and PID of the process at the other end of c
-// (SO_PEERCRED: the credentials at connect time).
-func peerCred(c *net.UnixConn) (uid, pid int, err error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return -1, 0, err
-	}
-	var cred *unix.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return -1, 0, err
-	}
-	if serr != nil {
-		return -1, 0, fmt.Errorf("SO_PEERCRED: %w", serr)
-	}
-	return int(cred.Uid), int(cred.Pid), nil
+	return l, err
 }

@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -70,7 +71,11 @@ func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req api.Request) (
 		if f != nil {
 			n, rerr := f.ReadAt(buf, off)
 			if n > 0 {
-				if err := cc.send(api.Response{ID: req.ID, Event: &api.LogEvent{Offset: off, Data: buf[:n]}}, nil); err != nil {
+				ev, err := json.Marshal(api.LogEvent{Offset: off, Data: buf[:n]})
+				if err != nil {
+					return nil, nil, err
+				}
+				if err := cc.send(api.Response{ID: req.ID, Event: ev}, nil); err != nil {
 					return nil, nil, err
 				}
 				off += int64(n)
@@ -120,7 +125,7 @@ func (h *Helper) sessionOver(ctx context.Context, s *session) bool {
 		return false
 	}
 	us := unitState(states, s.unit)
-	return !us.Exists() || us.ActiveState == "inactive" || us.ActiveState == "failed"
+	return us.Stopped()
 }
 
 // peerClosed reports whether the client hung up, without consuming input.

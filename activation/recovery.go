@@ -120,7 +120,7 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 	// Units nobody's registry entry named.
 	var orphans []units.State
 	for name, st := range unitStates {
-		if !covered[name] && st.ActiveState != "inactive" {
+		if !covered[name] && st.ActiveState != units.StateInactive {
 			orphans = append(orphans, st)
 		}
 	}
@@ -171,7 +171,7 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 	leaseAlive := r.Owner.Alive()
 
 	if r.DaemonInstanceID != h.daemonID {
-		if !leaseAlive && !unitRuns(us) && us.SubState != "auto-restart" {
+		if !leaseAlive && !unitRuns(us) && !us.AutoRestart() {
 			// Reclaim: the entry's worker is provably gone, so moving the
 			// entry aside harms no process.
 			res.kind = h.prune(log, path, "stale entry of another daemon instance "+r.DaemonInstanceID)
@@ -184,17 +184,17 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 
 	for attempt := 1; ; attempt++ {
 		switch {
-		case !us.Exists() || us.ActiveState == "inactive":
+		case us.Gone():
 			if !leaseAlive {
 				res.kind = h.prune(log, path, "worker gone and unit "+unitGoneText(us))
 				return res
 			}
 			// A live worker without its unit (run by hand): adopt it only
 			// if it answers as ours.
-		case us.ActiveState == "failed":
+		case us.Failed():
 			log.Info("recovery: adopted a failed session", "run", r.Run)
 			return h.adopt(r, path, us, nil, nil, r.Unit)
-		case us.ActiveState == "activating" && us.SubState == "auto-restart":
+		case us.AutoRestart():
 			log.Info("recovery: adopted a session waiting to restart")
 			return h.adopt(r, path, us, nil, nil, r.Unit)
 		}
@@ -273,10 +273,10 @@ func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker
 			return entryResult{kind: failed, unit: unit}
 		}
 		us := unitState(states, unit)
-		if !us.Exists() || us.ActiveState == "inactive" {
+		if us.Gone() {
 			return entryResult{kind: pruned, unit: unit}
 		}
-		if us.ActiveState == "failed" || us.SubState == "auto-restart" {
+		if us.Failed() || us.AutoRestart() {
 			return h.adopt(r, path, us, nil, nil, unit)
 		}
 		wc, hr, err := dialWorker(ctx, r.SocketPath, h.daemonID, r.Token)

@@ -94,7 +94,7 @@ func TestRecoveryRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := loadDaemonID(filepath.Join(st, daemonIDFile), slog.New(slog.DiscardHandler))
+	ours, err := loadDaemonID(filepath.Join(st, DaemonIDFile), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,7 @@ type launch struct {
 	name, id, unit        string
 	team                  string
 	teamID                uuid.UUID
+	agentSession          string // the agent's conversation when not id (a retro's); see ptyworker.Spec.AgentSessionID
 	issue, mode, role     string
 	cwd                   string
 	env, argvNew, argvRes []string
@@ -108,7 +109,13 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	// (reset-failed) and looked at again before the spec and the registry
 	// are written. Once it is gone, no one can start it but by creating it.
 	st, err := h.mgr.State(ctx, unit)
-	if err == nil && st.ActiveState == "failed" {
+	if err == nil && st.Failed() && l.reuseLive {
+		// A dispatch never unloads a failed unit: the controller would
+		// reset the start limit at every tick and the session would fail
+		// in a loop. It stays failed until a person acts.
+		return api.SpawnResult{}, failedErr(name, unit, s)
+	}
+	if err == nil && st.Failed() {
 		if err := h.mgr.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
 			return api.SpawnResult{}, fmt.Errorf("spawn: unload the failed unit %s: %w", unit, err)
 		}
@@ -117,7 +124,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	if err != nil {
 		return api.SpawnResult{}, fmt.Errorf("spawn: read unit %s: %w", unit, err)
 	}
-	if st.Exists() && st.ActiveState != "inactive" && st.ActiveState != "failed" {
+	if !st.Stopped() {
 		if l.reuseLive {
 			return api.SpawnResult{Name: name, ID: id, Unit: unit}, nil
 		}
@@ -128,7 +135,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		return api.SpawnResult{}, err
 	}
 	spec := &ptyworker.Spec{
-		Version: ptyworker.SpecVersion, SessionID: id, Name: name, Team: l.team, TeamShort: l.teamShort(),
+		Version: ptyworker.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
 		SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
@@ -181,7 +188,12 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		os.Remove(specPath)
 		return api.SpawnResult{}, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
 	}
-	log := h.log.With("session", id, "name", name, "team", l.team, "unit", unit)
+	log := h.log.With("session", spec.AgentSessionID(), "name", name, "team", l.team, "unit", unit)
+	ns := newSession(h, &ptyworker.Registry{
+		Version: ptyworker.RegistryVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, Issue: l.issue, Mode: l.mode,
+		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
+		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
+	}, spec.RegistryPath())
 	if err := h.mgr.StartTransient(ctx, u); err != nil {
 		if errors.Is(err, units.ErrUnitExists) {
 			return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", unit, name)
@@ -193,21 +205,35 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), systemdTimeout)
 		st, _ := h.mgr.State(sctx, unit)
 		cancel()
-		if !st.Exists() || st.ActiveState == "inactive" {
+		if st.Gone() {
 			os.Remove(specPath)
+		} else {
+			// The unit failed (its worker could not start the agent) or
+			// waits to restart: the session is listed, failed with its
+			// cause or starting, not forgotten while its unit lives on.
+			h.sessions.put(ns)
 		}
 		log.Warn("spawn failed", "err", err)
 		return api.SpawnResult{}, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
 	}
-	ns := newSession(h, &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: l.team, Issue: l.issue, Mode: l.mode,
-		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
-		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
-	}, spec.RegistryPath())
 	h.sessions.put(ns)
+	h.events.mark(unit) // publish it: the unit's own signals may have come before the put
 	log.Info("spawn", "mode", l.mode, "argv0", l.argvNew[0])
 	log.Debug("spawn timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
 	return api.SpawnResult{Name: name, ID: id, Unit: unit, Started: true}, nil
+}
+
+// failedErr is the answer to a dispatch (a spawn with reuse) of session
+// name whose unit failed: what failed (s, when the table has the session,
+// says why) and what a person does about it.
+func failedErr(name, unit string, s *session) error {
+	why := ""
+	if s != nil {
+		if c := s.view().Cause; c != "" {
+			why = ": " + c
+		}
+	}
+	return api.Errorf(api.CodeNotRunning, "spawn: session %s failed%s; it is not started again until a person acts: see `journalctl --user -u '%s'`, then `systemctl --user reset-failed '%s'`", name, why, unit, unit)
 }
 
 // reserve marks name as being spawned. It returns the existing session

@@ -61,6 +61,10 @@ type session struct {
 	us    units.State         // last state from systemd
 	ended bool                // killed or pruned: over until spawned again
 	seen  time.Time           // when us/info were read
+
+	// failure is the failed unit's full state (Result=, NRestarts=):
+	// read once when it is seen failed, zero when it is not.
+	failure units.State
 }
 
 func newSession(h *Helper, r *ptyworker.Registry, regPath string) *session {
@@ -72,11 +76,12 @@ func newSession(h *Helper, r *ptyworker.Registry, regPath string) *session {
 	}
 }
 
-// sessionLogger scopes log to a session. "session" is the session ID, as
-// in the worker's own journal fields (LEGION_SESSION), so one journalctl
-// match finds both; "name" is what people type.
+// sessionLogger scopes log to a session. "session" is the agent
+// conversation's session ID, as in the worker's own journal fields and the
+// agent's environment (LEGION_SESSION, see ptyworker.Spec.AgentSessionID),
+// so one journalctl match finds all; "name" is what people type.
 func sessionLogger(log *slog.Logger, r *ptyworker.Registry) *slog.Logger {
-	args := []any{"session", r.SessionID, "name", r.Name, "team", r.Team, "unit", r.Unit}
+	args := []any{"session", r.AgentSessionID(), "name", r.Name, "team", r.Team, "unit", r.Unit}
 	if r.Issue != "" {
 		args = append(args, "issue", r.Issue)
 	}
@@ -176,16 +181,16 @@ func unitState(states map[string]units.State, name string) units.State {
 	if st, ok := states[name]; ok {
 		return st
 	}
-	return units.State{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
+	return units.NotFound(name)
 }
 
 // unitRuns reports whether the unit has a worker process that may answer.
 func unitRuns(us units.State) bool {
 	switch us.ActiveState {
-	case "active", "reloading", "deactivating":
+	case units.StateActive, units.StateReloading, units.StateDeactivating:
 		return true
-	case "activating":
-		return us.SubState != "auto-restart"
+	case units.StateActivating:
+		return !us.AutoRestart()
 	}
 	return false
 }
@@ -196,7 +201,8 @@ func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.us, s.seen = us, time.Now()
-	if unitRuns(us) && us.ActiveState != "activating" {
+	s.readFailureLocked(ctx, h)
+	if unitRuns(us) && us.ActiveState != units.StateActivating {
 		if err := s.connectLocked(ctx, h); err == nil {
 			cctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
 			in, err := s.wc.Info(cctx)
@@ -214,6 +220,28 @@ func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
 	s.info = nil
 	if r, err := ptyworker.ReadRegistry(s.regPath); err == nil && r.SessionID == s.id {
 		s.reg = r
+	}
+}
+
+// readFailureLocked reads the failed unit's properties once per failure:
+// a listing does not have them, and failed units are few.
+func (s *session) readFailureLocked(ctx context.Context, h *Helper) {
+	if !s.us.Failed() {
+		s.failure = units.State{}
+		return
+	}
+	if s.failure.Name != "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
+	defer cancel()
+	st, err := h.mgr.State(ctx, s.unit)
+	if err != nil {
+		s.log.Debug("read the failed unit's state", "err", err)
+		return
+	}
+	if st.Failed() {
+		s.failure = st
 	}
 }
 
@@ -309,7 +337,30 @@ func (s *session) view() api.Session {
 		v.LastActivity = &la
 	}
 	v.Exit = exitView(last)
+	if v.State == api.StateFailed {
+		v.Cause = failureCause(s.failure, v.Exit)
+	}
 	return v
+}
+
+// failureCause says why systemd gave up on a session, from its failed
+// unit's state (zero if unread) and the last run's exit (nil if none was
+// recorded). A worker unit restarts on any failure but an agent that
+// cannot be started (ptyworker.ExitAgentNotStartable), so any other
+// failed unit ran out of restarts: its start limit. (systemd 252 keeps
+// the first failure's Result=, "exit-code", when the limit stops a
+// restart; "start-limit-hit" only comes from a start by hand.)
+func failureCause(us units.State, last *api.Exit) string {
+	if last != nil && strings.HasPrefix(last.Reason, ptyworker.StartFailedPrefix) {
+		return last.Reason
+	}
+	if us.Result == "start-limit-hit" || us.NRestarts > 0 {
+		return "restarted too often (systemd's start limit hit); last run: " + last.String()
+	}
+	if us.Result != "" {
+		return fmt.Sprintf("systemd result %s; last run: %s", us.Result, last)
+	}
+	return "last run: " + last.String()
 }
 
 // deriveState maps systemd's view, the worker's info (nil when it does not
@@ -317,21 +368,27 @@ func (s *session) view() api.Session {
 // pure.
 func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) api.State {
 	switch {
-	case us.ActiveState == "failed":
+	case us.Failed():
 		return api.StateFailed
-	case us.ActiveState == "activating" && us.SubState == "auto-restart":
+	case us.AutoRestart():
 		return api.StateStarting // waiting out the cooldown
-	case us.ActiveState == "activating":
+	case us.ActiveState == units.StateActivating:
 		return api.StateStarting
-	case us.ActiveState == "deactivating" && us.SubState == "stop-watchdog":
+	case us.ActiveState == units.StateDeactivating && us.SubState == units.SubStopWatchdog:
 		return api.StateStale
-	case us.ActiveState == "active" || us.ActiveState == "reloading" || us.ActiveState == "deactivating":
+	case us.ActiveState == units.StateActive || us.ActiveState == units.StateReloading || us.ActiveState == units.StateDeactivating:
 		if in == nil {
+			// The worker does not answer: after its agent ended it closes
+			// its socket before it exits, and its registry entry (written
+			// at every start and end of a run) says how the run ended.
+			runEnded := reg != nil && reg.State != "" && reg.State != ptyworker.StateRunning && reg.State != ptyworker.StateStarting
 			switch {
-			case us.ActiveState != "deactivating":
+			case runEnded && failedRun(reg.State, reg.LastExit):
+				return api.StateStarting // the run failed; the restart follows
+			case runEnded:
+				return api.StateExited
+			case us.ActiveState != units.StateDeactivating:
 				return api.StateRunning
-			case reg != nil && failedRun(reg.State, reg.LastExit):
-				return api.StateStarting // stopping after a failed run; the restart follows
 			}
 			return api.StateExited
 		}

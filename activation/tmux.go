@@ -2,24 +2,22 @@ package activation
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
-	"time"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
 )
 
-// TmuxOptions configure RunTmux, the loop behind `legion tmux TEAM`.
+// TmuxOptions configure FollowTmux, the follower behind `legion tmux TEAM`.
 type TmuxOptions struct {
 	Team string        // team whose live sessions get windows
 	View tmuxview.View // the tmux session (legion-<short>) and server
 	Bin  string        // the legion binary each window runs `attach` with
-	// Interval is the time between syncs; 2 s when zero.
-	Interval time.Duration
-	// Once syncs once and returns.
-	Once bool
-	Log  *slog.Logger
+	Log  *slog.Logger  // nil: discard
 }
 
 // TmuxWindows are the windows the view of team should have: one per live
@@ -41,53 +39,51 @@ func TmuxWindows(team, bin string, sessions []api.Session) []tmuxview.Window {
 	return out
 }
 
-// SyncTmux lists the helper's sessions once and syncs the view with them.
-func SyncTmux(ctx context.Context, c *api.Client, o TmuxOptions) error {
-	res, err := c.List(ctx)
-	if err != nil {
-		return fmt.Errorf("tmux view of team %s: %w", o.Team, err)
-	}
-	return o.View.Sync(ctx, TmuxWindows(o.Team, o.Bin, res.Sessions))
-}
+// errViewClosed ends FollowTmux's stream when its tmux session is gone.
+var errViewClosed = errors.New("tmux session closed")
 
-// RunTmux keeps the view in step with the team's sessions until ctx ends
-// (or after one sync with Once). It runs in the caller's process (the
-// foreground `legion tmux`), not in the helper: when it stops, the tmux
-// session stays as it was last synced. A sync that fails is logged and
-// retried on the next tick; only the first one's error is returned.
-func RunTmux(ctx context.Context, o TmuxOptions) error {
-	if o.Interval <= 0 {
-		o.Interval = 2 * time.Second
-	}
+// FollowTmux keeps the view in step with the team's sessions as the
+// helper pushes them (sessions.watch, followed across helper restarts):
+// at every event it adds the windows of sessions that went live and kills
+// those of sessions that ended. It returns nil when ctx ends or the view's
+// tmux session was closed (closing it is how a person ends the view). It
+// runs in the view's own first window (`legion tmux --follow`), never in
+// the helper, so the tmux server is never a child of the helper and
+// outlives its restarts. A sync that fails is logged; the next event
+// syncs again.
+func FollowTmux(ctx context.Context, o TmuxOptions) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	first := true
-	for {
-		err := syncOnce(ctx, o)
-		if first && err != nil {
-			return err
+	sessions := map[string]api.Session{}
+	err := api.FollowSessions(ctx, api.WatchArgs{Team: o.Team}, func(ev api.SessionEvent) error {
+		if ev.Type == api.EventSnapshot {
+			clear(sessions)
+			for _, s := range ev.Sessions {
+				sessions[s.Name] = s
+			}
+		} else if ev.Session != nil {
+			sessions[ev.Session.Name] = *ev.Session
 		}
-		first = false
-		if o.Once {
+		exists, err := o.View.Exists(ctx)
+		switch {
+		case err != nil:
+			o.Log.Warn("tmux view check failed", "view", o.View.Session, "err", err)
 			return nil
+		case !exists:
+			return errViewClosed
 		}
-		if err != nil {
-			o.Log.Warn("tmux view sync failed", "team", o.Team, "err", err)
+		ss := slices.SortedFunc(maps.Values(sessions), func(a, b api.Session) int { return strings.Compare(a.Name, b.Name) })
+		if err := o.View.Sync(ctx, TmuxWindows(o.Team, o.Bin, ss)); err != nil && ctx.Err() == nil {
+			o.Log.Warn("tmux view sync failed", "view", o.View.Session, "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(o.Interval):
-		}
+		return nil
+	}, func(err error) {
+		o.Log.Debug("session events: the stream broke; subscribing again", "err", err)
+	})
+	if errors.Is(err, errViewClosed) {
+		o.Log.Info("tmux view closed", "view", o.View.Session, "team", o.Team)
+		return nil
 	}
-}
-
-func syncOnce(ctx context.Context, o TmuxOptions) error {
-	c, err := api.Dial(ctx)
-	if err != nil {
-		return fmt.Errorf("tmux view of team %s: %w", o.Team, err)
-	}
-	defer c.Close()
-	return SyncTmux(ctx, c, o)
+	return err
 }

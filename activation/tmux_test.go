@@ -1,11 +1,14 @@
 package activation
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,37 +18,68 @@ import (
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
-// TestTmuxViewFollowsSessions: against a real tmux server of its own (-L,
-// killed at cleanup), a window appears for a session spawned with
-// `legion spawn --team` and goes when the session is killed.
-func TestTmuxViewFollowsSessions(t *testing.T) {
+// TestTmuxFollowsSessions: `legion tmux` makes the view on a tmux server
+// of the test's own (-L, killed at cleanup) from the CLI, and its
+// follower window adds a window for a spawned session and removes it when
+// the session is killed, as the helper pushes the events. Stopping the
+// helper (socket-activated, as installed) leaves the tmux server running;
+// the follower subscribes again and keeps following. Closing the tmux
+// session ends the follower.
+func TestTmuxFollowsSessions(t *testing.T) {
 	_, err := exec.LookPath("tmux")
 	sdtest.Require(t, "tmux (Debian package tmux)", err == nil)
 	e := startEnv(t)
 	ctx := t.Context()
-	v := tmuxview.View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-" + config.AdhocTeamID.String()[:8], Config: "/dev/null"}
+	v := tmuxview.View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-" + config.AdhocTeamID.String()[:8]}
 	t.Cleanup(func() { exec.Command("tmux", "-L", v.Socket, "kill-server").Run() })
-	o := TmuxOptions{Team: config.AdhocTeam, View: v, Bin: e.bin, Once: true}
-
-	e.mustLegion(ctx, "spawn", "--team", config.AdhocTeam, "--name", "sleeper", "--", "/bin/sh", "-c", "echo hi; exec sleep 600")
-	windows := func() []string {
-		if err := RunTmux(ctx, o); err != nil {
-			t.Fatalf("RunTmux: %v", err)
-		}
+	windows := func() string {
 		w, err := v.Windows(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return err.Error()
 		}
-		return w
+		return fmt.Sprint(w)
 	}
-	e.poll(ctx, "window sleeper appears", func() (bool, string) {
+
+	e.mustLegion(ctx, "tmux", config.AdhocTeam, "--socket", v.Socket)
+	e.mustLegion(ctx, "spawn", "--team", config.AdhocTeam, "--name", "napper", "--", "/bin/sh", "-c", "exec sleep 600")
+	e.poll(ctx, "the follower adds window napper", func() (bool, string) {
 		w := windows()
-		return slices.Contains(w, "sleeper"), fmt.Sprint(w)
+		return strings.Contains(w, "napper") && strings.Contains(w, "legion"), w
+	})
+	e.mustLegion(ctx, "sessions", "kill", "napper")
+	e.poll(ctx, "the follower removes window napper", func() (bool, string) {
+		w := windows()
+		return !strings.Contains(w, "napper") && strings.Contains(w, "legion"), w
+	})
+
+	// The helper's stop job ends when every process of legion.service is
+	// gone: a tmux server in its cgroup would be dead by now.
+	e.stopHelper(ctx)
+	if ok, err := v.Exists(ctx); !ok || err != nil {
+		t.Fatalf("after the helper stopped, tmux session %s exists = %v (%v); want the tmux server untouched", v.Session, ok, err)
+	}
+	e.mustLegion(ctx, "spawn", "--team", config.AdhocTeam, "--name", "sleeper", "--", "/bin/sh", "-c", "exec sleep 600")
+	e.poll(ctx, "the follower, subscribed again, adds window sleeper", func() (bool, string) {
+		w := windows()
+		return strings.Contains(w, "sleeper"), w
 	})
 	e.mustLegion(ctx, "sessions", "kill", "sleeper")
-	e.poll(ctx, "window sleeper goes", func() (bool, string) {
-		w := windows()
-		return !slices.Contains(w, "sleeper") && slices.Contains(w, "legion"), fmt.Sprint(w)
+
+	// Closing the view ends the follower.
+	pane, err := exec.CommandContext(ctx, "tmux", "-L", v.Socket, "display-message", "-p", "-t", v.Session+":legion", "#{pane_pid}").Output()
+	if err != nil {
+		t.Fatalf("tmux display-message: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pane)))
+	if err != nil {
+		t.Fatalf("pane pid %q: %v", pane, err)
+	}
+	if err := v.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.poll(ctx, "the follower to end with its tmux session", func() (bool, string) {
+		err := syscall.Kill(pid, 0)
+		return errors.Is(err, syscall.ESRCH), fmt.Sprintf("kill(%d, 0) = %v", pid, err)
 	})
 }
 
@@ -66,43 +100,4 @@ func TestTmuxWindows(t *testing.T) {
 	}) {
 		t.Errorf("TmuxWindows = %v; want %v", got, want)
 	}
-}
-
-// TestHelperKeepsTmuxView: `legion tmux` hands the view to the helper,
-// which adds and removes windows by itself as sessions come and go, and
-// forgets the view once its tmux session is closed.
-func TestHelperKeepsTmuxView(t *testing.T) {
-	_, err := exec.LookPath("tmux")
-	sdtest.Require(t, "tmux (Debian package tmux)", err == nil)
-	e := startEnv(t)
-	ctx := t.Context()
-	v := tmuxview.View{Socket: fmt.Sprintf("legion-test-%d-%d", os.Getpid(), time.Now().UnixNano()), Session: "legion-" + config.AdhocTeamID.String()[:8]}
-	t.Cleanup(func() { exec.Command("tmux", "-L", v.Socket, "kill-server").Run() })
-
-	e.mustLegion(ctx, "tmux", config.AdhocTeam, "--socket", v.Socket)
-	windows := func() string {
-		w, err := v.Windows(ctx)
-		if err != nil {
-			return err.Error()
-		}
-		return fmt.Sprint(w)
-	}
-	e.mustLegion(ctx, "spawn", "--team", config.AdhocTeam, "--name", "napper", "--", "/bin/sh", "-c", "exec sleep 600")
-	e.poll(ctx, "the helper adds window napper", func() (bool, string) {
-		w := windows()
-		return strings.Contains(w, "napper"), w
-	})
-	e.mustLegion(ctx, "sessions", "kill", "napper")
-	e.poll(ctx, "the helper removes window napper", func() (bool, string) {
-		w := windows()
-		return !strings.Contains(w, "napper") && strings.Contains(w, "legion"), w
-	})
-	if err := v.Kill(ctx); err != nil {
-		t.Fatal(err)
-	}
-	state := os.Getenv("XDG_STATE_HOME")
-	e.poll(ctx, "the helper forgets the closed view", func() (bool, string) {
-		data, err := os.ReadFile(state + "/legion/" + viewsFile)
-		return err == nil && strings.TrimSpace(string(data)) == "[]", string(data)
-	})
 }

@@ -24,13 +24,22 @@ import (
 // is replaced atomically, under a lock on its directory. A taken name is an
 // error wrapping ErrTeamExists; a file that does not load is an error and is
 // not touched.
-func AddTeam(path, name, workspace string) (Team, error) {
+//
+// agent, when not empty, is the absolute path of DefaultAgentProgram (the
+// caller found it in its PATH): the table then sets agent.new and
+// agent.resume to the defaults with that path as the program, since
+// workers look a bare name up in the user manager's PATH, which often
+// lacks the directory (~/.local/bin for Claude Code's installer).
+func AddTeam(path, name, workspace, agent string) (Team, error) {
 	if err := CheckTeamName(name); err != nil {
 		return Team{}, fmt.Errorf("add team: %w", err)
 	}
 	ws, err := absWorkspace(workspace)
 	if err != nil {
 		return Team{}, fmt.Errorf("add team %q: %w", name, err)
+	}
+	if agent != "" && (!filepath.IsAbs(agent) || !utf8.ValidString(agent)) {
+		return Team{}, fmt.Errorf("add team %q: agent program %q: want an absolute UTF-8 path", name, agent)
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -77,6 +86,9 @@ func AddTeam(path, name, workspace string) (Team, error) {
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "[teams.%s]\nid = %s\nworkspace = %s\n", quoteKey(name), quoteString(id.String()), quoteString(ws))
+	if agent != "" {
+		fmt.Fprintf(&b, "agent.new = %s\nagent.resume = %s\n", argvWithProgram(defaultAgentNew, agent), argvWithProgram(defaultAgentResume, agent))
+	}
 
 	cfg, err = Parse(path, b.Bytes())
 	if err != nil {
@@ -90,6 +102,19 @@ func AddTeam(path, name, workspace string) (Team, error) {
 		return Team{}, fmt.Errorf("add team %q: write %s: %w", name, target, err)
 	}
 	return t, nil
+}
+
+// DefaultAgentProgram is the program of the default agent.new and
+// agent.resume, Claude Code's CLI, which `legion team add` looks up.
+func DefaultAgentProgram() string { return defaultAgentNew[0] }
+
+// argvWithProgram writes argv as a TOML array with prog as its program.
+func argvWithProgram(argv []string, prog string) string {
+	words := []string{quoteString(prog)}
+	for _, a := range argv[1:] {
+		words = append(words, quoteString(a))
+	}
+	return "[" + strings.Join(words, ", ") + "]"
 }
 
 // absWorkspace makes workspace absolute and checks it is a directory with a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +16,7 @@ func TestAddTeamNewFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "legion", "legion.toml")
 	ws := t.TempDir()
-	tm, err := AddTeam(path, "demo", ws)
+	tm, err := AddTeam(path, "demo", ws, "")
 	if err != nil {
 		t.Fatalf("AddTeam: %v", err)
 	}
@@ -54,7 +55,7 @@ func TestAddTeamKeepsExistingText(t *testing.T) {
 	before, _ := os.ReadFile(path)
 
 	name := "my team/ü \"quoted\" \\ back"
-	tm, err := AddTeam(path, name, ws+"/../"+filepath.Base(ws))
+	tm, err := AddTeam(path, name, ws+"/../"+filepath.Base(ws), "")
 	if err != nil {
 		t.Fatalf("AddTeam: %v", err)
 	}
@@ -104,7 +105,7 @@ func TestAddTeamRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before, _ := os.ReadFile(tt.path)
-			_, err := AddTeam(tt.path, tt.team, tt.ws)
+			_, err := AddTeam(tt.path, tt.team, tt.ws, "")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("AddTeam(%q) = %v; want an error containing %q", tt.team, err, tt.want)
 			}
@@ -125,7 +126,7 @@ func TestAddTeamFollowsSymlink(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AddTeam(link, "demo", ws); err != nil {
+	if _, err := AddTeam(link, "demo", ws, ""); err != nil {
 		t.Fatalf("AddTeam via symlink: %v", err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -146,7 +147,7 @@ func TestAddTeamConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() { // ends when AddTeam returns
 			defer wg.Done()
-			_, errs[i] = AddTeam(path, "team"+string(rune('a'+i)), ws)
+			_, errs[i] = AddTeam(path, "team"+string(rune('a'+i)), ws, "")
 		}()
 	}
 	wg.Wait()
@@ -175,5 +176,25 @@ func TestQuoteRoundTrip(t *testing.T) {
 		if got := v["t"][s]["v"]; got != s {
 			t.Errorf("round trip of %q = %q", s, got)
 		}
+	}
+}
+
+// TestAddTeamAgentPath: given the agent program's absolute path, the team's
+// agent.new and agent.resume are the defaults with that program; a path
+// with quotes and spaces survives TOML.
+func TestAddTeamAgentPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "legion.toml")
+	agent := `/home/a b/.local/bin/"claude"`
+	tm, err := AddTeam(path, "demo", t.TempDir(), agent)
+	if err != nil {
+		t.Fatalf("AddTeam: %v", err)
+	}
+	wantNew := append([]string{agent}, defaultAgentNew[1:]...)
+	wantResume := append([]string{agent}, defaultAgentResume[1:]...)
+	if !slices.Equal(tm.Agent.New, wantNew) || !slices.Equal(tm.Agent.Resume, wantResume) {
+		t.Errorf("AddTeam(agent %q): agent.new = %q, agent.resume = %q; want %q, %q", agent, tm.Agent.New, tm.Agent.Resume, wantNew, wantResume)
+	}
+	if _, err := AddTeam(path, "other", t.TempDir(), "claude"); err == nil || !strings.Contains(err.Error(), "want an absolute") {
+		t.Errorf(`AddTeam(agent "claude") = %v; want an error asking for an absolute path`, err)
 	}
 }

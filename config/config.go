@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
 // Config is a loaded, validated legion.toml with every default applied.
@@ -54,7 +56,7 @@ type Worker struct {
 	// RingSize is the scrollback ring of each worker, in bytes.
 	RingSize int
 	// DetachKey detaches `legion attach` from a session.
-	DetachKey ControlKey
+	DetachKey termkeys.Key
 	// StartupGrace is how long after a start the agent may go without
 	// writing to its session file before it counts as stale.
 	StartupGrace time.Duration

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
 const demoID = "6f1c2e0a-3b5d-4c8e-9a7f-2d4b6c8e0a1f"
@@ -91,7 +93,7 @@ github = { repo = "example/demo" }
 	want := &Config{
 		Path:     path,
 		Helper:   Helper{IdleExit: 0, LogLevel: slog.LevelDebug},
-		Worker:   Worker{RingSize: 64 << 10, DetachKey: 0x11, StartupGrace: 2 * time.Minute},
+		Worker:   Worker{RingSize: 64 << 10, DetachKey: termkeys.MustParseKey("ctrl-q"), StartupGrace: 2 * time.Minute},
 		Defaults: defaults,
 		Teams:    []Team{demo, mine},
 	}
@@ -261,7 +263,13 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "detach key",
 			text: "[worker]\ndetach_key = \"ctrl-m\"\n",
-			want: `@FILE@:2: worker.detach_key: control key "ctrl-m" would fire on Tab or Enter: expected "ctrl-" and a letter or one of \ ] ^ _ (e.g. "ctrl-\\" or "ctrl-q"); ctrl-i, ctrl-j and ctrl-m are Tab and Enter`,
+			want: `@FILE@:2: worker.detach_key: detach key "ctrl-m" cannot be used: it is Enter (Carriage Return)`,
+		},
+		{
+			// config's own parser took this, and legion attach refused it
+			name: "detach key backspace",
+			text: "[worker]\ndetach_key = \"ctrl-h\"\n",
+			want: `@FILE@:2: worker.detach_key: detach key "ctrl-h" cannot be used: it is Backspace on many terminals`,
 		},
 		{
 			name: "team name with control character",

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
 // Setting describes one key of legion.toml: where it goes, what it takes,
@@ -55,7 +56,7 @@ func defaultHelper() Helper {
 }
 
 func defaultWorker() Worker {
-	return Worker{RingSize: 1 << 20, DetachKey: 0x1c, StartupGrace: 2 * time.Minute}
+	return Worker{RingSize: 1 << 20, DetachKey: termkeys.MustParseKey(termkeys.DefaultKey), StartupGrace: 2 * time.Minute}
 }
 
 func defaultTeam() Team {
@@ -158,7 +159,8 @@ var Schema = []Setting{
 	},
 	{
 		Table: TableWorker, Key: "detach_key", Type: "control key", Default: `"ctrl-\\"`,
-		Doc: "The key that detaches `legion attach` from a session, as \"ctrl-\" and a letter or one of \\ ] ^ _. " +
+		Doc: "The key that detaches `legion attach` from a session, as \"ctrl-\" and a letter, one of @ \\ ] ^ _, or space; " +
+			"Tab, Enter, Backspace and Escape (ctrl-i, ctrl-j, ctrl-m, ctrl-h, ctrl-[) are refused. " +
 			"Note that TOML needs the backslash doubled.",
 		set: onWorker(func(w *Worker, v any) error {
 			s, err := stringValue(v)
@@ -306,7 +308,9 @@ var Schema = []Setting{
 		Default: `["claude", "--session-id", "{session_id}", "{prompt}"]`,
 		Doc: "The argv that starts a new agent session (no shell: one string per argument). " +
 			"Placeholders, replaced inside each argument: {session_id}, {prompt}, {issue}, {mode}, " +
-			"{workspace}; {{ and }} are literal braces. A worker uses it when the session file does not exist yet.",
+			"{workspace}; {{ and }} are literal braces. A worker uses it when the session file does not exist yet. " +
+			"A program named without a '/' is looked up in the PATH of the user manager (`systemctl --user show-environment`), " +
+			"not of your shell; `legion team add` writes the absolute path it finds, and `legion doctor` checks what workers will find.",
 		set: onTeam(func(t *Team, v any) (err error) { t.Agent.New, err = argvValue(v); return err }),
 	},
 	{

@@ -76,49 +76,6 @@ func ParsePercent(s string) (int, error) {
 	return n, nil
 }
 
-// ControlKey is a control character typed as ctrl-<key>, e.g. the worker's
-// detach key. Its value is the byte the terminal sends.
-type ControlKey byte
-
-// controlKeyHelp says which control keys are accepted.
-const controlKeyHelp = `expected "ctrl-" and a letter or one of \ ] ^ _ (e.g. "ctrl-\\" or "ctrl-q"); ctrl-i, ctrl-j and ctrl-m are Tab and Enter`
-
-// UnmarshalText parses "ctrl-x", "Ctrl-X" or "^X".
-func (k *ControlKey) UnmarshalText(text []byte) error {
-	s := string(text)
-	rest, ok := strings.CutPrefix(strings.ToLower(s), "ctrl-")
-	if !ok {
-		rest, ok = strings.CutPrefix(s, "^")
-	}
-	if !ok || len(rest) != 1 {
-		return fmt.Errorf("invalid control key %q: %s", s, controlKeyHelp)
-	}
-	c := rest[0]
-	if c >= 'a' && c <= 'z' {
-		c -= 'a' - 'A'
-	}
-	switch {
-	case c == 'I' || c == 'J' || c == 'M':
-		return fmt.Errorf("control key %q would fire on Tab or Enter: %s", s, controlKeyHelp)
-	case c >= 'A' && c <= 'Z', c == '\\', c == ']', c == '^', c == '_':
-		*k = ControlKey(c - '@')
-		return nil
-	}
-	return fmt.Errorf("invalid control key %q: %s", s, controlKeyHelp)
-}
-
-// String returns the key as "ctrl-x".
-func (k ControlKey) String() string {
-	c := byte(k) + '@'
-	if c >= 'A' && c <= 'Z' {
-		c += 'a' - 'A'
-	}
-	return "ctrl-" + string(rune(c))
-}
-
-// MarshalText writes the key as "ctrl-x".
-func (k ControlKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
 // Decoding of TOML values (as BurntSushi/toml gives them in a map) for the
 // setters of Schema.
 

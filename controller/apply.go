@@ -11,7 +11,7 @@ import (
 type Dispatcher interface {
 	// Dispatch starts (or, when its session file exists, resumes) the worker
 	// of issue in mode. It is a no-op when that worker is already live.
-	Dispatch(ctx context.Context, issue, mode string) error
+	Dispatch(ctx context.Context, issue string, mode Mode) error
 	// Send types text, then Enter, into the live session named session.
 	Send(ctx context.Context, session, text string) error
 }

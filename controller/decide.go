@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -22,22 +23,29 @@ const (
 
 // Labels of the label protocol (seeds/001). Workers add LabelWorkerDone when
 // their phase's work is complete; humans answer escalations by adding
-// LabelFeedbackGiven.
+// LabelFeedbackGiven. LabelFinishing is Legion's own: the controller adds it
+// when it starts the finisher, so that a Retro issue whose finisher ended
+// without closing it is told apart from one whose retro is still to run.
 const (
 	LabelWorkerDone     = "worker-done"
+	LabelFinishing      = "worker-finishing"
 	LabelInputNeeded    = "user-input-needed"
 	LabelFeedbackGiven  = "user-feedback-given"
 	LabelApproved       = "worker-approved"
 	LabelChangesRequest = "worker-changes-requested"
 )
 
+// Mode is what a worker session is started to do: the phase of the issue
+// it works on. It is the last part of the worker's unit name.
+type Mode string
+
 // Modes of a worker session.
 const (
-	ModePlan      = "plan"
-	ModeImplement = "implement"
-	ModeReview    = "review"
-	ModeRetro     = "retro"
-	ModeFinish    = "finish"
+	ModePlan      Mode = "plan"
+	ModeImplement Mode = "implement"
+	ModeReview    Mode = "review"
+	ModeRetro     Mode = "retro"
+	ModeFinish    Mode = "finish"
 )
 
 // Review is the review outcome found for an issue's branch or pull request.
@@ -62,6 +70,7 @@ const (
 	ActionTransitionToRetro   Action = "transition_to_retro"
 	ActionDispatchFinisher    Action = "dispatch_finisher"
 	ActionEscalateBlocked     Action = "escalate_blocked"
+	ActionEscalateUnfinished  Action = "escalate_unfinished" // the finisher ended, the issue is open
 	ActionRelayFeedback       Action = "relay_feedback"
 	ActionSkip                Action = "skip"
 	ActionNone                Action = "none"
@@ -69,7 +78,7 @@ const (
 
 // Worker is the live agent session of an issue, if any.
 type Worker struct {
-	Mode     string `json:"mode"`
+	Mode     Mode   `json:"mode"`
 	Session  string `json:"session"`
 	Blocked  bool   `json:"blocked"`            // waits on an AskUserQuestion
 	Question string `json:"question,omitempty"` // the pending question's text
@@ -79,9 +88,10 @@ type Worker struct {
 // its start limit (a restart loop) or failed for good. Its unit stays
 // failed until someone runs `systemctl --user reset-failed` on it.
 type FailedWorker struct {
-	Mode    string `json:"mode"`
+	Mode    Mode   `json:"mode"`
 	Session string `json:"session"`
 	Unit    string `json:"unit"`
+	Cause   string `json:"cause,omitempty"` // why, as the helper says
 }
 
 // Issue is one issue as the decision sees it.
@@ -98,7 +108,8 @@ type Issue struct {
 	// Feedback is the latest human comment, relayed on user-feedback-given.
 	Feedback string `json:"feedback,omitempty"`
 	// Worktree is the issue's worktree, reported (with would-be merge
-	// conflicts) but not decided on.
+	// conflicts); decided on only when it is broken (Problem): no worker
+	// is started in it.
 	Worktree *workspace.Worktree `json:"worktree,omitempty"`
 }
 
@@ -106,7 +117,7 @@ type Issue struct {
 func (i Issue) HasLabel(l string) bool { return slices.Contains(i.Labels, l) }
 
 // failed returns the issue's failed session in mode, or nil.
-func (i Issue) failed(mode string) *FailedWorker {
+func (i Issue) failed(mode Mode) *FailedWorker {
 	if mode == "" {
 		return nil
 	}
@@ -135,7 +146,7 @@ type Decision struct {
 	Issue        string   `json:"issue"`
 	Action       Action   `json:"suggested_action"`
 	Reason       string   `json:"reason"`
-	Mode         string   `json:"mode,omitempty"`    // the worker mode to start or resume
+	Mode         Mode     `json:"mode,omitempty"`    // the worker mode to start or resume
 	MoveTo       Status   `json:"move_to,omitempty"` // new status, if any
 	RemoveLabels []string `json:"remove_labels,omitempty"`
 	AddLabels    []string `json:"add_labels,omitempty"`
@@ -145,7 +156,7 @@ type Decision struct {
 
 // codeWorker reports whether a worker in mode counts against the WIP limit:
 // every mode but review, which is short-lived (seeds/001).
-func codeWorker(mode string) bool { return mode != ModeReview }
+func codeWorker(mode Mode) bool { return mode != ModeReview }
 
 // Decide returns one decision per issue, in the order of s.Issues. It is
 // pure: the same State always gives the same decisions. The WIP limit is
@@ -160,14 +171,20 @@ func Decide(s State) []Decision {
 	out := make([]Decision, 0, len(s.Issues))
 	for _, is := range s.Issues {
 		d := decideIssue(is, s.LabelReviews)
+		if wt := is.Worktree; wt != nil && wt.Problem != "" && startsWorker(d.Action) {
+			// The worker would run in it: its dispatch would fail.
+			d = Decision{Issue: is.ID, Action: ActionSkip,
+				Reason: fmt.Sprintf("would %s, but %s", d.Action, wt.Problem)}
+		}
 		if f := is.failed(d.Mode); f != nil && startsWorker(d.Action) {
 			// Starting it again would reset systemd's start limit and so
 			// undo what it is for: a restart loop stops and stays stopped
 			// until a person looks.
+			why := cmp.Or(f.Cause, "its restarts hit the start limit, or it could not start")
 			d = Decision{Issue: is.ID, Action: ActionSkip,
-				Reason: fmt.Sprintf("the %s worker failed for good (its restarts hit the start limit, or it failed); "+
+				Reason: fmt.Sprintf("the %s worker failed for good (%s); "+
 					"see `journalctl --user -u '%s'`, then `systemctl --user reset-failed '%s'` lets Legion %s again",
-					f.Mode, f.Unit, f.Unit, d.Action)}
+					f.Mode, why, f.Unit, f.Unit, d.Action)}
 		}
 		if d.Mode != "" && codeWorker(d.Mode) && startsWorker(d.Action) {
 			if s.WIPLimit > 0 && live >= s.WIPLimit {
@@ -206,7 +223,7 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 			d.Action, d.Reason = ActionSkip, "feedback given but no live worker to relay it to"
 			return d
 		}
-		d.Action, d.Reason = ActionRelayFeedback, "relay the latest human comment to the "+is.Worker.Mode+" worker"
+		d.Action, d.Reason = ActionRelayFeedback, "relay the latest human comment to the "+string(is.Worker.Mode)+" worker"
 		d.Input = is.Feedback
 		d.RemoveLabels = []string{LabelFeedbackGiven, LabelInputNeeded}
 		return d
@@ -214,22 +231,24 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		d.Action, d.Reason = ActionSkip, "waiting for user input"
 		return d
 	case is.Worker != nil && is.Worker.Blocked:
-		d.Action, d.Reason = ActionEscalateBlocked, "the "+is.Worker.Mode+" worker asks a question"
-		d.Comment = "The " + is.Worker.Mode + " agent asks: " + is.Worker.Question +
+		d.Action, d.Reason = ActionEscalateBlocked, "the "+string(is.Worker.Mode)+" worker asks a question"
+		d.Comment = "The " + string(is.Worker.Mode) + " agent asks: " + is.Worker.Question +
 			"\n\nAnswer in a comment, then add the label " + LabelFeedbackGiven + "."
 		d.AddLabels = []string{LabelInputNeeded}
 		return d
 	case is.Worker != nil:
-		d.Action, d.Reason = ActionSkip, "a "+is.Worker.Mode+" worker is live"
+		d.Action, d.Reason = ActionSkip, "a "+string(is.Worker.Mode)+" worker is live"
 		// If the labels still ask for the very worker that is live, its
 		// dispatch went through but the tracker changes that belong to it
 		// did not: carry those out now (they are idempotent), or the issue
 		// would dispatch the same worker again once this one exits.
 		idle := is
 		idle.Worker = nil
-		if w := decideIssue(idle, labelReviews); startsWorker(w.Action) && w.Mode == is.Worker.Mode &&
-			(w.MoveTo != "" && w.MoveTo != is.Status || len(w.RemoveLabels) > 0) {
-			d.MoveTo, d.RemoveLabels = w.MoveTo, w.RemoveLabels
+		w := decideIssue(idle, labelReviews)
+		add := slices.DeleteFunc(slices.Clone(w.AddLabels), is.HasLabel)
+		if startsWorker(w.Action) && w.Mode == is.Worker.Mode &&
+			(w.MoveTo != "" && w.MoveTo != is.Status || len(w.RemoveLabels) > 0 || len(add) > 0) {
+			d.MoveTo, d.RemoveLabels, d.AddLabels = w.MoveTo, w.RemoveLabels, add
 			d.Reason += "; finishing the tracker changes of its dispatch"
 		}
 		return d
@@ -277,9 +296,22 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		}
 	case StatusRetro:
 		if !done {
-			return dispatch(d, ActionResumeImplementer, ModeRetro, "", "retro pending and no worker is live")
+			d = dispatch(d, ActionResumeImplementer, ModeRetro, "", "retro pending and no worker is live")
+			if is.HasLabel(LabelFinishing) { // a person took worker-done away to run the retro again
+				d.RemoveLabels = []string{LabelFinishing}
+			}
+			return d
 		}
+		if is.HasLabel(LabelFinishing) {
+			return escalateUnfinished(d, is)
+		}
+		// worker-done stays until the issue is Done (the seed removes it):
+		// with worker-finishing it says the finisher ran, so a finisher
+		// that ends without closing the issue is escalated (above) instead
+		// of the issue looking like a retro still to run.
 		d = dispatch(d, ActionDispatchFinisher, ModeFinish, "", "retro done: finish (merge, clean up, close)")
+		d.AddLabels = []string{LabelFinishing}
+		return d
 	default:
 		d.Action, d.Reason = ActionNone, fmt.Sprintf("status %q is not one Legion acts on", is.Status)
 		return d
@@ -288,7 +320,28 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 	return d
 }
 
-func dispatch(d Decision, a Action, mode string, moveTo Status, reason string) Decision {
+// escalateUnfinished hands an issue whose finisher ended without closing
+// it to a person: running the finisher again unasked could repeat what
+// went wrong (a conflict it cannot resolve, a failing merge), and the
+// retro is over.
+func escalateUnfinished(d Decision, is Issue) Decision {
+	d.Action, d.Reason = ActionEscalateUnfinished, "the finisher ended without closing the issue"
+	why := ""
+	if f := is.failed(ModeFinish); f != nil {
+		d.Reason += "; it failed for good"
+		why = fmt.Sprintf(" It failed for good (%s): `systemctl --user reset-failed '%s'` before running it again.",
+			cmp.Or(f.Cause, "its restarts hit the start limit, or it could not start"), f.Unit)
+	}
+	d.Comment = "The finisher ended without closing the issue: it is still in Retro, so the merge, " +
+		"the clean-up or the move to Done did not happen. Its transcript: `legion sessions logs " + is.ID + "-finish`." + why +
+		"\n\nFinish by hand with `legion worktree finish <team> " + is.ID + "` (it merges, removes the worktree and " +
+		"the branch, and moves the issue to Done), or remove the labels " + LabelFinishing + " and " + LabelInputNeeded +
+		" to run the finisher again."
+	d.AddLabels = []string{LabelInputNeeded}
+	return d
+}
+
+func dispatch(d Decision, a Action, mode Mode, moveTo Status, reason string) Decision {
 	d.Action, d.Mode, d.MoveTo, d.Reason = a, mode, moveTo, reason
 	return d
 }

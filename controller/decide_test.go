@@ -7,10 +7,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-func live(mode string) *Worker { return &Worker{Mode: mode, Session: "s-" + mode} }
+func live(mode Mode) *Worker { return &Worker{Mode: mode, Session: "s-" + string(mode)} }
 
-func failedIn(mode string) []FailedWorker {
-	return []FailedWorker{{Mode: mode, Session: "s-" + mode, Unit: `legion-0123abcd-DEMO\x2d1-` + mode + ".service"}}
+func failedIn(mode Mode) []FailedWorker {
+	return []FailedWorker{{Mode: mode, Session: "s-" + string(mode), Unit: `legion-0123abcd-DEMO\x2d1-` + string(mode) + ".service"}}
 }
 
 func TestDecideTable(t *testing.T) {
@@ -40,8 +40,12 @@ func TestDecideTable(t *testing.T) {
 			Decision{Action: ActionDispatchReviewer, Mode: ModeReview}},
 		{"retro/none", Issue{Status: StatusRetro},
 			Decision{Action: ActionResumeImplementer, Mode: ModeRetro}},
+		// worker-done stays: with worker-finishing it tells a finisher that
+		// ended without closing the issue from a retro still to run.
 		{"retro/worker-done", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone}},
-			Decision{Action: ActionDispatchFinisher, Mode: ModeFinish, RemoveLabels: []string{LabelWorkerDone}}},
+			Decision{Action: ActionDispatchFinisher, Mode: ModeFinish, AddLabels: []string{LabelFinishing}}},
+		{"retro/worker-finishing", Issue{Status: StatusRetro, Labels: []string{LabelFinishing}},
+			Decision{Action: ActionResumeImplementer, Mode: ModeRetro, RemoveLabels: []string{LabelFinishing}}},
 		{"done/none", Issue{Status: StatusDone},
 			Decision{Action: ActionNone}},
 		{"done/worker-done", Issue{Status: StatusDone, Labels: []string{LabelWorkerDone}},
@@ -62,6 +66,10 @@ func TestDecideTable(t *testing.T) {
 			Decision{Action: ActionSkip, MoveTo: StatusInProgress, RemoveLabels: []string{LabelWorkerDone}}},
 		{"in-progress/worker-done/live-reviewer", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: live(ModeReview)},
 			Decision{Action: ActionSkip, MoveTo: StatusNeedsReview, RemoveLabels: []string{LabelWorkerDone}}},
+		{"retro/worker-done/live-finisher", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone}, Worker: live(ModeFinish)},
+			Decision{Action: ActionSkip, AddLabels: []string{LabelFinishing}}},
+		{"retro/worker-done,worker-finishing/live-finisher", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone, LabelFinishing}, Worker: live(ModeFinish)},
+			Decision{Action: ActionSkip}},
 		{"todo/worker-done/live-planner", Issue{Status: StatusTodo, Labels: []string{LabelWorkerDone}, Worker: live(ModePlan)},
 			Decision{Action: ActionSkip}},
 

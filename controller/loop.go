@@ -45,7 +45,7 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 	}
 	var r TickResult
 	for i, d := range Decide(st) {
-		if (d.Action == ActionSkip || d.Action == ActionNone) && d.MoveTo == "" && len(d.RemoveLabels) == 0 {
+		if (d.Action == ActionSkip || d.Action == ActionNone) && d.MoveTo == "" && len(d.RemoveLabels) == 0 && len(d.AddLabels) == 0 {
 			continue
 		}
 		if err := Apply(ctx, src, disp, d, st.Issues[i]); err != nil {

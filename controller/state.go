@@ -24,16 +24,32 @@ type Session struct {
 	Name    string `json:"name"`
 	Unit    string `json:"unit"`
 	Issue   string `json:"issue"`
-	Mode    string `json:"mode"`
+	Mode    Mode   `json:"mode"`
 	Session string `json:"session"` // the agent's session UUID
-	// State is one of starting, running, waiting_input, stale, exited,
-	// failed; the last two are not live.
-	State    string `json:"state"`
-	Question string `json:"question,omitempty"` // pending AskUserQuestion, if waiting_input
+	// State is the helper's state of the session; exited and failed are
+	// not live.
+	State    SessionState `json:"state"`
+	Question string       `json:"question,omitempty"` // pending AskUserQuestion, if waiting_input
+	Cause    string       `json:"cause,omitempty"`    // with failed: why systemd gave up on it
 }
 
+// SessionState is a session's state as the helper reports it.
+type SessionState string
+
+// States of a session (the helper's own, see activation).
+const (
+	SessionStarting     SessionState = "starting"
+	SessionRunning      SessionState = "running"
+	SessionWaitingInput SessionState = "waiting_input" // the agent asks a question
+	SessionStale        SessionState = "stale"
+	SessionExited       SessionState = "exited"
+	SessionFailed       SessionState = "failed" // systemd gave up: start limit, or failed for good
+)
+
 // Live reports whether the session still occupies its issue.
-func (s Session) Live() bool { return s.State != "exited" && s.State != "failed" && s.State != "" }
+func (s Session) Live() bool {
+	return s.State != SessionExited && s.State != SessionFailed && s.State != ""
+}
 
 // SessionSource lists the team's sessions in one call.
 type SessionSource interface {
@@ -41,7 +57,9 @@ type SessionSource interface {
 }
 
 // WorktreeLister lists the team's issue worktrees (package
-// controller/workspace).
+// controller/workspace). A broken worktree is listed with its Problem;
+// an error fails the whole tick, so it is only for a listing that could
+// not be made at all.
 type WorktreeLister interface {
 	List(ctx context.Context) ([]workspace.Worktree, error)
 }
@@ -114,8 +132,8 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 		case s.Issue == "":
 		case s.Live():
 			live[s.Issue] = s
-		case s.State == "failed":
-			failed[s.Issue] = append(failed[s.Issue], FailedWorker{Mode: s.Mode, Session: s.Name, Unit: s.Unit})
+		case s.State == SessionFailed:
+			failed[s.Issue] = append(failed[s.Issue], FailedWorker{Mode: s.Mode, Session: s.Name, Unit: s.Unit, Cause: s.Cause})
 		}
 	}
 	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked))}
@@ -129,7 +147,7 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 			is.Labels = []string{}
 		}
 		if s, ok := live[t.ID]; ok {
-			is.Worker = &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == "waiting_input", Question: s.Question}
+			is.Worker = &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == SessionWaitingInput, Question: s.Question}
 		}
 		st.Issues = append(st.Issues, is)
 	}

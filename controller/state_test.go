@@ -20,9 +20,9 @@ type fakeAgents struct {
 	sessions []controller.Session
 }
 
-func (f *fakeAgents) Dispatch(_ context.Context, issue, mode string) error {
-	f.calls = append(f.calls, "dispatch "+issue+" "+mode)
-	f.sessions = append(f.sessions, controller.Session{Name: issue + "-" + mode, Issue: issue, Mode: mode, State: "running"})
+func (f *fakeAgents) Dispatch(_ context.Context, issue string, mode controller.Mode) error {
+	f.calls = append(f.calls, "dispatch "+issue+" "+string(mode))
+	f.sessions = append(f.sessions, controller.Session{Name: issue + "-" + string(mode), Issue: issue, Mode: mode, State: controller.SessionRunning})
 	return nil
 }
 
@@ -107,7 +107,9 @@ func TestLifecycle(t *testing.T) {
 		if cur.Status != s.status {
 			t.Fatalf("%s: status = %q; want %q", s.name, cur.Status, s.status)
 		}
-		if s.want != controller.ActionSkip && s.want != controller.ActionNone && slices.Contains(cur.Labels, controller.LabelWorkerDone) {
+		// The finisher's dispatch keeps worker-done (with worker-finishing).
+		if s.want != controller.ActionSkip && s.want != controller.ActionNone && s.want != controller.ActionDispatchFinisher &&
+			slices.Contains(cur.Labels, controller.LabelWorkerDone) {
 			t.Fatalf("%s: worker-done still set after the transition: %v", s.name, cur.Labels)
 		}
 	}

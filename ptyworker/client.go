@@ -158,7 +158,9 @@ func (c *Client) readLoop() {
 		if err == nil {
 			err = ErrClientClosed
 		}
-		c.err = err
+		if c.err == nil { // else a cut-short frame ended the client first
+			c.err = err
+		}
 		for id, ch := range c.pending {
 			close(ch)
 			delete(c.pending, id)
@@ -319,9 +321,22 @@ func (c *Client) writeFrame(ctx context.Context, f []byte) error {
 	dl, _ := ctx.Deadline()
 	c.nc.SetWriteDeadline(dl)
 	n, err := c.nc.Write(f)
-	if err != nil && n > 0 {
+	switch {
+	case err == nil:
+		return nil
+	case n > 0:
+		// The client is broken from here on: calls made before the
+		// reader has seen the close must say so too.
+		err = fmt.Errorf("%w: a frame was cut short after %d of %d bytes: %w", ErrClientClosed, n, len(f), err)
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = err
+		}
+		c.mu.Unlock()
 		c.nc.Close()
-		return fmt.Errorf("%w: a frame was cut short after %d of %d bytes: %w", ErrClientClosed, n, len(f), err)
+		return err
+	case errors.Is(err, net.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrClientClosed, err)
 	}
 	return err
 }
@@ -414,7 +429,8 @@ func (c *Client) Signal(ctx context.Context, sig, target string) (*SignalResult,
 	return &res, nil
 }
 
-// Remove ends the session for good.
+// Remove ends the session for good. Once the agent has ended it is too
+// late: the error is session_not_running.
 func (c *Client) Remove(ctx context.Context) error { return c.call(ctx, MethodRemove, nil, nil) }
 
 // Health is a cheap liveness check.

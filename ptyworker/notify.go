@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
@@ -74,23 +75,9 @@ type verdict struct {
 // it); without a session file it is the last output.
 func (w *worker) evaluate(now time.Time, started time.Time) verdict {
 	s := w.spec
+	act := w.activity(started)
 	if s.SessionFile == "" {
-		act := w.out.lastOutput()
-		if act.IsZero() {
-			act = started
-		}
 		return verdict{kind: WatchUnwatched, activity: act, age: now.Sub(act)}
-	}
-	act := started
-	newest, err := w.opts.Liveness(s.SessionFile)
-	switch {
-	case err == nil:
-		if newest.After(act) {
-			act = newest
-		}
-	case errors.Is(err, fs.ErrNotExist):
-	default:
-		w.logOnce("liveness", "cannot read the session file's liveness", "file", s.SessionFile, "err", err)
 	}
 	v := verdict{activity: act, age: now.Sub(act)}
 	switch {
@@ -110,6 +97,34 @@ func (w *worker) evaluate(now time.Time, started time.Time) verdict {
 		}
 	}
 	return v
+}
+
+// activity is the newest sign of life of the run that started at started,
+// read now: the session files' newest mtime, or without a session file the
+// last output, and never earlier than started. It costs a stat and two
+// directory reads (package claude's Liveness) or an atomic load; the info
+// method calls it so a listing shows the activity of the moment, not of the
+// last tick.
+func (w *worker) activity(started time.Time) time.Time {
+	s := w.spec
+	if s.SessionFile == "" {
+		if act := w.out.lastOutput(); !act.IsZero() {
+			return act
+		}
+		return started
+	}
+	act := started
+	newest, err := w.opts.Liveness(s.SessionFile)
+	switch {
+	case err == nil:
+		if newest.After(act) {
+			act = newest
+		}
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		w.logOnce("liveness", "cannot read the session file's liveness", "file", s.SessionFile, "err", err)
+	}
+	return act
 }
 
 // statusLine is the STATUS= text: phase, issue, state and activity age.
@@ -133,7 +148,13 @@ func (w *worker) statusLine(state string, v verdict) string {
 		if v.question != "" {
 			q := strings.Join(strings.Fields(v.question), " ")
 			if len(q) > 80 {
-				q = q[:77] + "..."
+				// On a character's first byte: systemd drops a STATUS=
+				// that is not valid UTF-8 whole.
+				cut := 77
+				for cut > 0 && !utf8.RuneStart(q[cut]) {
+					cut--
+				}
+				q = q[:cut] + "..."
 			}
 			b.WriteString(": " + q)
 		}

@@ -22,6 +22,8 @@ package ptyworker
 //   - 'S' screen snapshot, worker to client only: 8 bytes big-endian offset,
 //     then bytes that redraw the screen as it was once the output before that
 //     offset had been written (ANSI sequences for an xterm-like terminal).
+//     At most MaxDataFrame bytes: a screen too big for that in colour comes
+//     as plain text, and if need be without its top rows.
 //
 // A frame of an unknown type or over its limit gets a bad_request error
 // response (id 0) and the connection is closed: the stream cannot be trusted

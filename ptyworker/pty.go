@@ -54,7 +54,7 @@ func startChild(argv []string, dir string, env []string, cols, rows int) (*child
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+		return nil, startError(argv, dir, err)
 	}
 	ok = true
 	c := &child{cmd: cmd, ptm: ptm, pid: cmd.Process.Pid, done: make(chan struct{})}
@@ -257,7 +257,7 @@ func childEnv(base []string, s *Spec) []string {
 	if _, ok := idx["TERM"]; !ok {
 		set("TERM=xterm-256color")
 	}
-	set("LEGION_SESSION=" + s.SessionID)
+	set("LEGION_SESSION=" + s.AgentSessionID()) // see Spec.AgentSessionID
 	set("LEGION_SESSION_NAME=" + s.Name)
 	set("LEGION_TEAM=" + s.Team)
 	if s.Issue != "" {

@@ -30,6 +30,7 @@ var ErrCorruptRegistry = errors.New("corrupt registry file")
 type Registry struct {
 	Version          int    `json:"version"`
 	SessionID        string `json:"session_id"`
+	AgentSession     string `json:"agent_session,omitempty"` // Spec.AgentSession
 	Name             string `json:"name"`
 	Team             string `json:"team"`
 	Issue            string `json:"issue,omitempty"`
@@ -51,6 +52,14 @@ type Registry struct {
 	StartedAt time.Time `json:"started_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at"`
 	LastExit  *ExitInfo `json:"last_exit,omitempty"`
+}
+
+// AgentSessionID is Spec.AgentSessionID of the entry's session.
+func (r *Registry) AgentSessionID() string {
+	if r.AgentSession != "" {
+		return r.AgentSession
+	}
+	return r.SessionID
 }
 
 // Lease identifies a process beyond its PID: PID plus the process start

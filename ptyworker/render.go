@@ -3,6 +3,7 @@ package ptyworker
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hinshun/vt10x"
 )
@@ -20,12 +21,23 @@ const (
 // screen, keypad, mouse, ...), then every row with its colours and
 // attributes, the title, the current pen and the cursor. Writing the result
 // to an xterm-like terminal of the same size reproduces the screen.
+//
+// The result fits in a snapshot frame (MaxDataFrame). A screen whose
+// drawing is bigger (a big terminal full of true-colour cells, each with
+// its own pen) is drawn without colours and attributes; if even its text
+// does not fit, the rows at the top are left out.
 func render(v vt10x.Terminal, m *modeScanner) []byte {
+	return renderMax(v, m, MaxDataFrame)
+}
+
+// renderMax is render with at most limit bytes.
+func renderMax(v vt10x.Terminal, m *modeScanner, limit int) []byte {
 	v.Lock()
 	defer v.Unlock()
 	cols, rows := v.Size()
 	mode := v.Mode()
-	b := make([]byte, 0, cols*rows+512)
+	tail := appendTail(nil, v, m, mode)
+	b := make([]byte, 0, min(cols*rows+512, limit))
 
 	b = append(b, "\x1b[0m"...)
 	if mode&vt10x.ModeAltScreen != 0 {
@@ -33,9 +45,21 @@ func render(v vt10x.Terminal, m *modeScanner) []byte {
 	}
 	b = append(b, "\x1b[H\x1b[2J"...)
 
+	room := limit - len(b) - len(tail)
+	if drawn, ok := appendRows(b, v, cols, 0, rows, true, len(b)+room); ok {
+		b = drawn
+	} else {
+		b, _ = appendRows(b, v, cols, plainFrom(v, cols, rows, room), rows, false, -1)
+	}
+	return append(b, tail...)
+}
+
+// appendRows draws rows from to to (not included), in colour or as plain
+// text. With limit >= 0 it gives up (false) once b grows past limit bytes.
+func appendRows(b []byte, v vt10x.Terminal, cols, from, to int, colour bool, limit int) ([]byte, bool) {
 	pen := defaultPen()
-	for y := 0; y < rows; y++ {
-		last := lastCell(v, cols, y)
+	for y := from; y < to; y++ {
+		last := lastCell(v, cols, y, colour)
 		if last < 0 {
 			continue
 		}
@@ -44,18 +68,52 @@ func render(v vt10x.Terminal, m *modeScanner) []byte {
 		b = append(b, ";1H"...)
 		for x := 0; x <= last; x++ {
 			g := v.Cell(x, y)
-			if p := penOf(g); p != pen {
+			if p := penOf(g); colour && p != pen {
 				b = appendSGR(b, p)
 				pen = p
 			}
-			r := g.Char
-			if r < 0x20 || r == 0x7f {
-				r = ' '
-			}
-			b = appendRune(b, r)
+			b = appendRune(b, cellRune(g))
+		}
+		if limit >= 0 && len(b) > limit {
+			return b, false
 		}
 	}
+	return b, true
+}
 
+// plainFrom is the first row from which the rows to the bottom, drawn as
+// plain text, fit in room bytes.
+func plainFrom(v vt10x.Terminal, cols, rows, room int) int {
+	for y := rows - 1; y >= 0; y-- {
+		last := lastCell(v, cols, y, false)
+		if last < 0 {
+			continue
+		}
+		room -= len("\x1b[;1H") + len(strconv.Itoa(y+1))
+		for x := 0; x <= last; x++ {
+			n := utf8.RuneLen(cellRune(v.Cell(x, y)))
+			if n < 0 {
+				n = utf8.RuneLen(utf8.RuneError)
+			}
+			room -= n
+		}
+		if room < 0 {
+			return y + 1
+		}
+	}
+	return 0
+}
+
+// cellRune is the character drawn for g: control characters as blanks.
+func cellRune(g vt10x.Glyph) rune {
+	if g.Char < 0x20 || g.Char == 0x7f {
+		return ' '
+	}
+	return g.Char
+}
+
+// appendTail draws what follows the rows: modes, title, pen and cursor.
+func appendTail(b []byte, v vt10x.Terminal, m *modeScanner, mode vt10x.ModeFlag) []byte {
 	// Modes an application set and a fresh terminal lacks.
 	if mode&vt10x.ModeAppCursor != 0 {
 		b = append(b, "\x1b[?1h"...)
@@ -134,12 +192,13 @@ func penOf(g vt10x.Glyph) pen {
 }
 
 // lastCell is the index of the last cell of row y that differs from a blank
-// in the default pen, or -1 for a blank row.
-func lastCell(v vt10x.Terminal, cols, y int) int {
+// in the default pen (with colour false: from a blank), or -1 for a blank
+// row.
+func lastCell(v vt10x.Terminal, cols, y int, colour bool) int {
 	def := defaultPen()
 	for x := cols - 1; x >= 0; x-- {
 		g := v.Cell(x, y)
-		if (g.Char != ' ' && g.Char != 0) || penOf(g) != def {
+		if (g.Char != ' ' && g.Char != 0) || colour && penOf(g) != def {
 			return x
 		}
 	}

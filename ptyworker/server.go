@@ -16,9 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/legion-dev/legion/internal/privdir"
+	"github.com/legion-dev/legion/internal/unixsock"
 )
 
 // Server tuning.
@@ -31,34 +29,15 @@ const (
 	maxConnections = 64
 )
 
-// listen creates the socket (0600) in its 0700 directory, replacing a stale
-// socket file but refusing when a live worker answers on it.
+// listen creates the session's socket with unixsock.Listen: 0600 in its
+// 0700 directory, replacing a stale socket file but refusing when a live
+// worker answers on it.
 func listen(path string) (*net.UnixListener, error) {
-	if err := privdir.Ensure(dirOf(path)); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	ln, err := unixsock.Listen(path)
+	if errors.Is(err, unixsock.ErrInUse) {
+		return nil, fmt.Errorf("listen on %s: another worker is serving this session: %w", path, err)
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("listen on %s: a file that is not a socket is in the way", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("listen on %s: another worker is serving this session", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("listen on %s: remove stale socket: %w", path, err)
-		}
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("listen on %s: set mode 0600: %w", path, err)
-	}
-	return ln, nil
+	return ln, err
 }
 
 // serve accepts connections until ln is closed.
@@ -164,36 +143,17 @@ func (c *conn) enqueue(it ctrlItem) {
 	}
 }
 
-// peerUID returns the UID of the process at the other end (SO_PEERCRED).
-func peerUID(nc *net.UnixConn) (uint32, error) {
-	rc, err := nc.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var cred *unix.Ucred
-	var credErr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return 0, err
-	}
-	if credErr != nil {
-		return 0, credErr
-	}
-	return cred.Uid, nil
-}
-
 func (c *conn) readLoop() {
 	defer c.w.dropConn(c)
 	defer c.shutdown()
-	uid, err := peerUID(c.nc)
-	if err != nil {
-		c.replyErr(0, CodeInternalError, "read peer credentials: "+err.Error(), true)
+	cred, err := unixsock.Peer(c.nc, c.w.allowedUIDs...)
+	if errors.Is(err, unixsock.ErrPeerNotAllowed) {
+		c.log.Warn("refused a connection from another user", "peer_uid", cred.UID)
+		c.replyErr(0, CodeUnauthorized, fmt.Sprintf("peer uid %d may not use session %s", cred.UID, c.w.spec.SessionID), true)
 		return
 	}
-	if !slices.Contains(c.w.allowedUIDs, uid) {
-		c.log.Warn("refused a connection from another user", "peer_uid", uid)
-		c.replyErr(0, CodeUnauthorized, fmt.Sprintf("peer uid %d may not use session %s", uid, c.w.spec.SessionID), true)
+	if err != nil {
+		c.replyErr(0, CodeInternalError, err.Error(), true)
 		return
 	}
 	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
@@ -409,9 +369,10 @@ func (c *conn) dispatch(m *message) {
 	case MethodRemove:
 		var p struct{}
 		if e = params(m, &p); e == nil {
-			w.requestRemove()
-			c.reply(m.ID, struct{}{})
-			return
+			if e = w.requestRemove(); e == nil {
+				c.reply(m.ID, struct{}{})
+				return
+			}
 		}
 	}
 	c.replyRPCErr(m.ID, e, false)

@@ -10,10 +10,16 @@ import (
 	"time"
 )
 
-// info describes the session now (info and watch).
+// info describes the session now (info and watch). LastActivity is read
+// at the call (see activity), not taken from the last liveness tick, which
+// may be half a watchdog interval old.
 func (w *worker) info() *Info {
 	s := w.spec
 	oldest, head, _ := w.out.bounds()
+	w.mu.Lock()
+	started := w.startedAt
+	w.mu.Unlock()
+	act := w.activity(started)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	in := &Info{
@@ -21,7 +27,7 @@ func (w *worker) info() *Info {
 		Unit: s.Unit, Cwd: s.Cwd, State: w.state, Running: w.state == StateRunning,
 		ArgvKind: w.argvKind, Run: w.run, WorkerPID: os.Getpid(),
 		Cols: w.cols, Rows: w.rows, Head: head, Oldest: oldest, StartedAt: w.startedAt,
-		LastActivity: w.liveness.activity,
+		LastActivity: act,
 		Waiting:      w.liveness.kind == WatchWaiting, Question: w.liveness.question,
 		Stale: w.liveness.kind == WatchStale, Exit: w.exit,
 	}
@@ -128,13 +134,19 @@ func (w *worker) signal(p *SignalParams) (*SignalResult, *RPCError) {
 
 // requestRemove ends the session for good: once the agent is gone the
 // registry says removed, and Run returns nil so systemd does not restart it.
-func (w *worker) requestRemove() {
+// Once the agent has ended (the worker is only delivering its exit), it is
+// session_not_running: too late to change how the run ends.
+func (w *worker) requestRemove() *RPCError {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ended && !w.removing {
+		return &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s: the agent has ended; remove applies to a running session", w.spec.SessionID, w.state)}
+	}
 	if !w.removing {
 		w.removing = true
 		close(w.removeCh)
 	}
+	return nil
 }
 
 func (w *worker) stateEvent() *StateEventData {

@@ -50,13 +50,19 @@ const (
 // command line or into unit properties.
 type Spec struct {
 	Version   int    `json:"version"`
-	SessionID string `json:"session_id"` // a UUID
+	SessionID string `json:"session_id"` // a UUID; names the worker's files
 	Name      string `json:"name"`       // human name of the session
 	Team      string `json:"team"`
 	TeamShort string `json:"team_short"` // the team's short ID (8 hex digits)
 	Issue     string `json:"issue,omitempty"`
 	Mode      string `json:"mode,omitempty"` // phase: plan, implement, review, ...
 	Role      string `json:"role,omitempty"` // "worker", "controller", "command", ...
+
+	// AgentSession is the agent conversation's session ID (what the agent
+	// is started or resumed with) when it is not SessionID: a retro resumes
+	// the implementer's conversation under a worker of its own. See
+	// AgentSessionID.
+	AgentSession string `json:"agent_session,omitempty"`
 
 	Cwd        string   `json:"cwd"`
 	Env        []string `json:"env,omitempty"`         // KEY=VALUE, on top of the worker's environment
@@ -113,6 +119,9 @@ func (s *Spec) Validate() error {
 	}
 	if _, err := uuid.Parse(s.SessionID); err != nil || len(s.SessionID) != 36 {
 		return bad("session_id", "%q is not a UUID (like 0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c)", s.SessionID)
+	}
+	if _, err := uuid.Parse(s.AgentSession); s.AgentSession != "" && (err != nil || len(s.AgentSession) != 36) {
+		return bad("agent_session", "%q is not a UUID (like 0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c)", s.AgentSession)
 	}
 	for _, f := range []struct{ name, v string }{{"name", s.Name}, {"team", s.Team}} {
 		if f.v == "" {
@@ -213,6 +222,19 @@ func isShortID(s string) bool {
 		}
 	}
 	return true
+}
+
+// AgentSessionID is the value of LEGION_SESSION everywhere Legion sets it:
+// in the agent's environment, the worker unit's environment and journal
+// fields (LogExtraFields), and the "session" attribute of the worker's and
+// the helper's log entries (the journal field LEGION_SESSION). It is the
+// agent conversation's session ID, what a person greps for: AgentSession
+// when set, else SessionID.
+func (s *Spec) AgentSessionID() string {
+	if s.AgentSession != "" {
+		return s.AgentSession
+	}
+	return s.SessionID
 }
 
 // ShortSessionID is the first 12 hex digits of the session ID: the socket's

@@ -117,6 +117,7 @@ type worker struct {
 	triggered  bool     // WATCHDOG=trigger was sent
 	stopReason string   // why the worker ends the agent (watchdog, remove)
 	removing   bool
+	ended      bool // the wait for the agent is over: a later remove is refused
 	liveness   verdict
 	conns      map[*conn]struct{}
 	logged     map[string]bool
@@ -128,8 +129,10 @@ type worker struct {
 // ctx is cancelled (systemd stopping the unit, or killing it after a
 // watchdog trigger). At start it picks the resume argv when the session file
 // exists, else the new one. It returns nil when the agent exited with code
-// 0, was removed, or was stopped; an *ExitError when the agent failed; any
-// other error when the session could not be hosted at all.
+// 0, was removed, or was stopped; an *ExitError when the agent failed; an
+// error wrapping ErrAgentNotStartable when the agent could not be started
+// and a restart would fail the same way; any other error when the session
+// could not be hosted at all.
 func Run(ctx context.Context, spec *Spec, opts Options) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("pty-worker: spec: %w", err)
@@ -138,7 +141,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 	w := &worker{
 		spec:     spec,
 		opts:     opts,
-		log:      opts.Logger.With("session", spec.SessionID, "name", spec.Name),
+		log:      opts.Logger.With("session", spec.AgentSessionID(), "name", spec.Name),
 		state:    StateStarting,
 		conns:    map[*conn]struct{}{},
 		logged:   map[string]bool{},
@@ -214,9 +217,14 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	w.tr.writeMarker(fmt.Sprintf("run %d start (%s): %s", w.run, kind, quoteArgv(argv)))
 	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s), cols, rows)
 	if err != nil {
-		e := &ExitInfo{Code: -1, Reason: "start failed: " + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
+		e := &ExitInfo{Code: -1, Reason: StartFailedPrefix + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
 		w.tr.writeMarker(fmt.Sprintf("run %d exit: %s", w.run, e.Reason))
 		w.writeRegistry(func(r *Registry) { r.State, r.LastExit = StateExited, e })
+		// No READY=1: the start fails, and systemd says so. STATUS= and
+		// the log line carry the cause to `systemctl --user status` and
+		// the journal.
+		w.log.Error("agent start failed", "err", err, "run", w.run)
+		w.opts.Notify("STATUS=" + e.Reason)
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
 	}
 	w.mu.Lock()
@@ -271,6 +279,15 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		w.log.Info("session removed; ending the agent")
 		w.terminate(c, exited)
 	}
+	// A remove answered before this point is honoured however the wait
+	// ended (the agent may have exited just before it came); later ones
+	// are refused, so none is answered and then ignored.
+	w.mu.Lock()
+	w.ended = true
+	if w.removing {
+		reason, final = "removed", StateRemoved
+	}
+	w.mu.Unlock()
 	c.ptm.Close()
 	c.reap()
 
@@ -413,7 +430,7 @@ func (w *worker) writeRegistry(edit func(r *Registry)) {
 	s := w.spec
 	w.mu.Lock()
 	r := Registry{
-		Version: RegistryVersion, SessionID: s.SessionID, Name: s.Name, Team: s.Team,
+		Version: RegistryVersion, SessionID: s.SessionID, AgentSession: s.AgentSession, Name: s.Name, Team: s.Team,
 		Issue: s.Issue, Mode: s.Mode, Role: s.Role, Unit: s.Unit,
 		DaemonInstanceID: s.DaemonInstanceID, Token: s.Token,
 		WorkerPID: os.Getpid(), SocketPath: s.SocketPath(), TranscriptPath: s.TranscriptPath(),

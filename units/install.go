@@ -401,7 +401,7 @@ func Uninstall(ctx context.Context, o UninstallOptions) (UninstallResult, error)
 		if err != nil {
 			return res, fmt.Errorf("uninstall: %w", err)
 		}
-		if st.ActiveState != "failed" {
+		if !st.Failed() {
 			continue
 		}
 		if err := o.Manager.ResetFailed(ctx, u.Name); err != nil && !errors.Is(err, ErrNoSuchUnit) {

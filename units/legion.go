@@ -11,10 +11,15 @@ import (
 
 // Timings of Legion's own units that are not a team's policy: the
 // controller's watchdog (it feeds it after every tick, and a tick may take
-// half of it) and the helper's restart pause.
+// half of it).
 const (
-	controllerWatchdog    = 60 * time.Second
-	helperRestartCooldown = 2 * time.Second
+	controllerWatchdog = 60 * time.Second
+)
+
+// The helper's restart policy; see helperUnit.
+const (
+	helperStartLimitInterval = time.Minute
+	helperStartLimitBurst    = 5
 )
 
 // Supervision is a restart policy: RestartSec=, StartLimitIntervalSec= and
@@ -125,15 +130,32 @@ func socketUnit() Unit {
 
 // helperUnit is legion.service, the helper: started by legion.socket (so it
 // has no [Install] section), READY=1 once recovery is done.
+//
+// After a crash it is restarted at once (RestartSec=0), not after a pause:
+// legion.socket keeps listening meanwhile, and a client that connected
+// waits for the new helper's READY=1 (its start and recovery), as after a
+// clean stop. A pause would only delay that client (a start job queued on a
+// unit in auto-restart waits for the pause to end) and protects nothing,
+// because the start limit stops a crash loop: at the 6th start within a
+// minute (manual, socket-triggered and automatic starts all count) the
+// helper stays failed, and so does legion.socket (a service that hit its
+// start limit takes its socket down), until `systemctl --user reset-failed
+// legion.service legion.socket && systemctl --user start legion.socket`.
+// A minute rather than systemd's 10 s catches a helper that crashes a few
+// seconds into each run, e.g. during recovery. Restart=on-failure rather
+// than leaving the restart to the next connection brings back what the
+// helper does unasked (`legion tmux` views) without waiting for a client.
 func helperUnit(bin string) Unit {
 	return Unit{Name: HelperUnit, Options: []Option{
 		String("Unit", "Description", "Legion helper (control plane)"),
 		FileOnly("Unit", "Requires", SocketUnit, false),
 		FileOnly("Unit", "After", SocketUnit, false),
+		Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", helperStartLimitInterval),
+		Uint32("Unit", "StartLimitBurst", helperStartLimitBurst),
 		String("Service", "Type", "notify"),
 		Exec("ExecStart", []string{bin, "helper"}),
 		String("Service", "Restart", "on-failure"),
-		Duration("Service", "RestartSec", "RestartUSec", helperRestartCooldown),
+		Duration("Service", "RestartSec", "RestartUSec", 0),
 	}}
 }
 

@@ -8,6 +8,32 @@ import (
 	godbus "github.com/godbus/dbus/v5"
 )
 
+// Values of State.ActiveState (org.freedesktop.systemd1.Unit ActiveState;
+// systemd.unit(5) "UNIT STATES").
+const (
+	StateActive       = "active"
+	StateReloading    = "reloading"
+	StateInactive     = "inactive"
+	StateFailed       = "failed"
+	StateActivating   = "activating"
+	StateDeactivating = "deactivating"
+)
+
+// Values of State.SubState for services that Legion tells apart.
+const (
+	// SubAutoRestart: the service ended and waits out RestartSec= before
+	// systemd starts it again (its ActiveState is activating).
+	SubAutoRestart = "auto-restart"
+	// SubStopWatchdog: the service is being stopped because its watchdog
+	// (WatchdogSec=) was not fed (its ActiveState is deactivating).
+	SubStopWatchdog = "stop-watchdog"
+	// SubDead: not running.
+	SubDead = "dead"
+)
+
+// LoadNotFound is the LoadState of a unit the manager has not loaded.
+const LoadNotFound = "not-found"
+
 // State is what the manager says about a unit. The field values are
 // systemd's (see `systemctl --user show`).
 type State struct {
@@ -41,10 +67,24 @@ type State struct {
 // Exists reports whether the manager has the unit loaded. A unit that
 // does not exist reads LoadState "not-found", ActiveState "inactive": it is
 // not running, whatever else was true of an earlier unit of that name.
-func (s State) Exists() bool { return s.LoadState != "" && s.LoadState != "not-found" }
+func (s State) Exists() bool { return s.LoadState != "" && s.LoadState != LoadNotFound }
 
 // Failed reports whether the unit is in the failed state.
-func (s State) Failed() bool { return s.ActiveState == "failed" }
+func (s State) Failed() bool { return s.ActiveState == StateFailed }
+
+// Gone reports whether the unit is not loaded or has stopped (inactive):
+// nothing of it runs, and nothing failed.
+func (s State) Gone() bool { return !s.Exists() || s.ActiveState == StateInactive }
+
+// Stopped reports whether nothing of the unit runs and systemd will not
+// start it again on its own: it is gone, or failed.
+func (s State) Stopped() bool { return s.Gone() || s.Failed() }
+
+// AutoRestart reports whether the unit ended and waits out RestartSec=
+// before systemd starts it again (activating/auto-restart).
+func (s State) AutoRestart() bool {
+	return s.ActiveState == StateActivating && s.SubState == SubAutoRestart
+}
 
 func (s State) String() string {
 	var b strings.Builder
@@ -64,10 +104,10 @@ func (s State) String() string {
 	return b.String()
 }
 
-// notFound is the state of a unit the manager does not have loaded, as
+// NotFound is the state of a unit the manager does not have loaded, as
 // `systemctl show` reports it.
-func notFound(name string) State {
-	return State{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
+func NotFound(name string) State {
+	return State{Name: name, LoadState: LoadNotFound, ActiveState: StateInactive, SubState: SubDead}
 }
 
 // State reads the unit's state. A unit that is not loaded is not an error:
@@ -90,7 +130,7 @@ func readState(ctx context.Context, conn *godbus.Conn, name string) (State, erro
 	var path godbus.ObjectPath
 	err := conn.Object(sdDest, sdPath).CallWithContext(ctx, sdManagerIface+".GetUnit", 0, name).Store(&path)
 	if dbusErrorName(err) == errNameNoSuch {
-		return notFound(name), nil
+		return NotFound(name), nil
 	}
 	if err != nil {
 		return State{}, err
@@ -110,7 +150,7 @@ func readState(ctx context.Context, conn *godbus.Conn, name string) (State, erro
 	}
 	if !st.Exists() {
 		// Loaded as a stub by someone else's lookup: same as not loaded.
-		return notFound(name), nil
+		return NotFound(name), nil
 	}
 	if !strings.HasSuffix(name, ".service") {
 		return st, nil

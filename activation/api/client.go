@@ -133,13 +133,26 @@ func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (SpawnResult, error)
 	return r, err
 }
 
+// OutputError is a failed write to the writer that Logs or FollowLogs was
+// given (a closed pipe: `legion sessions logs -f NAME | head`). The helper
+// is fine; trying again would fail the same way.
+type OutputError struct{ Err error }
+
+func (e *OutputError) Error() string { return "write output: " + e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
+
 // Logs writes a session's transcript to w from args.Offset: up to its
 // current end, or with args.Follow until the session ends for good (it is
 // followed across unit restarts) or ctx is done. The result's Offset is
-// where a later call would continue.
+// where a later call would continue. A failed write to w ends it with an
+// *OutputError.
 func (c *Client) Logs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, error) {
 	var wrote int64
-	onEvent := func(ev *LogEvent) error {
+	onEvent := func(raw json.RawMessage) error {
+		var ev LogEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return fmt.Errorf("decode log event: %w", err)
+		}
 		// A retried request restarts at args.Offset; skip what w has.
 		data := ev.Data
 		if skip := args.Offset + wrote - ev.Offset; skip > 0 {
@@ -150,7 +163,10 @@ func (c *Client) Logs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResu
 		}
 		n, err := w.Write(data)
 		wrote += int64(n)
-		return err
+		if err != nil {
+			return &OutputError{Err: err}
+		}
+		return nil
 	}
 	resp, fds, err := c.retry(ctx, CmdSessionsLogs, args, onEvent)
 	closeAll(fds)
@@ -192,7 +208,7 @@ func (c *Client) Attach(ctx context.Context, args AttachArgs) (net.Conn, AttachR
 
 // retry runs one request, repeating it while the helper answers
 // "recovering".
-func (c *Client) retry(ctx context.Context, cmd string, args any, onEvent func(*LogEvent) error) (Response, []int, error) {
+func (c *Client) retry(ctx context.Context, cmd string, args any, onEvent func(json.RawMessage) error) (Response, []int, error) {
 	wait := c.RecoverWait
 	if wait == 0 {
 		wait = DefaultRecoverWait
@@ -222,7 +238,7 @@ func (c *Client) retry(ctx context.Context, cmd string, args any, onEvent func(*
 // do sends one request and reads until its final response. A refused
 // request returns the *Error; transport failures are wrapped errors and
 // leave the Client unusable.
-func (c *Client) do(ctx context.Context, cmd string, args any, onEvent func(*LogEvent) error) (Response, []int, error) {
+func (c *Client) do(ctx context.Context, cmd string, args any, onEvent func(json.RawMessage) error) (Response, []int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken != nil {
@@ -381,8 +397,8 @@ func closeAll(fds []int) {
 // to the helper breaks (the helper was stopped, restarted or killed) it
 // dials again and continues at the next byte, so nothing is printed twice
 // or skipped. It gives up when the helper cannot be reached again within
-// DefaultRecoverWait, and ends when the session has ended for good or ctx
-// is done.
+// DefaultRecoverWait, and ends when the session has ended for good, ctx
+// is done or a write to w fails (an *OutputError).
 func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, error) {
 	args.Follow = true
 	var lastErr error
@@ -399,6 +415,10 @@ func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, er
 			var apiErr *Error
 			if errors.As(err, &apiErr) && !apiErr.Retryable {
 				return res, err // refused: retrying would not change that
+			}
+			var outErr *OutputError
+			if errors.As(err, &outErr) {
+				return res, err // w is broken, not the connection
 			}
 			if res.Offset > args.Offset {
 				deadline = time.Time{} // progress: a fresh budget
@@ -420,13 +440,4 @@ func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, er
 		case <-t.C:
 		}
 	}
-}
-
-// TmuxView asks the helper to keep the view in step with the team's
-// sessions from now on (until its tmux session is closed).
-func (c *Client) TmuxView(ctx context.Context, args TmuxViewArgs) error {
-	if err := c.Call(ctx, CmdTmuxView, args, nil); err != nil {
-		return fmt.Errorf("tmux view %s: %w", args.Session, err)
-	}
-	return nil
 }

@@ -10,7 +10,8 @@ import (
 // Transport: a unix stream socket (SocketPath), same-UID peers only. Every
 // message is one line of JSON ending in '\n'. A client sends a Request and
 // reads Responses with the same ID: exactly one final Response (Event nil)
-// per request, preceded, for streaming commands (sessions.logs), by any
+// per request, preceded, for streaming commands (sessions.logs,
+// sessions.watch), by any
 // number of Responses carrying an Event. A connection may carry many
 // requests one after the other; after a streaming command or attach it is
 // the client's to close.
@@ -42,7 +43,7 @@ const (
 	CmdSend           = "send"            // args: SendArgs; result: StatusResult
 	CmdAttach         = "attach"          // args: AttachArgs; result: AttachResult + one fd (SCM_RIGHTS)
 	CmdSpawn          = "spawn"           // args: SpawnArgs; result: SpawnResult
-	CmdTmuxView       = "tmux.view"       // keep a team's tmux view in step (TmuxViewArgs)
+	// sessions.watch and team.stop: see events.go.
 )
 
 // Request is one command from a client.
@@ -55,13 +56,15 @@ type Request struct {
 
 // Response is one answer line. Exactly one of Result, Error and Event is
 // set; a Response with an Event is a stream item and more lines follow.
+// The event's type is the command's: LogEvent for sessions.logs,
+// SessionEvent for sessions.watch.
 type Response struct {
 	V      int             `json:"v"`
 	ID     string          `json:"id"`
 	OK     bool            `json:"ok"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *Error          `json:"error,omitempty"`
-	Event  *LogEvent       `json:"event,omitempty"`
+	Event  json.RawMessage `json:"event,omitempty"`
 }
 
 // Error codes. A client branches on Code, never on Message.

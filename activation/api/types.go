@@ -24,7 +24,7 @@ const (
 // Session is one agent session as `legion sessions list --json` prints it.
 type Session struct {
 	Name         string     `json:"name"`  // unique among sessions; what the CLI takes
-	ID           string     `json:"id"`    // the session UUID (the agent's --session-id)
+	ID           string     `json:"id"`    // the session UUID (names its worker's files); the agent's --session-id but for a retro, which resumes the implementer's
 	Unit         string     `json:"unit"`  // legion-<short>-<issue>-<mode>.service
 	Team         string     `json:"team"`  // team name
 	Issue        string     `json:"issue"` // issue identifier; empty for `legion spawn`
@@ -35,6 +35,10 @@ type Session struct {
 	LastActivity *time.Time `json:"last_activity"`      // newest output or session-file activity; null if unknown
 	Exit         *Exit      `json:"exit"`               // how the last run ended; null while the first run runs
 	Question     string     `json:"question,omitempty"` // with waiting_input: what the agent asks
+	// Cause says, with failed, why systemd gave up: the start limit hit
+	// (with the last run's exit), or the agent that could not be started
+	// ("start failed: ... executable file not found in $PATH (PATH=...)").
+	Cause string `json:"cause,omitempty"`
 }
 
 // Exit is how a session's last run ended.
@@ -153,13 +157,17 @@ type AttachResult struct {
 // legion-<first 8 hex digits of TeamID>-<Issue, or Name without an
 // issue>-<Mode>.service, and checks it.
 type SpawnArgs struct {
-	Team   string `json:"team"`            // the team's name
-	TeamID string `json:"team_id"`         // the team's UUID
-	Name   string `json:"name"`            // session name, unique across teams (see ValidateName)
-	ID     string `json:"id"`              // the session's UUID; it names the worker's spec, registry, socket and transcript
-	Issue  string `json:"issue,omitempty"` // the issue a dispatched worker works on; empty for `legion spawn`
-	Mode   string `json:"mode"`            // plan, implement, review, retro, finish; "spawn" for `legion spawn`
-	Role   string `json:"role"`            // "worker" (a dispatched agent) or "command" (`legion spawn`)
+	Team   string `json:"team"`    // the team's name
+	TeamID string `json:"team_id"` // the team's UUID
+	Name   string `json:"name"`    // session name, unique across teams (see ValidateName)
+	ID     string `json:"id"`      // the session's UUID; it names the worker's spec, registry, socket and transcript
+	// AgentSession is the agent conversation's session UUID, its
+	// LEGION_SESSION, when it is not ID: a retro worker resumes the
+	// implementer's conversation. Empty means ID.
+	AgentSession string `json:"agent_session,omitempty"`
+	Issue        string `json:"issue,omitempty"` // the issue a dispatched worker works on; empty for `legion spawn`
+	Mode         string `json:"mode"`            // plan, implement, review, retro, finish; "spawn" for `legion spawn`
+	Role         string `json:"role"`            // "worker" (a dispatched agent) or "command" (`legion spawn`)
 
 	Cwd        string   `json:"cwd"`                   // absolute, an existing directory
 	Argv       []string `json:"argv"`                  // the command of a new run: an absolute program, no shell
@@ -182,16 +190,6 @@ type SpawnArgs struct {
 	// A live session of another team that holds the name is an exists
 	// error either way.
 	Reuse bool `json:"reuse,omitempty"`
-}
-
-// TmuxViewArgs are the args of tmux.view: the helper keeps the tmux
-// session Session on server Socket in step with Team's live sessions until
-// that tmux session is closed.
-type TmuxViewArgs struct {
-	Team    string `json:"team"`
-	Socket  string `json:"socket,omitempty"` // tmux -L; "" is the default server
-	Session string `json:"session"`          // legion-<short>
-	Bin     string `json:"bin"`              // the legion binary windows run attach with
 }
 
 // ModeSpawn is the mode of sessions started with `legion spawn` (the

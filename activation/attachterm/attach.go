@@ -7,6 +7,7 @@
 package attachterm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -46,10 +48,11 @@ const restartPoll = 250 * time.Millisecond
 // Run joins a session's terminal through the helper until the
 // detach key, the session's end, or ctx (SIGINT, SIGTERM; SIGHUP too).
 // The terminal is put in raw mode and restored on every way out,
-// including errors, signals and panics. When the session's agent exits
-// and systemd restarts it, Run waits for the new run and
-// re-attaches; when the session has ended for good it returns nil after
-// saying how it ended. A session that is not running is an error whose
+// including errors, signals and panics; after the session's output it is
+// also left clean (see attacher.leave) before any message. When the
+// session's agent exits and systemd restarts it, Run waits for the new
+// run and re-attaches; when the session has ended for good it returns nil
+// after saying how it ended. A session that is not running is an error whose
 // message carries its exit information.
 func Run(ctx context.Context, c *api.Client, o Options) (err error) {
 	if o.DetachKey.String() == "" {
@@ -91,6 +94,8 @@ func Run(ctx context.Context, c *api.Client, o Options) (err error) {
 		nl = "\r\n"
 	}
 	a.nl = nl
+	a.tty = term.IsTerminal(int(o.Out.Fd()))
+	defer a.leave() // on errors; the other ways out have left already
 	fmt.Fprintf(o.Status, "[attached to %s; detach with %s]%s", o.Name, o.DetachKey, nl)
 	return a.loop(ctx)
 }
@@ -101,6 +106,9 @@ type attacher struct {
 	o       Options
 	matcher *termkeys.Matcher
 	nl      string
+	tty     bool      // Out is a terminal: leave it clean (see leave)
+	modes   termModes // what the session's output did to Out
+	drawn   bool      // output reached Out since the last leave
 
 	wc       *ptyworker.Client // the worker, via the helper's descriptor
 	offset   uint64            // next output offset expected on wc
@@ -204,6 +212,7 @@ func (a *attacher) loop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			a.detach()
+			a.leave()
 			return nil // a signal ends the attachment, not the session
 		case <-inDone:
 			inDone = nil // stdin closed: keep watching until the session ends
@@ -212,7 +221,7 @@ func (a *attacher) loop(ctx context.Context) error {
 			a.input(pass)
 			if detached {
 				a.detach()
-				fmt.Fprintf(a.o.Status, "%s[detached from %s]%s", a.nl, a.o.Name, a.nl)
+				fmt.Fprintf(a.o.Status, "%s[detached from %s]%s", a.lead(), a.o.Name, a.nl)
 				return nil
 			}
 			if a.matcher.Pending() {
@@ -274,6 +283,10 @@ func (a *attacher) event(ev ptyworker.Event) {
 	switch ev.Kind {
 	case ptyworker.EventKindOutput, ptyworker.EventKindSnapshot:
 		a.o.Out.Write(ev.Data)
+		if a.tty {
+			a.modes.scan(ev.Data)
+			a.drawn = true
+		}
 		a.offset = ev.Offset + uint64(len(ev.Data))
 		if ev.Kind == ptyworker.EventKindSnapshot {
 			a.offset = ev.Offset
@@ -296,7 +309,7 @@ func (a *attacher) connectionEnded(ctx context.Context) (done bool, err error) {
 	exit := a.exit
 	a.closeConn()
 	if exit != nil {
-		fmt.Fprintf(a.o.Status, "%s[%s: run %d ended: %s; %s]%s", a.nl, a.o.Name, exit.Run, exit.String(), exit.Reason, a.nl)
+		fmt.Fprintf(a.o.Status, "%s[%s: run %d ended: %s; %s]%s", a.lead(), a.o.Name, exit.Run, exit.String(), exit.Reason, a.nl)
 	}
 	return a.reattach(ctx)
 }
@@ -313,6 +326,7 @@ func (a *attacher) reattach(ctx context.Context) (done bool, err error) {
 	})
 	if err != nil {
 		if errors.Is(err, api.ErrNotFound) {
+			a.leave()
 			fmt.Fprintf(a.o.Status, "[%s is gone]%s", a.o.Name, a.nl)
 			return true, nil
 		}
@@ -320,6 +334,7 @@ func (a *attacher) reattach(ctx context.Context) (done bool, err error) {
 	}
 	switch s.State {
 	case api.StateExited, api.StateFailed:
+		a.leave()
 		fmt.Fprintf(a.o.Status, "[%s has %s: %s]%s", a.o.Name, s.State, s.Exit, a.nl)
 		return true, nil
 	case api.StateStarting:
@@ -339,4 +354,92 @@ func (a *attacher) reattach(ctx context.Context) (done bool, err error) {
 	}
 	a.desynced = false
 	return false, nil
+}
+
+// leave gives the terminal back as a shell expects it, when the session's
+// output reached it since the last leave: out of the alternate screen if
+// the application entered it, default attributes and character set, the
+// cursor shown, and the modes an application may have turned on (bracketed
+// paste, mouse and focus reporting, application cursor keys and keypad)
+// turned off; then a new line, cleared to the end of the screen, for
+// whatever comes next. It reports whether it wrote anything; the new line
+// is then written already.
+func (a *attacher) leave() bool {
+	if !a.drawn {
+		return false
+	}
+	a.drawn = false
+	var b []byte
+	if a.modes.alt != 0 {
+		b = fmt.Appendf(b, "\x1b[?%dl", a.modes.alt)
+	}
+	b = append(b, "\x1b[0m\x1b(B\x1b[?25h\x1b[?2004;1000;1002;1003;1005;1006;1015;1004;1l\x1b>\r\n\x1b[J"...)
+	a.modes = termModes{}
+	a.o.Out.Write(b) // a terminal that cannot be written to has nothing to clean
+	return true
+}
+
+// lead is the start of a message line: leave, else a new line.
+func (a *attacher) lead() string {
+	if a.leave() {
+		return ""
+	}
+	return a.nl
+}
+
+// termModes follows the alternate screen through the session's output
+// (DEC private modes 47, 1047 and 1049, as the application and the
+// worker's screen snapshots set them), so leave can quit it. The other
+// modes leave resets whatever their state: turning them off is harmless,
+// leaving the alternate screen when not in it is not (1049 restores a
+// cursor position that was never saved).
+type termModes struct {
+	alt  int    // the mode that entered the alternate screen; 0: main screen
+	tail []byte // an unfinished "ESC [ ?" sequence at the end of the last chunk
+}
+
+// maxModeSeq bounds the DEC private mode sequence scan keeps across chunks.
+const maxModeSeq = 64
+
+// scan follows the DEC private mode sets and resets (ESC [ ? Pm h or l)
+// in p, which continues the output scan saw last.
+func (m *termModes) scan(p []byte) {
+	if len(m.tail) > 0 {
+		p = append(m.tail, p...)
+		m.tail = nil
+	}
+	for {
+		i := bytes.Index(p, []byte("\x1b[?"))
+		if i < 0 {
+			if n := len(p); n > 0 && p[n-1] == 0x1b {
+				m.tail = []byte{0x1b}
+			} else if n > 1 && p[n-2] == 0x1b && p[n-1] == '[' {
+				m.tail = []byte("\x1b[")
+			}
+			return
+		}
+		p = p[i+3:]
+		j := 0
+		for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == ';') {
+			j++
+		}
+		if j == len(p) {
+			if j < maxModeSeq {
+				m.tail = append([]byte("\x1b[?"), p...)
+			}
+			return
+		}
+		if f := p[j]; f == 'h' || f == 'l' {
+			for _, arg := range bytes.Split(p[:j], []byte(";")) {
+				switch n, _ := strconv.Atoi(string(arg)); {
+				case n != 47 && n != 1047 && n != 1049:
+				case f == 'h':
+					m.alt = n
+				default:
+					m.alt = 0
+				}
+			}
+		}
+		p = p[j:]
+	}
 }

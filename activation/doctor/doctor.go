@@ -1,12 +1,13 @@
 // Package doctor holds the checks of `legion doctor`: is everything Legion
 // needs on this machine there and working? Each check looks at one thing
 // (the systemd user manager, lingering, the session bus, tmux, git, the
-// config, each team's agent binary, the installed unit files, the helper's
+// config, each team's agent binary as workers will find it (in the user
+// manager's PATH), the installed unit files, the helper's
 // socket, the pty-worker program) and reports ok, warn or fail, and with a problem what to do
 // about it.
 //
-// The checks only look: they never write a file, change a unit, start or
-// stop anything, or read a secret. The one side effect is the socket
+// The checks only look: they never write a file, change a unit or the
+// manager's environment, start or stop anything, or read a secret. The one side effect is the socket
 // check's connection, which (as any client's would) starts legion.service
 // through socket activation.
 package doctor
@@ -106,9 +107,12 @@ func Run(ctx context.Context, o Options) []Check {
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
 	}
-	if cfg != nil {
+	if cfg != nil && len(cfg.Teams) > 0 {
+		ectx, cancel := context.WithTimeout(ctx, o.Timeout)
+		w := readWorkerEnv(ectx)
+		cancel()
 		for _, t := range cfg.Teams {
-			checks = append(checks, checkAgent(o.ConfigPath, t))
+			checks = append(checks, checkAgent(o.ConfigPath, t, w))
 		}
 	}
 	return checks

@@ -58,6 +58,16 @@ func newSandbox(t *testing.T) *sandbox {
 	}}
 }
 
+// useManager points the environment and the options, which newSandbox
+// pointed at an empty runtime dir, back to the manager m.
+func (s *sandbox) useManager(t *testing.T, m *sdtest.Manager) {
+	t.Helper()
+	t.Setenv("XDG_RUNTIME_DIR", m.RuntimeDir)
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", m.BusAddress)
+	s.opts.RuntimeDir = m.RuntimeDir
+	s.opts.UnitDir = filepath.Join(m.Home, ".config", "systemd", "user")
+}
+
 // teamUnits maps teams as `legion install` does (cmd/legion/install.go).
 func teamUnits(teams []config.Team) []units.TeamUnits {
 	var out []units.TeamUnits
@@ -202,6 +212,8 @@ func TestAgent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("true not in PATH: %v", err)
 	}
+	// The manager's PATH is systemd's default, which has true.
+	m := sdtest.Start(t)
 	tests := []struct {
 		name   string
 		agent  string
@@ -209,9 +221,9 @@ func TestAgent(t *testing.T) {
 		detail string
 		fix    string
 	}{
-		{"in PATH", `agent.new = ["true", "{prompt}"]` + "\n" + `agent.resume = ["true", "{session_id}"]`, OK, "true", ""},
+		{"in PATH", `agent.new = ["true", "{prompt}"]` + "\n" + `agent.resume = ["true", "{session_id}"]`, OK, "true (in the user manager's PATH", ""},
 		{"absolute", fmt.Sprintf("agent.new = [%q]\nagent.resume = [%q]", truePath, truePath), OK, truePath, ""},
-		{"default claude missing", "", Fail, "claude not found in PATH", "teams.demo.agent.new"},
+		{"default claude missing", "", Fail, "claude not found in the user manager's PATH", "teams.demo.agent.new"},
 		{"missing absolute", `agent.new = ["/nonexistent/agent"]` + "\n" + `agent.resume = ["/nonexistent/agent"]`, Fail,
 			"/nonexistent/agent is not an executable file", "install the agent"},
 		{"placeholder", `agent.new = ["{workspace}/bin/agent"]` + "\n" + `agent.resume = ["true"]`, Warn, "placeholder", "agent.resume"},
@@ -219,6 +231,7 @@ func TestAgent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSandbox(t)
+			s.useManager(t, m)
 			pathWith(t, "true")
 			s.writeConfig(t, tt.agent+"\n")
 			expect(t, find(t, Run(t.Context(), s.opts), agentCheckName("demo")), tt.status, tt.detail, tt.fix)
@@ -237,8 +250,12 @@ func TestLinger(t *testing.T) {
 
 func TestNoManager(t *testing.T) {
 	s := newSandbox(t)
+	s.writeConfig(t, `agent.new = ["true"]`+"\n"+`agent.resume = ["true"]`+"\n")
+	pathWith(t, "true")
 	checks := Run(t.Context(), s.opts)
 	expect(t, find(t, checks, CheckManager), Fail, "no systemd user manager reachable", "loginctl enable-linger")
+	// Without the manager's environment, the shell's PATH is a guess.
+	expect(t, find(t, checks, agentCheckName("demo")), Warn, "the user manager's environment, which workers get, cannot be read", CheckManager)
 	// The message is units.ErrNoManager's, with what was tried.
 	_, err := units.Connect(t.Context())
 	if err == nil {
@@ -336,11 +353,7 @@ func TestSocket(t *testing.T) {
 func TestWithManager(t *testing.T) {
 	m := sdtest.Start(t)
 	s := newSandbox(t)
-	// newSandbox pointed the environment elsewhere; back to the manager.
-	t.Setenv("XDG_RUNTIME_DIR", m.RuntimeDir)
-	t.Setenv("DBUS_SESSION_BUS_ADDRESS", m.BusAddress)
-	s.opts.RuntimeDir = m.RuntimeDir
-	s.opts.UnitDir = filepath.Join(m.Home, ".config", "systemd", "user")
+	s.useManager(t, m)
 	// The helper never runs for real here: a connection to the socket
 	// starts legion.service, which runs `true helper` and fails quietly.
 	bin, err := exec.LookPath("true")

@@ -7,9 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/legion-dev/legion/config"
@@ -50,59 +48,6 @@ func checkConfig(path string) (*config.Config, Check) {
 		c.Detail = fmt.Sprintf("%s: loads; %d teams (%s)", path, len(names), strings.Join(names, ", "))
 	}
 	return cfg, c
-}
-
-// agentCheckName names the agent check of a team.
-func agentCheckName(team string) string { return "agent of team " + team }
-
-// checkAgent: can the team's agent be started? The program (argv[0] of
-// agent.new and agent.resume) must be an executable file, or a name found
-// in PATH.
-//
-// The PATH searched is this process's. Workers run under the user
-// manager, whose environment may differ (`systemctl --user
-// show-environment`); the detail says so.
-func checkAgent(configPath string, t config.Team) Check {
-	c := Check{Name: agentCheckName(t.Name)}
-	var progs []string
-	for _, argv := range [][]string{t.Agent.New, t.Agent.Resume} {
-		if len(argv) > 0 && !slices.Contains(progs, argv[0]) {
-			progs = append(progs, argv[0])
-		}
-	}
-	var found, problems []string
-	status := OK
-	for _, prog := range progs {
-		if strings.ContainsAny(prog, "{}") {
-			problems = append(problems, fmt.Sprintf("%q is filled in per session (a placeholder); cannot check it", prog))
-			status = worse(status, Warn)
-			continue
-		}
-		path, err := exec.LookPath(prog)
-		if err != nil {
-			if strings.Contains(prog, "/") {
-				problems = append(problems, fmt.Sprintf("%s is not an executable file", prog))
-			} else {
-				problems = append(problems, fmt.Sprintf("%s not found in PATH (%s)", prog, os.Getenv("PATH")))
-			}
-			status = Fail
-			continue
-		}
-		found = append(found, path)
-	}
-	c.Status = status
-	switch {
-	case len(progs) == 0:
-		c.Status, c.Detail = Fail, "no agent command configured"
-	case status == OK:
-		c.Detail = strings.Join(found, ", ") + " (found in this shell's PATH; agents run with the user manager's, see `systemctl --user show-environment`)"
-		return c
-	default:
-		c.Detail = strings.Join(problems, "; ")
-	}
-	c.Fix = fmt.Sprintf("install the agent, or set teams.%s.agent.new and agent.resume in %s to a command that exists (an absolute path works whatever PATH is)",
-		tomlKey(t.Name), configPath)
-	return c
 }
 
 // worse returns the worse of two statuses.

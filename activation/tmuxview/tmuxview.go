@@ -30,6 +30,10 @@ type View struct {
 	Session string
 	// Config is tmux's -f file; empty means tmux's default.
 	Config string
+	// Env are VAR=value pairs set in every window the view creates (tmux
+	// -e), over the tmux server's environment: a server started earlier,
+	// elsewhere, may not have the caller's XDG_RUNTIME_DIR.
+	Env []string
 }
 
 // colours per role, in tmux's colour names.
@@ -46,21 +50,55 @@ func Colour(role string) string {
 	return "colour250"
 }
 
-// placeholder names the window a new tmux session starts with, so the
-// session exists before (and after) every agent window.
+// placeholder names the window a new tmux session starts with, which runs
+// the follower that keeps the view in step; the session exists before (and
+// after) every agent window.
 const placeholder = "legion"
 
-// Sync makes the view's windows exactly want (plus the placeholder window):
-// it creates the session when missing, adds missing windows and kills the
-// windows of sessions that are gone. Windows that are already there are
-// left alone, so an attached person sees no flicker.
-func (v View) Sync(ctx context.Context, want []Window) error {
+// Start makes sure the view exists with its follower: it creates the tmux
+// session (and with it, when none runs, the tmux server, as a child of the
+// caller: the server lives in the caller's cgroup, not a daemon's) with
+// one window named "legion" running follower, or, when the session
+// exists, runs follower anew in that window (a follower already there is
+// replaced, so there is one). The follower adds and removes the agent
+// windows (Sync).
+func (v View) Start(ctx context.Context, follower []string) error {
 	if !v.exists(ctx) {
-		if _, err := v.tmux(ctx, "new-session", "-d", "-s", v.Session, "-n", placeholder,
-			"echo 'Legion: one window per live agent session; they come and go by themselves.'; exec cat"); err != nil {
+		args := append([]string{"new-session", "-d", "-s", v.Session, "-n", placeholder}, v.envArgs()...)
+		if _, err := v.tmux(ctx, append(append(args, "--"), follower...)...); err != nil {
 			return fmt.Errorf("tmux view %s: %w", v.Session, err)
 		}
+		return nil
 	}
+	have, err := v.Windows(ctx)
+	if err != nil {
+		return err
+	}
+	args := []string{"new-window", "-d", "-t", v.Session + ":", "-n", placeholder}
+	if slices.Contains(have, placeholder) {
+		args = []string{"respawn-window", "-k", "-t", v.Session + ":" + placeholder}
+	}
+	args = append(append(args, v.envArgs()...), "--")
+	if _, err := v.tmux(ctx, append(args, follower...)...); err != nil {
+		return fmt.Errorf("tmux view %s: start its follower: %w", v.Session, err)
+	}
+	return nil
+}
+
+// envArgs are the -e options of Env.
+func (v View) envArgs() []string {
+	var args []string
+	for _, kv := range v.Env {
+		args = append(args, "-e", kv)
+	}
+	return args
+}
+
+// Sync makes the view's windows exactly want (plus the placeholder
+// window): it adds missing windows and kills the windows of sessions that
+// are gone. Windows that are already there are left alone, so an attached
+// person sees no flicker. The session must exist (Start makes it).
+func (v View) Sync(ctx context.Context, want []Window) error {
 	have, err := v.Windows(ctx)
 	if err != nil {
 		return err
@@ -70,7 +108,8 @@ func (v View) Sync(ctx context.Context, want []Window) error {
 		if slices.Contains(have, w.Name) {
 			continue
 		}
-		args := append([]string{"new-window", "-d", "-t", v.Session + ":", "-n", w.Name, "--"}, w.Argv...)
+		args := append([]string{"new-window", "-d", "-t", v.Session + ":", "-n", w.Name}, v.envArgs()...)
+		args = append(append(args, "--"), w.Argv...)
 		if _, err := v.tmux(ctx, args...); err != nil {
 			errs = append(errs, fmt.Errorf("tmux view %s: add window %s: %w", v.Session, w.Name, err))
 			continue

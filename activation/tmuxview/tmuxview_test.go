@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,9 +13,20 @@ import (
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
-// testView starts nothing yet: Sync makes the session on a tmux server of
-// the test's own (-L), which the cleanup kills.
+// testView starts the view on a tmux server of the test's own (-L), which
+// the cleanup kills, with a follower that does nothing.
 func testView(t *testing.T) View {
+	t.Helper()
+	v := newTestView(t)
+	if err := v.Start(t.Context(), []string{"sh", "-c", "exec sleep 600"}); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// newTestView is a view on a tmux server of the test's own; nothing is
+// started yet.
+func newTestView(t *testing.T) View {
 	t.Helper()
 	_, err := exec.LookPath("tmux")
 	sdtest.Require(t, "tmux (Debian package tmux)", err == nil)
@@ -89,5 +101,35 @@ func TestSyncStylesAndRunsTheCommand(t *testing.T) {
 	}
 	if v.exists(ctx) {
 		t.Error("session still exists after Kill")
+	}
+}
+
+// TestStartRunsOneFollower: Start makes the session with the follower in
+// its first window, with the view's Env; starting again runs a new
+// follower in that same window.
+func TestStartRunsOneFollower(t *testing.T) {
+	v := newTestView(t)
+	ctx := t.Context()
+	out := filepath.Join(t.TempDir(), "follower")
+	follower := []string{"sh", "-c", "echo $LEGION_TEST_RUN >> " + out + "; exec sleep 600"}
+	for i, run := range []string{"1", "2"} {
+		v.Env = []string{"LEGION_TEST_RUN=" + run}
+		if err := v.Start(ctx, follower); err != nil {
+			t.Fatalf("Start %d: %v", i, err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b, _ := os.ReadFile(out)
+			if strings.HasSuffix(string(b), run+"\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Start %d: follower output %q; want it to end with run %s", i, b, run)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got, err := v.Windows(ctx); err != nil || !slices.Equal(got, []string{"legion"}) {
+			t.Errorf("Start %d: windows = %v, %v; want [legion]", i, got, err)
+		}
 	}
 }

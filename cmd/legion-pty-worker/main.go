@@ -32,13 +32,21 @@ People use "legion spawn" and "legion attach" instead.
 
 Exit status: 0 when the agent exited with code 0, the session was removed or
 the unit was stopped; 1 when the agent failed or the session could not be
-hosted (so Restart=on-failure restarts it); 2 for bad arguments.
+hosted (so Restart=on-failure restarts it); 2 for bad arguments; 78 when
+the agent cannot be started and a restart would not help (its program is
+not found or not executable, or its directory is missing: the unit lists
+78 in RestartPreventExitStatus=, so it fails at once and stays failed).
 
 Options:
 `
 
 func main() {
-	signal.Ignore(syscall.SIGPIPE)
+	// A broken pipe (the journal's stream, a client's socket) must not
+	// kill the worker: with SIGPIPE notified, such a write fails with EPIPE
+	// instead. Not signal.Ignore: an ignored signal stays ignored across
+	// exec, and the agent's shell would get EPIPE errors from `yes | head`
+	// instead of the SIGPIPE that ends such pipelines.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -73,5 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stderr, "legion-pty-worker:", err)
+	if errors.Is(err, ptyworker.ErrAgentNotStartable) {
+		return ptyworker.ExitAgentNotStartable
+	}
 	return 1
 }

@@ -26,7 +26,10 @@ see its screen and type into it. The detach key (Ctrl-\ unless configured
 with worker.detach_key or --detach-key) leaves the session running. It is
 recognised as the raw control byte and in the CSI-u and modifyOtherKeys
 encodings that agents switch on. When the agent exits and systemd restarts
-it, attach waits and joins the new run.`,
+it, attach waits and joins the new run. On detach and when the session
+ends, your terminal is given back clean (off the agent's alternate screen,
+default colours, cursor shown, mouse and paste modes off) and the message
+starts a new line.`,
 		Args: exactArgs(1, "a session name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, err := attachKey(cmd, g, detachKey)
@@ -54,14 +57,7 @@ func attachKey(cmd *cobra.Command, g *globals, flag string) (termkeys.Key, error
 	if err != nil {
 		return termkeys.Key{}, err
 	}
-	if cfg.Worker.DetachKey == 0 {
-		return termkeys.MustParseKey(termkeys.DefaultKey), nil
-	}
-	k, err := termkeys.ParseKey(cfg.Worker.DetachKey.String())
-	if err != nil {
-		return termkeys.Key{}, fmt.Errorf("%s: worker.detach_key: %w", cfg.Path, err)
-	}
-	return k, nil
+	return cfg.Worker.DetachKey, nil
 }
 
 func runAttach(ctx context.Context, name string, readOnly bool, key termkeys.Key) error {

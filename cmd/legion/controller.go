@@ -20,7 +20,8 @@ func newControllerCmd(g *globals) *cobra.Command {
 		Short: "Run a team's controller (what legion@TEAM.service runs)",
 		Long: `Run the team's controller in the foreground: collect the team's state, decide
 per issue which agent phase runs next, and dispatch workers through the helper,
-on an interval and whenever one of the team's units changes state. It tells
+on an interval and whenever the helper reports that one of the team's sessions
+changed (its sessions.watch stream: started, exited, failed, waiting). It tells
 systemd READY=1 after its first tick and feeds its watchdog after every tick.
 A tick may take half the watchdog interval (WatchdogSec=, 60s by default),
 two minutes without one: a tracker or helper that does not answer by then
@@ -81,6 +82,6 @@ systemd restarts a stale controller agent, which resumes its session.`,
 			return service.Run(cmd.Context(), service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log})
 		},
 	}
-	cmd.Flags().StringVar(&interval, "interval", service.DefaultInterval.String(), "time between ticks when no unit event comes sooner")
+	cmd.Flags().StringVar(&interval, "interval", service.DefaultInterval.String(), "time between ticks when no session event comes sooner")
 	return cmd
 }

@@ -98,8 +98,10 @@ func rootSections() []docs.Section {
 		{Title: "EXIT STATUS", Items: []docs.Item{
 			{Tag: fmt.Sprintf("`%d`", exitOK), Text: "Success."},
 			{Tag: fmt.Sprintf("`%d`", exitError), Text: "The command failed; the message on standard error says what failed and what to do. " +
-				fmt.Sprintf("`legion doctor` exits %d when any check fails.", exitError)},
-			{Tag: fmt.Sprintf("`%d`", exitUsage), Text: "Bad flags or arguments."},
+				fmt.Sprintf("`legion doctor` exits %d when any check fails. ", exitError) +
+				"A command whose output pipe closes (`legion sessions logs -f NAME | head`) ends at once with it, quietly."},
+			{Tag: fmt.Sprintf("`%d`", exitUsage), Text: "Bad flags or arguments, an unknown command among them."},
+			{Tag: fmt.Sprintf("`%d`", exitInterrupted), Text: "Interrupted by Ctrl-C (SIGINT). A SIGTERM, as systemd stops the helper or a controller, is a success."},
 		}},
 		{Title: "ENVIRONMENT", Items: []docs.Item{
 			{Tag: "`XDG_CONFIG_HOME`", Text: "Where legion.toml (legion/legion.toml) and the user's own units (systemd/user) are; default ~/.config."},

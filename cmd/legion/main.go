@@ -12,30 +12,63 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 // Exit codes, documented in legion(1).
 const (
-	exitOK    = 0
-	exitError = 1 // the command failed; the message on stderr says why
-	exitUsage = 2 // bad flags or arguments
+	exitOK          = 0
+	exitError       = 1   // the command failed; the message on stderr says why
+	exitUsage       = 2   // bad flags or arguments
+	exitInterrupted = 130 // SIGINT (Ctrl-C): 128+2, as a shell reports it
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	signal.Ignore(syscall.SIGPIPE)
+	// One root context, cancelled at the first SIGINT or SIGTERM with the
+	// signal as its cause. The goroutine ends then, or with the process.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() { cancel(signalError{<-sigs}) }()
+	// A closed stdout gives EPIPE, not death; notified rather than
+	// ignored, so that the programs legion starts (tmux, a sandbox's
+	// manager) do not inherit SIGPIPE ignored.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	err := run(ctx, os.Args[1:])
-	stop()
-	if err == nil || errors.Is(err, context.Canceled) {
-		os.Exit(exitOK)
-	}
-	fmt.Fprintln(os.Stderr, "legion:", err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		os.Exit(exitUsage)
-	}
-	os.Exit(exitError)
+	os.Exit(exitCode(err, context.Cause(ctx), os.Stderr))
 }
+
+// exitCode prints err (unless it is only the cancellation, or a closed
+// output pipe) and says how legion exits. A command ended by SIGINT (Ctrl-C) is interrupted, not a
+// success; one ended by SIGTERM (systemd stopping the helper or a
+// controller) stopped as asked, which is a success.
+func exitCode(err, cause error, stderr io.Writer) int {
+	var sig signalError
+	interrupted := errors.As(cause, &sig) && sig.sig == os.Interrupt
+	var outErr *api.OutputError
+	if errors.As(err, &outErr) && errors.Is(err, syscall.EPIPE) {
+		return exitError // the reader of the output went away (| head): nothing to say
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "legion:", err)
+	} else if !interrupted {
+		return exitOK
+	}
+	var ue usageError
+	switch {
+	case interrupted:
+		return exitInterrupted
+	case errors.As(err, &ue):
+		return exitUsage
+	}
+	return exitError
+}
+
+// signalError is the cause of the root context's cancellation.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return e.sig.String() + " received" }
 
 // run builds the command tree and executes it with args.
 func run(ctx context.Context, args []string) error {

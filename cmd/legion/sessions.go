@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ func newSessionsListCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List sessions with their state, and the helper's last recovery",
+		Short: "List sessions with their state (a failed one with its cause), and the helper's last recovery",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSessionsList(cmd.Context(), cmd.OutOrStdout(), asJSON)
@@ -64,6 +65,12 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, s := range res.Sessions {
+		if s.State == api.StateFailed {
+			fmt.Fprintf(out, "\n%s failed: %s\n  see `journalctl --user -u '%s'`; it stays failed until `systemctl --user reset-failed '%s'`\n",
+				s.Name, cmp.Or(s.Cause, "see its unit"), s.Unit, s.Unit)
+		}
 	}
 	r := res.Recovery
 	fmt.Fprintf(out, "\nlast recovery: %d recovered, %d pruned, %d quarantined, %d failed\n", r.Recovered, r.Pruned, r.Quarantined, r.Failed)
@@ -108,6 +115,7 @@ func runSessionsStatus(ctx context.Context, out io.Writer, name string, asJSON b
 		{"name", s.Name}, {"state", string(s.State)}, {"id", s.ID}, {"unit", s.Unit}, {"team", s.Team},
 		{"issue", dash(s.Issue)}, {"mode", dash(s.Mode)}, {"restarts", strconv.FormatUint(uint64(s.Restarts), 10)},
 		{"pid", pidText(s.PID)}, {"last activity", ago(s.LastActivity)}, {"last exit", exitText(s.Exit)},
+		{"cause", dash(s.Cause)},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 	}

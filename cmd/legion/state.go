@@ -64,14 +64,14 @@ func printReport(w io.Writer, rep controller.Report) error {
 	for _, is := range rep.Issues {
 		worker := "-"
 		if is.Worker != nil {
-			worker = is.Worker.Mode
+			worker = string(is.Worker.Mode)
 			if is.Worker.Blocked {
 				worker += " (asks)"
 			}
 		} else if len(is.Failed) > 0 {
 			var modes []string
 			for _, f := range is.Failed {
-				modes = append(modes, f.Mode)
+				modes = append(modes, string(f.Mode))
 			}
 			worker = strings.Join(modes, ",") + " (failed)"
 		}
@@ -83,6 +83,9 @@ func printReport(w io.Writer, rep controller.Report) error {
 	for _, is := range rep.Issues {
 		if is.Worker != nil && is.Worker.Blocked {
 			fmt.Fprintf(w, "\n%s asks: %s\n", is.ID, is.Worker.Question)
+		}
+		if is.Worktree != nil && is.Worktree.Problem != "" {
+			fmt.Fprintf(w, "\n%s\n", is.Worktree.Problem)
 		}
 		if is.Worktree != nil && len(is.Worktree.Conflicts) > 0 {
 			fmt.Fprintf(w, "\n%s would conflict merging %s: %s\n", is.ID, is.Worktree.Branch, strings.Join(is.Worktree.Conflicts, ", "))

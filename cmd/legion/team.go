@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -20,6 +22,7 @@ type teamJSON struct {
 	Tracker    string `json:"tracker,omitempty"`
 	Review     string `json:"review,omitempty"`
 	Controller string `json:"controller,omitempty"`
+	Agent      string `json:"agent,omitempty"` // agent.new's program
 }
 
 func newTeamCmd(g *globals) *cobra.Command {
@@ -46,7 +49,13 @@ func newTeamAddCmd(g *globals) *cobra.Command {
 		Long: `Add a team: append a [teams.<NAME>] table with a fresh random id and the
 absolute path of DIR to legion.toml, creating the file if needed. The rest of
 the file is left as it is. NAME may hold spaces, '/' and any Unicode, but no
-control characters.`,
+control characters.
+
+When this shell's PATH finds the agent program (claude), its absolute path
+goes into the team's agent.new and agent.resume: workers run with the user
+manager's PATH (systemctl --user show-environment), which often lacks the
+directory Claude Code's installer uses (~/.local/bin). Otherwise they stay
+"claude", and legion doctor says how workers can find it.`,
 		Example: `  legion team add demo --workspace ~/src/demo`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -58,20 +67,30 @@ control characters.`,
 			if workspace == "" {
 				return usageError{errors.New("team add: --workspace DIR is required: the team's git repository")}
 			}
-			t, err := config.AddTeam(g.configPath, args[0], workspace)
+			prog := config.DefaultAgentProgram()
+			agent, err := exec.LookPath(prog)
+			if err != nil || !filepath.IsAbs(agent) {
+				agent = ""
+			}
+			t, err := config.AddTeam(g.configPath, args[0], workspace, agent)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if agent == "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s is not in this shell's PATH: the team's agent stays %q, which workers look up in the user manager's PATH; once it is installed, `legion doctor` checks that workers find it\n", prog, prog)
+			} else if !asJSON {
+				fmt.Fprintf(cmd.ErrOrStderr(), "agent: %s (found in this shell's PATH; workers do not get that PATH, so agent.new and agent.resume name it by its full path)\n", agent)
+			}
 			if asJSON {
-				return writeJSON(out, teamJSON{Name: t.Name, ID: t.ID.String(), ShortID: t.ShortID(), Workspace: t.Workspace})
+				return writeJSON(out, teamJSON{Name: t.Name, ID: t.ID.String(), ShortID: t.ShortID(), Workspace: t.Workspace, Agent: t.Agent.New[0]})
 			}
 			_, err = fmt.Fprintf(out, "added team %q with id %s (short id %s) to %s\n", t.Name, t.ID, t.ShortID(), g.configPath)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&workspace, "workspace", "", "the team's git repository (required)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"name","id","short_id","workspace"} as JSON`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"name","id","short_id","workspace","agent"} as JSON`)
 	return cmd
 }
 

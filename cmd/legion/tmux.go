@@ -5,31 +5,40 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation"
-	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/journal"
 )
 
+// tmuxEnv are the variables a view's windows get from the `legion tmux`
+// that made it (tmux -e), whatever environment the tmux server has: where
+// the helper's socket is, and the config.
+var tmuxEnv = []string{"XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME", config.EnvConfig}
+
 func newTmuxCmd(g *globals) *cobra.Command {
 	var socket string
-	var once, foreground bool
-	var interval time.Duration
+	var follow bool
 	cmd := &cobra.Command{
 		Use:   "tmux TEAM",
 		Short: "Keep a tmux session with one window per live agent session of a team",
 		Long: `Make the tmux session legion-<short> (the team's short id) with one window
 per live agent session of TEAM, named <issue>-<mode>, coloured by role, each
-running legion attach on its session. The helper then keeps it in step with
-the team's sessions, windows coming and going with them, until the tmux
-session is closed. With --foreground the sync runs in this command instead,
-until interrupted (--once: sync once and exit). Look at it with
-tmux attach -t legion-<short>.`,
+running legion attach on its session. Its first window, "legion", runs
+legion tmux --follow TEAM, which follows the helper's stream of session
+events and adds and removes windows as sessions start and end, until the tmux
+session is closed. Running legion tmux again restarts that follower.
+
+The tmux session, and the tmux server when none runs yet, are started by this
+command, in your own login session: never by the helper, so stopping,
+restarting or upgrading Legion leaves your tmux server and all its sessions
+alone (the follower resubscribes when the helper is back). Look at it with
+tmux attach -t legion-<short>.
+
+With --follow, this command is the follower itself, in the foreground.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -46,35 +55,31 @@ tmux attach -t legion-<short>.`,
 				return fmt.Errorf("tmux: find the legion binary: %w", err)
 			}
 			v := tmuxview.View{Socket: socket, Session: "legion-" + short}
-			if !foreground && !once {
-				c, err := api.Dial(cmd.Context())
-				if err != nil {
-					return err
+			for _, k := range tmuxEnv {
+				if val, ok := os.LookupEnv(k); ok {
+					v.Env = append(v.Env, k+"="+val)
 				}
-				defer c.Close()
-				if err := c.TmuxView(cmd.Context(), api.TmuxViewArgs{Team: name, Socket: socket, Session: v.Session, Bin: bin}); err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "the helper keeps %s in step with team %s; attach with: %s\n", v.Session, name, strings.Join(v.AttachArgv(), " "))
+			}
+			if follow {
+				return activation.FollowTmux(cmd.Context(), activation.TmuxOptions{Team: name, View: v, Bin: bin,
+					Log: journal.NewLogger(slog.LevelInfo)})
+			}
+			follower := []string{bin}
+			if g.configPath != "" {
+				follower = append(follower, "--config", g.configPath)
+			}
+			follower = append(follower, "tmux", "--follow", name)
+			if socket != "" {
+				follower = append(follower, "--socket", socket)
+			}
+			if err := v.Start(cmd.Context(), follower); err != nil {
 				return err
 			}
-			o := activation.TmuxOptions{Team: name, View: v, Bin: bin, Interval: interval, Once: once,
-				Log: journal.NewLogger(slog.LevelInfo)}
-			if !once {
-				fmt.Fprintf(cmd.OutOrStdout(), "syncing %s with team %s's sessions until interrupted; attach with: %s\n", v.Session, name, strings.Join(v.AttachArgv(), " "))
-			}
-			if err := activation.RunTmux(cmd.Context(), o); err != nil {
-				return err
-			}
-			if once {
-				fmt.Fprintf(cmd.OutOrStdout(), "synced %s; attach with: %s\n", v.Session, strings.Join(v.AttachArgv(), " "))
-			}
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s follows team %s's sessions; attach with: %s\n", v.Session, name, strings.Join(v.AttachArgv(), " "))
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "tmux server socket name (tmux -L); default: the default server")
-	cmd.Flags().BoolVar(&foreground, "foreground", false, "sync in this command until interrupted, instead of in the helper")
-	cmd.Flags().BoolVar(&once, "once", false, "sync once in this command and exit")
-	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between syncs")
+	cmd.Flags().BoolVar(&follow, "follow", false, "be the follower: keep the view in step with the team's sessions until its tmux session is closed")
 	return cmd
 }

@@ -17,7 +17,12 @@ func newWorktreeCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list TEAM",
 		Short: "List the team's issue worktrees with port offsets and would-be merge conflicts",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: `List the team's issue worktrees: branch, port offset, commits ahead of the
+default branch, uncommitted changes and the files a merge would conflict in
+(git merge-tree). A directory under the team's worktree directory that is not
+a usable worktree is listed as broken, followed by what is wrong with it and
+how to mend it; the controller starts no worker in it.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := openTeam(g, args[0])
 			if err != nil {
@@ -33,9 +38,21 @@ func newWorktreeCmd(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ISSUE\tBRANCH\tPORT OFFSET\tAHEAD\tDIRTY\tCONFLICTS\tPATH")
 			for _, wt := range wts {
+				if wt.Problem != "" {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\t%s (broken)\n", wt.Issue, wt.Branch, wt.PortOffset, wt.Path)
+					continue
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%t\t%s\t%s\n", wt.Issue, wt.Branch, wt.PortOffset, wt.Ahead, wt.Dirty, strings.Join(wt.Conflicts, ","), wt.Path)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, wt := range wts {
+				if wt.Problem != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", wt.Problem)
+				}
+			}
+			return nil
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -46,7 +63,8 @@ func newWorktreeCmd(g *globals) *cobra.Command {
 		Long: `Merge legion/ISSUE into the default branch of the team's workspace (which
 must have it checked out) or, with review = "github", merge the issue's pull
 request; then remove the issue's worktree and branch, and move the issue to
-Done (unless --keep-open). One command, because the finisher
+Done and remove its labels worker-done and worker-finishing (unless
+--keep-open). One command, because the finisher
 agent runs inside the worktree it removes. On a conflict the merge is
 aborted, nothing is removed or moved, and the conflicting files are listed;
 exit status 1.`,

@@ -104,6 +104,11 @@ type run struct {
 	state   string // $XDG_STATE_HOME/legion
 	store   *local.Store
 	started bool // units installed: Uninstall at cleanup
+
+	// With the user's manager: what to remove besides the team's dirs.
+	left      *leftovers
+	worktrees string   // the team's worktree dir
+	issues    []string // the demo's issue IDs
 }
 
 // watch polls the tracker and the helper until every issue is Done and no

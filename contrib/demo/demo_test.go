@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -77,4 +81,80 @@ func TestDemo(t *testing.T) {
 			t.Errorf("process %s still runs %s: %s", p.Name(), exe, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		}
 	}
+}
+
+// TestDemoOnUserManager runs `legion demo` on a user manager of its own
+// (sdtest's: HOME and the XDG dirs in a temp dir, as a user's would be)
+// whose state dir and ~/.claude/projects already hold files of an ended
+// session of another team, and checks that afterwards both hold exactly
+// what they held before: none of the demo's registry, spec, transcript or
+// session files is left, and the other files, the daemon id among them,
+// are untouched. (A live registry entry of a session whose unit is gone
+// would be pruned to registry/pruned by the demo's helper, as by any
+// helper's start: the demo shares the user's state dir.)
+func TestDemoOnUserManager(t *testing.T) {
+	m := sdtest.Start(t)
+	bin := sdtest.LegionBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	state := filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion")
+	dotClaude := filepath.Join(m.Home, ".claude")
+	const other = "0b6f3c1e-5d2a-4f7b-9c8d-1e2f3a4b5c6d"
+	entry := `{"version":1,"session_id":"` + other + `","name":"WEB-1-implement","team":"web"}`
+	for p, data := range map[string]string{
+		filepath.Join(state, activation.DaemonIDFile):                           "5f0c9a7e-3b1d-4e2f-8a6b-7c9d0e1f2a3b\n",
+		filepath.Join(state, "registry", "pruned", other+".json"):               entry,
+		filepath.Join(state, "specs", other+".json"):                            entry,
+		filepath.Join(state, "transcripts", other+".log"):                       "the web team's agent\n",
+		filepath.Join(dotClaude, "projects", "-home-u-src-web", other+".jsonl"): "{}\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := tree(t, state, dotClaude)
+
+	cmd := exec.CommandContext(ctx, bin, "demo", "--no-tty", "--timeout", "3m")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("legion demo output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("legion demo: %v", err)
+	}
+	if !strings.Contains(out.String(), "using your systemd user manager") || !strings.Contains(out.String(), "all 3 issues are Done") {
+		t.Fatalf("legion demo did not run on the user manager to the end")
+	}
+	if diff := cmp.Diff(before, tree(t, state, dotClaude)); diff != "" {
+		t.Errorf("files under %s and %s after the demo differ from before (-before +after):\n%s", state, dotClaude, diff)
+	}
+}
+
+// tree lists every file and directory below roots, with a file's content.
+func tree(t *testing.T, roots ...string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() {
+				got[p+"/"] = ""
+				return nil
+			}
+			data, err := os.ReadFile(p)
+			got[p] = string(data)
+			return err
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	return got
 }

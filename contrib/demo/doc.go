@@ -18,7 +18,15 @@
 //     each dispatch). The team's tracker and worktrees are under
 //     $XDG_STATE_HOME/legion/{teams,worktrees}/<short> (the controller and
 //     agents run in the user's environment); the demo removes those two
-//     directories, which belong to its fresh random team only.
+//     directories, which belong to its fresh random team only. It also
+//     removes what its sessions left in the user's directories: their spec,
+//     registry and transcript files in $XDG_STATE_HOME/legion (found by
+//     the team name in each spec and registry file), the scripted agent's
+//     session files (the ~/.claude/projects directories named after the
+//     team's worktrees), and the directories and daemon id that did not
+//     exist before the demo (see leftovers). Other sessions' files stay;
+//     the demo's helper recovers them at its start as any helper would
+//     (a registry entry whose unit is gone is moved to registry/pruned).
 //   - Otherwise, as root, it starts a private manager with units/sandbox
 //     (its own HOME and XDG_* dirs, runtime dir, bus, cgroups), installs
 //     with units.Install into the sandbox's ~/.config/systemd/user, and the

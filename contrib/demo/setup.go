@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,17 +68,23 @@ func (d *run) setUp(ctx context.Context) error {
 	if d.state, err = config.StateDir(); err != nil {
 		return err
 	}
+	if d.sb == nil {
+		d.left = recordLeftovers(d.state, d.workerHome(ctx))
+	}
 	tm, err := team.Open(t, cfgPath, d.state)
 	if err != nil {
 		return err
 	}
+	d.worktrees = tm.Worktrees.Dir
 	if d.store, err = tm.Local(); err != nil {
 		return err
 	}
 	for _, title := range Issues {
-		if _, err := d.store.Add(ctx, title); err != nil {
+		is, err := d.store.Add(ctx, title)
+		if err != nil {
 			return fmt.Errorf("demo: add issue: %w", err)
 		}
+		d.issues = append(d.issues, is.ID)
 	}
 	fmt.Fprintf(d.o.Out, "team %s: workspace %s, %d issues in Todo\n", d.team, ws, len(Issues))
 	if err := d.install(ctx, t, cfgPath); err != nil {
@@ -85,6 +92,24 @@ func (d *run) setUp(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.o.Out, "started %s (wip_limit 2, scripted agent)\n\n", d.controllerUnit())
 	return nil
+}
+
+// workerHome is HOME of the user manager's environment, which workers
+// get (the scripted agent writes its session files below it), else this
+// process's.
+func (d *run) workerHome(ctx context.Context) string {
+	if env, err := d.mgr.Environment(ctx); err == nil {
+		for _, kv := range slices.Backward(env) {
+			if v, ok := strings.CutPrefix(kv, "HOME="); ok && filepath.IsAbs(v) {
+				return v
+			}
+		}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return home
 }
 
 // pickManager connects to the user's manager or starts a private one, and
@@ -180,7 +205,7 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 		}
 	}
 	unit := d.controllerUnit()
-	if err := writeUnitFile(d.unitDir, units.File{Path: unit + ".d/60-demo.conf", Data: dropIn(d.o.Bin, cfgPath)}); err != nil {
+	if err := writeUnitFile(d.unitDir, dropIn(unit, d.o.Bin, cfgPath)); err != nil {
 		return err
 	}
 	if err := d.mgr.Reload(ctx); err != nil {
@@ -197,13 +222,15 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 	return nil
 }
 
-// dropIn makes the controller tick often and read the demo's config.
-func dropIn(bin, cfgPath string) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\n[Service]\n", units.Header)
-	fmt.Fprintf(&b, "Environment=%s\n", units.QuoteArg(config.EnvConfig+"="+cfgPath))
-	fmt.Fprintf(&b, "ExecStart=\nExecStart=%s controller --interval %s %%i\n", units.QuoteArg(bin), controllerInterval)
-	return b.Bytes()
+// dropIn makes the controller tick often and read the demo's config: a
+// drop-in for unit, rendered by units like every unit Legion writes.
+func dropIn(unit, bin, cfgPath string) units.File {
+	u := units.Unit{Name: unit, Options: []units.Option{
+		units.Environment([]string{config.EnvConfig + "=" + cfgPath}),
+		units.FileOnly("Service", "ExecStart", "", true), // empty: drop the unit's own ExecStart=
+		units.ExecWithSpecifiers("ExecStart", []string{bin, "controller", "--interval", controllerInterval}, "%i"),
+	}}
+	return units.File{Path: unit + ".d/60-demo.conf", Data: u.File()}
 }
 
 // writeUnitFile writes f under dir (0700 dirs), refusing to replace a file
@@ -317,7 +344,8 @@ func Script(bin string) string {
 
 // cleanup undoes setUp: stops and uninstalls the units, stops the
 // sandbox, removes the temp dir (kept with --keep) and, with the user's
-// manager, the team's state dirs.
+// manager, the team's state dirs and the other files of its sessions
+// (leftovers).
 func (d *run) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -342,6 +370,11 @@ func (d *run) cleanup() error {
 		for _, sub := range []string{"teams", "worktrees"} {
 			if err := os.RemoveAll(filepath.Join(d.state, sub, d.short)); err != nil {
 				errs = append(errs, fmt.Errorf("demo: %w", err))
+			}
+		}
+		if d.left != nil {
+			if err := d.left.remove(d.team, d.worktrees, d.issues); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}

@@ -47,6 +47,7 @@ var (
 // with their colours.
 var protocolLabels = map[string]string{
 	controller.LabelWorkerDone:     "#4EA7FC",
+	controller.LabelFinishing:      "#5E6AD2",
 	controller.LabelInputNeeded:    "#F2994A",
 	controller.LabelFeedbackGiven:  "#26B5CE",
 	controller.LabelApproved:       "#4CB782",

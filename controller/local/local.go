@@ -5,7 +5,11 @@
 // write is atomic (temp file + rename).
 //
 // A corrupt store is quarantined (renamed aside), never deleted or
-// overwritten.
+// overwritten. Numbering goes on past every number the team used: a new
+// issue's is above those in the store and in its quarantined copies, read
+// as text, so a store started afresh after a quarantine does not give an
+// identifier again (it would collide with the old issue's deterministic
+// session IDs, branch and worktree).
 package local
 
 import (
@@ -17,6 +21,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,7 +91,11 @@ func (s *Store) Add(ctx context.Context, title string) (controller.TrackedIssue,
 	}
 	var out controller.TrackedIssue
 	err := s.locked(ctx, true, func(st *store) error {
-		st.Next++
+		used, err := s.usedNumbers(st)
+		if err != nil {
+			return err
+		}
+		st.Next = max(st.Next, used) + 1
 		out = controller.TrackedIssue{
 			ID:     s.key + "-" + strconv.Itoa(st.Next),
 			Title:  title,
@@ -97,6 +106,44 @@ func (s *Store) Add(ctx context.Context, title string) (controller.TrackedIssue,
 		return nil
 	})
 	return out, err
+}
+
+// usedNumbers returns the highest issue number st and the store's
+// quarantined copies (path.corrupt-*) hold or had given out. A quarantined
+// file is corrupt, so it is searched as text for its "next" field and the
+// team's identifiers: whatever part of it survived still counts.
+func (s *Store) usedNumbers(st *store) (int, error) {
+	used := st.Next
+	for _, is := range st.Issues {
+		used = max(used, s.number(is.ID))
+	}
+	aside, err := filepath.Glob(s.path + ".corrupt-*")
+	if err != nil {
+		return 0, fmt.Errorf("local tracker: %w", err)
+	}
+	ids := regexp.MustCompile(`(?i)(?:\b` + regexp.QuoteMeta(s.key) + `-|"next"\s*:\s*)([0-9]+)\b`)
+	for _, p := range aside {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return 0, fmt.Errorf("local tracker: read %s, a quarantined copy, to number new issues past its own: %w (make it readable, or remove it if it holds no issues)", p, err)
+		}
+		for _, m := range ids.FindAllSubmatch(data, -1) {
+			if n, err := strconv.Atoi(string(m[1])); err == nil {
+				used = max(used, n)
+			}
+		}
+	}
+	return used, nil
+}
+
+// number is the number of the team's identifier id ("DEMO-12" is 12), or 0.
+func (s *Store) number(id string) int {
+	rest, ok := strings.CutPrefix(strings.ToUpper(id), strings.ToUpper(s.key)+"-")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest)
+	return n
 }
 
 // Move implements controller.Tracker.
@@ -246,7 +293,7 @@ func (s *Store) load() (*store, error) {
 		if rerr != nil {
 			return nil, fmt.Errorf("local tracker %s is corrupt (%v) and could not be moved aside: %w", s.path, err, rerr)
 		}
-		return nil, fmt.Errorf("local tracker %s is corrupt (%v); moved it to %s: repair it and move it back, or start afresh", s.path, err, aside)
+		return nil, fmt.Errorf("local tracker %s is corrupt (%v); moved it to %s: repair it and move it back, or start afresh (new issues are numbered past those it held)", s.path, err, aside)
 	}
 	return &st, nil
 }

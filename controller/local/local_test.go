@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -173,5 +174,52 @@ func TestStoreRefusesNewerStoreWithoutMovingIt(t *testing.T) {
 		if kept, _ := os.ReadFile(s.Path()); string(kept) != data {
 			t.Errorf("store changed or moved: %q", kept)
 		}
+	}
+}
+
+// TestNumberingGoesOnAfterQuarantine: after a corrupt store is moved aside,
+// new issues are numbered past the ones it held, or DEMO-1 would be given
+// again, with the old DEMO-1's session IDs, branch and worktree. Before,
+// the fresh store started at DEMO-1.
+func TestNumberingGoesOnAfterQuarantine(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		corrupt func(data []byte) []byte
+		want    string
+	}{
+		// Cut off mid-issue: the "next" field at the top survives.
+		{"truncated", func(data []byte) []byte { return data[:len(data)*2/3] }, "DEMO-5"},
+		// The top is garbage: the identifiers further down still count.
+		{"head overwritten", func(data []byte) []byte {
+			return append([]byte("<<<<<<< conflict\n"), data[bytes.Index(data, []byte(`"issues"`)):]...)
+		}, "DEMO-5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			s := Open(t.TempDir(), "DEMO")
+			for i := range 4 {
+				if _, err := s.Add(ctx, fmt.Sprintf("issue %d", i+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			data, err := os.ReadFile(s.Path())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(s.Path(), tc.corrupt(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Issues(ctx); err == nil || !strings.Contains(err.Error(), "corrupt") {
+				t.Fatalf("Issues on the corrupt store = %v; want it quarantined", err)
+			}
+			is, err := s.Add(ctx, "after the quarantine")
+			if err != nil || is.ID != tc.want {
+				t.Errorf("Add after the quarantine = %s, %v; want %s", is.ID, err, tc.want)
+			}
+			// The fresh store goes on from there by itself.
+			if next, err := s.Add(ctx, "and one more"); err != nil || s.number(next.ID) != s.number(is.ID)+1 {
+				t.Errorf("next Add = %s, %v; want the number after %s", next.ID, err, is.ID)
+			}
+		})
 	}
 }

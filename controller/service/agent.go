@@ -56,7 +56,7 @@ func AgentSpec(o AgentOptions) (*ptyworker.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := []string{"LEGION_TEAM=" + t.Name, "LEGION_MODE=controller", "LEGION_SESSION=" + id.String()}
+	env := []string{"LEGION_TEAM=" + t.Name, "LEGION_MODE=controller"} // the worker sets LEGION_SESSION
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)
 	}
@@ -105,10 +105,5 @@ func RunAgent(ctx context.Context, o AgentOptions) error {
 	}
 	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	mgr, err := units.Connect(cleanup)
-	if err != nil {
-		return err
-	}
-	defer mgr.Close()
-	return stopWorkersIfStopping(cleanup, mgr, spec.Unit, o.Team.ShortID(), o.Log)
+	return stopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -19,7 +22,8 @@ import (
 // legion@TEAM does with controller = "agent": the first pass starts a new
 // session, the next pass (after the cooldown) resumes the same one.
 func TestRunAgentResumesItsSession(t *testing.T) {
-	sdtest.Start(t) // a manager for the stop-or-restart check at the end
+	sdtest.Start(t) // a manager and a helper for the stop-or-restart check at the end
+	startHelper(t)
 	bin := sdtest.LegionBinary(t)
 	ws := t.TempDir()
 	if out, err := exec.Command("git", "-C", ws, "init", "-q").CombinedOutput(); err != nil {
@@ -79,5 +83,39 @@ func TestRunAgentResumesItsSession(t *testing.T) {
 	}
 	if _, err := os.Stat(spec.SessionFile); err != nil {
 		t.Errorf("controller session file %s: %v", spec.SessionFile, err)
+	}
+}
+
+// startHelper runs a helper in the test on its default socket until the
+// test ends.
+func startHelper(t *testing.T) {
+	t.Helper()
+	h, err := activation.New(activation.Options{Binary: sdtest.WorkerBinary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("helper Run = %v; want nil on cancel", err)
+		}
+	})
+	socket, err := api.SocketPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if c, err := net.Dial("unix", socket); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the helper never listened on %s", socket)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -55,6 +55,13 @@ type teamOptions struct {
 	wipLimit        int
 	staleAfter      string
 	startLimitBurst int // 0: 20
+	// agent is the agent's program and first arguments, as TOML array
+	// items; "": the scripted agent running the script.
+	agent string
+	// interval is the controller's --interval (1s when empty); a set one
+	// also turns the controller's watchdog off, so nothing but the
+	// helper's session events wakes it between ticks.
+	interval string
 }
 
 // start sets up the env; the controller is not started yet (issues can be
@@ -99,6 +106,9 @@ func start(t *testing.T, script string, o teamOptions) *env {
 		o.staleAfter = "3s"
 	}
 	agent := fmt.Sprintf(`"/usr/bin/env", "LEGION_SCRIPT_FILE=%s", "%s", "scripted-agent"`, scriptFile, bin)
+	if o.agent != "" {
+		agent = o.agent
+	}
 	toml := fmt.Sprintf(`[helper]
 log_level = "debug"
 
@@ -134,8 +144,11 @@ agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
 	}
 	out := fmt.Sprintf("StandardOutput=append:%s\nStandardError=append:%s\n", e.logFile, e.logFile)
 	e.dropIn(filepath.Join(unitDir, units.HelperUnit+".d", "90-test.conf"), "[Service]\n"+out)
-	e.dropIn(filepath.Join(unitDir, ctl+".d", "90-test.conf"),
-		fmt.Sprintf("[Service]\nExecStart=\nExecStart=%s controller --interval 1s %%i\n%s", bin, out))
+	ctlService := fmt.Sprintf("ExecStart=\nExecStart=%s controller --interval %s %%i\n", bin, cmp.Or(o.interval, "1s"))
+	if o.interval != "" {
+		ctlService += "WatchdogSec=0\n"
+	}
+	e.dropIn(filepath.Join(unitDir, ctl+".d", "90-test.conf"), "[Service]\n"+ctlService+out)
 	e.legion(ctx, "install")
 
 	cfg, err := config.Load(e.configPath)
@@ -280,9 +293,9 @@ func running(s units.State) bool {
 }
 
 // workerUnit is the unit of issue's worker in mode.
-func workerUnit(t *testing.T, issue, mode string) string {
+func workerUnit(t *testing.T, issue string, mode controller.Mode) string {
 	t.Helper()
-	u, err := units.WorkerUnit(teamID.String()[:8], issue, mode)
+	u, err := units.WorkerUnit(teamID.String()[:8], issue, string(mode))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +337,7 @@ func (e *env) assertFinished(ctx context.Context, id, file, want string) {
 // sessionFile returns the text of the agent session of issue in mode (the
 // Claude Code session file the scripted agent wrote under ~/.claude) and
 // the session's id.
-func (e *env) sessionFile(issue, mode string) (string, string) {
+func (e *env) sessionFile(issue string, mode controller.Mode) (string, string) {
 	e.t.Helper()
 	id := sessionID(issue, mode)
 	files, _ := filepath.Glob(filepath.Join(e.sd.Home, ".claude", "projects", "*", id+".jsonl"))
@@ -339,8 +352,8 @@ func (e *env) sessionFile(issue, mode string) (string, string) {
 }
 
 // sessionID is the agent session id of issue's worker in mode.
-func sessionID(issue, mode string) string {
-	return claude.SessionID(teamID, issue, team.SessionMode(mode)).String()
+func sessionID(issue string, mode controller.Mode) string {
+	return claude.SessionID(teamID, issue, string(team.SessionMode(mode))).String()
 }
 
 // transcript returns the pty-worker transcript of session id.

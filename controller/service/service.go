@@ -1,8 +1,13 @@
 // Package service runs a team's controller as the main process of
 // legion@<team>.service: the auto kind's collect → decide → apply loop fed
-// by the helper and woken by unit events, its watchdog fed from the loop's
-// heartbeat, and, on `systemctl --user stop`, the stop of the team's
-// workers.
+// by the helper and woken by the helper's session events (sessions.watch),
+// its watchdog fed from the loop's heartbeat, and, on `systemctl --user
+// stop`, the stop of the team's workers.
+//
+// It reaches systemd only through the helper: it opens no D-Bus
+// connection of its own (package units is used for unit names only;
+// `go list -deps` still shows godbus through those names and, until the
+// helper's API has a package of its own, through activation).
 //
 // It must never stop workers on a crash, a watchdog restart or a restart
 // job: workers are their own units and outlive the controller.
@@ -15,7 +20,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,7 +31,6 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
-	"github.com/legion-dev/legion/units"
 )
 
 // DefaultInterval is how often the auto controller ticks when no unit event
@@ -49,23 +52,22 @@ func Run(ctx context.Context, o Options) error {
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}
-	unit, err := units.ControllerUnit(o.Team.Name)
-	if err != nil {
-		return err
-	}
-	mgr, err := units.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer mgr.Close()
-
 	wake := make(chan struct{}, 1)
-	w := &watcher{mgr: mgr, wake: wake, log: o.Log, watching: map[string]watch{}}
-	defer w.stopAll()
-	sessions := &helperSessions{team: o.Team.Name, onList: func(ss []controller.Session) { w.follow(ctx, ss) }}
+	fctx, stopFollowing := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	// Ends when fctx does: at the end of Run.
+	go func() {
+		defer close(followed)
+		followSessions(fctx, o.Team.Name, wake, o.Log)
+	}()
+	defer func() {
+		stopFollowing()
+		<-followed
+	}()
+	sessions := &helperSessions{team: o.Team.Name}
 	disp := &helperDispatcher{team: o.Team, worker: o.Worker}
 	ready := false
-	err = controller.Loop(ctx, controller.LoopOptions{
+	err := controller.Loop(ctx, controller.LoopOptions{
 		Sources:     o.Team.Sources(sessions),
 		Dispatcher:  disp,
 		Interval:    o.Interval,
@@ -91,7 +93,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	return stopWorkersIfStopping(cleanup, mgr, unit, o.Team.ShortID(), o.Log)
+	return stopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
 }
 
 // tickTimeout is half the unit's watchdog interval (WatchdogSec=), so a
@@ -109,33 +111,30 @@ func tickTimeout() time.Duration {
 // stopWorkersIfStopping stops the team's worker units when the controller
 // unit itself has a "stop" job pending: `systemctl --user stop
 // legion@<team>`. A restart job, a crash or the watchdog leave them alone.
-// Outside systemd (no such unit) nothing is stopped.
-func stopWorkersIfStopping(ctx context.Context, mgr *units.Manager, unit, short string, log *slog.Logger) error {
-	job, err := mgr.Job(ctx, unit)
+// Outside systemd (no such unit) nothing is stopped. The helper asks the
+// manager and stops them (team.stop).
+func stopWorkersIfStopping(ctx context.Context, team, short string, log *slog.Logger) error {
+	c, err := api.Dial(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("stop the workers of team %s if it is stopping: %w", team, err)
 	}
-	if job != "stop" {
-		log.Info("leaving the team's workers running", "job", job)
+	defer c.Close()
+	res, err := c.TeamStop(ctx, api.TeamStopArgs{Team: team, Short: short, IfStopping: true})
+	if err != nil {
+		return fmt.Errorf("stop the workers of team %s if it is stopping: %w", team, err)
+	}
+	if res.Job != "stop" {
+		log.Info("leaving the team's workers running", "job", res.Job)
 		return nil
 	}
-	list, err := mgr.List(ctx, "legion-"+short+"-*.service")
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, u := range list {
-		log.Info("stopping worker", "unit", u.Name)
-		errs = append(errs, mgr.Stop(ctx, u.Name))
-	}
-	return errors.Join(errs...)
+	log.Info("stopped the team's workers", "units", res.Stopped)
+	return nil
 }
 
 // helperSessions reads the team's sessions from the helper, dialling it for
 // each tick: the helper may exit when idle, and the socket starts it again.
 type helperSessions struct {
-	team   string
-	onList func([]controller.Session)
+	team string
 }
 
 func (h *helperSessions) Sessions(ctx context.Context) ([]controller.Session, error) {
@@ -144,11 +143,7 @@ func (h *helperSessions) Sessions(ctx context.Context) ([]controller.Session, er
 		return nil, err
 	}
 	defer c.Close()
-	ss, err := TeamSessions(ctx, c, h.team)
-	if err == nil && h.onList != nil {
-		h.onList(ss)
-	}
-	return ss, err
+	return TeamSessions(ctx, c, h.team)
 }
 
 // NewSessionSource returns the SessionSource that lists team's sessions
@@ -175,8 +170,8 @@ func controllerSessions(team string, ss []api.Session) []controller.Session {
 			continue
 		}
 		out = append(out, controller.Session{
-			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: s.Mode, Session: s.ID,
-			State: string(s.State), Question: s.Question,
+			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: controller.Mode(s.Mode), Session: s.ID,
+			State: controller.SessionState(s.State), Question: s.Question, Cause: s.Cause,
 		})
 	}
 	return out
@@ -189,7 +184,7 @@ type helperDispatcher struct {
 	worker config.Worker
 }
 
-func (d *helperDispatcher) Dispatch(ctx context.Context, issue, mode string) error {
+func (d *helperDispatcher) Dispatch(ctx context.Context, issue string, mode controller.Mode) error {
 	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
@@ -205,7 +200,7 @@ func (d *helperDispatcher) Dispatch(ctx context.Context, issue, mode string) err
 // team's supervision values and w's worker settings. A worker that is
 // already live is left alone (the result's Started is false); a live
 // session of another team that holds the name is an api.ErrExists.
-func Dispatch(ctx context.Context, c *api.Client, t *team.Team, w config.Worker, issue, mode string) (api.SpawnResult, error) {
+func Dispatch(ctx context.Context, c *api.Client, t *team.Team, w config.Worker, issue string, mode controller.Mode) (api.SpawnResult, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return api.SpawnResult{}, fmt.Errorf("dispatch %s: %w", issue, err)

@@ -65,7 +65,7 @@ func TestTodoToDone(t *testing.T) {
 		t.Errorf("labels of the done issue = %v; want none", is.Labels)
 	}
 	// Every phase ran: the retro in the implementer's own session.
-	for _, m := range []string{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
+	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
 		e.sessionFile(id, m)
 	}
 	if text, _ := e.sessionFile(id, controller.ModeRetro); !strings.Contains(text, "retro of "+id) {
@@ -183,7 +183,7 @@ func TestWIPLimit(t *testing.T) {
 	e.poll(ctx, "all three issues done", func() (bool, string) {
 		var live []string
 		for _, s := range e.workers(ctx) {
-			if running(s) && !strings.HasSuffix(s.Name, "-"+controller.ModeReview+".service") {
+			if running(s) && !strings.HasSuffix(s.Name, "-"+string(controller.ModeReview)+".service") {
 				live = append(live, s.Name)
 			}
 		}
@@ -305,4 +305,17 @@ func TestFailedWorkerStaysFailed(t *testing.T) {
 		n := runs()
 		return n > before, fmt.Sprintf("%d runs", n)
 	})
+}
+
+// TestSessionEventsWakeController: with a tick interval of an hour and no
+// watchdog, only the first tick comes on its own; every later phase is
+// dispatched because the helper pushed the previous worker's exit
+// (sessions.watch) and woke the loop. Without the push the issue would
+// stay in its first phase for an hour.
+func TestSessionEventsWakeController(t *testing.T) {
+	e := start(t, planScript+implementScript+implementDone+approveScript+retroFinishScript, teamOptions{wipLimit: 1, interval: "1h"})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Write a file")
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
 }

@@ -13,7 +13,8 @@ import (
 // Finish completes an issue: with the GitHub review source it merges the
 // issue's pull request; otherwise it merges legion/<issue> into the default
 // branch of the workspace. Then it removes the worktree and the branch and,
-// unless keepOpen, moves the issue to Done. On a conflict nothing is
+// unless keepOpen, moves the issue to Done and removes its labels
+// worker-done and worker-finishing. On a conflict nothing is
 // removed or moved and the error wraps workspace.ErrConflict.
 func (t *Team) Finish(ctx context.Context, issue string, keepOpen bool) error {
 	if gh, ok := t.Reviews.(*github.Client); ok {
@@ -40,5 +41,17 @@ func (t *Team) Finish(ctx context.Context, issue string, keepOpen bool) error {
 	if keepOpen {
 		return nil
 	}
-	return t.Tracker.Move(ctx, issue, controller.StatusDone)
+	if err := t.Tracker.Move(ctx, issue, controller.StatusDone); err != nil {
+		return err
+	}
+	// The finish phase's labels go once the issue is Done, not before: an
+	// issue in Retro without them would run its retro again.
+	var errs []error
+	for _, l := range []string{controller.LabelWorkerDone, controller.LabelFinishing} {
+		errs = append(errs, t.Tracker.RemoveLabel(ctx, issue, l))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("finish %s: moved to Done, but: %w", issue, err)
+	}
+	return nil
 }

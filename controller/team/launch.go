@@ -26,7 +26,8 @@ func Launch(t config.Team, w config.Worker) api.SpawnArgs {
 // alone when it already runs (Reuse), so dispatching is idempotent.
 func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
 	a := Launch(t.Team, w)
-	a.Name, a.ID, a.Issue, a.Mode, a.Role = d.Name, d.WorkerID.String(), d.Issue, d.Mode, "worker"
+	a.Name, a.ID, a.Issue, a.Mode, a.Role = d.Name, d.WorkerID.String(), d.Issue, string(d.Mode), "worker"
+	a.AgentSession = d.SessionID.String()
 	a.Cwd, a.Env, a.Argv, a.ArgvResume = d.Cwd, d.Env, d.ArgvNew, d.ArgvResume
 	a.Watch, a.StaleAfter = d.SessionFile, api.Duration(d.StaleAfter)
 	a.StartupGrace = new(api.Duration(w.StartupGrace))

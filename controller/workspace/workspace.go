@@ -45,6 +45,11 @@ type Worktree struct {
 	// Conflicts are the files that would conflict if the branch were merged
 	// into the default branch now (git merge-tree, nothing is touched).
 	Conflicts []string `json:"conflicts,omitempty"`
+	// Problem, set by List, says why the directory is not a usable
+	// worktree (not one at all, or its .git file points nowhere) and what
+	// to do; PortOffset is then the stored one, and Dirty, Ahead and
+	// Conflicts are not known.
+	Problem string `json:"problem,omitempty"`
 }
 
 // MergeResult says how a finish went.
@@ -103,7 +108,10 @@ func (m *Manager) Ensure(ctx context.Context, issue string) (Worktree, error) {
 	return m.describe(ctx, issue, off)
 }
 
-// List returns the worktrees Legion made, sorted by issue.
+// List returns the worktrees Legion made, sorted by issue. A directory
+// under Dir that is not a usable worktree is listed with its Problem
+// rather than failing the listing: one broken directory must not hide the
+// others (nor stop the controller, which reports worktrees each tick).
 func (m *Manager) List(ctx context.Context) ([]Worktree, error) {
 	entries, err := os.ReadDir(m.Dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -120,7 +128,10 @@ func (m *Manager) List(ctx context.Context) ([]Worktree, error) {
 		off, _ := m.storedOffset(ctx, e.Name())
 		wt, err := m.describe(ctx, e.Name(), off)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			wt = Worktree{Issue: e.Name(), Path: m.Path(e.Name()), Branch: Branch(e.Name()), PortOffset: off, Problem: err.Error()}
 		}
 		out = append(out, wt)
 	}
@@ -215,7 +226,11 @@ func (m *Manager) describe(ctx context.Context, issue string, off int) (Worktree
 	wt := Worktree{Issue: issue, Path: m.Path(issue), Branch: Branch(issue), PortOffset: off}
 	status, err := m.git(ctx, wt.Path, "status", "--porcelain")
 	if err != nil {
-		return Worktree{}, fmt.Errorf("worktree of %s: %w", issue, err)
+		return Worktree{}, fmt.Errorf("worktree of %s at %s is not usable; "+
+			"`git -C %s worktree repair %s` mends one whose repository moved, "+
+			"else move it away (keep what you need of it) and run `git -C %s worktree prune`, "+
+			"and the next dispatch adds it again from %s: %w",
+			issue, wt.Path, m.Repo, wt.Path, m.Repo, wt.Branch, err)
 	}
 	wt.Dirty = status != ""
 	if def, err := m.DefaultBranch(ctx); err == nil {
@@ -288,10 +303,13 @@ func (m *Manager) branchExists(ctx context.Context, b string) bool {
 }
 
 // git runs git in dir and returns its trimmed stdout; the error carries
-// git's stderr.
+// git's stderr. Git does not look for a repository above Dir
+// (GIT_CEILING_DIRECTORIES): a directory under Dir that is not a worktree
+// is not taken for part of a repository around it (a home directory kept
+// in git, say).
 func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_CEILING_DIRECTORIES="+m.Dir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

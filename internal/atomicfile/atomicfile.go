@@ -1,6 +1,6 @@
 // Package atomicfile replaces Legion's files so that a crash leaves either
 // the old or the new content: private state (session specs and
-// registries, the daemon id, the helper's tmux views, the local tracker),
+// registries, the daemon id, the local tracker),
 // and the files Legion installs for others to read (unit files, the
 // config, agent skills).
 package atomicfile

@@ -22,7 +22,7 @@ import (
 const (
 	FieldTeam    = "LEGION_TEAM"
 	FieldIssue   = "LEGION_ISSUE"
-	FieldSession = "LEGION_SESSION"
+	FieldSession = "LEGION_SESSION" // the agent conversation's session ID (ptyworker.Spec.AgentSessionID)
 )
 
 // NewLogger returns the logger of a Legion daemon: under systemd (stderr is

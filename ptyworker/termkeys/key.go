@@ -1,10 +1,13 @@
-// Package termkeys recognises the detach key of `legion attach` in the byte
-// stream a terminal sends: as the raw control byte (0x1c for Ctrl-\), and in
+// Package termkeys names the detach key of `legion attach` and recognises
+// it in the byte stream a terminal sends: as the raw control byte (0x1c for
+// Ctrl-\), and in
 // the two encodings agents switch on for richer keyboard input, CSI-u (the
 // kitty keyboard protocol and xterm's formatOtherKeys=1: ESC [ 92 ; 5 u) and
 // xterm's modifyOtherKeys (ESC [ 27 ; 5 ; 92 ~).
 //
-// It owns key names and the stream matcher only. It never reads or writes a
+// It owns key names (ParseKey is the one parser of "ctrl-X" keys: the
+// --detach-key flag and worker.detach_key in legion.toml both decode
+// through it) and the stream matcher only. It never reads or writes a
 // terminal, never changes terminal modes and never drops or reorders a byte
 // that is not part of the detach key.
 package termkeys
@@ -84,6 +87,24 @@ func MustParseKey(s string) Key {
 	}
 	return k
 }
+
+// UnmarshalText parses a key as ParseKey does, so a Key can be decoded
+// from legion.toml or JSON.
+func (k *Key) UnmarshalText(text []byte) error {
+	p, err := ParseKey(string(text))
+	if err != nil {
+		return err
+	}
+	*k = p
+	return nil
+}
+
+// MarshalText writes the key's canonical name.
+func (k Key) MarshalText() ([]byte, error) { return []byte(k.name), nil }
+
+// Equal reports whether k and o are the same key (two parses of one key
+// are equal; their canonical names are).
+func (k Key) Equal(o Key) bool { return k.name == o.name }
 
 // hasCode reports whether a CSI-u or modifyOtherKeys key code is this key.
 func (k Key) hasCode(code int) bool {

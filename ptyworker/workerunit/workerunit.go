@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
@@ -31,8 +33,9 @@ type Policy struct {
 }
 
 // Transient builds the transient service that runs the worker of s:
-// Type=notify with the watchdog, Restart=on-failure after the cooldown, the
-// start limit, KillMode=mixed (SIGTERM to the worker, which ends the agent;
+// Type=notify with the watchdog, Restart=on-failure after the cooldown
+// (but not after ptyworker.ExitAgentNotStartable: an agent that cannot be
+// started fails the unit at once and leaves it failed), the start limit, KillMode=mixed (SIGTERM to the worker, which ends the agent;
 // SIGKILL to what is left after the stop timeout), the team's slice, and the
 // session's identity in the environment and in journal fields. No secret
 // goes into the unit: the token stays in the spec file.
@@ -63,8 +66,10 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 	}
 	desc += ")"
 
-	env := []string{"LEGION_SESSION=" + s.SessionID, "LEGION_TEAM=" + s.Team}
-	fields := []string{"LEGION_SESSION=" + s.SessionID, "LEGION_TEAM=" + s.Team}
+	// LEGION_SESSION is the agent conversation's session ID, as in the
+	// agent's own environment (see ptyworker.Spec.AgentSessionID).
+	env := []string{"LEGION_SESSION=" + s.AgentSessionID(), "LEGION_TEAM=" + s.Team}
+	fields := []string{"LEGION_SESSION=" + s.AgentSessionID(), "LEGION_TEAM=" + s.Team}
 	if s.Issue != "" {
 		env = append(env, "LEGION_ISSUE="+s.Issue)
 		fields = append(fields, "LEGION_ISSUE="+s.Issue)
@@ -82,6 +87,7 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 		units.String("Service", "NotifyAccess", "main"),
 		units.Exec("ExecStart", []string{p.Binary, "--spec", p.SpecPath}),
 		units.String("Service", "Restart", "on-failure"),
+		restartPreventExitStatus(ptyworker.ExitAgentNotStartable),
 		units.Duration("Service", "RestartSec", "RestartUSec", p.Cooldown),
 		units.Duration("Service", "WatchdogSec", "WatchdogUSec", p.Watchdog),
 		units.String("Service", "KillMode", "mixed"),
@@ -125,5 +131,20 @@ func logExtraFields(fields []string) units.Option {
 	return units.Option{
 		Section: "Service", Key: "LogExtraFields", Value: quoted,
 		Prop: &sddbus.Property{Name: "LogExtraFields", Value: dbus.MakeVariant(raw)},
+	}
+}
+
+// restartPreventExitStatus is RestartPreventExitStatus= with exit codes
+// only; D-Bus types it as a struct of exit codes and signals, which package
+// units has no constructor for.
+func restartPreventExitStatus(codes ...int32) units.Option {
+	text := make([]string, len(codes))
+	for i, c := range codes {
+		text[i] = strconv.Itoa(int(c))
+	}
+	v := struct{ Codes, Signals []int32 }{codes, []int32{}}
+	return units.Option{
+		Section: "Service", Key: "RestartPreventExitStatus", Value: strings.Join(text, " "),
+		Prop: &sddbus.Property{Name: "RestartPreventExitStatus", Value: dbus.MakeVariant(v)},
 	}
 }

@@ -1,0 +1,62 @@
+package activation
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/units"
+)
+
+// shortID is a team's short id: the first 8 hex digits of its UUID.
+var shortID = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+// cmdTeamStop stops every loaded worker unit of a team (quarantined ones
+// too: they are the team's units, whoever started them). With
+// IfStopping it first asks the manager for the job pending on the team's
+// controller unit and stops nothing unless it is "stop": the controller
+// asks this as it gets SIGTERM, to tell `systemctl --user stop
+// legion@<team>` from a restart, a crash or the watchdog, which leave the
+// workers running. The controller reaches systemd only through here.
+func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.TeamStopArgs
+	if err := decodeArgs(req, &a); err != nil {
+		return nil, nil, err
+	}
+	if !shortID.MatchString(a.Short) {
+		return nil, nil, api.Errorf(api.CodeBadRequest, "team.stop: short %q is not 8 lowercase hex digits (the team's short id)", a.Short)
+	}
+	res := api.TeamStopResult{Stopped: []string{}}
+	if a.IfStopping {
+		ctl, err := units.ControllerUnit(a.Team)
+		if err != nil {
+			return nil, nil, api.Errorf(api.CodeBadRequest, "team.stop: %v", err)
+		}
+		if res.Job, err = h.mgr.Job(ctx, ctl); err != nil {
+			return nil, nil, err
+		}
+		if res.Job != "stop" {
+			h.log.Info("team is not being stopped: leaving its workers running", "team", a.Team, "unit", ctl, "job", res.Job)
+			return res, nil, nil
+		}
+	}
+	list, err := h.mgr.List(ctx, unitPrefix+a.Short+"-*.service")
+	if err != nil {
+		return nil, nil, err
+	}
+	var errs []error
+	for _, u := range list {
+		h.log.Info("stopping worker of a stopped team", "team", a.Team, "unit", u.Name)
+		if err := h.mgr.Stop(ctx, u.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Stopped = append(res.Stopped, u.Name)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	return res, nil, nil
+}

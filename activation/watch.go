@@ -1,0 +1,396 @@
+package activation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker"
+)
+
+// Session events (sessions.watch).
+//
+// The helper learns of changes without polling its sessions:
+//   - its own actions: a spawn or dispatch marks the new session for a
+//     refresh, a kill publishes the session as it ended;
+//   - one subscription to the user manager for every legion-* unit
+//     (units.Manager.Changes: one D-Bus connection however many sessions
+//     there are): a unit that starts, restarts, stops, fails or is
+//     unloaded marks its session;
+//   - the workers' own state events: for each session whose worker runs,
+//     one watch connection to it (the worker pushes a state event when its
+//     agent starts or stops waiting on a human, goes stale, or exits).
+//
+// Marked sessions are refreshed together (one unit listing, one info call
+// per marked running worker) by followSessions, which publishes each one
+// whose view changed. publish compares with the last view it published
+// and fans the event out to every subscriber's bounded queue without ever
+// blocking: a subscriber whose queue is full is dropped (lagged) and may
+// subscribe again for a fresh snapshot.
+const (
+	// watchQueue is how many events a subscriber may be behind before it
+	// is dropped.
+	watchQueue = 256
+	// watchPeerCheck is how often an idle stream checks that its client is
+	// still there (so a gone client does not keep the helper from idling).
+	watchPeerCheck = time.Second
+	// unitPrefix names Legion's worker units (legion-<short>-…).
+	unitPrefix = "legion-"
+)
+
+// sessionEvents is the helper's event hub and the queue of sessions to
+// refresh.
+type sessionEvents struct {
+	mu    sync.Mutex
+	seq   uint64
+	last  map[string]api.Session // by name: what was last published
+	subs  map[*subscriber]bool
+	queue int // per-subscriber queue length; watchQueue when 0
+
+	dmu      sync.Mutex
+	dirty    map[string]bool // units to refresh
+	all      bool            // refresh every session
+	follower map[string]bool // session ids whose worker a follower watches
+	kick     chan struct{}   // cap 1: something is marked
+}
+
+func newSessionEvents() *sessionEvents {
+	return &sessionEvents{
+		last: map[string]api.Session{}, subs: map[*subscriber]bool{},
+		dirty: map[string]bool{}, follower: map[string]bool{}, kick: make(chan struct{}, 1),
+	}
+}
+
+// subscriber is one sessions.watch stream.
+type subscriber struct {
+	team    string
+	ch      chan json.RawMessage // encoded SessionEvents
+	dropped chan struct{}        // closed when the hub dropped it
+}
+
+// subscribe adds a subscriber and returns it with the snapshot event, both
+// under the hub's lock: every change after the snapshot is in the queue.
+func (e *sessionEvents) subscribe(team string) (*subscriber, api.SessionEvent) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.queue
+	if n <= 0 {
+		n = watchQueue
+	}
+	sub := &subscriber{team: team, ch: make(chan json.RawMessage, n), dropped: make(chan struct{})}
+	e.subs[sub] = true
+	snap := api.SessionEvent{Type: api.EventSnapshot, Seq: e.seq, Time: time.Now(), Sessions: []api.Session{}}
+	for _, v := range e.last {
+		if team == "" || v.Team == team {
+			snap.Sessions = append(snap.Sessions, v)
+		}
+	}
+	sort.Slice(snap.Sessions, func(i, j int) bool { return snap.Sessions[i].Name < snap.Sessions[j].Name })
+	return sub, snap
+}
+
+func (e *sessionEvents) unsubscribe(sub *subscriber) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.subs, sub)
+}
+
+// publish sends the event for s's change, if its view changed in a way
+// that matters (LastActivity alone is recorded, not sent). cause goes with
+// a failed event. It never blocks on a subscriber.
+func (e *sessionEvents) publish(s *session, cause string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := s.view() // under e.mu: what is published last is the newest view
+	old, had := e.last[v.Name]
+	e.last[v.Name] = v
+	typ, ok := eventType(old, had, v)
+	if !ok {
+		return
+	}
+	e.seq++
+	ev := api.SessionEvent{Type: typ, Seq: e.seq, Time: time.Now(), Session: &v}
+	if typ == api.EventFailed {
+		ev.Cause = cause
+	}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		s.log.Error("encode session event", "err", err)
+		return
+	}
+	for sub := range e.subs {
+		if sub.team != "" && sub.team != v.Team {
+			continue
+		}
+		select {
+		case sub.ch <- raw:
+		default:
+			delete(e.subs, sub)
+			close(sub.dropped)
+			s.log.Warn("dropped a sessions.watch subscriber that fell behind", "queue", cap(sub.ch))
+		}
+	}
+}
+
+// eventType is the event a change from old (had: published before) to v
+// is, and false when it is none worth sending.
+func eventType(old api.Session, had bool, v api.Session) (api.EventType, bool) {
+	terminal := v.State == api.StateExited || v.State == api.StateFailed
+	switch {
+	case had && old.State == v.State && old.Question == v.Question && old.Restarts == v.Restarts &&
+		old.PID == v.PID && sameExit(old.Exit, v.Exit):
+		return "", false
+	case v.State == api.StateFailed && (!had || old.State != api.StateFailed):
+		return api.EventFailed, true
+	case v.State == api.StateExited && (!had || old.State != api.StateExited):
+		return api.EventExited, true
+	case !terminal && (!had || old.State == api.StateExited || old.State == api.StateFailed):
+		return api.EventStarted, true
+	case agentState(old.State) && agentState(v.State):
+		return api.EventAgentStateChanged, true
+	}
+	return api.EventStateChanged, true
+}
+
+// agentState reports whether st is a state of a session whose agent runs.
+func agentState(st api.State) bool {
+	return st == api.StateRunning || st == api.StateWaitingInput || st == api.StateStale
+}
+
+func sameExit(a, b *api.Exit) bool {
+	switch {
+	case a == nil || b == nil:
+		return a == b
+	case (a.Code == nil) != (b.Code == nil) || (a.Code != nil && *a.Code != *b.Code):
+		return false
+	}
+	return a.Signal == b.Signal && a.Time.Equal(b.Time) && a.Reason == b.Reason
+}
+
+// mark queues units for a refresh.
+func (e *sessionEvents) mark(units ...string) {
+	e.dmu.Lock()
+	for _, u := range units {
+		e.dirty[u] = true
+	}
+	e.dmu.Unlock()
+	e.wake()
+}
+
+// markAll queues every session for a refresh.
+func (e *sessionEvents) markAll() {
+	e.dmu.Lock()
+	e.all = true
+	e.dmu.Unlock()
+	e.wake()
+}
+
+func (e *sessionEvents) wake() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take returns and clears what is marked.
+func (e *sessionEvents) take() (units map[string]bool, all bool) {
+	e.dmu.Lock()
+	defer e.dmu.Unlock()
+	units, all = e.dirty, e.all
+	e.dirty, e.all = map[string]bool{}, false
+	return units, all
+}
+
+// followSessions keeps the published sessions in step until ctx ends:
+// it follows the manager's changes of legion-* units (subscribing again
+// when the connection is lost) and the workers' state events, refreshes
+// what they mark and publishes the changes. Nothing is published before
+// recovery is done; then every session is. Follower goroutines end with
+// ctx, and followSessions waits for them.
+func (h *Helper) followSessions(ctx context.Context) error {
+	var followers sync.WaitGroup
+	defer followers.Wait()
+	var changes <-chan []string
+	var retry <-chan time.Time
+	for {
+		if changes == nil && retry == nil {
+			ch, err := h.mgr.Changes(ctx, unitPrefix)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				h.log.Warn("cannot follow the worker units; retrying", "err", err)
+				retry = time.After(time.Second)
+			} else {
+				changes = ch
+				h.events.markAll() // changes before the subscription were not seen
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-retry:
+			retry = nil
+			continue
+		case names, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			h.events.mark(names...)
+		case <-h.events.kick:
+		}
+		if h.recovering.Load() {
+			continue // recovery marks every session when it is done
+		}
+		h.refreshMarked(ctx, &followers)
+	}
+}
+
+// refreshMarked refreshes the marked sessions, publishes their changes
+// and starts a follower for each running worker that has none.
+func (h *Helper) refreshMarked(ctx context.Context, followers *sync.WaitGroup) {
+	units, all := h.events.take()
+	var ss []*session
+	for _, s := range h.sessions.all() {
+		if all || units[s.unit] {
+			ss = append(ss, s)
+		}
+	}
+	if len(ss) == 0 {
+		return
+	}
+	h.sessions.refresh(ctx, ss)
+	for _, s := range ss {
+		cause := ""
+		if s.view().State == api.StateFailed {
+			cause = h.failCause(ctx, s)
+		}
+		h.events.publish(s, cause)
+		h.follow(ctx, s, followers)
+	}
+}
+
+// failCause says why s failed: systemd's result for its unit and the
+// worker's last exit.
+func (h *Helper) failCause(ctx context.Context, s *session) string {
+	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
+	defer cancel()
+	cause := "unit " + s.unit + " failed"
+	if st, err := h.mgr.State(ctx, s.unit); err == nil && st.Result != "" {
+		cause += fmt.Sprintf(" (result %s, after %d restarts)", st.Result, st.NRestarts)
+	}
+	if x := s.view().Exit; x != nil {
+		cause += "; last run: " + x.String()
+	}
+	return cause
+}
+
+// follow starts a follower for s when its worker runs and none watches it
+// yet: a goroutine on a watch connection of its own, which marks s's unit
+// whenever the worker pushes a state or exit event, and once more when the
+// connection ends (the worker exited). It ends then, or when ctx ends.
+func (h *Helper) follow(ctx context.Context, s *session, followers *sync.WaitGroup) {
+	s.mu.Lock()
+	runs := unitRuns(s.us) && s.us.ActiveState != "activating" && !s.ended
+	s.mu.Unlock()
+	if !runs {
+		return
+	}
+	h.events.dmu.Lock()
+	if h.events.follower[s.id] {
+		h.events.dmu.Unlock()
+		return
+	}
+	h.events.follower[s.id] = true
+	h.events.dmu.Unlock()
+	followers.Add(1)
+	go func() {
+		defer followers.Done()
+		defer func() {
+			h.events.dmu.Lock()
+			delete(h.events.follower, s.id)
+			h.events.dmu.Unlock()
+		}()
+		wc, hr, err := dialWorker(ctx, s.socket, h.daemonID, s.token)
+		if err != nil {
+			s.log.Debug("cannot follow the worker", "err", err)
+			return
+		}
+		defer wc.Close()
+		if hr.SessionID != s.id {
+			s.log.Warn("not following a worker of another session", "socket", s.socket, "worker_session", hr.SessionID)
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
+		_, err = wc.Watch(wctx)
+		cancel()
+		if err != nil {
+			s.log.Debug("cannot follow the worker", "err", err)
+			return
+		}
+		h.events.mark(s.unit) // a change between the refresh and the watch
+		// The worker is gone (or ctx ended): look at the unit again. A
+		// follower that could not watch does not, so a worker that does
+		// not answer is not dialled again and again; its unit's next
+		// change starts a new follower.
+		defer h.events.mark(s.unit)
+		stop := context.AfterFunc(ctx, func() { wc.Close() })
+		defer stop()
+		for ev := range wc.Events() {
+			switch ev.Kind {
+			case ptyworker.EventKindState, ptyworker.EventKindExit:
+				h.events.mark(s.unit)
+			}
+			ev.Release()
+		}
+	}()
+}
+
+// cmdWatch streams session events: the snapshot, then every change, until
+// the client hangs up, falls behind, or the helper stops.
+func (h *Helper) cmdWatch(ctx context.Context, cc *clientConn, req api.Request) (any, *os.File, error) {
+	var a api.WatchArgs
+	if err := decodeArgs(req, &a); err != nil {
+		return nil, nil, err
+	}
+	sub, snap := h.events.subscribe(a.Team)
+	defer h.events.unsubscribe(sub)
+	raw, err := json.Marshal(snap)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode snapshot: %w", err)
+	}
+	if err := cc.send(api.Response{ID: req.ID, Event: raw}, nil); err != nil {
+		return nil, nil, clientGone(err)
+	}
+	tick := time.NewTicker(watchPeerCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err() // answered as unavailable: the helper is stopping
+		case <-sub.dropped:
+			return nil, nil, &api.Error{Code: api.CodeLagged, Retryable: true, Message: fmt.Sprintf(
+				"sessions.watch: this stream fell %d events behind and was dropped; subscribe again for a fresh snapshot", cap(sub.ch))}
+		case raw := <-sub.ch:
+			if err := cc.send(api.Response{ID: req.ID, Event: raw}, nil); err != nil {
+				return nil, nil, clientGone(err)
+			}
+		case <-tick.C:
+			if peerClosed(cc.c) {
+				return nil, nil, clientGone(nil)
+			}
+		}
+	}
+}
+
+// clientGone is the error of a stream whose client went away; it is not
+// logged as a failure (the answer to it cannot be delivered anyway).
+func clientGone(err error) error {
+	return api.Errorf(api.CodeUnavailable, "the client closed the stream (%v)", err)
+}

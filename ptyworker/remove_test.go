@@ -1,0 +1,60 @@
+package ptyworker
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestRemoveAfterExit sends remove once the agent has exited with a
+// failure, while the worker still serves (it lingers for a client that has
+// not read its exit event yet). The remove must be refused as
+// session_not_running, or else honoured: a remove answered {} and then
+// ignored left the registry saying exited and Run failing, so systemd
+// restarted a session that was told to go away.
+func TestRemoveAfterExit(t *testing.T) {
+	// Output beyond what the socket buffers hold, so that the client that
+	// does not read keeps the worker lingering.
+	spec := testSpec(t, "sh", "-c", `read x; head -c 600000 /dev/zero | tr '\0' x; exit 3`)
+	tw := startWorker(t, spec, Options{ExitLinger: time.Minute})
+
+	stalled := tw.raw()
+	stalled.hello(spec)
+	stalled.request(2, MethodAttach, AttachParams{})
+	if m := stalled.next(); m == nil || m.Error != nil {
+		t.Fatalf("attach: %+v", m)
+	}
+	// From here on stalled is not read until the end.
+
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if _, err := c.Watch(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Input(ctxT(t), []byte("go\r")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the exit event", func() bool { return s.exitInfo() != nil })
+
+	removeErr := c.Remove(ctxT(t))
+	stalled.nc.Close() // the worker stops lingering
+	runErr := tw.wait()
+	r, err := ReadRegistry(spec.RegistryPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case IsCode(removeErr, CodeSessionNotRunning):
+		var ee *ExitError
+		if !errors.As(runErr, &ee) || ee.Exit.Code != 3 || r.State != StateExited {
+			t.Errorf("remove refused; Run() = %v, registry state %q; want the agent's exit 3 and %q", runErr, r.State, StateExited)
+		}
+	case removeErr == nil:
+		if runErr != nil || r.State != StateRemoved {
+			t.Errorf("remove after the exit answered {}; then Run() = %v, registry state %q; want nil and %q (or the remove refused as %s)",
+				runErr, r.State, StateRemoved, CodeSessionNotRunning)
+		}
+	default:
+		t.Errorf("Remove() after the exit = %v; want %s (the worker was still serving)", removeErr, CodeSessionNotRunning)
+	}
+}
