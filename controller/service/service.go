@@ -5,9 +5,11 @@
 // stop`, the stop of the team's workers.
 //
 // It reaches systemd only through the helper: it opens no D-Bus
-// connection of its own (package units is used for unit names only;
-// `go list -deps` still shows godbus through those names and, until the
-// helper's API has a package of its own, through activation).
+// connection of its own. Of package units it uses the unit names only
+// (activation's TestControllerNamesUnitsOnly asserts it for
+// controller/...); `go list -deps` still shows godbus, because those names
+// share package units with the user-manager client and config takes the
+// units' restart policy type from it, but none of that code is called.
 //
 // It must never stop workers on a crash, a watchdog restart or a restart
 // job: workers are their own units and outlive the controller.
