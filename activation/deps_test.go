@@ -32,7 +32,8 @@ func deps(t *testing.T, pkg string) []string {
 // (activation) does not depend on the controller or on legion.toml's
 // package; the API package depends on nothing of Legion's, so a client
 // links no server; the team controller (controller/service) links the
-// API's client, not the helper's server. That the controller opens no
+// API's client, not the helper's server, and so do the attach terminal and
+// the tmux view. That the controller opens no
 // D-Bus connection of its own is TestControllerNamesUnitsOnly's.
 func TestDependencyRules(t *testing.T) {
 	tests := []struct {
@@ -49,6 +50,12 @@ func TestDependencyRules(t *testing.T) {
 		{module + "/controller/service", func(d string) bool {
 			return d == module+"/activation"
 		}, "controller/service uses the client (activation/api), not the helper's server"},
+		{module + "/activation/attachterm", func(d string) bool {
+			return d == module+"/activation"
+		}, "the attach terminal is a client (activation/api), not the helper's server"},
+		{module + "/activation/tmuxview", func(d string) bool {
+			return d == module+"/activation"
+		}, "legion tmux's view and follower are a client (activation/api), not the helper's server"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/tmuxview"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -81,23 +79,4 @@ func TestTmuxFollowsSessions(t *testing.T) {
 		err := syscall.Kill(pid, 0)
 		return errors.Is(err, syscall.ESRCH), fmt.Sprintf("kill(%d, 0) = %v", pid, err)
 	})
-}
-
-func TestTmuxWindows(t *testing.T) {
-	ss := []api.Session{
-		{Name: "DEMO-1-plan", Team: "demo", Issue: "DEMO-1", Mode: "plan", State: api.StateRunning},
-		{Name: "DEMO-2-review", Team: "demo", Issue: "DEMO-2", Mode: "review", State: api.StateExited},
-		{Name: "other", Team: "x", Mode: "spawn", State: api.StateRunning},
-		{Name: "shell", Team: "demo", Mode: "spawn", State: api.StateStarting},
-	}
-	got := TmuxWindows("demo", "/bin/legion", ss)
-	want := []tmuxview.Window{
-		{Name: "DEMO-1-plan", Role: "plan", Argv: []string{"/bin/legion", "attach", "DEMO-1-plan"}},
-		{Name: "shell", Role: "spawn", Argv: []string{"/bin/legion", "attach", "shell"}},
-	}
-	if !slices.EqualFunc(got, want, func(a, b tmuxview.Window) bool {
-		return a.Name == b.Name && a.Role == b.Role && slices.Equal(a.Argv, b.Argv)
-	}) {
-		t.Errorf("TmuxWindows = %v; want %v", got, want)
-	}
 }

@@ -1,4 +1,4 @@
-package activation
+package tmuxview
 
 import (
 	"context"
@@ -9,23 +9,23 @@ import (
 	"strings"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/activation/tmuxview"
 )
 
-// TmuxOptions configure FollowTmux, the follower behind `legion tmux TEAM`.
-type TmuxOptions struct {
-	Team string        // team whose live sessions get windows
-	View tmuxview.View // the tmux session (legion-<short>) and server
-	Bin  string        // the legion binary each window runs `attach` with
-	Log  *slog.Logger  // nil: discard
+// FollowOptions configure Follow, the follower behind `legion tmux TEAM`
+// (its --follow window).
+type FollowOptions struct {
+	Team string       // team whose live sessions get windows
+	View View         // the tmux session (legion-<short>) and server
+	Bin  string       // the legion binary each window runs `attach` with
+	Log  *slog.Logger // nil: discard
 }
 
-// TmuxWindows are the windows the view of team should have: one per live
+// SessionWindows are the windows the view of team should have: one per live
 // session (not exited or failed) of the team, named <issue>-<mode> (the
 // session name for `legion spawn` sessions), coloured by mode, running
 // `BIN attach <session>`.
-func TmuxWindows(team, bin string, sessions []api.Session) []tmuxview.Window {
-	var out []tmuxview.Window
+func SessionWindows(team, bin string, sessions []api.Session) []Window {
+	var out []Window
 	for _, s := range sessions {
 		if s.Team != team || s.State == api.StateExited || s.State == api.StateFailed {
 			continue
@@ -34,15 +34,15 @@ func TmuxWindows(team, bin string, sessions []api.Session) []tmuxview.Window {
 		if s.Issue != "" && s.Mode != "" {
 			name = s.Issue + "-" + s.Mode
 		}
-		out = append(out, tmuxview.Window{Name: name, Role: s.Mode, Argv: []string{bin, "attach", s.Name}})
+		out = append(out, Window{Name: name, Role: s.Mode, Argv: []string{bin, "attach", s.Name}})
 	}
 	return out
 }
 
-// errViewClosed ends FollowTmux's stream when its tmux session is gone.
+// errViewClosed ends Follow's stream when its tmux session is gone.
 var errViewClosed = errors.New("tmux session closed")
 
-// FollowTmux keeps the view in step with the team's sessions as the
+// Follow keeps the view in step with the team's sessions as the
 // helper pushes them (sessions.watch, followed across helper restarts):
 // at every event it adds the windows of sessions that went live and kills
 // those of sessions that ended. It returns nil when ctx ends or the view's
@@ -51,7 +51,7 @@ var errViewClosed = errors.New("tmux session closed")
 // the helper, so the tmux server is never a child of the helper and
 // outlives its restarts. A sync that fails is logged; the next event
 // syncs again.
-func FollowTmux(ctx context.Context, o TmuxOptions) error {
+func Follow(ctx context.Context, o FollowOptions) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -74,7 +74,7 @@ func FollowTmux(ctx context.Context, o TmuxOptions) error {
 			return errViewClosed
 		}
 		ss := slices.SortedFunc(maps.Values(sessions), func(a, b api.Session) int { return strings.Compare(a.Name, b.Name) })
-		if err := o.View.Sync(ctx, TmuxWindows(o.Team, o.Bin, ss)); err != nil && ctx.Err() == nil {
+		if err := o.View.Sync(ctx, SessionWindows(o.Team, o.Bin, ss)); err != nil && ctx.Err() == nil {
 			o.Log.Warn("tmux view sync failed", "view", o.View.Session, "err", err)
 		}
 		return nil

@@ -3,6 +3,11 @@
 // each running `legion attach` on its session. It drives the real tmux
 // binary with argv (never a shell string) and touches only the tmux session
 // it is given.
+//
+// Follow (follow.go) is the client side of `legion tmux`: it follows the
+// helper's session events through package activation/api and syncs the
+// view at each. It runs in the view's own first window, never in the
+// helper, and links no server code.
 package tmuxview
 
 import (

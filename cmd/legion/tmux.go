@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation"
 	"github.com/legion-dev/legion/activation/tmuxview"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/journal"
@@ -61,7 +60,7 @@ With --follow, this command is the follower itself, in the foreground.`,
 				}
 			}
 			if follow {
-				return activation.FollowTmux(cmd.Context(), activation.TmuxOptions{Team: name, View: v, Bin: bin,
+				return tmuxview.Follow(cmd.Context(), tmuxview.FollowOptions{Team: name, View: v, Bin: bin,
 					Log: journal.NewLogger(slog.LevelInfo)})
 			}
 			follower := []string{bin}
