@@ -143,8 +143,9 @@ func socketUnit() Unit {
 // legion.service legion.socket && systemctl --user start legion.socket`.
 // A minute rather than systemd's 10 s catches a helper that crashes a few
 // seconds into each run, e.g. during recovery. Restart=on-failure rather
-// than leaving the restart to the next connection brings back what the
-// helper does unasked (`legion tmux` views) without waiting for a client.
+// than leaving the restart to the next connection has the helper back (and
+// its recovery done) before its sessions.watch followers (controllers,
+// `legion tmux`) dial again; the helper keeps no tmux views of its own.
 func helperUnit(bin string) Unit {
 	return Unit{Name: HelperUnit, Options: []Option{
 		String("Unit", "Description", "Legion helper (control plane)"),
