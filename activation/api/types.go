@@ -170,7 +170,7 @@ type SpawnArgs struct {
 	Role         string `json:"role"`            // "worker" (a dispatched agent) or "command" (`legion spawn`)
 
 	Cwd        string   `json:"cwd"`                   // absolute, an existing directory
-	Argv       []string `json:"argv"`                  // the command of a new run: an absolute program, no shell
+	Argv       []string `json:"argv"`                  // the command of a new run, no shell: an absolute program or a bare name found in the worker's PATH
 	ArgvResume []string `json:"argv_resume,omitempty"` // with Watch: the command of a run whose session file exists; empty means Argv
 	Env        []string `json:"env,omitempty"`         // KEY=VALUE for the command
 	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
