@@ -399,10 +399,19 @@ func TestDetachStopsOutput(t *testing.T) {
 
 func len64(s string) uint64 { return uint64(len(s)) }
 
+// TestInputToAgentNotReading: input to an agent that never reads ends in
+// an io_error event once InputTimeout passes. The agent's terminal is raw,
+// without echo, as startFullInput's: on a canonical terminal the line
+// discipline echoes the input and throws away what does not fit a line,
+// so even 1 MiB drains and nothing ever waits.
 func TestInputToAgentNotReading(t *testing.T) {
-	tw := startWorker(t, testSpec(t, "sleep", "1000"), Options{InputTimeout: 200e6})
+	tw := startWorker(t, testSpec(t, "sh", "-c", "stty raw -echo; echo ready; exec sleep 1000"), Options{InputTimeout: 200e6})
 	c := tw.dial()
-	s := follow(c, 0, 0)
+	s := follow(c, 80, 24)
+	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitScreen(t, "ready") // in a snapshot if it came before the attach
 	if err := c.SendInput(bytes.Repeat([]byte("x"), 1<<20)); err != nil {
 		t.Fatal(err)
 	}
