@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 func frameSeed(typ byte, payload string) []byte {
@@ -177,15 +180,18 @@ func startFuzzWorker(f *testing.F, spec *Spec) *testWorker {
 		defer close(tw.done)
 		tw.err = Run(ctx, spec, Options{})
 	}()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	err := waitfor.Until(waitTimeout, "fuzz worker of session "+spec.SessionID+" to start", func() error {
 		r, err := ReadRegistry(spec.RegistryPath())
-		if err == nil && r.State == StateRunning {
-			return tw
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			panic("fuzz worker of session " + spec.SessionID + " did not start")
+		if r.State != StateRunning {
+			return fmt.Errorf("registry says %s", r.State)
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		panic(err)
 	}
+	return tw
 }
