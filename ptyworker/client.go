@@ -158,7 +158,9 @@ func (c *Client) readLoop() {
 		if err == nil {
 			err = ErrClientClosed
 		}
-		c.err = err
+		if c.err == nil { // else writeFrame has said why first
+			c.err = err
+		}
 		for id, ch := range c.pending {
 			close(ch)
 			delete(c.pending, id)
@@ -312,16 +314,28 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 
 // writeFrame writes a complete frame, bounded by ctx's deadline. A frame
 // cut short (the deadline passed mid-write) would make the worker read the
-// next frame's bytes as the rest of it, so then the connection is closed.
+// next frame's bytes as the rest of it, so then the connection is closed,
+// and the client broken before this returns: every later call fails with
+// ErrClientClosed, not only those after the reader has noticed the close.
+// A write on a connection already closed fails with ErrClientClosed too.
 func (c *Client) writeFrame(ctx context.Context, f []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	dl, _ := ctx.Deadline()
 	c.nc.SetWriteDeadline(dl)
 	n, err := c.nc.Write(f)
-	if err != nil && n > 0 {
+	switch {
+	case err != nil && n > 0:
+		err = fmt.Errorf("%w: a frame was cut short after %d of %d bytes: %w", ErrClientClosed, n, len(f), err)
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = err
+		}
+		c.mu.Unlock()
 		c.nc.Close()
-		return fmt.Errorf("%w: a frame was cut short after %d of %d bytes: %w", ErrClientClosed, n, len(f), err)
+		return err
+	case errors.Is(err, net.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrClientClosed, err)
 	}
 	return err
 }
