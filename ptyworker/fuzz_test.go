@@ -109,11 +109,6 @@ func FuzzScreen(f *testing.F) {
 	})
 }
 
-var (
-	fuzzWorkerOnce sync.Once
-	fuzzWorker     *testWorker
-)
-
 // FuzzWorkerConn writes arbitrary bytes to a live worker's connection after
 // hello: the worker must neither crash nor stop serving other clients.
 func FuzzWorkerConn(f *testing.F) {
@@ -125,6 +120,12 @@ func FuzzWorkerConn(f *testing.F) {
 	f.Add([]byte("J\x7f\xff\xff\xff"))
 	spec := testSpec(f, "cat")
 	// One worker for all inputs: start it once, stop it when the fuzz ends.
+	// Each call of the target has its own (go test -count=2 calls it twice,
+	// and the first call's worker is stopped by then).
+	var (
+		fuzzWorkerOnce sync.Once
+		fuzzWorker     *testWorker
+	)
 	f.Cleanup(func() {
 		if fuzzWorker != nil {
 			fuzzWorker.cancel()
