@@ -171,9 +171,12 @@ if-resumed work 5m
 	if st := s.state(); !strings.Contains(st.StatusText, "implement ENG-7") {
 		t.Errorf("StatusText = %q; want phase and issue", st.StatusText)
 	}
-	s.waitFor("a restart into run 2 with the resume argv", func() bool {
+	// The worker writes its registry before it sends READY=1: the unit
+	// may still be activating when the registry says run 2 runs.
+	s.waitFor("a restart into run 2 with the resume argv, the unit active", func() bool {
 		r := s.registry()
-		return r.Run == 2 && r.State == ptyworker.StateRunning && r.ArgvKind == ptyworker.ArgvResume
+		return r.Run == 2 && r.State == ptyworker.StateRunning && r.ArgvKind == ptyworker.ArgvResume &&
+			s.state().ActiveState != "activating"
 	})
 	if st := s.state(); st.NRestarts != 1 || st.ActiveState != "active" {
 		t.Errorf("unit = %v; want active after 1 restart", st)
