@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 // echoScript echoes each line as "got:<line>"; "size" prints `stty size`.
@@ -82,13 +84,12 @@ func (r *ptyRun) output() string {
 
 func (r *ptyRun) waitOutput(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !strings.Contains(r.output(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("PTY output never showed %q; got:\n%q", want, r.output())
+	waitfor.Check(t, waitFor, fmt.Sprintf("PTY output showing %q", want), func() error {
+		if out := r.output(); !strings.Contains(out, want) {
+			return fmt.Errorf("got:\n%q", out)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (r *ptyRun) wait(t *testing.T) error {
@@ -137,14 +138,13 @@ func TestAttachSendKill(t *testing.T) {
 		if err := pty.Setsize(a.ptm, &pty.Winsize{Rows: 30, Cols: 100}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(waitFor)
-		for !strings.Contains(a.output(), "30 100") {
-			if time.Now().After(deadline) {
-				t.Fatalf("stty size never saw 30 100 after the resize; output:\n%q", a.output())
+		waitfor.Check(t, waitFor, "stty size to see 30 100 after the resize", func() error {
+			if out := a.output(); !strings.Contains(out, "30 100") {
+				a.ptm.Write([]byte("size\r")) // ask again
+				return fmt.Errorf("output:\n%q", out)
 			}
-			a.ptm.Write([]byte("size\r"))
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		a.ptm.Write([]byte{0x1c})
 		if err := a.wait(t); err != nil {
 			t.Errorf("attach after Ctrl-\\ = %v; want exit 0", err)
@@ -301,13 +301,12 @@ func TestAttachFollowsRestart(t *testing.T) {
 	a.waitOutput(t, "bye one")
 	a.waitOutput(t, "run 1 ended: code 4")
 	// The second run's screen arrives on the same terminal.
-	deadline := time.Now().Add(waitFor)
-	for strings.Count(a.output(), "started run") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("attach never showed the second run; output:\n%q", a.output())
+	waitfor.Check(t, waitFor, "attach to show the second run", func() error {
+		if out := a.output(); strings.Count(out, "started run") < 2 {
+			return fmt.Errorf("output:\n%q", out)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	a.ptm.Write([]byte("two\r"))
 	a.waitOutput(t, "bye two")
 	a.waitOutput(t, "run 2 ended: code 4")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -190,20 +191,20 @@ func (e *testEnv) poll(ctx context.Context, what string, cond func() (bool, stri
 	poll(e.t, ctx, what, cond)
 }
 
-// poll is testEnv.poll for tests without a testEnv.
+// poll is testEnv.poll for tests without a testEnv. It gives up at once
+// when ctx ends.
 func poll(t testing.TB, ctx context.Context, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	last := ""
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	waitfor.Check(t, waitFor, what, func() error {
 		ok, saw := cond()
 		if ok {
-			return
+			return nil
 		}
-		last = saw
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("waiting for %s: gave up after %v; last saw: %s", what, waitFor, last)
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for %s: %v; last saw: %s", what, ctx.Err(), saw)
+		}
+		return fmt.Errorf("last saw: %s", saw)
+	})
 }
 
 // client dials the helper in-process.

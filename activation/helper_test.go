@@ -21,6 +21,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/journal"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -79,32 +80,27 @@ func startInProcessOn(t *testing.T, l net.Listener, opts Options) *inProcess {
 	ip.cancel = cancel
 	go func() { ip.done <- h.Run(ctx) }()
 	t.Cleanup(func() { ip.stop(t) })
-	// Wait for the socket to accept.
-	deadline := time.Now().Add(waitFor)
-	for {
+	waitfor.Check(t, waitFor, "helper socket "+ip.socket+" to accept", func() error {
 		c, err := net.Dial("unix", ip.socket)
 		if err == nil {
 			c.Close()
-			break
+			return nil
 		}
 		select {
 		case err := <-ip.done:
 			t.Fatalf("helper Run ended at start: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("helper socket %s never accepted: %v", ip.socket, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
 	if opts.BeforeRecovery == nil {
 		// Tests of raw requests want the answers of a recovered helper.
-		for !slices.ContainsFunc(ip.notified(), func(s string) bool { return strings.HasPrefix(s, "READY=1") }) {
-			if time.Now().After(deadline) {
-				t.Fatalf("helper never sent READY=1 (notified %q)", ip.notified())
+		waitfor.Check(t, waitFor, "the helper to send READY=1", func() error {
+			if n := ip.notified(); !slices.ContainsFunc(n, func(s string) bool { return strings.HasPrefix(s, "READY=1") }) {
+				return fmt.Errorf("notified %q", n)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	return ip
 }
@@ -439,20 +435,16 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 	if _, err := c.Send(ctx, "life", "ping", false); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	deadline := time.Now().Add(waitFor)
-	for {
+	waitfor.Check(t, waitFor, "the transcript to show got:ping", func() error {
 		var b strings.Builder
 		if _, err := c.Logs(ctx, api.LogsArgs{Name: "life"}, &b); err != nil {
 			t.Fatalf("Logs: %v", err)
 		}
-		if strings.Contains(b.String(), "got:ping") {
-			break
+		if !strings.Contains(b.String(), "got:ping") {
+			return fmt.Errorf("transcript: %q", b.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("transcript never showed got:ping: %q", b.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	conn, ar, err := c.Attach(ctx, api.AttachArgs{Name: "life"})
 	if err != nil {

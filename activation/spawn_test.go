@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
@@ -51,7 +55,24 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 	if st, err := ip.h.mgr.State(ctx, first.Unit); err != nil || st.ActiveState != "failed" {
 		t.Fatalf("unit %s: %+v, %v; want it loaded and failed", first.Unit, st, err)
 	}
-	time.Sleep(2 * time.Duration(args.StartLimitInterval))
+	// systemd counts starts against the limit on the monotonic clock; the
+	// limit has run out once StartLimitInterval has passed since the last.
+	poll(t, ctx, "the start limit of "+first.Unit+" to run out", func() (bool, string) {
+		out, err := sd.Systemctl(t, "show", "--value", "-p", "InactiveExitTimestampMonotonic", first.Unit)
+		if err != nil {
+			return false, fmt.Sprintf("systemctl show: %v: %s", err, out)
+		}
+		usec, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		if err != nil {
+			return false, fmt.Sprintf("InactiveExitTimestampMonotonic %q: %v", out, err)
+		}
+		var now unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+			t.Fatal(err)
+		}
+		since := time.Duration(now.Nano()) - time.Duration(usec)*time.Microsecond
+		return since > time.Duration(args.StartLimitInterval), fmt.Sprintf("last start %v ago", since)
+	})
 	old, err := ptyworker.ReadRegistry(regPath)
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -92,16 +93,10 @@ func startRef(b *testing.B, tool string, argv ...string) *refSession {
 			b.Fatalf("start dtach: %v", err)
 		}
 		s.pid = s.master.Process.Pid
-		deadline := time.Now().Add(waitTimeout)
-		for {
-			if fi, err := os.Stat(s.sock); err == nil && fi.Mode().Type() == os.ModeSocket {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("dtach socket %s did not appear", s.sock)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitfor.True(b, waitTimeout, "dtach socket "+s.sock, func() bool {
+			fi, err := os.Stat(s.sock)
+			return err == nil && fi.Mode().Type() == os.ModeSocket
+		})
 	default:
 		b.Fatalf("unknown reference tool %q", tool)
 	}
@@ -199,13 +194,14 @@ func (s *refSession) stop() {
 
 // waitGone waits for pid to exit, killing it when it outlives the deadline.
 func waitGone(pid int) {
-	deadline := time.Now().Add(waitTimeout)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			return
+	err := waitfor.Until(waitTimeout, fmt.Sprintf("process %d to exit", pid), func() error {
+		if syscall.Kill(pid, 0) == nil {
+			return errors.New("still there")
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 

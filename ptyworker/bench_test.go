@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/sdtest"
 	"golang.org/x/sys/unix"
 )
@@ -221,27 +222,27 @@ func startWorkerProcess(b *testing.B, spec *Spec) *workerProcess {
 		b.Fatal(err)
 	}
 	wp := &workerProcess{b: b, cmd: cmd}
-	deadline := time.Now().Add(waitTimeout)
-	for wp.client == nil {
-		if time.Now().After(deadline) {
-			wp.stop()
-			b.Fatalf("worker of session %s did not answer within %s", spec.SessionID, waitTimeout)
-		}
+	err := waitfor.Until(waitTimeout, "worker of session "+spec.SessionID+" to answer", func() error {
 		c, err := Dial(context.Background(), spec.SocketPath())
-		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = c.Hello(ctx, spec.Token, spec.DaemonInstanceID)
-			if err == nil {
-				_, err = c.Info(ctx)
-			}
-			cancel()
-			if err == nil {
-				wp.client = c
-				break
-			}
-			c.Close()
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = c.Hello(ctx, spec.Token, spec.DaemonInstanceID)
+		if err == nil {
+			_, err = c.Info(ctx)
+		}
+		if err != nil {
+			c.Close()
+			return err
+		}
+		wp.client = c
+		return nil
+	})
+	if err != nil {
+		wp.stop()
+		b.Fatal(err)
 	}
 	return wp
 }

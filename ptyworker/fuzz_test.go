@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 func frameSeed(typ byte, payload string) []byte {
@@ -106,11 +109,6 @@ func FuzzScreen(f *testing.F) {
 	})
 }
 
-var (
-	fuzzWorkerOnce sync.Once
-	fuzzWorker     *testWorker
-)
-
 // FuzzWorkerConn writes arbitrary bytes to a live worker's connection after
 // hello: the worker must neither crash nor stop serving other clients.
 func FuzzWorkerConn(f *testing.F) {
@@ -122,6 +120,12 @@ func FuzzWorkerConn(f *testing.F) {
 	f.Add([]byte("J\x7f\xff\xff\xff"))
 	spec := testSpec(f, "cat")
 	// One worker for all inputs: start it once, stop it when the fuzz ends.
+	// Each call of the target has its own (go test -count=2 calls it twice,
+	// and the first call's worker is stopped by then).
+	var (
+		fuzzWorkerOnce sync.Once
+		fuzzWorker     *testWorker
+	)
 	f.Cleanup(func() {
 		if fuzzWorker != nil {
 			fuzzWorker.cancel()
@@ -177,15 +181,18 @@ func startFuzzWorker(f *testing.F, spec *Spec) *testWorker {
 		defer close(tw.done)
 		tw.err = Run(ctx, spec, Options{})
 	}()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	err := waitfor.Until(waitTimeout, "fuzz worker of session "+spec.SessionID+" to start", func() error {
 		r, err := ReadRegistry(spec.RegistryPath())
-		if err == nil && r.State == StateRunning {
-			return tw
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			panic("fuzz worker of session " + spec.SessionID + " did not start")
+		if r.State != StateRunning {
+			return fmt.Errorf("registry says %s", r.State)
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		panic(err)
 	}
+	return tw
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hinshun/vt10x"
+
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 // waitTimeout is the generous deadline of every condition a test waits for.
@@ -149,16 +151,10 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it holds or waitTimeout passes.
+// waitFor waits until cond holds, for up to waitTimeout.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", waitTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, waitTimeout, what, cond)
 }
 
 // stream collects what a client receives: output bytes (with the offset

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 func TestEchoThroughCat(t *testing.T) {
@@ -399,10 +401,19 @@ func TestDetachStopsOutput(t *testing.T) {
 
 func len64(s string) uint64 { return uint64(len(s)) }
 
+// TestInputToAgentNotReading: input to an agent that never reads ends in
+// an io_error event once InputTimeout passes. The agent's terminal is raw,
+// without echo, as startFullInput's: on a canonical terminal the line
+// discipline echoes the input and throws away what does not fit a line,
+// so even 1 MiB drains and nothing ever waits.
 func TestInputToAgentNotReading(t *testing.T) {
-	tw := startWorker(t, testSpec(t, "sleep", "1000"), Options{InputTimeout: 200e6})
+	tw := startWorker(t, testSpec(t, "sh", "-c", "stty raw -echo; echo ready; exec sleep 1000"), Options{InputTimeout: 200e6})
 	c := tw.dial()
-	s := follow(c, 0, 0)
+	s := follow(c, 80, 24)
+	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitScreen(t, "ready") // in a snapshot if it came before the attach
 	if err := c.SendInput(bytes.Repeat([]byte("x"), 1<<20)); err != nil {
 		t.Fatal(err)
 	}
@@ -496,18 +507,22 @@ func TestExitedAgentHeldUntilReaped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the SIGHUP, had it reached the job
-	if st := state(bg); st != "S" {
-		t.Fatalf("background job %d of the exited agent: state %s before killAll; want S (sleeping)", bg, st)
-	}
-	c.killAll(syscall.SIGKILL)
-	deadline := time.Now().Add(waitTimeout)
-	for st := state(bg); st != "gone" && st != "Z"; st = state(bg) {
-		if time.Now().After(deadline) {
-			t.Fatalf("background job %d of the exited agent: state %s after SIGKILL to the group; want it killed", bg, st)
+	// The kernel sent the SIGHUP as the agent exited, before it became a
+	// zombie; a job it killed would never sleep again. Waited for, not
+	// looked at once: the job may still be on its way into sleep(1).
+	waitfor.Check(t, waitTimeout, "the exited agent's background job to sleep", func() error {
+		if st := state(bg); st != "S" {
+			return fmt.Errorf("background job %d of the exited agent: state %s before killAll; want S (sleeping)", bg, st)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	c.killAll(syscall.SIGKILL)
+	waitfor.Check(t, waitTimeout, "the exited agent's background job to be killed", func() error {
+		if st := state(bg); st != "gone" && st != "Z" {
+			return fmt.Errorf("background job %d of the exited agent: state %s after SIGKILL to the group; want it killed", bg, st)
+		}
+		return nil
+	})
 
 	c.reap()
 	if code, _ := c.exitInfo(); code != 3 {

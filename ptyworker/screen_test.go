@@ -1,12 +1,15 @@
 package ptyworker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hinshun/vt10x"
+
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 // feedScreen writes text to a fresh screen through a ring in pieces of the
@@ -193,17 +196,13 @@ func TestScreenFollowerCatchesUpAfterFlood(t *testing.T) {
 
 	<-time.After(20 * time.Millisecond) // the follower took the subscribe poke
 	o.write([]byte(strings.Repeat("x", screenMaxLag+1000) + "\r\nTHE END"))
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	waitfor.Check(t, waitTimeout, "the screen follower to parse the flood", func() error {
 		s.mu.Lock()
 		fed, text := s.fed, s.vt.String()
 		s.mu.Unlock()
 		if fed == o.head() && strings.Contains(text, "THE END") {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("screen follower at %d of %d after the flood; screen:\n%s\nwant all parsed and THE END shown", fed, o.head(), text)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("screen follower at %d of %d after the flood; screen:\n%s\nwant all parsed and THE END shown", fed, o.head(), text)
+	})
 }

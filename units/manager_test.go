@@ -14,6 +14,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -101,20 +102,18 @@ func helperUnit(t *testing.T, name, mode string, env []string, opts ...units.Opt
 // waitState polls the unit's state until cond holds, with a generous deadline.
 func waitState(t *testing.T, ctx context.Context, m *units.Manager, name, what string, cond func(units.State) bool) units.State {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, err := m.State(ctx, name)
-		if err != nil {
+	var st units.State
+	waitfor.Check(t, 60*time.Second, what, func() error {
+		var err error
+		if st, err = m.State(ctx, name); err != nil {
 			t.Fatalf("State(%s): %v", name, err)
 		}
-		if cond(st) {
-			return st
+		if !cond(st) {
+			return fmt.Errorf("last state %v", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last state %v", what, st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }
 
 // nextState receives from a Watch channel until cond holds.

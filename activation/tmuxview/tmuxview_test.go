@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -78,17 +79,13 @@ func TestSyncStylesAndRunsTheCommand(t *testing.T) {
 	if err != nil || strings.TrimSpace(style) != "fg="+Colour("implement") {
 		t.Errorf("window-status-style = %q, %v; want fg=%s", style, err, Colour("implement"))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Check(t, 60*time.Second, "the window's command to print", func() error {
 		out, _ := v.tmux(ctx, "capture-pane", "-p", "-t", v.Session+":DEMO-1-implement")
-		if strings.Contains(out, "DEMO-1-implement") {
-			break
+		if !strings.Contains(out, "DEMO-1-implement") {
+			return fmt.Errorf("pane:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the window's command never printed; pane:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// Syncing again changes nothing.
 	if err := v.Sync(ctx, []Window{win("DEMO-1-implement", "implement")}); err != nil {
 		t.Fatal(err)

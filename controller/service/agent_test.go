@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -60,21 +62,19 @@ func TestRunAgentResumesItsSession(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- RunAgent(ctx, o) }()
 
-	deadline := time.Now().Add(60 * time.Second)
 	var transcript string
-	for {
+	err = waitfor.Until(60*time.Second, "a resumed pass", func() error {
 		data, _ := os.ReadFile(spec.TranscriptPath())
 		transcript = string(data)
-		if strings.Contains(transcript, "RESUMED-PASS") {
-			break
+		if !strings.Contains(transcript, "RESUMED-PASS") {
+			return fmt.Errorf("transcript:\n%s", transcript)
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("no resumed pass within a minute; transcript:\n%s", transcript)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := <-done; err != nil {
 		t.Fatalf("RunAgent = %v; want nil after ctx ends (no stop job: workers left alone)", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -251,17 +252,16 @@ func (e *env) issue(ctx context.Context, id string) controller.TrackedIssue {
 // with what cond said last.
 func (e *env) poll(ctx context.Context, what string, cond func() (bool, string)) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
+	waitfor.Check(e.t, waitFor, what, func() error {
 		ok, last := cond()
 		if ok {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			e.t.Fatalf("waiting for %s: last seen %s", what, last)
+		if ctx.Err() != nil {
+			e.t.Fatalf("waiting for %s: %v; last seen %s", what, ctx.Err(), last)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("last seen %s", last)
+	})
 }
 
 // waitStatus waits until issue id has status st.

@@ -290,7 +290,7 @@ func TestFailedWorkerStaysFailed(t *testing.T) {
 	if before != 2 {
 		t.Errorf("the planner ran %d times before its unit failed; want 2 (start_limit_burst 2)", before)
 	}
-	time.Sleep(4 * time.Second) // four controller ticks (--interval 1s)
+	e.waitTicks(ctx, 4)
 	if st, err := e.mgr.State(ctx, unit); err != nil || !st.Failed() {
 		t.Errorf("after four ticks the planner's unit is %v (err %v); want it left failed", st, err)
 	}
@@ -318,4 +318,28 @@ func TestSessionEventsWakeController(t *testing.T) {
 	id := e.addIssue(ctx, "Write a file")
 	e.startController()
 	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+}
+
+// waitTicks waits until legion@demo has completed n more ticks: each
+// completed tick pings the watchdog, which moves the unit's
+// WatchdogTimestampMonotonic (looked at far more often than the test's
+// 1s interval, so no tick goes unseen; one unseen would only make the
+// wait longer).
+func (e *env) waitTicks(ctx context.Context, n int) {
+	e.t.Helper()
+	ctl, _ := units.ControllerUnit(teamName)
+	ping := func() string {
+		out, err := e.sd.Systemctl(e.t, "show", "--value", "-p", "WatchdogTimestampMonotonic", ctl)
+		if err != nil {
+			e.t.Fatalf("systemctl show %s: %v: %s", ctl, err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	last, seen := ping(), 0
+	e.poll(ctx, fmt.Sprintf("%d ticks of %s", n, ctl), func() (bool, string) {
+		if p := ping(); p != last {
+			last, seen = p, seen+1
+		}
+		return seen >= n, fmt.Sprintf("%d ticks, last watchdog ping at %s", seen, last)
+	})
 }

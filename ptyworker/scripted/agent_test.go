@@ -19,6 +19,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/google/uuid"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
@@ -137,18 +138,8 @@ func (w *world) start(t *testing.T, script string, args ...string) (cmd *exec.Cm
 	return cmd, out, ended
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitTimeout is the generous deadline of what a test waits for.
+const waitTimeout = 30 * time.Second
 
 // readSession parses a session file, failing on any malformed line.
 func readSession(t *testing.T, path string) []map[string]any {
@@ -185,7 +176,7 @@ func TestAskWaitsForAnswerOnPTY(t *testing.T) {
 		close(copied)
 	}()
 
-	waitFor(t, "the question prompt", func() bool { return strings.Contains(out.String(), "answer> ") })
+	waitfor.True(t, waitTimeout, "the question prompt", func() bool { return strings.Contains(out.String(), "answer> ") })
 	path := w.sessionFile(id)
 	q, waiting, err := claude.PendingQuestion(path)
 	if err != nil || !waiting || q.Text() != "Favourite colour?" {
@@ -222,12 +213,12 @@ func TestWorkKeepsSessionFresh(t *testing.T) {
 	id := uuid.New()
 	path := w.sessionFile(id)
 	_, out, _ := w.start(t, "tick 20ms\nwork 10m", "--session-id", id.String())
-	waitFor(t, "the work step", func() bool { return strings.Contains(out.String(), "step 2: work 10m") })
+	waitfor.True(t, waitTimeout, "the work step", func() bool { return strings.Contains(out.String(), "step 2: work 10m") })
 	first, err := claude.Liveness(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "liveness to advance during work", func() bool {
+	waitfor.True(t, waitTimeout, "liveness to advance during work", func() bool {
 		l, err := claude.Liveness(path)
 		return err == nil && l.After(first)
 	})
@@ -239,7 +230,7 @@ func TestSubagentKeepsSessionFresh(t *testing.T) {
 	path := w.sessionFile(id)
 	_, out, _ := w.start(t, "tick 20ms\nsubagent 10m", "--session-id", id.String())
 	var subFiles []string
-	waitFor(t, "a subagent file with lines", func() bool {
+	waitfor.True(t, waitTimeout, "a subagent file with lines", func() bool {
 		subFiles, _ = filepath.Glob(filepath.Join(claude.SubagentDir(path), "agent-*.jsonl"))
 		if len(subFiles) != 1 {
 			return false
@@ -252,7 +243,7 @@ func TestSubagentKeepsSessionFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	mainMtime := st.ModTime()
-	waitFor(t, "liveness past the session file's mtime", func() bool {
+	waitfor.True(t, waitTimeout, "liveness past the session file's mtime", func() bool {
 		l, err := claude.Liveness(path)
 		return err == nil && l.After(mainMtime)
 	})
@@ -343,7 +334,7 @@ func TestEndings(t *testing.T) {
 	t.Run("hang until terminated", func(t *testing.T) {
 		w := newWorld(t)
 		cmd, out, done := w.start(t, "say still here\nhang")
-		waitFor(t, "the hang step", func() bool { return strings.Contains(out.String(), "step 2: hang") })
+		waitfor.True(t, waitTimeout, "the hang step", func() bool { return strings.Contains(out.String(), "step 2: hang") })
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}

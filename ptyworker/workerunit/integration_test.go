@@ -8,6 +8,8 @@ package workerunit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/units"
@@ -120,15 +123,18 @@ func (s *sdSession) transcript() string {
 	return string(b)
 }
 
-// waitFor polls cond with a deadline long enough for restarts.
+// waitFor waits until cond holds, with a deadline long enough for
+// restarts; a failure shows the unit, the registry and the manager's log.
 func (s *sdSession) waitFor(what string, cond func() bool) {
 	s.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out waiting for: %s\nunit: %v\nregistry: %+v\nmanager log:\n%s", what, s.state(), s.registry(), tail(s.sd.Log(), 40))
+	err := waitfor.Until(90*time.Second, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		return errors.New("still false")
+	})
+	if err != nil {
+		s.t.Fatalf("%v\nunit: %v\nregistry: %+v\nmanager log:\n%s", err, s.state(), s.registry(), tail(s.sd.Log(), 40))
 	}
 }
 
@@ -165,9 +171,12 @@ if-resumed work 5m
 	if st := s.state(); !strings.Contains(st.StatusText, "implement ENG-7") {
 		t.Errorf("StatusText = %q; want phase and issue", st.StatusText)
 	}
-	s.waitFor("a restart into run 2 with the resume argv", func() bool {
+	// The worker writes its registry before it sends READY=1: the unit
+	// may still be activating when the registry says run 2 runs.
+	s.waitFor("a restart into run 2 with the resume argv, the unit active", func() bool {
 		r := s.registry()
-		return r.Run == 2 && r.State == ptyworker.StateRunning && r.ArgvKind == ptyworker.ArgvResume
+		return r.Run == 2 && r.State == ptyworker.StateRunning && r.ArgvKind == ptyworker.ArgvResume &&
+			s.state().ActiveState != "activating"
 	})
 	if st := s.state(); st.NRestarts != 1 || st.ActiveState != "active" {
 		t.Errorf("unit = %v; want active after 1 restart", st)
@@ -320,17 +329,13 @@ func followOutput(c *ptyworker.Client) *output {
 // waitOutput waits until the output holds want.
 func (o *output) waitOutput(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.Check(t, 20*time.Second, fmt.Sprintf("output holding %q", want), func() error {
 		o.mu.Lock()
 		got := o.buf.String()
 		o.mu.Unlock()
-		if strings.Contains(got, want) {
-			return
+		if !strings.Contains(got, want) {
+			return fmt.Errorf("output is:\n%s", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("output never held %q; it is:\n%s", want, got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

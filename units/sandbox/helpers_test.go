@@ -154,17 +154,8 @@ func startSandbox(t testing.TB, o Options) *Sandbox {
 	return s
 }
 
-// waitFor polls cond until it is true or a generous deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitTimeout is the generous deadline of what a test waits for.
+const waitTimeout = 60 * time.Second
 
 // running reports whether pid is a live process (a zombie is not).
 func running(pid int) bool {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 func TestStartStop(t *testing.T) {
@@ -191,7 +193,7 @@ func TestLog(t *testing.T) {
 	}
 	wants := []string{"hello from the unit\n", "sbt-fail.service: Failed with result 'exit-code'.\n"}
 	for _, want := range wants {
-		waitFor(t, fmt.Sprintf("%q in the manager's log", want), func() bool { return strings.Contains(s.Log(), want) })
+		waitfor.True(t, waitTimeout, fmt.Sprintf("%q in the manager's log", want), func() bool { return strings.Contains(s.Log(), want) })
 	}
 	if err := s.Stop(t.Context()); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -83,9 +85,9 @@ func TestOwnerDies(t *testing.T) {
 	}
 	owner.Wait() // killed: the error says so
 
-	waitFor(t, fmt.Sprintf("manager %d to exit after its owner died", r.PID), func() bool { return !running(r.PID) })
-	waitFor(t, fmt.Sprintf("unit process %d to end after its owner died", r.UnitPID), func() bool { return !running(r.UnitPID) })
-	waitFor(t, "the dead sandbox's cgroups to empty", func() bool {
+	waitfor.True(t, waitTimeout, fmt.Sprintf("manager %d to exit after its owner died", r.PID), func() bool { return !running(r.PID) })
+	waitfor.True(t, waitTimeout, fmt.Sprintf("unit process %d to end after its owner died", r.UnitPID), func() bool { return !running(r.UnitPID) })
+	waitfor.True(t, waitTimeout, "the dead sandbox's cgroups to empty", func() bool {
 		found, err := cgroupDirs(r.Cgroups).members()
 		return err == nil && len(found) == 0
 	})

@@ -10,19 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// waitFor polls cond until it is true or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+	"github.com/legion-dev/legion/internal/waitfor"
+)
 
 func TestStart(t *testing.T) {
 	m := Start(t)
@@ -88,7 +78,7 @@ func TestLog(t *testing.T) {
 		t.Fatalf("systemd-run: %v: %s", err, out)
 	}
 	for _, want := range []string{"hello from the unit\n", "sdtest-fail.service: Failed with result 'exit-code'.\n"} {
-		waitFor(t, fmt.Sprintf("%q in the manager's log", want), func() bool { return strings.Contains(m.Log(), want) })
+		waitfor.True(t, 30*time.Second, fmt.Sprintf("%q in the manager's log", want), func() bool { return strings.Contains(m.Log(), want) })
 	}
 }
 
