@@ -114,17 +114,13 @@ func TestStartRunsOneFollower(t *testing.T) {
 		if err := v.Start(ctx, follower); err != nil {
 			t.Fatalf("Start %d: %v", i, err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		waitfor.Check(t, 30*time.Second, fmt.Sprintf("Start %d: the follower's output to end with run %s", i, run), func() error {
 			b, _ := os.ReadFile(out)
-			if strings.HasSuffix(string(b), run+"\n") {
-				break
+			if !strings.HasSuffix(string(b), run+"\n") {
+				return fmt.Errorf("follower output %q", b)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("Start %d: follower output %q; want it to end with run %s", i, b, run)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 		if got, err := v.Windows(ctx); err != nil || !slices.Equal(got, []string{"legion"}) {
 			t.Errorf("Start %d: windows = %v, %v; want [legion]", i, got, err)
 		}

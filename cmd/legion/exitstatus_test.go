@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -85,22 +86,20 @@ func TestExitStatusSignal(t *testing.T) {
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			// The helper answers once it has set up its signal handling.
-			deadline := time.Now().Add(time.Minute)
-			for {
-				if c, err := net.Dial("unix", sock); err == nil {
-					c.Close()
-					break
-				}
+			if err := waitfor.Until(time.Minute, "legion helper to listen on "+sock, func() error {
 				select {
 				case err := <-exited:
 					t.Fatalf("legion helper ended before it listened: %v\n%s", err, stderr.String())
 				default:
 				}
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					t.Fatalf("legion helper did not listen on %s within a minute\n%s", sock, stderr.String())
+				c, err := net.Dial("unix", sock)
+				if err == nil {
+					c.Close()
 				}
-				time.Sleep(20 * time.Millisecond)
+				return err
+			}); err != nil {
+				cmd.Process.Kill()
+				t.Fatalf("%v\n%s", err, stderr.String())
 			}
 			if err := cmd.Process.Signal(tt.sig); err != nil {
 				t.Fatal(err)

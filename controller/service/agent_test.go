@@ -107,15 +107,11 @@ func startHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if c, err := net.Dial("unix", socket); err == nil {
+	waitfor.Check(t, 60*time.Second, "the helper to listen on "+socket, func() error {
+		c, err := net.Dial("unix", socket)
+		if err == nil {
 			c.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the helper never listened on %s", socket)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
 }
