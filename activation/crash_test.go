@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // useShippedSettings removes the lines of startEnv's test drop-in of
@@ -23,7 +24,7 @@ import (
 // apply, and reloads the manager.
 func (e *testEnv) useShippedSettings(ctx context.Context, prefixes ...string) {
 	e.t.Helper()
-	dropIn := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user", units.HelperUnit+".d", "90-test.conf")
+	dropIn := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user", unitname.HelperUnit+".d", "90-test.conf")
 	data, err := os.ReadFile(dropIn)
 	if err != nil {
 		e.t.Fatal(err)
@@ -55,13 +56,13 @@ func TestHelperBackAfterKill(t *testing.T) {
 
 	// What the manager loaded; the pause cannot be seen otherwise
 	// without timing the restart.
-	props, err := e.sd.Systemctl(t, "show", "-p", "Restart", "-p", "RestartUSec", "-p", "StartLimitBurst", "-p", "StartLimitIntervalUSec", units.HelperUnit)
+	props, err := e.sd.Systemctl(t, "show", "-p", "Restart", "-p", "RestartUSec", "-p", "StartLimitBurst", "-p", "StartLimitIntervalUSec", unitname.HelperUnit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Restart=on-failure", "RestartUSec=0", "StartLimitBurst=5", "StartLimitIntervalUSec=1min"} {
 		if !strings.Contains(props, want+"\n") {
-			t.Errorf("systemctl --user show %s:\n%s\nwant %s", units.HelperUnit, props, want)
+			t.Errorf("systemctl --user show %s:\n%s\nwant %s", unitname.HelperUnit, props, want)
 		}
 	}
 
@@ -82,7 +83,7 @@ func TestHelperBackAfterKill(t *testing.T) {
 	for {
 		var st units.State
 		e.poll(ctx, "a new helper or a failed unit", func() (bool, string) {
-			st, err = e.mgr.State(ctx, units.HelperUnit)
+			st, err = e.mgr.State(ctx, unitname.HelperUnit)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -103,13 +104,13 @@ func TestHelperBackAfterKill(t *testing.T) {
 		kills++
 	}
 	t.Logf("start limit hit after %d kills in the loop", kills)
-	sock, err := e.sd.Systemctl(t, "show", "-p", "ActiveState", "-p", "Result", units.SocketUnit)
+	sock, err := e.sd.Systemctl(t, "show", "-p", "ActiveState", "-p", "Result", unitname.SocketUnit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"ActiveState=failed", "Result=service-start-limit-hit"} {
 		if !strings.Contains(sock, want+"\n") {
-			t.Errorf("%s after the helper hit its start limit:\n%s\nwant %s (no more activations)", units.SocketUnit, sock, want)
+			t.Errorf("%s after the helper hit its start limit:\n%s\nwant %s (no more activations)", unitname.SocketUnit, sock, want)
 		}
 	}
 	if out, errOut, err := e.legion(ctx, "sessions", "list"); err == nil {
@@ -119,10 +120,10 @@ func TestHelperBackAfterKill(t *testing.T) {
 	}
 
 	// What the README says to do then.
-	if _, err := e.sd.Systemctl(t, "reset-failed", units.HelperUnit, units.SocketUnit); err != nil {
+	if _, err := e.sd.Systemctl(t, "reset-failed", unitname.HelperUnit, unitname.SocketUnit); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.sd.Systemctl(t, "start", units.SocketUnit); err != nil {
+	if _, err := e.sd.Systemctl(t, "start", unitname.SocketUnit); err != nil {
 		t.Fatal(err)
 	}
 	e.list(ctx)

@@ -15,7 +15,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // streamScript prints "line 000000\n", "line 000001\n", ... forever; on
@@ -207,7 +207,7 @@ func TestHelperRestartSurvival(t *testing.T) {
 
 func mustUnit(t *testing.T, name string) string {
 	t.Helper()
-	u, err := units.WorkerUnit(config.AdhocTeamID.String()[:8], name, api.ModeSpawn)
+	u, err := unitname.WorkerUnit(config.AdhocTeamID.String()[:8], name, api.ModeSpawn)
 	if err != nil {
 		t.Fatal(err)
 	}

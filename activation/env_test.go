@@ -19,6 +19,7 @@ import (
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // testEnv is a private systemd user manager with Legion's units installed
@@ -59,7 +60,7 @@ func startEnv(t testing.TB) *testEnv {
 	}
 	e.runtime, e.stateDir = rt, st
 	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
-	dropIn := filepath.Join(unitDir, units.HelperUnit+".d", "90-test.conf")
+	dropIn := filepath.Join(unitDir, unitname.HelperUnit+".d", "90-test.conf")
 	if err := os.MkdirAll(filepath.Dir(dropIn), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func startEnv(t testing.TB) *testEnv {
 	}
 	// legion.socket refuses to trigger more than 20 times in 2s (systemd's
 	// default for Accept=no); 60 fast restarts in a row come close.
-	sockDropIn := filepath.Join(unitDir, units.SocketUnit+".d", "90-test.conf")
+	sockDropIn := filepath.Join(unitDir, unitname.SocketUnit+".d", "90-test.conf")
 	if err := os.MkdirAll(filepath.Dir(sockDropIn), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -149,9 +150,9 @@ func (e *testEnv) spawn(ctx context.Context, name string, argv ...string) api.Sp
 // helperPID is the helper's MainPID (0 when it does not run).
 func (e *testEnv) helperPID(ctx context.Context) int {
 	e.t.Helper()
-	st, err := e.mgr.State(ctx, units.HelperUnit)
+	st, err := e.mgr.State(ctx, unitname.HelperUnit)
 	if err != nil {
-		e.t.Fatalf("state of %s: %v", units.HelperUnit, err)
+		e.t.Fatalf("state of %s: %v", unitname.HelperUnit, err)
 	}
 	return int(st.MainPID)
 }
@@ -159,8 +160,8 @@ func (e *testEnv) helperPID(ctx context.Context) int {
 // stopHelper stops legion.service (legion.socket stays).
 func (e *testEnv) stopHelper(ctx context.Context) {
 	e.t.Helper()
-	if err := e.mgr.Stop(ctx, units.HelperUnit); err != nil {
-		e.t.Fatalf("stop %s: %v", units.HelperUnit, err)
+	if err := e.mgr.Stop(ctx, unitname.HelperUnit); err != nil {
+		e.t.Fatalf("stop %s: %v", unitname.HelperUnit, err)
 	}
 }
 
@@ -176,7 +177,7 @@ func (e *testEnv) killHelper(ctx context.Context) {
 		e.t.Fatalf("kill -9 helper %d: %v", pid, err)
 	}
 	e.poll(ctx, "the helper's death noticed", func() (bool, string) {
-		st, err := e.mgr.State(ctx, units.HelperUnit)
+		st, err := e.mgr.State(ctx, unitname.HelperUnit)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // checkLaunch checks every field of a spawn request and returns the launch
@@ -62,7 +62,7 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	if a.Mode == "" {
 		return launch{}, bad("mode", "empty: want the session's mode (plan, implement, ..., or spawn)")
 	}
-	if l.unit, err = units.WorkerUnit(l.teamShort(), part, a.Mode); err != nil {
+	if l.unit, err = unitname.WorkerUnit(l.teamShort(), part, a.Mode); err != nil {
 		return launch{}, bad("mode", "unit name for %s in mode %q: %v", part, a.Mode, err)
 	}
 	if !filepath.IsAbs(a.Cwd) {

@@ -14,6 +14,7 @@ import (
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // Recovery joins three sources at every start of the helper:
@@ -163,7 +164,7 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 		return entryResult{kind: quarantined, q: api.Quarantined{Name: filepath.Base(path), Path: dst, Reason: "corrupt registry entry: " + err.Error()}}
 	}
 	log = sessionLogger(log, r)
-	if r.Unit == "" || !units.ValidName(r.Unit, units.NamePlain) {
+	if r.Unit == "" || !unitname.ValidName(r.Unit, unitname.NamePlain) {
 		return h.quarantine(log, path, r, "registry entry names no valid unit")
 	}
 	us := unitState(states, r.Unit)

@@ -19,6 +19,7 @@ import (
 	"github.com/legion-dev/legion/ptyworker/workerunit"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // worker is a pty-worker unit a test started itself (not through the
@@ -34,7 +35,7 @@ type worker struct {
 func startWorker(ctx context.Context, t *testing.T, mgr *units.Manager, name, daemonID, runtimeDir, stateDir string) worker {
 	t.Helper()
 	team := config.AdhocTeamID
-	unit, err := units.WorkerUnit(team.String()[:8], name, api.ModeSpawn)
+	unit, err := unitname.WorkerUnit(team.String()[:8], name, api.ModeSpawn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func editRegistry(t *testing.T, path string, edit func(*ptyworker.Registry)) {
 func writeStale(t *testing.T, stateDir, name, daemonID string, pid int) *ptyworker.Registry {
 	t.Helper()
 	id := uuid.NewString()
-	unit, err := units.WorkerUnit(config.AdhocTeamID.String()[:8], name, api.ModeSpawn)
+	unit, err := unitname.WorkerUnit(config.AdhocTeamID.String()[:8], name, api.ModeSpawn)
 	if err != nil {
 		t.Fatal(err)
 	}

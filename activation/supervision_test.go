@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // gitWorkspace is a git repository with one commit, for a team's workspace.
@@ -57,7 +57,7 @@ func TestZeroCooldownEverywhere(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("dispatch --json printed %q: %v", out, err)
 	}
-	controller, err := units.ControllerUnit("zero")
+	controller, err := unitname.ControllerUnit("zero")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"regexp"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // shortID is a team's short id: the first 8 hex digits of its UUID.
@@ -30,7 +30,7 @@ func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request
 	}
 	res := api.TeamStopResult{Stopped: []string{}}
 	if a.IfStopping {
-		ctl, err := units.ControllerUnit(a.Team)
+		ctl, err := unitname.ControllerUnit(a.Team)
 		if err != nil {
 			return nil, nil, api.Errorf(api.CodeBadRequest, "team.stop: %v", err)
 		}

@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/atomicfile"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // InstallOptions says what `legion install` writes where.
@@ -26,7 +28,7 @@ type InstallOptions struct {
 	Bin string
 	// Defaults is the restart policy of legion@.service (see
 	// GenerateOptions.Defaults). Required.
-	Defaults Supervision
+	Defaults config.Supervision
 	// Teams get a controller drop-in and a slice each; Legion's drop-ins
 	// and slices of teams not listed are removed.
 	Teams []TeamUnits
@@ -87,7 +89,7 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 		return res, fmt.Errorf("install: %w", err)
 	}
 	if !o.Packaged {
-		enable = append([]string{SocketUnit}, enable...)
+		enable = append([]string{unitname.SocketUnit}, enable...)
 	}
 
 	var changed []File
@@ -150,7 +152,7 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	if err := o.Manager.Reload(ctx); err != nil {
 		return res, fmt.Errorf("install: %w", err)
 	}
-	if err := o.Manager.Start(ctx, SocketUnit); err != nil {
+	if err := o.Manager.Start(ctx, unitname.SocketUnit); err != nil {
 		return res, fmt.Errorf("install: %w", err)
 	}
 	return res, nil
@@ -164,7 +166,7 @@ func unitsToEnable(teams []TeamUnits, enable []string) ([]string, error) {
 		if !slices.ContainsFunc(teams, func(t TeamUnits) bool { return t.Name == team }) {
 			return nil, fmt.Errorf("enable team %q: no such team in the config", team)
 		}
-		name, err := ControllerUnit(team)
+		name, err := unitname.ControllerUnit(team)
 		if err != nil {
 			return nil, fmt.Errorf("enable team %q: %w", team, err)
 		}
@@ -227,7 +229,7 @@ func staleFiles(dir string, files []File, teams []TeamUnits) ([]string, error) {
 		}
 	}
 	for _, p := range owned.links {
-		team, err := ParseControllerUnit(filepath.Base(p))
+		team, err := unitname.ParseControllerUnit(filepath.Base(p))
 		if err != nil {
 			continue // legion.socket and the like stay enabled
 		}
@@ -421,28 +423,28 @@ func Uninstall(ctx context.Context, o UninstallOptions) (UninstallResult, error)
 // legionsUnits lists the loaded units that are Legion's, in stop order:
 // controllers, workers, the socket, the helper, team slices, legion.slice.
 func legionsUnits(ctx context.Context, m *Manager) ([]State, error) {
-	all, err := m.List(ctx, "legion@*.service", "legion-*.service", SocketUnit, HelperUnit, "legion-*.slice", RootSlice)
+	all, err := m.List(ctx, "legion@*.service", "legion-*.service", unitname.SocketUnit, unitname.HelperUnit, "legion-*.slice", unitname.RootSlice)
 	if err != nil {
 		return nil, fmt.Errorf("list Legion's units: %w", err)
 	}
 	rank := func(name string) int {
 		switch {
-		case name == SocketUnit:
+		case name == unitname.SocketUnit:
 			return 2
-		case name == HelperUnit:
+		case name == unitname.HelperUnit:
 			return 3
-		case name == RootSlice:
+		case name == unitname.RootSlice:
 			return 5
 		case strings.HasSuffix(name, ".slice"):
-			if short, ok := strings.CutPrefix(strings.TrimSuffix(name, ".slice"), "legion-"); ok && CheckShortID(short) == nil {
+			if short, ok := strings.CutPrefix(strings.TrimSuffix(name, ".slice"), "legion-"); ok && unitname.CheckShortID(short) == nil {
 				return 4
 			}
 		case strings.HasPrefix(name, "legion@"):
-			if _, err := ParseControllerUnit(name); err == nil {
+			if _, err := unitname.ParseControllerUnit(name); err == nil {
 				return 0
 			}
 		default:
-			if _, _, _, err := ParseWorkerUnit(name); err == nil {
+			if _, _, _, err := unitname.ParseWorkerUnit(name); err == nil {
 				return 1
 			}
 		}

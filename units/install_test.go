@@ -17,6 +17,7 @@ import (
 
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // installTeams are the teams of the install tests: a plain one and one
@@ -83,8 +84,8 @@ func TestInstallUninstall(t *testing.T) {
 	_, m, ctx := setup(t)
 	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
 	bin := fakeBinary(t)
-	xUnit, _ := units.ControllerUnit("x")
-	yUnit, _ := units.ControllerUnit("ünï team/y")
+	xUnit, _ := unitname.ControllerUnit("x")
+	yUnit, _ := unitname.ControllerUnit("ünï team/y")
 
 	// A foreign unit and a foreign drop-in of Legion's controller: never touched.
 	foreign := map[string]string{
@@ -118,14 +119,14 @@ func TestInstallUninstall(t *testing.T) {
 	if len(res.Written) != 7 || len(res.Unchanged) != 0 || len(res.Removed) != 0 {
 		t.Errorf("first Install = %+v; want 7 files written", res)
 	}
-	requireLoaded(t, m, units.SocketUnit, units.HelperUnit, xUnit, yUnit, "legion-0000bbbb.slice")
+	requireLoaded(t, m, unitname.SocketUnit, unitname.HelperUnit, xUnit, yUnit, "legion-0000bbbb.slice")
 	for _, link := range []string{"sockets.target.wants/legion.socket", "default.target.wants/" + xUnit, "default.target.wants/" + yUnit} {
 		if _, err := os.Stat(filepath.Join(unitDir, link)); err != nil {
 			t.Errorf("enablement link %s: %v", link, err)
 		}
 	}
 	sock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), units.SocketPath)
-	waitState(t, ctx, m, units.SocketUnit, "listening", func(s units.State) bool { return s.ActiveState == "active" })
+	waitState(t, ctx, m, unitname.SocketUnit, "listening", func(s units.State) bool { return s.ActiveState == "active" })
 	if fi, err := os.Stat(sock); err != nil || fi.Mode()&fs.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Errorf("socket %s: %v, %v; want a socket with mode 0600", sock, fi, err)
 	}
@@ -161,8 +162,8 @@ func TestInstallUninstall(t *testing.T) {
 	}
 
 	// A running worker and a failed one, as the helper would start them.
-	worker, _ := units.WorkerUnit("0000aaaa", "LEG-1", "implement")
-	failed, _ := units.WorkerUnit("0000aaaa", "LEG-2", "plan")
+	worker, _ := unitname.WorkerUnit("0000aaaa", "LEG-1", "implement")
+	failed, _ := unitname.WorkerUnit("0000aaaa", "LEG-2", "plan")
 	if err := m.StartTransient(ctx, helperUnit(t, worker, "sleep", nil, units.String("Service", "Type", "notify"), units.String("Service", "Slice", "legion-0000aaaa.slice"))); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
@@ -186,7 +187,7 @@ func TestInstallUninstall(t *testing.T) {
 	if diff := cmp.Diff(foreignBefore, snapshot(t, unitDir)); diff != "" {
 		t.Errorf("Uninstall --dry-run changed the unit dir:\n%s", diff)
 	}
-	requireLoaded(t, m, worker, units.SocketUnit)
+	requireLoaded(t, m, worker, unitname.SocketUnit)
 
 	res2, err := units.Uninstall(ctx, units.UninstallOptions{UnitDir: unitDir, Manager: m})
 	if err != nil {
@@ -199,7 +200,7 @@ func TestInstallUninstall(t *testing.T) {
 	if got := res2.Stopped; len(got) < 4 || !strings.HasPrefix(got[0], "legion@") {
 		t.Errorf("Uninstall stopped %q; want the controller first, then workers, socket, helper, slices", got)
 	}
-	for _, name := range []string{units.SocketUnit, units.HelperUnit, xUnit, worker, failed} {
+	for _, name := range []string{unitname.SocketUnit, unitname.HelperUnit, xUnit, worker, failed} {
 		st, err := m.State(ctx, name)
 		if err != nil {
 			t.Fatalf("State(%s): %v", name, err)
@@ -441,12 +442,12 @@ func TestCommandsAgainstManager(t *testing.T) {
 	if err != nil || !strings.Contains(string(dropIn), "RestartSec=7s\n") || !strings.Contains(string(dropIn), "Slice=legion-d3b07384.slice\n") {
 		t.Errorf("drop-in of team %q: %v\n%s", "demo team", err, dropIn)
 	}
-	requireLoaded(t, m, units.SocketUnit, units.HelperUnit, `legion@demo\x20team.service`)
+	requireLoaded(t, m, unitname.SocketUnit, unitname.HelperUnit, `legion@demo\x20team.service`)
 	if out := legion("install"); !strings.Contains(out, "unit files up to date") {
 		t.Errorf("second legion install printed %q; want it to say the files are up to date", out)
 	}
 	legion("uninstall")
-	st, err := m.State(ctx, units.SocketUnit)
+	st, err := m.State(ctx, unitname.SocketUnit)
 	if err != nil || st.ActiveState == "active" {
 		t.Errorf("legion.socket after legion uninstall: %+v, %v", st, err)
 	}

@@ -3,10 +3,12 @@ package units
 import (
 	"fmt"
 	"io"
-	"path"
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // Timings of Legion's own units that are not a team's policy: the
@@ -22,23 +24,9 @@ const (
 	helperStartLimitBurst    = 5
 )
 
-// Supervision is a restart policy: RestartSec=, StartLimitIntervalSec= and
-// StartLimitBurst=. Package units has no defaults for it: they are
-// config's (legion.toml and its built-in defaults), the one place that
-// decides, so the controller template, the teams' drop-ins and the
-// workers the helper starts cannot drift apart.
-type Supervision struct {
-	RestartCooldown    time.Duration
-	StartLimitInterval time.Duration
-	StartLimitBurst    uint32
-}
-
 // SocketPath is the helper socket's path in the socket unit, relative to
 // $XDG_RUNTIME_DIR (%t).
 const SocketPath = "legion/legion.sock"
-
-// dropInName is the file name of a team's drop-in in legion@<team>.service.d/.
-const dropInName = "50-legion.conf"
 
 // File is one generated file: its path relative to the unit directory
 // ("legion.socket", "legion@x.service.d/50-legion.conf") and its bytes.
@@ -71,7 +59,7 @@ type GenerateOptions struct {
 	// Defaults is the restart policy of the template legion@.service, for
 	// an instance without a team drop-in: config's built-in defaults.
 	// Required.
-	Defaults Supervision
+	Defaults config.Supervision
 	// Teams get a drop-in for their controller instance and a slice each.
 	Teams []TeamUnits
 }
@@ -84,14 +72,14 @@ func Generate(o GenerateOptions) ([]File, error) {
 	if !filepath.IsAbs(o.Bin) {
 		return nil, fmt.Errorf("legion binary %q: want an absolute path", o.Bin)
 	}
-	if o.Defaults == (Supervision{}) {
-		return nil, fmt.Errorf("no restart policy for %s: want config's defaults (restart cooldown, start limit)", ControllerTemplate)
+	if o.Defaults == (config.Supervision{}) {
+		return nil, fmt.Errorf("no restart policy for %s: want config's defaults (restart cooldown, start limit)", unitname.ControllerTemplate)
 	}
 	helper, template := helperUnit(o.Bin), controllerTemplate(o.Bin, o.Defaults)
 	files := []File{
-		{Path: SocketUnit, Data: socketUnit().File()},
-		{Path: HelperUnit, Data: helper.File()},
-		{Path: ControllerTemplate, Data: template.File()},
+		{Path: unitname.SocketUnit, Data: socketUnit().File()},
+		{Path: unitname.HelperUnit, Data: helper.File()},
+		{Path: unitname.ControllerTemplate, Data: template.File()},
 	}
 	names := map[string]bool{}
 	shorts := map[string]string{}
@@ -117,7 +105,7 @@ func Generate(o GenerateOptions) ([]File, error) {
 // socketUnit is legion.socket: the helper's socket under $XDG_RUNTIME_DIR,
 // private to the user, started at login once enabled.
 func socketUnit() Unit {
-	return Unit{Name: SocketUnit, Options: []Option{
+	return Unit{Name: unitname.SocketUnit, Options: []Option{
 		String("Unit", "Description", "Legion control socket"),
 		FileOnly("Socket", "ListenStream", "%t/"+SocketPath, true),
 		FileOnly("Socket", "SocketMode", "0600", false),
@@ -147,10 +135,10 @@ func socketUnit() Unit {
 // its recovery done) before its sessions.watch followers (controllers,
 // `legion tmux`) dial again; the helper keeps no tmux views of its own.
 func helperUnit(bin string) Unit {
-	return Unit{Name: HelperUnit, Options: []Option{
+	return Unit{Name: unitname.HelperUnit, Options: []Option{
 		String("Unit", "Description", "Legion helper (control plane)"),
-		FileOnly("Unit", "Requires", SocketUnit, false),
-		FileOnly("Unit", "After", SocketUnit, false),
+		FileOnly("Unit", "Requires", unitname.SocketUnit, false),
+		FileOnly("Unit", "After", unitname.SocketUnit, false),
 		Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", helperStartLimitInterval),
 		Uint32("Unit", "StartLimitBurst", helperStartLimitBurst),
 		String("Service", "Type", "notify"),
@@ -172,11 +160,11 @@ func helperUnit(bin string) Unit {
 // crash or a watchdog timeout (SIGABRT) the controller stops nothing, so
 // its restart finds every agent still running. No BindsTo= is needed, and
 // none would be right: it would stop workers on a crash too.
-func controllerTemplate(bin string, d Supervision) Unit {
-	return Unit{Name: ControllerTemplate, Options: []Option{
+func controllerTemplate(bin string, d config.Supervision) Unit {
+	return Unit{Name: unitname.ControllerTemplate, Options: []Option{
 		FileOnly("Unit", "Description", "Legion controller for team %I", true),
-		FileOnly("Unit", "Wants", SocketUnit, false),
-		FileOnly("Unit", "After", SocketUnit, false),
+		FileOnly("Unit", "Wants", unitname.SocketUnit, false),
+		FileOnly("Unit", "After", unitname.SocketUnit, false),
 		Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", d.StartLimitInterval),
 		Uint32("Unit", "StartLimitBurst", d.StartLimitBurst),
 		String("Service", "Type", "notify"),
@@ -192,11 +180,15 @@ func controllerTemplate(bin string, d Supervision) Unit {
 // teamFiles are one team's drop-in for its controller instance and its
 // slice.
 func teamFiles(t TeamUnits) ([]File, error) {
-	controller, err := ControllerUnit(t.Name)
+	controller, err := unitname.ControllerUnit(t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("team %q: %w", t.Name, err)
 	}
-	slice, err := TeamSlice(t.ShortID)
+	slice, err := unitname.TeamSlice(t.ShortID)
+	if err != nil {
+		return nil, fmt.Errorf("team %q: %w", t.Name, err)
+	}
+	dropInPath, err := unitname.DropInPath(t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("team %q: %w", t.Name, err)
 	}
@@ -223,7 +215,7 @@ func teamFiles(t TeamUnits) ([]File, error) {
 		su.Options = append(su.Options, Uint64("Slice", "TasksMax", t.TasksMax))
 	}
 	return []File{
-		{Path: path.Join(controller+".d", dropInName), Data: dropIn.File()},
+		{Path: dropInPath, Data: dropIn.File()},
 		{Path: slice, Data: su.File()},
 	}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // defaults is the template's restart policy: config's, as `legion
@@ -169,7 +170,7 @@ func unitNamesToVerify(t *testing.T, files []units.File) []string {
 	var names []string
 	for _, f := range files {
 		switch {
-		case f.Path == units.ControllerTemplate:
+		case f.Path == unitname.ControllerTemplate:
 			names = append(names, "legion@x.service")
 		case strings.Contains(f.Path, "/"):
 			names = append(names, strings.TrimSuffix(filepath.Dir(f.Path), ".d"))

@@ -1,13 +1,17 @@
 // Package units is Legion's model of systemd units: one description of a unit
 // that renders both to unit-file text (for `legion install`) and to the typed
-// D-Bus properties of StartTransientUnit (for workers); systemd's unit-name
-// escaping and Legion's unit names (names.go); the generators of Legion's
-// unit files and install/uninstall (legion.go, install.go); and a client for
-// the user manager (manager.go).
+// D-Bus properties of StartTransientUnit (for workers); the generators of
+// Legion's unit files and install/uninstall (legion.go, install.go); and a
+// client for the user manager (manager.go). systemd's unit-name escaping
+// and Legion's unit names are package units/unitname, which needs no D-Bus,
+// so that the controller can name units without linking a client of the
+// manager.
 //
-// The package never reads Legion's config (callers pass plain structs such
-// as TeamUnits), never writes a unit file without Header as its first line,
-// and never removes or overwrites a file that lacks it.
+// The package never loads Legion's config: callers pass plain structs such
+// as TeamUnits, and the restart policy as a config.Supervision, whose
+// values package config alone decides. It never writes a unit file without
+// Header as its first line, and never removes or overwrites a file that
+// lacks it.
 package units
 
 import (

@@ -15,6 +15,7 @@ import (
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // sdtestTimeout bounds talking to a test manager; generous for slow CI.
@@ -428,7 +429,7 @@ func TestWorkerBesideInstalledLegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if f.Path == units.HelperUnit {
+		if f.Path == unitname.HelperUnit {
 			if err := os.WriteFile(filepath.Join(s.opts.UnitDir, f.Path), f.Data, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -437,7 +438,7 @@ func TestWorkerBesideInstalledLegion(t *testing.T) {
 	s.opts.Bin = filepath.Join(elsewhere, "legion")
 	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), OK, worker+" (legion-pty-worker dev)", "")
 
-	if err := os.Remove(filepath.Join(s.opts.UnitDir, units.HelperUnit)); err != nil {
+	if err := os.Remove(filepath.Join(s.opts.UnitDir, unitname.HelperUnit)); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Fail, "legion-pty-worker not found in "+elsewhere, "make install")

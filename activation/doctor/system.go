@@ -13,6 +13,7 @@ import (
 	godbus "github.com/godbus/dbus/v5"
 
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // installHint is how to install a program on the common distributions.
@@ -128,7 +129,7 @@ func checkWorker(ctx context.Context, find func() (string, error), version strin
 // starts the workers), or fallback when there is no such unit file or it
 // names no program.
 func installedLegion(unitDir, fallback string) string {
-	data, err := os.ReadFile(filepath.Join(unitDir, units.HelperUnit))
+	data, err := os.ReadFile(filepath.Join(unitDir, unitname.HelperUnit))
 	if err != nil {
 		return fallback
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/legion-dev/legion/controller/service"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/journal"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 func newControllerCmd(g *globals) *cobra.Command {
@@ -45,7 +45,7 @@ systemd restarts a stale controller agent, which resumes its session.`,
 			name := args[0]
 			t, ok := cfg.Team(name)
 			if !ok {
-				if un, err := units.Unescape(name); err == nil {
+				if un, err := unitname.Unescape(name); err == nil {
 					t, ok = cfg.Team(un)
 				}
 			}

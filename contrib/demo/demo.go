@@ -18,6 +18,7 @@ import (
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sandbox"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // DefaultTimeout bounds the wait for every issue to reach Done.
@@ -219,7 +220,7 @@ func (d *run) snapshot(ctx context.Context) ([]row, int, error) {
 }
 
 func (d *run) controllerUnit() string {
-	u, err := units.ControllerUnit(d.team)
+	u, err := unitname.ControllerUnit(d.team)
 	if err != nil {
 		return "legion@" + d.team + ".service"
 	}
@@ -230,7 +231,7 @@ func (d *run) controllerUnit() string {
 // units involved.
 func (d *run) printStatus(ctx context.Context) {
 	fmt.Fprintln(d.o.Out)
-	for _, u := range []string{d.controllerUnit(), units.SocketUnit, units.HelperUnit} {
+	for _, u := range []string{d.controllerUnit(), unitname.SocketUnit, unitname.HelperUnit} {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		out, _ := exec.CommandContext(sctx, "systemctl", "--user", "--no-pager", "--lines=0", "status", u).Output()
 		cancel()

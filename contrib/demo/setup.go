@@ -22,6 +22,7 @@ import (
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sandbox"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // controllerInterval is the demo controller's tick (unit events wake it
@@ -156,7 +157,7 @@ func (d *run) pickManager(ctx context.Context) error {
 // useUserManager checks the user's manager runs no Legion unit, and picks
 // the runtime unit dir and a fresh team name.
 func (d *run) useUserManager(ctx context.Context) error {
-	loaded, err := d.mgr.List(ctx, "legion@*.service", "legion-*.service", units.SocketUnit, units.HelperUnit)
+	loaded, err := d.mgr.List(ctx, "legion@*.service", "legion-*.service", unitname.SocketUnit, unitname.HelperUnit)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -212,7 +213,7 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 		return fmt.Errorf("demo: %w", err)
 	}
 	if d.sb == nil {
-		if err := d.mgr.Start(ctx, units.SocketUnit); err != nil {
+		if err := d.mgr.Start(ctx, unitname.SocketUnit); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/claude"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // AgentOptions configure RunAgent, the controller of kind "agent".
@@ -48,7 +48,7 @@ func AgentSpec(o AgentOptions) (*ptyworker.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller agent of team %s: agent.resume: %w", t.Name, err)
 	}
-	unit, err := units.ControllerUnit(t.Name)
+	unit, err := unitname.ControllerUnit(t.Name)
 	if err != nil {
 		return nil, err
 	}

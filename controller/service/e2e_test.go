@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // slowPlanScript is the whole path to Done with a planner that works long
@@ -74,7 +74,7 @@ func procStart(pid int) string {
 func TestControllerWatchdogRestart(t *testing.T) {
 	e := start(t, slowPlanScript, teamOptions{wipLimit: 1, staleAfter: "1h"})
 	ctx := testCtx(t)
-	ctl, _ := units.ControllerUnit(teamName)
+	ctl, _ := unitname.ControllerUnit(teamName)
 	// A short watchdog and abort timeout for this test only. A frozen
 	// process keeps SIGABRT pending; the SIGKILL after TimeoutAbortSec ends
 	// it.
@@ -158,10 +158,10 @@ func TestHelperKilledMidRun(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		hpid := e.liveHelper(ctx, prev)
 		if err := syscall.Kill(int(hpid), syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			t.Fatalf("kill %d: SIGKILL %s main process %d: %v", i, units.HelperUnit, hpid, err)
+			t.Fatalf("kill %d: SIGKILL %s main process %d: %v", i, unitname.HelperUnit, hpid, err)
 		}
 		prev = hpid
-		e.assertUntouched(ctx, worker, wpid, fmt.Sprintf("kill %d of %s", i, units.HelperUnit))
+		e.assertUntouched(ctx, worker, wpid, fmt.Sprintf("kill %d of %s", i, unitname.HelperUnit))
 	}
 	// The helper is back (a new process) with the planner still the same.
 	e.liveHelper(ctx, prev)
@@ -175,8 +175,8 @@ func TestHelperKilledMidRun(t *testing.T) {
 func (e *env) liveHelper(ctx context.Context, not uint32) uint32 {
 	e.t.Helper()
 	var pid uint32
-	e.poll(ctx, units.HelperUnit+" running anew", func() (bool, string) {
-		st, err := e.mgr.State(ctx, units.HelperUnit)
+	e.poll(ctx, unitname.HelperUnit+" running anew", func() (bool, string) {
+		st, err := e.mgr.State(ctx, unitname.HelperUnit)
 		if err != nil {
 			return false, err.Error()
 		}

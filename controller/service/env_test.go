@@ -25,6 +25,7 @@ import (
 	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // waitFor is the generous deadline of every condition the tests poll.
@@ -139,12 +140,12 @@ agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
 
 	// Test drop-ins: output to a file (there is no journal), a fast tick.
 	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
-	ctl, err := units.ControllerUnit(teamName)
+	ctl, err := unitname.ControllerUnit(teamName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := fmt.Sprintf("StandardOutput=append:%s\nStandardError=append:%s\n", e.logFile, e.logFile)
-	e.dropIn(filepath.Join(unitDir, units.HelperUnit+".d", "90-test.conf"), "[Service]\n"+out)
+	e.dropIn(filepath.Join(unitDir, unitname.HelperUnit+".d", "90-test.conf"), "[Service]\n"+out)
 	ctlService := fmt.Sprintf("ExecStart=\nExecStart=%s controller --interval %s %%i\n", bin, cmp.Or(o.interval, "1s"))
 	if o.interval != "" {
 		ctlService += "WatchdogSec=0\n"
@@ -227,7 +228,7 @@ func (e *env) legion(ctx context.Context, args ...string) string {
 // startController starts legion@demo.
 func (e *env) startController() {
 	e.t.Helper()
-	ctl, _ := units.ControllerUnit(teamName)
+	ctl, _ := unitname.ControllerUnit(teamName)
 	if _, err := e.sd.Systemctl(e.t, "start", ctl); err != nil {
 		e.t.Fatalf("start %s: %v", ctl, err)
 	}
@@ -295,7 +296,7 @@ func running(s units.State) bool {
 // workerUnit is the unit of issue's worker in mode.
 func workerUnit(t *testing.T, issue string, mode controller.Mode) string {
 	t.Helper()
-	u, err := units.WorkerUnit(teamID.String()[:8], issue, string(mode))
+	u, err := unitname.WorkerUnit(teamID.String()[:8], issue, string(mode))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,10 @@
 // its watchdog fed from the loop's heartbeat, and, on `systemctl --user
 // stop`, the stop of the team's workers.
 //
-// It reaches systemd only through the helper: it opens no D-Bus
-// connection of its own. Of package units it uses the unit names only
-// (activation's TestControllerNamesUnitsOnly asserts it for
-// controller/...); `go list -deps` still shows godbus, because those names
-// share package units with the user-manager client and config takes the
-// units' restart policy type from it, but none of that code is called.
+// It reaches systemd only through the helper: it links no D-Bus client
+// and no units.Manager, so it cannot open a connection to the user
+// manager of its own; unit names come from units/unitname
+// (activation's TestDependencyRules asserts it for controller/...).
 //
 // It must never stop workers on a crash, a watchdog restart or a restart
 // job: workers are their own units and outlive the controller.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // The scripted agent's parts, by mode; @LEGION@ is the binary. Each mode
@@ -220,7 +220,7 @@ func TestStopAndRestartController(t *testing.T) {
 	ctx := testCtx(t)
 	id := e.addIssue(ctx, "Plan forever")
 	e.startController()
-	ctl, _ := units.ControllerUnit(teamName)
+	ctl, _ := unitname.ControllerUnit(teamName)
 	worker := workerUnit(t, id, controller.ModePlan)
 	var pid uint32
 	e.poll(ctx, "the planner running", func() (bool, string) {
@@ -327,7 +327,7 @@ func TestSessionEventsWakeController(t *testing.T) {
 // wait longer).
 func (e *env) waitTicks(ctx context.Context, n int) {
 	e.t.Helper()
-	ctl, _ := units.ControllerUnit(teamName)
+	ctl, _ := unitname.ControllerUnit(teamName)
 	ping := func() string {
 		out, err := e.sd.Systemctl(e.t, "show", "--value", "-p", "WatchdogTimestampMonotonic", ctl)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/ptyworker/claude"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // Dispatch is everything needed to start one issue's worker: the helper
@@ -68,7 +68,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if err := checkMode(mode); err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
-	unit, err := units.WorkerUnit(t.ShortID(), issue, string(mode))
+	unit, err := unitname.WorkerUnit(t.ShortID(), issue, string(mode))
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // Policy is the supervision policy of a worker unit (from the team's
@@ -43,7 +44,7 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 	if err := s.Validate(); err != nil {
 		return units.Unit{}, fmt.Errorf("worker unit for session %s: spec: %w", s.SessionID, err)
 	}
-	if s.Unit == "" || !units.ValidName(s.Unit, units.NamePlain) || filepath.Ext(s.Unit) != ".service" {
+	if s.Unit == "" || !unitname.ValidName(s.Unit, unitname.NamePlain) || filepath.Ext(s.Unit) != ".service" {
 		return units.Unit{}, fmt.Errorf("worker unit for session %s: unit %q is not a valid service name", s.SessionID, s.Unit)
 	}
 	if !filepath.IsAbs(p.Binary) || !filepath.IsAbs(p.SpecPath) {
@@ -52,7 +53,7 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 	if err := p.validate(); err != nil {
 		return units.Unit{}, fmt.Errorf("worker unit %s: %w", s.Unit, err)
 	}
-	slice, err := units.TeamSlice(s.TeamShort)
+	slice, err := unitname.TeamSlice(s.TeamShort)
 	if err != nil {
 		return units.Unit{}, fmt.Errorf("worker unit %s: %w", s.Unit, err)
 	}

@@ -1,4 +1,10 @@
-package units
+// Package unitname holds Legion's unit names and systemd's unit-name
+// escaping: the names of Legion's static units, of each team's controller
+// instance and slice, and of each worker (legion-<short>-<issue>-<mode>),
+// built and parsed back. It is pure string work and imports no D-Bus
+// client, so that the controller can name units without linking one (it
+// reaches systemd only through the helper).
+package unitname
 
 import (
 	"errors"
@@ -188,6 +194,9 @@ func ParseControllerUnit(name string) (string, error) {
 	}
 	return team, nil
 }
+
+// dropInName is the file name of a team's drop-in in legion@<team>.service.d/.
+const dropInName = "50-legion.conf"
 
 // DropInPath is where install writes a team's settings for its controller,
 // relative to the unit directory: "legion@<escaped>.service.d/50-legion.conf".

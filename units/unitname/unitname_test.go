@@ -1,4 +1,4 @@
-package units_test
+package unitname_test
 
 import (
 	"errors"
@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/units/unitname"
 )
 
 // nastyNames are team, issue and mode names that have broken unit-name
@@ -70,11 +70,11 @@ func TestEscapeMatchesSystemdEscape(t *testing.T) {
 			if err != nil {
 				t.Fatalf("systemd-escape %q: %v", s, err)
 			}
-			got := units.Escape(s)
+			got := unitname.Escape(s)
 			if got != want {
 				t.Errorf("Escape(%q) = %q; want %q (systemd-escape)", s, got, want)
 			}
-			back, err := units.Unescape(got)
+			back, err := unitname.Unescape(got)
 			if err != nil || back != s {
 				t.Errorf("Unescape(%q) = %q, %v; want %q, nil", got, back, err, s)
 			}
@@ -112,11 +112,11 @@ func TestUnescape(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := units.Unescape(tt.in)
+			got, err := unitname.Unescape(tt.in)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Errorf("Unescape(%q) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
 			}
-			if err != nil && !errors.Is(err, units.ErrBadEscape) {
+			if err != nil && !errors.Is(err, unitname.ErrBadEscape) {
 				t.Errorf("Unescape(%q) error %v; want it to wrap ErrBadEscape", tt.in, err)
 			}
 			if tt.in == "" {
@@ -135,21 +135,21 @@ func TestControllerUnitMatchesSystemdEscapeTemplate(t *testing.T) {
 	for _, team := range append(nastyNames, "", strings.Repeat("x", 255-len("legion@.service")), strings.Repeat("x", 256-len("legion@.service"))) {
 		t.Run(team, func(t *testing.T) {
 			want, sdErr := systemdEscape(t, "--template=legion@.service", "--", team)
-			got, err := units.ControllerUnit(team)
+			got, err := unitname.ControllerUnit(team)
 			if (err != nil) != (sdErr != nil) || got != want {
 				t.Fatalf("ControllerUnit(%q) = %q, %v; want %q, %v (systemd-escape --template)", team, got, err, want, sdErr)
 			}
 			if err != nil {
 				return
 			}
-			if !units.ValidName(got, units.NameInstance) {
+			if !unitname.ValidName(got, unitname.NameInstance) {
 				t.Errorf("ValidName(%q, NameInstance) = false; want true", got)
 			}
-			back, err := units.ParseControllerUnit(got)
+			back, err := unitname.ParseControllerUnit(got)
 			if err != nil || back != team {
 				t.Errorf("ParseControllerUnit(%q) = %q, %v; want %q, nil", got, back, err, team)
 			}
-			dropIn, err := units.DropInPath(team)
+			dropIn, err := unitname.DropInPath(team)
 			if want := got + ".d/50-legion.conf"; err != nil || dropIn != want {
 				t.Errorf("DropInPath(%q) = %q, %v; want %q, nil", team, dropIn, err, want)
 			}
@@ -159,12 +159,12 @@ func TestControllerUnitMatchesSystemdEscapeTemplate(t *testing.T) {
 
 func TestControllerUnitErrors(t *testing.T) {
 	for _, team := range []string{"", "nul\x00byte", strings.Repeat("y", 300)} {
-		if got, err := units.ControllerUnit(team); err == nil {
+		if got, err := unitname.ControllerUnit(team); err == nil {
 			t.Errorf("ControllerUnit(%q) = %q, nil; want an error", team, got)
 		}
 	}
 	for _, name := range []string{"legion@.service", "legion.service", "legion@a.socket", "other@a.service", `legion@a\q.service`, "legion@a b.service", `legion@\x00.service`} {
-		if got, err := units.ParseControllerUnit(name); err == nil {
+		if got, err := unitname.ParseControllerUnit(name); err == nil {
 			t.Errorf("ParseControllerUnit(%q) = %q, nil; want an error", name, got)
 		}
 	}
@@ -174,17 +174,17 @@ func TestWorkerUnit(t *testing.T) {
 	const short = "0123abcd"
 	for _, issue := range nastyNames {
 		for _, mode := range []string{"implement", "a/b", "-", "plan review"} {
-			name, err := units.WorkerUnit(short, issue, mode)
+			name, err := unitname.WorkerUnit(short, issue, mode)
 			if err != nil {
-				if len(units.Escape(issue)) < 200 {
+				if len(unitname.Escape(issue)) < 200 {
 					t.Errorf("WorkerUnit(%q, %q, %q) error %v; want a name", short, issue, mode, err)
 				}
 				continue
 			}
-			if !units.ValidName(name, units.NamePlain) {
+			if !unitname.ValidName(name, unitname.NamePlain) {
 				t.Errorf("WorkerUnit(%q, %q, %q) = %q, not a valid unit name", short, issue, mode, name)
 			}
-			gs, gi, gm, err := units.ParseWorkerUnit(name)
+			gs, gi, gm, err := unitname.ParseWorkerUnit(name)
 			if err != nil || gs != short || gi != issue || gm != mode {
 				t.Errorf("ParseWorkerUnit(%q) = %q, %q, %q, %v; want %q, %q, %q, nil", name, gs, gi, gm, err, short, issue, mode)
 			}
@@ -200,7 +200,7 @@ func TestWorkerUnit(t *testing.T) {
 
 func mustWorker(t *testing.T, short, issue, mode string) string {
 	t.Helper()
-	name, err := units.WorkerUnit(short, issue, mode)
+	name, err := unitname.WorkerUnit(short, issue, mode)
 	if err != nil {
 		t.Fatalf("WorkerUnit(%q, %q, %q): %v", short, issue, mode, err)
 	}
@@ -218,7 +218,7 @@ func TestWorkerUnitErrors(t *testing.T) {
 		{"0123abcd", strings.Repeat("i", 250), "m"},
 	}
 	for _, b := range bad {
-		if got, err := units.WorkerUnit(b[0], b[1], b[2]); err == nil {
+		if got, err := unitname.WorkerUnit(b[0], b[1], b[2]); err == nil {
 			t.Errorf("WorkerUnit(%q, %q, %q) = %q, nil; want an error", b[0], b[1], b[2], got)
 		}
 	}
@@ -235,18 +235,18 @@ func TestWorkerUnitErrors(t *testing.T) {
 		"legion-0123abcd-i-m.service.d",
 		`legion-0123abcd-i\x00-m.service`,
 	} {
-		if s, i, m, err := units.ParseWorkerUnit(name); err == nil {
+		if s, i, m, err := unitname.ParseWorkerUnit(name); err == nil {
 			t.Errorf("ParseWorkerUnit(%q) = %q, %q, %q, nil; want an error", name, s, i, m)
 		}
 	}
 }
 
 func TestTeamSlice(t *testing.T) {
-	got, err := units.TeamSlice("deadbeef")
+	got, err := unitname.TeamSlice("deadbeef")
 	if want := "legion-deadbeef.slice"; err != nil || got != want {
 		t.Errorf("TeamSlice(deadbeef) = %q, %v; want %q, nil", got, err, want)
 	}
-	if got, err := units.TeamSlice("DEADBEEF"); err == nil {
+	if got, err := unitname.TeamSlice("DEADBEEF"); err == nil {
 		t.Errorf("TeamSlice(DEADBEEF) = %q, nil; want an error", got)
 	}
 }
@@ -254,25 +254,25 @@ func TestTeamSlice(t *testing.T) {
 func TestValidName(t *testing.T) {
 	tests := []struct {
 		name  string
-		kinds units.NameKind
+		kinds unitname.NameKind
 		want  bool
 	}{
-		{"legion.socket", units.NamePlain, true},
-		{"legion@.service", units.NameTemplate, true},
-		{"legion@.service", units.NamePlain | units.NameInstance, false},
-		{"legion@x.service", units.NameInstance, true},
-		{"legion@x@y.service", units.NameInstance, true},
-		{"@x.service", units.NameAny, false},
-		{"legion.bogus", units.NameAny, false},
-		{".service", units.NameAny, false},
-		{"legion", units.NameAny, false},
-		{"a b.service", units.NameAny, false},
-		{`a\x20b.service`, units.NamePlain, true},
-		{strings.Repeat("a", 247) + ".service", units.NamePlain, true},
-		{strings.Repeat("a", 248) + ".service", units.NamePlain, false},
+		{"legion.socket", unitname.NamePlain, true},
+		{"legion@.service", unitname.NameTemplate, true},
+		{"legion@.service", unitname.NamePlain | unitname.NameInstance, false},
+		{"legion@x.service", unitname.NameInstance, true},
+		{"legion@x@y.service", unitname.NameInstance, true},
+		{"@x.service", unitname.NameAny, false},
+		{"legion.bogus", unitname.NameAny, false},
+		{".service", unitname.NameAny, false},
+		{"legion", unitname.NameAny, false},
+		{"a b.service", unitname.NameAny, false},
+		{`a\x20b.service`, unitname.NamePlain, true},
+		{strings.Repeat("a", 247) + ".service", unitname.NamePlain, true},
+		{strings.Repeat("a", 248) + ".service", unitname.NamePlain, false},
 	}
 	for _, tt := range tests {
-		if got := units.ValidName(tt.name, tt.kinds); got != tt.want {
+		if got := unitname.ValidName(tt.name, tt.kinds); got != tt.want {
 			t.Errorf("ValidName(%q, %v) = %v; want %v", tt.name, tt.kinds, got, tt.want)
 		}
 	}
@@ -293,25 +293,25 @@ func FuzzEscape(f *testing.F) {
 	_, lookErr := exec.LookPath("systemd-escape")
 	compare := lookErr == nil && !fuzzing()
 	f.Fuzz(func(t *testing.T, s string) {
-		e := units.Escape(s)
-		back, err := units.Unescape(e)
+		e := unitname.Escape(s)
+		back, err := unitname.Unescape(e)
 		if err != nil || back != s {
 			t.Fatalf("Unescape(Escape(%q)) = %q, %v; want %q, nil", s, back, err, s)
 		}
-		name, err := units.ControllerUnit(s)
+		name, err := unitname.ControllerUnit(s)
 		switch {
-		case err == nil && !units.ValidName(name, units.NameInstance):
+		case err == nil && !unitname.ValidName(name, unitname.NameInstance):
 			t.Fatalf("ControllerUnit(%q) = %q, not a valid instance name", s, name)
-		case err != nil && s != "" && !strings.Contains(s, "\x00") && len(e) <= units.UnitNameMax-len("legion@.service"):
+		case err != nil && s != "" && !strings.Contains(s, "\x00") && len(e) <= unitname.UnitNameMax-len("legion@.service"):
 			t.Fatalf("ControllerUnit(%q): %v; want a name", s, err)
 		}
 		if err == nil {
-			if team, err := units.ParseControllerUnit(name); err != nil || team != s {
+			if team, err := unitname.ParseControllerUnit(name); err != nil || team != s {
 				t.Fatalf("ParseControllerUnit(%q) = %q, %v; want %q", name, team, err, s)
 			}
 		}
-		if w, err := units.WorkerUnit("00000000", s, s); err == nil {
-			_, i, m, err := units.ParseWorkerUnit(w)
+		if w, err := unitname.WorkerUnit("00000000", s, s); err == nil {
+			_, i, m, err := unitname.ParseWorkerUnit(w)
 			if err != nil || i != s || m != s {
 				t.Fatalf("ParseWorkerUnit(%q) = _, %q, %q, %v; want %q twice", w, i, m, err, s)
 			}
@@ -338,22 +338,22 @@ func FuzzParseUnitNames(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if short, issue, mode, err := units.ParseWorkerUnit(name); err == nil {
-			again, err := units.WorkerUnit(short, issue, mode)
+		if short, issue, mode, err := unitname.ParseWorkerUnit(name); err == nil {
+			again, err := unitname.WorkerUnit(short, issue, mode)
 			if err != nil {
 				t.Fatalf("ParseWorkerUnit(%q) = %q, %q, %q; WorkerUnit of those: %v", name, short, issue, mode, err)
 			}
-			s2, i2, m2, err := units.ParseWorkerUnit(again)
+			s2, i2, m2, err := unitname.ParseWorkerUnit(again)
 			if err != nil || s2 != short || i2 != issue || m2 != mode {
 				t.Fatalf("ParseWorkerUnit(%q) = %q, %q, %q, %v; want %q, %q, %q", again, s2, i2, m2, err, short, issue, mode)
 			}
 		}
-		if team, err := units.ParseControllerUnit(name); err == nil {
-			again, err := units.ControllerUnit(team)
+		if team, err := unitname.ParseControllerUnit(name); err == nil {
+			again, err := unitname.ControllerUnit(team)
 			if err != nil {
 				t.Fatalf("ParseControllerUnit(%q) = %q; ControllerUnit of it: %v", name, team, err)
 			}
-			if t2, err := units.ParseControllerUnit(again); err != nil || t2 != team {
+			if t2, err := unitname.ParseControllerUnit(again); err != nil || t2 != team {
 				t.Fatalf("ParseControllerUnit(%q) = %q, %v; want %q", again, t2, err, team)
 			}
 		}
