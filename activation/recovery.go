@@ -343,7 +343,7 @@ func unitGoneText(us units.State) string {
 	if !us.Exists() {
 		return "gone"
 	}
-	return "inactive"
+	return units.StateInactive
 }
 
 // sleepCtx waits d or until ctx is done; it reports whether ctx is done.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/units"
 )
 
 // Session events (sessions.watch).
@@ -297,7 +298,7 @@ func (h *Helper) failCause(ctx context.Context, s *session) string {
 // connection ends (the worker exited). It ends then, or when ctx ends.
 func (h *Helper) follow(ctx context.Context, s *session, followers *sync.WaitGroup) {
 	s.mu.Lock()
-	runs := unitRuns(s.us) && s.us.ActiveState != "activating" && !s.ended
+	runs := unitRuns(s.us) && s.us.ActiveState != units.StateActivating && !s.ended
 	s.mu.Unlock()
 	if !runs {
 		return
