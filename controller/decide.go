@@ -220,8 +220,7 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 	switch {
 	case is.HasLabel(LabelFeedbackGiven):
 		if is.Worker == nil {
-			d.Action, d.Reason = ActionSkip, "feedback given but no live worker to relay it to"
-			return d
+			return feedbackWithoutWorker(is, labelReviews)
 		}
 		d.Action, d.Reason = ActionRelayFeedback, "relay the latest human comment to the "+string(is.Worker.Mode)+" worker"
 		d.Input = is.Feedback
@@ -263,8 +262,11 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		d = dispatch(d, ActionDispatchImplementer, ModeImplement, StatusInProgress, "plan posted: implement it")
 	case StatusInProgress:
 		if !done {
-			d.Action, d.Reason = ActionNone, "in progress, no worker and no worker-done: waiting"
-			return d
+			// The seeds wait here ("worker running or waiting for PR"), but
+			// with no worker live nothing would ever add worker-done: the
+			// implementer exited or was lost (reboot, logout, crash).
+			return dispatch(d, ActionResumeImplementer, ModeImplement, "",
+				"in progress with no live worker and no worker-done: resume the implementer")
 		}
 		// The table says "dispatch reviewer"; moving to Needs Review with it
 		// keeps In Progress + worker-done from dispatching a second reviewer.
@@ -283,15 +285,19 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 			d.RemoveLabels = []string{LabelWorkerDone, LabelApproved}
 			return d
 		default:
+			// This worker-done is not a reviewer's with its outcome (an
+			// implementer resumed for changes added it, or the reviewer
+			// gave none): review again. With outcome labels on the issue
+			// nothing can lag; on a pull request the seeds wait for the
+			// label to propagate, but the reviewer adds it before
+			// worker-done, and with no reviewer live a missing one would
+			// never come.
+			where := "on the pull request"
 			if labelReviews {
-				// With outcome labels on the issue nothing can lag: this
-				// worker-done is not a reviewer's (an implementer resumed
-				// for changes added it), so review again.
-				d = dispatch(d, ActionDispatchReviewer, ModeReview, "", "worker-done without a review outcome on the issue: review again")
-				d.RemoveLabels = []string{LabelWorkerDone}
-				return d
+				where = "on the issue"
 			}
-			d.Action, d.Reason = ActionSkip, "review done but no outcome label found yet"
+			d = dispatch(d, ActionDispatchReviewer, ModeReview, "", "worker-done without a review outcome "+where+": review again")
+			d.RemoveLabels = []string{LabelWorkerDone}
 			return d
 		}
 	case StatusRetro:
@@ -317,6 +323,31 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		return d
 	}
 	d.RemoveLabels = []string{LabelWorkerDone}
+	return d
+}
+
+// feedbackWithoutWorker decides an issue whose human answered (it carries
+// user-feedback-given) after the agent that asked is gone: it exited, was
+// lost to a reboot or a logout, or failed. The issue's phase worker is
+// started or resumed as if no human label were there, and both labels stay,
+// so that the next tick, with that worker live, relays the answer to it.
+// If the phase starts no worker but escalates again (a finisher that ended
+// without closing the issue), the answer is taken as read.
+func feedbackWithoutWorker(is Issue, labelReviews bool) Decision {
+	bare := is
+	bare.Labels = slices.DeleteFunc(slices.Clone(is.Labels), func(l string) bool {
+		return l == LabelFeedbackGiven || l == LabelInputNeeded
+	})
+	d := decideIssue(bare, labelReviews)
+	switch {
+	case startsWorker(d.Action):
+		d.Reason = "feedback given but no live worker to relay it to: " + d.Reason + "; the feedback is relayed once it is live"
+	case slices.Contains(d.AddLabels, LabelInputNeeded):
+		d.RemoveLabels = append(d.RemoveLabels, LabelFeedbackGiven)
+		d.Reason = "feedback given but no live worker to relay it to: " + d.Reason
+	default:
+		d = Decision{Issue: is.ID, Action: ActionSkip, Reason: "feedback given but no live worker to relay it to (" + d.Reason + ")"}
+	}
 	return d
 }
 

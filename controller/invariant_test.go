@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestDecideNoSilentStall checks, over every status × label subset ×
+// worker situation × review outcome, that after any loss an issue that is
+// not Done never just waits: the decision starts or resumes a worker, or a
+// worker is live and working, or the issue waits on a human (it carries
+// user-input-needed, or the decision adds it with a comment saying what is
+// awaited), or a failed unit is reported (the reason names the unit and
+// its cause). Statuses Legion does not act on (Backlog, Canceled) are left
+// alone by design and are not checked.
+func TestDecideNoSilentStall(t *testing.T) {
+	statuses := []Status{StatusTodo, StatusInProgress, StatusNeedsReview, StatusRetro}
+	labels := []string{LabelWorkerDone, LabelChangesRequest, LabelApproved, LabelFinishing, LabelInputNeeded, LabelFeedbackGiven}
+	modes := []Mode{ModePlan, ModeImplement, ModeReview, ModeRetro, ModeFinish}
+
+	type situation struct {
+		name   string
+		worker *Worker
+		failed []FailedWorker
+	}
+	// An exited worker (it ended, was killed, the machine rebooted, its
+	// user logged out without linger) leaves no trace in Issue: it is
+	// listed as its own situation so that each loss is named, and decides
+	// as "none" does.
+	situations := []situation{{name: "no worker"}}
+	for _, m := range modes {
+		situations = append(situations,
+			situation{name: "live " + string(m), worker: live(m)},
+			situation{name: "exited " + string(m)},
+			situation{name: "failed " + string(m), failed: []FailedWorker{{Mode: m, Session: "DEMO-1-" + string(m),
+				Unit: `legion-0123abcd-DEMO\x2d1-` + string(m) + ".service", Cause: "start limit hit after 5 restarts"}}},
+			situation{name: "asking " + string(m), worker: &Worker{Mode: m, Session: "DEMO-1-" + string(m), Blocked: true, Question: "Which DB?"}},
+		)
+	}
+	type source struct {
+		name         string
+		labelReviews bool
+		review       Review // with PR reviews; label reviews derive it from the labels
+	}
+	sources := []source{
+		{name: "label reviews", labelReviews: true},
+		{name: "PR reviews, no outcome"},
+		{name: "PR reviews, approved", review: ReviewApproved},
+		{name: "PR reviews, changes requested", review: ReviewChangesRequested},
+	}
+
+	cases := 0
+	for _, st := range statuses {
+		for bits := range 1 << len(labels) {
+			var ls []string
+			for k, l := range labels {
+				if bits&(1<<k) != 0 {
+					ls = append(ls, l)
+				}
+			}
+			for _, sit := range situations {
+				for _, src := range sources {
+					is := Issue{ID: "DEMO-1", Status: st, Labels: ls, Worker: sit.worker, Failed: sit.failed, Feedback: "Use Postgres"}
+					is.Review = src.review
+					if src.labelReviews {
+						is.Review = reviewsFromLabels([]TrackedIssue{{ID: is.ID, Labels: ls}})[is.ID]
+					}
+					d := Decide(State{LabelReviews: src.labelReviews, Issues: []Issue{is}})[0]
+					cases++
+					if why := stalls(is, d); why != "" {
+						t.Errorf("%s [%s] with %s, %s: %s: decision %s (%q)",
+							st, strings.Join(ls, ","), sit.name, src.name, why, d.Action, d.Reason)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d cases checked", cases)
+}
+
+// stalls returns why decision d leaves issue is stalled silently, or "".
+func stalls(is Issue, d Decision) string {
+	if d.Reason == "" {
+		return "the decision gives no reason"
+	}
+	if slices.Contains(d.AddLabels, LabelInputNeeded) && d.Comment == "" {
+		return "the decision adds " + LabelInputNeeded + " without a comment saying what is awaited"
+	}
+	switch {
+	case startsWorker(d.Action):
+		return ""
+	case d.Action == ActionRelayFeedback && is.Worker != nil:
+		return "" // the answer reaches the live agent, which goes on
+	case is.Worker != nil && !is.Worker.Blocked:
+		return ""
+	case slices.Contains(d.AddLabels, LabelInputNeeded):
+		return ""
+	case is.HasLabel(LabelInputNeeded) && !slices.Contains(d.RemoveLabels, LabelInputNeeded):
+		return ""
+	}
+	for _, f := range is.Failed {
+		if strings.Contains(d.Reason, f.Unit) && strings.Contains(d.Reason, f.Cause) {
+			return ""
+		}
+	}
+	if is.Worker != nil {
+		return fmt.Sprintf("the live %s agent asks a question that is neither escalated nor answered", is.Worker.Mode)
+	}
+	return "no live worker, none started, no human asked, no failed unit reported"
+}
