@@ -38,7 +38,8 @@ func Bash(command, description string) Block {
 	return ToolUse("Bash", map[string]any{"command": command, "description": description})
 }
 
-// Write calls Claude Code's Write tool.
+// Write calls Claude Code's Write tool (its schema names the fields
+// file_path and content; the request's Tools hold the schema the CLI sent).
 func Write(path, content string) Block {
 	return ToolUse("Write", map[string]any{"file_path": path, "content": content})
 }
@@ -63,8 +64,11 @@ func AskUserQuestion(questions ...Question) Block {
 	return ToolUse("AskUserQuestion", map[string]any{"questions": questions})
 }
 
-// Agent calls Claude Code's Agent tool (a subagent; Claude Code runs it in
-// the background and its requests carry the same session header).
+// Agent calls Claude Code's Agent tool (input as in
+// notes/claude-code-samples/all-in-one). Claude Code runs the subagent in
+// the background, with requests of its own: script its turns with a Match
+// on its prompt (Request.FirstUserText) or on its tools (a subagent is
+// offered no AskUserQuestion).
 func Agent(description, prompt, subagentType string) Block {
 	return ToolUse("Agent", map[string]any{
 		"description": description, "prompt": prompt, "subagent_type": subagentType,
@@ -78,6 +82,7 @@ const Forever = -1
 type Turn struct {
 	// Match, if set, says whether this turn answers r; a turn that does not
 	// match stays queued for a later request. nil matches every request.
+	// It runs under the server's lock: it must not call the Server.
 	Match func(r *Request) bool
 
 	Blocks []Block

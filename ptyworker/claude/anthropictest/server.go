@@ -57,6 +57,18 @@ func (r *Request) ToolNames() []string {
 	return names
 }
 
+// FirstUserText returns the text of the first user message (the prompt of
+// a conversation, or of a subagent's): the string content, or its text
+// blocks joined by newlines.
+func (r *Request) FirstUserText() string {
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			return contentText(m.Content)
+		}
+	}
+	return ""
+}
+
 // LastUserText returns the text of the last user message: the string
 // content, or its text blocks joined by newlines.
 func (r *Request) LastUserText() string {
@@ -124,7 +136,8 @@ type queued struct {
 type Server struct {
 	*httptest.Server
 	// Key, if set, is the only credential accepted, as x-api-key or as
-	// Authorization: Bearer.
+	// Authorization: Bearer (the CLI sends ANTHROPIC_AUTH_TOKEN so). Set it
+	// before the first request.
 	Key string
 
 	closing chan struct{} // closed when the test ends, to end held streams
@@ -181,7 +194,8 @@ func (s *Server) Requests() []*Request {
 func (s *Server) MessageRequests(session string) []*Request {
 	var out []*Request
 	for _, r := range s.Requests() {
-		if r.Method == http.MethodPost && strings.HasPrefix(r.Path, "/v1/messages") && (session == "" || r.Session == session) {
+		path, _, _ := strings.Cut(r.Path, "?")
+		if r.Method == http.MethodPost && path == "/v1/messages" && (session == "" || r.Session == session) {
 			out = append(out, r)
 		}
 	}

@@ -96,6 +96,16 @@ func readAll(t *testing.T, br *bufio.Reader) []sse {
 	}
 }
 
+// closed waits for ch to be closed, with a generous deadline.
+func closed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(wait):
+		t.Fatalf("gave up after %v waiting for %s", wait, what)
+	}
+}
+
 func names(evs []sse) []string {
 	var out []string
 	for _, e := range evs {
@@ -239,17 +249,28 @@ func TestStallHoldsUntilReleased(t *testing.T) {
 		}
 		got = append(got, e)
 	}
-	select {
-	case <-stall.Stalled():
-	case <-time.After(wait):
-		t.Fatal("the stream did not stall after 4 events")
-	}
+	closed(t, stall.Stalled(), "the stream to stall after 4 events")
 	stall.Release()
 	got = append(got, readAll(t, br)...)
 	want := []string{"message_start", "content_block_start", "ping", "content_block_delta/text_delta",
 		"content_block_delta/text_delta", "content_block_delta/text_delta", "content_block_stop", "message_delta", "message_stop"}
 	if diff := cmp.Diff(want, names(got)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestStallBeforeFirstEvent(t *testing.T) {
+	s := anthropictest.NewServer(t)
+	stall := anthropictest.NewStall(0)
+	s.Script("s1", anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text("late")}, Stall: stall})
+	resp := post(t, t.Context(), s, "s1", requestBody) // returns with the headers
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d; want 200", resp.StatusCode)
+	}
+	closed(t, stall.Stalled(), "the stream to stall before message_start")
+	stall.Release()
+	if evs := readAll(t, bufio.NewReader(resp.Body)); len(evs) == 0 || evs[0].Name != "message_start" {
+		t.Errorf("events %v; want the whole message", names(evs))
 	}
 }
 
@@ -265,13 +286,9 @@ func TestStallEndsWhenClientGoes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-stall.Stalled()
+	closed(t, stall.Stalled(), "the stream to stall after 2 events")
 	cancel()
-	select {
-	case <-stall.Gone():
-	case <-time.After(wait):
-		t.Fatal("the held stream did not notice the client went away")
-	}
+	closed(t, stall.Gone(), "the held stream to notice the client went away")
 
 	// A stall nobody releases ends with the server when the test ends.
 	s.Script("s2", anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text("held")}, Stall: anthropictest.NewStall(1)})
@@ -427,6 +444,18 @@ func TestScriptsPerSessionAndRecording(t *testing.T) {
 		}
 	}
 
+	// Not a messages request: recorded, not among MessageRequests.
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/messages/count_tokens", strings.NewReader(nonStream))
+	req.Header.Set(anthropictest.SessionHeader, "a")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := len(s.Requests()); n != len(steps)+1 {
+		t.Errorf("recorded %d requests in all; want %d", n, len(steps)+1)
+	}
+
 	all := s.MessageRequests("")
 	if len(all) != len(steps) {
 		t.Fatalf("recorded %d requests; want %d", len(all), len(steps))
@@ -454,6 +483,9 @@ func TestScriptsPerSessionAndRecording(t *testing.T) {
 	res, ok := r.ToolResult("toolu_q")
 	if !ok || res.Content != `Your questions have been answered: "Q"="B"` || res.IsError {
 		t.Errorf("tool result %+v, %v; want the answer", res, ok)
+	}
+	if got := r.FirstUserText(); got != "say hello" {
+		t.Errorf("first user text %q; want %q", got, "say hello")
 	}
 	if got := a[0].LastUserText(); got != "say hello" {
 		t.Errorf("first user text %q; want %q", got, "say hello")

@@ -247,6 +247,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m message, turn 
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
+	if http.NewResponseController(w).Flush() != nil {
+		return // the client went away
+	}
 	evs := events(m)
 	if turn.StreamError != nil {
 		evs = append(evs[:1:1], event{"error", errorEvent{"error", *turn.StreamError}})
