@@ -25,19 +25,21 @@
 //
 // # What is faithful
 //
-//   - The SSE stream, byte for byte in framing and order, as the API and
-//     the official SDKs' fixtures show it: "event: NAME\ndata: JSON\n\n" for
-//     message_start (a Message with empty content, stop_reason null,
-//     usage), then per block content_block_start (text "", thinking with
-//     empty thinking and signature, tool_use with input {}),
-//     content_block_delta (text_delta, thinking_delta then one
+//   - The SSE stream, in framing and order as the API docs and the
+//     official Python SDK's stream fixtures show it: "event: NAME\ndata:
+//     JSON\n\n" for message_start (a Message with empty content,
+//     stop_reason null, usage), then per block content_block_start (text
+//     "", thinking with empty thinking and signature, tool_use with input
+//     {}), content_block_delta (text_delta, thinking_delta then one
 //     signature_delta, input_json_delta: the tool input as JSON text split
 //     across several partial_json chunks, the first one empty, never inside
 //     a UTF-8 character), content_block_stop; a ping after the first block
-//     starts (its data spaced, {"type": "ping"}, as the API writes it); message_delta (delta.stop_reason, stop_sequence null,
-//     cumulative usage.output_tokens) and message_stop. Each event is
-//     flushed on its own. Content-Type text/event-stream, a request-id
-//     header (req_…), ids msg_…/toolu_….
+//     starts (its data spaced, {"type": "ping"}, as in those fixtures);
+//     message_delta (delta.stop_reason, stop_sequence null, cumulative
+//     usage.output_tokens) and message_stop. Data JSON is compact with
+//     "type" first and no HTML escaping. Each event is flushed on its own.
+//     Content-Type text/event-stream, a request-id header (req_…), ids
+//     msg_…/toolu_….
 //   - Error responses: the HTTP status with the body
 //     {"type":"error","error":{"type","message"},"request_id"} and the
 //     request-id header; 429 rate_limit_error with retry-after and the
