@@ -262,7 +262,7 @@ func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker
 			Reason: "unit has no registry entry or spec of this helper: left running, not adopted"}}
 	}
 	r := &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: spec.SessionID, Name: spec.Name, Team: spec.Team,
+		Version: ptyworker.RegistryVersion, SessionID: spec.SessionID, AgentSession: spec.AgentSession, Name: spec.Name, Team: spec.Team,
 		Issue: spec.Issue, Mode: spec.Mode, Role: spec.Role, Unit: spec.Unit, DaemonInstanceID: spec.DaemonInstanceID,
 		Token: spec.Token, SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
 	}

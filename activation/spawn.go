@@ -212,8 +212,14 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 			// waits to restart: the session is listed, failed with its
 			// cause or starting, not forgotten while its unit lives on.
 			h.sessions.put(ns)
+			// Publish it: the unit's signals came while StartTransient
+			// waited for the job, before the session was in the table.
+			h.events.mark(unit)
 		}
 		log.Warn("spawn failed", "err", err)
+		if _, ok := errors.AsType[*units.JobError](err); ok {
+			return api.SpawnResult{}, fmt.Errorf("%w%s", err, why) // it names the unit and systemctl status
+		}
 		return api.SpawnResult{}, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
 	}
 	h.sessions.put(ns)

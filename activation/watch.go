@@ -313,10 +313,16 @@ func (h *Helper) follow(ctx context.Context, s *session, followers *sync.WaitGro
 	followers.Add(1)
 	go func() {
 		defer followers.Done()
+		lookAgain := false
 		defer func() {
 			h.events.dmu.Lock()
 			delete(h.events.follower, s.id)
 			h.events.dmu.Unlock()
+			// After the slot is free, so that the refresh this mark
+			// brings can start a new follower.
+			if lookAgain {
+				h.events.mark(s.unit)
+			}
 		}()
 		wc, hr, err := dialWorker(ctx, s.socket, h.daemonID, s.token)
 		if err != nil {
@@ -340,7 +346,7 @@ func (h *Helper) follow(ctx context.Context, s *session, followers *sync.WaitGro
 		// follower that could not watch does not, so a worker that does
 		// not answer is not dialled again and again; its unit's next
 		// change starts a new follower.
-		defer h.events.mark(s.unit)
+		lookAgain = true
 		stop := context.AfterFunc(ctx, func() { wc.Close() })
 		defer stop()
 		for ev := range wc.Events() {

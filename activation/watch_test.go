@@ -83,8 +83,9 @@ func is(typ api.EventType, name string) func(api.SessionEvent) bool {
 // TestWatchEvents: a subscriber of sessions.watch gets a snapshot, then,
 // pushed as they happen, a spawn (started, then running), an agent that
 // waits on a human and then runs again (agent_state_changed), an agent that
-// exits (exited, with its exit code), a kill (exited) and a session that
-// fails at its start limit (failed, with the cause), while another
+// exits (exited, with its exit code), a kill (exited), a session that
+// fails at its start limit and one whose agent cannot start (failed, with
+// the cause), while another
 // subscriber that never reads does not hold anything up.
 func TestWatchEvents(t *testing.T) {
 	ip := startInProcess(t, true, Options{})
@@ -162,6 +163,18 @@ func TestWatchEvents(t *testing.T) {
 		t.Errorf("failed event cause = %q; want the restarts and the exit code 3 named", ev.Cause)
 	}
 
+	// An agent that cannot start fails its unit at once (exit 78, no
+	// restart) while the spawn waits for the start job, so the unit's
+	// signals come before the helper lists the session: the failed event
+	// must come all the same, with the cause.
+	if _, err := c.Spawn(ctx, testLaunch("missing", "legion-test-no-such-program")); err == nil {
+		t.Fatal("spawn of a program that is not installed succeeded; want its start to fail")
+	}
+	ev = es.next(t, "missing failed", is(api.EventFailed, "missing"))
+	if !strings.Contains(ev.Cause, "executable file not found") {
+		t.Errorf("failed event cause = %q; want the start failure named", ev.Cause)
+	}
+
 	// A new subscriber's snapshot has all of it.
 	late := watchEvents(t, ip.socket, api.WatchArgs{Team: config.AdhocTeam})
 	snap = late.next(t, "the late snapshot", func(ev api.SessionEvent) bool { return true })
@@ -170,7 +183,7 @@ func TestWatchEvents(t *testing.T) {
 		got[s.Name] = s.State
 	}
 	delete(got, "asker") // waiting or running, by now
-	want := map[string]api.State{"sleeper": api.StateExited, "quick": api.StateExited, "failing": api.StateFailed}
+	want := map[string]api.State{"sleeper": api.StateExited, "quick": api.StateExited, "failing": api.StateFailed, "missing": api.StateFailed}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("late snapshot = %v; want %v", got, want)
 	}
