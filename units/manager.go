@@ -215,7 +215,7 @@ func (tr transport) connect(ctx context.Context) (*conns, error) {
 	return &conns{sd: sd, raw: first}, nil
 }
 
-// Close closes the connection. Watch channels end on their own contexts.
+// Close closes the connection. Changes channels end on their own contexts.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

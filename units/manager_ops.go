@@ -28,7 +28,7 @@ func (e *JobError) Error() string {
 // StartTransient starts u as a transient unit, with u.Properties(), in job
 // mode "fail", and waits for the start job. A nil error means systemd
 // reported the job "done": for Type=notify that is after READY=1. It says
-// nothing about later: follow the unit with State or Watch.
+// nothing about later: follow the unit with State or Changes.
 //
 // When the name is still loaded from an earlier run that failed, it resets
 // the failed unit and tries once more; if the name is still loaded after

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,23 +117,31 @@ func waitState(t *testing.T, ctx context.Context, m *units.Manager, name, what s
 	return st
 }
 
-// nextState receives from a Watch channel until cond holds.
-func nextState(t *testing.T, ch <-chan units.State, what string, cond func(units.State) bool) units.State {
+// nextState reads the unit's State until cond holds, again after each batch
+// of changes (Changes, subscribed before the state could change) that names
+// it. Like any reader of changes it sees the newest state, not every step.
+func nextState(t *testing.T, ctx context.Context, m *units.Manager, changes <-chan []string, name, what string, cond func(units.State) bool) units.State {
 	t.Helper()
 	timeout := time.After(60 * time.Second)
-	var last units.State
 	for {
-		select {
-		case st, ok := <-ch:
-			if !ok {
-				t.Fatalf("watch channel closed while waiting for %s; last state %v", what, last)
+		st, err := m.State(ctx, name)
+		if err != nil {
+			t.Fatalf("State(%s) while waiting for %s: %v", name, what, err)
+		}
+		if cond(st) {
+			return st
+		}
+		// Read again once the unit has changed: a batch that names it.
+		for named := false; !named; {
+			select {
+			case batch, ok := <-changes:
+				if !ok {
+					t.Fatalf("changes channel closed while waiting for %s; last state %v", what, st)
+				}
+				named = slices.Contains(batch, name)
+			case <-timeout:
+				t.Fatalf("timed out waiting for %s; last state %v", what, st)
 			}
-			if cond(st) {
-				return st
-			}
-			last = st
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s; last state %v", what, last)
 		}
 	}
 }
@@ -153,12 +162,12 @@ func TestWatchdogRestartThenGiveUp(t *testing.T) {
 		units.Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", 10*time.Minute),
 	)
 
-	watch, err := m.Watch(ctx, name)
+	changes, err := m.Changes(ctx, name)
 	if err != nil {
-		t.Fatalf("Watch(%s): %v", name, err)
+		t.Fatalf("Changes(%s): %v", name, err)
 	}
-	if st := <-watch; st.Exists() {
-		t.Fatalf("before start, Watch(%s) sent %v; want a unit that does not exist", name, st)
+	if st, err := m.State(ctx, name); err != nil || st.Exists() {
+		t.Fatalf("before start, State(%s) = %v, %v; want a unit that does not exist", name, st, err)
 	}
 	if err := m.StartTransient(ctx, u); err != nil {
 		t.Fatalf("StartTransient(%s): %v", name, err)
@@ -176,11 +185,11 @@ func TestWatchdogRestartThenGiveUp(t *testing.T) {
 	if err := os.WriteFile(stopFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	restarted := nextState(t, watch, "a restart", func(s units.State) bool { return s.NRestarts > 0 })
+	restarted := nextState(t, ctx, m, changes, name, "a restart", func(s units.State) bool { return s.NRestarts > 0 })
 	if restarted.Failed() {
 		t.Fatalf("first state with restarts is %v; want a unit not yet given up", restarted)
 	}
-	nextState(t, watch, "the unit to give up", units.State.Failed)
+	nextState(t, ctx, m, changes, name, "the unit to give up", units.State.Failed)
 
 	final, err := m.State(ctx, name)
 	if err != nil {
@@ -216,16 +225,16 @@ func TestGarbageCollectedUnitIsNotLive(t *testing.T) {
 	if !live.Exists() || live.ActiveState != "active" || live.MainPID == 0 {
 		t.Fatalf("State(%s) = %v; want a live unit", name, live)
 	}
-	watch, err := m.Watch(ctx, name)
+	changes, err := m.Changes(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nextState(t, watch, "the live state", func(s units.State) bool { return s.Exists() })
+	nextState(t, ctx, m, changes, name, "the live state", func(s units.State) bool { return s.Exists() })
 
 	if err := m.Kill(ctx, name, syscall.SIGKILL); err != nil {
 		t.Fatalf("Kill(%s): %v", name, err)
 	}
-	gone := nextState(t, watch, "the unit to be collected", func(s units.State) bool { return !s.Exists() })
+	gone := nextState(t, ctx, m, changes, name, "the unit to be collected", func(s units.State) bool { return !s.Exists() })
 	want := units.State{Name: name, LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
 	if diff := cmp.Diff(want, gone); diff != "" {
 		t.Errorf("watched state of collected unit mismatch (-want +got):\n%s", diff)
@@ -404,16 +413,16 @@ func TestReconnect(t *testing.T) {
 	}
 }
 
-// TestWatchEndsWithContext: cancelling the context closes the channel.
-func TestWatchEndsWithContext(t *testing.T) {
+// TestChangesEndsWithContext: cancelling the context closes the channel.
+func TestChangesEndsWithContext(t *testing.T) {
 	_, m, ctx := setup(t)
 	wctx, cancel := context.WithCancel(ctx)
-	ch, err := m.Watch(wctx, "default.target")
+	ch, err := m.Changes(wctx, "default.target")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := <-ch; st.ActiveState != "active" {
-		t.Errorf("first watched state of default.target = %v; want active", st)
+	if st, err := m.State(ctx, "default.target"); err != nil || st.ActiveState != "active" {
+		t.Errorf("State(default.target) = %v, %v; want active", st, err)
 	}
 	cancel()
 	timeout := time.After(30 * time.Second)
@@ -429,9 +438,9 @@ func TestWatchEndsWithContext(t *testing.T) {
 	}
 }
 
-// TestWatchSessionBus: Watch (and the rest) also work through the session
-// bus, where signals need a subscription.
-func TestWatchSessionBus(t *testing.T) {
+// TestChangesSessionBus: Changes (and the rest) also work through the
+// session bus, where signals need a subscription.
+func TestChangesSessionBus(t *testing.T) {
 	sd := sdtest.Start(t)
 	// Hide the private socket: only the bus is left.
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
@@ -443,18 +452,18 @@ func TestWatchSessionBus(t *testing.T) {
 	}
 	defer m.Close()
 	const name = "legion-test-bus.service"
-	ch, err := m.Watch(ctx, name)
+	ch, err := m.Changes(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := m.StartTransient(ctx, helperUnit(t, name, "sleep", nil, units.String("Service", "Type", "notify"))); err != nil {
 		t.Fatalf("StartTransient(%s): %v", name, err)
 	}
-	nextState(t, ch, "the unit to run", func(s units.State) bool { return s.ActiveState == "active" })
+	nextState(t, ctx, m, ch, name, "the unit to run", func(s units.State) bool { return s.ActiveState == "active" })
 	if err := m.Stop(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	nextState(t, ch, "the unit to go", func(s units.State) bool { return !s.Exists() })
+	nextState(t, ctx, m, ch, name, "the unit to go", func(s units.State) bool { return !s.Exists() })
 }
 
 func TestConnectNoManager(t *testing.T) {
