@@ -67,12 +67,10 @@ func BenchmarkColdStartRecovery(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			slices.Sort(took)
-			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms/first-list")
+			reportMS(b, median(took), "ms/first-list")
 			// The helper's own view: from its start to the end of recovery.
 			if rec := recoveryTimes(e.helperLog, n); len(rec) > 0 {
-				slices.Sort(rec)
-				b.ReportMetric(float64(rec[len(rec)/2].Microseconds())/1000, "ms/recovery")
+				reportMS(b, median(rec), "ms/recovery")
 			}
 		})
 	}
@@ -114,12 +112,27 @@ func BenchmarkSpawnVsSystemdRun(b *testing.B) {
 		legion = append(legion, d)
 	}
 	b.StopTimer()
-	slices.Sort(legion)
-	slices.Sort(systemd)
-	ml, ms := legion[len(legion)/2], systemd[len(systemd)/2]
-	b.ReportMetric(float64(ml.Microseconds())/1000, "ms/legion-spawn")
-	b.ReportMetric(float64(ms.Microseconds())/1000, "ms/systemd-run")
-	b.ReportMetric(float64(ml)/float64(ms), "spawn/systemd-run")
+	reportVs(b, legion, "ms/legion-spawn", systemd, "ms/systemd-run", "spawn/systemd-run")
+}
+
+// median sorts ds and returns its middle element.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// reportMS reports d in milliseconds as the metric unit.
+func reportMS(b *testing.B, d time.Duration, unit string) {
+	b.ReportMetric(float64(d.Microseconds())/1000, unit)
+}
+
+// reportVs reports the medians of got and of its baseline base, each in
+// milliseconds, and the ratio of got's median to base's as ratioUnit.
+func reportVs(b *testing.B, got []time.Duration, gotUnit string, base []time.Duration, baseUnit, ratioUnit string) {
+	mg, mb := median(got), median(base)
+	reportMS(b, mg, gotUnit)
+	reportMS(b, mb, baseUnit)
+	b.ReportMetric(float64(mg)/float64(mb), ratioUnit)
 }
 
 // timeUntil starts cmd and returns how long it took until file exists:

@@ -193,12 +193,7 @@ func BenchmarkCrashRecovery(b *testing.B) {
 		crash = append(crash, firstCoherent(t0))
 	}
 	b.StopTimer()
-	slices.Sort(cold)
-	slices.Sort(crash)
-	mc, mk := cold[len(cold)/2], crash[len(crash)/2]
-	b.ReportMetric(float64(mc.Microseconds())/1000, "ms/cold-start")
-	b.ReportMetric(float64(mk.Microseconds())/1000, "ms/kill-9")
-	b.ReportMetric(float64(mk)/float64(mc), "kill-9/cold-start")
+	reportVs(b, crash, "ms/kill-9", cold, "ms/cold-start", "kill-9/cold-start")
 }
 
 // listCounts reads `legion sessions list --json`: how many sessions run,
