@@ -265,6 +265,18 @@ func (e *env) poll(ctx context.Context, what string, cond func() (bool, string))
 	})
 }
 
+// waitUnit polls until unit's state satisfies cond.
+func (e *env) waitUnit(ctx context.Context, what, unit string, cond func(units.State) bool) {
+	e.t.Helper()
+	e.poll(ctx, what, func() (bool, string) {
+		st, err := e.mgr.State(ctx, unit)
+		if err != nil {
+			return false, err.Error()
+		}
+		return cond(st), st.String()
+	})
+}
+
 // waitStatus waits until issue id has status st.
 func (e *env) waitStatus(ctx context.Context, id string, st controller.Status) {
 	e.t.Helper()

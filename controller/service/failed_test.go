@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/units"
 )
 
 // missingAgent is an agent program that is in no PATH.
@@ -31,13 +32,7 @@ func TestMissingAgentStaysFailed(t *testing.T) {
 	if err == nil || !strings.Contains(out, cause) {
 		t.Errorf("first tick: legion state --apply = %v\n%s\nwant a failed dispatch that says %q", err, out, cause)
 	}
-	e.poll(ctx, "the planner's unit to fail", func() (bool, string) {
-		st, err := e.mgr.State(ctx, unit)
-		if err != nil {
-			return false, err.Error()
-		}
-		return st.Failed(), st.String()
-	})
+	e.waitUnit(ctx, "the planner's unit to fail", unit, units.State.Failed)
 	for tick := 2; tick <= 10; tick++ {
 		if out, err := e.legionErr(ctx, "state", teamName, "--apply"); err != nil {
 			t.Fatalf("tick %d: legion state --apply: %v\n%s", tick, err, out)
@@ -95,13 +90,7 @@ func TestStartLimitHitStaysFailed(t *testing.T) {
 	cause := "restarted too often (systemd's start limit hit); last run: exit code 3"
 
 	e.legion(ctx, "state", teamName, "--apply")
-	e.poll(ctx, "the planner's unit to hit its start limit", func() (bool, string) {
-		st, err := e.mgr.State(ctx, unit)
-		if err != nil {
-			return false, err.Error()
-		}
-		return st.Failed(), st.String()
-	})
+	e.waitUnit(ctx, "the planner's unit to hit its start limit", unit, units.State.Failed)
 	for tick := 2; tick <= 10; tick++ {
 		if out, err := e.legionErr(ctx, "state", teamName, "--apply"); err != nil {
 			t.Fatalf("tick %d: legion state --apply: %v\n%s", tick, err, out)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -274,13 +275,7 @@ func TestFailedWorkerStaysFailed(t *testing.T) {
 	sid := sessionID(id, controller.ModePlan)
 	runs := func() int { return len(runStart.FindAllString(e.transcriptOrEmpty(sid), -1)) }
 
-	e.poll(ctx, "the crashing planner to fail for good", func() (bool, string) {
-		st, err := e.mgr.State(ctx, unit)
-		if err != nil {
-			return false, err.Error()
-		}
-		return st.Failed(), st.String()
-	})
+	e.waitUnit(ctx, "the crashing planner to fail for good", unit, units.State.Failed)
 	e.poll(ctx, "legion state to say the planner failed", func() (bool, string) {
 		d := e.decision(ctx, id)
 		return d.Action == controller.ActionSkip && strings.Contains(d.Reason, "failed for good") &&
