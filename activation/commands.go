@@ -94,7 +94,7 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 	s.mu.Lock()
 	s.ended = true
 	s.mu.Unlock()
-	h.events.publish(s, "")
+	h.events.publish(s)
 	h.removeSpecFor(s.id + ".json")
 	log.Info("session killed")
 	return api.StatusResult{Session: s.view()}, nil, nil

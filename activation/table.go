@@ -355,7 +355,7 @@ func failureCause(us units.State, last *api.Exit) string {
 		return last.Reason
 	}
 	if us.Result == "start-limit-hit" || us.NRestarts > 0 {
-		return "restarted too often (systemd's start limit hit); last run: " + last.String()
+		return fmt.Sprintf("restarted too often (systemd's start limit hit); last run: %s; gave up after %d restarts", last, us.NRestarts)
 	}
 	if us.Result != "" {
 		return fmt.Sprintf("systemd result %s; last run: %s", us.Result, last)

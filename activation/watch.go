@@ -102,9 +102,9 @@ func (e *sessionEvents) unsubscribe(sub *subscriber) {
 }
 
 // publish sends the event for s's change, if its view changed in a way
-// that matters (LastActivity alone is recorded, not sent). cause goes with
-// a failed event. It never blocks on a subscriber.
-func (e *sessionEvents) publish(s *session, cause string) {
+// that matters (LastActivity alone is recorded, not sent); a failed
+// session's view says why (Session.Cause). It never blocks on a subscriber.
+func (e *sessionEvents) publish(s *session) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	v := s.view() // under e.mu: what is published last is the newest view
@@ -116,9 +116,6 @@ func (e *sessionEvents) publish(s *session, cause string) {
 	}
 	e.seq++
 	ev := api.SessionEvent{Type: typ, Seq: e.seq, Time: time.Now(), Session: &v}
-	if typ == api.EventFailed {
-		ev.Cause = cause
-	}
 	raw, err := json.Marshal(ev)
 	if err != nil {
 		s.log.Error("encode session event", "err", err)
@@ -268,28 +265,9 @@ func (h *Helper) refreshMarked(ctx context.Context, followers *sync.WaitGroup) {
 	}
 	h.sessions.refresh(ctx, ss)
 	for _, s := range ss {
-		cause := ""
-		if s.view().State == api.StateFailed {
-			cause = h.failCause(ctx, s)
-		}
-		h.events.publish(s, cause)
+		h.events.publish(s)
 		h.follow(ctx, s, followers)
 	}
-}
-
-// failCause says why s failed: systemd's result for its unit and the
-// worker's last exit.
-func (h *Helper) failCause(ctx context.Context, s *session) string {
-	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
-	defer cancel()
-	cause := "unit " + s.unit + " failed"
-	if st, err := h.mgr.State(ctx, s.unit); err == nil && st.Result != "" {
-		cause += fmt.Sprintf(" (result %s, after %d restarts)", st.Result, st.NRestarts)
-	}
-	if x := s.view().Exit; x != nil {
-		cause += "; last run: " + x.String()
-	}
-	return cause
 }
 
 // follow starts a follower for s when its worker runs and none watches it

@@ -159,8 +159,8 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev = es.next(t, "failing failed", is(api.EventFailed, "failing"))
-	if !strings.Contains(ev.Cause, "after 2 restarts") || !strings.Contains(ev.Cause, "exit code 3") {
-		t.Errorf("failed event cause = %q; want the restarts and the exit code 3 named", ev.Cause)
+	if !strings.Contains(ev.Session.Cause, "after 2 restarts") || !strings.Contains(ev.Session.Cause, "exit code 3") {
+		t.Errorf("failed event cause = %q; want the restarts and the exit code 3 named", ev.Session.Cause)
 	}
 
 	// An agent that cannot start fails its unit at once (exit 78, no
@@ -171,8 +171,8 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatal("spawn of a program that is not installed succeeded; want its start to fail")
 	}
 	ev = es.next(t, "missing failed", is(api.EventFailed, "missing"))
-	if !strings.Contains(ev.Cause, "executable file not found") {
-		t.Errorf("failed event cause = %q; want the start failure named", ev.Cause)
+	if !strings.Contains(ev.Session.Cause, "executable file not found") {
+		t.Errorf("failed event cause = %q; want the start failure named", ev.Session.Cause)
 	}
 
 	// A new subscriber's snapshot has all of it.
@@ -204,7 +204,7 @@ func TestWatchDropsLaggingSubscriber(t *testing.T) {
 	got := 0
 	for i, st := range []string{"activating", "active", "failed", "activating", "active"} {
 		s.us = units.State{Name: s.unit, LoadState: "loaded", ActiveState: st}
-		e.publish(s, "cause")
+		e.publish(s)
 		select {
 		case raw := <-fast.ch:
 			got++

@@ -94,6 +94,12 @@ type FailedWorker struct {
 	Cause   string `json:"cause,omitempty"` // why, as the helper says
 }
 
+// why says why w failed: the helper's cause, or what a failed worker unit
+// means when the helper gave none.
+func (w FailedWorker) why() string {
+	return cmp.Or(w.Cause, "its restarts hit the start limit, or it could not start")
+}
+
 // Issue is one issue as the decision sees it.
 type Issue struct {
 	ID     string   `json:"id"`
@@ -180,11 +186,10 @@ func Decide(s State) []Decision {
 			// Starting it again would reset systemd's start limit and so
 			// undo what it is for: a restart loop stops and stays stopped
 			// until a person looks.
-			why := cmp.Or(f.Cause, "its restarts hit the start limit, or it could not start")
 			d = Decision{Issue: is.ID, Action: ActionSkip,
 				Reason: fmt.Sprintf("the %s worker failed for good (%s); "+
 					"see `journalctl --user -u '%s'`, then `systemctl --user reset-failed '%s'` lets Legion %s again",
-					f.Mode, why, f.Unit, f.Unit, d.Action)}
+					f.Mode, f.why(), f.Unit, f.Unit, d.Action)}
 		}
 		if d.Mode != "" && codeWorker(d.Mode) && startsWorker(d.Action) {
 			if s.WIPLimit > 0 && live >= s.WIPLimit {
@@ -361,7 +366,7 @@ func escalateUnfinished(d Decision, is Issue) Decision {
 	if f := is.failed(ModeFinish); f != nil {
 		d.Reason += "; it failed for good"
 		why = fmt.Sprintf(" It failed for good (%s): `systemctl --user reset-failed '%s'` before running it again.",
-			cmp.Or(f.Cause, "its restarts hit the start limit, or it could not start"), f.Unit)
+			f.why(), f.Unit)
 	}
 	d.Comment = "The finisher ended without closing the issue: it is still in Retro, so the merge, " +
 		"the clean-up or the move to Done did not happen. Its transcript: `legion sessions logs " + is.ID + "-finish`." + why +

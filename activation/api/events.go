@@ -43,8 +43,8 @@ const (
 	// EventExited: the session ended and will not be restarted (State
 	// exited); Session.Exit says how.
 	EventExited EventType = "exited"
-	// EventFailed: systemd gave up on the session (State failed); Cause
-	// says why.
+	// EventFailed: systemd gave up on the session (State failed);
+	// Session.Cause says why.
 	EventFailed EventType = "failed"
 )
 
@@ -59,10 +59,6 @@ type SessionEvent struct {
 	Session *Session `json:"session,omitempty"`
 	// Sessions is the snapshot (type snapshot only).
 	Sessions []Session `json:"sessions,omitempty"`
-	// Cause says why a session failed (type failed), e.g. "unit
-	// legion-….service failed (result exit-code, after 4 restarts); last
-	// run: exit code 127 at … (start failed: …)".
-	Cause string `json:"cause,omitempty"`
 }
 
 // WatchArgs are the args of sessions.watch.
