@@ -29,22 +29,14 @@ func TestDemo(t *testing.T) {
 	defer cancel()
 
 	tmp := t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, "demo", "--no-tty", "--sandbox", "--timeout", "3m")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	t.Logf("legion demo output:\n%s", out.String())
-	if err != nil {
-		t.Fatalf("legion demo: %v", err)
-	}
+	out, demoPID := runDemo(t, ctx, bin, tmp, "--sandbox")
 	for _, want := range []string{"all 3 issues are Done", "DEMO-1: Done", "DEMO-2: Done", "DEMO-3: Done", "systemctl --user status legion@demo.service"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
 	}
 
-	pid := strconv.Itoa(cmd.Process.Pid)
+	pid := strconv.Itoa(demoPID)
 	// The sandbox and the temp dir are gone.
 	entries, err := os.ReadDir(tmp)
 	if err != nil {
@@ -118,16 +110,8 @@ func TestDemoOnUserManager(t *testing.T) {
 	}
 	before := tree(t, state, dotClaude)
 
-	cmd := exec.CommandContext(ctx, bin, "demo", "--no-tty", "--timeout", "3m")
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	t.Logf("legion demo output:\n%s", out.String())
-	if err != nil {
-		t.Fatalf("legion demo: %v", err)
-	}
-	if !strings.Contains(out.String(), "using your systemd user manager") || !strings.Contains(out.String(), "all 3 issues are Done") {
+	out, _ := runDemo(t, ctx, bin, t.TempDir())
+	if !strings.Contains(out, "using your systemd user manager") || !strings.Contains(out, "all 3 issues are Done") {
 		t.Fatalf("legion demo did not run on the user manager to the end")
 	}
 	if diff := cmp.Diff(before, tree(t, state, dotClaude)); diff != "" {
@@ -157,4 +141,21 @@ func tree(t *testing.T, roots ...string) map[string]string {
 		}
 	}
 	return got
+}
+
+// runDemo runs `legion demo --no-tty --timeout 3m` with args and TMPDIR
+// tmp, logs its output and fails the test if it fails. It returns the
+// output and the demo's PID.
+func runDemo(t *testing.T, ctx context.Context, bin, tmp string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"demo", "--no-tty", "--timeout", "3m"}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("legion demo output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("legion demo: %v", err)
+	}
+	return out.String(), cmd.Process.Pid
 }
