@@ -441,3 +441,18 @@ func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, er
 		}
 	}
 }
+
+// Respond delivers a person's answer to what the session's agent waits on
+// (see CmdSessionsRespond).
+func (c *Client) Respond(ctx context.Context, args RespondArgs) (Session, error) {
+	var r StatusResult
+	err := c.Call(ctx, CmdSessionsRespond, args, &r)
+	return r.Session, err
+}
+
+// End ends the session's agent cleanly, its phase done (see CmdSessionsEnd).
+func (c *Client) End(ctx context.Context, name, reason string) (Session, error) {
+	var r StatusResult
+	err := c.Call(ctx, CmdSessionsEnd, EndArgs{Name: name, Reason: reason}, &r)
+	return r.Session, err
+}

@@ -39,6 +39,9 @@ type Session struct {
 	// (with the last run's exit), or the agent that could not be started
 	// ("start failed: ... executable file not found in $PATH (PATH=...)").
 	Cause string `json:"cause,omitempty"`
+	// Agent is what the agent inside is doing, from its hooks; nil for an
+	// agent without hooks (kind custom) and before its first hook event.
+	Agent *Agent `json:"agent,omitempty"`
 }
 
 // Exit is how a session's last run ended.
@@ -175,6 +178,10 @@ type SpawnArgs struct {
 	Env        []string `json:"env,omitempty"`         // KEY=VALUE for the command
 	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
 	StaleAfter Duration `json:"stale_after,omitempty"` // with Watch: restart when it is older than this
+	// Agent is the agent's kind: "claude" (state from its hooks, ended
+	// cleanly when done) or "custom" (any terminal program: liveness from
+	// its output). Empty means custom.
+	Agent string `json:"agent,omitempty"`
 
 	// Supervision, as the team's legion.toml says (the helper has no
 	// defaults): RestartSec=, StartLimitBurst=, StartLimitIntervalSec= of
