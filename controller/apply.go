@@ -12,8 +12,14 @@ type Dispatcher interface {
 	// Dispatch starts (or, when its session file exists, resumes) the worker
 	// of issue in mode. It is a no-op when that worker is already live.
 	Dispatch(ctx context.Context, issue string, mode Mode) error
-	// Send types text, then Enter, into the live session named session.
-	Send(ctx context.Context, session, text string) error
+	// Respond delivers a person's answer to the live session named session:
+	// text answers its agent's question or is its next prompt; with a
+	// permission decision (api.DecisionAllow or api.DecisionDeny) text is
+	// the reason of a denial. by names who answered.
+	Respond(ctx context.Context, session, text, permission, by string) error
+	// End ends the live session's agent cleanly, its phase done: its unit
+	// ends as a success, with no restart.
+	End(ctx context.Context, session, reason string) error
 }
 
 // Apply carries out one decision (tracker changes go to src.Tracker, review
@@ -30,7 +36,11 @@ func Apply(ctx context.Context, src Sources, disp Dispatcher, d Decision, is Iss
 			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 		}
 	case d.Action == ActionRelayFeedback && is.Worker != nil:
-		if err := disp.Send(ctx, is.Worker.Session, d.Input); err != nil {
+		if err := disp.Respond(ctx, is.Worker.Session, d.Input, d.Permission, d.InputBy); err != nil {
+			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
+		}
+	case d.Action == ActionEndWorker && is.Worker != nil:
+		if err := disp.End(ctx, is.Worker.Session, d.Reason); err != nil {
 			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 		}
 	}

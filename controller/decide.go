@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller/workspace"
 )
 
@@ -71,6 +74,10 @@ const (
 	ActionDispatchFinisher    Action = "dispatch_finisher"
 	ActionEscalateBlocked     Action = "escalate_blocked"
 	ActionEscalateUnfinished  Action = "escalate_unfinished" // the finisher ended, the issue is open
+	ActionEscalatePermission  Action = "escalate_permission" // the agent waits for a tool's approval
+	ActionEscalateIdle        Action = "escalate_idle"       // its turn ended without worker-done
+	ActionEscalateAPIError    Action = "escalate_api_error"  // its turn failed at the API (rate limit, auth)
+	ActionEndWorker           Action = "end_worker"          // worker-done and its turn ended: end it cleanly
 	ActionRelayFeedback       Action = "relay_feedback"
 	ActionSkip                Action = "skip"
 	ActionNone                Action = "none"
@@ -82,6 +89,14 @@ type Worker struct {
 	Session  string `json:"session"`
 	Blocked  bool   `json:"blocked"`            // waits on an AskUserQuestion
 	Question string `json:"question,omitempty"` // the pending question's text
+	// Agent is what the agent is doing, from its hooks; nil for an agent
+	// without hooks (kind custom), which is left alone while it runs.
+	Agent *api.Agent `json:"agent,omitempty"`
+}
+
+// agentIn reports whether w's agent is in state s.
+func (w *Worker) agentIn(s api.AgentState) bool {
+	return w != nil && w.Agent != nil && w.Agent.State == s
 }
 
 // FailedWorker is a session of the issue that systemd gave up on: it hit
@@ -111,8 +126,10 @@ type Issue struct {
 	// Failed are the issue's failed sessions: a mode listed here is not
 	// started again until its unit is reset (see FailedWorker).
 	Failed []FailedWorker `json:"failed,omitempty"`
-	// Feedback is the latest human comment, relayed on user-feedback-given.
-	Feedback string `json:"feedback,omitempty"`
+	// Feedback is the latest human comment, relayed on user-feedback-given;
+	// FeedbackBy is its author.
+	Feedback   string `json:"feedback,omitempty"`
+	FeedbackBy string `json:"feedback_by,omitempty"`
 	// Worktree is the issue's worktree, reported (with would-be merge
 	// conflicts); decided on only when it is broken (Problem): no worker
 	// is started in it.
@@ -143,6 +160,11 @@ type State struct {
 	// (the local review source), so they never lag behind worker-done.
 	LabelReviews bool    `json:"label_reviews"`
 	Issues       []Issue `json:"issues"`
+	// Now is the time of the collection; IdleGrace is how long an agent
+	// may sit at its prompt without worker-done before it is escalated
+	// (0: at once).
+	Now       time.Time     `json:"now"`
+	IdleGrace time.Duration `json:"idle_grace"`
 }
 
 // Decision is the suggested action for one issue and the tracker changes
@@ -157,7 +179,14 @@ type Decision struct {
 	RemoveLabels []string `json:"remove_labels,omitempty"`
 	AddLabels    []string `json:"add_labels,omitempty"`
 	Comment      string   `json:"comment,omitempty"` // posted on the issue
-	Input        string   `json:"input,omitempty"`   // typed into the live worker, then Enter
+	// Input is a person's answer for the live worker's agent, delivered as
+	// its state needs (sessions.respond): the answer to its question, its
+	// next prompt, or with Permission the reason of a denial.
+	Input string `json:"input,omitempty"`
+	// Permission is a person's decision on the tool the agent waits to
+	// use: api.DecisionAllow or api.DecisionDeny.
+	Permission string `json:"permission,omitempty"`
+	InputBy    string `json:"input_by,omitempty"` // who answered (the comment's author)
 }
 
 // codeWorker reports whether a worker in mode counts against the WIP limit:
@@ -176,7 +205,7 @@ func Decide(s State) []Decision {
 	}
 	out := make([]Decision, 0, len(s.Issues))
 	for _, is := range s.Issues {
-		d := decideIssue(is, s.LabelReviews)
+		d := decideIssue(is, s)
 		if wt := is.Worktree; wt != nil && wt.Problem != "" && startsWorker(d.Action) {
 			// The worker would run in it: its dispatch would fail.
 			d = Decision{Issue: is.ID, Action: ActionSkip,
@@ -216,7 +245,8 @@ func startsWorker(a Action) bool {
 // decideIssue is the status × label table of seeds/001, with two rules
 // before it: human-input labels win, and a live worker is never disturbed
 // except to escalate its question.
-func decideIssue(is Issue, labelReviews bool) Decision {
+func decideIssue(is Issue, s State) Decision {
+	labelReviews := s.LabelReviews
 	d := Decision{Issue: is.ID}
 	if is.Status == StatusDone {
 		d.Action, d.Reason = ActionNone, "done"
@@ -225,19 +255,64 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 	switch {
 	case is.HasLabel(LabelFeedbackGiven):
 		if is.Worker == nil {
-			return feedbackWithoutWorker(is, labelReviews)
+			return feedbackWithoutWorker(is, s)
 		}
 		d.Action, d.Reason = ActionRelayFeedback, "relay the latest human comment to the "+string(is.Worker.Mode)+" worker"
-		d.Input = is.Feedback
+		d.Input, d.InputBy = is.Feedback, is.FeedbackBy
+		if is.Worker.agentIn(api.AgentWaitingPermission) {
+			d.Permission, d.Input = PermissionDecision(is.Feedback)
+			d.Reason = "relay the human's decision (" + d.Permission + ") on " + is.Worker.Agent.Tool + " to the " + string(is.Worker.Mode) + " worker"
+		}
 		d.RemoveLabels = []string{LabelFeedbackGiven, LabelInputNeeded}
 		return d
 	case is.HasLabel(LabelInputNeeded):
 		d.Action, d.Reason = ActionSkip, "waiting for user input"
 		return d
-	case is.Worker != nil && is.Worker.Blocked:
+	case is.Worker != nil && (is.Worker.Blocked || is.Worker.agentIn(api.AgentWaitingAnswer)):
 		d.Action, d.Reason = ActionEscalateBlocked, "the "+string(is.Worker.Mode)+" worker asks a question"
-		d.Comment = "The " + string(is.Worker.Mode) + " agent asks: " + is.Worker.Question +
-			"\n\nAnswer in a comment, then add the label " + LabelFeedbackGiven + "."
+		d.Comment = "The " + string(is.Worker.Mode) + " agent asks: " + questionText(is.Worker) +
+			"\n\nAnswer in a comment (your words reach the agent as written), then add the label " + LabelFeedbackGiven + "."
+		d.AddLabels = []string{LabelInputNeeded}
+		return d
+	case is.Worker.agentIn(api.AgentWaitingPermission):
+		a := is.Worker.Agent
+		d.Action, d.Reason = ActionEscalatePermission, "the "+string(is.Worker.Mode)+" worker waits for permission to use "+a.Tool
+		d.Comment = "The " + string(is.Worker.Mode) + " agent asks permission to use " + a.Tool + ":\n\n" +
+			indent(cmp.Or(a.Command, string(a.ToolInput))) +
+			"\n\nReply with a comment starting with `approve` to let it, or `deny` and why (anything else is a denial " +
+			"with your comment as the agent's instructions), then add the label " + LabelFeedbackGiven + "."
+		d.AddLabels = []string{LabelInputNeeded}
+		return d
+	case is.Worker.agentIn(api.AgentAPIError):
+		a := is.Worker.Agent
+		d.Action, d.Reason = ActionEscalateAPIError, "the "+string(is.Worker.Mode)+" worker's turn failed at the API: "+a.Error
+		reset := ""
+		if a.ResetAt != nil {
+			reset = " The limit lifts at " + a.ResetAt.UTC().Format(time.RFC3339) + "."
+		}
+		d.Comment = "The " + string(is.Worker.Mode) + " agent's turn failed at the model's API: " + cmp.Or(a.Error, "no reason given") + "." + reset +
+			" It is not restarted (that would fail the same way).\n\nWhen it can go on, comment what it should do next " +
+			"(for instance `continue`), then add the label " + LabelFeedbackGiven + ": your comment becomes its next prompt."
+		d.AddLabels = []string{LabelInputNeeded}
+		return d
+	case is.Worker.agentIn(api.AgentIdle) && is.HasLabel(LabelWorkerDone):
+		if n := is.Worker.Agent.BackgroundTasks; n > 0 {
+			d.Action, d.Reason = ActionSkip, fmt.Sprintf("worker-done, and the %s worker's turn ended, but %d background task(s) still run", is.Worker.Mode, n)
+			return d
+		}
+		d.Action, d.Reason = ActionEndWorker, "worker-done and the "+string(is.Worker.Mode)+" worker's turn ended: end it"
+		return d
+	case is.Worker.agentIn(api.AgentIdle):
+		idle := s.Now.Sub(is.Worker.Agent.Since)
+		if idle < s.IdleGrace {
+			d.Action, d.Reason = ActionSkip, fmt.Sprintf("the %s worker's turn ended without worker-done %s ago; escalated after %s",
+				is.Worker.Mode, idle.Round(time.Second), s.IdleGrace)
+			return d
+		}
+		d.Action, d.Reason = ActionEscalateIdle, "the "+string(is.Worker.Mode)+" worker's turn ended without worker-done"
+		d.Comment = "The " + string(is.Worker.Mode) + " agent stopped without finishing its phase (no " + LabelWorkerDone +
+			") and says:\n\n" + indent(cmp.Or(is.Worker.Agent.LastMessage, "(nothing)")) +
+			"\n\nAnswer in a comment, then add the label " + LabelFeedbackGiven + ": your comment becomes its next prompt."
 		d.AddLabels = []string{LabelInputNeeded}
 		return d
 	case is.Worker != nil:
@@ -248,7 +323,7 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 		// would dispatch the same worker again once this one exits.
 		idle := is
 		idle.Worker = nil
-		w := decideIssue(idle, labelReviews)
+		w := decideIssue(idle, s)
 		add := slices.DeleteFunc(slices.Clone(w.AddLabels), is.HasLabel)
 		if startsWorker(w.Action) && w.Mode == is.Worker.Mode &&
 			(w.MoveTo != "" && w.MoveTo != is.Status || len(w.RemoveLabels) > 0 || len(add) > 0) {
@@ -338,12 +413,12 @@ func decideIssue(is Issue, labelReviews bool) Decision {
 // so that the next tick, with that worker live, relays the answer to it.
 // If the phase starts no worker but escalates again (a finisher that ended
 // without closing the issue), the answer is taken as read.
-func feedbackWithoutWorker(is Issue, labelReviews bool) Decision {
+func feedbackWithoutWorker(is Issue, s State) Decision {
 	bare := is
 	bare.Labels = slices.DeleteFunc(slices.Clone(is.Labels), func(l string) bool {
 		return l == LabelFeedbackGiven || l == LabelInputNeeded
 	})
-	d := decideIssue(bare, labelReviews)
+	d := decideIssue(bare, s)
 	switch {
 	case startsWorker(d.Action):
 		d.Reason = "feedback given but no live worker to relay it to: " + d.Reason + "; the feedback is relayed once it is live"
@@ -380,4 +455,50 @@ func escalateUnfinished(d Decision, is Issue) Decision {
 func dispatch(d Decision, a Action, mode Mode, moveTo Status, reason string) Decision {
 	d.Action, d.Mode, d.MoveTo, d.Reason = a, mode, moveTo, reason
 	return d
+}
+
+// PermissionDecision reads a person's comment on a permission request: a
+// first word "approve" (or approved, allow, yes) allows the tool, "deny"
+// (or denied, no) denies it with the rest as the reason; any other text
+// denies it with the whole comment as the agent's instructions, as Claude
+// Code's own "No, and tell Claude what to do differently" does.
+func PermissionDecision(comment string) (decision, message string) {
+	text := strings.TrimSpace(comment)
+	first, rest, _ := strings.Cut(text, " ")
+	word := strings.ToLower(strings.TrimRight(first, ".,:;!"))
+	rest = strings.TrimSpace(strings.TrimLeft(rest, "-:—, "))
+	switch word {
+	case "approve", "approved", "allow", "yes":
+		return api.DecisionAllow, rest
+	case "deny", "denied", "no":
+		return api.DecisionDeny, rest
+	}
+	return api.DecisionDeny, text
+}
+
+// questionText is the open question of w, with its options.
+func questionText(w *Worker) string {
+	if w.Agent == nil || len(w.Agent.Questions) == 0 {
+		return w.Question
+	}
+	var b strings.Builder
+	for i, q := range w.Agent.Questions {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(q.Question)
+		for _, o := range q.Options {
+			b.WriteString("\n- " + o)
+		}
+	}
+	return b.String()
+}
+
+// indent makes text a Markdown code block.
+func indent(text string) string {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "    " + l
+	}
+	return strings.Join(lines, "\n")
 }

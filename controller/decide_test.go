@@ -2,6 +2,9 @@ package controller
 
 import (
 	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/activation/api"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -71,7 +74,7 @@ func TestDecideTable(t *testing.T) {
 		{"todo/worker-done/live-implementer", Issue{Status: StatusTodo, Labels: []string{LabelWorkerDone}, Worker: live(ModeImplement)},
 			Decision{Action: ActionSkip, MoveTo: StatusInProgress, RemoveLabels: []string{LabelWorkerDone}}},
 		{"in-progress/worker-done/live-reviewer", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: live(ModeReview)},
-			Decision{Action: ActionSkip, MoveTo: StatusNeedsReview, RemoveLabels: []string{LabelWorkerDone}}},
+			Decision{Action: ActionSkip}},
 		{"retro/worker-done/live-finisher", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone}, Worker: live(ModeFinish)},
 			Decision{Action: ActionSkip, AddLabels: []string{LabelFinishing}}},
 		{"retro/worker-done,worker-finishing/live-finisher", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone, LabelFinishing}, Worker: live(ModeFinish)},
@@ -86,7 +89,7 @@ func TestDecideTable(t *testing.T) {
 			Decision{Action: ActionSkip}},
 		{"blocked", Issue{Status: StatusInProgress, Worker: &Worker{Mode: ModeImplement, Blocked: true, Question: "Which DB?"}},
 			Decision{Action: ActionEscalateBlocked, AddLabels: []string{LabelInputNeeded},
-				Comment: "The implement agent asks: Which DB?\n\nAnswer in a comment, then add the label user-feedback-given."}},
+				Comment: "The implement agent asks: Which DB?\n\nAnswer in a comment (your words reach the agent as written), then add the label user-feedback-given."}},
 		{"feedback-given", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "Postgres", Worker: &Worker{Mode: ModeImplement, Blocked: true}},
 			Decision{Action: ActionRelayFeedback, Input: "Postgres", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
 		// The agent that asked is gone: its phase's worker is resumed, the
@@ -209,5 +212,90 @@ func TestDecideFeedbackAfterUnfinished(t *testing.T) {
 	want.RemoveLabels = []string{LabelFeedbackGiven}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Decision{}, "Reason")); diff != "" {
 		t.Errorf("Decide(%+v) (-want +got):\n%s", is, diff)
+	}
+}
+
+// TestDecideAgentStates covers the live agent's states from its hooks:
+// a finished phase is ended, a turn that ended unfinished is escalated
+// after the grace, and every wait for a human is escalated with what is
+// awaited and answered as the human wrote it.
+func TestDecideAgentStates(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	agent := func(a api.Agent) *Worker { return &Worker{Mode: ModeImplement, Session: "DEMO-1-implement", Agent: &a} }
+	reset := now.Add(90 * time.Minute)
+	tests := []struct {
+		name  string
+		issue Issue
+		want  Decision
+	}{
+		{"working", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentWorking, Since: now.Add(-time.Hour)})},
+			Decision{Action: ActionSkip}},
+		{"done-and-idle", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentIdle, Since: now})},
+			Decision{Action: ActionEndWorker}},
+		{"done-working", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentWorking, Since: now})},
+			Decision{Action: ActionSkip}},
+		{"done-idle-subagent", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentIdle, Since: now, BackgroundTasks: 2})},
+			Decision{Action: ActionSkip}},
+		{"idle-within-grace", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentIdle, Since: now.Add(-10 * time.Second), LastMessage: "Shall I?"})},
+			Decision{Action: ActionSkip}},
+		{"idle-past-grace", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentIdle, Since: now.Add(-time.Minute), LastMessage: "Shall I go on\nwith the parser?"})},
+			Decision{Action: ActionEscalateIdle, AddLabels: []string{LabelInputNeeded},
+				Comment: "The implement agent stopped without finishing its phase (no worker-done) and says:\n\n    Shall I go on\n    with the parser?\n\n" +
+					"Answer in a comment, then add the label user-feedback-given: your comment becomes its next prompt."}},
+		{"permission", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentWaitingPermission, Since: now, Tool: "Bash", Command: "rm -rf build"})},
+			Decision{Action: ActionEscalatePermission, AddLabels: []string{LabelInputNeeded},
+				Comment: "The implement agent asks permission to use Bash:\n\n    rm -rf build\n\n" +
+					"Reply with a comment starting with `approve` to let it, or `deny` and why (anything else is a denial with your comment as the agent's instructions), then add the label user-feedback-given."}},
+		{"permission-approved", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "Approve.", FeedbackBy: "ana",
+			Worker: agent(api.Agent{State: api.AgentWaitingPermission, Since: now, Tool: "Bash", Command: "rm -rf build"})},
+			Decision{Action: ActionRelayFeedback, Permission: api.DecisionAllow, InputBy: "ana", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
+		{"permission-denied", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "deny: use make clean", FeedbackBy: "ana",
+			Worker: agent(api.Agent{State: api.AgentWaitingPermission, Since: now, Tool: "Bash", Command: "rm -rf build"})},
+			Decision{Action: ActionRelayFeedback, Permission: api.DecisionDeny, Input: "use make clean", InputBy: "ana", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
+		{"question", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentWaitingAnswer, Since: now,
+			Questions: []api.Question{{Question: "Which DB?", Options: []string{"Postgres", "SQLite"}}}})},
+			Decision{Action: ActionEscalateBlocked, AddLabels: []string{LabelInputNeeded},
+				Comment: "The implement agent asks: Which DB?\n- Postgres\n- SQLite\n\nAnswer in a comment (your words reach the agent as written), then add the label user-feedback-given."}},
+		{"question-answered", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "MySQL, really", FeedbackBy: "ana",
+			Worker: agent(api.Agent{State: api.AgentWaitingAnswer, Since: now})},
+			Decision{Action: ActionRelayFeedback, Input: "MySQL, really", InputBy: "ana", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
+		{"rate-limited", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentAPIError, Since: now, Error: "rate limited (429)", ResetAt: &reset})},
+			Decision{Action: ActionEscalateAPIError, AddLabels: []string{LabelInputNeeded},
+				Comment: "The implement agent's turn failed at the model's API: rate limited (429). The limit lifts at 2026-11-24T13:30:00Z. " +
+					"It is not restarted (that would fail the same way).\n\nWhen it can go on, comment what it should do next (for instance `continue`), " +
+					"then add the label user-feedback-given: your comment becomes its next prompt."}},
+		{"rate-limited-escalated", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded}, Worker: agent(api.Agent{State: api.AgentAPIError, Since: now})},
+			Decision{Action: ActionSkip}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.issue.ID = "DEMO-1"
+			tt.want.Issue = "DEMO-1"
+			got := Decide(State{Issues: []Issue{tt.issue}, Now: now, IdleGrace: 30 * time.Second})[0]
+			if got.Reason == "" {
+				t.Errorf("Decide(%+v).Reason is empty; every decision explains itself", tt.issue)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Decision{}, "Reason")); diff != "" {
+				t.Errorf("Decide(%+v) mismatch (-want +got):\n%s", tt.issue, diff)
+			}
+		})
+	}
+}
+
+func TestPermissionDecision(t *testing.T) {
+	for _, tt := range []struct{ comment, decision, message string }{
+		{"approve", api.DecisionAllow, ""},
+		{"Approved. Go ahead", api.DecisionAllow, "Go ahead"},
+		{"yes", api.DecisionAllow, ""},
+		{"deny", api.DecisionDeny, ""},
+		{"Deny: use make clean", api.DecisionDeny, "use make clean"},
+		{"no - not on main", api.DecisionDeny, "not on main"},
+		{"Use make clean instead", api.DecisionDeny, "Use make clean instead"},
+		{"  ", api.DecisionDeny, ""},
+	} {
+		d, m := PermissionDecision(tt.comment)
+		if d != tt.decision || m != tt.message {
+			t.Errorf("PermissionDecision(%q) = %q, %q; want %q, %q", tt.comment, d, m, tt.decision, tt.message)
+		}
 	}
 }

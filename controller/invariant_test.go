@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 // TestDecideNoSilentStall checks, over every status × label subset ×
@@ -16,6 +19,7 @@ import (
 // its cause). Statuses Legion does not act on (Backlog, Canceled) are left
 // alone by design and are not checked.
 func TestDecideNoSilentStall(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	statuses := []Status{StatusTodo, StatusInProgress, StatusNeedsReview, StatusRetro}
 	labels := []string{LabelWorkerDone, LabelChangesRequest, LabelApproved, LabelFinishing, LabelInputNeeded, LabelFeedbackGiven}
 	modes := []Mode{ModePlan, ModeImplement, ModeReview, ModeRetro, ModeFinish}
@@ -37,6 +41,20 @@ func TestDecideNoSilentStall(t *testing.T) {
 			situation{name: "failed " + string(m), failed: []FailedWorker{{Mode: m, Session: "DEMO-1-" + string(m),
 				Unit: `legion-0123abcd-DEMO\x2d1-` + string(m) + ".service", Cause: "start limit hit after 5 restarts"}}},
 			situation{name: "asking " + string(m), worker: &Worker{Mode: m, Session: "DEMO-1-" + string(m), Blocked: true, Question: "Which DB?"}},
+		)
+		// What the agent does, from its hooks.
+		agent := func(a api.Agent) *Worker {
+			return &Worker{Mode: m, Session: "DEMO-1-" + string(m), Agent: &a}
+		}
+		question := []api.Question{{Question: "Which DB?", Options: []string{"Postgres", "SQLite"}}}
+		situations = append(situations,
+			situation{name: "working " + string(m), worker: agent(api.Agent{State: api.AgentWorking, Since: now.Add(-time.Hour)})},
+			situation{name: "idle just now " + string(m), worker: agent(api.Agent{State: api.AgentIdle, Since: now, LastMessage: "Done?"})},
+			situation{name: "idle for long " + string(m), worker: agent(api.Agent{State: api.AgentIdle, Since: now.Add(-time.Hour), LastMessage: "Done?"})},
+			situation{name: "idle with a subagent " + string(m), worker: agent(api.Agent{State: api.AgentIdle, Since: now.Add(-time.Hour), BackgroundTasks: 1})},
+			situation{name: "permission " + string(m), worker: agent(api.Agent{State: api.AgentWaitingPermission, Since: now, Tool: "Bash", Command: "rm -rf build"})},
+			situation{name: "question " + string(m), worker: agent(api.Agent{State: api.AgentWaitingAnswer, Since: now, Questions: question})},
+			situation{name: "rate limited " + string(m), worker: agent(api.Agent{State: api.AgentAPIError, Since: now, Error: "rate limited"})},
 		)
 	}
 	type source struct {
@@ -67,7 +85,7 @@ func TestDecideNoSilentStall(t *testing.T) {
 					if src.labelReviews {
 						is.Review = reviewsFromLabels([]TrackedIssue{{ID: is.ID, Labels: ls}})[is.ID]
 					}
-					d := Decide(State{LabelReviews: src.labelReviews, Issues: []Issue{is}})[0]
+					d := Decide(State{LabelReviews: src.labelReviews, Issues: []Issue{is}, Now: now, IdleGrace: time.Minute})[0]
 					cases++
 					if why := stalls(is, d); why != "" {
 						t.Errorf("%s [%s] with %s, %s: %s: decision %s (%q)",
@@ -93,6 +111,20 @@ func stalls(is Issue, d Decision) string {
 		return ""
 	case d.Action == ActionRelayFeedback && is.Worker != nil:
 		return "" // the answer reaches the live agent, which goes on
+	case d.Action == ActionEndWorker:
+		return "" // its phase is done: the next tick moves the issue on
+	case is.Worker != nil && is.Worker.Agent != nil && is.Worker.Agent.State == api.AgentIdle &&
+		is.HasLabel(LabelWorkerDone) && is.Worker.Agent.BackgroundTasks == 0 && !is.HasLabel(LabelInputNeeded):
+		return "the live agent is done and idle but is not ended"
+	case is.Worker != nil && is.Worker.Agent != nil && is.Worker.Agent.State == api.AgentIdle &&
+		!is.HasLabel(LabelWorkerDone) && !is.HasLabel(LabelInputNeeded) && !slices.Contains(d.AddLabels, LabelInputNeeded):
+		if is.Worker.Agent.Since.Before(time.Date(2026, 11, 24, 11, 59, 0, 0, time.UTC)) {
+			return "the live agent's turn ended unfinished past the grace and is not escalated"
+		}
+		return "" // within the grace: escalated on a later tick
+	case is.Worker != nil && is.Worker.Agent != nil && is.Worker.Agent.State.WaitsOnHuman() &&
+		!is.HasLabel(LabelInputNeeded) && !slices.Contains(d.AddLabels, LabelInputNeeded):
+		return fmt.Sprintf("the live agent waits on a human (%s) but is not escalated", is.Worker.Agent.State)
 	case is.Worker != nil && !is.Worker.Blocked:
 		return ""
 	case slices.Contains(d.AddLabels, LabelInputNeeded):

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/legion-dev/legion/activation/api"
 
 	"github.com/legion-dev/legion/controller/workspace"
 )
@@ -31,6 +34,7 @@ type Session struct {
 	State    SessionState `json:"state"`
 	Question string       `json:"question,omitempty"` // pending AskUserQuestion, if waiting_input
 	Cause    string       `json:"cause,omitempty"`    // with failed: why systemd gave up on it
+	Agent    *api.Agent   `json:"agent,omitempty"`    // what the agent does, from its hooks
 }
 
 // SessionState is a session's state as the helper reports it.
@@ -73,6 +77,11 @@ type Sources struct {
 	Sessions  SessionSource
 	Worktrees WorktreeLister // nil: worktrees are not reported
 	WIPLimit  int
+	// IdleGrace is how long an agent may sit at its prompt without
+	// worker-done before it is escalated (State.IdleGrace).
+	IdleGrace time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 // IssueState is one issue in `legion state`: what was collected and what
@@ -136,18 +145,23 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 			failed[s.Issue] = append(failed[s.Issue], FailedWorker{Mode: s.Mode, Session: s.Name, Unit: s.Unit, Cause: s.Cause})
 		}
 	}
-	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked))}
+	now := time.Now
+	if src.Now != nil {
+		now = src.Now
+	}
+	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked)),
+		Now: now(), IdleGrace: src.IdleGrace}
 	for _, t := range tracked {
 		is := Issue{
 			ID: t.ID, Title: t.Title, Status: t.Status, Labels: slices.Clone(t.Labels),
-			Review: outcomes[t.ID], Feedback: t.LatestHumanComment(),
+			Review: outcomes[t.ID], Feedback: t.latestHuman().Text, FeedbackBy: t.latestHuman().Author,
 			Worktree: trees[t.ID], Failed: failed[t.ID],
 		}
 		if is.Labels == nil {
 			is.Labels = []string{}
 		}
 		if s, ok := live[t.ID]; ok {
-			is.Worker = &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == SessionWaitingInput, Question: s.Question}
+			is.Worker = &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == SessionWaitingInput, Question: s.Question, Agent: s.Agent}
 		}
 		st.Issues = append(st.Issues, is)
 	}

@@ -26,8 +26,18 @@ func (f *fakeAgents) Dispatch(_ context.Context, issue string, mode controller.M
 	return nil
 }
 
-func (f *fakeAgents) Send(_ context.Context, session, text string) error {
-	f.calls = append(f.calls, fmt.Sprintf("send %s %q", session, text))
+func (f *fakeAgents) Respond(_ context.Context, session, text, permission, by string) error {
+	call := fmt.Sprintf("send %s %q", session, text)
+	if permission != "" {
+		call = fmt.Sprintf("respond %s %s %q", session, permission, text)
+	}
+	f.calls = append(f.calls, call)
+	return nil
+}
+
+func (f *fakeAgents) End(_ context.Context, session, reason string) error {
+	f.calls = append(f.calls, "end "+session)
+	f.sessions = slices.DeleteFunc(f.sessions, func(s controller.Session) bool { return s.Name == session })
 	return nil
 }
 

@@ -44,12 +44,17 @@ const AuthorLegion = "legion"
 // LatestHumanComment returns the text of the newest comment not written by
 // Legion, or "".
 func (t TrackedIssue) LatestHumanComment() string {
+	return t.latestHuman().Text
+}
+
+// latestHuman is the newest comment not written by Legion, or a zero one.
+func (t TrackedIssue) latestHuman() Comment {
 	for i := len(t.Comments) - 1; i >= 0; i-- {
 		if t.Comments[i].Author != AuthorLegion {
-			return t.Comments[i].Text
+			return t.Comments[i]
 		}
 	}
-	return ""
+	return Comment{}
 }
 
 // ErrIssueNotFound is returned by trackers for an unknown issue identifier.

@@ -171,7 +171,7 @@ func controllerSessions(team string, ss []api.Session) []controller.Session {
 		}
 		out = append(out, controller.Session{
 			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: controller.Mode(s.Mode), Session: s.ID,
-			State: controller.SessionState(s.State), Question: s.Question, Cause: s.Cause,
+			State: controller.SessionState(s.State), Question: s.Question, Cause: s.Cause, Agent: s.Agent,
 		})
 	}
 	return out
@@ -216,13 +216,23 @@ func Dispatch(ctx context.Context, c *api.Client, t *team.Team, w config.Worker,
 	return res, nil
 }
 
-func (d *helperDispatcher) Send(ctx context.Context, session, text string) error {
+func (d *helperDispatcher) Respond(ctx context.Context, session, text, permission, by string) error {
 	c, err := api.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_, err = c.Send(ctx, session, text, false)
+	_, err = c.Respond(ctx, api.RespondArgs{Name: session, Text: text, Decision: permission, By: by})
+	return err
+}
+
+func (d *helperDispatcher) End(ctx context.Context, session, reason string) error {
+	c, err := api.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.End(ctx, session, reason)
 	return err
 }
 
