@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,6 +117,9 @@ type Team struct {
 	StartLimitInterval time.Duration
 	// WIPLimit is how many code workers (implementers) may run at once.
 	WIPLimit int
+	// IdleGrace is how long an agent may sit idle at its prompt, its turn
+	// ended without worker-done, before the controller escalates.
+	IdleGrace time.Duration
 
 	Agent Agent
 
@@ -131,12 +136,71 @@ type Team struct {
 // names use it.
 func (t Team) ShortID() string { return t.ID.String()[:8] }
 
-// Agent holds the argv templates of the team's agent; see [Expand] for the
-// placeholders.
+// Agent configures the team's agent: its kind, the argv templates (see
+// [Expand] for the placeholders) and its permission policy.
 type Agent struct {
+	Kind   AgentKind
 	New    []string // starts a new session
 	Resume []string // resumes an existing session
+
+	// Permissions is the team's permission policy; PermissionsByMode
+	// overrides it for some modes (keys: plan, implement, review, retro,
+	// finish). Use [Agent.Policy] to read them.
+	Permissions       PermissionPolicy
+	PermissionsByMode map[string]PermissionPolicy
+	// Allow are extra permission rules in Claude Code's syntax, e.g.
+	// "Bash(make test)", allowed with the allowlist policy.
+	Allow []string
 }
+
+// Policy is the permission policy of the team's agents in mode.
+func (a Agent) Policy(mode string) PermissionPolicy {
+	if p, ok := a.PermissionsByMode[mode]; ok {
+		return p
+	}
+	return a.Permissions
+}
+
+// clone is a deep copy of a, so a team's changes leave [defaults] alone.
+func (a Agent) clone() Agent {
+	a.New, a.Resume, a.Allow = slices.Clone(a.New), slices.Clone(a.Resume), slices.Clone(a.Allow)
+	a.PermissionsByMode = maps.Clone(a.PermissionsByMode)
+	return a
+}
+
+// AgentKind names the kind of program a team's workers run (package agent
+// implements each).
+type AgentKind string
+
+// Agent kinds.
+const (
+	// AgentClaude is Claude Code: per-session settings with hooks that
+	// report its state, a dialog-free start, clean end when its phase is done.
+	AgentClaude AgentKind = "claude"
+	// AgentCustom is any terminal program: no settings, no session file,
+	// liveness from its output, no completion detection.
+	AgentCustom AgentKind = "custom"
+)
+
+// PermissionPolicy says which of an agent's tool calls run without asking
+// a person.
+type PermissionPolicy string
+
+// Permission policies.
+const (
+	// PermissionsAllowlist allows Legion's own commands, git and file tools
+	// inside the worktree and agent.allow; everything else waits for a person.
+	PermissionsAllowlist PermissionPolicy = "allowlist"
+	// PermissionsAsk has a person decide every tool call but the agent's
+	// `legion issue` reports.
+	PermissionsAsk PermissionPolicy = "ask"
+	// PermissionsBypass asks nobody about anything.
+	PermissionsBypass PermissionPolicy = "bypass"
+)
+
+// workerModes are the phases a worker runs in, the keys of
+// agent.permissions_by_mode.
+var workerModes = []string{"plan", "implement", "review", "retro", "finish"}
 
 // Linear configures the Linear tracker. The API key is read at run time from
 // the environment variable APIKeyEnv or else from CredentialsFile; it never

@@ -287,6 +287,51 @@ func TestLoadErrors(t *testing.T) {
 			want: `@FILE@:3:13: invalid TOML: expected value but found '/' instead`,
 		},
 		{
+			name: "unknown agent kind",
+			text: team + "agent.kind = \"codex\"\n",
+			want: `@FILE@:4: teams.demo.agent.kind: unknown agent kind "codex": expected "claude" or "custom"`,
+		},
+		{
+			name: "unknown permission policy",
+			text: "[defaults]\nagent.permissions = \"yolo\"\n",
+			want: `@FILE@:2: defaults.agent.permissions: unknown permission policy "yolo": expected "allowlist", "ask" or "bypass"`,
+		},
+		{
+			name: "permissions by unknown mode",
+			text: team + "\n[teams.demo.agent]\npermissions_by_mode = { review = \"ask\", deploy = \"bypass\" }\n",
+			want: `@FILE@:6: teams.demo.agent.permissions_by_mode: unknown mode "deploy": expected plan, implement, review, retro, finish`,
+		},
+		{
+			name: "permissions by mode with a bad policy",
+			text: team + "agent.permissions_by_mode.finish = \"never\"\n",
+			want: `@FILE@:4: teams.demo.agent.permissions_by_mode: finish: unknown permission policy "never": expected "allowlist", "ask" or "bypass"`,
+		},
+		{
+			name: "permissions by mode not a table",
+			text: team + "agent.permissions_by_mode = \"ask\"\n",
+			want: `@FILE@:4: teams.demo.agent.permissions_by_mode: expected a table such as { review = "ask" }, got string "ask"`,
+		},
+		{
+			name: "bad permission rule",
+			text: team + "agent.allow = [\"Bash(make test)\", \"Bash(make test\"]\n",
+			want: `@FILE@:4: teams.demo.agent.allow: rule 1: invalid permission rule "Bash(make test": expected a tool name with an optional specifier in parentheses, e.g. "Bash(make test)" or "Bash(go test:*)"`,
+		},
+		{
+			name: "permission rule not a string",
+			text: team + "agent.allow = [\"Bash(make test)\", 3]\n",
+			want: `@FILE@:4: teams.demo.agent.allow: rule 1: expected a string, got integer 3`,
+		},
+		{
+			name: "permission rules not an array",
+			text: team + "agent.allow = \"Bash(make test)\"\n",
+			want: `@FILE@:4: teams.demo.agent.allow: expected an array of permission rules such as ["Bash(make test)"], got string "Bash(make test)"`,
+		},
+		{
+			name: "idle grace",
+			text: team + "idle_grace = \"a bit\"\n",
+			want: `@FILE@:4: teams.demo.idle_grace: invalid duration "a bit": expected e.g. "30s", "10m", "1h30m" or "2min 30s"`,
+		},
+		{
 			name: "array of tables",
 			text: "[[teams]]\nname = \"demo\"\n",
 			want: `@FILE@:1: teams: expected tables [teams.<name>], got array of tables`,
@@ -351,5 +396,76 @@ func TestDefaultPath(t *testing.T) {
 	t.Setenv(EnvConfig, "/elsewhere/legion.toml")
 	if p, err := DefaultPath(); err != nil || p != "/elsewhere/legion.toml" {
 		t.Errorf("DefaultPath() with %s set = %q, %v; want /elsewhere/legion.toml", EnvConfig, p, err)
+	}
+}
+
+// TestLoadAgent: agent.kind, the permission policy and its per-mode
+// overrides, and agent.allow, from [defaults] and per team; a team's keys
+// leave the defaults and the other teams alone.
+func TestLoadAgent(t *testing.T) {
+	path, _ := writeConfig(t, `
+[defaults]
+idle_grace = "2m"
+agent.permissions = "ask"
+agent.allow = ["Bash(make test)"]
+agent.permissions_by_mode = { review = "allowlist" }
+
+[teams.demo]
+id = "`+demoID+`"
+workspace = "@WS@"
+
+[teams.demo.agent]
+kind = "custom"
+permissions = "bypass"
+allow = ["Bash(go test:*)", "WebFetch(domain:example.com)", "mcp__tracker__comment"]
+permissions_by_mode.finish = "ask"
+
+[teams.other]
+id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+workspace = "@WS@"
+`)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	demo, _ := cfg.Team("demo")
+	other, _ := cfg.Team("other")
+	wantDemo := Agent{
+		Kind: AgentCustom, New: defaultAgentNew, Resume: defaultAgentResume,
+		Permissions:       PermissionsBypass,
+		PermissionsByMode: map[string]PermissionPolicy{"finish": PermissionsAsk},
+		Allow:             []string{"Bash(go test:*)", "WebFetch(domain:example.com)", "mcp__tracker__comment"},
+	}
+	wantOther := Agent{
+		Kind: AgentClaude, New: defaultAgentNew, Resume: defaultAgentResume,
+		Permissions:       PermissionsAsk,
+		PermissionsByMode: map[string]PermissionPolicy{"review": PermissionsAllowlist},
+		Allow:             []string{"Bash(make test)"},
+	}
+	if diff := cmp.Diff(wantDemo, demo.Agent); diff != "" {
+		t.Errorf("teams.demo.agent (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantOther, other.Agent); diff != "" {
+		t.Errorf("teams.other.agent (-want +got):\n%s", diff)
+	}
+	if other.IdleGrace != 2*time.Minute || demo.IdleGrace != 2*time.Minute {
+		t.Errorf("idle_grace = %v, %v; want 2m from [defaults]", demo.IdleGrace, other.IdleGrace)
+	}
+	for _, tt := range []struct {
+		agent Agent
+		mode  string
+		want  PermissionPolicy
+	}{
+		{demo.Agent, "finish", PermissionsAsk},
+		{demo.Agent, "review", PermissionsBypass},
+		{other.Agent, "review", PermissionsAllowlist},
+		{other.Agent, "implement", PermissionsAsk},
+	} {
+		if got := tt.agent.Policy(tt.mode); got != tt.want {
+			t.Errorf("Agent%+v.Policy(%q) = %q; want %q", tt.agent, tt.mode, got, tt.want)
+		}
+	}
+	if d := defaultTeam(); d.Agent.Kind != AgentClaude || d.Agent.Policy("plan") != PermissionsAllowlist || d.IdleGrace != 30*time.Second {
+		t.Errorf("default agent = %+v, idle_grace %v; want claude, allowlist, 30s", d.Agent, d.IdleGrace)
 	}
 }

@@ -200,7 +200,7 @@ func (d *decoder) teams(cfg *Config, v any) {
 			d.errorAt(path, err)
 		}
 		t := cfg.Defaults
-		t.Agent = Agent{New: slices.Clone(t.Agent.New), Resume: slices.Clone(t.Agent.Resume)}
+		t.Agent = t.Agent.clone()
 		t.Name = name
 		d.table(path, nil, tm, TableTeam, &t, true)
 		if !d.isDefined("teams", name, "id") {

@@ -69,9 +69,12 @@ func defaultTeam() Team {
 		StartLimitBurst:    5,
 		StartLimitInterval: time.Hour,
 		WIPLimit:           1,
+		IdleGrace:          30 * time.Second,
 		Agent: Agent{
-			New:    append([]string(nil), defaultAgentNew...),
-			Resume: append([]string(nil), defaultAgentResume...),
+			Kind:        AgentClaude,
+			New:         append([]string(nil), defaultAgentNew...),
+			Resume:      append([]string(nil), defaultAgentResume...),
+			Permissions: PermissionsAllowlist,
 		},
 		Linear: Linear{
 			APIKeyEnv:         "LINEAR_API_KEY",
@@ -266,6 +269,13 @@ var Schema = []Setting{
 		set: onTeam(func(t *Team, v any) (err error) { t.StaleAfter, err = durationValue(v, time.Second); return err }),
 	},
 	{
+		Table: TableTeam, Key: "idle_grace", Type: "duration", Default: `"30s"`,
+		Doc: "How long an agent may sit idle at its prompt, its turn ended without the worker-done label, " +
+			"before the controller escalates it to a person (user-input-needed, with what the agent last said). " +
+			"An idle agent is not stale: it is never restarted for idling.",
+		set: onTeam(func(t *Team, v any) (err error) { t.IdleGrace, err = durationValue(v, 0); return err }),
+	},
+	{
 		Table: TableTeam, Key: "restart_cooldown", Type: "duration", Default: `"30s"`,
 		Doc: "RestartSec= of the team's controller and workers: the pause before systemd restarts one; " +
 			"\"0s\" restarts at once. It is the only source: legion@.service, the team's drop-in and every " +
@@ -318,6 +328,64 @@ var Schema = []Setting{
 		Default: `["claude", "--resume", "{session_id}", "{prompt}"]`,
 		Doc:     "The argv that resumes an existing session (same placeholders as agent.new).",
 		set:     onTeam(func(t *Team, v any) (err error) { t.Agent.Resume, err = argvValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "agent.kind", Type: `"claude" or "custom"`, Default: `"claude"`,
+		Doc: "What the team's agents are. \"claude\": Claude Code. Before a worker starts, Legion writes the " +
+			"session's own settings file (hooks that tell the worker the agent's state, the rules of " +
+			"agent.permissions) and passes it as --settings FILE, just before the session flag of agent.new and " +
+			"agent.resume (after the program when the argv has no {session_id}); it records in ~/.claude.json, " +
+			"under a lock and keeping every other entry, the answers to the dialogs a new worktree would stop at " +
+			"(onboarding done, the team's workspace trusted, which covers its worktrees, the auto-mode notices seen, " +
+			"and the custom API key approved when ANTHROPIC_API_KEY is set for the agent); and it turns off the " +
+			"CLI's non-essential network traffic. The worker then knows whether the agent works, idles at its prompt " +
+			"or waits on a person, relays answers and approvals, and ends the agent cleanly once the issue has " +
+			"worker-done and its turn is over. \"custom\": any terminal program, run as agent.new says: no settings, " +
+			"no session file (agent.resume is unused), liveness from its output, and no completion detection: " +
+			"the program must exit by itself when its phase is done.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCustom))
+			t.Agent.Kind = AgentKind(s)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "agent.permissions", Type: `"allowlist", "ask" or "bypass"`, Default: `"allowlist"`,
+		Doc: "Which tool calls of a claude agent run without asking a person (a custom agent is not asked about). " +
+			"\"allowlist\": Legion's own commands that the worker skill runs (legion issue, legion state, " +
+			"legion worktree finish, by name and by legion's absolute path), git (any git command: Claude Code's " +
+			"rules match the command, not its directory), reading and editing files inside the issue's worktree, and " +
+			"the rules of agent.allow. \"ask\": only legion issue (the agent must be able to report). " +
+			"In both, every other call waits for a person: the worker shows it as waiting_permission and the " +
+			"controller escalates it with the tool and the exact command. \"bypass\": nothing is asked (Claude Code's " +
+			"bypassPermissions mode, with its warning pre-answered and, as root, IS_SANDBOX=1): the agent may run any " +
+			"command with your rights, change files outside its worktree and reach the network; use it only on a " +
+			"disposable machine. The rules go in the session's settings file, with --permission-mode manual " +
+			"(allowlist, ask) or bypassPermissions; your own Claude Code settings still add their rules.",
+		set: onTeam(func(t *Team, v any) error {
+			p, err := policyValue(v)
+			t.Agent.Permissions = p
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "agent.permissions_by_mode", Type: "table of mode = policy", Example: `{ finish = "ask" }`,
+		Doc: "agent.permissions for some modes only: keys plan, implement, review, retro and finish, values as " +
+			"for agent.permissions, e.g. { finish = \"ask\" } to approve every command of the phase that merges. " +
+			"Unset: every mode has agent.permissions.",
+		set: onTeam(func(t *Team, v any) error {
+			m, err := policyByModeValue(v)
+			t.Agent.PermissionsByMode = m
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "agent.allow", Type: "array of strings", Example: `["Bash(make test)", "Bash(go test:*)"]`,
+		Doc: "More tool calls a claude agent may make without asking, with the allowlist policy: permission rules " +
+			"in Claude Code's syntax, a tool name with an optional specifier in parentheses: \"Bash(make test)\" " +
+			"(that command), \"Bash(npm run test:*)\" (commands starting so), \"WebFetch(domain:example.com)\". " +
+			"Unset: none.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Agent.Allow, err = rulesValue(v); return err }),
 	},
 	{
 		Table: TableTeam, Key: "memory_max", Type: "size", Example: `"4G"`,

@@ -3,12 +3,15 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/legion-dev/legion/activation/api"
 )
@@ -195,4 +198,64 @@ func checkDir(p string) error {
 		return fmt.Errorf("%s is not a directory", p)
 	}
 	return nil
+}
+
+// policyValue takes a permission policy.
+func policyValue(v any) (PermissionPolicy, error) {
+	s, err := stringValue(v)
+	if err != nil {
+		return "", err
+	}
+	switch p := PermissionPolicy(s); p {
+	case PermissionsAllowlist, PermissionsAsk, PermissionsBypass:
+		return p, nil
+	}
+	return "", fmt.Errorf(`unknown permission policy %q: expected "allowlist", "ask" or "bypass"`, s)
+}
+
+// policyByModeValue takes a table of worker mode = permission policy.
+func policyByModeValue(v any) (map[string]PermissionPolicy, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, wrongType(`a table such as { review = "ask" }`, v)
+	}
+	out := make(map[string]PermissionPolicy, len(m))
+	var errs []error
+	for _, mode := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(workerModes, mode) {
+			errs = append(errs, fmt.Errorf("unknown mode %q: expected %s", mode, strings.Join(workerModes, ", ")))
+			continue
+		}
+		p, err := policyValue(m[mode])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", mode, err))
+			continue
+		}
+		out[mode] = p
+	}
+	return out, errors.Join(errs...)
+}
+
+// permissionRuleRE is a Claude Code permission rule: a tool name (MCP
+// tools have "__" in theirs), optionally a specifier in parentheses.
+var permissionRuleRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*(\(.+\))?$`)
+
+// rulesValue takes an array of permission rules.
+func rulesValue(v any) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, wrongType(`an array of permission rules such as ["Bash(make test)"]`, v)
+	}
+	var rules []string
+	for i, a := range arr {
+		s, ok := a.(string)
+		if !ok {
+			return nil, fmt.Errorf("rule %d: %w", i, wrongType("a string", a))
+		}
+		if !permissionRuleRE.MatchString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+			return nil, fmt.Errorf(`rule %d: invalid permission rule %q: expected a tool name with an optional specifier in parentheses, e.g. "Bash(make test)" or "Bash(go test:*)"`, i, s)
+		}
+		rules = append(rules, s)
+	}
+	return rules, nil
 }
