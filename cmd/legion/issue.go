@@ -48,7 +48,13 @@ func openTeamConfig(g *globals, name string) (*team.Team, *config.Config, error)
 		return nil, nil, err
 	}
 	tm, err := team.Open(t, cfg.Path, state)
-	return tm, cfg, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if tm.Legion, err = os.Executable(); err != nil {
+		return nil, nil, fmt.Errorf("find the legion executable, which agents' hooks run: %w", err)
+	}
+	return tm, cfg, nil
 }
 
 func newIssueCmd(g *globals) *cobra.Command {

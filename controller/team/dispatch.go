@@ -3,13 +3,14 @@ package team
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -20,17 +21,27 @@ type Dispatch struct {
 	Unit      string    // legion-<short>-<issue>-<mode>.service
 	SessionID uuid.UUID // the agent's deterministic session: its LEGION_SESSION, set by the worker
 	// WorkerID names the worker's own files (spec, registry, socket,
-	// transcript): UUIDv5 of the team and "<issue>:<mode>" with the real
-	// mode, so the retro's worker never shares the implementer's files
-	// although it resumes the implementer's agent session.
-	WorkerID    uuid.UUID
-	Issue       string
-	Mode        controller.Mode
-	Cwd         string   // the issue's worktree
-	Env         []string // LEGION_* for the agent (but LEGION_SESSION); no secrets
-	ArgvNew     []string // the team's agent.new, expanded
-	ArgvResume  []string // the team's agent.resume, expanded
-	SessionFile string   // watched for liveness; its existence picks resume
+	// transcript) and the agent's prepared ones (its settings): the
+	// session id of the real mode (UUIDv5 of the team and
+	// "<issue>:<mode>"), so the retro's worker never shares the
+	// implementer's files although it resumes the implementer's agent
+	// session.
+	WorkerID uuid.UUID
+	Issue    string
+	Mode     controller.Mode
+	Agent    string // the agent's kind (agent.kind): the worker's api.SpawnArgs.Agent
+	Cwd      string // the issue's worktree
+	// Env is LEGION_* for the agent (but LEGION_SESSION and the worker's
+	// hook socket) and what its kind adds; no secrets.
+	Env []string
+	// ArgvNew and ArgvResume are the team's agent.new and agent.resume,
+	// expanded, with the arguments the kind adds (claude: --settings FILE
+	// --permission-mode MODE); ArgvResume is nil for a kind that never
+	// resumes.
+	ArgvNew, ArgvResume []string
+	// SessionFile is watched for liveness and its existence picks resume;
+	// "" for a kind without one (custom).
+	SessionFile string
 
 	StaleAfter         time.Duration
 	Cooldown           time.Duration
@@ -62,8 +73,12 @@ func checkMode(mode controller.Mode) error {
 }
 
 // PlanDispatch prepares the worker of issue in mode: it makes sure the
-// issue's worktree exists and expands the team's agent argv. home is the
-// agent's home directory (where ~/.claude lives).
+// issue's worktree exists, has the team's agent kind (agent.kind) plan the
+// launch (session, argv, session file) and prepare the agent's environment
+// (for claude: the session's settings file with its hooks and permission
+// rules, under StateDir/agents/<worker id>, and the dialog answers in
+// home's ~/.claude.json). home is the agent's home directory (where
+// ~/.claude lives). A claude team needs t.Legion, the binary its hooks run.
 func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.Mode, home string) (Dispatch, error) {
 	if err := checkMode(mode); err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
@@ -72,31 +87,41 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
+	kind, err := agent.For(t.Agent)
+	if err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
+	}
 	wt, err := t.Worktrees.Ensure(ctx, issue)
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
-	id := claude.SessionID(t.ID, issue, string(SessionMode(mode)))
-	vars := config.Vars{SessionID: id.String(), Prompt: Prompt(issue, mode), Issue: issue, Mode: string(mode), Workspace: wt.Path}
-	argvNew, err := config.Expand(t.Agent.New, vars)
-	if err != nil {
-		return Dispatch{}, fmt.Errorf("dispatch %s: agent.new of team %s: %w", issue, t.Name, err)
-	}
-	argvResume, err := config.Expand(t.Agent.Resume, vars)
-	if err != nil {
-		return Dispatch{}, fmt.Errorf("dispatch %s: agent.resume of team %s: %w", issue, t.Name, err)
-	}
+	id := kind.SessionID(t.ID, issue, string(SessionMode(mode)))
+	workerID := kind.SessionID(t.ID, issue, string(mode))
 	env := append([]string{
 		"LEGION_TEAM=" + t.Name, "LEGION_ISSUE=" + issue, "LEGION_MODE=" + string(mode),
 	}, wt.Env()...)
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)
 	}
+	s := agent.Session{
+		ID: id, Mode: string(mode),
+		Vars: config.Vars{SessionID: id.String(), Prompt: Prompt(issue, mode), Issue: issue, Mode: string(mode), Workspace: wt.Path},
+		Cwd:  wt.Path, Repo: t.Workspace, Home: home,
+		Dir:    filepath.Join(t.StateDir, "agents", workerID.String()),
+		Legion: t.Legion, Env: env,
+	}
+	l, err := kind.Plan(s)
+	if err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
+	}
+	if l, err = kind.Prepare(ctx, s, l); err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
+	}
 	return Dispatch{
-		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: claude.SessionID(t.ID, issue, string(mode)),
-		Issue: issue, Mode: mode,
-		Cwd: wt.Path, Env: env, ArgvNew: argvNew, ArgvResume: argvResume,
-		SessionFile:        claude.SessionFile(home, wt.Path, id),
+		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: workerID,
+		Issue: issue, Mode: mode, Agent: l.Agent,
+		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
+		SessionFile:        l.SessionFile,
 		StaleAfter:         t.StaleAfter,
 		Cooldown:           t.RestartCooldown,
 		StartLimitBurst:    t.StartLimitBurst,

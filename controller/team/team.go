@@ -24,8 +24,14 @@ type Team struct {
 	// $LEGION_CONFIG so their `legion issue ...` reads the same file.
 	ConfigPath string
 	// StateDir is $XDG_STATE_HOME/legion/teams/<short>: the local tracker,
-	// the controller's heartbeat.
-	StateDir  string
+	// the controller's heartbeat, the agents' prepared files
+	// (agents/<worker id>/settings.json).
+	StateDir string
+	// Legion is the absolute path of the legion binary that a claude
+	// agent's hooks run (`<Legion> hook`) and its allow rules name; the
+	// caller sets it (the legion command: its own executable). Open leaves
+	// it empty, and PlanDispatch refuses a claude team without it.
+	Legion    string
 	Tracker   controller.Tracker
 	Reviews   controller.ReviewSource // nil: outcome labels on the issue
 	Worktrees *workspace.Manager

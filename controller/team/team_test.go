@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/github/githubtest"
 	"github.com/legion-dev/legion/ptyworker/claude"
@@ -44,6 +46,7 @@ agent.resume = ["my-agent", "--resume", "{session_id}", "in {workspace}"]
 	if err != nil {
 		t.Fatal(err)
 	}
+	tm.Legion = "/opt/legion/bin/legion"
 	return tm
 }
 
@@ -57,19 +60,32 @@ func TestPlanDispatch(t *testing.T) {
 	if d.Unit != "legion-6f1c2b9e-DEMO\\x2d1-plan.service" {
 		t.Errorf("Unit = %q", d.Unit)
 	}
-	wantNew := []string{"my-agent", "--session-id", d.SessionID.String(), "Use legion-worker skill in plan mode for issue DEMO-1"}
+	// The claude kind (the default) adds its settings file, written under
+	// the team's state for this worker, before the session flag.
+	settings := filepath.Join(tm.StateDir, "agents", d.WorkerID.String(), agent.SettingsFileName)
+	wantNew := []string{"my-agent", "--settings", settings, "--permission-mode", "manual", "--session-id", d.SessionID.String(), "Use legion-worker skill in plan mode for issue DEMO-1"}
 	if !slices.Equal(d.ArgvNew, wantNew) {
 		t.Errorf("ArgvNew = %q; want %q", d.ArgvNew, wantNew)
 	}
-	if d.ArgvResume[3] != "in "+d.Cwd {
-		t.Errorf("ArgvResume = %q; want the worktree in its last word", d.ArgvResume)
+	if d.ArgvResume[1] != "--settings" || d.ArgvResume[len(d.ArgvResume)-1] != "in "+d.Cwd {
+		t.Errorf("ArgvResume = %q; want --settings after the program, the worktree in its last word", d.ArgvResume)
 	}
-	if !strings.HasPrefix(d.SessionFile, claude.ProjectDir(home, d.Cwd)) {
-		t.Errorf("SessionFile %s is not under the worktree's project dir", d.SessionFile)
+	if data, err := os.ReadFile(settings); err != nil || !strings.Contains(string(data), `"command": "/opt/legion/bin/legion hook"`) {
+		t.Errorf("settings file %s: %v\n%s; want the hooks running /opt/legion/bin/legion hook", settings, err, data)
+	}
+	if data, err := os.ReadFile(filepath.Join(home, ".claude.json")); err != nil || !strings.Contains(string(data), `"hasTrustDialogAccepted": true`) {
+		t.Errorf("~/.claude.json: %v\n%s; want the team's workspace trusted", err, data)
+	}
+	if d.Agent != "claude" || !strings.HasPrefix(d.SessionFile, claude.ProjectDir(home, d.Cwd)) {
+		t.Errorf("Agent %q, SessionFile %s; want claude, under the worktree's project dir", d.Agent, d.SessionFile)
 	}
 	if !slices.Contains(d.Env, "LEGION_ISSUE=DEMO-1") || !slices.Contains(d.Env, "LEGION_PORT_OFFSET=10") ||
-		!slices.Contains(d.Env, "LEGION_CONFIG=/etc/legion-test.toml") {
-		t.Errorf("Env = %q; want LEGION_ISSUE and LEGION_PORT_OFFSET", d.Env)
+		!slices.Contains(d.Env, "LEGION_CONFIG=/etc/legion-test.toml") || !slices.Contains(d.Env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1") {
+		t.Errorf("Env = %q; want LEGION_ISSUE, LEGION_PORT_OFFSET, LEGION_CONFIG and the CLI's traffic off", d.Env)
+	}
+	a := tm.DispatchLaunch(d, config.Worker{StartupGrace: time.Minute, RingSize: 1 << 20})
+	if a.Agent != "claude" || a.Watch != d.SessionFile || a.StartupGrace == nil || a.StaleAfter == 0 {
+		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want claude, the session file watched", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
 	}
 
 	// The retro resumes the implementer's session in the same worktree.
@@ -136,5 +152,29 @@ func TestFinishMergesThePullRequest(t *testing.T) {
 	cur, _ := store.Issue(t.Context(), is.ID)
 	if cur.Status != "Done" {
 		t.Errorf("status = %s; want Done", cur.Status)
+	}
+}
+
+// TestPlanDispatchCustom: a custom agent runs agent.new as it is, with no
+// session file to watch and nothing prepared.
+func TestPlanDispatchCustom(t *testing.T) {
+	tm := testTeam(t)
+	tm.Agent.Kind = config.AgentCustom
+	tm.Legion = ""
+	home := t.TempDir()
+	d, err := tm.PlanDispatch(t.Context(), "DEMO-2", "implement", home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNew := []string{"my-agent", "--session-id", d.SessionID.String(), "Use legion-worker skill in implement mode for issue DEMO-2"}
+	if !slices.Equal(d.ArgvNew, wantNew) || d.ArgvResume != nil || d.SessionFile != "" || d.Agent != "custom" {
+		t.Errorf("PlanDispatch = argv %q, resume %q, session file %q, agent %q; want %q, none, none, custom", d.ArgvNew, d.ArgvResume, d.SessionFile, d.Agent, wantNew)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".claude.json")); err == nil {
+		t.Errorf("a custom dispatch wrote ~/.claude.json")
+	}
+	a := tm.DispatchLaunch(d, config.Worker{StartupGrace: time.Minute, RingSize: 1 << 20})
+	if a.Agent != "custom" || a.Watch != "" || a.StartupGrace != nil || a.StaleAfter != 0 {
+		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want custom, nothing watched", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
 	}
 }

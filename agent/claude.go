@@ -1,0 +1,166 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/atomicfile"
+	"github.com/legion-dev/legion/internal/privdir"
+	"github.com/legion-dev/legion/ptyworker/claude"
+)
+
+// Claude is Claude Code (agent.kind = "claude"). Its session files follow
+// package ptyworker/claude; Prepare gives every session:
+//
+//   - its own settings file, Session.Dir/settings.json (0600, in a 0700
+//     directory): a hook for each of [HookEvents] running `<legion> hook`,
+//     which hands the event to the session's worker, and the permission
+//     rules of the team's policy for the session's mode ([SettingsFor]).
+//     The user's own settings files are left as they are and still apply;
+//   - the arguments --settings FILE and --permission-mode (manual for the
+//     allowlist and ask policies, so that what no rule allows opens a
+//     dialog, reported by the PermissionRequest hook; bypassPermissions for
+//     bypass), inserted into both argvs where [InsertArgs] says;
+//   - the answers, in ~/.claude.json, to the dialogs a new worktree would
+//     stop at ([WriteDialogAnswers]);
+//   - CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (no telemetry, no update
+//     check) and, for bypass as root, IS_SANDBOX=1, without which Claude
+//     Code refuses bypass mode as root.
+type Claude struct {
+	Config config.Agent // the team's agent table
+}
+
+// SettingsFileName is the name of a session's settings file in its
+// Session.Dir.
+const SettingsFileName = "settings.json"
+
+// Name is "claude".
+func (*Claude) Name() string { return string(config.AgentClaude) }
+
+// SessionID is claude.SessionID: UUIDv5 of the team and "<issue>:<mode>".
+func (*Claude) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
+	return claude.SessionID(team, issue, mode)
+}
+
+// SessionFile is claude.SessionFile of cwd's physical path (Claude Code
+// resolves symlinks in its working directory), or of cwd as given when it
+// cannot be resolved.
+func (*Claude) SessionFile(home, cwd string, id uuid.UUID) string {
+	return claude.SessionFile(home, physical(cwd), id)
+}
+
+// Plan expands agent.new and agent.resume and names the session file.
+func (c *Claude) Plan(s Session) (Launch, error) {
+	argvNew, argvResume, err := expand(c.Config, s.Vars)
+	if err != nil {
+		return Launch{}, err
+	}
+	return Launch{
+		Agent: c.Name(), ArgvNew: argvNew, ArgvResume: argvResume,
+		SessionFile: c.SessionFile(s.Home, s.Cwd, s.ID),
+	}, nil
+}
+
+// Prepare writes s's settings file and the dialog answers of ~/.claude.json,
+// and adds --settings, --permission-mode and the environment to l.
+func (c *Claude) Prepare(ctx context.Context, s Session, l Launch) (Launch, error) {
+	if !filepath.IsAbs(s.Legion) {
+		return Launch{}, fmt.Errorf("prepare claude session %s: the hooks need the legion binary's absolute path, got %q", s.ID, s.Legion)
+	}
+	if !filepath.IsAbs(s.Dir) || !filepath.IsAbs(s.Cwd) || !filepath.IsAbs(s.Repo) || !filepath.IsAbs(s.Home) {
+		return Launch{}, fmt.Errorf("prepare claude session %s: want absolute paths, got dir %q, cwd %q, repo %q, home %q", s.ID, s.Dir, s.Cwd, s.Repo, s.Home)
+	}
+	policy := c.Config.Policy(s.Mode)
+	data, err := SettingsFor(policy, s.Legion, s.Cwd, c.Config.Allow)
+	if err != nil {
+		return Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)
+	}
+	if err := privdir.Ensure(s.Dir); err != nil {
+		return Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)
+	}
+	settings := filepath.Join(s.Dir, SettingsFileName)
+	if err := atomicfile.WritePrivate(settings, data); err != nil {
+		return Launch{}, fmt.Errorf("prepare claude session %s: write %s: %w", s.ID, settings, err)
+	}
+	key, _ := s.Getenv("ANTHROPIC_API_KEY")
+	if err := WriteDialogAnswers(ctx, s.Home, s.Repo, key); err != nil {
+		return Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)
+	}
+
+	mode := "manual"
+	if policy == config.PermissionsBypass {
+		mode = "bypassPermissions"
+	}
+	args := []string{"--settings", settings, "--permission-mode", mode}
+	l.ArgvNew = InsertArgs(c.Config.New, l.ArgvNew, args...)
+	if l.ArgvResume != nil {
+		l.ArgvResume = InsertArgs(c.Config.Resume, l.ArgvResume, args...)
+	}
+	l.Env = append(l.Env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+	if policy == config.PermissionsBypass && os.Geteuid() == 0 {
+		l.Env = append(l.Env, "IS_SANDBOX=1")
+	}
+	return l, nil
+}
+
+// InsertArgs returns argv, expanded from the template tmpl, with args
+// inserted just before its session flag, so that a wrapper in front of the
+// agent (`env VAR=x claude …`, `legion scripted-agent …`) keeps its own
+// arguments: before the first argument that holds {session_id}, or before
+// the flag in front of it when that argument is {session_id} alone
+// ("--resume", "{session_id}"). Without {session_id} args go right after
+// argv[0]. For the default templates that is right after "claude" either way.
+func InsertArgs(tmpl, argv []string, args ...string) []string {
+	at := 1
+	for i, word := range tmpl {
+		if !holdsSessionID(word) {
+			continue
+		}
+		at = i
+		if word == "{session_id}" && i > 1 && len(tmpl[i-1]) > 1 && tmpl[i-1][0] == '-' {
+			at = i - 1
+		}
+		break
+	}
+	at = max(1, min(at, len(argv)))
+	out := make([]string, 0, len(argv)+len(args))
+	out = append(out, argv[:at]...)
+	out = append(out, args...)
+	return append(out, argv[at:]...)
+}
+
+// holdsSessionID reports whether the template word expands {session_id}
+// (and not a literal "{{session_id}}").
+func holdsSessionID(word string) bool {
+	const marker = "\x00session\x00"
+	out, err := config.Expand([]string{word}, config.Vars{SessionID: marker})
+	if err != nil {
+		return false
+	}
+	return strings.Contains(out[0], marker)
+}
+
+// physical is p with symlinks resolved, or p when that fails.
+func physical(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// expand expands the team's agent.new and agent.resume with vars.
+func expand(a config.Agent, vars config.Vars) (argvNew, argvResume []string, err error) {
+	if argvNew, err = config.Expand(a.New, vars); err != nil {
+		return nil, nil, fmt.Errorf("agent.new: %w", err)
+	}
+	if argvResume, err = config.Expand(a.Resume, vars); err != nil {
+		return nil, nil, fmt.Errorf("agent.resume: %w", err)
+	}
+	return argvNew, argvResume, nil
+}

@@ -1,0 +1,47 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/ptyworker/claude"
+)
+
+// Custom is any terminal program (agent.kind = "custom"), run as the
+// team's agent.new says, with nothing prepared: no settings, no hooks, no
+// session file. Its worker knows it is alive only from its output, cannot
+// tell working from waiting, relays a person's text as typed keys and
+// detects no completion: the program must exit by itself when its phase
+// is done (0 for success; anything else is a failure that systemd
+// restarts). Without a session file it is never resumed: agent.resume is
+// unused.
+type Custom struct {
+	Config config.Agent // the team's agent table
+}
+
+// Name is "custom".
+func (*Custom) Name() string { return string(config.AgentCustom) }
+
+// SessionID is the same deterministic id as Claude's (UUIDv5 of the team
+// and "<issue>:<mode>"), for a template that passes {session_id}.
+func (*Custom) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
+	return claude.SessionID(team, issue, mode)
+}
+
+// SessionFile is "": Legion watches no file of a custom agent.
+func (*Custom) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
+
+// Plan expands agent.new; there is no resume argv.
+func (c *Custom) Plan(s Session) (Launch, error) {
+	argv, err := config.Expand(c.Config.New, s.Vars)
+	if err != nil {
+		return Launch{}, fmt.Errorf("agent.new: %w", err)
+	}
+	return Launch{Agent: c.Name(), ArgvNew: argv}, nil
+}
+
+// Prepare does nothing: a custom agent is run as it is.
+func (*Custom) Prepare(ctx context.Context, s Session, l Launch) (Launch, error) { return l, nil }

@@ -1,0 +1,40 @@
+// Package agent is the seam between Legion and the program a worker runs:
+// one [Kind] per kind of agent, chosen per team by agent.kind in
+// legion.toml ([For]). A kind says, for its agent:
+//
+//   - the session's identity and the argv of a new and of a resumed run
+//     ([Kind.SessionID], [Kind.Plan]);
+//   - where the agent keeps its session file, which the worker watches for
+//     liveness and whose existence picks the resume argv
+//     ([Kind.SessionFile]; "" for none);
+//   - how its environment is prepared before a worker starts: settings,
+//     trust, hooks, environment variables ([Kind.Prepare]);
+//   - the kind name the worker is told (api.SpawnArgs.Agent, [Kind.Name]).
+//
+// The other half of a kind runs with the agent, in its worker (package
+// ptyworker), which picks it by that name: the agent's state (for Claude
+// Code, from the hooks the settings file installs, relayed by `legion hook`),
+// the delivery of a person's answer or approval (sessions.respond), and the
+// clean end of an agent whose phase is done (sessions.end). This package
+// never starts, signals or talks to an agent, a worker or the helper.
+//
+// Two kinds exist:
+//
+//   - [Claude] (agent.kind = "claude", the default): Claude Code. Prepare
+//     writes the session's own settings file (hooks for every event running
+//     `legion hook`, the permission rules of the team's policy) and passes
+//     it with --settings; it records in ~/.claude.json the answers to the
+//     dialogs a new worktree would stop at ([WriteDialogAnswers]); and it
+//     turns off the CLI's non-essential network traffic.
+//   - [Custom] (agent.kind = "custom"): any terminal program, run as the
+//     team's agent.new says. No settings, no session file (so no resume),
+//     liveness from its output, no state and no completion detection: the
+//     program must exit by itself when its phase is done.
+//
+// Prepare runs on the controller's side, as the user, before the worker is
+// spawned; it writes only below the session's own directory and, for
+// Claude, the few entries of ~/.claude.json that Claude Code reads from
+// nowhere else. It never logs or stores an API key: only the last 20
+// characters of ANTHROPIC_API_KEY go in ~/.claude.json, where Claude Code
+// itself keeps them.
+package agent
