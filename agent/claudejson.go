@@ -23,10 +23,22 @@ import (
 func ClaudeJSON(home string) string { return filepath.Join(home, ".claude.json") }
 
 // lockSuffix names the lock file beside ~/.claude.json that Legion's
-// writers take (flock, exclusive) around a read-modify-write. It is not
-// Claude Code's own lock (a directory ".claude.json.lock"), which Legion
-// leaves alone.
+// writers take (flock, exclusive) around a read-modify-write.
 const lockSuffix = ".legion-lock"
+
+// Claude Code's own lock of ~/.claude.json is a directory beside it,
+// created with mkdir (the proper-lockfile protocol: a lock whose mtime is
+// older than claudeLockStale was left by a dead holder and may be taken
+// over). Claude Code takes it around each of its own writes, which read
+// the file again, merge and rename a temp file over it (2.1.330, seen with
+// strace): holding it too keeps Claude Code's writes and Legion's apart.
+const (
+	claudeLockSuffix = ".lock"
+	claudeLockStale  = 10 * time.Second
+	// claudeLockWait bounds the wait for a fresh lock: Claude Code holds
+	// it for one small write.
+	claudeLockWait = 30 * time.Second
+)
 
 // ErrCorruptClaudeJSON is wrapped by WriteDialogAnswers' error when
 // ~/.claude.json is not a JSON object, or one of the entries Legion sets is
@@ -48,10 +60,13 @@ var ErrCorruptClaudeJSON = errors.New("not Claude Code's JSON")
 //     rejected): the "Detected a custom API key" dialog. Claude Code keeps
 //     the same suffix there itself; the key is stored nowhere else.
 //
-// It is the user's file, shared by every agent: it is read, changed and
-// replaced atomically (its mode kept, 0600 for a new one) under an
-// exclusive flock on ~/.claude.json.legion-lock, and every other key stays
-// as it was (in its order, with its value as written). A symlinked
+// It is the user's file, shared by every agent and by the running Claude
+// Code CLIs, which rewrite it: it is read, changed and replaced atomically
+// (its mode kept, 0600 for a new one) under an exclusive flock on
+// ~/.claude.json.legion-lock (Legion's writers) and Claude Code's own lock
+// (the directory ~/.claude.json.lock, taken as Claude Code takes it), and
+// every other key stays as it was (in its order, with its value as
+// written). A symlinked
 // ~/.claude.json is followed and its target replaced. Nothing is written
 // when every answer is there already. A file that is not a JSON object,
 // or holds one of these entries with another type, is refused
@@ -68,6 +83,11 @@ func WriteDialogAnswers(ctx context.Context, home, repo, apiKey string) error {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
 	defer unlock()
+	unlockClaude, err := lockClaude(ctx, path+claudeLockSuffix)
+	if err != nil {
+		return fmt.Errorf("lock %s as Claude Code does: %w", path, err)
+	}
+	defer unlockClaude()
 
 	data, err := os.ReadFile(path)
 	perm := os.FileMode(0o600)
@@ -139,6 +159,34 @@ func waitLock(ctx context.Context) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// lockClaude takes Claude Code's lock dir: it makes it, or takes it over
+// when its holder left it stale, waiting while a live holder has it (at
+// most claudeLockWait, or until ctx ends). The returned func removes it.
+func lockClaude(ctx context.Context, dir string) (unlock func(), err error) {
+	deadline := time.Now().Add(claudeLockWait)
+	for {
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			return func() { os.Remove(dir) }, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) > claudeLockStale {
+			if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("take over the stale lock %s: %w", dir, err)
+			}
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s has been held for over %v", dir, claudeLockWait)
+		}
+		if err := waitLock(ctx); err != nil {
+			return nil, err
+		}
 	}
 }
 

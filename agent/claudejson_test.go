@@ -2,9 +2,11 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -189,6 +192,42 @@ func TestWriteDialogAnswersRefusesCorruptFile(t *testing.T) {
 				t.Errorf("%s holds %d entries; want the file and its lock only (no temp, no copy)", home, len(entries))
 			}
 		})
+	}
+}
+
+// TestWriteDialogAnswersTakesClaudesLock: while Claude Code holds its lock
+// dir, Legion waits (here until its context ends) and leaves the file
+// alone; once the lock is gone, or stale, Legion takes it and removes it
+// after its write.
+func TestWriteDialogAnswersTakesClaudesLock(t *testing.T) {
+	home, repo := t.TempDir(), t.TempDir()
+	lock := ClaudeJSON(home) + ".lock"
+	if err := os.Mkdir(lock, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if err := WriteDialogAnswers(ctx, home, repo, ""); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WriteDialogAnswers while Claude Code holds %s = %v; want it to wait until its context ends", lock, err)
+	}
+	if _, err := os.Stat(ClaudeJSON(home)); err == nil {
+		t.Fatalf("WriteDialogAnswers wrote %s while Claude Code held its lock", ClaudeJSON(home))
+	}
+
+	// A lock left by a holder that died (not touched for longer than
+	// claudeLockStale) is taken over.
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(lock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteDialogAnswers(t.Context(), home, repo, ""); err != nil {
+		t.Fatalf("WriteDialogAnswers with a stale lock: %v", err)
+	}
+	if m := readClaudeJSON(t, home); m["hasCompletedOnboarding"] != true {
+		t.Errorf("~/.claude.json = %v; want the answers", m)
+	}
+	if _, err := os.Stat(lock); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s is still there after the write (%v); want it removed", lock, err)
 	}
 }
 
