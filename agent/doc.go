@@ -34,7 +34,9 @@
 // Prepare runs on the controller's side, as the user, before the worker is
 // spawned; it writes only below the session's own directory and, for
 // Claude, the few entries of ~/.claude.json that Claude Code reads from
-// nowhere else. It never logs or stores an API key: only the last 20
-// characters of ANTHROPIC_API_KEY go in ~/.claude.json, where Claude Code
-// itself keeps them.
+// nowhere else (under Legion's lock file ~/.claude.json.legion-lock and
+// Claude Code's own lock directory ~/.claude.json.lock, which it removes
+// again). It never logs or stores an API key: only the last 20 characters
+// of ANTHROPIC_API_KEY go in ~/.claude.json, where Claude Code itself
+// keeps them.
 package agent
