@@ -110,7 +110,7 @@ func linearStatuses(l config.Linear) map[controller.Status]string {
 }
 
 // Sources are the team's state sources for controller.Collect, with live
-// sessions from sessions (the helper).
+// sessions from sessions (the helper), its wip_limit and idle_grace.
 func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 	return controller.Sources{
 		Tracker:   t.Tracker,
@@ -118,5 +118,6 @@ func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 		Sessions:  sessions,
 		Worktrees: t.Worktrees,
 		WIPLimit:  t.WIPLimit,
+		IdleGrace: t.IdleGrace,
 	}
 }

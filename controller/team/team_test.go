@@ -178,3 +178,11 @@ func TestPlanDispatchCustom(t *testing.T) {
 		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want custom, nothing watched", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
 	}
 }
+
+func TestSourcesCarryTheTeamsLimits(t *testing.T) {
+	tm := testTeam(t)
+	src := tm.Sources(nil)
+	if src.WIPLimit != tm.WIPLimit || src.IdleGrace != 30*time.Second {
+		t.Errorf("Sources = wip %d, idle grace %v; want the team's %d and the default idle_grace 30s", src.WIPLimit, src.IdleGrace, tm.WIPLimit)
+	}
+}
