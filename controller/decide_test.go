@@ -74,7 +74,7 @@ func TestDecideTable(t *testing.T) {
 		{"todo/worker-done/live-implementer", Issue{Status: StatusTodo, Labels: []string{LabelWorkerDone}, Worker: live(ModeImplement)},
 			Decision{Action: ActionSkip, MoveTo: StatusInProgress, RemoveLabels: []string{LabelWorkerDone}}},
 		{"in-progress/worker-done/live-reviewer", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: live(ModeReview)},
-			Decision{Action: ActionSkip}},
+			Decision{Action: ActionSkip, MoveTo: StatusNeedsReview, RemoveLabels: []string{LabelWorkerDone}}},
 		{"retro/worker-done/live-finisher", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone}, Worker: live(ModeFinish)},
 			Decision{Action: ActionSkip, AddLabels: []string{LabelFinishing}}},
 		{"retro/worker-done,worker-finishing/live-finisher", Issue{Status: StatusRetro, Labels: []string{LabelWorkerDone, LabelFinishing}, Worker: live(ModeFinish)},
