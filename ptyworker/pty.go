@@ -228,8 +228,10 @@ func defaultTarget(sig syscall.Signal) string {
 
 // childEnv builds the agent's environment: base without the variables that
 // belong to the worker's unit (NOTIFY_SOCKET, WATCHDOG_*, LISTEN_*), then
-// TERM if unset, the LEGION_* identity and the spec's env on top.
-func childEnv(base []string, s *Spec) []string {
+// TERM if unset, the LEGION_* identity and the spec's env on top, and last
+// the worker's hook socket and this run's hook token (EnvHookSocket,
+// EnvHookToken), which nothing overrides.
+func childEnv(base []string, s *Spec, hookToken string) []string {
 	drop := func(k string) bool {
 		switch k {
 		case "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID":
@@ -272,5 +274,7 @@ func childEnv(base []string, s *Spec) []string {
 	for _, kv := range s.Env {
 		set(kv)
 	}
+	set(EnvHookSocket + "=" + s.SocketPath())
+	set(EnvHookToken + "=" + hookToken)
 	return env
 }
