@@ -286,15 +286,15 @@ func DescribeAgent(a *api.Agent) string {
 	return string(a.State)
 }
 
-// clipStatus makes text one line of at most 100 bytes, cut on a
+// clipStatus makes text one line of at most 80 bytes, cut on a
 // character's first byte: systemd drops a STATUS= that is not valid UTF-8
 // whole.
 func clipStatus(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= 100 {
+	if len(s) <= 80 {
 		return s
 	}
-	cut := 97
+	cut := 77
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
