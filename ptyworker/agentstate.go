@@ -146,6 +146,22 @@ func (m *agentMachine) moveOn(now time.Time, tool string) bool {
 	return !SameAgentState(old, &a)
 }
 
+// dialogClosed is the state after a permission dialog was answered in
+// the agent's terminal (its hook went away): idle at its prompt, unless
+// an event says otherwise.
+func (m *agentMachine) dialogClosed(now time.Time) bool {
+	if m.cur == nil {
+		return false
+	}
+	old := m.state()
+	a := *old
+	setState(&a, api.AgentIdle, "")
+	a.Event = "dialog answered in the terminal"
+	a.Since = now
+	m.cur = &a
+	return !SameAgentState(old, &a)
+}
+
 // waitPermission shows a held permission request again (one that is
 // still waiting when another event moved the state on).
 func (m *agentMachine) waitPermission(now time.Time, tool string, input json.RawMessage) bool {

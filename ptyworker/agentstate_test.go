@@ -149,6 +149,12 @@ func TestAgentStateEvents(t *testing.T) {
 		want   agentView
 		reset  *time.Time
 	}{
+		{"StopFailure of Claude Code 2.1.330 after a 429", []string{
+			`{"session_id":"8500aa60-77f7-478e-aefa-c472a47051fa","cwd":"/w","prompt_id":"p1","effort":{"level":"medium"},"hook_event_name":"StopFailure","error":"rate_limit","last_assistant_message":"API Error: Request rejected (429) · Usage limit reached."}`,
+		}, agentView{State: api.AgentAPIError, Error: "rate_limit: API Error: Request rejected (429) · Usage limit reached."}, nil},
+		{"StopFailure of Claude Code 2.1.330 after a 401", []string{
+			`{"hook_event_name":"StopFailure","error":"authentication_failed","last_assistant_message":"Not logged in · Please run /login"}`,
+		}, agentView{State: api.AgentAPIError, Error: "authentication_failed: Not logged in · Please run /login"}, nil},
 		{"StopFailure with an error object and retry_after", []string{
 			`{"hook_event_name":"UserPromptSubmit"}`,
 			`{"hook_event_name":"StopFailure","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit"},"retry_after":90}`,

@@ -114,12 +114,17 @@ func (c *conn) handleHook(m *message) {
 	}
 }
 
-// dropHolds lets go of the held requests of a connection that ended:
-// Claude Code gave up on its hook (a timeout) and shows its own dialog,
-// so the state still waits, and an answer goes in by keys.
+// dropHolds lets go of the held requests of a connection that ended.
+// Claude Code kills a hook that waits when a person answers its dialog in
+// the terminal (or at the hook's timeout, a day in Legion's settings):
+// allowed, the tool runs and PostToolUse follows at once; denied, the
+// turn is interrupted and no hook event follows, the agent at its prompt.
+// So a shown request whose hook went away leaves the agent idle, until an
+// event says otherwise.
 func (w *worker) dropHolds(c *conn) {
+	now := time.Now()
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	shown := len(w.holds) > 0 && w.holds[0].c == c
 	keep := w.holds[:0]
 	for _, h := range w.holds {
 		if h.c != c {
@@ -127,6 +132,19 @@ func (w *worker) dropHolds(c *conn) {
 		}
 	}
 	w.holds = keep
+	changed := false
+	switch {
+	case !shown || w.agent.cur == nil || w.agent.cur.State != api.AgentWaitingPermission:
+	case len(w.holds) > 0:
+		changed = w.agent.waitPermission(now, w.holds[0].tool, w.holds[0].input)
+	default:
+		changed = w.agent.dialogClosed(now)
+	}
+	w.mu.Unlock()
+	if changed {
+		w.log.Info("a permission request's hook went away: answered in the agent's terminal")
+		w.agentChanged(now)
+	}
 }
 
 // releaseHolds answers every held request with no decision (the worker
@@ -196,10 +214,11 @@ func permissionDecision(decision, message string) json.RawMessage {
 //   - waiting_permission: Decision answers the held hook call (allow, or
 //     deny with Text as the reason), or without a held call picks the
 //     dialog's answer by keys;
-//   - waiting_answer: Text answers the open question as written: for one
-//     question the digit of its "Type something." entry, the text, Enter;
-//     for several, Esc (the dialog closes) and the text and Enter as the
-//     next message;
+//   - waiting_answer: Text answers the open question as written, once its
+//     dialog is on the screen: for one question the digit of its "Type
+//     something." entry (which only moves the focus there), the text,
+//     Enter; for several, Esc (the questions are declined and the turn
+//     interrupted) and the text and Enter as the next message;
 //   - idle, api_error, working, starting, or no hooks seen (a custom
 //     agent): Text and Enter, its next prompt (a working Claude Code
 //     queues it).
@@ -285,6 +304,9 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 		// Claude Code's permission dialog: 1 is "Yes"; Esc declines, and
 		// the reason then goes as the next message.
 		delivered = DeliveredKeys
+		if e := w.waitDialog(); e != nil {
+			return nil, e
+		}
 		var e *RPCError
 		switch {
 		case p.Decision == api.DecisionAllow:
@@ -322,6 +344,9 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, now time.Time
 		q = a.Questions[0].Question
 	}
 	w.log.Info("respond: answer", "by", by, "what", "answer", "question", clipText(q, 200), "questions", len(a.Questions), "text", clipText(p.Text, 200))
+	if e := w.waitDialog(); e != nil {
+		return nil, e
+	}
 	var e *RPCError
 	if len(a.Questions) == 1 {
 		e = w.typeKeys(fmt.Sprint(len(a.Questions[0].Options)+1), p.Text, "\r")
@@ -341,6 +366,32 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, now time.Time
 		w.agentChanged(now)
 	}
 	return w.respondResult(DeliveredKeys), nil
+}
+
+// dialogMarker is on the screen while one of Claude Code's dialogs is
+// open: a question's ("Enter to select · ↑/↓ to navigate · Esc to
+// cancel", or "Tab/Arrow keys" with several questions) or a permission's
+// ("Esc to cancel · Tab to amend").
+const dialogMarker = "Esc to cancel"
+
+// dialogWait bounds the wait for a dialog to be drawn: Claude Code draws
+// it a moment after the hook that announced it returned, and keys typed
+// before go to its prompt instead.
+const dialogWait = 10 * time.Second
+
+// waitDialog waits until a dialog is on the agent's screen.
+func (w *worker) waitDialog() *RPCError {
+	deadline := time.Now().Add(dialogWait)
+	for !strings.Contains(w.scr.text(w.out), dialogMarker) {
+		if time.Now().After(deadline) {
+			return &RPCError{Code: CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no %q line); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, dialogMarker)}
+		}
+		if _, e := w.runningChild(); e != nil {
+			return e
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
 }
 
 // typeKeys writes each step to the agent's terminal, keyPause apart. A

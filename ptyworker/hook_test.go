@@ -18,9 +18,12 @@ import (
 // Claude Code does: it pipes each payload into its hook command ($HOOK_BIN,
 // this test binary acting as `legion hook`). One line typed into it is
 // one step: work (a prompt), stop (its turn ends), perm (a Bash
-// permission request: it prints the hook's answer), ask1 / ask2 (one or
-// two questions), spin (a prompt, then a screen that keeps redrawing and
-// no hook event). Anything else it echoes as got:<line>. With
+// permission request: it prints the hook's answer), notify-perm (a
+// permission prompt seen only as a notification), ask1 / ask2 (one or
+// two questions), dialog (draws a dialog's last line: Claude Code draws
+// its dialogs a moment after their hook returned), spin (a prompt, then a
+// screen that keeps redrawing and no hook event). The steps that open a
+// dialog clear the screen first. Anything else it echoes as got:<line>. With
 // TRAP_INT=exit it exits 0 on SIGINT, as Claude Code does; with
 // TRAP_INT=ignore it ignores SIGINT.
 const hookAgentScript = `
@@ -32,12 +35,18 @@ while IFS= read -r l; do
   case "$l" in
   work) hook '{"hook_event_name":"UserPromptSubmit","prompt":"work"}'; echo working;;
   stop) hook '{"hook_event_name":"Stop","last_assistant_message":"All done.","background_tasks":[]}'; echo stopped;;
-  perm) hook '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf x"}}'
+  perm) printf '\033[2J\033[H'
+        hook '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf x"}}'
         out=$(hook '{"hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"rm -rf x"}}')
         printf 'decision:%s\n' "$out";;
-  ask1) hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}'
+  notify-perm) printf '\033[2J\033[H'
+        hook '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf y"}}'
+        hook '{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"Claude needs your permission"}'
+        echo notified;;
+  dialog) echo 'Enter to select · ↑/↓ to navigate · Esc to cancel';;
+  ask1) printf '\033[2J\033[H'; hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}'
         echo asked;;
-  ask2) hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Colour?","options":[{"label":"Red"}]},{"question":"Size?","options":[{"label":"S"},{"label":"L"}]}]}}'
+  ask2) printf '\033[2J\033[H'; hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Colour?","options":[{"label":"Red"}]},{"question":"Size?","options":[{"label":"S"},{"label":"L"}]}]}}'
         echo asked-two;;
   spin) hook '{"hook_event_name":"UserPromptSubmit","prompt":"spin"}'
         while :; do printf '\r* thinking %s' "$(date +%N)"; sleep 0.05; done;;
@@ -316,13 +325,21 @@ func TestRespondByKeys(t *testing.T) {
 	tests := []struct {
 		name, step string
 		state      api.AgentState
-		text       string
+		p          RespondParams
+		dialog     bool   // keys wait for a dialog on the screen
+		then       string // typed after the answer
 		typed      string // what the agent reads
 	}{
-		{"one question: the digit of Type something, the text, Enter", "ask1", api.AgentWaitingAnswer, "ship it on Friday", "got:3ship it on Friday"},
-		{"several questions: Esc, the text, Enter", "ask2", api.AgentWaitingAnswer, "red and large", "got:\x1bred and large"},
-		{"idle: its next prompt", "stop", api.AgentIdle, "now the docs", "got:now the docs"},
-		{"working: queued as the next prompt", "work", api.AgentWorking, "and the tests", "got:and the tests"},
+		{"one question: the digit of Type something, the text, Enter", "ask1", api.AgentWaitingAnswer,
+			RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, "", "got:3ship it on Friday, 2 reviewers"},
+		{"several questions: Esc, the text, Enter", "ask2", api.AgentWaitingAnswer,
+			RespondParams{Text: "red and large"}, true, "", "got:\x1bred and large"},
+		{"a permission dialog without its hook, allowed: 1", "notify-perm", api.AgentWaitingPermission,
+			RespondParams{Decision: api.DecisionAllow}, true, "\r", "got:1"},
+		{"a permission dialog without its hook, denied: Esc and the reason", "notify-perm", api.AgentWaitingPermission,
+			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, true, "", "got:\x1bnot that one"},
+		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, "", "got:now the docs"},
+		{"working: queued as the next prompt", "work", api.AgentWorking, RespondParams{Text: "and the tests"}, false, "", "got:and the tests"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -330,9 +347,31 @@ func TestRespondByKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			agentIn(t, c, tt.state)
-			res, err := c.Respond(ctx, RespondParams{Text: tt.text, By: "alice"})
-			if err != nil || res.Delivered != DeliveredKeys {
-				t.Fatalf("respond = %+v, %v; want delivered by keys", res, err)
+			tt.p.By = "alice"
+			type result struct {
+				res *RespondResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := c.Respond(ctx, tt.p)
+				done <- result{res, err}
+			}()
+			if tt.dialog {
+				// Typed while respond waits for the dialog: keys typed
+				// before it would make this line another one.
+				if err := c.Input(ctx, []byte("dialog\r")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := <-done
+			if r.err != nil || r.res.Delivered != DeliveredKeys {
+				t.Fatalf("respond = %+v, %v; want delivered by keys", r.res, r.err)
+			}
+			if tt.then != "" {
+				if err := c.Input(ctx, []byte(tt.then)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			s.waitOutput(t, tt.typed)
 		})
@@ -461,5 +500,40 @@ func TestWatchdogCustomAgentByOutput(t *testing.T) {
 	in, err := c.Info(ctxT(t))
 	if err != nil || !in.Stale || in.Agent != nil {
 		t.Errorf("info = stale %v, agent %+v, %v; want stale, no agent state", in.Stale, in.Agent, err)
+	}
+}
+
+// TestPermissionHookGone: Claude Code kills a held hook when a person
+// answers its dialog in the terminal; the agent is then idle until an
+// event says otherwise, and a second held request shows once the first
+// is gone.
+func TestPermissionHookGone(t *testing.T) {
+	spec := hookSpec(t)
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	agentIn(t, c, api.AgentStarting)
+	tok := hookToken(t, c)
+	hookConn := func(tool string) *rawConn {
+		h := tw.raw()
+		h.request(1, MethodHello, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: tok})
+		if m := h.next(); m == nil || m.Error != nil {
+			t.Fatalf("hook hello: %+v", m)
+		}
+		h.request(2, MethodHook, map[string]any{"hook_event_name": "PermissionRequest", "tool_name": tool, "tool_input": map[string]string{"command": tool + " x"}})
+		return h
+	}
+	first := hookConn("Bash")
+	if a := agentIn(t, c, api.AgentWaitingPermission); a.Tool != "Bash" {
+		t.Errorf("waiting for %s; want Bash", a.Tool)
+	}
+	second := hookConn("Edit")
+	first.nc.Close()
+	waitFor(t, "the second request shown", func() bool {
+		in, err := c.Info(ctxT(t))
+		return err == nil && in.Agent != nil && in.Agent.State == api.AgentWaitingPermission && in.Agent.Tool == "Edit"
+	})
+	second.nc.Close()
+	if a := agentIn(t, c, api.AgentIdle); a.Event != "dialog answered in the terminal" {
+		t.Errorf("agent after its hook went away = %+v", a)
 	}
 }

@@ -178,9 +178,11 @@ func countField(field string, v json.RawMessage) (int, error) {
 	return 0, fmt.Errorf("field %s: want an array or a count, got %s", field, describeJSON(v))
 }
 
-// stopFailureText is what a StopFailure says failed: its error (a string,
-// or an object with a type and a message), else its error_type,
-// error_message or message, else its last assistant message.
+// stopFailureText is what a StopFailure says failed: its error (a string
+// such as Claude Code 2.1.330's "rate_limit", "server_error",
+// "authentication_failed", or an object with a type and a message), its
+// error_type, error_message or message, and its last assistant message
+// (the API's own words), joined with ": ".
 func stopFailureText(f *hookFields) string {
 	var parts []string
 	add := func(v json.RawMessage) {
@@ -216,9 +218,7 @@ func stopFailureText(f *hookFields) string {
 	add(f.ErrorType)
 	add(f.ErrorMessage)
 	add(f.Message)
-	if len(parts) == 0 {
-		add(f.LastAssistantMessage)
-	}
+	add(f.LastAssistantMessage) // Claude Code 2.1.330: "API Error: Request rejected (429) · ..."
 	if len(parts) == 0 {
 		return "the turn failed at the API (no detail given)"
 	}
@@ -243,7 +243,8 @@ func dedupe(ss []string) []string {
 
 // resetTime is when a rate limit lifts: reset_at or resets_at (RFC 3339
 // text, or Unix seconds), or now + retry_after seconds; nil when none is
-// given.
+// given, as Claude Code 2.1.330 never does (its StopFailure has no reset
+// time, whatever the API's headers said).
 func resetTime(f *hookFields, now time.Time) (*time.Time, error) {
 	for _, c := range []struct {
 		field string
