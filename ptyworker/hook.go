@@ -215,10 +215,11 @@ func permissionDecision(decision, message string) json.RawMessage {
 //     deny with Text as the reason), or without a held call picks the
 //     dialog's answer by keys;
 //   - waiting_answer: Text answers the open question as written, once its
-//     dialog is on the screen: for one question the digit of its "Type
-//     something." entry (which only moves the focus there), the text,
-//     Enter; for several, Esc (the questions are declined and the turn
-//     interrupted) and the text and Enter as the next message;
+//     dialog is on the screen: for one question (not multiSelect) the
+//     digit of its "Type something." entry (which only moves the focus
+//     there), the text, Enter; for several or a multiSelect one, Esc (the
+//     questions are declined and the turn interrupted) and the text and
+//     Enter as the next message;
 //   - idle, api_error, working, starting, or no hooks seen (a custom
 //     agent): Text and Enter, its next prompt (a working Claude Code
 //     queues it).
@@ -322,9 +323,15 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 	}
 	w.mu.Lock()
 	changed := false
-	if len(w.holds) > 0 {
+	switch {
+	case len(w.holds) > 0:
 		changed = w.agent.waitPermission(now, w.holds[0].tool, w.holds[0].input)
-	} else if w.agent.cur != nil && w.agent.cur.State == api.AgentWaitingPermission {
+	case w.agent.cur == nil || w.agent.cur.State != api.AgentWaitingPermission:
+	case delivered == DeliveredKeys && p.Decision == api.DecisionDeny && p.Text == "":
+		// Esc interrupted the turn: the agent is at its prompt, and no
+		// hook event says so.
+		changed = w.agent.dialogClosed(now)
+	default:
 		changed = w.agent.moveOn(now, a.Tool)
 	}
 	w.mu.Unlock()
@@ -348,9 +355,11 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, now time.Time
 		return nil, e
 	}
 	var e *RPCError
-	if len(a.Questions) == 1 {
+	if len(a.Questions) == 1 && !a.Questions[0].MultiSelect {
 		e = w.typeKeys(fmt.Sprint(len(a.Questions[0].Options)+1), p.Text, "\r")
 	} else {
+		// Several questions, or checkboxes (where Enter toggles one):
+		// Esc declines the form, and the text is the next message.
 		e = w.typeKeys("\x1b", p.Text, "\r")
 	}
 	if e != nil {

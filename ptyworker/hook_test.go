@@ -329,17 +329,20 @@ func TestRespondByKeys(t *testing.T) {
 		dialog     bool   // keys wait for a dialog on the screen
 		then       string // typed after the answer
 		typed      string // what the agent reads
+		after      api.AgentState
 	}{
 		{"one question: the digit of Type something, the text, Enter", "ask1", api.AgentWaitingAnswer,
-			RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, "", "got:3ship it on Friday, 2 reviewers"},
+			RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, "", "got:3ship it on Friday, 2 reviewers", api.AgentWorking},
 		{"several questions: Esc, the text, Enter", "ask2", api.AgentWaitingAnswer,
-			RespondParams{Text: "red and large"}, true, "", "got:\x1bred and large"},
+			RespondParams{Text: "red and large"}, true, "", "got:\x1bred and large", api.AgentWorking},
 		{"a permission dialog without its hook, allowed: 1", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionAllow}, true, "\r", "got:1"},
+			RespondParams{Decision: api.DecisionAllow}, true, "\r", "got:1", api.AgentWorking},
 		{"a permission dialog without its hook, denied: Esc and the reason", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, true, "", "got:\x1bnot that one"},
-		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, "", "got:now the docs"},
-		{"working: queued as the next prompt", "work", api.AgentWorking, RespondParams{Text: "and the tests"}, false, "", "got:and the tests"},
+			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, true, "", "got:\x1bnot that one", api.AgentWorking},
+		{"a permission dialog without its hook, denied without a reason: Esc, the agent idle", "notify-perm", api.AgentWaitingPermission,
+			RespondParams{Decision: api.DecisionDeny}, true, "\r", "got:\x1b\r", api.AgentIdle},
+		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, "", "got:now the docs", api.AgentIdle},
+		{"working: queued as the next prompt", "work", api.AgentWorking, RespondParams{Text: "and the tests"}, false, "", "got:and the tests", api.AgentWorking},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -365,8 +368,8 @@ func TestRespondByKeys(t *testing.T) {
 				}
 			}
 			r := <-done
-			if r.err != nil || r.res.Delivered != DeliveredKeys {
-				t.Fatalf("respond = %+v, %v; want delivered by keys", r.res, r.err)
+			if r.err != nil || r.res.Delivered != DeliveredKeys || r.res.Agent == nil || r.res.Agent.State != tt.after {
+				t.Fatalf("respond = %+v, %v; want delivered by keys, the agent %s after", r.res, r.err, tt.after)
 			}
 			if tt.then != "" {
 				if err := c.Input(ctx, []byte(tt.then)); err != nil {
