@@ -3,9 +3,11 @@ package ptyworker
 // Hook ingestion, answers and the clean end: the worker's side of the
 // agent's hooks (agent kind claude).
 //
-// At every run start the worker makes a fresh random hook token and puts
-// LEGION_HOOK_SOCKET (its own socket) and LEGION_HOOK_TOKEN in the agent's
-// environment (never in argv, unit properties or logs). Claude Code runs
+// At every run start of an agent of kind claude the worker makes a fresh
+// random hook token and puts LEGION_HOOK_SOCKET (its own socket) and
+// LEGION_HOOK_TOKEN in the agent's environment (never in argv, unit
+// properties or logs); other kinds get neither, so `legion hook` does
+// nothing for them and they have no agent state. Claude Code runs
 // `legion hook` for every hook event (RelayHook), which says hello with
 // that token, a hook connection that may only call hook. The event moves
 // the agent's state (agentstate.go); a change is logged, pushed to

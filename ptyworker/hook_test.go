@@ -540,3 +540,32 @@ func TestPermissionHookGone(t *testing.T) {
 		t.Errorf("agent after its hook went away = %+v", a)
 	}
 }
+
+// TestCustomAgentHasNoHooks: an agent of another kind gets no hook
+// socket or token (not even one its spec or the worker's environment
+// holds), and so no hook connection.
+func TestCustomAgentHasNoHooks(t *testing.T) {
+	t.Setenv(EnvHookToken, "from-the-environment-0123456789")
+	spec := testSpec(t, "sleep", "600")
+	spec.Env = []string{EnvHookSocket + "=/tmp/elsewhere.sock", EnvHookToken + "=from-the-spec-0123456789"}
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	in, err := c.Info(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", in.ChildPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "LEGION_HOOK_") {
+		t.Errorf("the custom agent's environment has hook variables: %q", strings.ReplaceAll(string(b), "\x00", " "))
+	}
+	for _, tok := range []string{"from-the-environment-0123456789", "from-the-spec-0123456789", ""} {
+		r := tw.raw()
+		r.request(1, MethodHello, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: tok})
+		if m := r.next(); m == nil || m.Error == nil || m.Error.Code != CodeUnauthorized {
+			t.Errorf("hello with token %q = %+v; want unauthorized", tok, m)
+		}
+	}
+}

@@ -123,7 +123,7 @@ type worker struct {
 	logged     map[string]bool
 
 	// The agent's state from its hooks (hook.go, agentstate.go).
-	hookToken string // this run's; only in the agent's environment
+	hookToken string // this run's (kind claude; "" otherwise): only in the agent's environment
 	agent     agentMachine
 	lastHook  time.Time // the newest hook event: a sign of life
 	holds     []*hold   // permission requests waiting for a person, oldest first
@@ -225,8 +225,10 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	w.argvKind = ""
 	kind, argv := s.ChooseArgv()
 	w.argvKind = kind
-	if w.hookToken, err = NewToken(); err != nil {
-		return fmt.Errorf("session %s: hook token: %w", s.SessionID, err)
+	if s.Agent == AgentClaude {
+		if w.hookToken, err = NewToken(); err != nil {
+			return fmt.Errorf("session %s: hook token: %w", s.SessionID, err)
+		}
 	}
 	w.tr.writeMarker(fmt.Sprintf("run %d start (%s): %s", w.run, kind, quoteArgv(argv)))
 	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s, w.hookToken), cols, rows)
