@@ -252,6 +252,13 @@ func TestHookPayloadBounds(t *testing.T) {
 	if len(small) > maxHookParams {
 		t.Fatalf("ShrinkHookPayload left %d bytes; want at most %d", len(small), maxHookParams)
 	}
+	if f, err := encodeControl(&message{ID: 1, Method: MethodHook, Params: small}); err != nil || len(f) > MaxControlFrame+headerLen {
+		t.Fatalf("the hook call of the shrunk payload: %d bytes, %v; want a control frame", len(f), err)
+	}
+	angles := ShrinkHookPayload([]byte(`{"hook_event_name":"PostToolUse","tool_input":{"content":"` + strings.Repeat("<&>", 20<<10) + `"}}`))
+	if f, err := encodeControl(&message{ID: 1, Method: MethodHook, Params: angles}); err != nil {
+		t.Fatalf("the hook call of a payload of <, & and > (escaped to 6 bytes each): %d bytes, %v; want a control frame", len(f), err)
+	}
 	ev, err := parseHook(small, time.Now())
 	if err != nil {
 		t.Fatalf("parseHook(shrunk payload): %v", err)
@@ -297,7 +304,7 @@ func FuzzParseHook(f *testing.F) {
 				t.Fatalf("state event: %v", err)
 			}
 		}
-		if out := ShrinkHookPayload(in); len(in) <= maxHookParams && string(out) != string(in) {
+		if out := ShrinkHookPayload(in); fitsHookParams(in) && string(out) != string(in) {
 			t.Fatalf("ShrinkHookPayload changed a payload that fits")
 		}
 	})

@@ -403,7 +403,7 @@ func clipJSONStrings(raw json.RawMessage, n int) (json.RawMessage, error) {
 // that is not a JSON object is returned as it is, for the worker to
 // refuse with a clear error.
 func ShrinkHookPayload(raw []byte) []byte {
-	if len(raw) <= maxHookParams {
+	if fitsHookParams(raw) {
 		return raw
 	}
 	var obj map[string]json.RawMessage
@@ -416,7 +416,7 @@ func ShrinkHookPayload(raw []byte) []byte {
 		return raw
 	}
 	for _, n := range []int{4 << 10, 512, 64} {
-		if len(out) <= maxHookParams {
+		if fitsHookParams(out) {
 			break
 		}
 		if c, err := clipJSONStrings(out, n); err == nil {
@@ -424,6 +424,15 @@ func ShrinkHookPayload(raw []byte) []byte {
 		}
 	}
 	return out
+}
+
+// fitsHookParams reports whether a payload fits a hook call's params
+// once encoded into the request: encoding/json writes <, > and & as
+// \u003c (six bytes), and U+2028 and U+2029 (three bytes) likewise.
+func fitsHookParams(raw []byte) bool {
+	n := len(raw) + 5*(bytes.Count(raw, []byte("<"))+bytes.Count(raw, []byte(">"))+bytes.Count(raw, []byte("&"))) +
+		3*(bytes.Count(raw, []byte("\u2028"))+bytes.Count(raw, []byte("\u2029")))
+	return n <= maxHookParams
 }
 
 // clipText cuts s to at most n bytes, on a character boundary, saying how

@@ -42,7 +42,8 @@ type Options struct {
 	// has yet to read is about to leave the ring.
 	ClientQueue int
 	// KillGrace is how long the agent gets between SIGHUP and SIGKILL when
-	// the worker stops it (remove, SIGTERM); default 3s.
+	// the worker stops it (remove, SIGTERM), and between SIGINT and SIGHUP
+	// when it ends it (end); default 3s.
 	KillGrace time.Duration
 	// DrainGrace is how long output may still come after the agent exited
 	// before its leftover processes are killed; default 1s.
