@@ -11,8 +11,9 @@ import (
 )
 
 // respondTimeout bounds a respond call to a worker: typing an answer
-// takes a few key pauses (ptyworker's keyPause), on top of a normal call.
-const respondTimeout = workerCallTimeout + 5*time.Second
+// waits for the agent's dialog (up to 10 s) and for each key to take (up
+// to 5 s each), on top of a normal call.
+const respondTimeout = workerCallTimeout + 30*time.Second
 
 // cmdRespond delivers a person's answer to what a session's agent waits
 // on, through its worker (ptyworker's respond: the held permission hook,
@@ -32,9 +33,20 @@ func (h *Helper) cmdRespond(ctx context.Context, _ *clientConn, req api.Request)
 	if err != nil {
 		return nil, nil, err
 	}
-	wc, err := h.running(ctx, s)
-	if err != nil {
+	if _, err := h.running(ctx, s); err != nil {
 		return nil, nil, err
+	}
+	// A connection of its own: typing an answer takes seconds (the worker
+	// waits for the agent's dialog and for each key to take), and a worker
+	// answers a connection's requests in order, so the session's shared
+	// connection would keep the helper's info calls waiting meanwhile.
+	wc, hr, err := dialWorker(ctx, s.socket, h.daemonID, s.token)
+	if err != nil {
+		return nil, nil, api.Errorf(api.CodeUnavailable, "session %s: its worker does not answer: %v", s.name, err)
+	}
+	defer wc.Close()
+	if hr.SessionID != s.id {
+		return nil, nil, api.Errorf(api.CodeUnavailable, "session %s: the worker at %s hosts session %s", s.name, s.socket, hr.SessionID)
 	}
 	rctx, cancel := context.WithTimeout(ctx, respondTimeout)
 	defer cancel()

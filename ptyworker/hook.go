@@ -317,7 +317,7 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 		case p.Text == "":
 			e = w.typeKeys("\x1b")
 		default:
-			e = w.typeKeys("\x1b", p.Text, "\r")
+			e = w.escapeThenPrompt(p.Text)
 		}
 		if e != nil {
 			return nil, e
@@ -358,11 +358,11 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, now time.Time
 	}
 	var e *RPCError
 	if len(a.Questions) == 1 && !a.Questions[0].MultiSelect {
-		e = w.typeKeys(fmt.Sprint(len(a.Questions[0].Options)+1), p.Text, "\r")
+		e = w.typeFreeText(len(a.Questions[0].Options)+1, p.Text)
 	} else {
 		// Several questions, or checkboxes (where Enter toggles one):
 		// Esc declines the form, and the text is the next message.
-		e = w.typeKeys("\x1b", p.Text, "\r")
+		e = w.escapeThenPrompt(p.Text)
 	}
 	if e != nil {
 		return nil, e
@@ -385,24 +385,89 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, now time.Time
 // ("Esc to cancel · Tab to amend").
 const dialogMarker = "Esc to cancel"
 
-// dialogWait bounds the wait for a dialog to be drawn: Claude Code draws
-// it a moment after the hook that announced it returned, and keys typed
-// before go to its prompt instead.
-const dialogWait = 10 * time.Second
+// Bounds of the waits for the screen while an answer is typed: for a
+// dialog to be drawn (Claude Code draws it a moment after the hook that
+// announced it returned; keys typed before go to its prompt), and for
+// each key's effect.
+const (
+	dialogWait = 10 * time.Second
+	keyWait    = 5 * time.Second
+)
 
-// waitDialog waits until a dialog is on the agent's screen.
-func (w *worker) waitDialog() *RPCError {
-	deadline := time.Now().Add(dialogWait)
-	for !strings.Contains(w.scr.text(w.out), dialogMarker) {
+// waitScreen waits, at most timeout, until the agent's screen shows want
+// (or, with gone, no longer shows it). Claude Code draws its prompt with
+// a no-break space after ❯: the screen is matched with plain spaces.
+func (w *worker) waitScreen(want string, gone bool, timeout time.Duration) (bool, *RPCError) {
+	deadline := time.Now().Add(timeout)
+	for {
+		text := strings.ReplaceAll(w.scr.text(w.out), "\u00a0", " ")
+		if strings.Contains(text, want) != gone {
+			return true, nil
+		}
 		if time.Now().After(deadline) {
-			return &RPCError{Code: CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no %q line); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, dialogMarker)}
+			return false, nil
 		}
 		if _, e := w.runningChild(); e != nil {
-			return e
+			return false, e
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return nil
+}
+
+// waitDialog waits until a dialog is on the agent's screen.
+func (w *worker) waitDialog() *RPCError {
+	ok, e := w.waitScreen(dialogMarker, false, dialogWait)
+	if e == nil && !ok {
+		e = &RPCError{Code: CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no %q line); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, dialogMarker)}
+	}
+	return e
+}
+
+// typeFreeText answers a single question's dialog with text, the way
+// Claude Code takes it: each key in a write of its own, once the screen
+// shows the one before took effect (a digit and text in one write read
+// as a paste, and record option 1). The digit of "Type something." moves
+// the focus there; the text then replaces its label; Enter submits.
+func (w *worker) typeFreeText(digit int, text string) *RPCError {
+	if e := w.typeKeys(fmt.Sprint(digit)); e != nil {
+		return e
+	}
+	field := fmt.Sprintf("❯ %d. ", digit)
+	ok, e := w.waitScreen(field+"Type something.", false, keyWait)
+	if e != nil {
+		return e
+	}
+	if !ok {
+		return &RPCError{Code: CodeIOError, Message: fmt.Sprintf("session %s: the question's %q entry did not take the focus after %s; the answer was not typed: look with legion attach", w.spec.SessionID, field+"Type something.", keyWait)}
+	}
+	if e := w.typeKeys(text); e != nil {
+		return e
+	}
+	echo := strings.Join(strings.Fields(text), " ")
+	if r := []rune(echo); len(r) > 16 {
+		echo = string(r[:16])
+	}
+	if ok, e := w.waitScreen(field+echo, false, keyWait); e != nil {
+		return e
+	} else if !ok {
+		w.log.Warn("the answer's text is not on the question's screen; submitting it all the same", "wait", keyWait)
+	}
+	return w.typeKeys("\r")
+}
+
+// escapeThenPrompt closes a dialog with Esc (declining it: the turn is
+// interrupted and the prompt is back) and sends text as the next prompt.
+func (w *worker) escapeThenPrompt(text string) *RPCError {
+	if e := w.typeKeys("\x1b"); e != nil {
+		return e
+	}
+	if ok, e := w.waitScreen(dialogMarker, true, keyWait); e != nil {
+		return e
+	} else if !ok {
+		w.log.Warn("the dialog is still on the screen after Esc; typing the text all the same", "wait", keyWait)
+	}
+	time.Sleep(keyPause) // an Esc followed at once by text reads as Alt+key
+	return w.typeKeys(text, "\r")
 }
 
 // typeKeys writes each step to the agent's terminal, keyPause apart. A

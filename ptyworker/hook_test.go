@@ -19,16 +19,24 @@ import (
 // this test binary acting as `legion hook`). One line typed into it is
 // one step: work (a prompt), stop (its turn ends), perm (a Bash
 // permission request: it prints the hook's answer), notify-perm (a
-// permission prompt seen only as a notification), ask1 / ask2 (one or
-// two questions), dialog (draws a dialog's last line: Claude Code draws
-// its dialogs a moment after their hook returned), spin (a prompt, then a
-// screen that keeps redrawing and no hook event). The steps that open a
-// dialog clear the screen first. Anything else it echoes as got:<line>. With
+// permission prompt seen only as a notification, its dialog drawn),
+// ask1 / ask2 (one or two questions, their dialog drawn), spin (a prompt,
+// then a screen that keeps redrawing and no hook event). A dialog
+// (fakeDialog) is drawn once the next line typed is "dialog" (Claude Code
+// draws its dialogs a moment after their hook returned: keys typed before
+// make that line another); "dialog-closed" says when it is gone. The
+// steps that open a dialog clear the screen first. Anything else it echoes as got:<line>. With
 // TRAP_INT=exit it exits 0 on SIGINT, as Claude Code does; with
 // TRAP_INT=ignore it ignores SIGINT.
 const hookAgentScript = `
 case "$TRAP_INT" in exit) trap 'echo bye; exit 0' INT;; ignore) trap '' INT;; esac
 hook() { printf '%s' "$1" | "$HOOK_BIN"; }
+dialog() {
+  IFS= read -r d
+  if [ "$d" != dialog ]; then printf 'got:%s\n' "$d"; return; fi
+  stty raw -echo; LEGION_TEST_DIALOG=$1 "$HOOK_BIN"; stty sane
+  echo dialog-closed
+}
 hook '{"hook_event_name":"SessionStart","source":"startup"}'
 echo agent-ready
 while IFS= read -r l; do
@@ -42,12 +50,11 @@ while IFS= read -r l; do
   notify-perm) printf '\033[2J\033[H'
         hook '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf y"}}'
         hook '{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"Claude needs your permission"}'
-        echo notified;;
-  dialog) echo 'Enter to select · ↑/↓ to navigate · Esc to cancel';;
+        echo notified; dialog permission;;
   ask1) printf '\033[2J\033[H'; hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}'
-        echo asked;;
+        echo asked; dialog question:2;;
   ask2) printf '\033[2J\033[H'; hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Colour?","options":[{"label":"Red"}]},{"question":"Size?","options":[{"label":"S"},{"label":"L"}]}]}}'
-        echo asked-two;;
+        echo asked-two; dialog questions;;
   spin) hook '{"hook_event_name":"UserPromptSubmit","prompt":"spin"}'
         while :; do printf '\r* thinking %s' "$(date +%N)"; sleep 0.05; done;;
   *) printf 'got:%s\n' "$l";;
@@ -332,32 +339,42 @@ func TestRespondByKeys(t *testing.T) {
 		after      api.AgentState
 	}{
 		{"one question: the digit of Type something, the text, Enter", "ask1", api.AgentWaitingAnswer,
-			RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, "", "got:3ship it on Friday, 2 reviewers", api.AgentWorking},
+			RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, "", "answered:ship it on Friday, 2 reviewers", api.AgentWorking},
 		{"several questions: Esc, the text, Enter", "ask2", api.AgentWaitingAnswer,
-			RespondParams{Text: "red and large"}, true, "", "got:\x1bred and large", api.AgentWorking},
+			RespondParams{Text: "red and large"}, true, "", "got:red and large", api.AgentWorking},
 		{"a permission dialog without its hook, allowed: 1", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionAllow}, true, "\r", "got:1", api.AgentWorking},
+			RespondParams{Decision: api.DecisionAllow}, true, "", "answered-option:1", api.AgentWorking},
 		{"a permission dialog without its hook, denied: Esc and the reason", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, true, "", "got:\x1bnot that one", api.AgentWorking},
+			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, true, "", "got:not that one", api.AgentWorking},
 		{"a permission dialog without its hook, denied without a reason: Esc, the agent idle", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionDeny}, true, "\r", "got:\x1b\r", api.AgentIdle},
+			RespondParams{Decision: api.DecisionDeny}, true, "", "declined", api.AgentIdle},
 		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, "", "got:now the docs", api.AgentIdle},
 		{"working: queued as the next prompt", "work", api.AgentWorking, RespondParams{Text: "and the tests"}, false, "", "got:and the tests", api.AgentWorking},
 	}
+	rc := tw.dial()
+	dialogs := 0
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := c.Input(ctx, []byte(tt.step+"\r")); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("the agent's output:\n%q", s.output())
+				}
+			})
 			agentIn(t, c, tt.state)
 			tt.p.By = "alice"
 			type result struct {
 				res *RespondResult
 				err error
 			}
+			// On a connection of its own, as the helper does: a worker
+			// answers a connection's requests in order, and this one waits
+			// for the dialog.
 			done := make(chan result, 1)
 			go func() {
-				res, err := c.Respond(ctx, tt.p)
+				res, err := rc.Respond(ctx, tt.p)
 				done <- result{res, err}
 			}()
 			if tt.dialog {
@@ -377,6 +394,10 @@ func TestRespondByKeys(t *testing.T) {
 				}
 			}
 			s.waitOutput(t, tt.typed)
+			if tt.dialog {
+				dialogs++
+				waitFor(t, "the dialog closed", func() bool { return strings.Count(s.output(), "dialog-closed") == dialogs })
+			}
 		})
 	}
 }

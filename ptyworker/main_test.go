@@ -20,8 +20,13 @@ import (
 //
 // With LEGION_TEST_HOOK_RELAY=1 the test binary is `legion hook` instead
 // (RelayHook): the agents of hook tests run it as Claude Code runs its
-// hook command.
+// hook command. With LEGION_TEST_DIALOG it is one of Claude Code's
+// dialogs (fakeDialog).
 func TestMain(m *testing.M) {
+	if d := os.Getenv(envTestDialog); d != "" {
+		fakeDialog(d)
+		os.Exit(0)
+	}
 	if os.Getenv(envTestHookRelay) == "1" {
 		if err := RelayHook(context.Background(), os.Stdin, os.Stdout, os.Getenv); err != nil {
 			fmt.Fprintln(os.Stderr, "legion", err)
