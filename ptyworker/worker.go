@@ -140,10 +140,11 @@ type worker struct {
 // called, or ctx is cancelled (systemd stopping the unit, or killing it
 // after a watchdog trigger). At start it picks the resume argv when the
 // session file exists, else the new one. It returns nil when the agent
-// exited with code 0, was removed, ended (its work done), or was stopped; an *ExitError when the agent failed; an
-// error wrapping ErrAgentNotStartable when the agent could not be started
-// and a restart would fail the same way; any other error when the session
-// could not be hosted at all.
+// exited with code 0, was removed, was ended (its work done) or was
+// stopped; an *ExitError when the agent failed; an error wrapping
+// ErrAgentNotStartable when the agent could not be started and a restart
+// would fail the same way; any other error when the session could not be
+// hosted at all.
 func Run(ctx context.Context, spec *Spec, opts Options) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("pty-worker: spec: %w", err)
