@@ -3,6 +3,7 @@ package activation
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,6 +185,158 @@ func recoveryTimes(logPath string, n int) []time.Duration {
 		if d, err := time.ParseDuration(strings.Fields(took)[0]); err == nil {
 			out = append(out, d)
 		}
+	}
+	return out
+}
+
+// BenchmarkHookToSessionEvent: a hook event of a Claude Code agent, from
+// the start of `legion hook` (as Claude Code runs it, the payload on its
+// stdin) to the sessions.watch event that carries the agent's new state:
+// through the worker, its state event, the helper's refresh of the
+// session and the event stream. Median and p99 in ms (target: ≤100 ms),
+// against a bare unix-socket round trip (dial, one byte each way) timed
+// in the same run.
+func BenchmarkHookToSessionEvent(b *testing.B) {
+	const samples = 40
+	e := startEnv(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	c := e.client(ctx)
+	events := make(chan api.SessionEvent, 1024)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan error, 1)
+	wc := e.client(ctx)
+	go func() {
+		watchDone <- wc.Watch(wctx, api.WatchArgs{}, func(ev api.SessionEvent) error {
+			events <- ev
+			return nil
+		})
+	}()
+	defer func() { stopWatch(); <-watchDone }()
+	payloads := []struct {
+		raw   string
+		state api.AgentState
+	}{
+		{`{"hook_event_name":"UserPromptSubmit","prompt":"go"}`, api.AgentWorking},
+		{`{"hook_event_name":"Stop","last_assistant_message":"done","background_tasks":[]}`, api.AgentIdle},
+	}
+	var hook, bare []time.Duration
+	for i := range b.N {
+		name := fmt.Sprintf("hookbench-%d", i)
+		a := testLaunch(name, "/bin/sleep", "100000")
+		a.Agent = "claude"
+		if _, err := c.Spawn(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+		var pid int
+		poll(b, ctx, name+" running", func() (bool, string) {
+			s, err := c.Status(ctx, name)
+			pid = s.PID
+			return err == nil && s.State == api.StateRunning && pid > 0, fmt.Sprint(s, err)
+		})
+		env := benchHookEnv(b, pid)
+		// wait for the event of the agent of name in state st.
+		wait := func(st api.AgentState) {
+			deadline := time.After(waitFor)
+			for {
+				select {
+				case ev := <-events:
+					if ev.Session != nil && ev.Session.Name == name && ev.Session.Agent != nil && ev.Session.Agent.State == st {
+						return
+					}
+				case err := <-watchDone:
+					b.Fatalf("the watch stream ended: %v", err)
+				case <-deadline:
+					b.Fatalf("no event of %s with its agent %s", name, st)
+				}
+			}
+		}
+		for j := range 2 * samples {
+			p := payloads[j%2]
+			t0 := time.Now()
+			cmd := exec.CommandContext(ctx, e.bin, "hook")
+			cmd.Env, cmd.Stdin = env, strings.NewReader(p.raw)
+			if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+				b.Fatalf("legion hook: %v: %s", err, out)
+			}
+			wait(p.state)
+			hook = append(hook, time.Since(t0))
+		}
+		if _, err := c.Kill(ctx, name); err != nil {
+			b.Fatal(err)
+		}
+		bare = append(bare, benchSocketRoundTrips(b, 2*samples)...)
+	}
+	b.StopTimer()
+	b.ReportMetric(0, "ns/op")
+	reportVs(b, hook, "ms/hook-to-session-event", bare, "ms/socket-round-trip", "hook/socket")
+	slices.Sort(hook)
+	reportMS(b, hook[len(hook)*99/100], "p99-ms/hook-to-session-event")
+}
+
+// benchHookEnv is this process's environment with the hook socket and
+// token of the agent pid: what `legion hook` sees when that agent runs it.
+func benchHookEnv(b *testing.B, pid int) []string {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := os.Environ()
+	for kv := range strings.SplitSeq(string(raw), "\x00") {
+		if strings.HasPrefix(kv, "LEGION_HOOK_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// benchSocketRoundTrips times n bare unix-socket round trips: dial, one
+// byte to a server that answers with one byte, the answer read.
+func benchSocketRoundTrips(b *testing.B, n int) []time.Duration {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "lgn-rt-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("unix", filepath.Join(dir, "echo.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	// Ends when ln is closed.
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var p [1]byte
+				if _, err := c.Read(p[:]); err == nil {
+					c.Write(p[:])
+				}
+			}()
+		}
+	}()
+	out := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		c, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var p [1]byte
+		if _, err := c.Write([]byte{'x'}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Read(p[:]); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, time.Since(t0))
+		c.Close()
 	}
 	return out
 }

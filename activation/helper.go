@@ -441,15 +441,17 @@ type handler func(h *Helper, ctx context.Context, cc *clientConn, req api.Reques
 
 // commands are the commands of protocol version 1.
 var commands = map[string]handler{
-	api.CmdSessionsList:   (*Helper).cmdList,
-	api.CmdSessionsStatus: (*Helper).cmdStatus,
-	api.CmdSessionsLogs:   (*Helper).cmdLogs,
-	api.CmdSessionsKill:   (*Helper).cmdKill,
-	api.CmdSend:           (*Helper).cmdSend,
-	api.CmdAttach:         (*Helper).cmdAttach,
-	api.CmdSpawn:          (*Helper).cmdSpawn,
-	api.CmdSessionsWatch:  (*Helper).cmdWatch,
-	api.CmdTeamStop:       (*Helper).cmdTeamStop,
+	api.CmdSessionsList:    (*Helper).cmdList,
+	api.CmdSessionsStatus:  (*Helper).cmdStatus,
+	api.CmdSessionsLogs:    (*Helper).cmdLogs,
+	api.CmdSessionsKill:    (*Helper).cmdKill,
+	api.CmdSend:            (*Helper).cmdSend,
+	api.CmdAttach:          (*Helper).cmdAttach,
+	api.CmdSpawn:           (*Helper).cmdSpawn,
+	api.CmdSessionsWatch:   (*Helper).cmdWatch,
+	api.CmdTeamStop:        (*Helper).cmdTeamStop,
+	api.CmdSessionsRespond: (*Helper).cmdRespond,
+	api.CmdSessionsEnd:     (*Helper).cmdEnd,
 }
 
 // dispatch runs req and sends its final response. It returns an error only
@@ -497,7 +499,8 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req api.Request) 
 
 func commandList() string {
 	return api.CmdSessionsList + ", " + api.CmdSessionsStatus + ", " + api.CmdSessionsLogs + ", " + api.CmdSessionsKill + ", " +
-		api.CmdSend + ", " + api.CmdAttach + ", " + api.CmdSpawn + ", " + api.CmdSessionsWatch + ", " + api.CmdTeamStop
+		api.CmdSend + ", " + api.CmdAttach + ", " + api.CmdSpawn + ", " + api.CmdSessionsWatch + ", " + api.CmdTeamStop + ", " +
+		api.CmdSessionsRespond + ", " + api.CmdSessionsEnd
 }
 
 // clientConn is one client connection's write side.

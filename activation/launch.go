@@ -26,7 +26,7 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	l := launch{
 		name: a.Name, id: a.ID, agentSession: a.AgentSession, team: a.Team, issue: a.Issue, mode: a.Mode, role: a.Role,
 		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume,
-		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter),
+		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter), agent: a.Agent,
 		startLimitInterval: time.Duration(a.StartLimitInterval), ringSize: a.RingSize,
 		reuseLive: a.Reuse,
 	}
@@ -88,12 +88,14 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 		}
 	}
 	switch {
+	case a.Agent != "" && a.Agent != ptyworker.AgentClaude && a.Agent != ptyworker.AgentCustom:
+		return launch{}, bad("agent", "%q: want %q, %q, or nothing (custom)", a.Agent, ptyworker.AgentClaude, ptyworker.AgentCustom)
 	case a.Watch != "" && !filepath.IsAbs(a.Watch):
 		return launch{}, bad("watch", "%q is not an absolute path", a.Watch)
 	case a.Watch != "" && a.StaleAfter <= 0:
 		return launch{}, bad("stale_after", "want a positive duration with watch")
-	case a.Watch == "" && a.StaleAfter != 0:
-		return launch{}, bad("stale_after", "needs watch (the file whose age is checked)")
+	case a.StaleAfter < 0:
+		return launch{}, bad("stale_after", "want a positive duration (without watch: no hook event (claude) or no output (custom) for this long is stale), or nothing")
 	case a.Watch != "" && a.StartupGrace == nil:
 		return launch{}, bad("startup_grace", "missing: want a duration with watch (worker.startup_grace in legion.toml)")
 	case a.Watch == "" && a.StartupGrace != nil:

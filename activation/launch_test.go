@@ -53,6 +53,11 @@ func TestCheckLaunch(t *testing.T) {
 	if l, err := checkLaunch(worker); err != nil || l.unit != "legion-"+config.AdhocTeamID.String()[:8]+"-ENG\\x2d7-implement.service" {
 		t.Errorf("checkLaunch(worker) = %q, %v; want the unit named after the issue and mode", l.unit, err)
 	}
+	hooked := good
+	hooked.Agent, hooked.StaleAfter = "claude", api.Duration(time.Minute)
+	if l, err := checkLaunch(hooked); err != nil || l.agent != "claude" || l.staleAfter != time.Minute {
+		t.Errorf("checkLaunch(claude, stale_after without watch) = agent %q stale_after %s, %v; want claude, 1m0s, nil", l.agent, l.staleAfter, err)
+	}
 
 	tests := []struct {
 		name  string
@@ -74,7 +79,8 @@ func TestCheckLaunch(t *testing.T) {
 		{"bad env", func(a *api.SpawnArgs) { a.Env = []string{"NOVALUE"} }, "env"},
 		{"relative watch", func(a *api.SpawnArgs) { a.Watch, a.StaleAfter = "s.jsonl", api.Duration(time.Minute) }, "watch"},
 		{"watch without stale_after", func(a *api.SpawnArgs) { a.Watch = "/s.jsonl" }, "stale_after"},
-		{"stale_after without watch", func(a *api.SpawnArgs) { a.StaleAfter = api.Duration(time.Minute) }, "stale_after"},
+		{"negative stale_after", func(a *api.SpawnArgs) { a.StaleAfter = api.Duration(-time.Minute) }, "stale_after"},
+		{"unknown agent kind", func(a *api.SpawnArgs) { a.Agent = "codex" }, "agent"},
 		{"watch without startup_grace", func(a *api.SpawnArgs) { a.Watch, a.StaleAfter = "/s.jsonl", api.Duration(time.Minute) }, "startup_grace"},
 		{"startup_grace without watch", func(a *api.SpawnArgs) { a.StartupGrace = new(api.Duration(time.Minute)) }, "startup_grace"},
 		{"no cooldown", func(a *api.SpawnArgs) { a.Cooldown = nil }, "cooldown"},

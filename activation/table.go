@@ -327,6 +327,10 @@ func (s *session) view() api.Session {
 		if s.info.Waiting {
 			v.Question = s.info.Question
 		}
+		if s.info.Agent != nil {
+			a := *s.info.Agent
+			v.Agent = &a
+		}
 		run = s.info.Run
 	}
 	if run > 1 {

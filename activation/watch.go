@@ -25,7 +25,9 @@ import (
 //     unloaded marks its session;
 //   - the workers' own state events: for each session whose worker runs,
 //     one watch connection to it (the worker pushes a state event when its
-//     agent starts or stops waiting on a human, goes stale, or exits).
+//     agent starts or stops waiting on a human, goes stale, or exits, and
+//     at every change of the agent's state from its hooks, which the
+//     session's Agent carries).
 //
 // Marked sessions are refreshed together (one unit listing, one info call
 // per marked running worker) by followSessions, which publishes each one
@@ -141,7 +143,7 @@ func eventType(old api.Session, had bool, v api.Session) (api.EventType, bool) {
 	terminal := v.State == api.StateExited || v.State == api.StateFailed
 	switch {
 	case had && old.State == v.State && old.Question == v.Question && old.Restarts == v.Restarts &&
-		old.PID == v.PID && sameExit(old.Exit, v.Exit):
+		old.PID == v.PID && sameExit(old.Exit, v.Exit) && ptyworker.SameAgentState(old.Agent, v.Agent):
 		return "", false
 	case v.State == api.StateFailed && (!had || old.State != api.StateFailed):
 		return api.EventFailed, true

@@ -250,6 +250,12 @@ func TestEventType(t *testing.T) {
 		{"exited", run, true, api.Session{State: api.StateExited, Exit: exit}, api.EventExited, true},
 		{"failed", api.Session{State: api.StateStarting}, true, api.Session{State: api.StateFailed}, api.EventFailed, true},
 		{"spawned again", api.Session{State: api.StateExited}, true, api.Session{State: api.StateStarting}, api.EventStarted, true},
+		{"agent state from its hooks", api.Session{Name: "s", State: api.StateRunning, PID: 7, Agent: &api.Agent{State: api.AgentWorking}}, true,
+			api.Session{Name: "s", State: api.StateRunning, PID: 7, Agent: &api.Agent{State: api.AgentIdle}}, api.EventAgentStateChanged, true},
+		{"agent's first hook event", run, true,
+			api.Session{Name: "s", State: api.StateRunning, PID: 7, Agent: &api.Agent{State: api.AgentStarting}}, api.EventAgentStateChanged, true},
+		{"agent's event time only", api.Session{Name: "s", State: api.StateRunning, PID: 7, Agent: &api.Agent{State: api.AgentWorking, Tool: "Bash"}}, true,
+			api.Session{Name: "s", State: api.StateRunning, PID: 7, Agent: &api.Agent{State: api.AgentWorking, Tool: "Bash", LastEvent: time.Now(), Event: "PostToolUse"}}, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

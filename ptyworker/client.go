@@ -450,3 +450,32 @@ func (c *Client) Watch(ctx context.Context) (*Info, error) {
 	}
 	return &in, nil
 }
+
+// Hook forwards one hook payload on a hook connection (one whose hello
+// used the hook token) and returns what the hook command is to print, if
+// anything. A PermissionRequest's call returns only once a person
+// decided, the agent moved on, or the worker ended.
+func (c *Client) Hook(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	var res HookResult
+	if err := c.call(ctx, MethodHook, payload, &res); err != nil {
+		return nil, err
+	}
+	return res.Output, nil
+}
+
+// Respond delivers a person's answer to what the agent waits on (see
+// RespondParams).
+func (c *Client) Respond(ctx context.Context, p RespondParams) (*RespondResult, error) {
+	var res RespondResult
+	if err := c.call(ctx, MethodRespond, p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// End ends the agent because its work is done: the worker ends it (SIGINT
+// first) and exits 0, recording "completed: <reason>". It returns once
+// the worker took the request; the exit event follows.
+func (c *Client) End(ctx context.Context, reason string) error {
+	return c.call(ctx, MethodEnd, EndParams{Reason: reason}, nil)
+}

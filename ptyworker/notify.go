@@ -1,6 +1,7 @@
 package ptyworker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,17 +11,42 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Watchdog verdicts, in HealthResult.Watchdog.
 const (
-	WatchFresh     = "fresh"     // the session file changed within stale_after
+	WatchFresh     = "fresh"     // a sign of life came within stale_after
 	WatchGrace     = "grace"     // within startup_grace of the start
 	WatchWaiting   = "waiting"   // the agent waits on a human
+	WatchIdle      = "idle"      // the agent idles at its prompt or is ending (from its hooks)
 	WatchStale     = "stale"     // none of the above: the watchdog is not fed
-	WatchUnwatched = "unwatched" // no session file: fed while the agent runs
+	WatchUnwatched = "unwatched" // no liveness configured: fed while the agent runs
 )
+
+// The watchdog rules, by the spec's agent kind. The watchdog is fed
+// unless the verdict is stale; a stale agent gets one WATCHDOG=trigger,
+// and systemd restarts the session (resumed from its session file).
+//
+// Kind claude, once a hook event came in this run, by the agent's state:
+// fed while it idles at its prompt (with no background subagents left),
+// waits on a human (waiting_permission, waiting_answer, api_error) or is
+// ending. While it starts or works (or idles with subagents still
+// running) it is fed only while its newest sign of life is within
+// stale_after: the newest hook event, or a write of its session file or
+// a subagent's file. Its screen is not a sign of life: Claude Code's
+// spinner redraws while an API stream hangs. Within startup_grace of the
+// start a starting agent is fed anyway.
+//
+// Kind claude before any hook event, and any kind with a session file:
+// the session files' rule: fed while their newest write is within
+// stale_after, within startup_grace of the start, or while the file
+// shows a question waiting for an answer (WatchWaiting).
+//
+// Kind custom (or none) without a session file: with stale_after, fed
+// while the agent's newest output is within stale_after (or within
+// startup_grace of the start); without, fed while it runs.
 
 // defaultTick is the STATUS refresh interval when systemd set no watchdog.
 const defaultTick = 5 * time.Second
@@ -53,10 +79,8 @@ func tickInterval(s *Spec, override time.Duration) time.Duration {
 	if wd, err := daemon.SdWatchdogEnabled(false); err == nil && wd > 0 {
 		d = wd / 2
 	}
-	if s.SessionFile != "" {
-		if q := time.Duration(s.StaleAfter) / 4; q < d {
-			d = q
-		}
+	if q := time.Duration(s.StaleAfter) / 4; q > 0 && q < d {
+		d = q
 	}
 	return max(d, 50*time.Millisecond)
 }
@@ -66,54 +90,120 @@ type verdict struct {
 	kind     string    // Watch*
 	activity time.Time // newest sign of life
 	age      time.Duration
-	question string
+	question string // WatchWaiting: what the agent waits for
 }
 
-// evaluate decides whether the watchdog may be fed at now. The newest sign
-// of life is the session files' newest mtime, but never earlier than the
-// start of this run (a resumed session's old file does not count against
-// it); without a session file it is the last output.
+// evaluate decides by the rules above whether the watchdog may be fed at
+// now, for the run that started at started.
 func (w *worker) evaluate(now time.Time, started time.Time) verdict {
 	s := w.spec
 	act := w.activity(started)
-	if s.SessionFile == "" {
-		return verdict{kind: WatchUnwatched, activity: act, age: now.Sub(act)}
-	}
 	v := verdict{activity: act, age: now.Sub(act)}
+	fresh := v.age <= time.Duration(s.StaleAfter)
+	inGrace := now.Sub(started) <= time.Duration(s.StartupGrace)
+	w.mu.Lock()
+	a := w.agent.state()
+	w.mu.Unlock()
 	switch {
-	case v.age <= time.Duration(s.StaleAfter):
-		v.kind = WatchFresh
-	case now.Sub(started) <= time.Duration(s.StartupGrace):
-		v.kind = WatchGrace
-	default:
-		q, waiting, err := w.opts.PendingQuestion(s.SessionFile)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			w.logOnce("question", "cannot check the session file for a pending question", "file", s.SessionFile, "err", err)
-		}
-		if waiting {
-			v.kind, v.question = WatchWaiting, q
-		} else {
+	case s.Agent == AgentClaude && a != nil:
+		switch {
+		case a.State == api.AgentIdle && a.BackgroundTasks == 0, a.State == api.AgentEnded:
+			v.kind = WatchIdle
+		case a.State.WaitsOnHuman():
+			v.kind, v.question = WatchWaiting, waitText(a)
+		case s.StaleAfter == 0:
+			v.kind = WatchUnwatched
+		case fresh:
+			v.kind = WatchFresh
+		case a.State == api.AgentStarting && inGrace:
+			v.kind = WatchGrace
+		default:
 			v.kind = WatchStale
 		}
+	case s.SessionFile != "":
+		switch {
+		case fresh:
+			v.kind = WatchFresh
+		case inGrace:
+			v.kind = WatchGrace
+		default:
+			q, waiting, err := w.opts.PendingQuestion(s.SessionFile)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				w.logOnce("question", "cannot check the session file for a pending question", "file", s.SessionFile, "err", err)
+			}
+			if waiting {
+				v.kind, v.question = WatchWaiting, q
+			} else {
+				v.kind = WatchStale
+			}
+		}
+	case s.Agent != AgentClaude && s.StaleAfter > 0:
+		switch {
+		case fresh:
+			v.kind = WatchFresh
+		case inGrace:
+			v.kind = WatchGrace
+		default:
+			v.kind = WatchStale
+		}
+	default:
+		v.kind = WatchUnwatched
 	}
 	return v
 }
 
+// waitText says what an agent that waits on a human waits for (a
+// session's Question).
+func waitText(a *api.Agent) string {
+	switch a.State {
+	case api.AgentWaitingPermission:
+		t := "permission to use " + cmp.Or(a.Tool, "a tool")
+		if a.Command != "" {
+			t += ": " + a.Command
+		}
+		return t
+	case api.AgentWaitingAnswer:
+		if len(a.Questions) == 0 {
+			return "an answer to its question"
+		}
+		t := a.Questions[0].Question
+		if n := len(a.Questions) - 1; n > 0 {
+			t += fmt.Sprintf(" (and %d more questions)", n)
+		}
+		return t
+	case api.AgentAPIError:
+		t := "its turn failed at the API: " + a.Error
+		if a.ResetAt != nil {
+			t += "; the limit lifts at " + a.ResetAt.Format(time.RFC3339)
+		}
+		return t
+	}
+	return ""
+}
+
 // activity is the newest sign of life of the run that started at started,
-// read now: the session files' newest mtime, or without a session file the
-// last output, and never earlier than started. It costs a stat and two
+// read now, and never earlier than started: the newest hook event (kind
+// claude), the session files' newest mtime when there is a session file,
+// else (kinds other than claude) the last output. It costs a stat and two
 // directory reads (package claude's Liveness) or an atomic load; the info
-// method calls it so a listing shows the activity of the moment, not of the
-// last tick.
+// method calls it so a listing shows the activity of the moment, not of
+// the last tick.
 func (w *worker) activity(started time.Time) time.Time {
 	s := w.spec
-	if s.SessionFile == "" {
-		if act := w.out.lastOutput(); !act.IsZero() {
-			return act
-		}
-		return started
-	}
 	act := started
+	if s.Agent == AgentClaude {
+		w.mu.Lock()
+		if w.lastHook.After(act) {
+			act = w.lastHook
+		}
+		w.mu.Unlock()
+	}
+	if s.SessionFile == "" {
+		if out := w.out.lastOutput(); s.Agent != AgentClaude && out.After(act) {
+			act = out
+		}
+		return act
+	}
 	newest, err := w.opts.Liveness(s.SessionFile)
 	switch {
 	case err == nil:
@@ -127,7 +217,8 @@ func (w *worker) activity(started time.Time) time.Time {
 	return act
 }
 
-// statusLine is the STATUS= text: phase, issue, state and activity age.
+// statusLine is the STATUS= text: phase, issue, and the session's state:
+// the agent's own (kind claude, from its hooks) or its activity.
 func (w *worker) statusLine(state string, v verdict) string {
 	var b strings.Builder
 	if w.spec.Mode != "" {
@@ -140,23 +231,20 @@ func (w *worker) statusLine(state string, v verdict) string {
 		b.WriteString(w.spec.Name)
 	}
 	b.WriteString(": ")
+	w.mu.Lock()
+	a := w.agent.state()
+	w.mu.Unlock()
 	switch {
 	case state != StateRunning:
 		b.WriteString(state)
+	case a != nil && v.kind == WatchStale:
+		fmt.Fprintf(&b, "stale, %s, no sign of life for %s", clipStatus(DescribeAgent(a)), roundAge(v.age))
+	case a != nil:
+		b.WriteString(clipStatus(DescribeAgent(a)))
 	case v.kind == WatchWaiting:
 		b.WriteString("waiting on a human")
 		if v.question != "" {
-			q := strings.Join(strings.Fields(v.question), " ")
-			if len(q) > 80 {
-				// On a character's first byte: systemd drops a STATUS=
-				// that is not valid UTF-8 whole.
-				cut := 77
-				for cut > 0 && !utf8.RuneStart(q[cut]) {
-					cut--
-				}
-				q = q[:cut] + "..."
-			}
-			b.WriteString(": " + q)
+			b.WriteString(": " + clipStatus(v.question))
 		}
 	case v.kind == WatchStale:
 		fmt.Fprintf(&b, "stale, no activity for %s", roundAge(v.age))
@@ -164,6 +252,53 @@ func (w *worker) statusLine(state string, v verdict) string {
 		fmt.Fprintf(&b, "running, last activity %s ago", roundAge(v.age))
 	}
 	return b.String()
+}
+
+// DescribeAgent is the agent's state for people, as STATUS= and `legion
+// sessions` show it: "working (Bash)", "idle at its prompt", "waiting for
+// permission: Bash rm -rf x", ...; "-" for nil (no hook event seen).
+func DescribeAgent(a *api.Agent) string {
+	if a == nil {
+		return "-"
+	}
+	switch a.State {
+	case api.AgentWorking:
+		if a.Tool != "" {
+			return "working (" + a.Tool + ")"
+		}
+		return "working"
+	case api.AgentIdle:
+		if a.BackgroundTasks > 0 {
+			return fmt.Sprintf("idle at its prompt, %d background tasks running", a.BackgroundTasks)
+		}
+		return "idle at its prompt"
+	case api.AgentWaitingPermission:
+		return strings.TrimSpace("waiting for permission: " + a.Tool + " " + a.Command)
+	case api.AgentWaitingAnswer:
+		return "waiting for an answer: " + waitText(a)
+	case api.AgentAPIError:
+		t := "failed at the API: " + a.Error
+		if a.ResetAt != nil {
+			t += " (the limit lifts at " + a.ResetAt.Local().Format(time.TimeOnly) + ")"
+		}
+		return t
+	}
+	return string(a.State)
+}
+
+// clipStatus makes text one line of at most 80 bytes, cut on a
+// character's first byte: systemd drops a STATUS= that is not valid UTF-8
+// whole.
+func clipStatus(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= 80 {
+		return s
+	}
+	cut := 77
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 func roundAge(d time.Duration) time.Duration {
@@ -180,7 +315,7 @@ func (w *worker) watchLoop(stop <-chan struct{}) {
 	t := time.NewTicker(w.tick)
 	defer t.Stop()
 	for {
-		w.watchTick(time.Now())
+		w.check(time.Now(), false)
 		select {
 		case <-t.C:
 		case <-stop:
@@ -189,33 +324,41 @@ func (w *worker) watchLoop(stop <-chan struct{}) {
 	}
 }
 
-func (w *worker) watchTick(now time.Time) {
+// check evaluates liveness at now, tells watchers when the verdict
+// changed (always, with force: the agent's state changed), and notifies
+// systemd: WATCHDOG=1 when fed, one WATCHDOG=trigger when stale, and
+// STATUS=. The tick and the hook path call it.
+func (w *worker) check(now time.Time, force bool) {
 	w.mu.Lock()
-	state, started, triggered := w.state, w.startedAt, w.triggered
+	state, started, ending := w.state, w.startedAt, w.ending
 	w.mu.Unlock()
 	v := w.evaluate(now, started)
-	w.setLiveness(v)
+	w.setLiveness(v, force)
 
 	status := "STATUS=" + w.statusLine(state, v)
 	var msg string
 	switch {
-	case state != StateRunning:
+	case state != StateRunning || ending:
 		msg = "WATCHDOG=1\n" + status // exiting: keep systemd from killing the cleanup
 	case v.kind != WatchStale:
 		msg = "WATCHDOG=1\n" + status
-	case !triggered:
+	default:
 		reason := fmt.Sprintf("watchdog: stale for %ds", int64(v.age.Round(time.Second)/time.Second))
 		w.mu.Lock()
-		w.triggered = true
-		w.stopReason = reason
-		w.mu.Unlock()
-		w.log.Warn("agent is stale; asking systemd to restart the session", "age", roundAge(v.age), "session_file", w.spec.SessionFile)
-		if err := w.tr.mark(fmt.Sprintf("run %d %s; WATCHDOG=trigger sent", w.run, reason), 5*time.Second); err != nil {
-			w.log.Error("transcript marker", "err", err)
+		first := !w.triggered
+		if first {
+			w.triggered = true
+			w.stopReason = reason
 		}
-		msg = "WATCHDOG=trigger\n" + status
-	default:
+		w.mu.Unlock()
 		msg = status
+		if first {
+			w.log.Warn("agent is stale; asking systemd to restart the session", "age", roundAge(v.age), "session_file", w.spec.SessionFile)
+			if err := w.tr.mark(fmt.Sprintf("run %d %s; WATCHDOG=trigger sent", w.run, reason), 5*time.Second); err != nil {
+				w.log.Error("transcript marker", "err", err)
+			}
+			msg = "WATCHDOG=trigger\n" + status
+		}
 	}
 	if err := w.opts.Notify(msg); err != nil {
 		w.logOnce("notify", "sd_notify failed", "err", err)

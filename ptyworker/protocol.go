@@ -52,10 +52,22 @@ package ptyworker
 //
 // # Methods
 //
-// hello, info, attach, detach, input, resize, signal, remove, health, watch;
-// see the *Params and *Result types below. Events: "state", "exit",
-// "desync" (this connection fell too far behind and is being dropped; the
-// connection is closed after it).
+// hello, info, attach, detach, input, resize, signal, remove, health, watch,
+// respond and end (rpc 1.1); see the *Params and *Result types below.
+// Events: "state", "exit", "desync" (this connection fell too far behind
+// and is being dropped; the connection is closed after it).
+//
+// # Hook connections (rpc 1.1)
+//
+// A hello whose token is the run's hook token (the agent's
+// LEGION_HOOK_TOKEN; see hook.go), not the control token, opens a hook
+// connection: its daemon_instance_id is not checked, and it may call
+// only hook (every other method, and data frames, get unauthorized). A
+// hook call's params are the hook's JSON payload as Claude Code wrote it
+// (HookResult answers it). A PermissionRequest for a tool other than
+// AskUserQuestion is answered only once a person decided (respond), or
+// with no decision when the agent moved on or the worker ends: this one
+// answer may come after answers to later requests on the connection.
 
 import (
 	"bytes"
@@ -65,13 +77,15 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 // Protocol version. RPCMinorMin..RPCMinor is the window of client minors a
 // worker accepts.
 const (
 	RPCMajor    = 1
-	RPCMinor    = 0
+	RPCMinor    = 1 // 1.1: hook connections, respond, end, Info.Agent
 	RPCMinorMin = 0
 )
 
@@ -113,6 +127,10 @@ const (
 	MethodRemove = "remove"
 	MethodHealth = "health"
 	MethodWatch  = "watch"
+	// Since 1.1.
+	MethodHook    = "hook"    // hook connections only
+	MethodRespond = "respond" // RespondParams, RespondResult
+	MethodEnd     = "end"     // EndParams
 )
 
 // Event names.
@@ -197,6 +215,10 @@ const (
 	StateExited   = "exited"  // the agent exited; the worker is about to
 	StateRemoved  = "removed" // remove was called: never restarted with this token
 	StateStopped  = "stopped" // the worker was told to stop (SIGTERM, watchdog)
+	// StateCompleted: end was called (the agent's work is done) and the
+	// agent was ended: never started again with this token, and the
+	// worker exits 0 however the agent took its end.
+	StateCompleted = "completed"
 )
 
 // Info describes the session (info method; also the watch result).
@@ -225,6 +247,9 @@ type Info struct {
 	Question     string    `json:"question,omitempty"`
 	Stale        bool      `json:"stale,omitempty"`
 	Exit         *ExitInfo `json:"exit,omitempty"`
+	// Agent is the agent's state from its hooks (kind claude), nil before
+	// its first hook event and for other kinds. Since 1.1.
+	Agent *api.Agent `json:"agent,omitempty"`
 }
 
 // ExitInfo is how a run of the agent ended. Exactly one of Code (when not
@@ -315,7 +340,7 @@ type SignalResult struct {
 type HealthResult struct {
 	OK       bool   `json:"ok"`
 	State    string `json:"state"`
-	Watchdog string `json:"watchdog"` // "fresh", "grace", "waiting", "stale", "unwatched"
+	Watchdog string `json:"watchdog"` // "fresh", "grace", "waiting", "idle", "stale", "unwatched"
 	// ActivityAgeMS is the age of the last activity in milliseconds.
 	ActivityAgeMS int64 `json:"activity_age_ms"`
 }
@@ -329,6 +354,44 @@ type StateEventData struct {
 	Stale    bool   `json:"stale,omitempty"`
 	ChildPID int    `json:"child_pid,omitempty"`
 	Run      int    `json:"run"`
+	// Agent is Info.Agent: a state event is pushed at every change of it
+	// (its times and event name aside). Since 1.1.
+	Agent *api.Agent `json:"agent,omitempty"`
+}
+
+// HookResult answers a hook call: Output, when set, is what `legion hook`
+// prints for Claude Code to read (a PermissionRequest's decision).
+type HookResult struct {
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// RespondParams deliver a person's answer to what the agent waits on (see
+// worker.respond): Decision (api.DecisionAllow or api.DecisionDeny) for a
+// permission, Text for a question or as the next prompt; By names who
+// answered, for the journal.
+type RespondParams struct {
+	Text     string `json:"text,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	By       string `json:"by,omitempty"`
+}
+
+// How a respond reached the agent (RespondResult.Delivered).
+const (
+	DeliveredHook = "hook" // the held permission hook was answered
+	DeliveredKeys = "keys" // typed into the agent's terminal
+)
+
+// RespondResult says how the answer went and the agent's state after it.
+type RespondResult struct {
+	Delivered string     `json:"delivered"`
+	Agent     *api.Agent `json:"agent,omitempty"`
+}
+
+// EndParams: Reason says why the agent's work is done (e.g. "worker-done
+// and its turn ended"); it goes into the exit reason as "completed:
+// <reason>".
+type EndParams struct {
+	Reason string `json:"reason"`
 }
 
 // DesyncEventData says the connection fell behind; it is closed after.

@@ -228,11 +228,13 @@ func defaultTarget(sig syscall.Signal) string {
 
 // childEnv builds the agent's environment: base without the variables that
 // belong to the worker's unit (NOTIFY_SOCKET, WATCHDOG_*, LISTEN_*), then
-// TERM if unset, the LEGION_* identity and the spec's env on top.
-func childEnv(base []string, s *Spec) []string {
+// TERM if unset, the LEGION_* identity and the spec's env on top, and last,
+// with a hook token (agent kind claude), the worker's hook socket and the
+// token (EnvHookSocket, EnvHookToken), which no other source may set.
+func childEnv(base []string, s *Spec, hookToken string) []string {
 	drop := func(k string) bool {
 		switch k {
-		case "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID":
+		case "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", EnvHookSocket, EnvHookToken:
 			return true
 		}
 		return strings.HasPrefix(k, "LISTEN_") || strings.HasPrefix(k, "WATCHDOG_")
@@ -271,6 +273,9 @@ func childEnv(base []string, s *Spec) []string {
 	}
 	for _, kv := range s.Env {
 		set(kv)
+	}
+	if hookToken != "" {
+		env = append(env, EnvHookSocket+"="+s.SocketPath(), EnvHookToken+"="+hookToken)
 	}
 	return env
 }

@@ -207,6 +207,15 @@ func (s *screen) snapshot(o *output, sub *subscriber) ([]byte, uint64) {
 	return render(s.vt, &s.modes), s.fed
 }
 
+// text brings the screen up to the output head and returns its text, one
+// line per row.
+func (s *screen) text(o *output) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance(o, o.head())
+	return s.vt.String()
+}
+
 // modeScanner tracks terminal modes that vt10x does not keep but an
 // attaching terminal must be switched into: bracketed paste, the kitty
 // keyboard protocol flags and xterm's modifyOtherKeys.

@@ -76,6 +76,7 @@ type conn struct {
 
 	// Read-side state, owned by readLoop.
 	authed   bool
+	hook     bool // a hook connection: hook calls only
 	readOnly bool
 	sub      *subscriber // current attachment
 
@@ -230,7 +231,7 @@ func (c *conn) replyRPCErr(id uint64, e *RPCError, closeAfter bool) {
 }
 
 // methods lists the methods for "unknown method" errors.
-var methods = []string{MethodHello, MethodInfo, MethodAttach, MethodDetach, MethodInput, MethodResize, MethodSignal, MethodRemove, MethodHealth, MethodWatch}
+var methods = []string{MethodHello, MethodInfo, MethodAttach, MethodDetach, MethodInput, MethodResize, MethodSignal, MethodRemove, MethodHealth, MethodWatch, MethodHook, MethodRespond, MethodEnd}
 
 func (c *conn) handleControl(p []byte) {
 	m, err := decodeMessage(p)
@@ -250,6 +251,12 @@ func (c *conn) handleControl(p []byte) {
 		return
 	case !c.authed && m.Method != MethodHello:
 		c.replyErr(m.ID, CodeUnauthorized, "the first request must be hello", false)
+		return
+	case c.hook && m.Method != MethodHook && m.Method != MethodHello:
+		c.replyErr(m.ID, CodeUnauthorized, fmt.Sprintf("a hook connection may only call %s, not %s", MethodHook, m.Method), false)
+		return
+	case !c.hook && m.Method == MethodHook:
+		c.replyErr(m.ID, CodeUnauthorized, "hook is for hook connections (hello with the agent's LEGION_HOOK_TOKEN)", false)
 		return
 	}
 	c.dispatch(m)
@@ -374,6 +381,26 @@ func (c *conn) dispatch(m *message) {
 				return
 			}
 		}
+	case MethodHook:
+		c.handleHook(m)
+		return
+	case MethodRespond:
+		var p RespondParams
+		if e = params(m, &p); e == nil {
+			var res *RespondResult
+			if res, e = w.respond(&p); e == nil {
+				c.reply(m.ID, res)
+				return
+			}
+		}
+	case MethodEnd:
+		var p EndParams
+		if e = params(m, &p); e == nil {
+			if e = w.requestEnd(p.Reason); e == nil {
+				c.reply(m.ID, struct{}{})
+				return
+			}
+		}
 	}
 	c.replyRPCErr(m.ID, e, false)
 }
@@ -387,7 +414,7 @@ func tokenEqual(a, b string) bool {
 
 func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
 	w := c.w
-	c.authed = false // a failed hello leaves the connection unauthenticated
+	c.authed, c.hook = false, false // a failed hello leaves the connection unauthenticated
 	if p.RPCMajor != RPCMajor || p.RPCMinor > RPCMinor || p.RPCMinor < RPCMinorMin {
 		data, _ := json.Marshal(versionData{RPCMajor: RPCMajor, RPCMinor: RPCMinor, RPCMinorMin: RPCMinorMin})
 		return nil, &RPCError{
@@ -399,6 +426,12 @@ func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
 	if p.SessionID != "" && p.SessionID != w.spec.SessionID {
 		return nil, &RPCError{Code: CodeSessionNotFound, Message: fmt.Sprintf("this worker hosts session %s, not %s", w.spec.SessionID, p.SessionID)}
 	}
+	// The hook token is the agent's: it is the run's, and opens a hook
+	// connection only (no daemon instance is asked of the agent).
+	if p.RPCMinor >= 1 && w.hookToken != "" && tokenEqual(p.Token, w.hookToken) {
+		c.authed, c.hook = true, true
+		return c.helloResult(), nil
+	}
 	if !tokenEqual(p.Token, w.spec.Token) {
 		c.log.Warn("hello with a wrong token", "client", p.Client)
 		return nil, &RPCError{Code: CodeUnauthorized, Message: "wrong token for session " + w.spec.SessionID}
@@ -408,7 +441,13 @@ func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
 		return nil, &RPCError{Code: CodeUnauthorized, Message: fmt.Sprintf("session %s belongs to daemon instance %s, not %s", w.spec.SessionID, w.spec.DaemonInstanceID, p.DaemonInstanceID)}
 	}
 	c.authed = true
-	c.nc.SetReadDeadline(time.Time{}) // attach and watch streams are long-lived
+	return c.helloResult(), nil
+}
+
+// helloResult is the answer to a hello that succeeded.
+func (c *conn) helloResult() *HelloResult {
+	w := c.w
+	c.nc.SetReadDeadline(time.Time{}) // attach and watch streams, and held hook calls, are long-lived
 	return &HelloResult{
 		RPCMajor: RPCMajor, RPCMinor: RPCMinor,
 		WorkerVersion:    w.opts.Version,
@@ -417,7 +456,7 @@ func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
 		Name:             w.spec.Name,
 		WorkerPID:        os.Getpid(),
 		Epoch:            w.lease.Nonce,
-	}, nil
+	}
 }
 
 func (c *conn) attach(id uint64, p *AttachParams) *RPCError {
@@ -488,6 +527,9 @@ func (c *conn) detach() {
 }
 
 func (c *conn) input(p []byte) *RPCError {
+	if c.hook {
+		return &RPCError{Code: CodeUnauthorized, Message: "a hook connection may not type into the session"}
+	}
 	if c.sub != nil && c.readOnly {
 		return &RPCError{Code: CodeBadRequest, Message: "this attachment is read-only"}
 	}

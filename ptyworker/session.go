@@ -30,6 +30,7 @@ func (w *worker) info() *Info {
 		LastActivity: act,
 		Waiting:      w.liveness.kind == WatchWaiting, Question: w.liveness.question,
 		Stale: w.liveness.kind == WatchStale, Exit: w.exit,
+		Agent: w.agent.state(),
 	}
 	if w.child != nil && w.state == StateRunning {
 		in.ChildPID = w.child.pid
@@ -161,6 +162,7 @@ func (w *worker) stateEventLocked() *StateEventData {
 		State: w.state, Running: w.state == StateRunning, Run: w.run,
 		Waiting: w.liveness.kind == WatchWaiting, Question: w.liveness.question,
 		Stale: w.liveness.kind == WatchStale,
+		Agent: w.agent.state(),
 	}
 	if w.child != nil && d.Running {
 		d.ChildPID = w.child.pid

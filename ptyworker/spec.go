@@ -69,10 +69,16 @@ type Spec struct {
 	ArgvNew    []string `json:"argv_new"`              // argv when the session file does not exist
 	ArgvResume []string `json:"argv_resume,omitempty"` // argv when it does; empty: always ArgvNew
 
+	// Agent is the agent's kind: AgentClaude (its state from its hooks,
+	// see hook.go) or AgentCustom; empty means custom. It picks the
+	// watchdog's rules (notify.go).
+	Agent string `json:"agent,omitempty"`
+
 	// SessionFile is the agent's session file (Claude Code layout). Empty
-	// means no liveness watching: the watchdog is fed while the agent runs.
+	// means no session-file liveness: see notify.go for what feeds the
+	// watchdog then.
 	SessionFile  string   `json:"session_file,omitempty"`
-	StaleAfter   Duration `json:"stale_after,omitempty"`   // required with SessionFile
+	StaleAfter   Duration `json:"stale_after,omitempty"`   // required with SessionFile; without, liveness by hooks (claude) or output (custom)
 	StartupGrace Duration `json:"startup_grace,omitempty"` // fed regardless for this long after start
 
 	RingSize int `json:"ring_size,omitempty"` // bytes of output kept; 0 means DefaultRingSize
@@ -154,6 +160,9 @@ func (s *Spec) Validate() error {
 		if err := checkArgv(s.ArgvResume); err != nil {
 			return bad("argv_resume", "%v", err)
 		}
+	}
+	if s.Agent != "" && s.Agent != AgentCustom && s.Agent != AgentClaude {
+		return bad("agent", "%q: want %q, %q or nothing (custom)", clip(s.Agent, 32), AgentClaude, AgentCustom)
 	}
 	if s.SessionFile != "" && !filepath.IsAbs(s.SessionFile) {
 		return bad("session_file", "%q is not an absolute path", s.SessionFile)

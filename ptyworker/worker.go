@@ -42,7 +42,8 @@ type Options struct {
 	// has yet to read is about to leave the ring.
 	ClientQueue int
 	// KillGrace is how long the agent gets between SIGHUP and SIGKILL when
-	// the worker stops it (remove, SIGTERM); default 3s.
+	// the worker stops it (remove, SIGTERM), and between SIGINT and SIGHUP
+	// when it ends it (end); default 3s.
 	KillGrace time.Duration
 	// DrainGrace is how long output may still come after the agent exited
 	// before its leftover processes are killed; default 1s.
@@ -122,17 +123,28 @@ type worker struct {
 	conns      map[*conn]struct{}
 	logged     map[string]bool
 
+	// The agent's state from its hooks (hook.go, agentstate.go).
+	hookToken string // this run's (kind claude; "" otherwise): only in the agent's environment
+	agent     agentMachine
+	lastHook  time.Time // the newest hook event: a sign of life
+	holds     []*hold   // permission requests waiting for a person, oldest first
+	respondMu sync.Mutex
+	ending    bool   // end was called
+	endReason string //
+
 	removeCh chan struct{} // closed by the first remove
+	endCh    chan struct{} // closed by the first end
 }
 
-// Run hosts the session of spec until the agent exits, remove is called or
-// ctx is cancelled (systemd stopping the unit, or killing it after a
-// watchdog trigger). At start it picks the resume argv when the session file
-// exists, else the new one. It returns nil when the agent exited with code
-// 0, was removed, or was stopped; an *ExitError when the agent failed; an
-// error wrapping ErrAgentNotStartable when the agent could not be started
-// and a restart would fail the same way; any other error when the session
-// could not be hosted at all.
+// Run hosts the session of spec until the agent exits, remove or end is
+// called, or ctx is cancelled (systemd stopping the unit, or killing it
+// after a watchdog trigger). At start it picks the resume argv when the
+// session file exists, else the new one. It returns nil when the agent
+// exited with code 0, was removed, was ended (its work done) or was
+// stopped; an *ExitError when the agent failed; an error wrapping
+// ErrAgentNotStartable when the agent could not be started and a restart
+// would fail the same way; any other error when the session could not be
+// hosted at all.
 func Run(ctx context.Context, spec *Spec, opts Options) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("pty-worker: spec: %w", err)
@@ -146,6 +158,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 		conns:    map[*conn]struct{}{},
 		logged:   map[string]bool{},
 		removeCh: make(chan struct{}),
+		endCh:    make(chan struct{}),
 	}
 	w.allowedUIDs = opts.AllowedUIDs
 	if w.allowedUIDs == nil {
@@ -181,11 +194,11 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	}
 	w.run = 1
 	if prev != nil {
-		if prev.State == StateRemoved && prev.Token == s.Token {
+		if (prev.State == StateRemoved || prev.State == StateCompleted) && prev.Token == s.Token {
 			// READY first: a Type=notify service that exits before READY=1
 			// fails with result "protocol", and would be restarted.
-			w.log.Info("session was removed; not starting it again")
-			w.opts.Notify("READY=1\nSTATUS=removed; not started again")
+			w.log.Info("session was " + prev.State + "; not starting it again")
+			w.opts.Notify("READY=1\nSTATUS=" + prev.State + "; not started again")
 			return nil
 		}
 		w.run = prev.Run + 1
@@ -214,8 +227,13 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	w.argvKind = ""
 	kind, argv := s.ChooseArgv()
 	w.argvKind = kind
+	if s.Agent == AgentClaude {
+		if w.hookToken, err = NewToken(); err != nil {
+			return fmt.Errorf("session %s: hook token: %w", s.SessionID, err)
+		}
+	}
 	w.tr.writeMarker(fmt.Sprintf("run %d start (%s): %s", w.run, kind, quoteArgv(argv)))
-	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s), cols, rows)
+	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s, w.hookToken), cols, rows)
 	if err != nil {
 		e := &ExitInfo{Code: -1, Reason: StartFailedPrefix + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
 		w.tr.writeMarker(fmt.Sprintf("run %d exit: %s", w.run, e.Reason))
@@ -278,16 +296,28 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		reason, final = "removed", StateRemoved
 		w.log.Info("session removed; ending the agent")
 		w.terminate(c, exited)
+	case <-w.endCh:
+		w.mu.Lock()
+		why := w.endReason
+		w.mu.Unlock()
+		reason, final = "completed: "+why, StateCompleted
+		w.log.Info("the agent's work is done; ending it", "reason", why)
+		w.tr.writeMarker(fmt.Sprintf("run %d ended: %s", w.run, why))
+		w.interrupt(c, exited)
 	}
-	// A remove answered before this point is honoured however the wait
-	// ended (the agent may have exited just before it came); later ones
-	// are refused, so none is answered and then ignored.
+	// A remove or end answered before this point is honoured however the
+	// wait ended (the agent may have exited just before it came); later
+	// ones are refused, so none is answered and then ignored.
 	w.mu.Lock()
 	w.ended = true
-	if w.removing {
+	switch {
+	case w.removing:
 		reason, final = "removed", StateRemoved
+	case w.ending:
+		reason, final = "completed: "+w.endReason, StateCompleted
 	}
 	w.mu.Unlock()
+	w.releaseHolds()
 	c.ptm.Close()
 	c.reap()
 
@@ -310,7 +340,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	wg.Wait()
 
 	switch {
-	case final == StateRemoved || final == StateStopped || e.Success():
+	case final == StateRemoved || final == StateStopped || final == StateCompleted || e.Success():
 		return nil
 	default:
 		return &ExitError{SessionID: s.SessionID, Exit: *e}
@@ -382,6 +412,22 @@ func (w *worker) terminate(c *child, exited <-chan struct{}) {
 	<-exited
 }
 
+// interrupt ends the agent as Ctrl-C would its whole job: SIGINT to its
+// process groups (Claude Code exits 0 at once, even mid-turn), then, after
+// KillGrace, as terminate does. It returns once exited is closed.
+func (w *worker) interrupt(c *child, exited <-chan struct{}) {
+	c.killAll(syscall.SIGINT)
+	t := time.NewTimer(w.opts.KillGrace)
+	defer t.Stop()
+	select {
+	case <-exited:
+		return
+	case <-t.C:
+	}
+	w.log.Warn("the agent did not end after SIGINT; hanging up on it", "grace", w.opts.KillGrace)
+	w.terminate(c, exited)
+}
+
 // linger waits, at most ExitLinger, until every attached or watching
 // connection got the exit event.
 func (w *worker) linger() {
@@ -420,6 +466,7 @@ func (w *worker) closeConns() {
 
 func (w *worker) dropConn(c *conn) {
 	c.detach()
+	w.dropHolds(c)
 	w.mu.Lock()
 	delete(w.conns, c)
 	w.mu.Unlock()
@@ -462,13 +509,13 @@ func (w *worker) logOnce(key, msg string, args ...any) {
 }
 
 // setLiveness records a watchdog verdict and tells watchers when the
-// waiting or stale state changed.
-func (w *worker) setLiveness(v verdict) {
+// waiting or stale state changed, or always with force.
+func (w *worker) setLiveness(v verdict, force bool) {
 	w.mu.Lock()
 	old := w.liveness
 	w.liveness = v
 	w.mu.Unlock()
-	if (old.kind == WatchWaiting) != (v.kind == WatchWaiting) || (old.kind == WatchStale) != (v.kind == WatchStale) || old.question != v.question {
+	if force || (old.kind == WatchWaiting) != (v.kind == WatchWaiting) || (old.kind == WatchStale) != (v.kind == WatchStale) || old.question != v.question {
 		w.broadcastState()
 	}
 }

@@ -38,7 +38,8 @@ const (
 	EventStateChanged EventType = "state_changed"
 	// EventAgentStateChanged: the agent of a running session changed
 	// state: it now waits on a human (State waiting_input, with its
-	// Question), runs again, went stale, or asks another question.
+	// Question), runs again, went stale, or asks another question; or
+	// its state from its hooks (Session.Agent) changed.
 	EventAgentStateChanged EventType = "agent_state_changed"
 	// EventExited: the session ended and will not be restarted (State
 	// exited); Session.Exit says how.

@@ -177,7 +177,10 @@ type SpawnArgs struct {
 	ArgvResume []string `json:"argv_resume,omitempty"` // with Watch: the command of a run whose session file exists; empty means Argv
 	Env        []string `json:"env,omitempty"`         // KEY=VALUE for the command
 	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
-	StaleAfter Duration `json:"stale_after,omitempty"` // with Watch: restart when it is older than this
+	// StaleAfter: with Watch, restart when the file is older than this;
+	// without, when a claude agent that works sent no hook event, or a
+	// custom agent printed nothing, for this long. Zero: no staleness.
+	StaleAfter Duration `json:"stale_after,omitempty"`
 	// Agent is the agent's kind: "claude" (state from its hooks, ended
 	// cleanly when done) or "custom" (any terminal program: liveness from
 	// its output). Empty means custom.

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker"
 )
 
 func newSessionsCmd(_ *globals) *cobra.Command {
@@ -58,9 +60,9 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 		return writeJSON(out, res)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tTEAM\tISSUE\tMODE\tRESTARTS\tPID\tLAST ACTIVITY\tUNIT")
+	fmt.Fprintln(tw, "NAME\tSTATE\tAGENT\tTEAM\tISSUE\tMODE\tRESTARTS\tPID\tLAST ACTIVITY\tUNIT")
 	for _, s := range res.Sessions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.State, s.Team, dash(s.Issue), dash(s.Mode),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.State, agentColumn(s.Agent), s.Team, dash(s.Issue), dash(s.Mode),
 			s.Restarts, pidText(s.PID), ago(s.LastActivity), s.Unit)
 	}
 	if err := tw.Flush(); err != nil {
@@ -115,11 +117,60 @@ func runSessionsStatus(ctx context.Context, out io.Writer, name string, asJSON b
 		{"name", s.Name}, {"state", string(s.State)}, {"id", s.ID}, {"unit", s.Unit}, {"team", s.Team},
 		{"issue", dash(s.Issue)}, {"mode", dash(s.Mode)}, {"restarts", strconv.FormatUint(uint64(s.Restarts), 10)},
 		{"pid", pidText(s.PID)}, {"last activity", ago(s.LastActivity)}, {"last exit", exitText(s.Exit)},
-		{"cause", dash(s.Cause)},
+		{"cause", dash(s.Cause)}, {"agent", agentLine(s.Agent)},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 	}
+	if a := s.Agent; a != nil {
+		for i, q := range a.Questions {
+			fmt.Fprintf(tw, "question %d:\t%s\n", i+1, questionText(q))
+		}
+		if a.LastMessage != "" {
+			fmt.Fprintf(tw, "last message:\t%s\n", oneLine(a.LastMessage, 200))
+		}
+	}
 	return tw.Flush()
+}
+
+// agentColumn is the agent's state in a listing: its state, and the tool
+// it uses or waits to use.
+func agentColumn(a *api.Agent) string {
+	if a == nil {
+		return "-"
+	}
+	if a.Tool != "" && (a.State == api.AgentWorking || a.State == api.AgentWaitingPermission) {
+		return string(a.State) + " (" + a.Tool + ")"
+	}
+	return string(a.State)
+}
+
+// agentLine is the agent's state in full, with how long it has been in it.
+func agentLine(a *api.Agent) string {
+	if a == nil {
+		return "- (no hook events: a custom agent, or none yet)"
+	}
+	t := oneLine(ptyworker.DescribeAgent(a), 300)
+	if !a.Since.IsZero() {
+		t += " (since " + ago(&a.Since) + ")"
+	}
+	return t
+}
+
+func questionText(q api.Question) string {
+	t := oneLine(q.Question, 200)
+	if len(q.Options) > 0 {
+		t += " [" + strings.Join(q.Options, " | ") + "]"
+	}
+	return t
+}
+
+// oneLine is s on one line, at most n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "") + "..."
+	}
+	return s
 }
 
 func newSessionsLogsCmd() *cobra.Command {

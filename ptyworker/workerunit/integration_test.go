@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/claude"
@@ -45,6 +46,13 @@ type sdSession struct {
 // the start job (READY=1).
 func startUnit(t *testing.T, script string, burst uint32) *sdSession {
 	t.Helper()
+	return startUnitWith(t, burst, func(s *ptyworker.Spec) { s.Env = append(s.Env, "LEGION_SCRIPT="+script) })
+}
+
+// startUnitWith starts a worker unit of the scripted agent's spec after
+// edit, and waits for the start job (READY=1).
+func startUnitWith(t *testing.T, burst uint32, edit func(*ptyworker.Spec)) *sdSession {
+	t.Helper()
 	sd := sdtest.Start(t)
 	bin := sdtest.LegionBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -64,7 +72,7 @@ func startUnit(t *testing.T, script string, burst uint32) *sdSession {
 	spec := &ptyworker.Spec{
 		Version: ptyworker.SpecVersion, SessionID: id, Name: "it-" + id[:8], Team: "itteam", TeamShort: "0123abcd",
 		Issue: "ENG-7", Mode: "implement", Role: "worker", Cwd: cwd,
-		Env:          []string{"HOME=" + sd.Home, "LEGION_SCRIPT=" + script},
+		Env:          []string{"HOME=" + sd.Home},
 		ArgvNew:      []string{bin, "scripted-agent", "--session-id", id, "go"},
 		ArgvResume:   []string{bin, "scripted-agent", "--resume", id, "go on"},
 		SessionFile:  claude.SessionFile(sd.Home, cwd, uuid.MustParse(id)),
@@ -77,6 +85,7 @@ func startUnit(t *testing.T, script string, burst uint32) *sdSession {
 		},
 		Unit: "legion-0123abcd-ENG\\x2d7-implement.service",
 	}
+	edit(spec)
 	specPath := filepath.Join(sd.Home, "spec-"+id+".json")
 	if err := ptyworker.WriteSpec(specPath, spec); err != nil {
 		t.Fatal(err)
@@ -338,4 +347,45 @@ func (o *output) waitOutput(t *testing.T, want string) {
 		}
 		return nil
 	})
+}
+
+// TestSystemdEndCompletesWithoutRestart: an agent of kind claude reports
+// its state through the real `legion hook`; end stops it (here one that
+// ignores SIGINT, so it dies of the SIGHUP after it: not a success of its
+// own) and the worker exits 0: the unit ends as a success, systemd does
+// not restart it, and the registry says completed.
+func TestSystemdEndCompletesWithoutRestart(t *testing.T) {
+	bin := sdtest.LegionBinary(t)
+	s := startUnitWith(t, 5, func(spec *ptyworker.Spec) {
+		spec.Agent = ptyworker.AgentClaude
+		spec.ArgvNew, spec.ArgvResume, spec.SessionFile = []string{"/bin/sh", "-c", `
+trap '' INT
+printf '%s' '{"hook_event_name":"SessionStart","source":"startup"}' | "$LEGION_BIN" hook
+printf '%s' '{"hook_event_name":"Stop","last_assistant_message":"Labelled.","background_tasks":[]}' | "$LEGION_BIN" hook
+echo idle
+while :; do sleep 1; done`}, nil, ""
+		spec.Env = append(spec.Env, "LEGION_BIN="+bin)
+	})
+	c := s.dial()
+	s.waitFor("the agent idle at its prompt, from its hooks", func() bool {
+		in, err := c.Info(s.ctx)
+		return err == nil && in.Agent != nil && in.Agent.State == api.AgentIdle && in.Agent.LastMessage == "Labelled."
+	})
+	s.waitFor("STATUS= to say idle", func() bool {
+		return strings.HasSuffix(s.state().StatusText, ": idle at its prompt")
+	})
+	if err := c.End(s.ctx, "worker-done and its turn ended"); err != nil {
+		t.Fatalf("end: %v", err)
+	}
+	s.waitFor("the unit to end and be unloaded (a failure would leave it loaded, restarting or failed)", func() bool {
+		return !s.state().Exists()
+	})
+	r := s.registry()
+	if r.State != ptyworker.StateCompleted || r.Run != 1 || r.LastExit == nil ||
+		r.LastExit.Reason != "completed: worker-done and its turn ended" || r.LastExit.Signal != "SIGHUP" {
+		t.Errorf("registry = %+v, last exit %+v; want run 1 completed, the agent hung up on", r, r.LastExit)
+	}
+	if log := s.sd.Log(); strings.Contains(log, "Scheduled restart job") {
+		t.Errorf("the manager scheduled a restart:\n%s", tail(log, 40))
+	}
 }

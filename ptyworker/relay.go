@@ -1,0 +1,86 @@
+package ptyworker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
+
+// relayDialTimeout bounds the dial and hello of RelayHook, and
+// relayEventTimeout the call of an event that no person answers.
+const (
+	relayDialTimeout  = 10 * time.Second
+	relayEventTimeout = 30 * time.Second
+)
+
+// RelayHook is `legion hook`: Claude Code runs it for a hook event with
+// the event's JSON payload on stdin. It reads the payload (at most
+// MaxHookPayload bytes), forwards it to the session's worker (getenv's
+// EnvHookSocket, hello with its EnvHookToken) and writes what the worker
+// answers to stdout: nothing, or a PermissionRequest's decision for
+// Claude Code to read. A PermissionRequest waits for the worker's answer
+// without a time limit of its own (Claude Code's hook timeout bounds it,
+// and ctx); other events get relayEventTimeout.
+//
+// Outside a Legion session (no EnvHookSocket) it does nothing and returns
+// nil. The caller exits 0 whatever it returns (an error goes to stderr):
+// a hook that fails must not stop the agent.
+func RelayHook(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
+	socket, token := getenv(EnvHookSocket), getenv(EnvHookToken)
+	if socket == "" {
+		return nil
+	}
+	if token == "" {
+		return fmt.Errorf("hook: %s is set but %s is not: the worker sets both", EnvHookSocket, EnvHookToken)
+	}
+	payload, err := io.ReadAll(io.LimitReader(stdin, MaxHookPayload+1))
+	if err != nil {
+		return fmt.Errorf("hook: read the payload from stdin: %w", err)
+	}
+	if len(payload) > MaxHookPayload {
+		return fmt.Errorf("hook: the payload on stdin is over %d bytes; not forwarded", MaxHookPayload)
+	}
+	payload = ShrinkHookPayload(bytes.TrimSpace(payload))
+	if !json.Valid(payload) {
+		return fmt.Errorf("hook: the payload on stdin is not JSON (%s); not forwarded", describeJSON(payload))
+	}
+	dctx, cancel := context.WithTimeout(ctx, relayDialTimeout)
+	defer cancel()
+	c, err := Dial(dctx, socket)
+	if err != nil {
+		return fmt.Errorf("hook: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.HelloAs(dctx, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: token, Client: "legion hook"}); err != nil {
+		return fmt.Errorf("hook: hello to the worker at %s: %w", socket, err)
+	}
+	cctx := ctx
+	if !isPermissionRequest(payload) {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, relayEventTimeout)
+		defer cancel()
+	}
+	out, err := c.Hook(cctx, payload)
+	if err != nil {
+		return fmt.Errorf("hook: %w", err)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if _, err := stdout.Write(append(out, '\n')); err != nil {
+		return fmt.Errorf("hook: write the answer: %w", err)
+	}
+	return nil
+}
+
+// isPermissionRequest reports whether payload is a PermissionRequest
+// event, whose answer may wait for a person.
+func isPermissionRequest(payload []byte) bool {
+	var p struct {
+		Name string `json:"hook_event_name"`
+	}
+	return json.Unmarshal(payload, &p) == nil && p.Name == HookPermissionRequest
+}
