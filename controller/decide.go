@@ -268,12 +268,6 @@ func decideIssue(is Issue, s State) Decision {
 	case is.HasLabel(LabelInputNeeded):
 		d.Action, d.Reason = ActionSkip, "waiting for user input"
 		return d
-	case is.Worker != nil && (is.Worker.Blocked || is.Worker.agentIn(api.AgentWaitingAnswer)):
-		d.Action, d.Reason = ActionEscalateBlocked, "the "+string(is.Worker.Mode)+" worker asks a question"
-		d.Comment = "The " + string(is.Worker.Mode) + " agent asks: " + questionText(is.Worker) +
-			"\n\nAnswer in a comment (your words reach the agent as written), then add the label " + LabelFeedbackGiven + "."
-		d.AddLabels = []string{LabelInputNeeded}
-		return d
 	case is.Worker.agentIn(api.AgentWaitingPermission):
 		a := is.Worker.Agent
 		d.Action, d.Reason = ActionEscalatePermission, "the "+string(is.Worker.Mode)+" worker waits for permission to use "+a.Tool
@@ -281,6 +275,12 @@ func decideIssue(is Issue, s State) Decision {
 			indent(cmp.Or(a.Command, string(a.ToolInput))) +
 			"\n\nReply with a comment starting with `approve` to let it, or `deny` and why (anything else is a denial " +
 			"with your comment as the agent's instructions), then add the label " + LabelFeedbackGiven + "."
+		d.AddLabels = []string{LabelInputNeeded}
+		return d
+	case is.Worker != nil && (is.Worker.Blocked || is.Worker.agentIn(api.AgentWaitingAnswer)):
+		d.Action, d.Reason = ActionEscalateBlocked, "the "+string(is.Worker.Mode)+" worker asks a question"
+		d.Comment = "The " + string(is.Worker.Mode) + " agent asks: " + questionText(is.Worker) +
+			"\n\nAnswer in a comment (your words reach the agent as written), then add the label " + LabelFeedbackGiven + "."
 		d.AddLabels = []string{LabelInputNeeded}
 		return d
 	case is.Worker.agentIn(api.AgentAPIError):

@@ -242,7 +242,12 @@ func TestDecideAgentStates(t *testing.T) {
 			Decision{Action: ActionEscalateIdle, AddLabels: []string{LabelInputNeeded},
 				Comment: "The implement agent stopped without finishing its phase (no worker-done) and says:\n\n    Shall I go on\n    with the parser?\n\n" +
 					"Answer in a comment, then add the label user-feedback-given: your comment becomes its next prompt."}},
-		{"permission", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentWaitingPermission, Since: now, Tool: "Bash", Command: "rm -rf build"})},
+		{"permission", Issue{Status: StatusInProgress, Worker: func() *Worker {
+			// The helper reports a permission wait as waiting_input too.
+			w := agent(api.Agent{State: api.AgentWaitingPermission, Since: now, Tool: "Bash", Command: "rm -rf build"})
+			w.Blocked, w.Question = true, "permission to use Bash: rm -rf build"
+			return w
+		}()},
 			Decision{Action: ActionEscalatePermission, AddLabels: []string{LabelInputNeeded},
 				Comment: "The implement agent asks permission to use Bash:\n\n    rm -rf build\n\n" +
 					"Reply with a comment starting with `approve` to let it, or `deny` and why (anything else is a denial with your comment as the agent's instructions), then add the label user-feedback-given."}},
