@@ -163,14 +163,20 @@ func (m *agentMachine) dialogClosed(now time.Time) bool {
 }
 
 // waitPermission shows a held permission request again (one that is
-// still waiting when another event moved the state on).
+// still waiting when another event moved the state on): waiting_answer
+// for an AskUserQuestion, waiting_permission for any other tool.
 func (m *agentMachine) waitPermission(now time.Time, tool string, input json.RawMessage) bool {
 	if m.cur == nil {
 		return false
 	}
 	old := m.state()
 	a := *old
-	setPermission(&a, tool, input)
+	if tool == toolAskUserQuestion {
+		setState(&a, api.AgentWaitingAnswer, "")
+		a.Questions = toolQuestions(input)
+	} else {
+		setPermission(&a, tool, input)
+	}
 	if a.State != old.State {
 		a.Since = now
 	}

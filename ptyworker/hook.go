@@ -13,13 +13,15 @@ package ptyworker
 // the agent's state (agentstate.go); a change is logged, pushed to
 // watchers as a state event and shown in STATUS=.
 //
-// A PermissionRequest for a tool other than AskUserQuestion is held: its
-// hook call is answered once a person decides (respond with a decision),
-// with Claude Code's PermissionRequest decision. It is let go with no
-// decision (Claude Code then shows its own dialog) when the agent moves
-// on without it, the hook's connection ends (its timeout) or the worker
-// ends. AskUserQuestion's is answered at once with no decision: the
-// question's dialog opens, and the answer goes in by keys.
+// A PermissionRequest is held: its hook call is answered once a person
+// decides (respond with a decision), with Claude Code's PermissionRequest
+// decision; for an AskUserQuestion once a person answers (respond with
+// text), with an allow whose updatedInput carries the answers, so the
+// agent gets the person's words as written and no key is typed. It is let
+// go with no decision (Claude Code's own dialog stays open) when the agent
+// moves on without it, the hook's connection ends (its timeout, or a
+// person answered in the terminal) or the worker ends; an answer then
+// goes in by keys.
 
 import (
 	"encoding/json"
@@ -93,13 +95,13 @@ func (c *conn) handleHook(m *message) {
 	}
 	held := false
 	switch {
-	case ev.Name == HookPermissionRequest && ev.ToolName != toolAskUserQuestion && !w.ending && w.state == StateRunning:
+	case ev.Name == HookPermissionRequest && !w.ending && w.state == StateRunning:
 		w.holds = append(w.holds, &hold{c: c, id: m.ID, agentID: ev.AgentID, tool: ev.ToolName, input: ev.ToolInput})
 		held = true
 		if len(w.holds) > 1 { // the oldest is the one shown
 			changed = w.agent.waitPermission(now, w.holds[0].tool, w.holds[0].input) || changed
 		}
-	case len(w.holds) > 0 && w.agent.cur != nil && w.agent.cur.State != api.AgentWaitingPermission && w.agent.cur.State != api.AgentEnded:
+	case len(w.holds) > 0 && w.agent.cur != nil && !waitingHold(w.agent.cur.State) && w.agent.cur.State != api.AgentEnded:
 		// Another agent's event moved the state on while a request is
 		// still held: it still waits.
 		changed = w.agent.waitPermission(now, w.holds[0].tool, w.holds[0].input) || changed
@@ -193,6 +195,48 @@ func (w *worker) agentChanged(now time.Time) {
 	w.check(now, true)
 }
 
+// waitingHold reports whether the agent in state st waits on a request a
+// hook call may hold.
+func waitingHold(st api.AgentState) bool {
+	return st == api.AgentWaitingPermission || st == api.AgentWaitingAnswer
+}
+
+// questionAnswers is the hook output that answers the AskUserQuestion
+// whose tool input is input with text: an allow whose updatedInput is the
+// input with "answers" mapping every question to text (Claude Code
+// 2.1.330 records exactly those answers, as if typed as free text).
+func questionAnswers(input json.RawMessage, text string) (json.RawMessage, error) {
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, fmt.Errorf("AskUserQuestion input: %w", err)
+	}
+	answers := map[string]string{}
+	for _, q := range toolQuestions(input) {
+		answers[q.Question] = text
+	}
+	if len(answers) == 0 {
+		return nil, fmt.Errorf("AskUserQuestion input holds no question")
+	}
+	a, err := json.Marshal(answers)
+	if err != nil {
+		return nil, err
+	}
+	in["answers"] = a
+	var out struct {
+		HookSpecificOutput struct {
+			HookEventName string `json:"hookEventName"`
+			Decision      struct {
+				Behavior     string                     `json:"behavior"`
+				UpdatedInput map[string]json.RawMessage `json:"updatedInput"`
+			} `json:"decision"`
+		} `json:"hookSpecificOutput"`
+	}
+	out.HookSpecificOutput.HookEventName = HookPermissionRequest
+	out.HookSpecificOutput.Decision.Behavior = api.DecisionAllow
+	out.HookSpecificOutput.Decision.UpdatedInput = in
+	return json.Marshal(out)
+}
+
 // permissionDecision is the hook output of a PermissionRequest decided by
 // a person.
 func permissionDecision(decision, message string) json.RawMessage {
@@ -255,7 +299,7 @@ func (w *worker) respond(p *RespondParams) (*RespondResult, *RPCError) {
 		st = a.State
 	}
 	var h *hold
-	if st == api.AgentWaitingPermission && len(w.holds) > 0 {
+	if waitingHold(st) && len(w.holds) > 0 {
 		h = w.holds[0]
 	}
 	w.mu.Unlock()
@@ -270,7 +314,7 @@ func (w *worker) respond(p *RespondParams) (*RespondResult, *RPCError) {
 	case st == api.AgentWaitingPermission:
 		return w.decide(p, by, a, h, now)
 	case st == api.AgentWaitingAnswer:
-		return w.answer(p, by, a, now)
+		return w.answer(p, by, a, h, now)
 	}
 	// Its next prompt.
 	w.log.Info("respond: prompt", "by", by, "what", "prompt", "agent_state", stateName(st), "text", clipText(p.Text, 200))
@@ -343,8 +387,10 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 	return w.respondResult(delivered), nil
 }
 
-// answer types the answer to an open AskUserQuestion.
-func (w *worker) answer(p *RespondParams, by string, a *api.Agent, now time.Time) (*RespondResult, *RPCError) {
+// answer answers an open AskUserQuestion: through its held hook call
+// when there is one (every question of the form gets the text as its
+// answer), else by keys.
+func (w *worker) answer(p *RespondParams, by string, a *api.Agent, h *hold, now time.Time) (*RespondResult, *RPCError) {
 	if p.Text == "" {
 		return nil, &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("respond: session %s asks a question: give the answer as text", w.spec.SessionID)}
 	}
@@ -353,6 +399,32 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, now time.Time
 		q = a.Questions[0].Question
 	}
 	w.log.Info("respond: answer", "by", by, "what", "answer", "question", clipText(q, 200), "questions", len(a.Questions), "text", clipText(p.Text, 200))
+	if h != nil && h.tool == toolAskUserQuestion {
+		out, err := questionAnswers(h.input, p.Text)
+		w.mu.Lock()
+		if err != nil || len(w.holds) == 0 || w.holds[0] != h {
+			h = nil // unreadable, or let go meanwhile: the dialog is the agent's now
+		} else {
+			w.holds = w.holds[1:]
+		}
+		w.mu.Unlock()
+		if h != nil {
+			h.c.reply(h.id, HookResult{Output: out})
+			w.mu.Lock()
+			changed := false
+			switch {
+			case len(w.holds) > 0:
+				changed = w.agent.waitPermission(now, w.holds[0].tool, w.holds[0].input)
+			case w.agent.cur != nil && w.agent.cur.State == api.AgentWaitingAnswer:
+				changed = w.agent.moveOn(now, "")
+			}
+			w.mu.Unlock()
+			if changed {
+				w.agentChanged(now)
+			}
+			return w.respondResult(DeliveredHook), nil
+		}
+	}
 	if e := w.waitDialog(); e != nil {
 		return nil, e
 	}

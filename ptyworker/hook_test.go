@@ -20,7 +20,9 @@ import (
 // one step: work (a prompt), stop (its turn ends), perm (a Bash
 // permission request: it prints the hook's answer), notify-perm (a
 // permission prompt seen only as a notification, its dialog drawn),
-// ask1 / ask2 (one or two questions, their dialog drawn), spin (a prompt,
+// ask1 (a question: it prints the hook's answer), ask1k / ask2k (one or
+// two questions whose hook goes away once the next line is typed, as when
+// Claude Code kills it: their dialog is drawn), spin (a prompt,
 // then a screen that keeps redrawing and no hook event). A dialog
 // (fakeDialog) is drawn once the next line typed is "dialog" (Claude Code
 // draws its dialogs a moment after their hook returned: keys typed before
@@ -51,9 +53,13 @@ while IFS= read -r l; do
         hook '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf y"}}'
         hook '{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"Claude needs your permission"}'
         echo notified; dialog permission;;
-  ask1) printf '\033[2J\033[H'; hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}'
+  ask1) printf '\033[2J\033[H'; out=$(hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}')
+        printf 'answers:%s\n' "$out";;
+  ask1k) printf '\033[2J\033[H'; printf '%s' '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}' | "$HOOK_BIN" & hp=$!
+        IFS= read -r x; kill $hp; wait $hp
         echo asked; dialog question:2;;
-  ask2) printf '\033[2J\033[H'; hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Colour?","options":[{"label":"Red"}]},{"question":"Size?","options":[{"label":"S"},{"label":"L"}]}]}}'
+  ask2k) printf '\033[2J\033[H'; printf '%s' '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Colour?","options":[{"label":"Red"}]},{"question":"Size?","options":[{"label":"S"},{"label":"L"}]}]}}' | "$HOOK_BIN" & hp=$!
+        IFS= read -r x; kill $hp; wait $hp
         echo asked-two; dialog questions;;
   spin) hook '{"hook_event_name":"UserPromptSubmit","prompt":"spin"}'
         while :; do printf '\r* thinking %s' "$(date +%N)"; sleep 0.05; done;;
@@ -316,6 +322,39 @@ func TestPermissionHeldAndDecided(t *testing.T) {
 	}
 }
 
+// TestQuestionAnsweredByHook answers an AskUserQuestion through its held
+// PermissionRequest hook call: an allow whose updatedInput holds the
+// person's words as the answer to every question (FACTS F3j), no key typed.
+func TestQuestionAnsweredByHook(t *testing.T) {
+	log, logs := bufferLogger(t)
+	tw := startWorker(t, hookSpec(t), Options{Logger: log})
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutput(t, "agent-ready")
+	ctx := ctxT(t)
+	if err := c.Input(ctx, []byte("ask1\r")); err != nil {
+		t.Fatal(err)
+	}
+	a := agentIn(t, c, api.AgentWaitingAnswer)
+	if len(a.Questions) != 1 || a.Questions[0].Question != "Proceed?" {
+		t.Fatalf("questions = %+v; want Proceed?", a.Questions)
+	}
+	if _, err := c.Respond(ctx, RespondParams{Decision: api.DecisionAllow}); !IsCode(err, CodeBadRequest) {
+		t.Errorf("respond with a decision to a question = %v; want bad_request", err)
+	}
+	res, err := c.Respond(ctx, RespondParams{Text: "Yes, but 2 of them", By: "dana"})
+	if err != nil || res.Delivered != DeliveredHook || res.Agent == nil || res.Agent.State != api.AgentWorking {
+		t.Fatalf("respond = %+v, %v; want delivered by the hook, the agent working", res, err)
+	}
+	s.waitOutput(t, `answers:{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow","updatedInput":{"answers":{"Proceed?":"Yes, but 2 of them"},"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}}}`)
+	if !logs.has("respond: answer", `by=dana what=answer question=Proceed?`) {
+		t.Errorf("journal lacks the answer with who gave it")
+	}
+}
+
 func TestRespondByKeys(t *testing.T) {
 	spec := hookSpec(t)
 	tw := startWorker(t, spec, Options{})
@@ -333,23 +372,24 @@ func TestRespondByKeys(t *testing.T) {
 		name, step string
 		state      api.AgentState
 		p          RespondParams
+		drop       bool   // the hook call goes away (the step reads a line) before the answer
 		dialog     bool   // keys wait for a dialog on the screen
 		then       string // typed after the answer
 		typed      string // what the agent reads
 		after      api.AgentState
 	}{
-		{"one question: the digit of Type something, the text, Enter", "ask1", api.AgentWaitingAnswer,
-			RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, "", "answered:ship it on Friday, 2 reviewers", api.AgentWorking},
-		{"several questions: Esc, the text, Enter", "ask2", api.AgentWaitingAnswer,
-			RespondParams{Text: "red and large"}, true, "", "got:red and large", api.AgentWorking},
+		{"one question: the digit of Type something, the text, Enter", "ask1k", api.AgentWaitingAnswer,
+			RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, true, "", "answered:ship it on Friday, 2 reviewers", api.AgentWorking},
+		{"several questions: Esc, the text, Enter", "ask2k", api.AgentWaitingAnswer,
+			RespondParams{Text: "red and large"}, true, true, "", "got:red and large", api.AgentWorking},
 		{"a permission dialog without its hook, allowed: 1", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionAllow}, true, "", "answered-option:1", api.AgentWorking},
+			RespondParams{Decision: api.DecisionAllow}, false, true, "", "answered-option:1", api.AgentWorking},
 		{"a permission dialog without its hook, denied: Esc and the reason", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, true, "", "got:not that one", api.AgentWorking},
+			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, false, true, "", "got:not that one", api.AgentWorking},
 		{"a permission dialog without its hook, denied without a reason: Esc, the agent idle", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionDeny}, true, "", "declined", api.AgentIdle},
-		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, "", "got:now the docs", api.AgentIdle},
-		{"working: queued as the next prompt", "work", api.AgentWorking, RespondParams{Text: "and the tests"}, false, "", "got:and the tests", api.AgentWorking},
+			RespondParams{Decision: api.DecisionDeny}, false, true, "", "declined", api.AgentIdle},
+		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, false, "", "got:now the docs", api.AgentIdle},
+		{"working: queued as the next prompt", "work", api.AgentWorking, RespondParams{Text: "and the tests"}, false, false, "", "got:and the tests", api.AgentWorking},
 	}
 	rc := tw.dial()
 	dialogs := 0
@@ -364,6 +404,12 @@ func TestRespondByKeys(t *testing.T) {
 				}
 			})
 			agentIn(t, c, tt.state)
+			if tt.drop {
+				if err := c.Input(ctx, []byte("drop\r")); err != nil {
+					t.Fatal(err)
+				}
+				s.waitOutput(t, "asked")
+			}
 			tt.p.By = "alice"
 			type result struct {
 				res *RespondResult
