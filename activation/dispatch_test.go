@@ -38,6 +38,7 @@ func TestStateAndDispatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.WriteString("agent.kind = \"custom\"\n") // a shell, not Claude Code: no --settings
 	f.WriteString("agent.new = [\"/bin/sh\", \"-c\", \"echo planning {issue} in {mode}; exec sleep 600\"]\n")
 	f.WriteString("agent.resume = [\"/bin/sh\", \"-c\", \"echo resuming {issue}; exec sleep 600\"]\n")
 	f.Close()

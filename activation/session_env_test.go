@@ -35,6 +35,7 @@ func TestRetroLegionSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.WriteString("agent.kind = \"custom\"\n") // a shell, not Claude Code: no --settings
 	f.WriteString("agent.new = [\"/bin/sh\", \"-c\", \"echo argv={session_id} env=$LEGION_SESSION; exec sleep 600\", \"agent\"]\n")
 	f.WriteString("agent.resume = [\"/bin/sh\", \"-c\", \"echo argv={session_id} env=$LEGION_SESSION; exec sleep 600\", \"agent\"]\n")
 	f.Close()

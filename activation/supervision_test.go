@@ -45,6 +45,7 @@ func TestZeroCooldownEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WriteString("restart_cooldown = \"0s\"\n")
+	f.WriteString("agent.kind = \"custom\"\n") // a shell, not Claude Code: no --settings
 	f.WriteString("agent.new = [\"/bin/sh\", \"-c\", \"exec sleep 600\"]\n")
 	f.WriteString("agent.resume = [\"/bin/sh\", \"-c\", \"exec sleep 600\"]\n")
 	if err := f.Close(); err != nil {
