@@ -79,9 +79,7 @@ func TestRealCLIConversation(t *testing.T) {
 
 	// The rule lets the command run with no permission dialog: the next
 	// request carries its output.
-	term.Type(t, "label it")
-	term.WaitScreen(t, "❯ label it")
-	term.Type(t, "\r")
+	term.Prompt(t, "label it")
 	waitfor.Check(t, claudetest.Wait, "the label command's result to reach the API", func() error {
 		for _, r := range env.API.MessageRequests(session.String()) {
 			if res, ok := r.ToolResult("toolu_label"); ok {

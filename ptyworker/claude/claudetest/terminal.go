@@ -139,6 +139,79 @@ func (term *Terminal) Type(t testing.TB, keys string) {
 	}
 }
 
+// retype is how long TypeUntil waits for keys to take effect before it
+// writes them again.
+const retype = time.Second
+
+// Effect is what a screen shows of keys a test typed.
+type Effect int
+
+const (
+	NoEffect Effect = iota // nothing yet: the keys may have been dropped
+	Partly                 // some of it (a text half drawn): wait, do not type again
+	Done                   // all of it
+)
+
+// TypeUntil writes keys and waits until effect(screen) is Done. If the
+// screen shows NoEffect for a second, it writes them again: the CLI drops
+// input that arrives just after its screen changed (a dialog opening or
+// closing, the focus moving), and a dropped key never shows. It fails the
+// test after Wait.
+func (term *Terminal) TypeUntil(t testing.TB, keys, what string, effect func(screen string) Effect) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	typed := time.Now()
+	term.Type(t, keys)
+	for {
+		s := term.Screen()
+		switch e := effect(s); {
+		case e == Done:
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("typed %q, waiting for %s: gave up after %v; screen:\n%s", keys, what, Wait, s)
+		case e == NoEffect && time.Since(typed) >= retype:
+			typed = time.Now()
+			term.Type(t, keys)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// InputLine returns the CLI's input line: the last line of the screen
+// that starts with its prompt "❯" (the input box is below the
+// conversation), spaces trimmed.
+func InputLine(screen string) string {
+	lines := strings.Split(screen, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, "❯") {
+			return l
+		}
+	}
+	return ""
+}
+
+// Prompt types text at the CLI's empty prompt and submits it with Enter,
+// each step confirmed on the screen (see TypeUntil).
+func (term *Terminal) Prompt(t testing.TB, text string) {
+	t.Helper()
+	line := "❯ " + text
+	term.TypeUntil(t, text, "the prompt to read "+text, func(s string) Effect {
+		switch l := InputLine(s); {
+		case l == line:
+			return Done
+		case l == "❯":
+			return NoEffect
+		}
+		return Partly
+	})
+	term.TypeUntil(t, "\r", "the prompt to be submitted", func(s string) Effect {
+		if InputLine(s) == line {
+			return NoEffect
+		}
+		return Done
+	})
+}
+
 // WaitScreen waits until the screen shows every one of texts, and fails
 // the test (with the screen) if it does not within Wait.
 func (term *Terminal) WaitScreen(t testing.TB, texts ...string) {
