@@ -1,6 +1,7 @@
 package claudetest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -151,4 +152,83 @@ func userPrompts(s claudetest.Session) []string {
 		}
 	}
 	return out
+}
+
+// TestRealCLIQuestionAnsweredByHook checks the way Legion can answer a
+// question with no keys: the PermissionRequest hook answers it with
+// allow and updatedInput.answers (a form of two questions here, one
+// answered in free text). The session file must show exactly those
+// answers, and no key is typed.
+func TestRealCLIQuestionAnsweredByHook(t *testing.T) {
+	dir := t.TempDir()
+	env := claudetest.New(t, claudetest.Options{Trusted: []string{dir}})
+	questions := []anthropictest.Question{
+		{Question: "Which database?", Header: "Database", Options: []anthropictest.Option{{Label: "Postgres", Description: "relational"}, {Label: "SQLite", Description: "embedded"}}},
+		{Question: "Which days?", Header: "Days", MultiSelect: true, Options: []anthropictest.Option{{Label: "Mon", Description: "m"}, {Label: "Tue", Description: "t"}}},
+	}
+	answers := map[string]string{"Which database?": "Neither: flat files, 2 of them", "Which days?": "Tue"}
+	decision, err := json.Marshal(map[string]any{"hookSpecificOutput": map[string]any{
+		"hookEventName": "PermissionRequest",
+		"decision":      map[string]any{"behavior": "allow", "updatedInput": map[string]any{"questions": questions, "answers": answers}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hook: for a question's PermissionRequest, print the decision;
+	// every payload goes to a log.
+	log := filepath.Join(dir, "hooks.log")
+	hook := filepath.Join(dir, "hook")
+	decisionFile := filepath.Join(dir, "decision.json")
+	if err := os.WriteFile(decisionFile, decision, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nin=$(cat)\nprintf '%s\\n' \"$in\" >> " + log + "\n" +
+		"case $in in *'\"hook_event_name\":\"PermissionRequest\"'*'\"tool_name\":\"AskUserQuestion\"'*) cat " + decisionFile + ";; esac\n"
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(dir, "settings.json")
+	if err := claudetest.WriteSettings(settings, claudetest.Settings{Hook: hook}); err != nil {
+		t.Fatal(err)
+	}
+	session := uuid.New()
+	env.API.Script(session.String(),
+		anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.AskUserQuestion(questions...).WithID("toolu_ask")}},
+		anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text("Understood.")}},
+	)
+	term := env.Start(t, dir, []string{"--settings", settings, "--permission-mode", "default", "--session-id", session.String(), "ask me"})
+	term.WaitScreen(t, "Understood.")
+
+	var line claudetest.Line
+	file := env.SessionFile(dir, session)
+	waitfor.Check(t, claudetest.Wait, "the answers in the session file", func() error {
+		s, err := claudetest.ReadSession(file)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if _, line, ok = s.ToolResult("toolu_ask"); !ok {
+			return fmt.Errorf("no tool_result for the question in %s", file)
+		}
+		return nil
+	})
+	if diff := cmp.Diff(answers, line.Answers()); diff != "" {
+		t.Errorf("answers in the session file (-want +got):\n%s", diff)
+	}
+	waitfor.Check(t, claudetest.Wait, "every hook event of the turn in the log", func() error {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			return err
+		}
+		for _, event := range []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop"} {
+			if !strings.Contains(string(b), `"hook_event_name":"`+event+`"`) {
+				return fmt.Errorf("no %s hook event in the log:\n%s", event, b)
+			}
+		}
+		return nil
+	})
+	term.Signal(t, syscall.SIGINT)
+	if code := term.ExitCode(t); code != 0 {
+		t.Errorf("exit code after SIGINT %d; want 0", code)
+	}
 }
