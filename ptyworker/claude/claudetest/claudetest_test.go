@@ -178,3 +178,46 @@ func TestTerminal(t *testing.T) {
 		t.Errorf("exit code %d; want 7\n%s", code, term)
 	}
 }
+
+func TestHookLog(t *testing.T) {
+	h := claudetest.NewHookLog(t)
+	decision := map[string]any{"hookSpecificOutput": map[string]any{"hookEventName": "PermissionRequest", "decision": map[string]any{"behavior": "allow"}}}
+	h.Answer(t, "Bash", decision)
+	run := func(payload string) string {
+		cmd := exec.Command("/bin/sh", "-c", h.Command)
+		cmd.Stdin = strings.NewReader(payload)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("hook with %s: %v", payload, err)
+		}
+		return string(out)
+	}
+	if out := run(`{"session_id":"s1","hook_event_name":"Stop","last_assistant_message":"it's done"}`); out != "" {
+		t.Errorf("Stop hook printed %q; want nothing", out)
+	}
+	if out := run(`{"session_id":"s1","hook_event_name":"PermissionRequest","tool_name":"Write","tool_input":{}}`); out != "" {
+		t.Errorf("PermissionRequest for Write printed %q; want nothing (no answer for it)", out)
+	}
+	out := run(`{"session_id":"s1","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"ls"}}`)
+	var got any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("PermissionRequest for Bash printed %q: %v", out, err)
+	}
+	if diff := cmp.Diff(any(decision), got); diff != "" {
+		t.Errorf("decision (-want +got):\n%s", diff)
+	}
+	events, err := h.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range events {
+		names = append(names, e.Name+"/"+e.SessionID)
+	}
+	if diff := cmp.Diff([]string{"Stop/s1", "PermissionRequest/s1", "PermissionRequest/s1"}, names); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if e, ok := h.Find("Stop"); !ok || e.Raw["last_assistant_message"] != "it's done" {
+		t.Errorf("Find(Stop) = %+v, %v", e, ok)
+	}
+}

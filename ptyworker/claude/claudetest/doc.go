@@ -17,9 +17,15 @@
 //     connectivity check and exits 1; without trust for the repository's
 //     main checkout it shows a trust dialog whose default is "No, exit".
 //     WriteClaudeJSON writes both (New does, unless Options.NoClaudeJSON).
-//   - An AskUserQuestion dialog opens a moment after the PermissionRequest
-//     hook: keys sent before it is on screen go to the prompt instead.
-//     Wait for QuestionDialog on the screen, then send AnswerKeys.
+//   - A PermissionRequest hook can answer an AskUserQuestion with no keys
+//     (allow, with updatedInput.answers mapping each question to its
+//     answer); see TestRealCLIQuestionAnsweredByHook.
+//   - By keys, a question is answered in a human's own words with the
+//     digit of "Type something.", the text, Enter (AnswerFreeText). The
+//     dialog opens a moment after the PermissionRequest hook (keys sent
+//     before go to the prompt), and the CLI drops input that arrives just
+//     after its screen changed: every step is confirmed on the screen and
+//     typed again if it shows no effect (TypeUntil).
 //
 // It must only be used by tests: it never touches the user's own HOME,
 // ~/.claude or settings, and every process, server and directory it

@@ -1,7 +1,6 @@
 package claudetest_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
@@ -167,28 +167,13 @@ func TestRealCLIQuestionAnsweredByHook(t *testing.T) {
 		{Question: "Which days?", Header: "Days", MultiSelect: true, Options: []anthropictest.Option{{Label: "Mon", Description: "m"}, {Label: "Tue", Description: "t"}}},
 	}
 	answers := map[string]string{"Which database?": "Neither: flat files, 2 of them", "Which days?": "Tue"}
-	decision, err := json.Marshal(map[string]any{"hookSpecificOutput": map[string]any{
+	hooks := claudetest.NewHookLog(t)
+	hooks.Answer(t, "AskUserQuestion", map[string]any{"hookSpecificOutput": map[string]any{
 		"hookEventName": "PermissionRequest",
 		"decision":      map[string]any{"behavior": "allow", "updatedInput": map[string]any{"questions": questions, "answers": answers}},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The hook: for a question's PermissionRequest, print the decision;
-	// every payload goes to a log.
-	log := filepath.Join(dir, "hooks.log")
-	hook := filepath.Join(dir, "hook")
-	decisionFile := filepath.Join(dir, "decision.json")
-	if err := os.WriteFile(decisionFile, decision, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script := "#!/bin/sh\nin=$(cat)\nprintf '%s\\n' \"$in\" >> " + log + "\n" +
-		"case $in in *'\"hook_event_name\":\"PermissionRequest\"'*'\"tool_name\":\"AskUserQuestion\"'*) cat " + decisionFile + ";; esac\n"
-	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	settings := filepath.Join(dir, "settings.json")
-	if err := claudetest.WriteSettings(settings, claudetest.Settings{Hook: hook}); err != nil {
+	if err := claudetest.WriteSettings(settings, claudetest.Settings{Hook: hooks.Command}); err != nil {
 		t.Fatal(err)
 	}
 	session := uuid.New()
@@ -215,18 +200,55 @@ func TestRealCLIQuestionAnsweredByHook(t *testing.T) {
 	if diff := cmp.Diff(answers, line.Answers()); diff != "" {
 		t.Errorf("answers in the session file (-want +got):\n%s", diff)
 	}
-	waitfor.Check(t, claudetest.Wait, "every hook event of the turn in the log", func() error {
-		b, err := os.ReadFile(log)
-		if err != nil {
-			return err
-		}
+	waitfor.Check(t, claudetest.Wait, "every hook event of the turn", func() error {
 		for _, event := range []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop"} {
-			if !strings.Contains(string(b), `"hook_event_name":"`+event+`"`) {
-				return fmt.Errorf("no %s hook event in the log:\n%s", event, b)
+			if _, ok := hooks.Find(event); !ok {
+				return fmt.Errorf("no %s hook event yet", event)
 			}
 		}
 		return nil
 	})
+	term.Signal(t, syscall.SIGINT)
+	if code := term.ExitCode(t); code != 0 {
+		t.Errorf("exit code after SIGINT %d; want 0", code)
+	}
+}
+
+// TestRealCLIRateLimited checks what Legion sees of a rate limit: the
+// StopFailure hook with error "rate_limit" and the API's message, the CLI
+// still running at its prompt (it retries ten times first, unless
+// CLAUDE_CODE_MAX_RETRIES=0).
+func TestRealCLIRateLimited(t *testing.T) {
+	dir := t.TempDir()
+	env := claudetest.New(t, claudetest.Options{Trusted: []string{dir}})
+	hooks := claudetest.NewHookLog(t)
+	settings := filepath.Join(dir, "settings.json")
+	if err := claudetest.WriteSettings(settings, claudetest.Settings{Hook: hooks.Command}); err != nil {
+		t.Fatal(err)
+	}
+	session := uuid.New()
+	env.API.Script(session.String(), anthropictest.Turn{Failure: anthropictest.RateLimited(time.Minute, time.Now().Add(time.Minute)), Repeat: anthropictest.Forever})
+	term := env.Start(t, dir, []string{"--settings", settings, "--session-id", session.String(), "hello"}, "CLAUDE_CODE_MAX_RETRIES=0")
+	var failure claudetest.Event
+	waitfor.True(t, claudetest.Wait, "the StopFailure hook", func() bool {
+		var ok bool
+		failure, ok = hooks.Find("StopFailure")
+		return ok
+	})
+	want := map[string]any{
+		"error":                  "rate_limit",
+		"last_assistant_message": "API Error: Request rejected (429) · This request would exceed the rate limit for your organization of 50 requests per minute.",
+	}
+	if diff := cmp.Diff(want, map[string]any{"error": failure.Raw["error"], "last_assistant_message": failure.Raw["last_assistant_message"]}); diff != "" {
+		t.Errorf("StopFailure payload (-want +got):\n%s", diff)
+	}
+	if failure.SessionID != session.String() {
+		t.Errorf("StopFailure of session %q; want %s", failure.SessionID, session)
+	}
+	term.WaitScreen(t, "Resend your message to try again")
+	if n := len(env.API.MessageRequests(session.String())); n != 1 {
+		t.Errorf("%d requests; want 1 (no retries with CLAUDE_CODE_MAX_RETRIES=0)", n)
+	}
 	term.Signal(t, syscall.SIGINT)
 	if code := term.ExitCode(t); code != 0 {
 		t.Errorf("exit code after SIGINT %d; want 0", code)

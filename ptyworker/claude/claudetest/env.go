@@ -61,14 +61,18 @@ func New(t testing.TB, opts Options) *Env {
 
 // Environ is the environment to run the CLI with: the test process's
 // environment without what would make the CLI use anything but the fake
-// API (ANTHROPIC_*, CLAUDE_*, CI), with HOME, ANTHROPIC_BASE_URL,
-// ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 and
-// TERM=xterm-256color, then extra ("KEY=value"; later wins).
+// API or behave otherwise than under Legion (ANTHROPIC_*, CLAUDE*, CI,
+// TMUX, NO_COLOR), with HOME, ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN,
+// CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 and TERM=xterm-256color,
+// then extra ("KEY=value"; later wins). Useful extras:
+// CLAUDE_CODE_MAX_RETRIES=0 (an API error ends the turn at once instead of
+// after ten retries over about three minutes), and IS_SANDBOX=1 for
+// bypassPermissions mode as root (without it the CLI exits 1).
 func (e *Env) Environ(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "CLAUDE_") ||
+		if strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "CLAUDE") ||
 			k == "CI" || k == "HOME" || k == "TERM" || k == "TMUX" || k == "NO_COLOR" {
 			continue
 		}

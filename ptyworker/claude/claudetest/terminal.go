@@ -43,8 +43,8 @@ type Terminal struct {
 }
 
 // Start runs the CLI (e.Binary) with args in dir in a new PTY of Cols×Rows,
-// with e.Environ(extra...). The process is killed, if still running, when
-// the test ends.
+// with e.Environ(extra...). The process and its process group are killed,
+// if still running, when the test ends.
 func (e *Env) Start(t testing.TB, dir string, args []string, extra ...string) *Terminal {
 	t.Helper()
 	cmd := exec.Command(e.Binary, args...)
@@ -76,7 +76,9 @@ func StartCommand(t testing.TB, cmd *exec.Cmd) *Terminal {
 		select {
 		case <-term.done:
 		default:
-			cmd.Process.Kill()
+			// The process leads its own session and process group (the
+			// PTY's): end the group, so its tools' processes go too.
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-term.done
 		}
 		ptmx.Close()
