@@ -44,8 +44,11 @@
 //     {"type":"error","error":{"type","message"},"request_id"} and the
 //     request-id header; 429 rate_limit_error with retry-after and the
 //     anthropic-ratelimit-requests-{limit,remaining,reset} headers (reset in
-//     RFC 3339), 401 authentication_error, 529 overloaded_error. An error
-//     event inside a stream ("event: error") for StreamError.
+//     RFC 3339), 401 authentication_error, 529 overloaded_error. A 429 as a
+//     Claude subscription's usage limit sends it (UsageLimited: the
+//     anthropic-ratelimit-unified-{status,reset,representative-claim}
+//     headers Claude Code reads, reset in Unix seconds). An error event
+//     inside a stream ("event: error") for StreamError.
 //   - HEAD/GET /api/hello answers 200, the only other call the CLI makes
 //     offline. A request without the configured key (x-api-key, or
 //     Authorization: Bearer) gets 401 authentication_error.
@@ -66,6 +69,13 @@
 //   - No count_tokens, models, or batches endpoints (the CLI was not seen
 //     calling them): they answer 404 not_found_error.
 //   - The server does not retry, rate-limit or overload by itself: only a
-//     scripted Failure does. Claude Code retries 429 and 529 on its own, so
-//     a script that must keep failing sets Repeat (or Forever).
+//     scripted Failure does. Claude Code 2.1.330 retries 429, 401 and 529
+//     on its own (10 retries, backoff to about 40 s, retry-after ignored:
+//     about 3 minutes before its StopFailure hook), but not a UsageLimited
+//     429; a script that must keep failing sets Repeat (or Forever), and a
+//     test that wants the failure at once starts the CLI with
+//     CLAUDE_CODE_MAX_RETRIES=0.
+//
+// Every request is recorded with the time it arrived (Request.Time), so a
+// test can see the client's retries and their spacing.
 package anthropictest

@@ -135,6 +135,23 @@ func RateLimited(retryAfter time.Duration, reset time.Time) *Failure {
 	}
 }
 
+// UsageLimited is a 429 rate_limit_error as a Claude subscription's usage
+// limit sends it: the anthropic-ratelimit-unified-* headers that Claude
+// Code reads (status "rejected", reset in Unix seconds, the representative
+// claim: "five_hour", "seven_day", …), and retry-after until reset.
+func UsageLimited(claim string, reset time.Time) *Failure {
+	h := http.Header{}
+	h.Set("retry-after", strconv.Itoa(max(1, int(time.Until(reset).Round(time.Second)/time.Second))))
+	h.Set("anthropic-ratelimit-unified-status", "rejected")
+	h.Set("anthropic-ratelimit-unified-reset", strconv.FormatInt(reset.Unix(), 10))
+	h.Set("anthropic-ratelimit-unified-representative-claim", claim)
+	return &Failure{
+		Status: http.StatusTooManyRequests,
+		Error:  APIError{Type: "rate_limit_error", Message: "Usage limit reached."},
+		Header: h,
+	}
+}
+
 // Unauthorized is a 401 authentication_error.
 func Unauthorized() *Failure {
 	return &Failure{Status: http.StatusUnauthorized, Error: APIError{Type: "authentication_error", Message: "invalid x-api-key"}}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // SessionHeader is the request header by which Claude Code names its
@@ -32,6 +33,7 @@ type Request struct {
 	Header       http.Header
 	Session      string // the session header's value, "" when absent
 	Body         []byte
+	Time         time.Time // when the request arrived
 
 	// Fields of a messages request.
 	Model     string            `json:"model"`
@@ -236,7 +238,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the client went away
 	}
-	req := &Request{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Session: r.Header.Get(SessionHeader), Body: body}
+	req := &Request{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Session: r.Header.Get(SessionHeader), Body: body, Time: time.Now()}
 	requestID := s.newID("req")
 	w.Header().Set("request-id", requestID)
 	turn, fail := s.decide(r, req)

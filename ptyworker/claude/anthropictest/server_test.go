@@ -309,6 +309,9 @@ func TestErrorResponses(t *testing.T) {
 		{"rate limited", anthropictest.RateLimited(30*time.Second, reset), 429,
 			`{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 50 requests per minute."},"request_id":"req_test000001"}`,
 			map[string]string{"retry-after": "30", "anthropic-ratelimit-requests-remaining": "0", "anthropic-ratelimit-requests-reset": "2026-11-24T11:00:00Z"}},
+		{"usage limited", anthropictest.UsageLimited("five_hour", reset), 429,
+			`{"type":"error","error":{"type":"rate_limit_error","message":"Usage limit reached."},"request_id":"req_test000001"}`,
+			map[string]string{"anthropic-ratelimit-unified-status": "rejected", "anthropic-ratelimit-unified-reset": "1795518000", "anthropic-ratelimit-unified-representative-claim": "five_hour"}},
 		{"unauthorized", anthropictest.Unauthorized(), 401,
 			`{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"},"request_id":"req_test000001"}`, nil},
 		{"overloaded", anthropictest.Overloaded(), 529,
@@ -468,6 +471,11 @@ func TestScriptsPerSessionAndRecording(t *testing.T) {
 	a := s.MessageRequests("a")
 	if len(a) != 3 {
 		t.Fatalf("session a: %d requests; want 3", len(a))
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].Time.Before(all[i-1].Time) || all[i].Time.IsZero() {
+			t.Errorf("request %d: Time %v, before request %d's %v", i, all[i].Time, i-1, all[i-1].Time)
+		}
 	}
 	r := a[1]
 	if r.Model != "claude-opus-5-5" || r.MaxTokens != 128000 || r.Stream || r.Path != "/v1/messages?beta=true" ||
