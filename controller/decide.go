@@ -250,6 +250,11 @@ func decideIssue(is Issue, s State) Decision {
 	d := Decision{Issue: is.ID}
 	if is.Status == StatusDone {
 		d.Action, d.Reason = ActionNone, "done"
+		if is.Worker.agentIn(api.AgentIdle) && is.Worker.Agent.BackgroundTasks == 0 {
+			// The finisher closed the issue and its turn ended: nothing
+			// else would ever end it.
+			d.Action, d.Reason = ActionEndWorker, "done, and the "+string(is.Worker.Mode)+" worker's turn ended: end it"
+		}
 		return d
 	}
 	switch {

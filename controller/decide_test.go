@@ -228,6 +228,10 @@ func TestDecideAgentStates(t *testing.T) {
 		issue Issue
 		want  Decision
 	}{
+		{"done-finisher-idle", Issue{Status: StatusDone, Worker: &Worker{Mode: ModeFinish, Session: "DEMO-1-finish", Agent: &api.Agent{State: api.AgentIdle, Since: now}}},
+			Decision{Action: ActionEndWorker}},
+		{"done-finisher-working", Issue{Status: StatusDone, Worker: &Worker{Mode: ModeFinish, Session: "DEMO-1-finish", Agent: &api.Agent{State: api.AgentWorking, Since: now}}},
+			Decision{Action: ActionNone}},
 		{"working", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentWorking, Since: now.Add(-time.Hour)})},
 			Decision{Action: ActionSkip}},
 		{"done-and-idle", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentIdle, Since: now})},

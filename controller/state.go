@@ -164,6 +164,17 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 			is.Worker = &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == SessionWaitingInput, Question: s.Question, Agent: s.Agent}
 		}
 		st.Issues = append(st.Issues, is)
+		delete(live, t.ID)
+	}
+	// A live session whose issue the tracker no longer lists (a tracker may
+	// leave out closed issues: Linear's Done and Canceled) is decided as a
+	// Done issue's, or the agent of a finished phase would idle at its
+	// prompt for ever.
+	for _, s := range sessions {
+		if l, ok := live[s.Issue]; ok && l.Name == s.Name {
+			st.Issues = append(st.Issues, Issue{ID: s.Issue, Title: "(not an open issue of the tracker)", Status: StatusDone, Labels: []string{},
+				Worker: &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == SessionWaitingInput, Question: s.Question, Agent: s.Agent}})
+		}
 	}
 	return st, tracked, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 )
@@ -173,5 +174,31 @@ func TestEscalateAndRelay(t *testing.T) {
 	cur, _ = tr.Issue(ctx, is.ID)
 	if len(cur.Labels) != 0 {
 		t.Errorf("labels after relay = %v; want none", cur.Labels)
+	}
+}
+
+// TestEndIdleWorkerOfClosedIssue: an agent idle at its prompt whose issue
+// is Done, or no longer listed by the tracker (Linear leaves closed issues
+// out), is ended; nothing else would ever end it.
+func TestEndIdleWorkerOfClosedIssue(t *testing.T) {
+	ctx := t.Context()
+	tr := local.Open(t.TempDir(), "DEMO")
+	is, err := tr.Add(ctx, "Done already")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Move(ctx, is.ID, controller.StatusDone); err != nil {
+		t.Fatal(err)
+	}
+	idle := &api.Agent{State: api.AgentIdle}
+	agents := &fakeAgents{sessions: []controller.Session{
+		{Name: is.ID + "-finish", Issue: is.ID, Mode: controller.ModeFinish, State: controller.SessionRunning, Agent: idle},
+		{Name: "DEMO-9-finish", Issue: "DEMO-9", Mode: controller.ModeFinish, State: controller.SessionRunning, Agent: idle},
+		{Name: "DEMO-8-review", Issue: "DEMO-8", Mode: controller.ModeReview, State: controller.SessionRunning, Agent: &api.Agent{State: api.AgentWorking}},
+	}}
+	tick(t, tr, agents, 1)
+	want := []string{"end " + is.ID + "-finish", "end DEMO-9-finish"}
+	if diff := cmp.Diff(want, agents.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
