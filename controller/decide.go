@@ -249,6 +249,14 @@ func decideIssue(is Issue, s State) Decision {
 	labelReviews := s.LabelReviews
 	d := Decision{Issue: is.ID}
 	if is.Status == StatusDone {
+		// The finisher closes the issue itself (legion worktree finish
+		// moves it to Done and takes worker-done away), so Done, not
+		// worker-done, says its phase is over. An agent left at its prompt
+		// would live on, holding a WIP slot, for ever.
+		if w := is.Worker; w.agentIn(api.AgentIdle) && w.Agent.BackgroundTasks == 0 {
+			d.Action, d.Reason = ActionEndWorker, "done, and the "+string(w.Mode)+" worker's turn ended: end it"
+			return d
+		}
 		d.Action, d.Reason = ActionNone, "done"
 		return d
 	}

@@ -232,6 +232,13 @@ func TestDecideAgentStates(t *testing.T) {
 			Decision{Action: ActionSkip}},
 		{"done-and-idle", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentIdle, Since: now})},
 			Decision{Action: ActionEndWorker}},
+		// The finisher moved the issue to Done itself; its turn ended.
+		{"issue-done-and-idle", Issue{Status: StatusDone, Worker: agent(api.Agent{State: api.AgentIdle, Since: now})},
+			Decision{Action: ActionEndWorker}},
+		{"issue-done-working", Issue{Status: StatusDone, Worker: agent(api.Agent{State: api.AgentWorking, Since: now})},
+			Decision{Action: ActionNone}},
+		{"issue-done-idle-subagent", Issue{Status: StatusDone, Worker: agent(api.Agent{State: api.AgentIdle, Since: now, BackgroundTasks: 1})},
+			Decision{Action: ActionNone}},
 		{"done-working", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentWorking, Since: now})},
 			Decision{Action: ActionSkip}},
 		{"done-idle-subagent", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentIdle, Since: now, BackgroundTasks: 2})},
