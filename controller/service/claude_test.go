@@ -1,0 +1,441 @@
+package service_test
+
+// End-to-end tests with the real Claude Code CLI (claudetest.Binary: the
+// pinned version scripts/install-claude-code installs; skipped without it,
+// failed with CI=true) as the team's agent, against a fake Anthropic API
+// (anthropictest) that scripts each session's turns, under a private
+// systemd user manager, driven by the real controller legion@demo and
+// helper. The CLI gets the API's address and token from the manager's
+// environment, as a user's agents would get theirs, never from argv.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
+	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
+	"github.com/legion-dev/legion/units/unitname"
+)
+
+// startClaude is start for a team whose agent is the real Claude Code
+// CLI with the default argv and kind, served by a fake API (e.api) that
+// accepts only claudetest.Token. The manager's environment gives every
+// agent the API's address and the token, non-essential traffic off, and
+// managerEnv (KEY=VALUE). idle_grace is 2s unless o says otherwise, and
+// stale_after a minute: a real agent writes nothing to its session file
+// while a turn streams or a tool runs.
+func startClaude(t *testing.T, o teamOptions, managerEnv ...string) *env {
+	t.Helper()
+	o.claude = claudetest.Binary(t)
+	if o.idleGrace == "" {
+		o.idleGrace = "2s"
+	}
+	if o.staleAfter == "" {
+		o.staleAfter = "1m"
+	}
+	srv := anthropictest.NewServer(t)
+	srv.Key = claudetest.Token
+	e := start(t, "", o)
+	e.api = srv
+	vars := append([]string{
+		"ANTHROPIC_BASE_URL=" + srv.URL,
+		"ANTHROPIC_AUTH_TOKEN=" + claudetest.Token,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	}, managerEnv...)
+	if out, err := e.sd.Systemctl(t, append([]string{"set-environment"}, vars...)...); err != nil {
+		t.Fatalf("systemctl --user set-environment: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range srv.MessageRequests("") {
+				t.Logf("API request %s session %s unscripted %v: last user text %q",
+					r.Time.Format("15:04:05.000"), r.Session, r.Unscripted, clip(r.LastUserText(), 200))
+			}
+		}
+	})
+	return e
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// claudeCtx bounds a test with the real CLI.
+func claudeCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lcmd is a command line running the legion binary, as an agent's Bash
+// tool call would (the binary's absolute path: the allow rules name it).
+func (e *env) lcmd(args ...string) string {
+	return e.bin + " " + strings.Join(args, " ")
+}
+
+// toolID is the tool_use id of step what of issue's phase mode, unique in
+// a test and traceable in its requests and session files.
+func toolID(issue string, mode controller.Mode, what string) string {
+	return "toolu_" + strings.ReplaceAll(issue, "-", "") + "_" + string(mode) + "_" + what
+}
+
+// say is a turn that ends with text.
+func say(text string) anthropictest.Turn {
+	return anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text(text)}}
+}
+
+// use is a turn that calls one tool.
+func use(b anthropictest.Block) anthropictest.Turn {
+	return anthropictest.Turn{Blocks: []anthropictest.Block{b}}
+}
+
+// bash is a turn that runs command with the Bash tool, as tool_use id.
+func bash(id, command string) anthropictest.Turn {
+	return use(anthropictest.Bash(command, "Run "+strings.Fields(command)[0]).WithID(id))
+}
+
+// inPhase matches the requests of issue's phase mode: its conversation
+// holds the phase's prompt (the worker's first prompt; it stays in the
+// conversation when the agent is prompted again or resumed). The retro
+// resumes the implementer's session: an implement turn never answers a
+// conversation that has reached its retro.
+func inPhase(issue string, mode controller.Mode) func(*anthropictest.Request) bool {
+	want := []byte(fmt.Sprintf("in %s mode for issue %s", mode, issue))
+	retro := []byte(fmt.Sprintf("in %s mode for issue %s", controller.ModeRetro, issue))
+	return func(r *anthropictest.Request) bool {
+		return bytes.Contains(r.Body, want) && (mode != controller.ModeImplement || !bytes.Contains(r.Body, retro))
+	}
+}
+
+// script queues turns for issue's phase mode, in its agent session (the
+// retro's is the implementer's), each matching only that phase.
+func (e *env) script(issue string, mode controller.Mode, turns ...anthropictest.Turn) {
+	m := inPhase(issue, mode)
+	for i := range turns {
+		turns[i].Match = m
+	}
+	e.api.Script(sessionID(issue, mode), turns...)
+}
+
+// doneID is the tool_use id of a phase's last tracker command: worker-done,
+// or the finisher's `legion worktree finish`.
+func doneID(issue string, mode controller.Mode) string { return toolID(issue, mode, "done") }
+
+// phaseTurns is what an agent does in each phase of the worker skill,
+// with the team's commands, ending with a text turn:
+//
+//   - plan: comment the plan, worker-done;
+//   - implement: write ISSUE.txt (the Write tool), git add and commit it,
+//     worker-done;
+//   - review: worker-approved, worker-done;
+//   - retro: comment, worker-done;
+//   - finish: `legion worktree finish` (merge, clean up, Done).
+func (e *env) phaseTurns(issue string, mode controller.Mode) []anthropictest.Turn {
+	label := func(l string) string { return e.lcmd("issue", "label", teamName, issue, l) }
+	switch mode {
+	case controller.ModePlan:
+		return []anthropictest.Turn{
+			bash(toolID(issue, mode, "comment"), e.lcmd("issue", "comment", teamName, issue, `"Plan: write `+issue+`.txt and commit it."`)),
+			bash(doneID(issue, mode), label(controller.LabelWorkerDone)),
+			say("The plan is posted on " + issue + "."),
+		}
+	case controller.ModeImplement:
+		return []anthropictest.Turn{
+			use(anthropictest.Write(filepath.Join(e.team.Worktrees.Path(issue), issue+".txt"), "impl "+issue+"\n").WithID(toolID(issue, mode, "write"))),
+			bash(toolID(issue, mode, "add"), "git add "+issue+".txt"),
+			bash(toolID(issue, mode, "commit"), `git commit -q -m "implement `+issue+`"`),
+			bash(doneID(issue, mode), label(controller.LabelWorkerDone)),
+			say(issue + " is implemented and committed."),
+		}
+	case controller.ModeReview:
+		return []anthropictest.Turn{
+			bash(toolID(issue, mode, "approve"), label(controller.LabelApproved)),
+			bash(doneID(issue, mode), label(controller.LabelWorkerDone)),
+			say("Approved."),
+		}
+	case controller.ModeRetro:
+		return []anthropictest.Turn{
+			bash(toolID(issue, mode, "comment"), e.lcmd("issue", "comment", teamName, issue, `"Retro: it went well."`)),
+			bash(doneID(issue, mode), label(controller.LabelWorkerDone)),
+			say("Retro done."),
+		}
+	case controller.ModeFinish:
+		return []anthropictest.Turn{
+			bash(doneID(issue, mode), e.lcmd("worktree", "finish", teamName, issue)),
+			say(issue + " is merged and done."),
+		}
+	}
+	e.t.Fatalf("no turns for mode %q", mode)
+	return nil
+}
+
+// allModes are the phases of an issue, in order.
+var allModes = []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeRetro, controller.ModeFinish}
+
+// scriptAll scripts every phase of issue with phaseTurns, except those in
+// skip.
+func (e *env) scriptAll(issue string, skip ...controller.Mode) {
+	for _, m := range allModes {
+		if !slices.Contains(skip, m) {
+			e.script(issue, m, e.phaseTurns(issue, m)...)
+		}
+	}
+}
+
+// sessions is `legion sessions list --json`'s sessions.
+func (e *env) sessions(ctx context.Context) []api.Session {
+	e.t.Helper()
+	var out struct{ Sessions []api.Session }
+	if err := json.Unmarshal([]byte(e.legion(ctx, "sessions", "list", "--json")), &out); err != nil {
+		e.t.Fatalf("legion sessions list --json: %v", err)
+	}
+	return out.Sessions
+}
+
+// session is the helper's session of issue's worker in mode.
+func (e *env) session(ctx context.Context, issue string, mode controller.Mode) (api.Session, bool) {
+	e.t.Helper()
+	for _, s := range e.sessions(ctx) {
+		if s.Issue == issue && s.Mode == string(mode) {
+			return s, true
+		}
+	}
+	return api.Session{}, false
+}
+
+// waitCompleted waits until the worker of issue in mode has exited as
+// completed (the agent ended cleanly once its phase was done) and returns
+// its session.
+func (e *env) waitCompleted(ctx context.Context, issue string, mode controller.Mode) api.Session {
+	e.t.Helper()
+	var s api.Session
+	e.poll(ctx, fmt.Sprintf("the %s worker of %s completed", mode, issue), func() (bool, string) {
+		var ok bool
+		if s, ok = e.session(ctx, issue, mode); !ok {
+			return false, "no session"
+		}
+		return s.State == api.StateExited && s.Exit != nil, fmt.Sprintf("%s exit %v agent %+v", s.State, s.Exit, s.Agent)
+	})
+	return s
+}
+
+// assertCompleted checks that session s ended as completed, exit code 0,
+// never restarted.
+func assertCompleted(t *testing.T, s api.Session) {
+	t.Helper()
+	if s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") || s.Exit.Code == nil || *s.Exit.Code != 0 {
+		t.Errorf("session %s ended %v; want exit code 0 with a reason starting with \"completed:\"", s.Name, s.Exit)
+	}
+	if s.Restarts != 0 {
+		t.Errorf("session %s restarted %d times; want 0", s.Name, s.Restarts)
+	}
+}
+
+// toolResultRequest is the first request of session that carries the
+// tool_result of tool_use id, and that result.
+func (e *env) toolResultRequest(session, id string) (*anthropictest.Request, anthropictest.ToolResult, bool) {
+	for _, r := range e.api.MessageRequests(session) {
+		if res, ok := r.ToolResult(id); ok {
+			return r, res, true
+		}
+	}
+	return nil, anthropictest.ToolResult{}, false
+}
+
+// assertScripted fails the test for every request no scripted turn
+// answered.
+func (e *env) assertScripted() {
+	e.t.Helper()
+	for _, r := range e.api.MessageRequests("") {
+		if r.Unscripted {
+			e.t.Errorf("unscripted API request of session %s: last user text %q", r.Session, clip(r.LastUserText(), 300))
+		}
+	}
+}
+
+// assertToolOK checks that tool_use id of session ran and its result
+// reached the API with no error.
+func (e *env) assertToolOK(session, id string) {
+	e.t.Helper()
+	_, res, ok := e.toolResultRequest(session, id)
+	switch {
+	case !ok:
+		e.t.Errorf("no request of session %s carries the result of %s", session, id)
+	case res.IsError:
+		e.t.Errorf("tool %s of session %s failed: %q", id, session, res.Content)
+	}
+}
+
+// dialogText matches what the CLI's start-up dialogs say (onboarding,
+// folder trust, a custom API key, bypass mode's warning) in a transcript.
+var dialogText = regexp.MustCompile(`(?i)trust|let's get started|choose the text style|detected a custom api key|bypass permissions mode`)
+
+// legionComments are the issue's comments written by Legion.
+func legionComments(is controller.TrackedIssue) []string {
+	var out []string
+	for _, c := range is.Comments {
+		if c.Author == controller.AuthorLegion {
+			out = append(out, c.Text)
+		}
+	}
+	return out
+}
+
+// TestClaudeTodoToDone (issue 18, a and g): an issue goes from Todo to
+// Done through all five phases with the real CLI: each phase's tools run
+// with no permission prompt under the default allowlist policy, each
+// worker ends as completed within seconds of its last tracker command,
+// none restarts, no start-up dialog shows in any new session, and the
+// implementer's file lands on main.
+func TestClaudeTodoToDone(t *testing.T) {
+	e := startClaude(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 4*time.Minute)
+	id := e.addIssue(ctx, "Write a file")
+	e.scriptAll(id)
+	start := time.Now()
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
+
+	is := e.issue(ctx, id)
+	if len(is.Labels) != 0 {
+		t.Errorf("labels of the done issue = %v; want none", is.Labels)
+	}
+	if c := legionComments(is); len(c) != 0 {
+		t.Errorf("Legion escalated (comments %q); want no escalation: every tool allowed, every phase finished", c)
+	}
+	for _, m := range allModes {
+		s := e.waitCompleted(ctx, id, m)
+		assertCompleted(t, s)
+		// Within seconds of the phase's last command: its result went to
+		// the API, the agent's last turn ended, the controller ended it.
+		req, _, ok := e.toolResultRequest(sessionID(id, m), doneID(id, m))
+		if !ok {
+			t.Errorf("%s: no request carries the result of its last command %s", m, doneID(id, m))
+			continue
+		}
+		if lag := s.Exit.Time.Sub(req.Time); lag < 0 || lag > 10*time.Second {
+			t.Errorf("%s worker exited %s after its last command's result reached the API; want within 10s", m, lag)
+		} else {
+			t.Logf("%s worker ended %s after its last command", m, lag.Round(time.Millisecond))
+		}
+	}
+	for _, m := range allModes {
+		sid := sessionID(id, m)
+		for _, turn := range e.phaseTurns(id, m) {
+			for _, b := range turn.Blocks {
+				if b.Type == "tool_use" {
+					e.assertToolOK(sid, b.ID)
+				}
+			}
+		}
+	}
+	e.assertScripted()
+
+	// (g) No dialog at the start of any session: each one's first request
+	// came with its prompt, and no transcript shows a dialog's text.
+	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
+		reqs := e.api.MessageRequests(sessionID(id, m))
+		if len(reqs) == 0 || !strings.Contains(reqs[0].FirstUserText(), fmt.Sprintf("in %s mode for issue %s", m, id)) {
+			t.Errorf("%s: the first API request is not the phase's prompt (%d requests)", m, len(reqs))
+		}
+	}
+	for _, m := range allModes {
+		wid := workerID(id, m)
+		if loc := dialogText.FindStringIndex(e.transcript(wid)); loc != nil {
+			tr := e.transcript(wid)
+			t.Errorf("the %s transcript shows a dialog (%q):\n%s", m, tr[loc[0]:loc[1]], tail(tr[max(0, loc[0]-500):min(len(tr), loc[1]+500)], 20))
+		}
+	}
+	// The retro ran in the implementer's own session, resumed.
+	if text, _ := e.sessionFile(id, controller.ModeRetro); !strings.Contains(text, "Retro done.") {
+		t.Errorf("the implementer's session has no retro in it:\n%s", tail(text, 5))
+	}
+}
+
+// workerID is the id of the worker of issue in mode: it names the
+// worker's transcript (for the retro, not the agent session's id).
+func workerID(issue string, mode controller.Mode) string {
+	return claude.SessionID(teamID, issue, string(mode)).String()
+}
+
+// sessionFileLines reads the Claude Code session file of issue's phase
+// mode.
+func (e *env) claudeSession(issue string, mode controller.Mode) claudetest.Session {
+	e.t.Helper()
+	_, sid := e.sessionFile(issue, mode)
+	files, _ := filepath.Glob(filepath.Join(e.sd.Home, ".claude", "projects", "*", sid+".jsonl"))
+	s, err := claudetest.ReadSession(files[0])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// waitEscalated waits until issue carries user-input-needed and a
+// comment of Legion's after the first skip ones that contains every one
+// of want, and returns that comment.
+func (e *env) waitEscalated(ctx context.Context, issue string, skip int, want ...string) string {
+	e.t.Helper()
+	var got string
+	e.poll(ctx, fmt.Sprintf("%s escalated with %q", issue, want), func() (bool, string) {
+		is := e.issue(ctx, issue)
+		cs := legionComments(is)
+		if len(cs) <= skip || !slices.Contains(is.Labels, controller.LabelInputNeeded) {
+			return false, fmt.Sprintf("labels %v legion comments %q", is.Labels, cs)
+		}
+		got = cs[skip]
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				return false, fmt.Sprintf("labels %v comment %q", is.Labels, got)
+			}
+		}
+		return true, ""
+	})
+	return got
+}
+
+// answer answers an escalation as a person does in the tracker: a comment,
+// then user-feedback-given.
+func (e *env) answer(ctx context.Context, issue, text string) {
+	e.t.Helper()
+	e.legion(ctx, "issue", "comment", "--author", "ana", teamName, issue, text)
+	e.legion(ctx, "issue", "label", teamName, issue, controller.LabelFeedbackGiven)
+}
+
+// assertAnswered checks that issue carries neither human-input label.
+func (e *env) assertAnswered(ctx context.Context, issue string) {
+	e.t.Helper()
+	is := e.issue(ctx, issue)
+	if slices.Contains(is.Labels, controller.LabelInputNeeded) || slices.Contains(is.Labels, controller.LabelFeedbackGiven) {
+		e.t.Errorf("labels of %s = %v; want neither human-input label once answered", issue, is.Labels)
+	}
+}
+
+// stopController stops legion@demo, and with it the team's workers: the
+// end of a test that needs only the first phase.
+func (e *env) stopController() {
+	e.t.Helper()
+	ctl, _ := unitname.ControllerUnit(teamName)
+	if _, err := e.sd.Systemctl(e.t, "stop", ctl); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+var _ = cmp.Diff
