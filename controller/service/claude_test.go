@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -408,6 +409,7 @@ func (e *env) waitEscalated(ctx context.Context, issue string, skip int, want ..
 		}
 		return true, ""
 	})
+	e.t.Logf("escalated: %s", got)
 	return got
 }
 
@@ -438,4 +440,192 @@ func (e *env) stopController() {
 	}
 }
 
-var _ = cmp.Diff
+// assertSessionScripted fails the test for every request of session no
+// scripted turn answered.
+func (e *env) assertSessionScripted(session string) {
+	e.t.Helper()
+	for _, r := range e.api.MessageRequests(session) {
+		if r.Unscripted {
+			e.t.Errorf("unscripted API request of session %s: last user text %q", r.Session, clip(r.LastUserText(), 300))
+		}
+	}
+}
+
+// waitToolResult waits until a request of session carries the result of
+// tool_use id and returns it.
+func (e *env) waitToolResult(ctx context.Context, session, id string) anthropictest.ToolResult {
+	e.t.Helper()
+	var res anthropictest.ToolResult
+	e.poll(ctx, "the result of "+id+" at the API", func() (bool, string) {
+		var ok bool
+		_, res, ok = e.toolResultRequest(session, id)
+		return ok, fmt.Sprintf("%d requests of session %s", len(e.api.MessageRequests(session)), session)
+	})
+	return res
+}
+
+// logged reports whether a line of the manager's log (the workers' and
+// the helper's output) holds every one of want.
+func (e *env) logged(want ...string) bool {
+	for _, l := range strings.Split(e.sd.Log(), "\n") {
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(l, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// TestClaudeQuestionAnswered (issue 18, b): the planner asks with
+// AskUserQuestion; the controller escalates the question with its
+// options; a person answers in the tracker in words of their own (not an
+// option, with a digit in it); the agent gets exactly those words, as the
+// session file's answers and the API's tool_result show, and the phase
+// completes.
+func TestClaudeQuestionAnswered(t *testing.T) {
+	e := startClaude(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 3*time.Minute)
+	id := e.addIssue(ctx, "Ask first")
+	q := anthropictest.Question{
+		Question: "Which format should the plan's notes use?", Header: "Format",
+		Options: []anthropictest.Option{{Label: "Markdown", Description: "headings and lists"}, {Label: "Plain text", Description: "no markup"}},
+	}
+	ask := toolID(id, controller.ModePlan, "ask")
+	e.script(id, controller.ModePlan, append([]anthropictest.Turn{use(anthropictest.AskUserQuestion(q).WithID(ask))},
+		e.phaseTurns(id, controller.ModePlan)...)...)
+	e.startController()
+
+	e.waitEscalated(ctx, id, 0, q.Question, "Markdown", "Plain text")
+	if s, ok := e.session(ctx, id, controller.ModePlan); !ok || s.Agent == nil || s.Agent.State != api.AgentWaitingAnswer {
+		t.Errorf("the planner while its question is escalated: %+v; want its agent waiting_answer", s.Agent)
+	}
+	answer := "Neither: reStructuredText, in 2 files"
+	e.answer(ctx, id, answer)
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompleted(t, s)
+	e.assertAnswered(ctx, id)
+
+	sid := sessionID(id, controller.ModePlan)
+	want := fmt.Sprintf("%q=%q", q.Question, answer)
+	if _, res, ok := e.toolResultRequest(sid, ask); !ok || res.IsError || !strings.Contains(res.Content, want) {
+		t.Errorf("the question's tool_result at the API: %+v (found %v); want no error and %s", res, ok, want)
+	}
+	block, line, ok := e.claudeSession(id, controller.ModePlan).ToolResult(ask)
+	if !ok {
+		t.Fatalf("no tool_result of the question in the planner's session file")
+	}
+	if diff := cmp.Diff(map[string]string{q.Question: answer}, line.Answers()); diff != "" {
+		t.Errorf("answers in the session file (-want +got):\n%s", diff)
+	}
+	if block.IsError || !strings.Contains(block.ResultText(), want) {
+		t.Errorf("tool_result in the session file %q (is_error %v); want it to hold %s", block.ResultText(), block.IsError, want)
+	}
+	if !e.logged("respond: answer", "by=ana") {
+		t.Errorf("the manager's log has no line of the answer by ana")
+	}
+	e.assertSessionScripted(sid)
+}
+
+// TestClaudePermissionApprovedAndDenied (issue 18, c): two commands the
+// allowlist does not cover are escalated, each with the tool and the exact
+// command. The first, approved with a comment "approve", runs; the second,
+// denied with "deny: not now", does not, and the agent is told why; the
+// phase then completes. Both decisions are logged with who made them.
+func TestClaudePermissionApprovedAndDenied(t *testing.T) {
+	e := startClaude(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 3*time.Minute)
+	id := e.addIssue(ctx, "Touch two files")
+	okID, noID := toolID(id, controller.ModePlan, "touch_ok"), toolID(id, controller.ModePlan, "touch_no")
+	e.script(id, controller.ModePlan, append([]anthropictest.Turn{bash(okID, "touch approved.txt"), bash(noID, "touch denied.txt")},
+		e.phaseTurns(id, controller.ModePlan)...)...)
+	e.startController()
+	sid := sessionID(id, controller.ModePlan)
+	wt := e.team.Worktrees.Path(id)
+
+	e.waitEscalated(ctx, id, 0, "Bash", "touch approved.txt")
+	if s, ok := e.session(ctx, id, controller.ModePlan); !ok || s.Agent == nil || s.Agent.State != api.AgentWaitingPermission || s.Agent.Command != "touch approved.txt" {
+		t.Errorf("the planner while its permission is escalated: %+v; want its agent waiting_permission for touch approved.txt", s.Agent)
+	}
+	e.answer(ctx, id, "approve")
+	if res := e.waitToolResult(ctx, sid, okID); res.IsError {
+		t.Errorf("the approved command failed: %q", res.Content)
+	}
+	if _, err := os.Stat(filepath.Join(wt, "approved.txt")); err != nil {
+		t.Errorf("the approved command did not run: %v", err)
+	}
+
+	e.waitEscalated(ctx, id, 1, "Bash", "touch denied.txt")
+	e.answer(ctx, id, "deny: not now")
+	if res := e.waitToolResult(ctx, sid, noID); !res.IsError || res.Content != "not now" {
+		t.Errorf("the denied command's tool_result: %+v; want is_error with the reason \"not now\"", res)
+	}
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompleted(t, s)
+	e.assertAnswered(ctx, id)
+	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
+		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
+	}
+	block, _, ok := e.claudeSession(id, controller.ModePlan).ToolResult(noID)
+	if !ok || !block.IsError || block.ResultText() != "not now" {
+		t.Errorf("the denial in the session file: %+v (found %v); want an error result \"not now\"", block, ok)
+	}
+	for _, want := range [][]string{
+		{"respond: permission", "by=ana", "what=allow", "touch approved.txt"},
+		{"respond: permission", "by=ana", "what=deny", "touch denied.txt", "not now"},
+	} {
+		if !e.logged(want...) {
+			t.Errorf("the manager's log has no line with %q", want)
+		}
+	}
+	e.assertSessionScripted(sid)
+}
+
+// TestClaudeIdleEscalated (issue 18, d): the planner's turn ends without
+// worker-done. After idle_grace the controller escalates what it last
+// said; the person's answer becomes its next prompt (the API gets exactly
+// that text), and it then finishes the phase.
+func TestClaudeIdleEscalated(t *testing.T) {
+	e := startClaude(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 3*time.Minute)
+	id := e.addIssue(ctx, "Stop and ask")
+	last := "I am not sure the plan should cover the tests. Should it?"
+	e.script(id, controller.ModePlan, append([]anthropictest.Turn{say(last)}, e.phaseTurns(id, controller.ModePlan)...)...)
+	e.startController()
+	sid := sessionID(id, controller.ModePlan)
+
+	e.waitEscalated(ctx, id, 0, last)
+	idleSince := e.api.MessageRequests(sid)[0].Time
+	if s, ok := e.session(ctx, id, controller.ModePlan); !ok || s.Agent == nil || s.Agent.State != api.AgentIdle {
+		t.Errorf("the planner while escalated: %+v; want its agent idle", s.Agent)
+	}
+	if is := e.issue(ctx, id); len(is.Comments) > 0 && is.Comments[len(is.Comments)-1].Time.Sub(idleSince) < 2*time.Second {
+		t.Errorf("escalated %s after the turn's request; want at least idle_grace (2s)", is.Comments[len(is.Comments)-1].Time.Sub(idleSince))
+	}
+	reply := "Yes, cover the tests too; then post the plan and label it worker-done."
+	e.answer(ctx, id, reply)
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompleted(t, s)
+	e.assertAnswered(ctx, id)
+
+	reqs := e.api.MessageRequests(sid)
+	if len(reqs) < 2 || strings.TrimSpace(reqs[1].LastUserText()) != reply {
+		got := ""
+		if len(reqs) >= 2 {
+			got = reqs[1].LastUserText()
+		}
+		t.Errorf("the request after the escalation has the user text %q; want the answer %q", got, reply)
+	}
+	if !slices.Contains(e.claudeSession(id, controller.ModePlan).Prompts(), reply) {
+		t.Errorf("the planner's session file has no prompt %q: %q", reply, e.claudeSession(id, controller.ModePlan).Prompts())
+	}
+	if !e.logged("respond: prompt", "by=ana") {
+		t.Errorf("the manager's log has no line of the prompt by ana")
+	}
+	e.assertSessionScripted(sid)
+}
