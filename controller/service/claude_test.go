@@ -629,3 +629,139 @@ func TestClaudeIdleEscalated(t *testing.T) {
 	}
 	e.assertSessionScripted(sid)
 }
+
+// TestClaudeStallRestartedAndResumed (issue 18, e): the implementer's API
+// stream stalls mid-message. No hook fires and the session file is not
+// written while the CLI's spinner keeps redrawing, so after stale_after the
+// worker counts the agent stale and systemd restarts it; the CLI is
+// resumed (--resume) from its real session file and the issue still goes
+// to Done.
+func TestClaudeStallRestartedAndResumed(t *testing.T) {
+	e := startClaude(t, teamOptions{wipLimit: 1, staleAfter: "20s"})
+	ctx := claudeCtx(t, 5*time.Minute)
+	id := e.addIssue(ctx, "Stall once")
+	stall := anthropictest.NewStall(4) // message_start, content_block_start, ping, one delta
+	e.scriptAll(id, controller.ModeImplement)
+	e.script(id, controller.ModeImplement, append([]anthropictest.Turn{{
+		Blocks: []anthropictest.Block{anthropictest.Text("Let me think about how best to write this file, at some length.")},
+		Stall:  stall,
+	}}, e.phaseTurns(id, controller.ModeImplement)...)...)
+	start := time.Now()
+	e.startController()
+
+	select {
+	case <-stall.Stalled():
+	case <-ctx.Done():
+		t.Fatalf("the implementer's stream never stalled: %v", ctx.Err())
+	}
+	stalled := time.Now()
+	unit := workerUnit(t, id, controller.ModeImplement)
+	e.poll(ctx, "the stalled implementer restarted by systemd", func() (bool, string) {
+		st, err := e.mgr.State(ctx, unit)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.NRestarts >= 1, fmt.Sprintf("%s/%s NRestarts=%d", st.ActiveState, st.SubState, st.NRestarts)
+	})
+	select {
+	case <-stall.Gone():
+	case <-ctx.Done():
+		t.Fatalf("the stalled CLI never let go of its stream: %v", ctx.Err())
+	}
+	restarted := time.Now()
+	t.Logf("stalled %s after the start; restarted %s after the stall", stalled.Sub(start).Round(time.Millisecond), restarted.Sub(stalled).Round(time.Millisecond))
+	if d := restarted.Sub(stalled); d < 20*time.Second {
+		t.Errorf("restarted %s after the stall; want stale_after (20s) at least", d)
+	}
+
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
+	s := e.waitCompleted(ctx, id, controller.ModeImplement)
+	if s.Restarts != 1 || s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") {
+		t.Errorf("implementer session: restarts %d, exit %v; want 1 restart, then completed", s.Restarts, s.Exit)
+	}
+	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeReview, controller.ModeRetro, controller.ModeFinish} {
+		assertCompleted(t, e.waitCompleted(ctx, id, m))
+	}
+	sid := sessionID(id, controller.ModeImplement)
+	tr := e.transcript(workerID(id, controller.ModeImplement))
+	for _, want := range []string{"run 2 start (resume)", "--resume " + sid} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("the implementer's transcript has no %q:\n%s", want, tail(tr, 20))
+		}
+	}
+	// The resumed CLI read its session file: the first request after the
+	// restart carries the first run's prompt and the new one.
+	prompt := fmt.Sprintf("in %s mode for issue %s", controller.ModeImplement, id)
+	var resumed *anthropictest.Request
+	for _, r := range e.api.MessageRequests(sid) {
+		if r.Time.After(restarted) {
+			resumed = r
+			break
+		}
+	}
+	if resumed == nil || bytes.Count(resumed.Body, []byte(prompt)) < 2 {
+		t.Errorf("the first request after the restart does not carry the conversation so far (the prompt twice)")
+	}
+	e.assertScripted()
+}
+
+// TestClaudeRateLimitEscalated (issue 18, f): the API answers the
+// planner's first request with a 429 (CLAUDE_CODE_MAX_RETRIES=0, so the
+// CLI gives up at once rather than after three minutes of retries). The
+// StopFailure hook puts the agent in api_error; the controller escalates
+// naming the rate limit and does not restart it (NRestarts stays 0 over
+// several ticks, one run); answered with "continue" once the API answers
+// again, the agent goes on and completes its phase.
+func TestClaudeRateLimitEscalated(t *testing.T) {
+	e := startClaude(t, teamOptions{wipLimit: 1}, "CLAUDE_CODE_MAX_RETRIES=0")
+	ctx := claudeCtx(t, 3*time.Minute)
+	id := e.addIssue(ctx, "Hit the rate limit")
+	e.script(id, controller.ModePlan, append([]anthropictest.Turn{{Failure: anthropictest.RateLimited(2*time.Second, time.Now().Add(90*time.Second))}},
+		e.phaseTurns(id, controller.ModePlan)...)...)
+	e.startController()
+	sid := sessionID(id, controller.ModePlan)
+	unit := workerUnit(t, id, controller.ModePlan)
+
+	comment := e.waitEscalated(ctx, id, 0, "rate limit", "429")
+	s, ok := e.session(ctx, id, controller.ModePlan)
+	if !ok || s.Agent == nil || s.Agent.State != api.AgentAPIError {
+		t.Errorf("the planner while escalated: %+v; want its agent in api_error", s.Agent)
+	}
+	st, err := e.mgr.State(ctx, unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := st.MainPID
+	// No restart loop: the worker stays, the same process, over ticks.
+	e.waitTicks(ctx, 3)
+	if st, err = e.mgr.State(ctx, unit); err != nil || st.NRestarts != 0 || st.MainPID != pid || st.ActiveState != "active" {
+		t.Errorf("%s after three ticks: %v (err %v); want active, NRestarts 0, MainPID %d", unit, st, err, pid)
+	}
+	if n := len(e.api.MessageRequests(sid)); n != 1 {
+		t.Errorf("%d requests of the planner while escalated; want 1 (no retries)", n)
+	}
+	if is := e.issue(ctx, id); len(legionComments(is)) != 1 {
+		t.Errorf("Legion's comments %q; want the one escalation", legionComments(is))
+	}
+
+	e.answer(ctx, id, "continue")
+	s = e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompleted(t, s)
+	e.assertAnswered(ctx, id)
+	// The failed turn left no assistant message: the CLI sends the first
+	// prompt and the new one as one user message.
+	reqs := e.api.MessageRequests(sid)
+	if len(reqs) < 2 || !strings.HasSuffix(strings.TrimSpace(reqs[1].LastUserText()), "continue") {
+		got := ""
+		if len(reqs) >= 2 {
+			got = reqs[1].LastUserText()
+		}
+		t.Errorf("the request after the answer has the user text %q; want it to end with the prompt \"continue\"", got)
+	}
+	if !strings.Contains(comment, "failed at the model's API") {
+		t.Errorf("escalated as %q; want the API failure's escalation", comment)
+	}
+	e.assertSessionScripted(sid)
+}
