@@ -321,6 +321,9 @@ func TestClaudeTodoToDone(t *testing.T) {
 	if c := legionComments(is); len(c) != 0 {
 		t.Errorf("Legion escalated (comments %q); want no escalation: every tool allowed, every phase finished", c)
 	}
+	if e.logged("agent state", "state=waiting_permission") {
+		t.Errorf("an agent waited for a permission; want every tool of the phases allowed by the allowlist policy")
+	}
 	for _, m := range allModes {
 		s := e.waitCompleted(ctx, id, m)
 		assertCompleted(t, s)
@@ -376,12 +379,15 @@ func workerID(issue string, mode controller.Mode) string {
 	return claude.SessionID(teamID, issue, string(mode)).String()
 }
 
-// sessionFileLines reads the Claude Code session file of issue's phase
-// mode.
+// claudeSession reads the Claude Code session file of issue's phase mode
+// (the retro's is the implementer's).
 func (e *env) claudeSession(issue string, mode controller.Mode) claudetest.Session {
 	e.t.Helper()
-	_, sid := e.sessionFile(issue, mode)
+	sid := sessionID(issue, mode)
 	files, _ := filepath.Glob(filepath.Join(e.sd.Home, ".claude", "projects", "*", sid+".jsonl"))
+	if len(files) != 1 {
+		e.t.Fatalf("session files of %s %s (%s): %v; want one", issue, mode, sid, files)
+	}
 	s, err := claudetest.ReadSession(files[0])
 	if err != nil {
 		e.t.Fatal(err)
@@ -575,6 +581,7 @@ func TestClaudePermissionApprovedAndDenied(t *testing.T) {
 		t.Errorf("the denial in the session file: %+v (found %v); want an error result \"not now\"", block, ok)
 	}
 	for _, want := range [][]string{
+		{"agent state", "state=waiting_permission", "touch approved.txt"},
 		{"respond: permission", "by=ana", "what=allow", "touch approved.txt"},
 		{"respond: permission", "by=ana", "what=deny", "touch denied.txt", "not now"},
 	} {
