@@ -249,6 +249,14 @@ func decideIssue(is Issue, s State) Decision {
 	labelReviews := s.LabelReviews
 	d := Decision{Issue: is.ID}
 	if is.Status == StatusDone {
+		// The finisher closes the issue itself (legion worktree finish
+		// moves it to Done and takes worker-done away), so Done, not
+		// worker-done, says its phase is over. An agent left at its prompt
+		// would live on, holding a WIP slot, for ever.
+		if w := is.Worker; w.agentIn(api.AgentIdle) && w.Agent.BackgroundTasks == 0 {
+			d.Action, d.Reason = ActionEndWorker, "done, and the "+string(w.Mode)+" worker's turn ended: end it"
+			return d
+		}
 		d.Action, d.Reason = ActionNone, "done"
 		if is.Worker.agentIn(api.AgentIdle) && is.Worker.Agent.BackgroundTasks == 0 {
 			// The finisher closed the issue and its turn ended: nothing
@@ -282,13 +290,9 @@ func decideIssue(is Issue, s State) Decision {
 			"with your comment as the agent's instructions), then add the label " + LabelFeedbackGiven + "."
 		d.AddLabels = []string{LabelInputNeeded}
 		return d
-	case is.Worker != nil && (is.Worker.Blocked || is.Worker.agentIn(api.AgentWaitingAnswer)):
-		d.Action, d.Reason = ActionEscalateBlocked, "the "+string(is.Worker.Mode)+" worker asks a question"
-		d.Comment = "The " + string(is.Worker.Mode) + " agent asks: " + questionText(is.Worker) +
-			"\n\nAnswer in a comment (your words reach the agent as written), then add the label " + LabelFeedbackGiven + "."
-		d.AddLabels = []string{LabelInputNeeded}
-		return d
 	case is.Worker.agentIn(api.AgentAPIError):
+		// Before the question rule: the helper reports this wait as
+		// waiting_input too (Blocked).
 		a := is.Worker.Agent
 		d.Action, d.Reason = ActionEscalateAPIError, "the "+string(is.Worker.Mode)+" worker's turn failed at the API: "+a.Error
 		reset := ""
@@ -298,6 +302,12 @@ func decideIssue(is Issue, s State) Decision {
 		d.Comment = "The " + string(is.Worker.Mode) + " agent's turn failed at the model's API: " + cmp.Or(a.Error, "no reason given") + "." + reset +
 			" It is not restarted (that would fail the same way).\n\nWhen it can go on, comment what it should do next " +
 			"(for instance `continue`), then add the label " + LabelFeedbackGiven + ": your comment becomes its next prompt."
+		d.AddLabels = []string{LabelInputNeeded}
+		return d
+	case is.Worker != nil && (is.Worker.Blocked || is.Worker.agentIn(api.AgentWaitingAnswer)):
+		d.Action, d.Reason = ActionEscalateBlocked, "the "+string(is.Worker.Mode)+" worker asks a question"
+		d.Comment = "The " + string(is.Worker.Mode) + " agent asks: " + questionText(is.Worker) +
+			"\n\nAnswer in a comment (your words reach the agent as written), then add the label " + LabelFeedbackGiven + "."
 		d.AddLabels = []string{LabelInputNeeded}
 		return d
 	case is.Worker.agentIn(api.AgentIdle) && is.HasLabel(LabelWorkerDone):

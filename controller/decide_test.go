@@ -236,6 +236,13 @@ func TestDecideAgentStates(t *testing.T) {
 			Decision{Action: ActionSkip}},
 		{"done-and-idle", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentIdle, Since: now})},
 			Decision{Action: ActionEndWorker}},
+		// The finisher moved the issue to Done itself; its turn ended.
+		{"issue-done-and-idle", Issue{Status: StatusDone, Worker: agent(api.Agent{State: api.AgentIdle, Since: now})},
+			Decision{Action: ActionEndWorker}},
+		{"issue-done-working", Issue{Status: StatusDone, Worker: agent(api.Agent{State: api.AgentWorking, Since: now})},
+			Decision{Action: ActionNone}},
+		{"issue-done-idle-subagent", Issue{Status: StatusDone, Worker: agent(api.Agent{State: api.AgentIdle, Since: now, BackgroundTasks: 1})},
+			Decision{Action: ActionNone}},
 		{"done-working", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentWorking, Since: now})},
 			Decision{Action: ActionSkip}},
 		{"done-idle-subagent", Issue{Status: StatusInProgress, Labels: []string{LabelWorkerDone}, Worker: agent(api.Agent{State: api.AgentIdle, Since: now, BackgroundTasks: 2})},
@@ -271,6 +278,16 @@ func TestDecideAgentStates(t *testing.T) {
 		{"rate-limited", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentAPIError, Since: now, Error: "rate limited (429)", ResetAt: &reset})},
 			Decision{Action: ActionEscalateAPIError, AddLabels: []string{LabelInputNeeded},
 				Comment: "The implement agent's turn failed at the model's API: rate limited (429). The limit lifts at 2026-11-24T13:30:00Z. " +
+					"It is not restarted (that would fail the same way).\n\nWhen it can go on, comment what it should do next (for instance `continue`), " +
+					"then add the label user-feedback-given: your comment becomes its next prompt."}},
+		{"rate-limited-blocked", Issue{Status: StatusInProgress, Worker: func() *Worker {
+			// The helper reports an API failure as waiting_input too.
+			w := agent(api.Agent{State: api.AgentAPIError, Since: now, Error: "rate_limit: API Error: Request rejected (429)"})
+			w.Blocked, w.Question = true, "its turn failed at the API: rate_limit: API Error: Request rejected (429)"
+			return w
+		}()},
+			Decision{Action: ActionEscalateAPIError, AddLabels: []string{LabelInputNeeded},
+				Comment: "The implement agent's turn failed at the model's API: rate_limit: API Error: Request rejected (429). " +
 					"It is not restarted (that would fail the same way).\n\nWhen it can go on, comment what it should do next (for instance `continue`), " +
 					"then add the label user-feedback-given: your comment becomes its next prompt."}},
 		{"rate-limited-escalated", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded}, Worker: agent(api.Agent{State: api.AgentAPIError, Since: now})},

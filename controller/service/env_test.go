@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
@@ -50,6 +52,7 @@ type env struct {
 	logFile    string // the helper's, the controller's and the workers' output
 	team       *team.Team
 	store      *local.Store
+	api        *anthropictest.Server // the fake Anthropic API of a Claude team (startClaude); nil otherwise
 }
 
 // teamOptions are the parts of the team's config a test varies.
@@ -64,6 +67,12 @@ type teamOptions struct {
 	// also turns the controller's watchdog off, so nothing but the
 	// helper's session events wakes it between ticks.
 	interval string
+	// claude is the real Claude Code CLI's path (startClaude sets it):
+	// the team's agent, with the default argv and kind, instead of the
+	// scripted agent.
+	claude string
+	// idleGrace is the team's idle_grace ("" leaves the default).
+	idleGrace string
 }
 
 // start sets up the env; the controller is not started yet (issues can be
@@ -99,17 +108,26 @@ func start(t *testing.T, script string, o teamOptions) *env {
 	e.git(e.ws, "add", "README")
 	e.git(e.ws, "commit", "-q", "-m", "first")
 
-	scriptFile := filepath.Join(sd.Home, "agent.script")
-	script = strings.ReplaceAll(script, "@LEGION@", bin)
-	if err := os.WriteFile(scriptFile, []byte(script), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if o.staleAfter == "" {
 		o.staleAfter = "3s"
 	}
-	agent := fmt.Sprintf(`"/usr/bin/env", "LEGION_SCRIPT_FILE=%s", "%s", "scripted-agent"`, scriptFile, bin)
-	if o.agent != "" {
+	var agent string
+	switch {
+	case o.agent != "":
 		agent = o.agent
+	case o.claude != "":
+		agent = strconv.Quote(o.claude)
+	default:
+		scriptFile := filepath.Join(sd.Home, "agent.script")
+		script = strings.ReplaceAll(script, "@LEGION@", bin)
+		if err := os.WriteFile(scriptFile, []byte(script), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		agent = fmt.Sprintf(`"/usr/bin/env", "LEGION_SCRIPT_FILE=%s", "%s", "scripted-agent"`, scriptFile, bin)
+	}
+	idleGrace := ""
+	if o.idleGrace != "" {
+		idleGrace = fmt.Sprintf("idle_grace = %q\n", o.idleGrace)
 	}
 	toml := fmt.Sprintf(`[helper]
 log_level = "debug"
@@ -128,7 +146,7 @@ start_limit_burst = %d
 start_limit_interval = "10m"
 agent.new = [%s, "--session-id", "{session_id}", "{prompt}"]
 agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
-`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, cmp.Or(o.startLimitBurst, 20), agent, agent)
+%s`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, cmp.Or(o.startLimitBurst, 20), agent, agent, idleGrace)
 	cfgDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion")
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
 		t.Fatal(err)
