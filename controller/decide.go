@@ -258,11 +258,6 @@ func decideIssue(is Issue, s State) Decision {
 			return d
 		}
 		d.Action, d.Reason = ActionNone, "done"
-		if is.Worker.agentIn(api.AgentIdle) && is.Worker.Agent.BackgroundTasks == 0 {
-			// The finisher closed the issue and its turn ended: nothing
-			// else would ever end it.
-			d.Action, d.Reason = ActionEndWorker, "done, and the "+string(is.Worker.Mode)+" worker's turn ended: end it"
-		}
 		return d
 	}
 	switch {
@@ -299,7 +294,7 @@ func decideIssue(is Issue, s State) Decision {
 		if a.ResetAt != nil {
 			reset = " The limit lifts at " + a.ResetAt.UTC().Format(time.RFC3339) + "."
 		}
-		d.Comment = "The " + string(is.Worker.Mode) + " agent's turn failed at the model's API: " + cmp.Or(a.Error, "no reason given") + "." + reset +
+		d.Comment = "The " + string(is.Worker.Mode) + " agent's turn failed at the model's API: " + strings.TrimRight(cmp.Or(a.Error, "no reason given"), ".") + "." + reset +
 			" It is not restarted (that would fail the same way).\n\nWhen it can go on, comment what it should do next " +
 			"(for instance `continue`), then add the label " + LabelFeedbackGiven + ": your comment becomes its next prompt."
 		d.AddLabels = []string{LabelInputNeeded}
