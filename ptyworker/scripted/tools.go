@@ -1,0 +1,533 @@
+package scripted
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/legion-dev/legion/ptyworker/claude"
+)
+
+// toolCall is one tool call of the current turn.
+type toolCall struct {
+	id, name string
+	input    any
+	start    time.Time
+}
+
+// startTool records a tool_use and fires PreToolUse.
+func (a *agent) startTool(ctx context.Context, name string, input any) (*toolCall, error) {
+	id, err := a.sess.toolUse(name, input)
+	if err != nil {
+		return nil, err
+	}
+	c := &toolCall{id: id, name: name, input: input, start: time.Now()}
+	a.fire(ctx, EventPreToolUse, name, object{
+		{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"effort", effort},
+		{"tool_name", name}, {"tool_input", input}, {"tool_use_id", id},
+	})
+	return c, nil
+}
+
+// endTool records the tool's result and fires PostToolUse with response
+// (and postInput as its tool_input, nil for the call's own).
+func (a *agent) endTool(ctx context.Context, c *toolCall, r toolResult, postInput, response any) error {
+	if err := a.sess.toolResult(c.id, r); err != nil {
+		return err
+	}
+	if postInput == nil {
+		postInput = c.input
+	}
+	a.fire(ctx, EventPostToolUse, c.name, object{
+		{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"effort", effort},
+		{"tool_name", c.name}, {"tool_input", postInput}, {"tool_response", response},
+		{"tool_use_id", c.id}, {"duration_ms", time.Since(c.start).Milliseconds()},
+	})
+	return nil
+}
+
+// permissionRequest fires PermissionRequest for c and, while it runs or
+// a dialog is open, the permission_prompt Notification after permNotify.
+// The returned done stops that timer (waiting for a notification hook that
+// is running); call it once the person or the hook has decided.
+func (a *agent) permissionRequest(ctx context.Context, c *toolCall, suggestions any) (*Decision, func()) {
+	decided := make(chan struct{})
+	ended := make(chan struct{})
+	go func() { // ends at the decision, or after the notification
+		defer close(ended)
+		t := time.NewTimer(a.permNotify)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			a.fire(ctx, EventNotification, "permission_prompt", object{
+				{"prompt_id", a.promptID}, {"message", "Claude needs your permission"}, {"notification_type", "permission_prompt"},
+			})
+		case <-decided:
+		case <-ctx.Done():
+		}
+	}()
+	var once sync.Once
+	done := func() {
+		once.Do(func() { close(decided) })
+		<-ended
+	}
+	fields := object{
+		{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"effort", effort},
+		{"tool_name", c.name}, {"tool_input", c.input},
+	}
+	if suggestions != nil {
+		fields = append(fields, field{"permission_suggestions", suggestions})
+	}
+	return a.fire(ctx, EventPermissionRequest, c.name, fields), done
+}
+
+// Permission decisions as the session file records them.
+var (
+	acceptedByConfig = map[string]any{"decision": "accept", "source": "config"}
+	acceptedByHook   = map[string]any{"decision": "accept", "source": "hook"}
+	acceptedOnce     = map[string]any{"decision": "accept", "source": "user_temporary", "grantScope": "once", "reasonCode": "unknown"}
+	acceptedSession  = map[string]any{"decision": "accept", "source": "user_temporary", "grantScope": "session", "reasonCode": "unknown"}
+)
+
+// declined ends a tool call the person declined in its dialog: the
+// rejected tool_result, then the interruption; the turn is over, without
+// Stop (Claude Code fires no Stop for a turn the user interrupted).
+func (a *agent) declined(c *toolCall) error {
+	a.denied = true
+	a.say("declined: %s", c.name)
+	if err := a.sess.toolResult(c.id, rejected); err != nil {
+		return err
+	}
+	if err := a.sess.interrupted(); err != nil {
+		return err
+	}
+	return errTurnOver
+}
+
+// deniedBy ends a tool call a PermissionRequest hook or a rule denied:
+// the agent is told why and its turn goes on.
+func (a *agent) deniedBy(c *toolCall, message string) error {
+	a.denied = true
+	a.say("denied: %s", message)
+	return a.sess.toolResult(c.id, toolResult{content: message, isError: true, useResult: "Error: " + message})
+}
+
+// bash is a Bash tool call checked against the permissions: allowed by a
+// rule or the mode it runs; denied by a rule (or dontAsk) the agent is
+// told; otherwise PermissionRequest decides, or else the dialog.
+func (a *agent) bash(ctx context.Context, command string) error {
+	first, _, _ := strings.Cut(strings.TrimSpace(command), " ")
+	input := map[string]string{"command": command, "description": "Run " + command}
+	c, err := a.startTool(ctx, "Bash", input)
+	if err != nil {
+		return err
+	}
+	a.denied = false
+	permission := acceptedByConfig
+	switch a.policy.bash(command) {
+	case verdictDeny:
+		return a.deniedBy(c, fmt.Sprintf("Permission to use Bash with command %s has been denied.", command))
+	case verdictAsk:
+		suggestions := []any{map[string]any{
+			"type": "addRules", "rules": []any{map[string]string{"toolName": "Bash", "ruleContent": first + ":*"}},
+			"behavior": "allow", "destination": "session",
+		}}
+		d, done := a.permissionRequest(ctx, c, suggestions)
+		switch {
+		case d != nil && d.Behavior == "allow":
+			done()
+			permission = acceptedByHook
+		case d != nil:
+			done()
+			msg := d.Message
+			if msg == "" {
+				msg = "Permission to use Bash has been denied."
+			}
+			if err := a.deniedBy(c, msg); err != nil || !d.Interrupt {
+				return err
+			}
+			if err := a.sess.interrupted(); err != nil {
+				return err
+			}
+			return errTurnOver
+		default:
+			choice, err := a.permissionDialog(ctx, command, input["description"])
+			done()
+			if err != nil {
+				return err
+			}
+			switch choice {
+			case choiceNo:
+				return a.declined(c)
+			case choiceAlways:
+				a.say("allowed from now on: %s", a.policy.dontAskAgain(command))
+				permission = acceptedSession
+			default:
+				permission = acceptedOnce
+			}
+		}
+	}
+	return a.runBash(ctx, c, command, permission)
+}
+
+// runBash runs an allowed Bash command with sh -c, its output also on the
+// terminal. A command that fails is a failed tool call (is_error, and
+// PostToolUseFailure instead of PostToolUse); the turn goes on.
+func (a *agent) runBash(ctx context.Context, c *toolCall, command string, permission any) error {
+	var stdout, stderr strings.Builder
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.Dir = a.o.Cwd
+	cmd.Env = a.o.Environ
+	cmd.Stdout = io.MultiWriter(a.o.Stdout, &stdout)
+	cmd.Stderr = io.MultiWriter(a.o.Stdout, &stderr)
+	runErr := cmd.Run()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	out := strings.TrimRight(strings.Join(nonEmpty(stdout.String(), stderr.String()), "\n"), "\n")
+	var exit *exec.ExitError
+	if runErr != nil && !errors.As(runErr, &exit) {
+		return fmt.Errorf("bash %q: %w", command, runErr)
+	}
+	if runErr != nil {
+		msg := fmt.Sprintf("Exit code %d", exit.ExitCode())
+		if out != "" {
+			msg += "\n" + out
+		}
+		if err := a.sess.toolResult(c.id, toolResult{content: msg, isError: true, useResult: "Error: " + msg, permission: permission}); err != nil {
+			return err
+		}
+		a.fire(ctx, EventPostToolUseFailure, c.name, object{
+			{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"effort", effort},
+			{"tool_name", c.name}, {"tool_input", c.input}, {"tool_use_id", c.id},
+			{"error", msg}, {"is_interrupt", false},
+		})
+		return nil
+	}
+	content := out
+	if content == "" {
+		content = "(Bash completed with no output)"
+	}
+	response := bashResponse(stdout.String(), stderr.String())
+	return a.endTool(ctx, c, toolResult{content: content, useResult: response, permission: permission}, nil, response)
+}
+
+// bashResponse is a Bash call's toolUseResult and PostToolUse
+// tool_response.
+func bashResponse(stdout, stderr string) map[string]any {
+	return map[string]any{
+		"stdout": strings.TrimRight(stdout, "\n"), "stderr": strings.TrimRight(stderr, "\n"),
+		"interrupted": false, "isImage": false, "noOutputExpected": stdout == "" && stderr == "",
+	}
+}
+
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// runCmd runs a command in the working directory (argv, no shell, no
+// permission check), its output on the terminal, recorded as a Bash tool
+// call; a failure ends the agent with an error.
+func (a *agent) runCmd(ctx context.Context, s step) error {
+	argv := make([]string, len(s.words))
+	for i, w := range s.words {
+		argv[i] = a.expand(w)
+	}
+	input := map[string]string{"command": strings.Join(argv, " "), "description": "scripted run"}
+	c, err := a.startTool(ctx, "Bash", input)
+	if err != nil {
+		return err
+	}
+	var out strings.Builder
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = a.o.Cwd
+	cmd.Env = a.o.Environ
+	cmd.Stdout = io.MultiWriter(a.o.Stdout, &out)
+	cmd.Stderr = io.MultiWriter(a.o.Stdout, &out)
+	runErr := cmd.Run()
+	response := bashResponse(out.String(), "")
+	if err := a.endTool(ctx, c, toolResult{content: out.String(), isError: runErr != nil, useResult: response, permission: acceptedByConfig}, nil, response); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return fmt.Errorf("script line %d: run %s: %w", s.line, argv[0], runErr)
+	}
+	return nil
+}
+
+// work is a Bash tool call that appends a progress line every tick (the
+// scripted agent's signs of life; Claude Code writes nothing while a tool
+// runs).
+func (a *agent) work(ctx context.Context, d time.Duration) error {
+	c, err := a.startTool(ctx, "Bash", map[string]string{"command": "sleep " + d.String(), "description": "scripted work"})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for n := 1; time.Since(start) < d; n++ {
+		if err := sleep(ctx, min(a.tick, d-time.Since(start))); err != nil {
+			return err
+		}
+		err := a.sess.progress(c.id, map[string]any{"type": "bash_progress", "output": fmt.Sprintf("working %d", n), "elapsedTimeSeconds": int(time.Since(start).Seconds())})
+		if err != nil {
+			return err
+		}
+	}
+	response := bashResponse("work done", "")
+	return a.endTool(ctx, c, toolResult{content: "work done", useResult: response, permission: acceptedByConfig}, nil, response)
+}
+
+// Texts of Claude Code's AskUserQuestion dialog.
+const (
+	askTypeSomething = "Type something."
+	askChat          = "Chat about this"
+	askFooter        = "Enter to select · ↑/↓ to navigate · Esc to cancel"
+)
+
+// ask is an AskUserQuestion tool call with Claude Code's dialog: a digit
+// picks an option at once, the digit of "Type something." then a line of
+// text answers with the text, Esc (or "Chat about this") declines and
+// ends the turn. Typed text with no digit in it picks nothing until
+// Enter, which picks the highlighted option: the first.
+func (a *agent) ask(ctx context.Context, s step) error {
+	question := a.expand(s.text)
+	labels := s.options
+	if len(labels) == 0 {
+		labels = []string{"Yes", "No"}
+	}
+	var options []map[string]string
+	for _, l := range labels {
+		l = a.expand(l)
+		options = append(options, map[string]string{"label": l, "description": l})
+	}
+	item := map[string]any{"question": question, "header": "Question", "options": options, "multiSelect": false}
+	questions := []any{item}
+	c, err := a.startTool(ctx, claude.AskUserQuestion, map[string]any{"questions": questions})
+	if err != nil {
+		return err
+	}
+	a.denied = false
+	d, done := a.permissionRequest(ctx, c, nil)
+	defer done()
+	if d != nil && d.Behavior == "deny" {
+		done()
+		return a.deniedBy(c, cmpOr(d.Message, "The user declined to answer."))
+	}
+
+	a.say("question: %s", question)
+	a.term.printf("\n ☐ Question\n\n %s\n\n", question)
+	menu := append(append([]string(nil), labels...), askTypeSomething, askChat)
+	i, err := a.term.menu(ctx, menu, askFooter)
+	if err != nil {
+		return err
+	}
+	var answer string
+	typed := false
+	switch {
+	case i >= 0 && i < len(labels):
+		answer = options[i]["label"]
+	case i == len(labels): // Type something.
+		a.term.printf(" > ")
+		text, ok, err := a.term.line(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			done()
+			return a.declined(c)
+		}
+		answer, typed = text, true
+	default: // Esc, or Chat about this
+		done()
+		return a.declined(c)
+	}
+	done()
+	a.answer = answer
+	a.say("answered: %s", answer)
+	content := fmt.Sprintf(`Your questions have been answered: "%s"="%s". You can now continue with these answers in mind.`, question, answer)
+	if typed {
+		content = fmt.Sprintf(`The user answered: "%s"="%s". Read the answers carefully — they may request clarification, changes, or that you not proceed — and follow what they actually say.`, question, answer)
+	}
+	result := map[string]any{"questions": questions, "answers": map[string]string{question: answer}, "annotations": map[string]any{}}
+	return a.endTool(ctx, c, toolResult{content: content, useResult: result, permission: acceptedOnce}, result, result)
+}
+
+func cmpOr(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+// subagentTask is a subagent running in the background.
+type subagentTask struct {
+	id, description, agentType, toolUseID, promptID string
+	transcriptPath                                   string
+	lastText                                         string
+}
+
+// subagent is an Agent tool call, launched in the background as Claude
+// Code does: SubagentStart, then the turn goes on while the subagent
+// writes <session>/subagents/agent-<id>.jsonl every tick for d (the
+// session file itself is quiet). At its end SubagentStop fires, and once
+// the agent is at its prompt, a turn for the completion notice follows.
+func (a *agent) subagent(ctx context.Context, d time.Duration) error {
+	prompt := "scripted subagent for " + d.String()
+	t := &subagentTask{
+		id: "a" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16], description: "scripted subagent",
+		agentType: "general-purpose", promptID: a.promptID,
+	}
+	input := map[string]string{"description": t.description, "prompt": prompt, "subagent_type": t.agentType}
+	c, err := a.startTool(ctx, "Agent", input)
+	if err != nil {
+		return err
+	}
+	t.toolUseID = c.id
+	meta := map[string]any{"agentType": t.agentType, "description": t.description, "toolUseId": c.id, "requestShape": "background"}
+	sub, err := openSubagent(a.path, a.sess.sessionID, a.o.Cwd, t.id, meta)
+	if err != nil {
+		return err
+	}
+	t.transcriptPath = sub.path
+	sub.promptID = a.promptID
+	if err := sub.user(prompt); err != nil {
+		sub.Close()
+		return err
+	}
+	a.fire(ctx, EventSubagentStart, t.agentType, object{{"prompt_id", a.promptID}, {"agent_id", t.id}, {"agent_type", t.agentType}})
+	a.bgMu.Lock()
+	a.bgRun = append(a.bgRun, t)
+	a.bgMu.Unlock()
+	a.bgWG.Add(1)
+	go a.runSubagent(ctx, t, sub, d, a.policy.mode)
+	response := map[string]any{
+		"isAsync": true, "status": "async_launched", "agentId": t.id, "description": t.description,
+		"resolvedModel": model, "prompt": prompt, "canReadOutputFile": false, "canContinueAgent": false,
+	}
+	launched := []any{textBlock{Type: "text", Text: "Async agent launched successfully.\nagentId: " + t.id}}
+	return a.endTool(ctx, c, toolResult{content: launched, useResult: response, permission: acceptedByConfig}, nil, response)
+}
+
+// runSubagent is a subagent's goroutine: it ends after d, or when ctx
+// ends (then without SubagentStop).
+func (a *agent) runSubagent(ctx context.Context, t *subagentTask, sub *transcript, d time.Duration, mode string) {
+	defer a.bgWG.Done()
+	defer sub.Close()
+	start := time.Now()
+	for n := 1; time.Since(start) < d; n++ {
+		if sleep(ctx, min(a.tick, d-time.Since(start))) != nil {
+			return
+		}
+		t.lastText = fmt.Sprintf("subagent step %d", n)
+		if err := sub.assistant(textBlock{Type: "text", Text: t.lastText}); err != nil {
+			a.say("subagent %s: %v", t.id, err)
+			break
+		}
+	}
+	t.lastText = "Subagent report: done."
+	if err := sub.assistant(textBlock{Type: "text", Text: t.lastText}); err != nil {
+		a.say("subagent %s: %v", t.id, err)
+	}
+	a.fire(ctx, EventSubagentStop, t.agentType, object{
+		{"prompt_id", t.promptID}, {"permission_mode", mode}, {"agent_id", t.id}, {"agent_type", t.agentType},
+		{"effort", effort}, {"stop_hook_active", false}, {"agent_transcript_path", t.transcriptPath},
+		{"last_assistant_message", t.lastText}, {"background_tasks", a.backgroundTasks()}, {"session_crons", []any{}},
+	})
+	a.bgMu.Lock()
+	for i, r := range a.bgRun {
+		if r == t {
+			a.bgRun = append(a.bgRun[:i], a.bgRun[i+1:]...)
+			break
+		}
+	}
+	a.bgDone = append(a.bgDone, t)
+	a.bgMu.Unlock()
+	select {
+	case a.bgWake <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// backgroundTasks lists the running subagents as Stop's background_tasks.
+func (a *agent) backgroundTasks() []any {
+	a.bgMu.Lock()
+	defer a.bgMu.Unlock()
+	tasks := []any{}
+	for _, t := range a.bgRun {
+		tasks = append(tasks, map[string]string{"id": t.id, "type": "subagent", "status": "running", "description": t.description, "agent_type": t.agentType})
+	}
+	return tasks
+}
+
+// subagentsDone runs, for each finished subagent, the turn its completion
+// notice starts (UserPromptSubmit with the notice, a short reply, Stop).
+func (a *agent) subagentsDone(ctx context.Context) error {
+	a.bgMu.Lock()
+	done := a.bgDone
+	a.bgDone = nil
+	a.bgMu.Unlock()
+	for _, t := range done {
+		notice := fmt.Sprintf("<task-notification>\n<task-id>%s</task-id>\n<tool-use-id>%s</tool-use-id>\n<status>completed</status>\n<summary>Agent \"%s\" finished</summary>\n<result>%s</result>\n</task-notification>",
+			t.id, t.toolUseID, t.description, t.lastText)
+		a.term.printf("\n")
+		a.say("subagent %s finished", t.id)
+		a.begin(notice)
+		if err := a.sess.user(notice); err != nil {
+			return err
+		}
+		a.fire(ctx, EventUserPromptSubmit, "", object{{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"prompt", notice}})
+		a.lastText = "Subagent done."
+		if err := a.sess.assistant(textBlock{Type: "text", Text: a.lastText}); err != nil {
+			return err
+		}
+		if err := a.stop(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apiErrorKinds are the error types of StopFailure.
+var apiErrorKinds = []string{"rate_limit", "authentication_failed", "billing_error", "invalid_request", "server_error", "max_output_tokens", "unknown"}
+
+// apiError ends the turn as a failed API call does: Claude Code's
+// synthetic API error message, then StopFailure instead of Stop.
+func (a *agent) apiError(ctx context.Context, kind, message string) error {
+	if message == "" {
+		message = defaultAPIErrorText[kind]
+	}
+	text := "API Error: " + message
+	if err := a.sess.apiError(kind, text); err != nil {
+		return err
+	}
+	a.lastText = text
+	a.say("turn failed: %s", text)
+	a.fire(ctx, EventStopFailure, kind, object{
+		{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"effort", effort},
+		{"error", kind}, {"error_details", message}, {"last_assistant_message", text},
+	})
+	return errTurnOver
+}
+
+// defaultAPIErrorText is the message of an apierror step without one.
+var defaultAPIErrorText = map[string]string{
+	"rate_limit":            "Request rejected (429) · This request would exceed the rate limit for your organization",
+	"authentication_failed": "401 · Invalid API key · Please run /login",
+	"billing_error":         "Credit balance is too low",
+	"invalid_request":       "400 · Invalid request",
+	"server_error":          "500 · Internal server error",
+	"max_output_tokens":     "Claude's response exceeded the output token maximum",
+	"unknown":               "Unknown error",
+}
