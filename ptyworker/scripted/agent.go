@@ -131,8 +131,22 @@ func Main(ctx context.Context, args []string, stdin *os.File, stdout io.Writer) 
 		}
 	}()
 	restore := rawTerminal(stdin)
-	err = Run(ctx, o)
-	restore()
+	defer restore()
+	ran := make(chan error, 1)
+	go func() { ran <- Run(ctx, o) }() // ends with Run; left behind only if a signal's exit has to go first
+	select {
+	case err = <-ran:
+	case <-ctx.Done():
+		// A signal (or the caller) ends the agent at once: Run gets the
+		// time of its SessionEnd hook and a little more, no longer.
+		t := time.NewTimer(sessionEndHookTimeout + time.Second)
+		defer t.Stop()
+		select {
+		case err = <-ran:
+		case <-t.C:
+			err = context.Cause(ctx)
+		}
+	}
 	signal.Stop(sigs)
 	close(sigs)
 	<-caught
@@ -253,6 +267,7 @@ type agent struct {
 	answer    string // the last question's answer
 	denied    bool   // the last bash or ask step was denied (if-denied)
 	turnStart time.Time
+	queued    []string // prompts submitted during the turn, already announced by UserPromptSubmit
 
 	// Background subagents: bg* guarded by bgMu; bgWake has a value when
 	// bgDone holds finished ones; bgWG counts their goroutines.
@@ -271,28 +286,37 @@ func (a *agent) say(format string, args ...any) {
 // loop runs the turns: the prompt of the command line, then each one typed
 // at the prompt.
 func (a *agent) loop(ctx context.Context) error {
-	prompt := a.o.Args.Prompt
+	prompt, submitted := a.o.Args.Prompt, false
 	for {
 		if prompt != "" {
-			if err := a.turn(ctx, prompt); err != nil {
+			if err := a.turn(ctx, prompt, submitted); err != nil {
 				return err
 			}
+		}
+		if len(a.queued) > 0 {
+			prompt, submitted = a.queued[0], true
+			a.queued = a.queued[1:]
+			continue
 		}
 		var err error
 		if prompt, err = a.idle(ctx); err != nil {
 			return err
 		}
+		submitted = false
 	}
 }
 
 // turn runs the script for one prompt and ends the turn with Stop, unless
-// a step ended it otherwise.
-func (a *agent) turn(ctx context.Context, prompt string) error {
+// a step ended it otherwise. UserPromptSubmit fires first unless the
+// prompt was submitted (and announced) during the last turn.
+func (a *agent) turn(ctx context.Context, prompt string, submitted bool) error {
 	a.begin(prompt)
 	if err := a.sess.user(prompt); err != nil {
 		return err
 	}
-	a.fire(ctx, EventUserPromptSubmit, "", object{{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"prompt", prompt}})
+	if !submitted {
+		a.fire(ctx, EventUserPromptSubmit, "", object{{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"prompt", prompt}})
+	}
 	for _, s := range a.steps {
 		if !a.holds(s) {
 			continue

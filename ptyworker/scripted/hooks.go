@@ -3,8 +3,8 @@ package scripted
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
@@ -176,8 +176,11 @@ func (h *hookRunner) run(ctx context.Context, event string, hk Hook, stdin []byt
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = hookOutputCloseWaitDelay
 	err := cmd.Run()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("killed after its timeout of %v", timeoutFor(event, hk))
+	}
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("ended after %v: %w", timeoutFor(event, hk), ctx.Err())
+		return nil, nil // the agent no longer waits for it (a key decided, or it is ending)
 	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
@@ -213,6 +216,3 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*limitedBuffer)(nil)
-
-// errHookDenied is returned for a tool call a hook or a rule denied.
-var errHookDenied = errors.New("denied")

@@ -85,11 +85,10 @@ func (p *policy) dontAskAgain(cmd string) Rule {
 	return r
 }
 
-// Permission dialog wording, as Claude Code shows it for Bash.
+// Permission dialog wording, as Claude Code 2.1.330 shows it for Bash.
 const (
 	permissionQuestion = "Do you want to proceed?"
-	permissionYes      = "Yes"
-	permissionNo       = "No, and tell Claude what to do differently (esc)"
+	permissionFooter   = "Esc to cancel · Tab to amend"
 )
 
 // permissionChoice is what the person picked in the dialog.
@@ -99,75 +98,127 @@ const (
 	choiceYes permissionChoice = iota
 	choiceAlways
 	choiceNo
+	choiceHook // the PermissionRequest hook decided first
 )
 
-// permissionDialog shows Claude Code's Bash permission dialog and reads
-// the choice: a digit picks at once, Up/Down and Enter pick the
-// highlighted one (Yes at first), Esc is No.
-func (a *agent) permissionDialog(ctx context.Context, command, description string) (permissionChoice, error) {
+// permissionDialog shows Claude Code's Bash permission dialog while the
+// PermissionRequest hook runs, and returns what decides first: a key (a
+// digit picks at once; Up/Down and Enter pick the highlighted option, Yes
+// at first; Esc is No) or the hook's decision (choiceHook, with it). A
+// hook that ends without a decision leaves the dialog open.
+func (a *agent) permissionDialog(ctx context.Context, command, description string, hook <-chan *Decision) (permissionChoice, *Decision, error) {
 	first, _, _ := strings.Cut(strings.TrimSpace(command), " ")
 	t := a.term
 	t.printf("\n Bash command\n\n   %s\n   %s\n\n %s\n", command, description, permissionQuestion)
 	labels := []string{
-		permissionYes,
+		"Yes",
 		"Yes, and don't ask again for " + first + " commands in " + a.o.Cwd,
-		permissionNo,
+		"Yes, and switch to auto mode",
+		"No",
 	}
-	i, err := t.menu(ctx, labels, "")
-	if err != nil {
-		return choiceNo, err
+	r, err := t.menu(ctx, menu{labels: labels, footer: permissionFooter, textAt: -1}, hook)
+	switch {
+	case err != nil:
+		return choiceNo, nil, err
+	case r.decision != nil:
+		return choiceHook, r.decision, nil
+	case r.index == 0 || r.index == 2:
+		return choiceYes, nil, nil
+	case r.index == 1:
+		return choiceAlways, nil, nil
 	}
-	switch i {
-	case 0:
-		return choiceYes, nil
-	case 1:
-		return choiceAlways, nil
-	}
-	return choiceNo, nil
+	return choiceNo, nil, nil
 }
 
-// menu shows numbered labels, then footer (if any), and reads the choice,
-// returning its index or -1 for Esc: a digit picks its label at once (other digits and other
-// keys are ignored, so typed text picks nothing unless it holds a digit),
-// Up and Down move the highlight, Enter picks the highlighted label, which
-// is the first at the start.
-func (t *terminal) menu(ctx context.Context, labels []string, footer string) (int, error) {
+// menu is a dialog's numbered options.
+type menu struct {
+	labels []string
+	footer string // shown below the options, "" for none
+	textAt int    // the index of the option that takes typed text ("Type something."), -1 for none
+}
+
+// menuResult is how a menu ended.
+type menuResult struct {
+	index    int       // the option picked, -1 for Esc
+	text     string    // typed at the textAt option
+	decision *Decision // the hook decided first (index is -1)
+}
+
+// menu shows m and reads the choice. A digit picks its option at once,
+// but the digit of the textAt option only moves the highlight there; Up
+// and Down move it; Enter picks the highlighted option, which is the
+// first at the start; other keys are ignored (so typed text picks the
+// first option at its Enter, unless it holds a digit), except that with
+// the highlight on the textAt option they are typed into it and Enter
+// submits that text. Esc returns index -1. A decision on hook ends the
+// menu; a nil one (the hook ended without one) leaves it open.
+func (t *terminal) menu(ctx context.Context, m menu, hook <-chan *Decision) (menuResult, error) {
 	sel := 0
+	var text []rune
 	show := func() {
-		for i, l := range labels {
+		for i, l := range m.labels {
 			mark := "  "
 			if i == sel {
 				mark = "❯ "
 			}
+			if i == m.textAt && len(text) > 0 {
+				l = string(text)
+			}
 			t.printf(" %s%d. %s\n", mark, i+1, l)
 		}
-		if footer != "" {
-			t.printf("\n %s\n", footer)
+		if m.footer != "" {
+			t.printf("\n %s\n", m.footer)
 		}
 	}
 	show()
 	for {
-		k, err := t.next(ctx)
-		if err != nil {
-			return -1, err
+		var k key
+		select {
+		case d := <-hook:
+			if d != nil {
+				return menuResult{index: -1, decision: d}, nil
+			}
+			hook = nil
+			continue
+		case kk, ok := <-t.input():
+			if !ok {
+				return menuResult{index: -1}, errTerminalClosed
+			}
+			k = kk
+		case <-ctx.Done():
+			return menuResult{index: -1}, ctx.Err()
 		}
-		switch k.kind {
-		case keyEsc:
-			return -1, nil
-		case keyEnter:
-			return sel, nil
-		case keyUp, keyDown:
+		switch {
+		case k.kind == keyEsc:
+			return menuResult{index: -1}, nil
+		case k.kind == keyEnter && sel == m.textAt:
+			if len(text) > 0 {
+				return menuResult{index: sel, text: string(text)}, nil
+			}
+		case k.kind == keyEnter:
+			return menuResult{index: sel}, nil
+		case k.kind == keyUp || k.kind == keyDown:
 			if k.kind == keyUp && sel > 0 {
 				sel--
-			} else if k.kind == keyDown && sel < len(labels)-1 {
+			} else if k.kind == keyDown && sel < len(m.labels)-1 {
 				sel++
 			}
 			t.printf("\n")
 			show()
-		case keyRune:
-			if n, err := strconv.Atoi(string(k.r)); err == nil && n >= 1 && n <= len(labels) {
-				return n - 1, nil
+		case sel == m.textAt && (k.kind == keyRune || k.kind == keyBackspace):
+			text, _ = t.edit(text, k)
+		case k.kind == keyRune:
+			n, err := strconv.Atoi(string(k.r))
+			if err != nil || n < 1 || n > len(m.labels) {
+				continue
 			}
+			if n-1 != m.textAt {
+				return menuResult{index: n - 1}, nil
+			}
+			sel = n - 1
+			t.printf("\n")
+			show()
+			t.printf(" > ")
 		}
 	}
 }

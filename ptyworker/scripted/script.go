@@ -36,12 +36,18 @@ type step struct {
 	kind  string
 	text  string // say: the text; ask: the question; the raw argument otherwise
 
-	options []string       // ask
+	questions []askQuestion // ask
 	words   []string       // run: argv before expansion
 	dur     time.Duration  // work, subagent, tick, sleep, permission-notify, idle-notify
 	code    int            // crash, exit
 	signal  syscall.Signal // crash with a signal
 	errKind string         // apierror: the error type; text is the message
+}
+
+// askQuestion is one question of an ask step, before expansion.
+type askQuestion struct {
+	text, header string
+	options      []string
 }
 
 // cond is one condition prefix of a line.
@@ -103,15 +109,25 @@ func parseLine(line string) (step, error) {
 			return step{}, fmt.Errorf("say needs text")
 		}
 	case stepAsk:
-		parts := strings.Split(s.text, "|")
-		s.text = strings.TrimSpace(parts[0])
-		for _, o := range parts[1:] {
-			if o = strings.TrimSpace(o); o != "" {
-				s.options = append(s.options, o)
+		forms := strings.Split(s.text, ";;")
+		for i, form := range forms {
+			parts := strings.Split(form, "|")
+			q := askQuestion{text: strings.TrimSpace(parts[0]), header: "Question"}
+			if len(forms) > 1 {
+				q.header = fmt.Sprintf("Question %d", i+1)
 			}
-		}
-		if s.text == "" {
-			return step{}, fmt.Errorf("ask needs a question")
+			for _, o := range parts[1:] {
+				if o = strings.TrimSpace(o); o != "" {
+					q.options = append(q.options, o)
+				}
+			}
+			if q.text == "" {
+				return step{}, fmt.Errorf("ask needs a question before each | and after each ;;")
+			}
+			if len(q.options) > 8 {
+				return step{}, fmt.Errorf("ask %q: at most 8 options, so that each has a digit", q.text)
+			}
+			s.questions = append(s.questions, q)
 		}
 	case stepRun:
 		words, err := splitWords(s.text)

@@ -44,6 +44,8 @@ type line struct {
 	Message                 any     `json:"message,omitempty"`
 	IsAPIErrorMessage       bool    `json:"isApiErrorMessage,omitempty"`
 	Error                   string  `json:"error,omitempty"` // an API error message's kind
+	APIErrorStatus          int     `json:"apiErrorStatus,omitempty"`
+	APIErrorType            string  `json:"apiErrorType,omitempty"`
 	Data                    any     `json:"data,omitempty"`
 	ToolUseID               string  `json:"toolUseID,omitempty"`
 	ParentToolUseID         string  `json:"parentToolUseID,omitempty"`
@@ -287,8 +289,8 @@ func (t *transcript) turnDuration(d time.Duration) error {
 
 // apiError records a turn that failed at the API, as Claude Code's
 // synthetic assistant message does.
-func (t *transcript) apiError(kind, text string) error {
-	return t.write(line{Type: "assistant", IsAPIErrorMessage: true, Error: kind, Message: assistantMessage{
+func (t *transcript) apiError(kind, text string, status int, apiType string) error {
+	return t.write(line{Type: "assistant", IsAPIErrorMessage: true, Error: kind, APIErrorStatus: status, APIErrorType: apiType, Message: assistantMessage{
 		ID:      uuid.NewString(),
 		Type:    "message",
 		Role:    "assistant",

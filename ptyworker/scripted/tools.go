@@ -52,11 +52,12 @@ func (a *agent) endTool(ctx context.Context, c *toolCall, r toolResult, postInpu
 	return nil
 }
 
-// permissionRequest fires PermissionRequest for c and, while it runs or
-// a dialog is open, the permission_prompt Notification after permNotify.
-// The returned done stops that timer (waiting for a notification hook that
-// is running); call it once the person or the hook has decided.
-func (a *agent) permissionRequest(ctx context.Context, c *toolCall, suggestions any) (*Decision, func()) {
+// notifyLater fires the permission_prompt Notification after permNotify,
+// as Claude Code does while a permission or question dialog is open (or
+// its PermissionRequest hook still runs). The returned done stops the
+// timer (waiting for a notification hook that is running); call it once
+// the dialog is decided.
+func (a *agent) notifyLater(ctx context.Context) (done func()) {
 	decided := make(chan struct{})
 	ended := make(chan struct{})
 	go func() { // ends at the decision, or after the notification
@@ -73,10 +74,16 @@ func (a *agent) permissionRequest(ctx context.Context, c *toolCall, suggestions 
 		}
 	}()
 	var once sync.Once
-	done := func() {
+	return func() {
 		once.Do(func() { close(decided) })
 		<-ended
 	}
+}
+
+// permissionRequest starts the PermissionRequest hooks of c; their
+// decision (nil for none) arrives on the channel once they have ended,
+// and then it is closed. Cancel ctx to kill them.
+func (a *agent) permissionRequest(ctx context.Context, c *toolCall, suggestions any) <-chan *Decision {
 	fields := object{
 		{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"effort", effort},
 		{"tool_name", c.name}, {"tool_input", c.input},
@@ -84,20 +91,28 @@ func (a *agent) permissionRequest(ctx context.Context, c *toolCall, suggestions 
 	if suggestions != nil {
 		fields = append(fields, field{"permission_suggestions", suggestions})
 	}
-	return a.fire(ctx, EventPermissionRequest, c.name, fields), done
+	ch := make(chan *Decision, 1)
+	go func() { // ends with the hooks
+		ch <- a.fire(ctx, EventPermissionRequest, c.name, fields)
+		close(ch) // a receive after the decision was taken returns at once
+	}()
+	return ch
 }
 
 // Permission decisions as the session file records them.
 var (
 	acceptedByConfig = map[string]any{"decision": "accept", "source": "config"}
-	acceptedByHook   = map[string]any{"decision": "accept", "source": "hook"}
+	acceptedByHook   = map[string]any{"decision": "accept", "source": "hook", "reasonType": "hook", "reasonCode": "hook:PermissionRequest"}
 	acceptedOnce     = map[string]any{"decision": "accept", "source": "user_temporary", "grantScope": "once", "reasonCode": "unknown"}
 	acceptedSession  = map[string]any{"decision": "accept", "source": "user_temporary", "grantScope": "session", "reasonCode": "unknown"}
+	rejectedByHook   = map[string]any{"decision": "reject", "source": "hook", "reasonType": "hook", "reasonCode": "hook:PermissionRequest"}
+	rejectedByConfig = map[string]any{"decision": "reject", "source": "config"}
 )
 
-// declined ends a tool call the person declined in its dialog: the
-// rejected tool_result, then the interruption; the turn is over, without
-// Stop (Claude Code fires no Stop for a turn the user interrupted).
+// declined ends a tool call the person declined in its dialog (No, Esc):
+// the rejected tool_result, then the interruption; the turn is over,
+// without Stop (Claude Code fires no Stop for a turn the user
+// interrupted).
 func (a *agent) declined(c *toolCall) error {
 	a.denied = true
 	a.say("declined: %s", c.name)
@@ -111,16 +126,17 @@ func (a *agent) declined(c *toolCall) error {
 }
 
 // deniedBy ends a tool call a PermissionRequest hook or a rule denied:
-// the agent is told why and its turn goes on.
-func (a *agent) deniedBy(c *toolCall, message string) error {
+// the agent is told message and its turn goes on.
+func (a *agent) deniedBy(c *toolCall, message string, decision any) error {
 	a.denied = true
 	a.say("denied: %s", message)
-	return a.sess.toolResult(c.id, toolResult{content: message, isError: true, useResult: "Error: " + message})
+	return a.sess.toolResult(c.id, toolResult{content: message, isError: true, useResult: "Error: " + message, denialKind: "permission-rule", permission: decision})
 }
 
 // bash is a Bash tool call checked against the permissions: allowed by a
 // rule or the mode it runs; denied by a rule (or dontAsk) the agent is
-// told; otherwise PermissionRequest decides, or else the dialog.
+// told; otherwise the permission dialog opens while PermissionRequest
+// runs, and whichever decides first counts.
 func (a *agent) bash(ctx context.Context, command string) error {
 	first, _, _ := strings.Cut(strings.TrimSpace(command), " ")
 	input := map[string]string{"command": command, "description": "Run " + command}
@@ -132,45 +148,44 @@ func (a *agent) bash(ctx context.Context, command string) error {
 	permission := acceptedByConfig
 	switch a.policy.bash(command) {
 	case verdictDeny:
-		return a.deniedBy(c, fmt.Sprintf("Permission to use Bash with command %s has been denied.", command))
+		return a.deniedBy(c, fmt.Sprintf("Permission to use Bash with command %s has been denied.", command), rejectedByConfig)
 	case verdictAsk:
 		suggestions := []any{map[string]any{
 			"type": "addRules", "rules": []any{map[string]string{"toolName": "Bash", "ruleContent": first + ":*"}},
 			"behavior": "allow", "destination": "session",
 		}}
-		d, done := a.permissionRequest(ctx, c, suggestions)
-		switch {
-		case d != nil && d.Behavior == "allow":
-			done()
+		hookCtx, cancelHook := context.WithCancel(ctx)
+		notified := a.notifyLater(ctx)
+		hook := a.permissionRequest(hookCtx, c, suggestions)
+		choice, d, err := a.permissionDialog(ctx, command, input["description"], hook)
+		cancelHook()
+		if choice != choiceHook {
+			<-hook // killed: wait for its end
+		}
+		notified()
+		if err != nil {
+			return err
+		}
+		switch choice {
+		case choiceHook:
+			if d.Behavior == "deny" {
+				if err := a.deniedBy(c, cmpOr(d.Message, "Permission to use Bash has been denied."), rejectedByHook); err != nil || !d.Interrupt {
+					return err
+				}
+				if err := a.sess.interrupted(); err != nil {
+					return err
+				}
+				return errTurnOver
+			}
+			a.say("allowed by the PermissionRequest hook")
 			permission = acceptedByHook
-		case d != nil:
-			done()
-			msg := d.Message
-			if msg == "" {
-				msg = "Permission to use Bash has been denied."
-			}
-			if err := a.deniedBy(c, msg); err != nil || !d.Interrupt {
-				return err
-			}
-			if err := a.sess.interrupted(); err != nil {
-				return err
-			}
-			return errTurnOver
+		case choiceNo:
+			return a.declined(c)
+		case choiceAlways:
+			a.say("allowed from now on: %s", a.policy.dontAskAgain(command))
+			permission = acceptedSession
 		default:
-			choice, err := a.permissionDialog(ctx, command, input["description"])
-			done()
-			if err != nil {
-				return err
-			}
-			switch choice {
-			case choiceNo:
-				return a.declined(c)
-			case choiceAlways:
-				a.say("allowed from now on: %s", a.policy.dontAskAgain(command))
-				permission = acceptedSession
-			default:
-				permission = acceptedOnce
-			}
+			permission = acceptedOnce
 		}
 	}
 	return a.runBash(ctx, c, command, permission)
@@ -294,74 +309,150 @@ const (
 	askTypeSomething = "Type something."
 	askChat          = "Chat about this"
 	askFooter        = "Enter to select · ↑/↓ to navigate · Esc to cancel"
+	askFooterMany    = "Enter to select · Tab/Arrow keys to navigate · Esc to cancel"
 )
 
-// ask is an AskUserQuestion tool call with Claude Code's dialog: a digit
-// picks an option at once, the digit of "Type something." then a line of
-// text answers with the text, Esc (or "Chat about this") declines and
-// ends the turn. Typed text with no digit in it picks nothing until
-// Enter, which picks the highlighted option: the first.
+// ask is an AskUserQuestion tool call with Claude Code's dialog. The
+// PermissionRequest hook runs first (keys typed meanwhile go to the
+// prompt, and Enter submits them as a prompt queued for after the turn);
+// a deny from it declines the call. Then the dialog, one question at a
+// time (see terminal.menu): a digit picks an option at once, the digit of
+// "Type something." then text then Enter answers with the text, Esc (or
+// "Chat about this") declines the whole call and ends the turn. With
+// several questions, a Submit step follows the last (1 or Enter submits,
+// 2 or Esc declines).
 func (a *agent) ask(ctx context.Context, s step) error {
-	question := a.expand(s.text)
-	labels := s.options
-	if len(labels) == 0 {
-		labels = []string{"Yes", "No"}
+	var questions []any
+	var items []askItem
+	for _, q := range s.questions {
+		it := askItem{question: a.expand(q.text), header: q.header}
+		labels := q.options
+		if len(labels) == 0 {
+			labels = []string{"Yes", "No"}
+		}
+		var options []any
+		for _, l := range labels {
+			l = a.expand(l)
+			it.labels = append(it.labels, l)
+			options = append(options, map[string]string{"label": l, "description": l})
+		}
+		items = append(items, it)
+		questions = append(questions, map[string]any{"question": it.question, "header": it.header, "options": options, "multiSelect": false})
 	}
-	var options []map[string]string
-	for _, l := range labels {
-		l = a.expand(l)
-		options = append(options, map[string]string{"label": l, "description": l})
-	}
-	item := map[string]any{"question": question, "header": "Question", "options": options, "multiSelect": false}
-	questions := []any{item}
 	c, err := a.startTool(ctx, claude.AskUserQuestion, map[string]any{"questions": questions})
 	if err != nil {
 		return err
 	}
 	a.denied = false
-	d, done := a.permissionRequest(ctx, c, nil)
-	defer done()
-	if d != nil && d.Behavior == "deny" {
-		done()
-		return a.deniedBy(c, cmpOr(d.Message, "The user declined to answer."))
-	}
-
-	a.say("question: %s", question)
-	a.term.printf("\n ☐ Question\n\n %s\n\n", question)
-	menu := append(append([]string(nil), labels...), askTypeSomething, askChat)
-	i, err := a.term.menu(ctx, menu, askFooter)
+	notified := a.notifyLater(ctx)
+	defer notified()
+	d, err := a.whileHookRuns(ctx, a.permissionRequest(ctx, c, nil))
 	if err != nil {
 		return err
 	}
-	var answer string
+	if d != nil && d.Behavior == "deny" {
+		notified()
+		return a.deniedBy(c, cmpOr(d.Message, "The user declined to answer."), rejectedByHook)
+	}
+
+	answers := map[string]string{}
 	typed := false
-	switch {
-	case i >= 0 && i < len(labels):
-		answer = options[i]["label"]
-	case i == len(labels): // Type something.
-		a.term.printf(" > ")
-		text, ok, err := a.term.line(ctx)
+	for n, it := range items {
+		a.say("question: %s", it.question)
+		footer := askFooter
+		if len(items) > 1 {
+			footer = askFooterMany
+			a.term.printf("\n ←  %s  ✔ Submit  →\n", askTabs(items, n))
+		}
+		a.term.printf("\n ☐ %s\n\n %s\n\n", it.header, it.question)
+		labels := append(append([]string(nil), it.labels...), askTypeSomething, askChat)
+		r, err := a.term.menu(ctx, menu{labels: labels, footer: footer, textAt: len(it.labels)}, nil)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			done()
+		switch {
+		case r.index >= 0 && r.index < len(it.labels):
+			answers[it.question] = it.labels[r.index]
+		case r.index == len(it.labels):
+			answers[it.question], typed = r.text, true
+		default: // Esc, or Chat about this
+			notified()
 			return a.declined(c)
 		}
-		answer, typed = text, true
-	default: // Esc, or Chat about this
-		done()
-		return a.declined(c)
+		a.answer = answers[it.question]
+		a.say("answered: %s", a.answer)
 	}
-	done()
-	a.answer = answer
-	a.say("answered: %s", answer)
-	content := fmt.Sprintf(`Your questions have been answered: "%s"="%s". You can now continue with these answers in mind.`, question, answer)
+	if len(items) > 1 {
+		a.term.printf("\n Review your answers\n\n Ready to submit your answers?\n")
+		r, err := a.term.menu(ctx, menu{labels: []string{"Submit answers", "Cancel"}, footer: askFooterMany, textAt: -1}, nil)
+		if err != nil {
+			return err
+		}
+		if r.index != 0 {
+			notified()
+			return a.declined(c)
+		}
+	}
+	notified()
+	var pairs []string
+	for _, it := range items {
+		pairs = append(pairs, fmt.Sprintf(`"%s"="%s"`, it.question, answers[it.question]))
+	}
+	content := "Your questions have been answered: " + strings.Join(pairs, ", ") + ". You can now continue with these answers in mind."
 	if typed {
-		content = fmt.Sprintf(`The user answered: "%s"="%s". Read the answers carefully — they may request clarification, changes, or that you not proceed — and follow what they actually say.`, question, answer)
+		content = "The user answered: " + strings.Join(pairs, ", ") + ". Read the answers carefully — they may request clarification, changes, or that you not proceed — and follow what they actually say."
 	}
-	result := map[string]any{"questions": questions, "answers": map[string]string{question: answer}, "annotations": map[string]any{}}
+	result := map[string]any{"questions": questions, "answers": answers, "annotations": map[string]any{}}
 	return a.endTool(ctx, c, toolResult{content: content, useResult: result, permission: acceptedOnce}, result, result)
+}
+
+// askItem is one question of an ask step, expanded.
+type askItem struct {
+	question, header string
+	labels           []string
+}
+
+// askTabs is the tab line of a form of several questions: ☒ for the
+// answered ones, ☐ for the rest.
+func askTabs(items []askItem, current int) string {
+	var tabs []string
+	for i, it := range items {
+		box := "☐"
+		if i < current {
+			box = "☒"
+		}
+		tabs = append(tabs, box+" "+it.header)
+	}
+	return strings.Join(tabs, "  ")
+}
+
+// whileHookRuns waits for a PermissionRequest hook's decision while the
+// prompt still has the keyboard, as in Claude Code before a question's
+// dialog shows: keys are typed into the prompt, and Enter submits the
+// line as a prompt (UserPromptSubmit at once) queued for after the turn.
+func (a *agent) whileHookRuns(ctx context.Context, hook <-chan *Decision) (*Decision, error) {
+	var buf []rune
+	for {
+		select {
+		case d := <-hook:
+			return d, nil
+		case k, ok := <-a.term.input():
+			if !ok {
+				return nil, errTerminalClosed
+			}
+			var done bool
+			if buf, done = a.term.edit(buf, k); !done || strings.TrimSpace(string(buf)) == "" {
+				continue
+			}
+			prompt := strings.TrimSpace(string(buf))
+			buf = nil
+			a.say("queued prompt: %s", prompt)
+			a.queued = append(a.queued, prompt)
+			a.fire(ctx, EventUserPromptSubmit, "", object{{"prompt_id", uuid.NewString()}, {"permission_mode", a.policy.mode}, {"prompt", prompt}})
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 func cmpOr(s, def string) string {
@@ -502,32 +593,35 @@ func (a *agent) subagentsDone(ctx context.Context) error {
 // apiErrorKinds are the error types of StopFailure.
 var apiErrorKinds = []string{"rate_limit", "authentication_failed", "billing_error", "invalid_request", "server_error", "max_output_tokens", "unknown"}
 
-// apiError ends the turn as a failed API call does: Claude Code's
-// synthetic API error message, then StopFailure instead of Stop.
+// apiErrors are, by error type, the default message of an apierror step
+// and the HTTP status and API error type the session line records.
+var apiErrors = map[string]struct {
+	message string
+	status  int
+	apiType string
+}{
+	"rate_limit":            {"Request rejected (429) · This request would exceed the rate limit for your organization of 50 requests per minute.", 429, "rate_limit_error"},
+	"authentication_failed": {"401 · invalid x-api-key · Please run /login", 401, "authentication_error"},
+	"billing_error":         {"Credit balance is too low", 400, "invalid_request_error"},
+	"invalid_request":       {"400 · Invalid request", 400, "invalid_request_error"},
+	"server_error":          {"529 · Overloaded", 529, "overloaded_error"},
+	"max_output_tokens":     {"Claude's response exceeded the output token maximum for this request.", 0, ""},
+	"unknown":               {"Unknown error", 0, ""},
+}
+
+// apiError ends the turn as a failed API call does in Claude Code (after
+// its retries): its synthetic "API Error: ..." assistant message, then
+// StopFailure instead of Stop; the agent then waits at its prompt.
 func (a *agent) apiError(ctx context.Context, kind, message string) error {
-	if message == "" {
-		message = defaultAPIErrorText[kind]
-	}
-	text := "API Error: " + message
-	if err := a.sess.apiError(kind, text); err != nil {
+	e := apiErrors[kind]
+	text := "API Error: " + cmpOr(message, e.message)
+	if err := a.sess.apiError(kind, text, e.status, e.apiType); err != nil {
 		return err
 	}
 	a.lastText = text
 	a.say("turn failed: %s", text)
 	a.fire(ctx, EventStopFailure, kind, object{
-		{"prompt_id", a.promptID}, {"permission_mode", a.policy.mode}, {"effort", effort},
-		{"error", kind}, {"error_details", message}, {"last_assistant_message", text},
+		{"prompt_id", a.promptID}, {"effort", effort}, {"error", kind}, {"last_assistant_message", text},
 	})
 	return errTurnOver
-}
-
-// defaultAPIErrorText is the message of an apierror step without one.
-var defaultAPIErrorText = map[string]string{
-	"rate_limit":            "Request rejected (429) · This request would exceed the rate limit for your organization",
-	"authentication_failed": "401 · Invalid API key · Please run /login",
-	"billing_error":         "Credit balance is too low",
-	"invalid_request":       "400 · Invalid request",
-	"server_error":          "500 · Internal server error",
-	"max_output_tokens":     "Claude's response exceeded the output token maximum",
-	"unknown":               "Unknown error",
 }
