@@ -289,6 +289,7 @@ func TestAskUserQuestion(t *testing.T) {
 		{"type something", []string{"3", "my own answer, with 1 digit\r"}, "my own answer, with 1 digit",
 			`The user answered: "Which database?"="my own answer, with 1 digit". Read the answers carefully — they may request clarification, changes, or that you not proceed — and follow what they actually say.`},
 		{"text and enter records option 1", []string{"SQLite\r"}, "Postgres", `Your questions have been answered: "Which database?"="Postgres"`},
+		{"digit and text in one write record option 1", []string{"3one write answer\r"}, "Postgres", `Your questions have been answered: "Which database?"="Postgres"`},
 		{"esc", []string{"\x1b"}, "", rejectedContent},
 		{"chat about this", []string{"4"}, "", rejectedContent},
 	}
@@ -388,6 +389,34 @@ func TestAskKeysBeforeTheDialog(t *testing.T) {
 	}
 }
 
+// TestAskAnsweredByHook: a held PermissionRequest hook answers the
+// questions with allow and updatedInput.answers while the dialog is open;
+// the dialog closes and the answers are recorded as typed text.
+func TestAskAnsweredByHook(t *testing.T) {
+	w := newWorld(t)
+	id := uuid.New()
+	p := w.start(t, "ask Size? | S | L ;; Day? | Mon | Tue\nsay got $ANSWER", "--settings", w.settings(t, w.holdHook(), nil), "--session-id", id.String(), "go")
+	p.waitOutput(t, askFooterMany, 1)
+	decision := `{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow","updatedInput":{"questions":[],"answers":{"Size?":"tiny, really","Day?":"Mon"}}}}}`
+	tmp := w.gate() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(decision), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, w.gate()); err != nil {
+		t.Fatal(err)
+	}
+	if stop := w.waitEvent(t, EventStop, 1)[0]; stop["last_assistant_message"] != "got Mon" {
+		t.Errorf("Stop = %v; want the last answer in $ANSWER", stop)
+	}
+	r := toolResults(t, w.sessionFile(id))[0]
+	if c := fmt.Sprint(resultBlock(r)["content"]); !strings.HasPrefix(c, `The user answered: "Size?"="tiny, really", "Day?"="Mon". Read the answers carefully`) {
+		t.Errorf("tool_result content = %q", c)
+	}
+	if pd := r["permissionDecision"].(map[string]any); pd["source"] != "hook" || pd["decision"] != "accept" {
+		t.Errorf("permissionDecision = %v; want accepted by the hook", pd)
+	}
+}
+
 // TestAskSeveralQuestions: a form of two questions, one answered by digit,
 // one by text, then submitted.
 func TestAskSeveralQuestions(t *testing.T) {
@@ -396,7 +425,7 @@ func TestAskSeveralQuestions(t *testing.T) {
 	p := w.start(t, "ask Size? | S | L ;; Day? | Mon | Tue", "--settings", w.settings(t, "", nil), "--session-id", id.String(), "go")
 	p.waitOutput(t, askFooterMany, 1)
 	p.send(t, "2")
-	p.waitOutput(t, "Day?", 1)
+	p.waitOutput(t, "answered: L", 1) // keys in one write would be a paste
 	p.send(t, "3")
 	p.waitOutput(t, askFooterMany, 3)
 	p.send(t, "Thursday\r")

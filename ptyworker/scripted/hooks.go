@@ -80,6 +80,13 @@ type Decision struct {
 	Behavior  string `json:"behavior"` // "allow" or "deny"
 	Message   string `json:"message"`  // deny: what the agent is told
 	Interrupt bool   `json:"interrupt"`
+	// UpdatedInput, with allow, replaces the tool's input; for
+	// AskUserQuestion its answers (question text → answer) answer the
+	// questions with no dialog.
+	UpdatedInput *struct {
+		Questions []any             `json:"questions"`
+		Answers   map[string]string `json:"answers"`
+	} `json:"updatedInput"`
 }
 
 // hookOutput is the JSON a hook may print.

@@ -36,10 +36,21 @@ func newPolicy(a Args, s *Settings) *policy {
 	}
 	p.allow = append(p.allow, a.AllowedTools...)
 	p.deny = append(p.deny, a.DisallowedTools...)
-	if p.mode == "" {
+	switch p.mode {
+	case "":
 		p.mode = "auto" // Claude Code's default (its hook payloads say so)
+	case "manual":
+		p.mode = "default" // the same mode; payloads say "default"
 	}
 	return p
+}
+
+// readOnly are commands Claude Code runs with no rule and no prompt in any
+// mode, as read-only (a few of its built-in list, matched like Bash(X:*)).
+var readOnly = []Rule{
+	{"Bash", "echo:*"}, {"Bash", "pwd:*"}, {"Bash", "ls:*"}, {"Bash", "cat:*"}, {"Bash", "head:*"},
+	{"Bash", "tail:*"}, {"Bash", "wc:*"}, {"Bash", "grep:*"}, {"Bash", "which:*"}, {"Bash", "date:*"},
+	{"Bash", "git status:*"}, {"Bash", "git log:*"}, {"Bash", "git diff:*"}, {"Bash", "git show:*"},
 }
 
 // bash decides a Bash command: every part of a compound command must be
@@ -63,7 +74,7 @@ func (p *policy) bash(cmd string) verdict {
 			return verdictDeny
 		}
 		asked = asked || anyMatch(p.ask, part)
-		allowed = allowed && anyMatch(p.allow, part)
+		allowed = allowed && (anyMatch(p.allow, part) || anyMatch(readOnly, part))
 	}
 	switch {
 	case p.mode == "bypassPermissions":
@@ -76,13 +87,30 @@ func (p *policy) bash(cmd string) verdict {
 	return verdictAsk
 }
 
-// dontAskAgain adds the session rule the dialog's second option offers:
-// the command's first word, with any arguments.
+// dontAskAgain adds the session rule the dialog's second option offers
+// (see rulePrefix) and returns it.
 func (p *policy) dontAskAgain(cmd string) Rule {
-	first, _, _ := strings.Cut(strings.TrimSpace(cmd), " ")
-	r := Rule{Tool: "Bash", Spec: first + ":*"}
+	r := Rule{Tool: "Bash", Spec: rulePrefix(cmd) + " *"}
 	p.allow = append(p.allow, r)
 	return r
+}
+
+// twoWordCommands are commands whose second word is a subcommand, so that
+// a rule offered for them keeps it ("legion issue *", "git commit *").
+var twoWordCommands = map[string]bool{"legion": true, "git": true, "go": true, "npm": true, "docker": true, "cargo": true, "kubectl": true, "systemctl": true}
+
+// rulePrefix is the command prefix a permission suggestion offers to allow
+// (Claude Code's suggestions look like "legion issue *"): the command, with
+// its subcommand for commands that have them.
+func rulePrefix(cmd string) string {
+	words := strings.Fields(cmd)
+	switch {
+	case len(words) == 0:
+		return ""
+	case len(words) > 1 && twoWordCommands[words[0]] && !strings.HasPrefix(words[1], "-"):
+		return words[0] + " " + words[1]
+	}
+	return words[0]
 }
 
 // Permission dialog wording, as Claude Code 2.1.330 shows it for Bash.
@@ -107,12 +135,11 @@ const (
 // at first; Esc is No) or the hook's decision (choiceHook, with it). A
 // hook that ends without a decision leaves the dialog open.
 func (a *agent) permissionDialog(ctx context.Context, command, description string, hook <-chan *Decision) (permissionChoice, *Decision, error) {
-	first, _, _ := strings.Cut(strings.TrimSpace(command), " ")
 	t := a.term
 	t.printf("\n Bash command\n\n   %s\n   %s\n\n %s\n", command, description, permissionQuestion)
 	labels := []string{
 		"Yes",
-		"Yes, and don't ask again for " + first + " commands in " + a.o.Cwd,
+		"Yes, and don't ask again for " + rulePrefix(command) + " commands in " + a.o.Cwd,
 		"Yes, and switch to auto mode",
 		"No",
 	}
@@ -150,7 +177,9 @@ type menuResult struct {
 // first at the start; other keys are ignored (so typed text picks the
 // first option at its Enter, unless it holds a digit), except that with
 // the highlight on the textAt option they are typed into it and Enter
-// submits that text. Esc returns index -1. A decision on hook ends the
+// submits that text. As in Claude Code, keys that arrive in one read are a
+// paste: a digit in them picks nothing ("3text\r" in one write records
+// the first option). Esc returns index -1. A decision on hook ends the
 // menu; a nil one (the hook ended without one) leaves it open.
 func (t *terminal) menu(ctx context.Context, m menu, hook <-chan *Decision) (menuResult, error) {
 	sel := 0
@@ -209,8 +238,8 @@ func (t *terminal) menu(ctx context.Context, m menu, hook <-chan *Decision) (men
 			text, _ = t.edit(text, k)
 		case k.kind == keyRune:
 			n, err := strconv.Atoi(string(k.r))
-			if err != nil || n < 1 || n > len(m.labels) {
-				continue
+			if k.paste || err != nil || n < 1 || n > len(m.labels) {
+				continue // typed text, and digits in a paste, pick nothing
 			}
 			if n-1 != m.textAt {
 				return menuResult{index: n - 1}, nil

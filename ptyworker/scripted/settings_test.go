@@ -88,14 +88,16 @@ func TestPolicyBash(t *testing.T) {
 		{"", nil, "make test", verdictAllow},
 		{"", nil, "make test-all", verdictAsk},
 		{"", nil, "npm run build", verdictAllow},
-		{"", nil, "echo 'a && b'", verdictAsk},
-		{"", []Rule{{"Bash", "echo:*"}}, "echo 'a && b' | cat", verdictAsk},
-		{"", []Rule{{"Bash", "echo:*"}, {"Bash", ""}}, "echo hi | cat", verdictAllow},
+		{"", nil, "echo 'a && b'", verdictAllow}, // read-only
+		{"", nil, "echo 'a && b' | sh", verdictAsk},
+		{"", []Rule{{"Bash", "sh:*"}}, "echo 'a && b' | sh", verdictAllow},
+		{"", []Rule{{"Bash", ""}}, "rm x | sh", verdictAllow},
 		{"dontAsk", nil, "touch x", verdictDeny},
 		{"dontAsk", nil, "git log", verdictAllow},
 		{"bypassPermissions", nil, "touch x", verdictAllow},
 		{"bypassPermissions", nil, "git push", verdictDeny},
 		{"default", nil, "touch x", verdictAsk},
+		{"manual", nil, "git status; ls", verdictAllow},
 	}
 	for _, tt := range tests {
 		p := newPolicy(Args{PermissionMode: tt.mode, AllowedTools: tt.allowed}, settings)
@@ -107,8 +109,16 @@ func TestPolicyBash(t *testing.T) {
 		t.Errorf("mode with no flag and no settings = %q; want auto", p.mode)
 	}
 	p := newPolicy(Args{}, nil)
-	if r := p.dontAskAgain("touch a b"); r != (Rule{"Bash", "touch:*"}) || p.bash("touch c") != verdictAllow {
-		t.Errorf("dontAskAgain(touch a b) = %v, then touch c is %v; want Bash(touch:*) and allowed", r, p.bash("touch c"))
+	if r := p.dontAskAgain("touch a b"); r != (Rule{"Bash", "touch *"}) || p.bash("touch c") != verdictAllow {
+		t.Errorf("dontAskAgain(touch a b) = %v, then touch c is %v; want Bash(touch *) and allowed", r, p.bash("touch c"))
+	}
+	if p := newPolicy(Args{PermissionMode: "manual"}, nil); p.mode != "default" {
+		t.Errorf("mode manual = %q in payloads; want default", p.mode)
+	}
+	for cmd, want := range map[string]string{"legion issue comment X hi": "legion issue", "git -C d commit": "git", "touch a": "touch", "make test": "make"} {
+		if got := rulePrefix(cmd); got != want {
+			t.Errorf("rulePrefix(%q) = %q; want %q", cmd, got, want)
+		}
 	}
 }
 

@@ -25,8 +25,9 @@ const (
 
 // key is one key press read from the terminal.
 type key struct {
-	kind keyKind
-	r    rune
+	kind  keyKind
+	r     rune
+	paste bool // it came with other keys in one read
 }
 
 // errTerminalClosed is returned when the terminal's input ends (EOF or a
@@ -63,7 +64,8 @@ func rawTerminal(f *os.File) (restore func()) {
 // alone (at the end of what one read returned, or before anything but [
 // or O) is Esc; CSI and SS3 sequences are arrow keys (up, down) or
 // ignored (bracketed paste marks, other keys); DEL and BS are Backspace;
-// other control characters are ignored.
+// other control characters are ignored. Keys that came in one read are
+// marked as a paste.
 func readKeys(r io.Reader) <-chan key {
 	ch := make(chan key)
 	go func() {
@@ -77,6 +79,7 @@ func readKeys(r io.Reader) <-chan key {
 				var keys []key
 				keys, carry = parseKeys(data)
 				for _, k := range keys {
+					k.paste = len(keys) > 1
 					ch <- k
 				}
 			}

@@ -107,6 +107,7 @@ var (
 	acceptedSession  = map[string]any{"decision": "accept", "source": "user_temporary", "grantScope": "session", "reasonCode": "unknown"}
 	rejectedByHook   = map[string]any{"decision": "reject", "source": "hook", "reasonType": "hook", "reasonCode": "hook:PermissionRequest"}
 	rejectedByConfig = map[string]any{"decision": "reject", "source": "config"}
+	answeredByHook   = map[string]any{"decision": "accept", "source": "hook", "reasonType": "hook", "reasonCode": "unknown"}
 )
 
 // declined ends a tool call the person declined in its dialog (No, Esc):
@@ -138,7 +139,6 @@ func (a *agent) deniedBy(c *toolCall, message string, decision any) error {
 // told; otherwise the permission dialog opens while PermissionRequest
 // runs, and whichever decides first counts.
 func (a *agent) bash(ctx context.Context, command string) error {
-	first, _, _ := strings.Cut(strings.TrimSpace(command), " ")
 	input := map[string]string{"command": command, "description": "Run " + command}
 	c, err := a.startTool(ctx, "Bash", input)
 	if err != nil {
@@ -151,8 +151,8 @@ func (a *agent) bash(ctx context.Context, command string) error {
 		return a.deniedBy(c, fmt.Sprintf("Permission to use Bash with command %s has been denied.", command), rejectedByConfig)
 	case verdictAsk:
 		suggestions := []any{map[string]any{
-			"type": "addRules", "rules": []any{map[string]string{"toolName": "Bash", "ruleContent": first + ":*"}},
-			"behavior": "allow", "destination": "session",
+			"type": "addRules", "rules": []any{map[string]string{"toolName": "Bash", "ruleContent": rulePrefix(command) + " *"}},
+			"behavior": "allow", "destination": "localSettings",
 		}}
 		hookCtx, cancelHook := context.WithCancel(ctx)
 		notified := a.notifyLater(ctx)
@@ -346,18 +346,17 @@ func (a *agent) ask(ctx context.Context, s step) error {
 	a.denied = false
 	notified := a.notifyLater(ctx)
 	defer notified()
-	d, err := a.whileHookRuns(ctx, a.permissionRequest(ctx, c, nil))
+	hookCtx, cancelHook := context.WithCancel(ctx)
+	defer cancelHook()
+	hook := a.permissionRequest(hookCtx, c, nil)
+	d, err := a.whileHookRuns(ctx, hook, time.After(dialogDelay))
 	if err != nil {
 		return err
 	}
-	if d != nil && d.Behavior == "deny" {
-		notified()
-		return a.deniedBy(c, cmpOr(d.Message, "The user declined to answer."), rejectedByHook)
-	}
-
 	answers := map[string]string{}
 	typed := false
-	for n, it := range items {
+	for n := 0; d == nil && n < len(items); n++ {
+		it := items[n]
 		a.say("question: %s", it.question)
 		footer := askFooter
 		if len(items) > 1 {
@@ -366,11 +365,12 @@ func (a *agent) ask(ctx context.Context, s step) error {
 		}
 		a.term.printf("\n ☐ %s\n\n %s\n\n", it.header, it.question)
 		labels := append(append([]string(nil), it.labels...), askTypeSomething, askChat)
-		r, err := a.term.menu(ctx, menu{labels: labels, footer: footer, textAt: len(it.labels)}, nil)
-		if err != nil {
-			return err
-		}
+		r, err := a.term.menu(ctx, menu{labels: labels, footer: footer, textAt: len(it.labels)}, hook)
 		switch {
+		case err != nil:
+			return err
+		case r.decision != nil:
+			d = r.decision
 		case r.index >= 0 && r.index < len(it.labels):
 			answers[it.question] = it.labels[r.index]
 		case r.index == len(it.labels):
@@ -379,21 +379,41 @@ func (a *agent) ask(ctx context.Context, s step) error {
 			notified()
 			return a.declined(c)
 		}
-		a.answer = answers[it.question]
-		a.say("answered: %s", a.answer)
-	}
-	if len(items) > 1 {
-		a.term.printf("\n Review your answers\n\n Ready to submit your answers?\n")
-		r, err := a.term.menu(ctx, menu{labels: []string{"Submit answers", "Cancel"}, footer: askFooterMany, textAt: -1}, nil)
-		if err != nil {
-			return err
+		if d == nil {
+			a.answer = answers[it.question]
+			a.say("answered: %s", a.answer)
 		}
-		if r.index != 0 {
+	}
+	if d == nil && len(items) > 1 {
+		a.term.printf("\n Review your answers\n\n Ready to submit your answers?\n")
+		r, err := a.term.menu(ctx, menu{labels: []string{"Submit answers", "Cancel"}, footer: askFooterMany, textAt: -1}, hook)
+		switch {
+		case err != nil:
+			return err
+		case r.decision != nil:
+			d = r.decision
+		case r.index != 0:
 			notified()
 			return a.declined(c)
 		}
 	}
+	cancelHook() // a held hook is killed once the dialog has decided
 	notified()
+	permission := acceptedOnce
+	switch {
+	case d != nil && d.Behavior == "deny":
+		return a.deniedBy(c, cmpOr(d.Message, "The user declined to answer."), rejectedByHook)
+	case d != nil && (d.UpdatedInput == nil || d.UpdatedInput.Answers == nil):
+		// An allow with no answers answers nothing: Claude Code's tool
+		// would run with no answers; the scripted agent says so.
+		return a.deniedBy(c, "The PermissionRequest hook allowed AskUserQuestion without answers.", acceptedByHook)
+	case d != nil:
+		answers, typed, permission = d.UpdatedInput.Answers, true, answeredByHook
+		for _, it := range items {
+			a.answer = answers[it.question]
+		}
+		a.say("answered by the PermissionRequest hook: %s", a.answer)
+	}
 	var pairs []string
 	for _, it := range items {
 		pairs = append(pairs, fmt.Sprintf(`"%s"="%s"`, it.question, answers[it.question]))
@@ -403,8 +423,13 @@ func (a *agent) ask(ctx context.Context, s step) error {
 		content = "The user answered: " + strings.Join(pairs, ", ") + ". Read the answers carefully — they may request clarification, changes, or that you not proceed — and follow what they actually say."
 	}
 	result := map[string]any{"questions": questions, "answers": answers, "annotations": map[string]any{}}
-	return a.endTool(ctx, c, toolResult{content: content, useResult: result, permission: acceptedOnce}, result, result)
+	return a.endTool(ctx, c, toolResult{content: content, useResult: result, permission: permission}, result, result)
 }
+
+// dialogDelay is how long a question's dialog takes to show after its
+// PermissionRequest fired, if the hook has not returned by then: keys
+// typed before still go to the prompt, as in Claude Code.
+const dialogDelay = 300 * time.Millisecond
 
 // askItem is one question of an ask step, expanded.
 type askItem struct {
@@ -426,16 +451,20 @@ func askTabs(items []askItem, current int) string {
 	return strings.Join(tabs, "  ")
 }
 
-// whileHookRuns waits for a PermissionRequest hook's decision while the
-// prompt still has the keyboard, as in Claude Code before a question's
-// dialog shows: keys are typed into the prompt, and Enter submits the
-// line as a prompt (UserPromptSubmit at once) queued for after the turn.
-func (a *agent) whileHookRuns(ctx context.Context, hook <-chan *Decision) (*Decision, error) {
+// whileHookRuns waits for a PermissionRequest hook's decision, or until
+// shown, while the prompt still has the keyboard, as in Claude Code before
+// a question's dialog shows: keys are typed into the prompt, and Enter
+// submits the line as a prompt (UserPromptSubmit at once) queued for
+// after the turn. It returns nil when the hook ended without a decision
+// or the dialog is shown first.
+func (a *agent) whileHookRuns(ctx context.Context, hook <-chan *Decision, shown <-chan time.Time) (*Decision, error) {
 	var buf []rune
 	for {
 		select {
 		case d := <-hook:
 			return d, nil
+		case <-shown:
+			return nil, nil
 		case k, ok := <-a.term.input():
 			if !ok {
 				return nil, errTerminalClosed
@@ -593,28 +622,30 @@ func (a *agent) subagentsDone(ctx context.Context) error {
 // apiErrorKinds are the error types of StopFailure.
 var apiErrorKinds = []string{"rate_limit", "authentication_failed", "billing_error", "invalid_request", "server_error", "max_output_tokens", "unknown"}
 
-// apiErrors are, by error type, the default message of an apierror step
-// and the HTTP status and API error type the session line records.
+// apiErrors are, by error type, the default text of an apierror step (as
+// Claude Code 2.1.330 shows it) and the HTTP status and API error type
+// its session line records.
 var apiErrors = map[string]struct {
-	message string
+	text    string
 	status  int
 	apiType string
 }{
-	"rate_limit":            {"Request rejected (429) · This request would exceed the rate limit for your organization of 50 requests per minute.", 429, "rate_limit_error"},
-	"authentication_failed": {"401 · invalid x-api-key · Please run /login", 401, "authentication_error"},
-	"billing_error":         {"Credit balance is too low", 400, "invalid_request_error"},
-	"invalid_request":       {"400 · Invalid request", 400, "invalid_request_error"},
-	"server_error":          {"529 · Overloaded", 529, "overloaded_error"},
-	"max_output_tokens":     {"Claude's response exceeded the output token maximum for this request.", 0, ""},
-	"unknown":               {"Unknown error", 0, ""},
+	"rate_limit":            {"API Error: Request rejected (429) · This request would exceed the rate limit for your organization of 50 requests per minute.", 429, "rate_limit_error"},
+	"authentication_failed": {"Not logged in · Please run /login", 401, "authentication_error"},
+	"billing_error":         {"API Error: Credit balance is too low", 400, "invalid_request_error"},
+	"invalid_request":       {"API Error: 400 Invalid request", 400, "invalid_request_error"},
+	"server_error":          {"API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.", 529, "overloaded_error"},
+	"max_output_tokens":     {"API Error: Claude's response exceeded the output token maximum for this request.", 0, ""},
+	"unknown":               {"API Error: Unknown error", 0, ""},
 }
 
 // apiError ends the turn as a failed API call does in Claude Code (after
-// its retries): its synthetic "API Error: ..." assistant message, then
-// StopFailure instead of Stop; the agent then waits at its prompt.
-func (a *agent) apiError(ctx context.Context, kind, message string) error {
+// its retries): its synthetic error message (text, else the kind's
+// default), then StopFailure instead of Stop; the agent then waits at its
+// prompt.
+func (a *agent) apiError(ctx context.Context, kind, text string) error {
 	e := apiErrors[kind]
-	text := "API Error: " + cmpOr(message, e.message)
+	text = cmpOr(text, e.text)
 	if err := a.sess.apiError(kind, text, e.status, e.apiType); err != nil {
 		return err
 	}
