@@ -234,7 +234,7 @@ const model = "legion-scripted"
 
 // Errors that end the loop.
 var (
-	errExit0      = errors.New("exit 0")             // an exit 0 step; Run's caller never sees it
+	errExit0      = errors.New("exit 0")              // an exit 0 step; Run's caller never sees it
 	errPromptExit = errors.New("/exit at the prompt") // Run's caller never sees it
 	errTurnOver   = errors.New("the turn is over")    // a dialog was declined or the API failed: no Stop
 )

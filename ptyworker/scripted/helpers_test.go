@@ -57,7 +57,7 @@ const waitTimeout = 30 * time.Second
 // processes.
 type world struct {
 	home, cwd, dir string
-	env           []string // extra environment
+	env            []string // extra environment
 }
 
 func newWorld(t *testing.T) *world {

@@ -3,8 +3,8 @@ package scripted
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -37,7 +37,6 @@ const (
 	promptHookTimeout        = 30 * time.Second
 	sessionEndHookTimeout    = 1500 * time.Millisecond
 	maxHookOutput            = 1 << 20 // bytes of a hook's stdout kept
-	hookKillWait             = time.Second
 	hookOutputCloseWaitDelay = 2 * time.Second
 )
 

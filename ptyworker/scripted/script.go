@@ -36,12 +36,12 @@ type step struct {
 	kind  string
 	text  string // say: the text; ask: the question; the raw argument otherwise
 
-	questions []askQuestion // ask
-	words   []string       // run: argv before expansion
-	dur     time.Duration  // work, subagent, tick, sleep, permission-notify, idle-notify
-	code    int            // crash, exit
-	signal  syscall.Signal // crash with a signal
-	errKind string         // apierror: the error type; text is the message
+	questions []askQuestion  // ask
+	words     []string       // run: argv before expansion
+	dur       time.Duration  // work, subagent, tick, sleep, permission-notify, idle-notify
+	code      int            // crash, exit
+	signal    syscall.Signal // crash with a signal
+	errKind   string         // apierror: the error type; text is the message
 }
 
 // askQuestion is one question of an ask step, before expansion.

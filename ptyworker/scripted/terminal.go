@@ -1,7 +1,6 @@
 package scripted
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -162,19 +161,6 @@ func (t *terminal) input() <-chan key {
 	return t.keys
 }
 
-// next waits for the next key.
-func (t *terminal) next(ctx context.Context) (key, error) {
-	select {
-	case k, ok := <-t.input():
-		if !ok {
-			return key{}, errTerminalClosed
-		}
-		return k, nil
-	case <-ctx.Done():
-		return key{}, ctx.Err()
-	}
-}
-
 // edit applies k to the line being typed in buf, echoing it; done is true
 // at Enter (the line is then complete). Esc and the arrows do nothing.
 func (t *terminal) edit(buf []rune, k key) (line []rune, done bool) {
@@ -192,24 +178,4 @@ func (t *terminal) edit(buf []rune, k key) (line []rune, done bool) {
 		return buf, true
 	}
 	return buf, false
-}
-
-// line reads one line of text as the keys arrive, echoing it, until
-// Enter; ok is false when Esc ended it instead.
-func (t *terminal) line(ctx context.Context) (text string, ok bool, err error) {
-	var buf []rune
-	for {
-		k, err := t.next(ctx)
-		if err != nil {
-			return "", false, err
-		}
-		if k.kind == keyEsc {
-			t.printf("\r\n")
-			return "", false, nil
-		}
-		var done bool
-		if buf, done = t.edit(buf, k); done {
-			return string(buf), true, nil
-		}
-	}
 }

@@ -494,8 +494,8 @@ func cmpOr(s, def string) string {
 // subagentTask is a subagent running in the background.
 type subagentTask struct {
 	id, description, agentType, toolUseID, promptID string
-	transcriptPath                                   string
-	lastText                                         string
+	transcriptPath                                  string
+	lastText                                        string
 }
 
 // subagent is an Agent tool call, launched in the background as Claude
