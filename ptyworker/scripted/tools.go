@@ -60,14 +60,15 @@ func (a *agent) endTool(ctx context.Context, c *toolCall, r toolResult, postInpu
 func (a *agent) notifyLater(ctx context.Context) (done func()) {
 	decided := make(chan struct{})
 	ended := make(chan struct{})
+	delay, promptID := a.permNotify, a.promptID
 	go func() { // ends at the decision, or after the notification
 		defer close(ended)
-		t := time.NewTimer(a.permNotify)
+		t := time.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-t.C:
 			a.fire(ctx, EventNotification, "permission_prompt", object{
-				{"prompt_id", a.promptID}, {"message", "Claude needs your permission"}, {"notification_type", "permission_prompt"},
+				{"prompt_id", promptID}, {"message", "Claude needs your permission"}, {"notification_type", "permission_prompt"},
 			})
 		case <-decided:
 		case <-ctx.Done():
@@ -531,7 +532,7 @@ func (a *agent) subagent(ctx context.Context, d time.Duration) error {
 	a.bgRun = append(a.bgRun, t)
 	a.bgMu.Unlock()
 	a.bgWG.Add(1)
-	go a.runSubagent(ctx, t, sub, d, a.policy.mode)
+	go a.runSubagent(ctx, t, sub, d, a.tick, a.policy.mode)
 	response := map[string]any{
 		"isAsync": true, "status": "async_launched", "agentId": t.id, "description": t.description,
 		"resolvedModel": model, "prompt": prompt, "canReadOutputFile": false, "canContinueAgent": false,
@@ -542,12 +543,12 @@ func (a *agent) subagent(ctx context.Context, d time.Duration) error {
 
 // runSubagent is a subagent's goroutine: it ends after d, or when ctx
 // ends (then without SubagentStop).
-func (a *agent) runSubagent(ctx context.Context, t *subagentTask, sub *transcript, d time.Duration, mode string) {
+func (a *agent) runSubagent(ctx context.Context, t *subagentTask, sub *transcript, d, tick time.Duration, mode string) {
 	defer a.bgWG.Done()
 	defer sub.Close()
 	start := time.Now()
 	for n := 1; time.Since(start) < d; n++ {
-		if sleep(ctx, min(a.tick, d-time.Since(start))) != nil {
+		if sleep(ctx, min(tick, d-time.Since(start))) != nil {
 			return
 		}
 		t.lastText = fmt.Sprintf("subagent step %d", n)
