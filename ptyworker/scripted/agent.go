@@ -59,6 +59,7 @@ type Options struct {
 	Home     string    // for ~/.claude
 	Cwd      string    // the working directory, as Claude Code would see it
 	Stdin    io.Reader
+	Terminal bool // Stdin is a terminal in raw mode (see readKeys)
 	Stdout   io.Writer
 	Getenv   func(string) string // for $NAME in scripts; nil means os.Getenv
 	Environ  []string            // the hooks' environment; nil means os.Environ()
@@ -130,8 +131,9 @@ func Main(ctx context.Context, args []string, stdin *os.File, stdout io.Writer) 
 			}
 		}
 	}()
-	restore := rawTerminal(stdin)
+	restore, tty := rawTerminal(stdin)
 	defer restore()
+	o.Terminal = tty
 	ran := make(chan error, 1)
 	go func() { ran <- Run(ctx, o) }() // ends with Run; left behind only if a signal's exit has to go first
 	select {
@@ -190,7 +192,7 @@ func Run(ctx context.Context, o Options) error {
 		o: o, steps: steps, sess: sess, path: path, once: once,
 		tick: defaultTick, permNotify: defaultPermissionNotify, idleNotify: defaultIdleNotify,
 		policy: newPolicy(o.Args, o.Settings),
-		term:   &terminal{in: o.Stdin, out: o.Stdout},
+		term:   &terminal{in: o.Stdin, tty: o.Terminal, out: o.Stdout},
 		bgWake: make(chan struct{}, 1),
 	}
 	a.hooks = &hookRunner{

@@ -735,3 +735,32 @@ func TestRunCommand(t *testing.T) {
 		t.Errorf("Bash tool calls = %q; want %q", tools, want)
 	}
 }
+
+// TestWorkerKeyRecipes: the keys Legion's worker types when no hook can
+// answer, with the screen it waits for between them: a question's free
+// text (the digit of "Type something.", then "❯ 3. Type something.", the
+// text, then "❯ 3. TEXT", Enter) and a prompt whose text holds a line feed
+// (a line feed in a paste is text; Enter submits).
+func TestWorkerKeyRecipes(t *testing.T) {
+	w := newWorld(t)
+	id := uuid.New()
+	p := w.start(t, "if-prompt pick ask Which? | A | B\nsay got $ANSWER", "--settings", w.settings(t, "", nil), "--session-id", id.String(), "pick")
+	p.waitOutput(t, askFooter, 1)
+	p.send(t, "3")
+	p.waitOutput(t, "❯ 3. "+askTypeSomething, 1)
+	p.send(t, "my words, 2 of them")
+	p.waitOutput(t, "❯ 3. my words, 2 of them", 1)
+	p.send(t, "\r")
+	if stop := w.waitEvent(t, EventStop, 1)[0]; stop["last_assistant_message"] != "got my words, 2 of them" {
+		t.Errorf("Stop = %v; want the typed answer", stop)
+	}
+	if !strings.Contains(p.out.String(), clearScreen) {
+		t.Error("the dialog was not cleared from the screen when it closed")
+	}
+	p.send(t, "line one\nline two")
+	p.waitOutput(t, "line two", 1)
+	p.send(t, "\r")
+	if up := w.waitEvent(t, EventUserPromptSubmit, 2)[1]; up["prompt"] != "line one\nline two" {
+		t.Errorf("second prompt = %q; want the two lines", up["prompt"])
+	}
+}

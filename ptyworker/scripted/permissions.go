@@ -176,14 +176,18 @@ type menuResult struct {
 // and Down move it; Enter picks the highlighted option, which is the
 // first at the start; other keys are ignored (so typed text picks the
 // first option at its Enter, unless it holds a digit), except that with
-// the highlight on the textAt option they are typed into it and Enter
-// submits that text. As in Claude Code, keys that arrive in one read are a
+// the highlight on the textAt option they are typed into it (its line
+// then reads "❯ N. TEXT", as Claude Code's) and Enter submits that text.
+// The screen is cleared when the menu ends. As in Claude Code, keys that arrive in one read are a
 // paste: a digit in them picks nothing ("3text\r" in one write records
 // the first option). Esc returns index -1. A decision on hook ends the
 // menu; a nil one (the hook ended without one) leaves it open.
 func (t *terminal) menu(ctx context.Context, m menu, hook <-chan *Decision) (menuResult, error) {
+	defer t.printf(clearScreen)
 	sel := 0
 	var text []rune
+	// field redraws the text option's line as its label: "❯ N. TEXT".
+	field := func() { t.printf("\r\x1b[2K ❯ %d. %s", m.textAt+1, string(text)) }
 	show := func() {
 		for i, l := range m.labels {
 			mark := "  "
@@ -234,8 +238,14 @@ func (t *terminal) menu(ctx context.Context, m menu, hook <-chan *Decision) (men
 			}
 			t.printf("\n")
 			show()
-		case sel == m.textAt && (k.kind == keyRune || k.kind == keyBackspace):
-			text, _ = t.edit(text, k)
+		case sel == m.textAt && k.kind == keyRune:
+			text = append(text, k.r)
+			field()
+		case sel == m.textAt && k.kind == keyBackspace:
+			if len(text) > 0 {
+				text = text[:len(text)-1]
+			}
+			field()
 		case k.kind == keyRune:
 			n, err := strconv.Atoi(string(k.r))
 			if k.paste || err != nil || n < 1 || n > len(m.labels) {
@@ -247,7 +257,8 @@ func (t *terminal) menu(ctx context.Context, m menu, hook <-chan *Decision) (men
 			sel = n - 1
 			t.printf("\n")
 			show()
-			t.printf(" > ")
+			t.printf("\n")
+			field()
 		}
 	}
 }

@@ -181,13 +181,15 @@ func FuzzParseKeys(f *testing.F) {
 	f.Add([]byte("hello\r\x1b[A\x1b[B\x1bx\x7f3\n"))
 	f.Add([]byte("\x1b[200~pasted\x1b[201~\xe2\x9c"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		keys, rest := parseKeys(data)
-		if len(rest) > 3 {
-			t.Errorf("rest %q: longer than a partial rune", rest)
-		}
-		for _, k := range keys {
-			if k.kind == keyRune && k.r < 0x20 {
-				t.Errorf("control character %q as a rune", k.r)
+		for _, tty := range []bool{false, true} {
+			keys, rest := parseKeys(data, tty)
+			if len(rest) > 3 {
+				t.Errorf("rest %q: longer than a partial rune", rest)
+			}
+			for _, k := range keys {
+				if k.kind == keyRune && k.r < 0x20 && (k.r != '\n' || !tty) {
+					t.Errorf("control character %q as a rune (tty %v)", k.r, tty)
+				}
 			}
 		}
 	})

@@ -36,12 +36,12 @@ var errTerminalClosed = errors.New("the terminal's input ended")
 // rawTerminal puts the terminal f into the mode an interactive TUI reads
 // keys in, one at a time and not echoed (the agent echoes what it shows),
 // keeping signals (Ctrl-C is SIGINT), and returns how to restore it. For a
-// non-terminal it does nothing.
-func rawTerminal(f *os.File) (restore func()) {
+// non-terminal it does nothing and tty is false.
+func rawTerminal(f *os.File) (restore func(), tty bool) {
 	fd := int(f.Fd())
 	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
-		return func() {}
+		return func() {}, false
 	}
 	t := *old
 	t.Lflag &^= unix.ICANON | unix.ECHO | unix.ECHONL | unix.IEXTEN
@@ -49,9 +49,9 @@ func rawTerminal(f *os.File) (restore func()) {
 	t.Cc[unix.VMIN] = 1
 	t.Cc[unix.VTIME] = 0
 	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &t); err != nil {
-		return func() {}
+		return func() {}, false
 	}
-	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) } // best effort: the process is ending
+	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }, true // best effort: the process is ending
 }
 
 // readKeys reads key presses from r into the returned channel, which is
@@ -59,13 +59,15 @@ func rawTerminal(f *os.File) (restore func()) {
 // takes (the agent ended first) keeps it blocked until the process exits,
 // which for the agent's command is at once.
 //
-// Input is parsed as a terminal sends it: CR, LF or CR LF is Enter; ESC
+// Input is parsed as a terminal sends it: CR or CR LF is Enter, and so is
+// LF unless tty says the input is a terminal in raw mode, where Enter is
+// CR and LF is a line feed typed or pasted into the text; ESC
 // alone (at the end of what one read returned, or before anything but [
 // or O) is Esc; CSI and SS3 sequences are arrow keys (up, down) or
 // ignored (bracketed paste marks, other keys); DEL and BS are Backspace;
 // other control characters are ignored. Keys that came in one read are
 // marked as a paste.
-func readKeys(r io.Reader) <-chan key {
+func readKeys(r io.Reader, tty bool) <-chan key {
 	ch := make(chan key)
 	go func() {
 		defer close(ch)
@@ -76,7 +78,7 @@ func readKeys(r io.Reader) <-chan key {
 			if n > 0 {
 				data := append(carry, buf[:n]...)
 				var keys []key
-				keys, carry = parseKeys(data)
+				keys, carry = parseKeys(data, tty)
 				for _, k := range keys {
 					k.paste = len(keys) > 1
 					ch <- k
@@ -90,12 +92,15 @@ func readKeys(r io.Reader) <-chan key {
 	return ch
 }
 
-// parseKeys parses the bytes of one read into keys; rest is a trailing
-// incomplete UTF-8 sequence to prepend to the next read.
-func parseKeys(data []byte) (keys []key, rest []byte) {
+// parseKeys parses the bytes of one read into keys (see readKeys); rest
+// is a trailing incomplete UTF-8 sequence to prepend to the next read.
+func parseKeys(data []byte, tty bool) (keys []key, rest []byte) {
 	for i := 0; i < len(data); {
 		c := data[i]
 		switch {
+		case c == '\n' && tty:
+			keys = append(keys, key{kind: keyRune, r: '\n'})
+			i++
 		case c == '\r' || c == '\n':
 			keys = append(keys, key{kind: keyEnter})
 			if c == '\r' && i+1 < len(data) && data[i+1] == '\n' {
@@ -144,9 +149,14 @@ func parseKeys(data []byte) (keys []key, rest []byte) {
 // terminal is the agent's terminal: what it shows and the keys it reads.
 type terminal struct {
 	in   io.Reader
+	tty  bool // in is a terminal in raw mode
 	out  io.Writer
 	keys <-chan key // started by the first read
 }
+
+// clearScreen clears the terminal, as a TUI's redraw without a closed
+// dialog leaves none of it on the screen.
+const clearScreen = "\x1b[2J\x1b[H"
 
 // printf writes to the terminal.
 func (t *terminal) printf(format string, args ...any) {
@@ -156,7 +166,7 @@ func (t *terminal) printf(format string, args ...any) {
 // input is the channel of key presses, started on first use.
 func (t *terminal) input() <-chan key {
 	if t.keys == nil {
-		t.keys = readKeys(t.in)
+		t.keys = readKeys(t.in, t.tty)
 	}
 	return t.keys
 }
