@@ -397,7 +397,7 @@ func TestAskAnsweredByHook(t *testing.T) {
 	id := uuid.New()
 	p := w.start(t, "ask Size? | S | L ;; Day? | Mon | Tue\nsay got $ANSWER", "--settings", w.settings(t, w.holdHook(), nil), "--session-id", id.String(), "go")
 	p.waitOutput(t, askFooterMany, 1)
-	decision := `{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow","updatedInput":{"questions":[],"answers":{"Size?":"tiny, really","Day?":"Mon"}}}}}`
+	decision := `{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow","updatedInput":{"questions":[{"question":"Size?"},{"question":"Day?"}],"answers":{"Size?":"tiny, really","Day?":"Mon"}}}}}`
 	tmp := w.gate() + ".tmp"
 	if err := os.WriteFile(tmp, []byte(decision), 0o600); err != nil {
 		t.Fatal(err)
@@ -414,6 +414,36 @@ func TestAskAnsweredByHook(t *testing.T) {
 	}
 	if pd := r["permissionDecision"].(map[string]any); pd["source"] != "hook" || pd["decision"] != "accept" {
 		t.Errorf("permissionDecision = %v; want accepted by the hook", pd)
+	}
+}
+
+// TestAskHookEdgeCases: as Claude Code (FACTS F3k), an allow without
+// updatedInput leaves the dialog to the keys, and updatedInput without
+// questions is denied by its schema check (the turn goes on).
+func TestAskHookEdgeCases(t *testing.T) {
+	for _, tt := range []struct {
+		name, decision, content string
+		keys                    string
+	}{
+		{"allow alone", `{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}`, `Your questions have been answered: "Size?"="L"`, "2"},
+		{"answers without questions", `{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow","updatedInput":{"answers":{"Size?":"L"}}}}}`, "PermissionRequest hook for AskUserQuestion returned updatedInput that failed schema validation", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			id := uuid.New()
+			decide := fmt.Sprintf("cat >/dev/null; echo '%s'", tt.decision)
+			p := w.start(t, "if-prompt go ask Size? | S | L\nsay after", "--settings", w.settings(t, decide, nil), "--session-id", id.String(), "go")
+			if tt.keys != "" {
+				p.waitOutput(t, askFooter, 1)
+				w.waitEvent(t, EventPermissionRequest, 1)
+				p.send(t, tt.keys)
+			}
+			w.waitEvent(t, EventStop, 1)
+			r := toolResults(t, w.sessionFile(id))[0]
+			if c := fmt.Sprint(resultBlock(r)["content"]); !strings.HasPrefix(c, tt.content) {
+				t.Errorf("tool_result content = %q; want it to start with %q", c, tt.content)
+			}
+		})
 	}
 }
 

@@ -172,9 +172,12 @@
 // tool_result, interruption, no Stop; the next line typed is a prompt). A
 // form asks its questions in turn, then "Ready to submit your answers?"
 // (1. Submit answers, 2. Cancel). A PermissionRequest hook still held while
-// the dialog is open may answer with allow and updatedInput.answers
-// (question → answer): the dialog closes and those are the answers; deny
-// declines with its message. The tool_result is Claude Code's: "Your
+// the dialog is open may answer with allow and updatedInput (questions
+// echoed back, answers: question → answer): the dialog closes and those
+// are the answers (a question left out stays unanswered; without
+// questions the call is denied by Claude Code's schema check, and the turn
+// goes on); deny declines with its message; allow alone leaves the dialog
+// to the keys. The tool_result is Claude Code's: "Your
 // questions have been answered: "Q"="A". ..." for picked options, "The user
 // answered: "Q"="A". Read the answers carefully ..." when any answer was
 // typed or came from the hook; toolUseResult.answers maps question to

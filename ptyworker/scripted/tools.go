@@ -321,7 +321,9 @@ const (
 // "Type something." then text then Enter answers with the text, Esc (or
 // "Chat about this") declines the whole call and ends the turn. With
 // several questions, a Submit step follows the last (1 or Enter submits,
-// 2 or Esc declines).
+// 2 or Esc declines). A PermissionRequest hook may answer meanwhile (allow
+// with updatedInput: questions echoed back, answers by question text) or
+// deny; an allow without updatedInput leaves the dialog to the keys.
 func (a *agent) ask(ctx context.Context, s step) error {
 	var questions []any
 	var items []askItem
@@ -349,7 +351,15 @@ func (a *agent) ask(ctx context.Context, s step) error {
 	defer notified()
 	hookCtx, cancelHook := context.WithCancel(ctx)
 	defer cancelHook()
-	hook := a.permissionRequest(hookCtx, c, nil)
+	hook := make(chan *Decision, 1)
+	go func(raw <-chan *Decision) { // ends with the hook (killed by cancelHook at the latest)
+		d := <-raw
+		if d != nil && d.Behavior == "allow" && d.UpdatedInput == nil {
+			d = nil // an allow without updatedInput leaves the dialog waiting for keys
+		}
+		hook <- d
+		close(hook)
+	}(a.permissionRequest(hookCtx, c, nil))
 	d, err := a.whileHookRuns(ctx, hook, time.After(dialogDelay))
 	if err != nil {
 		return err
@@ -404,20 +414,27 @@ func (a *agent) ask(ctx context.Context, s step) error {
 	switch {
 	case d != nil && d.Behavior == "deny":
 		return a.deniedBy(c, cmpOr(d.Message, "The user declined to answer."), rejectedByHook)
-	case d != nil && (d.UpdatedInput == nil || d.UpdatedInput.Answers == nil):
-		// An allow with no answers answers nothing: Claude Code's tool
-		// would run with no answers; the scripted agent says so.
-		return a.deniedBy(c, "The PermissionRequest hook allowed AskUserQuestion without answers.", acceptedByHook)
+	case d != nil && d.UpdatedInput.Questions == nil:
+		// Claude Code validates the rewritten input: questions must be
+		// echoed back.
+		return a.deniedBy(c, "PermissionRequest hook for AskUserQuestion returned updatedInput that failed schema validation: AskUserQuestion failed due to the following issue:\nThe required parameter `questions` is missing\nThe tool input from the model was valid; the hook's rewrite of it was not.", rejectedByHook)
 	case d != nil:
-		answers, typed, permission = d.UpdatedInput.Answers, true, answeredByHook
+		answers, typed, permission = map[string]string{}, true, answeredByHook
+		for q, ans := range d.UpdatedInput.Answers {
+			answers[q] = ans
+		}
 		for _, it := range items {
-			a.answer = answers[it.question]
+			if ans, ok := answers[it.question]; ok {
+				a.answer = ans
+			}
 		}
 		a.say("answered by the PermissionRequest hook: %s", a.answer)
 	}
 	var pairs []string
 	for _, it := range items {
-		pairs = append(pairs, fmt.Sprintf(`"%s"="%s"`, it.question, answers[it.question]))
+		if ans, ok := answers[it.question]; ok { // a question the hook left out stays unanswered
+			pairs = append(pairs, fmt.Sprintf(`"%s"="%s"`, it.question, ans))
+		}
 	}
 	content := "Your questions have been answered: " + strings.Join(pairs, ", ") + ". You can now continue with these answers in mind."
 	if typed {
