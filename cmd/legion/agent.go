@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/legion-dev/legion/ptyworker/scripted"
@@ -13,7 +14,7 @@ import (
 // cobra's flag parsing is off.
 func newScriptedAgentCmd(_ *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:                "scripted-agent [--session-id ID | --resume ID] [PROMPT]",
+		Use:                "scripted-agent [--session-id ID | --resume ID] [--settings FILE] [PROMPT]",
 		Short:              "A scripted stand-in for Claude Code (tests and demo)",
 		Long:               scripted.Usage,
 		Hidden:             true,
@@ -23,9 +24,13 @@ func newScriptedAgentCmd(_ *globals) *cobra.Command {
 			if errors.Is(err, scripted.ErrHelp) {
 				return nil
 			}
-			// The script decides the exit code, as a real agent's would.
+			// The script or a signal decides the exit code (0 for
+			// SIGINT, as Claude Code's), as a real agent's would.
 			var exit *scripted.ExitError
 			if errors.As(err, &exit) {
+				if exit.Message != "" {
+					fmt.Fprintln(os.Stderr, exit.Message)
+				}
 				os.Exit(exit.Code)
 			}
 			return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 )
 
@@ -19,13 +20,24 @@ func TestParseArgs(t *testing.T) {
 		{"new equals", []string{"--session-id=" + id, "do", "it"}, Args{SessionID: uuid.MustParse(id), Prompt: "do it"}, false},
 		{"resume", []string{"--resume", id, "go on"}, Args{SessionID: uuid.MustParse(id), Resume: true, Prompt: "go on"}, false},
 		{"resume short", []string{"-r", id}, Args{SessionID: uuid.MustParse(id), Resume: true}, false},
-		{"claude flags ignored", []string{"--dangerously-skip-permissions", "--model", "opus", "--session-id", id, "--verbose", "p"}, Args{SessionID: uuid.MustParse(id), Prompt: "p"}, false},
+		{"claude flags ignored", []string{"--chrome", "--model", "opus", "--session-id", id, "--verbose", "p"}, Args{SessionID: uuid.MustParse(id), Prompt: "p"}, false},
 		{"double dash", []string{"--session-id", id, "--", "--not-a-flag"}, Args{SessionID: uuid.MustParse(id), Prompt: "--not-a-flag"}, false},
 		{"both", []string{"--session-id", id, "--resume", id}, Args{}, true},
 		{"bad uuid", []string{"--session-id", "nope"}, Args{}, true},
 		{"bad resume", []string{"--resume", "nope"}, Args{}, true},
 		{"missing value", []string{"--session-id"}, Args{}, true},
 		{"continue", []string{"--continue"}, Args{}, true},
+		{"settings and permissions", []string{"--settings", "/s.json", "--permission-mode", "dontAsk", "--session-id", id, "p"},
+			Args{SessionID: uuid.MustParse(id), Prompt: "p", Settings: "/s.json", PermissionMode: "dontAsk"}, false},
+		{"skip permissions", []string{"--dangerously-skip-permissions", "--session-id", id},
+			Args{SessionID: uuid.MustParse(id), PermissionMode: "bypassPermissions"}, false},
+		{"allowed tools swallow the prompt", []string{"--session-id", id, "--allowedTools", "Bash(git:*)", "Read,Bash(legion issue:*)", "p"},
+			Args{SessionID: uuid.MustParse(id), AllowedTools: []Rule{{"Bash", "git:*"}, {"Read", ""}, {"Bash", "legion issue:*"}, {"p", ""}}}, false},
+		{"allowed tools then --", []string{"--session-id", id, "--allowedTools", "Bash(make test)", "--disallowedTools=Bash(rm:*)", "--", "p"},
+			Args{SessionID: uuid.MustParse(id), Prompt: "p", AllowedTools: []Rule{{"Bash", "make test"}}, DisallowedTools: []Rule{{"Bash", "rm:*"}}}, false},
+		{"bad mode", []string{"--permission-mode", "yolo"}, Args{}, true},
+		{"bad rule", []string{"--allowedTools", "Bash(git"}, Args{}, true},
+		{"no rule", []string{"--allowedTools", "--", "p"}, Args{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,8 +45,8 @@ func TestParseArgs(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ParseArgs(%q) error = %v; want error %v", tt.args, err, tt.wantErr)
 			}
-			if err == nil && got != tt.want {
-				t.Errorf("ParseArgs(%q) = %+v; want %+v", tt.args, got, tt.want)
+			if diff := cmp.Diff(tt.want, got); err == nil && diff != "" {
+				t.Errorf("ParseArgs(%q) mismatch (-want +got):\n%s", tt.args, diff)
 			}
 		})
 	}

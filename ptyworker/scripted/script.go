@@ -2,6 +2,7 @@ package scripted
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,10 @@ const (
 	stepSubagent = "subagent"
 	stepAsk      = "ask"
 	stepRun      = "run"
+	stepBash     = "bash"
+	stepAPIError = "apierror"
+	stepPermNote = "permission-notify"
+	stepIdleNote = "idle-notify"
 	stepTick     = "tick"
 	stepSleep    = "sleep"
 	stepHang     = "hang"
@@ -31,17 +36,24 @@ type step struct {
 	kind  string
 	text  string // say: the text; ask: the question; the raw argument otherwise
 
-	options []string       // ask
-	words   []string       // run: argv before expansion
-	dur     time.Duration  // work, subagent, tick, sleep
-	code    int            // crash, exit
-	signal  syscall.Signal // crash with a signal
+	questions []askQuestion  // ask
+	words     []string       // run: argv before expansion
+	dur       time.Duration  // work, subagent, tick, sleep, permission-notify, idle-notify
+	code      int            // crash, exit
+	signal    syscall.Signal // crash with a signal
+	errKind   string         // apierror: the error type; text is the message
+}
+
+// askQuestion is one question of an ask step, before expansion.
+type askQuestion struct {
+	text, header string
+	options      []string
 }
 
 // cond is one condition prefix of a line.
 type cond struct {
-	kind string // "if-new", "if-resumed", "if-prompt", "if-env", "once"
-	arg  string // if-prompt: the word; if-env: NAME=VALUE
+	kind string // "if-new", "if-resumed", "if-prompt", "if-answer", "if-env", "if-denied", "if-allowed", "once"
+	arg  string // if-prompt, if-answer: the word; if-env: NAME=VALUE
 }
 
 // parseScript parses script text (see the package documentation). Errors
@@ -70,11 +82,11 @@ func parseLine(line string) (step, error) {
 	for {
 		word, after := cutWord(rest)
 		switch word {
-		case "if-new", "if-resumed", "once":
+		case "if-new", "if-resumed", "if-denied", "if-allowed", "once":
 			s.conds = append(s.conds, cond{kind: word})
 			rest = after
 			continue
-		case "if-prompt", "if-env":
+		case "if-prompt", "if-answer", "if-env":
 			arg, after2 := cutWord(after)
 			if arg == "" {
 				return step{}, fmt.Errorf("%s needs an argument", word)
@@ -97,15 +109,25 @@ func parseLine(line string) (step, error) {
 			return step{}, fmt.Errorf("say needs text")
 		}
 	case stepAsk:
-		parts := strings.Split(s.text, "|")
-		s.text = strings.TrimSpace(parts[0])
-		for _, o := range parts[1:] {
-			if o = strings.TrimSpace(o); o != "" {
-				s.options = append(s.options, o)
+		forms := strings.Split(s.text, ";;")
+		for i, form := range forms {
+			parts := strings.Split(form, "|")
+			q := askQuestion{text: strings.TrimSpace(parts[0]), header: "Question"}
+			if len(forms) > 1 {
+				q.header = fmt.Sprintf("Question %d", i+1)
 			}
-		}
-		if s.text == "" {
-			return step{}, fmt.Errorf("ask needs a question")
+			for _, o := range parts[1:] {
+				if o = strings.TrimSpace(o); o != "" {
+					q.options = append(q.options, o)
+				}
+			}
+			if q.text == "" {
+				return step{}, fmt.Errorf("ask needs a question before each | and after each ;;")
+			}
+			if len(q.options) > 8 {
+				return step{}, fmt.Errorf("ask %q: at most 8 options, so that each has a digit", q.text)
+			}
+			s.questions = append(s.questions, q)
 		}
 	case stepRun:
 		words, err := splitWords(s.text)
@@ -116,7 +138,17 @@ func parseLine(line string) (step, error) {
 			return step{}, fmt.Errorf("run needs a command")
 		}
 		s.words = words
-	case stepWork, stepSubagent, stepTick, stepSleep:
+	case stepBash:
+		if s.text == "" {
+			return step{}, fmt.Errorf("bash needs a command")
+		}
+	case stepAPIError:
+		kind, msg := cutWord(s.text)
+		if !slices.Contains(apiErrorKinds, kind) {
+			return step{}, fmt.Errorf("apierror %q: want one of %s", kind, strings.Join(apiErrorKinds, ", "))
+		}
+		s.errKind, s.text = kind, msg
+	case stepWork, stepSubagent, stepTick, stepSleep, stepPermNote, stepIdleNote:
 		d, err := time.ParseDuration(s.text)
 		if err != nil || d < 0 || (s.kind == stepTick && d == 0) {
 			return step{}, fmt.Errorf("%s %q: want a positive duration like 2s or 500ms", s.kind, s.text)
@@ -143,7 +175,7 @@ func parseLine(line string) (step, error) {
 		}
 		s.signal = sig
 	default:
-		return step{}, fmt.Errorf("unknown step %q: want say, work, subagent, ask, run, tick, sleep, hang, crash or exit", s.kind)
+		return step{}, fmt.Errorf("unknown step %q: want say, work, subagent, ask, bash, run, apierror, tick, permission-notify, idle-notify, sleep, hang, crash or exit", s.kind)
 	}
 	return s, nil
 }

@@ -26,25 +26,36 @@ const (
 
 // line is one session-file line, with fields in Claude Code's order.
 type line struct {
-	ParentUUID      *string `json:"parentUuid"`
-	IsSidechain     bool    `json:"isSidechain"`
-	UserType        string  `json:"userType"`
-	Cwd             string  `json:"cwd"`
-	SessionID       string  `json:"sessionId"`
-	Version         string  `json:"version"`
-	GitBranch       string  `json:"gitBranch"`
-	AgentID         string  `json:"agentId,omitempty"`
-	Type            string  `json:"type"`
-	Subtype         string  `json:"subtype,omitempty"`
-	Content         string  `json:"content,omitempty"`
-	Level           string  `json:"level,omitempty"`
-	Message         any     `json:"message,omitempty"`
-	Data            any     `json:"data,omitempty"`
-	ToolUseID       string  `json:"toolUseID,omitempty"`
-	ParentToolUseID string  `json:"parentToolUseID,omitempty"`
-	ToolUseResult   any     `json:"toolUseResult,omitempty"`
-	UUID            string  `json:"uuid"`
-	Timestamp       string  `json:"timestamp"`
+	ParentUUID              *string `json:"parentUuid"`
+	IsSidechain             bool    `json:"isSidechain"`
+	PromptID                string  `json:"promptId,omitempty"`
+	UserType                string  `json:"userType"`
+	Cwd                     string  `json:"cwd"`
+	SessionID               string  `json:"sessionId"`
+	Version                 string  `json:"version"`
+	GitBranch               string  `json:"gitBranch"`
+	AgentID                 string  `json:"agentId,omitempty"`
+	Type                    string  `json:"type"`
+	Subtype                 string  `json:"subtype,omitempty"`
+	Content                 string  `json:"content,omitempty"`
+	Level                   string  `json:"level,omitempty"`
+	DurationMs              int64   `json:"durationMs,omitempty"`   // system turn_duration
+	MessageCount            int     `json:"messageCount,omitempty"` // system turn_duration
+	Message                 any     `json:"message,omitempty"`
+	IsAPIErrorMessage       bool    `json:"isApiErrorMessage,omitempty"`
+	Error                   string  `json:"error,omitempty"` // an API error message's kind
+	APIErrorStatus          int     `json:"apiErrorStatus,omitempty"`
+	APIErrorType            string  `json:"apiErrorType,omitempty"`
+	Data                    any     `json:"data,omitempty"`
+	ToolUseID               string  `json:"toolUseID,omitempty"`
+	ParentToolUseID         string  `json:"parentToolUseID,omitempty"`
+	ToolUseResult           any     `json:"toolUseResult,omitempty"`
+	ToolDenialKind          string  `json:"toolDenialKind,omitempty"`
+	ToolDenialBeforeRun     bool    `json:"toolDenialBeforeRun,omitempty"`
+	SourceToolAssistantUUID string  `json:"sourceToolAssistantUUID,omitempty"`
+	PermissionDecision      any     `json:"permissionDecision,omitempty"`
+	UUID                    string  `json:"uuid"`
+	Timestamp               string  `json:"timestamp"`
 }
 
 type userMessage struct {
@@ -78,44 +89,73 @@ type toolUseBlock struct {
 type toolResultBlock struct {
 	ToolUseID string `json:"tool_use_id"`
 	Type      string `json:"type"`
-	Content   string `json:"content"`
+	Content   any    `json:"content"` // a string, or []textBlock
 	IsError   bool   `json:"is_error,omitempty"`
 }
 
+// toolResult is what a tool call ended with, as its user line records it.
+type toolResult struct {
+	content    any  // the tool_result block's content
+	isError    bool // the block's is_error
+	useResult  any  // the line's toolUseResult
+	denialKind string
+	permission any // the line's permissionDecision, nil for none
+}
+
+// Texts Claude Code writes for a tool call the person declined.
+const (
+	rejectedContent = "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you how to proceed."
+	rejectedResult  = "User rejected tool use"
+	interruptedText = "[Request interrupted by user for tool use]"
+)
+
+// rejected is the result of a tool call declined in its dialog (No, Esc).
+var rejected = toolResult{content: rejectedContent, isError: true, useResult: rejectedResult, denialKind: "user-rejected"}
+
 // transcript appends Claude-format lines to one JSONL file (the session's
-// or a subagent's), chaining parentUuid.
+// or a subagent's), chaining parentUuid. The file is created by the first
+// write, as Claude Code creates a session file only once a prompt is
+// submitted.
 type transcript struct {
-	f         *os.File
+	path      string
+	f         *os.File // nil until the first write
+	create    bool     // the first write creates the file, which must not exist
 	sessionID string
 	cwd       string
 	agentID   string // set for subagent files, whose lines are sidechain
 	parent    string // uuid of the last line written, "" before the first
+	promptID  string // the current prompt's ID, on its lines
+	count     int    // lines written
 }
 
-// openSession opens the session file for id: created for a new session (it
-// must not exist, as with Claude Code), appended to for a resumed one (it
-// must exist). It also returns the script lines whose once-steps already
-// ran in this session.
+// Claude Code's words when a session cannot start (its stderr, exit 1).
+func errSessionInUse(id uuid.UUID) error {
+	return &ExitError{Code: 1, Message: fmt.Sprintf("Error: Session ID %s is already in use.", id)}
+}
+
+func errNoConversation(id uuid.UUID) error {
+	return &ExitError{Code: 1, Message: fmt.Sprintf("No conversation found with session ID: %s", id)}
+}
+
+// openSession opens the session file for id: for a new session it must
+// not exist yet (it is created by the first write), for a resumed one it
+// must exist (it is appended to). It also returns the script lines whose
+// once-steps already ran in this session.
 func openSession(path string, id uuid.UUID, cwd string, resume bool) (*transcript, map[string]bool, error) {
-	t := &transcript{sessionID: id.String(), cwd: cwd}
+	t := &transcript{path: path, sessionID: id.String(), cwd: cwd}
 	done := map[string]bool{}
 	if !resume {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, nil, fmt.Errorf("create session directory: %w", err)
+		if _, err := os.Lstat(path); err == nil {
+			return nil, nil, errSessionInUse(id)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("check session file: %w", err)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return nil, nil, fmt.Errorf("session ID %s is already in use (%s exists); resume it with --resume", id, path)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("create session file: %w", err)
-		}
-		t.f = f
+		t.create = true
 		return t, done, nil
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("no conversation found with session ID %s (no %s)", id, path)
+		return nil, nil, errNoConversation(id)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("open session file: %w", err)
@@ -148,27 +188,52 @@ func openSession(path string, id uuid.UUID, cwd string, resume bool) (*transcrip
 	return t, done, nil
 }
 
-// openSubagent creates a subagent file under the session's subagent
-// directory.
-func openSubagent(sessionFile string, sessionID, cwd string) (*transcript, error) {
+// openSubagent creates the file of subagent agentID under the session's
+// subagent directory, with its .meta.json beside it.
+func openSubagent(sessionFile, sessionID, cwd, agentID string, meta any) (*transcript, error) {
 	dir := claude.SubagentDir(sessionFile)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create subagent directory: %w", err)
 	}
-	agentID := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	path := filepath.Join(dir, "agent-"+agentID+".jsonl")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create subagent file: %w", err)
 	}
-	return &transcript{f: f, sessionID: sessionID, cwd: cwd, agentID: agentID}, nil
+	b, err := json.Marshal(meta)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "agent-"+agentID+".meta.json"), b, 0o600)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write subagent meta: %w", err)
+	}
+	return &transcript{path: path, f: f, sessionID: sessionID, cwd: cwd, agentID: agentID}, nil
 }
 
-func (t *transcript) Close() error { return t.f.Close() }
+func (t *transcript) Close() error {
+	if t.f == nil {
+		return nil
+	}
+	return t.f.Close()
+}
 
 // write appends l after filling in the common fields; each line is one
 // write(2), so a reader never sees two lines interleaved.
 func (t *transcript) write(l line) error {
+	if t.f == nil {
+		if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
+			return fmt.Errorf("create session directory: %w", err)
+		}
+		f, err := os.OpenFile(t.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create session file %s: it appeared after the start: %w", t.path, err)
+		}
+		if err != nil {
+			return fmt.Errorf("create session file: %w", err)
+		}
+		t.f = f
+	}
 	id := uuid.NewString()
 	if t.parent != "" {
 		p := t.parent
@@ -180,6 +245,9 @@ func (t *transcript) write(l line) error {
 	l.Cwd = t.cwd
 	l.SessionID = t.sessionID
 	l.Version = version
+	if l.Type == "user" {
+		l.PromptID = t.promptID
+	}
 	l.UUID = id
 	l.Timestamp = time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
 	b, err := json.Marshal(l)
@@ -190,6 +258,7 @@ func (t *transcript) write(l line) error {
 		return fmt.Errorf("write %s: %w", t.f.Name(), err)
 	}
 	t.parent = id
+	t.count++
 	return nil
 }
 
@@ -197,12 +266,38 @@ func (t *transcript) user(content any) error {
 	return t.write(line{Type: "user", Message: userMessage{Role: "user", Content: content}})
 }
 
-func (t *transcript) toolResult(toolUseID, content string, result any) error {
+func (t *transcript) toolResult(toolUseID string, r toolResult) error {
 	return t.write(line{
-		Type:          "user",
-		Message:       userMessage{Role: "user", Content: []any{toolResultBlock{ToolUseID: toolUseID, Type: "tool_result", Content: content}}},
-		ToolUseResult: result,
+		Type:                "user",
+		Message:             userMessage{Role: "user", Content: []any{toolResultBlock{ToolUseID: toolUseID, Type: "tool_result", Content: r.content, IsError: r.isError}}},
+		ToolUseResult:       r.useResult,
+		ToolDenialKind:      r.denialKind,
+		ToolDenialBeforeRun: r.denialKind == "user-rejected",
+		PermissionDecision:  r.permission,
 	})
+}
+
+// interrupted records that the person stopped the turn at a dialog.
+func (t *transcript) interrupted() error {
+	return t.user([]any{textBlock{Type: "text", Text: interruptedText}})
+}
+
+// turnDuration records the end of a turn that finished normally.
+func (t *transcript) turnDuration(d time.Duration) error {
+	return t.write(line{Type: "system", Subtype: "turn_duration", DurationMs: max(d.Milliseconds(), 1), MessageCount: t.count})
+}
+
+// apiError records a turn that failed at the API, as Claude Code's
+// synthetic assistant message does.
+func (t *transcript) apiError(kind, text string, status int, apiType string) error {
+	return t.write(line{Type: "assistant", IsAPIErrorMessage: true, Error: kind, APIErrorStatus: status, APIErrorType: apiType, Message: assistantMessage{
+		ID:      uuid.NewString(),
+		Type:    "message",
+		Role:    "assistant",
+		Model:   "<synthetic>",
+		Content: []any{textBlock{Type: "text", Text: text}},
+		Usage:   map[string]int{"input_tokens": 0, "output_tokens": 0},
+	}})
 }
 
 func (t *transcript) assistant(blocks ...any) error {
