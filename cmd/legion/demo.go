@@ -26,7 +26,14 @@ systemctl --user status of the units involved and removes everything.
 It uses your systemd user manager when one is reachable (team demo-<random>,
 units in $XDG_RUNTIME_DIR/systemd/user, nothing of yours touched; it refuses
 when Legion's units are already loaded), else, as root, a private manager
-started for the demo. Exit status 0 only when every issue reached Done.`,
+started for the demo. Exit status 0 only when every issue reached Done.
+
+With --agent claude the agents are the real Claude Code CLI (the version
+scripts/install-claude-code installs, or $LEGION_CLAUDE_CODE), driven
+through its hooks, against a local fake of the Anthropic API that the demo
+serves on loopback with each phase's answers scripted: nothing leaves the
+machine and no key is needed. Like any Claude team, it records in
+~/.claude.json that the demo's workspace is trusted and onboarding done.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -34,6 +41,11 @@ started for the demo. Exit status 0 only when every issue reached Done.`,
 				return fmt.Errorf("demo: find the legion binary: %w", err)
 			}
 			o.Bin = bin
+			if o.Agent == demo.AgentClaude {
+				if o.ClaudeCode, err = demo.ClaudeCode(); err != nil {
+					return err
+				}
+			}
 			o.TTY = !noTTY && term.IsTerminal(int(os.Stdout.Fd()))
 			o.Out = cmd.OutOrStdout()
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -43,6 +55,7 @@ started for the demo. Exit status 0 only when every issue reached Done.`,
 	cmd.Flags().BoolVar(&noTTY, "no-tty", false, "print plain progress lines instead of a live board")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "when done, keep everything up until Ctrl-C, and keep the temp dir")
 	cmd.Flags().BoolVar(&o.Sandbox, "sandbox", false, "use a private systemd manager even if yours is reachable (root only)")
+	cmd.Flags().StringVar(&o.Agent, "agent", demo.AgentScripted, "the agents: scripted (a stand-in) or claude (the real Claude Code CLI against a local fake API)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", demo.DefaultTimeout, "give up when the issues are not all Done by then (exit 1)")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
+	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sandbox"
 	"github.com/legion-dev/legion/units/unitname"
@@ -50,6 +51,12 @@ type Options struct {
 	Out io.Writer
 	// Log gets details (what is started and stopped); nil discards them.
 	Log *slog.Logger
+	// Agent is AgentScripted (the default, "") or AgentClaude: the real
+	// Claude Code CLI at ClaudeCode, against a fake of the Anthropic API
+	// that this process serves on loopback for the demo's length.
+	Agent string
+	// ClaudeCode is the claude binary for AgentClaude (see ClaudeCode()).
+	ClaudeCode string
 }
 
 // Issues are the demo's three issues.
@@ -74,6 +81,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if !filepath.IsAbs(o.Bin) {
 		return fmt.Errorf("demo: legion binary %q: want an absolute path", o.Bin)
 	}
+	switch o.Agent {
+	case "", AgentScripted:
+	case AgentClaude:
+		if !filepath.IsAbs(o.ClaudeCode) {
+			return fmt.Errorf("demo: Claude Code binary %q: want an absolute path (see ClaudeCode)", o.ClaudeCode)
+		}
+	default:
+		return fmt.Errorf("demo: agent %q: want %q or %q", o.Agent, AgentScripted, AgentClaude)
+	}
 	d := &run{o: o}
 	defer func() {
 		if cerr := d.cleanup(); cerr != nil {
@@ -96,8 +112,9 @@ func Run(ctx context.Context, o Options) (err error) {
 // undoes it.
 type run struct {
 	o       Options
-	tmp     string           // the demo's temp dir
-	sb      *sandbox.Sandbox // nil with the user's manager
+	tmp     string                // the demo's temp dir
+	sb      *sandbox.Sandbox      // nil with the user's manager
+	api     *anthropictest.Server // the fake Anthropic API, with AgentClaude
 	mgr     *units.Manager
 	unitDir string
 	team    string // team name

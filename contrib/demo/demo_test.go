@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -158,4 +159,23 @@ func runDemo(t *testing.T, ctx context.Context, bin, tmp string, args ...string)
 		t.Fatalf("legion demo: %v", err)
 	}
 	return out.String(), cmd.Process.Pid
+}
+
+// TestDemoClaude runs `legion demo --agent claude` (the real Claude Code
+// CLI against the demo's fake Anthropic API, on a private manager): every
+// issue reaches Done through all five phases, each phase's worker ended
+// by Legion once its work was done.
+func TestDemoClaude(t *testing.T) {
+	sdtest.Require(t, "root (the demo starts a private systemd manager)", os.Geteuid() == 0)
+	cli := claudetest.Binary(t)
+	bin := sdtest.LegionBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	t.Setenv(EnvClaudeCode, cli)
+	out, _ := runDemo(t, ctx, bin, t.TempDir(), "--sandbox", "--agent", "claude")
+	for _, want := range []string{"Claude Code " + ClaudeCodeVersion + " against a local fake", "all 3 issues are Done", "DEMO-1: Done", "DEMO-2: Done", "DEMO-3: Done"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sandbox"
 	"github.com/legion-dev/legion/units/unitname"
@@ -54,7 +55,12 @@ func (d *run) setUp(ctx context.Context) error {
 	if err := os.WriteFile(script, []byte(Script(d.o.Bin)), 0o600); err != nil {
 		return fmt.Errorf("demo: write agent script: %w", err)
 	}
-	if err := writeConfig(cfgPath, d.team, ws, d.o.Bin, script); err != nil {
+	agent := []string{"/usr/bin/env", "LEGION_SCRIPT_FILE=" + script, d.o.Bin, "scripted-agent"}
+	if d.o.Agent == AgentClaude {
+		d.api = anthropictest.Start()
+		agent = claudeArgv(d.o.ClaudeCode, d.api.URL)
+	}
+	if err := writeConfig(cfgPath, d.team, ws, agent); err != nil {
 		return err
 	}
 	if err := os.Setenv(config.EnvConfig, cfgPath); err != nil {
@@ -87,11 +93,18 @@ func (d *run) setUp(ctx context.Context) error {
 		}
 		d.issues = append(d.issues, is.ID)
 	}
+	if d.api != nil {
+		scriptClaude(d.api, tm, d.o.Bin, d.issues)
+	}
 	fmt.Fprintf(d.o.Out, "team %s: workspace %s, %d issues in Todo\n", d.team, ws, len(Issues))
 	if err := d.install(ctx, t, cfgPath); err != nil {
 		return err
 	}
-	fmt.Fprintf(d.o.Out, "started %s (wip_limit 2, scripted agent)\n\n", d.controllerUnit())
+	what := "scripted agent"
+	if d.api != nil {
+		what = "Claude Code " + ClaudeCodeVersion + " against a local fake of the Anthropic API at " + d.api.URL
+	}
+	fmt.Fprintf(d.o.Out, "started %s (wip_limit 2, %s)\n\n", d.controllerUnit(), what)
 	return nil
 }
 
@@ -277,9 +290,9 @@ func makeWorkspace(ctx context.Context, dir string) error {
 }
 
 // writeConfig writes the demo's legion.toml: one local team, wip_limit 2,
-// the scripted agent reading script.
-func writeConfig(path, name, ws, bin, script string) error {
-	env := []string{"/usr/bin/env", "LEGION_SCRIPT_FILE=" + script, bin, "scripted-agent"}
+// the agent argv agent (before its session flags).
+func writeConfig(path, name, ws string, agent []string) error {
+	env := agent
 	cfg := map[string]any{
 		"helper": map[string]any{"idle_exit": "0s"},
 		"teams": map[string]any{
@@ -362,6 +375,9 @@ func (d *run) cleanup() error {
 	}
 	if d.mgr != nil {
 		d.mgr.Close()
+	}
+	if d.api != nil {
+		d.api.Close()
 	}
 	if d.sb != nil {
 		if err := d.sb.Stop(ctx); err != nil {

@@ -30,9 +30,8 @@ if-prompt implement once run sh -c "echo impl $LEGION_ISSUE > $LEGION_ISSUE.txt"
 if-prompt implement once run git add -A
 if-prompt implement once run git commit -qm "implement $LEGION_ISSUE"
 `
-	// A resumed implementer (after changes were requested) exits without
-	// worker-done, as the worker skill says: the controller then starts a
-	// fresh review.
+	// The implementer's first run adds worker-done (once: a resumed one,
+	// after changes were requested, adds its own).
 	implementDone = `
 if-prompt implement once run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 `
@@ -81,6 +80,7 @@ func TestChangesRequested(t *testing.T) {
 if-prompt implement if-resumed say implementer-resumed $SESSION_ID
 if-prompt implement if-resumed run sh -c "echo fixed >> $LEGION_ISSUE.txt"
 if-prompt implement if-resumed run git commit -qam "fix $LEGION_ISSUE"
+if-prompt implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 ` + implementDone + `
 if-prompt review once run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-changes-requested
 if-prompt review if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved

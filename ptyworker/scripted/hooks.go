@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -172,7 +173,11 @@ func (h *hookRunner) run(ctx context.Context, event string, hk Hook, stdin []byt
 	ctx, cancel := context.WithTimeout(ctx, timeoutFor(event, hk))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", hk.Command)
-	cmd.Dir = h.cwd
+	if _, err := os.Stat(h.cwd); err == nil {
+		// A finisher's worktree is gone once it is merged: the hook then
+		// runs where the agent is, as Claude Code's do.
+		cmd.Dir = h.cwd
+	}
 	cmd.Env = h.env
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout limitedBuffer

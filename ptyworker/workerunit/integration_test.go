@@ -261,7 +261,7 @@ exit 0
 	if !strings.Contains(st.StatusText, "waiting on a human: Ship it?") {
 		t.Errorf("StatusText = %q; want the question", st.StatusText)
 	}
-	ev.waitOutput(t, "answer>")
+	ev.waitOutput(t, "Esc to cancel")
 	if err := c.Input(s.ctx, []byte("yes\r")); err != nil {
 		t.Fatal(err)
 	}

@@ -153,13 +153,23 @@ type Server struct {
 // NewServer starts a fake API on loopback; it is closed when the test ends.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake API on loopback outside a test (`legion demo --agent
+// claude`); the caller closes it.
+func Start() *Server {
 	s := &Server{scripts: map[string][]*queued{}, closing: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(func() {
-		close(s.closing)
-		s.Server.Close()
-	})
 	return s
+}
+
+// Close ends held streams and closes the server.
+func (s *Server) Close() {
+	close(s.closing)
+	s.Server.Close()
 }
 
 // Script queues turns for session (AnySession for any).
