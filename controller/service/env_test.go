@@ -43,7 +43,7 @@ var teamID = uuid.MustParse("6f1c2b9e-8d4a-4c3b-9e2f-1a2b3c4d5e6f")
 // the real binary, a team "demo" whose agent is the scripted agent running
 // script, and its controller legion@demo started.
 type env struct {
-	t          *testing.T
+	t          testing.TB
 	sd         *sdtest.Manager
 	bin        string
 	mgr        *units.Manager
@@ -77,7 +77,7 @@ type teamOptions struct {
 
 // start sets up the env; the controller is not started yet (issues can be
 // added first, so the first tick sees them all).
-func start(t *testing.T, script string, o teamOptions) *env {
+func start(t testing.TB, script string, o teamOptions) *env {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		sdtest.Require(t, "git (apt-get install git)", false)
