@@ -65,7 +65,10 @@ func printReport(w io.Writer, rep controller.Report) error {
 		worker := "-"
 		if is.Worker != nil {
 			worker = string(is.Worker.Mode)
-			if is.Worker.Blocked {
+			switch {
+			case is.Worker.Agent != nil:
+				worker += " (" + string(is.Worker.Agent.State) + ")"
+			case is.Worker.Blocked:
 				worker += " (asks)"
 			}
 		} else if len(is.Failed) > 0 {
