@@ -24,16 +24,18 @@ func Launch(t config.Team, w config.Worker) api.SpawnArgs {
 // DispatchLaunch is the helper's spawn request for the worker d that
 // PlanDispatch planned, with w's worker settings: a worker that is left
 // alone when it already runs (Reuse), so dispatching is idempotent. The
-// worker is told the agent's kind; a session file, when the kind has one,
-// is watched with the team's stale_after and w's startup grace.
+// worker is told the agent's kind and the team's stale_after; a session
+// file, when the kind has one, is watched with w's startup grace (a custom
+// agent, which has none, is judged by its output).
 func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
 	a := Launch(t.Team, w)
 	a.Name, a.ID, a.Issue, a.Mode, a.Role = d.Name, d.WorkerID.String(), d.Issue, string(d.Mode), "worker"
 	a.AgentSession = d.SessionID.String()
 	a.Agent = d.Agent
 	a.Cwd, a.Env, a.Argv, a.ArgvResume = d.Cwd, d.Env, d.ArgvNew, d.ArgvResume
+	a.StaleAfter = api.Duration(d.StaleAfter) // without a session file: judged by its output
 	if d.SessionFile != "" {
-		a.Watch, a.StaleAfter = d.SessionFile, api.Duration(d.StaleAfter)
+		a.Watch = d.SessionFile
 		a.StartupGrace = new(api.Duration(w.StartupGrace))
 	}
 	a.Reuse = true

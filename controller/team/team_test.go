@@ -1,6 +1,7 @@
 package team
 
 import (
+	"github.com/legion-dev/legion/activation/api"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,8 +175,8 @@ func TestPlanDispatchCustom(t *testing.T) {
 		t.Errorf("a custom dispatch wrote ~/.claude.json")
 	}
 	a := tm.DispatchLaunch(d, config.Worker{StartupGrace: time.Minute, RingSize: 1 << 20})
-	if a.Agent != "custom" || a.Watch != "" || a.StartupGrace != nil || a.StaleAfter != 0 {
-		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want custom, nothing watched", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
+	if a.Agent != "custom" || a.Watch != "" || a.StartupGrace != nil || a.StaleAfter != api.Duration(tm.StaleAfter) {
+		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want custom, nothing watched, the team's stale_after (judged by its output)", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
 	}
 }
 
