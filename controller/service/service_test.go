@@ -136,6 +136,27 @@ if-prompt implement run git commit -qm "db for $LEGION_ISSUE"
 	}
 }
 
+// TestExitedWithoutWorkerDoneResumed: the no-silent-stall invariant under
+// the real manager: the implementer exits cleanly (code 0) without
+// worker-done, as an agent that crashed out or was ended by hand; In
+// Progress with no worker and no worker-done resumes it, and the issue
+// finishes.
+func TestExitedWithoutWorkerDoneResumed(t *testing.T) {
+	script := planScript + implementScript + `
+if-prompt implement if-new exit 0
+if-prompt implement if-resumed say implementer-resumed $SESSION_ID
+if-prompt implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+` + approveScript + retroFinishScript
+	e := start(t, script, teamOptions{wipLimit: 1})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Exit early")
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	if text, sid := e.sessionFile(id, controller.ModeImplement); !strings.Contains(text, "implementer-resumed "+sid) {
+		t.Errorf("the implementer that exited without worker-done was not resumed:\n%s", tail(text, 30))
+	}
+}
+
 // TestHungAgentResumed: the implementer hangs after its work; its worker
 // stops feeding the watchdog, systemd restarts the unit, and the session
 // is resumed and finishes.
