@@ -56,10 +56,10 @@ while IFS= read -r l; do
   ask1) printf '\033[2J\033[H'; out=$(hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}')
         printf 'answers:%s\n' "$out";;
   ask1k) printf '\033[2J\033[H'; printf '%s' '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}' | "$HOOK_BIN" & hp=$!
-        IFS= read -r x; kill $hp; wait $hp
+        IFS= read -r x; kill $hp; wait $hp; echo "dropped-$l"
         echo asked; dialog question:2;;
   ask2k) printf '\033[2J\033[H'; printf '%s' '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Colour?","options":[{"label":"Red"}]},{"question":"Size?","options":[{"label":"S"},{"label":"L"}]}]}}' | "$HOOK_BIN" & hp=$!
-        IFS= read -r x; kill $hp; wait $hp
+        IFS= read -r x; kill $hp; wait $hp; echo "dropped-$l"
         echo asked-two; dialog questions;;
   spin) hook '{"hook_event_name":"UserPromptSubmit","prompt":"spin"}'
         while :; do printf '\r* thinking %s' "$(date +%N)"; sleep 0.05; done;;
@@ -408,7 +408,7 @@ func TestRespondByKeys(t *testing.T) {
 				if err := c.Input(ctx, []byte("drop\r")); err != nil {
 					t.Fatal(err)
 				}
-				s.waitOutput(t, "asked")
+				s.waitOutput(t, "dropped-"+tt.step)
 			}
 			tt.p.By = "alice"
 			type result struct {
