@@ -257,6 +257,11 @@ func decideIssue(is Issue, s State) Decision {
 			d.Action, d.Reason = ActionEndWorker, "done, and the "+string(w.Mode)+" worker's turn ended: end it"
 			return d
 		}
+		if w := is.Worker; w != nil && w.Agent != nil && w.Agent.State.WaitsOnHuman() {
+			// Closed while its agent waited on a person: nobody will answer.
+			d.Action, d.Reason = ActionEndWorker, "done, and the "+string(w.Mode)+" worker waits on a human ("+string(w.Agent.State)+"): end it"
+			return d
+		}
 		d.Action, d.Reason = ActionNone, "done"
 		return d
 	}

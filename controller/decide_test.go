@@ -230,6 +230,8 @@ func TestDecideAgentStates(t *testing.T) {
 	}{
 		{"done-finisher-idle", Issue{Status: StatusDone, Worker: &Worker{Mode: ModeFinish, Session: "DEMO-1-finish", Agent: &api.Agent{State: api.AgentIdle, Since: now}}},
 			Decision{Action: ActionEndWorker}},
+		{"done-permission-waits", Issue{Status: StatusDone, Worker: &Worker{Mode: ModeImplement, Session: "DEMO-1-implement", Agent: &api.Agent{State: api.AgentWaitingPermission, Since: now, Tool: "Bash"}}},
+			Decision{Action: ActionEndWorker}},
 		{"done-finisher-working", Issue{Status: StatusDone, Worker: &Worker{Mode: ModeFinish, Session: "DEMO-1-finish", Agent: &api.Agent{State: api.AgentWorking, Since: now}}},
 			Decision{Action: ActionNone}},
 		{"working", Issue{Status: StatusInProgress, Worker: agent(api.Agent{State: api.AgentWorking, Since: now.Add(-time.Hour)})},
