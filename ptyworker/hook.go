@@ -193,6 +193,11 @@ func (w *worker) agentChanged(now time.Time) {
 	}
 	w.log.Info("agent state", args...)
 	w.check(now, true)
+	if w.spec.EndWhenIdle && a.State == api.AgentIdle && a.BackgroundTasks == 0 {
+		if e := w.requestEnd("its turn ended"); e != nil {
+			w.log.Warn("end after the turn", "err", e.Message)
+		}
+	}
 }
 
 // waitingHold reports whether the agent in state st waits on a request a

@@ -73,6 +73,10 @@ type Spec struct {
 	// see hook.go) or AgentCustom; empty means custom. It picks the
 	// watchdog's rules (notify.go).
 	Agent string `json:"agent,omitempty"`
+	// EndWhenIdle ends the agent cleanly (completed) as soon as its turn
+	// has ended with no background task left: one pass of a controller
+	// agent, which its host then starts again. Kind claude only.
+	EndWhenIdle bool `json:"end_when_idle,omitempty"`
 
 	// SessionFile is the agent's session file (Claude Code layout). Empty
 	// means no session-file liveness: see notify.go for what feeds the
@@ -163,6 +167,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.Agent != "" && s.Agent != AgentCustom && s.Agent != AgentClaude {
 		return bad("agent", "%q: want %q, %q or nothing (custom)", clip(s.Agent, 32), AgentClaude, AgentCustom)
+	}
+	if s.EndWhenIdle && s.Agent != AgentClaude {
+		return bad("end_when_idle", "needs agent %q (an agent without hooks has no turns to see end)", AgentClaude)
 	}
 	if s.SessionFile != "" && !filepath.IsAbs(s.SessionFile) {
 		return bad("session_file", "%q is not an absolute path", s.SessionFile)

@@ -111,6 +111,7 @@ func TestSpecValidate(t *testing.T) {
 		{"env", func(s *Spec) { s.Env = []string{"NOEQUALS"} }, "field env"},
 		{"argv_new", func(s *Spec) { s.ArgvNew = nil }, "field argv_new"},
 		{"argv_resume", func(s *Spec) { s.ArgvResume = []string{""} }, "field argv_resume"},
+		{"end_when_idle", func(s *Spec) { s.EndWhenIdle = true }, "field end_when_idle"},
 		{"session file relative", func(s *Spec) { s.SessionFile = "x.jsonl"; s.StaleAfter = Duration(time.Minute) }, "field session_file"},
 		{"stale_after needed", func(s *Spec) { s.SessionFile = "/x.jsonl" }, "field stale_after"},
 		{"ring too small", func(s *Spec) { s.RingSize = 100 }, "field ring_size"},

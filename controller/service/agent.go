@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker"
@@ -33,20 +34,37 @@ func ControllerPrompt(teamName string) string {
 
 // AgentSpec is the pty-worker spec of a team's controller agent: its
 // deterministic session (UUIDv5 of the team and "controller") in the
-// team's workspace, watched for liveness like any worker. Its registry and
-// transcript live under StateDir/controllers/<short>, apart from the
-// helper's sessions, since legion@<team> and not the helper owns it.
-func AgentSpec(o AgentOptions) (*ptyworker.Spec, error) {
+// team's workspace, planned and prepared by the team's agent kind (for
+// Claude Code: its settings file with the hooks, the dialog answers) and
+// watched like any worker. A Claude controller agent's pass ends when its
+// turn does (EndWhenIdle): the interactive CLI never exits by itself. Its
+// registry and transcript live under StateDir/controllers/<short>, apart
+// from the helper's sessions, since legion@<team> and not the helper owns
+// it.
+func AgentSpec(ctx context.Context, o AgentOptions) (*ptyworker.Spec, error) {
 	t := o.Team
-	id := claude.ControllerSessionID(t.ID)
-	vars := config.Vars{SessionID: id.String(), Prompt: ControllerPrompt(t.Name), Mode: "controller", Workspace: t.Workspace}
-	argvNew, err := config.Expand(t.Agent.New, vars)
+	kind, err := agent.For(t.Agent)
 	if err != nil {
-		return nil, fmt.Errorf("controller agent of team %s: agent.new: %w", t.Name, err)
+		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
 	}
-	argvResume, err := config.Expand(t.Agent.Resume, vars)
+	id := claude.ControllerSessionID(t.ID)
+	env := []string{"LEGION_TEAM=" + t.Name, "LEGION_MODE=controller"} // the worker sets LEGION_SESSION
+	if t.ConfigPath != "" {
+		env = append(env, config.EnvConfig+"="+t.ConfigPath)
+	}
+	as := agent.Session{
+		ID: id, Mode: "controller",
+		Vars: config.Vars{SessionID: id.String(), Prompt: ControllerPrompt(t.Name), Mode: "controller", Workspace: t.Workspace},
+		Cwd:  t.Workspace, Repo: t.Workspace, Home: o.Home,
+		Dir:    filepath.Join(t.StateDir, "agents", "controller"),
+		Legion: t.Legion, Env: env,
+	}
+	l, err := kind.Plan(as)
 	if err != nil {
-		return nil, fmt.Errorf("controller agent of team %s: agent.resume: %w", t.Name, err)
+		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
+	}
+	if l, err = kind.Prepare(ctx, as, l); err != nil {
+		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
 	}
 	unit, err := unitname.ControllerUnit(t.Name)
 	if err != nil {
@@ -56,20 +74,19 @@ func AgentSpec(o AgentOptions) (*ptyworker.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := []string{"LEGION_TEAM=" + t.Name, "LEGION_MODE=controller"} // the worker sets LEGION_SESSION
-	if t.ConfigPath != "" {
-		env = append(env, config.EnvConfig+"="+t.ConfigPath)
-	}
 	s := &ptyworker.Spec{
 		Version: ptyworker.SpecVersion, SessionID: id.String(), Name: "controller", Team: t.Name, TeamShort: t.ShortID(),
-		Mode: "controller", Role: "controller", Cwd: t.Workspace, Env: env,
-		ArgvNew: argvNew, ArgvResume: argvResume,
-		SessionFile:  claude.SessionFile(o.Home, t.Workspace, id),
-		StaleAfter:   ptyworker.Duration(t.StaleAfter),
-		StartupGrace: ptyworker.Duration(o.Worker.StartupGrace),
-		RingSize:     o.Worker.RingSize,
-		Token:        token, DaemonInstanceID: "legion@" + t.ShortID(), Unit: unit,
+		Mode: "controller", Role: "controller", Cwd: t.Workspace, Env: append(env, l.Env...),
+		ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
+		Agent: l.Agent, EndWhenIdle: l.Agent == ptyworker.AgentClaude,
+		SessionFile: l.SessionFile,
+		StaleAfter:  ptyworker.Duration(t.StaleAfter),
+		RingSize:    o.Worker.RingSize,
+		Token:       token, DaemonInstanceID: "legion@" + t.ShortID(), Unit: unit,
 		Paths: ptyworker.Paths{RuntimeDir: o.RuntimeDir, StateDir: filepath.Join(o.StateDir, "controllers", t.ShortID())},
+	}
+	if l.SessionFile != "" {
+		s.StartupGrace = ptyworker.Duration(o.Worker.StartupGrace)
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
@@ -81,20 +98,23 @@ func AgentSpec(o AgentOptions) (*ptyworker.Spec, error) {
 // the main process of legion@<team>: the worker sends READY=1 and feeds the
 // unit's watchdog only while the agent's session file is fresh, so systemd
 // restarts a stale controller agent, which then resumes its session. When
-// the agent ends a pass by exiting 0, the next pass starts after the team's
-// cooldown, resuming the same session; a failing agent ends RunAgent with
+// the agent ends a pass (a Claude agent: its turn ended, and its worker
+// ended it; another kind: by exiting 0), the next pass starts after the
+// team's cooldown, resuming the same session; a failing agent ends RunAgent with
 // an error, for systemd to restart. When ctx ends (SIGTERM), the team's
 // workers are stopped if and only if systemd is stopping legion@<team>.
 func RunAgent(ctx context.Context, o AgentOptions) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	spec, err := AgentSpec(o)
-	if err != nil {
-		return err
-	}
 	for ctx.Err() == nil {
-		err := ptyworker.Run(ctx, spec, ptyworker.Options{Logger: o.Log, Version: o.Version})
+		// Planned afresh for every pass: a pass that was ended as
+		// completed is never run again with its token.
+		spec, err := AgentSpec(ctx, o)
+		if err != nil {
+			return err
+		}
+		err = ptyworker.Run(ctx, spec, ptyworker.Options{Logger: o.Log, Version: o.Version})
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}

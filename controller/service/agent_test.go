@@ -32,7 +32,9 @@ func TestRunAgentResumesItsSession(t *testing.T) {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
 	script := t.TempDir() + "/script"
-	if err := os.WriteFile(script, []byte("if-new say NEW-PASS $PROMPT\nif-resumed say RESUMED-PASS\nexit 0\n"), 0o600); err != nil {
+	// No exit: like Claude Code, the agent waits at its prompt after its
+	// turn, and its worker ends the pass (EndWhenIdle).
+	if err := os.WriteFile(script, []byte("if-new say NEW-PASS $PROMPT\nif-resumed say RESUMED-PASS\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ct := config.Team{
@@ -49,12 +51,13 @@ func TestRunAgentResumesItsSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tm.Legion = bin // the hooks' `legion hook`
 	o := AgentOptions{
 		Team: tm, Worker: config.Worker{StartupGrace: time.Minute},
 		Home: os.Getenv("HOME"), RuntimeDir: os.Getenv("XDG_RUNTIME_DIR") + "/legion", StateDir: state,
 		Log: nil,
 	}
-	spec, err := AgentSpec(o)
+	spec, err := AgentSpec(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +86,9 @@ func TestRunAgentResumesItsSession(t *testing.T) {
 	}
 	if _, err := os.Stat(spec.SessionFile); err != nil {
 		t.Errorf("controller session file %s: %v", spec.SessionFile, err)
+	}
+	if !spec.EndWhenIdle || !strings.Contains(transcript, "completed: its turn ended") {
+		t.Errorf("the first pass did not end when its turn did (EndWhenIdle %v); transcript:\n%s", spec.EndWhenIdle, transcript)
 	}
 }
 
