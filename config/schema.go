@@ -254,7 +254,9 @@ var Schema = []Setting{
 	{
 		Table: TableTeam, Key: "controller", Type: `"auto" or "agent"`, Default: `"auto"`,
 		Doc: "What `legion controller TEAM` (legion@TEAM.service) runs: \"auto\", the built-in " +
-			"deterministic loop, or \"agent\", a controller agent hosted in a pty-worker.",
+			"deterministic loop, or \"agent\", a controller agent (the team's agent.kind, prompted with " +
+			"the legion-controller skill) hosted in a pty-worker, one pass per turn: a Claude agent is " +
+			"ended when its turn ends and resumed for the next pass after restart_cooldown.",
 		set: onTeam(func(t *Team, v any) error {
 			s, err := enumValue(v, "controller kind", string(ControllerAuto), string(ControllerAgent))
 			t.Controller = ControllerKind(s)
