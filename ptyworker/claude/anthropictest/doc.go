@@ -4,8 +4,9 @@
 // session, and records every request for assertions.
 //
 // Point the CLI at it with ANTHROPIC_BASE_URL=s.URL (and a key, see
-// Server.Key). It must never be used outside tests and never reach the
-// network.
+// Server.Key). Outside tests only `legion demo --agent claude` uses it
+// (Start), to run the real CLI with nothing leaving the machine; it never
+// reaches the network.
 //
 // # Sessions and turns
 //
