@@ -306,10 +306,14 @@ func (m *Manager) branchExists(ctx context.Context, b string) bool {
 // git's stderr. Git does not look for a repository above Dir
 // (GIT_CEILING_DIRECTORIES): a directory under Dir that is not a worktree
 // is not taken for part of a repository around it (a home directory kept
-// in git, say).
+// in git, say). It takes no optional lock (GIT_OPTIONAL_LOCKS=0): the
+// controller looks at worktrees while their agents work in them, and a
+// `git status` that refreshed the index would hold index.lock just when
+// the agent's `git add` needs it ("Unable to create .../index.lock: File
+// exists").
 func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_CEILING_DIRECTORIES="+m.Dir)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_CEILING_DIRECTORIES="+m.Dir, "GIT_OPTIONAL_LOCKS=0")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

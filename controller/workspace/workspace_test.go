@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -152,5 +153,48 @@ func TestBadIssueNames(t *testing.T) {
 		if _, err := m.Ensure(t.Context(), bad); err == nil {
 			t.Errorf("Ensure(%q) = nil error; want a refusal", bad)
 		}
+	}
+}
+
+// TestListTakesNoIndexLock: looking at a worktree (List, each tick of the
+// controller) never writes its index, so it never holds index.lock while
+// the agent working in it runs `git add` or `git commit`. A plain `git
+// status` on a worktree whose files' stat data changed refreshes the index
+// and rewrites it.
+func TestListTakesNoIndexLock(t *testing.T) {
+	m := newRepo(t)
+	ctx := t.Context()
+	wt, err := m.Ensure(ctx, "DEMO-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := run(t, wt.Path, "rev-parse", "--path-format=absolute", "--git-path", "index")
+	stat := func() os.FileInfo {
+		t.Helper()
+		fi, err := os.Stat(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	// The same content with a new mtime: the index's stat data is stale.
+	past := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(index, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filepath.Join(wt.Path, "README"), time.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	before := stat().ModTime()
+	if _, err := m.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := stat().ModTime(); !after.Equal(before) {
+		t.Errorf("List rewrote %s (mtime %v → %v): it took index.lock", index, before, after)
+	}
+	// The check can fail: a plain git status rewrites it.
+	run(t, wt.Path, "status", "--porcelain")
+	if after := stat().ModTime(); after.Equal(before) {
+		t.Errorf("git status did not rewrite %s: the test shows nothing", index)
 	}
 }
