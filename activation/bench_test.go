@@ -3,7 +3,7 @@ package activation
 import (
 	"context"
 	"fmt"
-	"net"
+	"github.com/legion-dev/legion/internal/benchreport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,10 +68,10 @@ func BenchmarkColdStartRecovery(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			reportMS(b, median(took), "ms/first-list")
+			benchreport.MS(b, benchreport.Median(took), "ms/first-list")
 			// The helper's own view: from its start to the end of recovery.
 			if rec := recoveryTimes(e.helperLog, n); len(rec) > 0 {
-				reportMS(b, median(rec), "ms/recovery")
+				benchreport.MS(b, benchreport.Median(rec), "ms/recovery")
 			}
 		})
 	}
@@ -113,27 +113,7 @@ func BenchmarkSpawnVsSystemdRun(b *testing.B) {
 		legion = append(legion, d)
 	}
 	b.StopTimer()
-	reportVs(b, legion, "ms/legion-spawn", systemd, "ms/systemd-run", "spawn/systemd-run")
-}
-
-// median sorts ds and returns its middle element.
-func median(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
-}
-
-// reportMS reports d in milliseconds as the metric unit.
-func reportMS(b *testing.B, d time.Duration, unit string) {
-	b.ReportMetric(float64(d.Microseconds())/1000, unit)
-}
-
-// reportVs reports the medians of got and of its baseline base, each in
-// milliseconds, and the ratio of got's median to base's as ratioUnit.
-func reportVs(b *testing.B, got []time.Duration, gotUnit string, base []time.Duration, baseUnit, ratioUnit string) {
-	mg, mb := median(got), median(base)
-	reportMS(b, mg, gotUnit)
-	reportMS(b, mb, baseUnit)
-	b.ReportMetric(float64(mg)/float64(mb), ratioUnit)
+	benchreport.Vs(b, legion, "ms/legion-spawn", systemd, "ms/systemd-run", "spawn/systemd-run")
 }
 
 // timeUntil starts cmd and returns how long it took until file exists:
@@ -265,13 +245,13 @@ func BenchmarkHookToSessionEvent(b *testing.B) {
 		if _, err := c.Kill(ctx, name); err != nil {
 			b.Fatal(err)
 		}
-		bare = append(bare, benchSocketRoundTrips(b, 2*samples)...)
+		bare = append(bare, benchreport.SocketRoundTrips(b, 2*samples)...)
 	}
 	b.StopTimer()
 	b.ReportMetric(0, "ns/op")
-	reportVs(b, hook, "ms/hook-to-session-event", bare, "ms/socket-round-trip", "hook/socket")
+	benchreport.Vs(b, hook, "ms/hook-to-session-event", bare, "ms/socket-round-trip", "hook/socket")
 	slices.Sort(hook)
-	reportMS(b, hook[len(hook)*99/100], "p99-ms/hook-to-session-event")
+	benchreport.MS(b, hook[len(hook)*99/100], "p99-ms/hook-to-session-event")
 }
 
 // benchHookEnv is this process's environment with the hook socket and
@@ -289,54 +269,4 @@ func benchHookEnv(b *testing.B, pid int) []string {
 		}
 	}
 	return env
-}
-
-// benchSocketRoundTrips times n bare unix-socket round trips: dial, one
-// byte to a server that answers with one byte, the answer read.
-func benchSocketRoundTrips(b *testing.B, n int) []time.Duration {
-	b.Helper()
-	dir, err := os.MkdirTemp("", "lgn-rt-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	ln, err := net.Listen("unix", filepath.Join(dir, "echo.sock"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	// Ends when ln is closed.
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var p [1]byte
-				if _, err := c.Read(p[:]); err == nil {
-					c.Write(p[:])
-				}
-			}()
-		}
-	}()
-	out := make([]time.Duration, 0, n)
-	for range n {
-		t0 := time.Now()
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		var p [1]byte
-		if _, err := c.Write([]byte{'x'}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.Read(p[:]); err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, time.Since(t0))
-		c.Close()
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/legion-dev/legion/internal/benchreport"
 	"os"
 	"path/filepath"
 	"slices"
@@ -193,7 +194,7 @@ func BenchmarkCrashRecovery(b *testing.B) {
 		crash = append(crash, firstCoherent(t0))
 	}
 	b.StopTimer()
-	reportVs(b, crash, "ms/kill-9", cold, "ms/cold-start", "kill-9/cold-start")
+	benchreport.Vs(b, crash, "ms/kill-9", cold, "ms/cold-start", "kill-9/cold-start")
 }
 
 // listCounts reads `legion sessions list --json`: how many sessions run,

@@ -3,11 +3,9 @@ package ptyworker
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net"
+	"github.com/legion-dev/legion/internal/benchreport"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +85,7 @@ func BenchmarkHookToStateEvent(b *testing.B) {
 		cl.Close()
 		tw.cancel()
 		tw.wait()
-		bare = append(bare, socketRoundTrips(b, 2*hookSamples)...)
+		bare = append(bare, benchreport.SocketRoundTrips(b, 2*hookSamples)...)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	p, r, s := percentile(process, 0.5), percentile(inProcess, 0.5), percentile(bare, 0.5)
@@ -104,64 +102,11 @@ func BenchmarkHookToStateEvent(b *testing.B) {
 // token: what `legion hook` sees when the agent runs it.
 func hookEnv(b *testing.B, cl *Client) []string {
 	b.Helper()
-	in, err := cl.Info(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", in.ChildPID))
-	if err != nil {
-		b.Fatal(err)
-	}
 	env := os.Environ()
-	for kv := range strings.SplitSeq(string(raw), "\x00") {
+	for kv := range strings.SplitSeq(agentEnviron(b, cl), "\x00") {
 		if strings.HasPrefix(kv, EnvHookSocket+"=") || strings.HasPrefix(kv, EnvHookToken+"=") {
 			env = append(env, kv)
 		}
 	}
 	return env
-}
-
-// socketRoundTrips times n bare unix-socket round trips: dial, one byte
-// to a server that answers with one byte, the answer read.
-func socketRoundTrips(b *testing.B, n int) []time.Duration {
-	b.Helper()
-	ln, err := net.Listen("unix", filepath.Join(shortTempDir(b), "echo.sock"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	// Ends when ln is closed.
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var p [1]byte
-				if _, err := c.Read(p[:]); err == nil {
-					c.Write(p[:])
-				}
-			}()
-		}
-	}()
-	out := make([]time.Duration, 0, n)
-	for range n {
-		t0 := time.Now()
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		var p [1]byte
-		if _, err := c.Write([]byte{'x'}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.Read(p[:]); err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, time.Since(t0))
-		c.Close()
-	}
-	return out
 }

@@ -134,8 +134,9 @@ func agentIn(t *testing.T, c *Client, want api.AgentState) *api.Agent {
 	return a
 }
 
-// hookToken reads the hook token from the agent's environment.
-func hookToken(t *testing.T, c *Client) string {
+// agentEnviron is the environment of the session's agent, as
+// /proc/PID/environ holds it: KEY=VALUE entries, each ended by a NUL.
+func agentEnviron(t testing.TB, c *Client) string {
 	t.Helper()
 	in, err := c.Info(ctxT(t))
 	if err != nil {
@@ -145,7 +146,13 @@ func hookToken(t *testing.T, c *Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for kv := range strings.SplitSeq(string(b), "\x00") {
+	return string(b)
+}
+
+// hookToken reads the hook token from the agent's environment.
+func hookToken(t *testing.T, c *Client) string {
+	t.Helper()
+	for kv := range strings.SplitSeq(agentEnviron(t, c), "\x00") {
 		if v, ok := strings.CutPrefix(kv, EnvHookToken+"="); ok {
 			return v
 		}
@@ -617,16 +624,8 @@ func TestCustomAgentHasNoHooks(t *testing.T) {
 	spec.Env = []string{EnvHookSocket + "=/tmp/elsewhere.sock", EnvHookToken + "=from-the-spec-0123456789"}
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
-	in, err := c.Info(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", in.ChildPID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(b), "LEGION_HOOK_") {
-		t.Errorf("the custom agent's environment has hook variables: %q", strings.ReplaceAll(string(b), "\x00", " "))
+	if env := agentEnviron(t, c); strings.Contains(env, "LEGION_HOOK_") {
+		t.Errorf("the custom agent's environment has hook variables: %q", strings.ReplaceAll(env, "\x00", " "))
 	}
 	for _, tok := range []string{"from-the-environment-0123456789", "from-the-spec-0123456789", ""} {
 		r := tw.raw()

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"github.com/legion-dev/legion/internal/benchreport"
 	"os/exec"
 	"slices"
 	"sync"
@@ -90,21 +91,8 @@ func BenchmarkPhaseHandoff(b *testing.B) {
 	}
 	slices.Sort(handoffs)
 	b.Logf("handoffs: %v", handoffs)
-	reportVs(b, handoffs, "ms/handoff", baseline, "ms/systemd-run", "handoff/systemd-run")
+	benchreport.Vs(b, handoffs, "ms/handoff", baseline, "ms/systemd-run", "handoff/systemd-run")
+	fmt.Printf("ms/handoff: median %v over %d; ms/systemd-run: median %v over %d\n",
+		benchreport.Median(handoffs), len(handoffs), benchreport.Median(baseline), len(baseline))
 	b.ReportMetric(float64(handoffs[len(handoffs)-1].Microseconds())/1000, "ms/handoff-max")
-}
-
-// reportVs reports the medians of got and base in ms and their ratio.
-func reportVs(b *testing.B, got []time.Duration, gotUnit string, base []time.Duration, baseUnit, ratioUnit string) {
-	g, bs := median(got), median(base)
-	b.ReportMetric(float64(g.Microseconds())/1000, gotUnit)
-	b.ReportMetric(float64(bs.Microseconds())/1000, baseUnit)
-	b.ReportMetric(float64(g)/float64(bs), ratioUnit)
-	fmt.Printf("%s: median %v over %d; %s: median %v over %d\n", gotUnit, g, len(got), baseUnit, bs, len(base))
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
