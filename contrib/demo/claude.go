@@ -22,13 +22,13 @@ const (
 	AgentClaude   = "claude"   // the real Claude Code CLI against a local fake of the Anthropic API
 )
 
-// ClaudeCodeVersion is the Claude Code CLI the demo and the tests run,
-// installed by scripts/install-claude-code.
-const ClaudeCodeVersion = "2.1.330"
+// ClaudeCodeVersion is the Claude Code CLI the demo runs, installed by
+// scripts/install-claude-code.
+const ClaudeCodeVersion = claude.CLIVersion
 
 // EnvClaudeCode names the variable that points the demo (and the tests)
 // at another claude binary.
-const EnvClaudeCode = "LEGION_CLAUDE_CODE"
+const EnvClaudeCode = claude.EnvCLI
 
 // ClaudeCode returns the Claude Code CLI `legion demo --agent claude`
 // runs: $LEGION_CLAUDE_CODE, else the one scripts/install-claude-code put
@@ -41,7 +41,7 @@ func ClaudeCode() (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("demo: find the Claude Code CLI: %w", err)
 		}
-		path = filepath.Join(cache, "legion", "claude-code", ClaudeCodeVersion, "node_modules", ".bin", "claude")
+		path = claude.InstalledCLI(cache)
 	}
 	out, err := exec.Command(path, "--version").Output()
 	if err != nil {

@@ -7,16 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
 // Version is the Claude Code version the tests run, the one
 // scripts/install-claude-code installs (keep the two in step).
-const Version = "2.1.330"
+const Version = claude.CLIVersion
 
 // EnvBinary names the environment variable that, when set, is the path of
 // the claude binary to run instead of the installed one.
-const EnvBinary = "LEGION_CLAUDE_CODE"
+const EnvBinary = claude.EnvCLI
 
 // cacheDir is the user's cache directory as the test process started:
 // sdtest.Start points XDG_CACHE_HOME and HOME into its sandbox later.
@@ -37,7 +38,7 @@ var envBinary = os.Getenv(EnvBinary)
 // binary: ${XDG_CACHE_HOME:-$HOME/.cache}/legion/claude-code/VERSION/node_modules/.bin/claude,
 // as the test process's environment was at its start.
 func InstalledPath() string {
-	return filepath.Join(cacheDir, "legion", "claude-code", Version, "node_modules", ".bin", "claude")
+	return claude.InstalledCLI(cacheDir)
 }
 
 // Binary returns the path of the real Claude Code CLI: $LEGION_CLAUDE_CODE
