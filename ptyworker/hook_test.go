@@ -542,7 +542,7 @@ func TestWatchdogByAgentState(t *testing.T) {
 			}
 			if tt.verdict == WatchStale {
 				waitFor(t, "WATCHDOG=trigger", func() bool { return ns.count("WATCHDOG=trigger") == 1 })
-				if !in.Stale || !strings.Contains(ns.last("STATUS"), "stale, working, no sign of life for") {
+				if !in.Stale || !strings.Contains(ns.last("STATUS"), "stale, working, no sign of life since") {
 					t.Errorf("info stale %v, STATUS=%q; want stale, saying the agent was working", in.Stale, ns.last("STATUS"))
 				}
 				if in.Head < 100 {

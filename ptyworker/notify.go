@@ -238,7 +238,7 @@ func (w *worker) statusLine(state string, v verdict) string {
 	case state != StateRunning:
 		b.WriteString(state)
 	case a != nil && v.kind == WatchStale:
-		fmt.Fprintf(&b, "stale, %s, no sign of life for %s", clipStatus(DescribeAgent(a)), roundAge(v.age))
+		fmt.Fprintf(&b, "stale, %s, no sign of life since %s", clipStatus(DescribeAgent(a)), statusClock(v.activity))
 	case a != nil:
 		b.WriteString(clipStatus(DescribeAgent(a)))
 	case v.kind == WatchWaiting:
@@ -247,11 +247,25 @@ func (w *worker) statusLine(state string, v verdict) string {
 			b.WriteString(": " + clipStatus(v.question))
 		}
 	case v.kind == WatchStale:
-		fmt.Fprintf(&b, "stale, no activity for %s", roundAge(v.age))
+		fmt.Fprintf(&b, "stale, no activity since %s", statusClock(v.activity))
 	default:
-		fmt.Fprintf(&b, "running, last activity %s ago", roundAge(v.age))
+		fmt.Fprintf(&b, "running, last activity at %s", statusClock(v.activity))
 	}
 	return b.String()
+}
+
+// statusClock is when t was, for STATUS=: a time of day (with the date
+// when not today). STATUS= says when, not how long ago, so that it stays
+// the same while nothing happens: every change of it is a D-Bus signal
+// from the manager to each follower of the unit (the helper refreshes
+// the session on it), and 1,000 idle workers would send one each per
+// tick.
+func statusClock(t time.Time) string {
+	t = t.Local()
+	if t.Format(time.DateOnly) != time.Now().Format(time.DateOnly) {
+		return t.Format(time.DateTime)
+	}
+	return t.Format(time.TimeOnly)
 }
 
 // DescribeAgent is the agent's state for people, as STATUS= and `legion

@@ -121,7 +121,7 @@ func TestWatchdogFedWhileFreshTriggeredWhenStale(t *testing.T) {
 	close(stopTouching)
 	waitFor(t, "WATCHDOG=trigger once stale", func() bool { return ns.count("WATCHDOG=trigger") == 1 })
 	fed := ns.count("WATCHDOG=1")
-	if st := ns.last("STATUS"); !strings.Contains(st, "stale, no activity for") {
+	if st := ns.last("STATUS"); !strings.Contains(st, "stale, no activity since") {
 		t.Errorf("STATUS=%q after the trigger; want it to say stale", st)
 	}
 	c := tw.dial()
