@@ -9,9 +9,25 @@ import (
 	"github.com/legion-dev/legion/ptyworker"
 )
 
+// cmdList answers with every session. It asks no worker and no manager
+// about a session whose state is current (Helper.current: followed by
+// pushed events) but for its last activity, read from files
+// (ptyworker.Info.LastActivityNow); the others are refreshed. With 1,000
+// sessions a refresh of all (one info round trip to each worker, one
+// listing of every unit) took ~0.7 s on 2 cores.
 func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ api.Request) (any, *os.File, error) {
 	ss := h.sessions.all()
-	h.sessions.refresh(ctx, ss)
+	var stale []*session
+	for _, s := range ss {
+		if h.current(s) {
+			s.updateActivity()
+		} else {
+			stale = append(stale, s)
+		}
+	}
+	if len(stale) > 0 {
+		h.sessions.refresh(ctx, stale)
+	}
 	res := api.ListResult{DaemonID: h.daemonID, Sessions: make([]api.Session, 0, len(ss))}
 	for _, s := range ss {
 		res.Sessions = append(res.Sessions, s.view())
@@ -114,7 +130,7 @@ func (h *Helper) running(ctx context.Context, s *session) (*ptyworker.Client, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.wc == nil {
-		if err := s.connectLocked(ctx, h); err != nil {
+		if _, err := s.connectLocked(ctx, h); err != nil {
 			return nil, api.Errorf(api.CodeUnavailable, "session %s: its worker does not answer: %v", s.name, err)
 		}
 	}

@@ -103,6 +103,9 @@ type Helper struct {
 	sessions *table
 	mgr      *units.Manager
 	events   *sessionEvents
+	// followers counts the goroutines that follow a worker connection
+	// (see follow); each ends when its connection is closed.
+	followers sync.WaitGroup
 }
 
 // New checks opts and fills in defaults; it does no I/O.
@@ -222,6 +225,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	defer mgr.Close()
 	h.mgr = mgr
 	h.sessions = newTable(h)
+	defer h.followers.Wait()
 	defer h.sessions.closeAll()
 	h.events = newSessionEvents()
 	h.events.queue = h.opts.watchQueue
@@ -243,8 +247,14 @@ func (h *Helper) Run(ctx context.Context) error {
 		closeListeners(ls)
 		return nil
 	})
+	subscribed := make(chan struct{})
 	g.Go(func() error {
 		// Recovery ends on its own (bounded retries) or with gctx.
+		select {
+		case <-subscribed:
+		case <-gctx.Done():
+			return nil
+		}
 		if h.opts.BeforeRecovery != nil {
 			if err := h.opts.BeforeRecovery(gctx); err != nil {
 				return fmt.Errorf("before recovery: %w", err)
@@ -255,7 +265,12 @@ func (h *Helper) Run(ctx context.Context) error {
 			return err
 		}
 		h.recovering.Store(false)
-		h.events.markAll() // publish every session
+		// What recovery read is current: publish it as it is. Changes of
+		// units since recovery listed them are marked, refreshed next.
+		for _, s := range h.sessions.all() {
+			h.events.publish(s)
+		}
+		h.events.wake()
 		h.log.Info("recovery done", "recovered", counts.Recovered, "pruned", counts.Pruned,
 			"quarantined", counts.Quarantined, "failed", counts.Failed, "took", time.Since(start).Round(time.Millisecond))
 		h.opts.Notify(fmt.Sprintf("READY=1\nSTATUS=serving; recovered %d, pruned %d, quarantined %d, failed %d",
@@ -265,7 +280,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	if h.opts.IdleExit > 0 {
 		g.Go(func() error { return h.idleWatch(gctx) })
 	}
-	g.Go(func() error { return h.followSessions(gctx) })
+	g.Go(func() error { return h.followSessions(gctx, subscribed) })
 	err = g.Wait()
 	if errors.Is(err, errIdle) {
 		waitTimeout(&conns, connGrace)

@@ -23,7 +23,9 @@ import (
 //     ActiveState, SubState and MainPID;
 //   - the registry files under <state>/registry, one per session, written
 //     by the workers (daemon instance id, token, socket, worker lease);
-//   - hello and info on each worker's socket.
+//   - hello and watch (which answers with the session's info) on each
+//     worker's socket; the connection stays, and the helper follows the
+//     worker's state events on it from then on.
 //
 // The rules, per registry entry:
 //
@@ -36,7 +38,7 @@ import (
 //     → pruned (moved to registry/pruned; the transcript stays)
 //   - its unit failed (systemd gave up)      → adopted, state failed
 //   - its unit waits out a restart cooldown  → adopted, state starting
-//   - its unit runs                          → hello + info: adopted; refused
+//   - its unit runs                          → hello + watch: adopted; refused
 //     (token/owner) or another rpc version → quarantined, never killed;
 //     no answer → retried with backoff RecoveryAttempts times, then
 //     quarantined
@@ -194,31 +196,24 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 			// if it answers as ours.
 		case us.Failed():
 			log.Info("recovery: adopted a failed session", "run", r.Run)
-			return h.adopt(r, path, us, nil, nil, r.Unit)
+			return h.adopt(r, path, us, nil, 0, nil, r.Unit)
 		case us.AutoRestart():
 			log.Info("recovery: adopted a session waiting to restart")
-			return h.adopt(r, path, us, nil, nil, r.Unit)
+			return h.adopt(r, path, us, nil, 0, nil, r.Unit)
 		}
 
-		wc, hr, err := dialWorker(ctx, r.SocketPath, h.daemonID, r.Token)
+		wc, hr, in, err := watchWorker(ctx, r.SocketPath, h.daemonID, r.Token)
 		if err == nil {
-			ictx, cancel := context.WithTimeout(ctx, workerCallTimeout)
-			in, ierr := wc.Info(ictx)
-			cancel()
 			switch {
-			case ierr == nil && in.SessionID == r.SessionID && hr.SessionID == r.SessionID:
+			case in.SessionID == r.SessionID && hr.SessionID == r.SessionID:
 				log.Debug("recovery: adopted", "worker_pid", hr.WorkerPID)
-				s := h.adopt(r, path, us, wc, in, r.Unit)
-				s.s.wcPID = hr.WorkerPID
-				return s
-			case ierr == nil:
+				return h.adopt(r, path, us, wc, hr.WorkerPID, in, r.Unit)
+			default:
 				wc.Close()
 				res = h.quarantine(log, path, r, fmt.Sprintf("socket %s hosts session %s, not %s", r.SocketPath, in.SessionID, r.SessionID))
 				res.unit = r.Unit
 				return res
 			}
-			wc.Close()
-			err = ierr
 		}
 		switch {
 		case ptyworker.IsCode(err, ptyworker.CodeUnauthorized), ptyworker.IsCode(err, ptyworker.CodeSessionNotFound):
@@ -278,20 +273,11 @@ func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker
 			return entryResult{kind: pruned, unit: unit}
 		}
 		if us.Failed() || us.AutoRestart() {
-			return h.adopt(r, path, us, nil, nil, unit)
+			return h.adopt(r, path, us, nil, 0, nil, unit)
 		}
-		wc, hr, err := dialWorker(ctx, r.SocketPath, h.daemonID, r.Token)
+		wc, hr, in, err := watchWorker(ctx, r.SocketPath, h.daemonID, r.Token)
 		if err == nil {
-			ictx, cancel := context.WithTimeout(ctx, workerCallTimeout)
-			in, ierr := wc.Info(ictx)
-			cancel()
-			if ierr == nil {
-				res := h.adopt(r, path, us, wc, in, unit)
-				res.s.wcPID = hr.WorkerPID
-				return res
-			}
-			wc.Close()
-			err = ierr
+			return h.adopt(r, path, us, wc, hr.WorkerPID, in, unit)
 		}
 		if ctx.Err() != nil {
 			return entryResult{kind: failed, unit: unit}
@@ -304,9 +290,15 @@ func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker
 	}
 }
 
-func (h *Helper) adopt(r *ptyworker.Registry, path string, us units.State, wc *ptyworker.Client, in *ptyworker.Info, unit string) entryResult {
+// adopt makes a session of r. wc, when not nil, is a connection that
+// watches its worker (pid), with the info of its watch call: the session
+// follows the worker on it from now on.
+func (h *Helper) adopt(r *ptyworker.Registry, path string, us units.State, wc *ptyworker.Client, pid int, in *ptyworker.Info, unit string) entryResult {
 	s := newSession(h, r, path)
-	s.us, s.info, s.wc, s.seen = us, in, wc, time.Now()
+	s.us, s.seen = us, time.Now()
+	if wc != nil {
+		s.setConnLocked(h, wc, pid, in) // s is not shared yet
+	}
 	return entryResult{kind: adopted, s: s, unit: unit}
 }
 

@@ -25,7 +25,12 @@ import (
 const (
 	workerCallTimeout = 3 * time.Second
 	systemdTimeout    = 10 * time.Second
-	refreshParallel   = 32 // concurrent worker calls in a refresh or recovery
+	// refreshParallel bounds the concurrent worker calls of a refresh or
+	// recovery. A call mostly waits for another process to be scheduled
+	// (each worker is one), so the bound is well above the CPU count:
+	// with 1,000 sessions on 2 cores, 32 left recovery waiting ~3 ms per
+	// worker.
+	refreshParallel = 128
 )
 
 // Directories below the state dir.
@@ -137,14 +142,15 @@ func (t *table) closeAll() {
 }
 
 // refresh brings the given sessions up to date: systemd's state of each
-// unit (one ListUnits for all), then info from each running worker
-// (connecting when needed), or the registry entry of one that is not
-// running. Sessions are refreshed concurrently; a failure of one leaves
-// its last known state. It does no per-unit property reads: those cost
-// systemd far more than a listing, and a list of 100 sessions must stay
-// fast.
+// unit, then info from each running worker (connecting when needed), or
+// the registry entry of one that is not running. Sessions are refreshed
+// concurrently; a failure of one leaves its last known state. The units
+// are read with one ListUnits of every legion-* unit, or one by one when
+// there are at most fewUnits of them: a listing costs systemd in
+// proportion to all the units it has (tens of ms with 1,000 sessions),
+// and a spawn or one session's change must not pay for all the others.
 func (t *table) refresh(ctx context.Context, ss []*session) {
-	states, err := t.h.unitStates(ctx)
+	states, err := t.h.statesOf(ctx, ss)
 	if err != nil {
 		t.h.log.Warn("list units", "err", err)
 		return
@@ -158,6 +164,30 @@ func (t *table) refresh(ctx context.Context, ss []*session) {
 		})
 	}
 	g.Wait()
+}
+
+// fewUnits is the most units refresh reads one by one rather than list.
+const fewUnits = 8
+
+// statesOf is the state of the units of ss, by name: unitStates, or for
+// at most fewUnits sessions their units read one by one (units.State,
+// which never loads a unit). Only Name, LoadState, ActiveState and
+// SubState are to be relied on.
+func (h *Helper) statesOf(ctx context.Context, ss []*session) (map[string]units.State, error) {
+	if len(ss) > fewUnits {
+		return h.unitStates(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
+	defer cancel()
+	m := make(map[string]units.State, len(ss))
+	for _, s := range ss {
+		st, err := h.mgr.State(ctx, s.unit)
+		if err != nil {
+			return nil, err
+		}
+		m[s.unit] = st
+	}
+	return m, nil
 }
 
 // unitStates lists the loaded legion-*.service units, by name. Only Name,
@@ -203,7 +233,11 @@ func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
 	s.us, s.seen = us, time.Now()
 	s.readFailureLocked(ctx, h)
 	if unitRuns(us) && us.ActiveState != units.StateActivating {
-		if err := s.connectLocked(ctx, h); err == nil {
+		fresh, err := s.connectLocked(ctx, h)
+		if err == nil && fresh {
+			return // s.info came with the watch
+		}
+		if err == nil {
 			cctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
 			in, err := s.wc.Info(cctx)
 			cancel()
@@ -246,27 +280,66 @@ func (s *session) readFailureLocked(ctx context.Context, h *Helper) {
 }
 
 // connectLocked makes sure s.wc is an authenticated connection to the
-// session's worker. A restarted unit has a new worker, and the old
-// connection has ended then: reconnect.
-func (s *session) connectLocked(ctx context.Context, h *Helper) error {
-	if s.wc != nil {
-		select {
-		case <-s.wc.Done():
-		default:
-			return nil
-		}
+// session's worker that watches it. A restarted unit has a new worker,
+// and the old connection has ended then: reconnect. It reports whether
+// it connected now; s.info is then fresh from the watch call.
+func (s *session) connectLocked(ctx context.Context, h *Helper) (bool, error) {
+	if s.followed() {
+		return false, nil
 	}
 	s.closeConnLocked()
-	wc, hr, err := dialWorker(ctx, s.socket, h.daemonID, s.token)
+	wc, hr, in, err := watchWorker(ctx, s.socket, h.daemonID, s.token)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if hr.SessionID != s.id {
+	if hr.SessionID != s.id || in.SessionID != s.id {
 		wc.Close()
-		return fmt.Errorf("worker at %s hosts session %s, not %s", s.socket, hr.SessionID, s.id)
+		return false, fmt.Errorf("worker at %s hosts session %s, not %s", s.socket, hr.SessionID, s.id)
 	}
-	s.wc, s.wcPID = wc, hr.WorkerPID
-	return nil
+	s.setConnLocked(h, wc, hr.WorkerPID, in)
+	return true, nil
+}
+
+// followed reports whether s.wc is up: it watches the worker, so every
+// change of the worker's state is pushed (and marks s's unit). s.mu is
+// held.
+func (s *session) followed() bool {
+	if s.wc == nil {
+		return false
+	}
+	select {
+	case <-s.wc.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// setConnLocked makes wc, a connection that watches the worker (pid),
+// the session's, with in the info its watch call returned, and starts
+// following it.
+func (s *session) setConnLocked(h *Helper, wc *ptyworker.Client, pid int, in *ptyworker.Info) {
+	s.wc, s.wcPID, s.info, s.seen = wc, pid, in, time.Now()
+	h.followers.Add(1)
+	go h.follow(s, wc)
+}
+
+// follow turns the state and exit events the worker pushes on wc into
+// marks of s's unit, and marks it once more when wc ends (the worker
+// exited, or the helper closed it), so that the next refresh looks at
+// the unit again and connects to the new worker if one runs. A worker
+// that does not answer is not dialled again until its unit changes. It
+// ends when wc does; Run closes every connection and waits for it.
+func (h *Helper) follow(s *session, wc *ptyworker.Client) {
+	defer h.followers.Done()
+	for ev := range wc.Events() {
+		switch ev.Kind {
+		case ptyworker.EventKindState, ptyworker.EventKindExit:
+			h.events.mark(s.unit)
+		}
+		ev.Release()
+	}
+	h.events.mark(s.unit)
 }
 
 func (s *session) closeConn() {
@@ -300,6 +373,39 @@ func dialWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker
 		return nil, nil, err
 	}
 	return wc, hr, nil
+}
+
+// watchWorker is dialWorker, then watch: the connection gets the
+// worker's state and exit events (drain them: see follow), and the
+// session's info as of the subscription.
+func watchWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker.Client, *ptyworker.HelloResult, *ptyworker.Info, error) {
+	wc, hr, err := dialWorker(ctx, socket, daemonID, token)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
+	defer cancel()
+	in, err := wc.Watch(ctx)
+	if err != nil {
+		wc.Close()
+		return nil, nil, nil, err
+	}
+	return wc, hr, in, nil
+}
+
+// updateActivity brings the last activity of the worker's last info up
+// to date from files (see ptyworker.Info.LastActivityNow).
+func (s *session) updateActivity() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info == nil {
+		return
+	}
+	if t := s.info.LastActivityNow(s.transcript); t.After(s.info.LastActivity) {
+		in := *s.info // s.info may be shared with a reader of an older view
+		in.LastActivity = t
+		s.info = &in
+	}
 }
 
 // view renders the session for the API from what was last read.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
@@ -55,17 +56,21 @@ type sessionEvents struct {
 	subs  map[*subscriber]bool
 	queue int // per-subscriber queue length; watchQueue when 0
 
-	dmu      sync.Mutex
-	dirty    map[string]bool // units to refresh
-	all      bool            // refresh every session
-	follower map[string]bool // session ids whose worker a follower watches
-	kick     chan struct{}   // cap 1: something is marked
+	dmu     sync.Mutex
+	dirty   map[string]bool // units to refresh
+	all     bool            // refresh every session
+	busy    map[string]bool // units being refreshed (taken)
+	busyAll bool            // every session is being refreshed
+	kick    chan struct{}   // cap 1: something is marked
+
+	// following is true while the subscription to the unit changes is up.
+	following atomic.Bool
 }
 
 func newSessionEvents() *sessionEvents {
 	return &sessionEvents{
 		last: map[string]api.Session{}, subs: map[*subscriber]bool{},
-		dirty: map[string]bool{}, follower: map[string]bool{}, kick: make(chan struct{}, 1),
+		dirty: map[string]bool{}, kick: make(chan struct{}, 1),
 	}
 }
 
@@ -197,26 +202,42 @@ func (e *sessionEvents) wake() {
 	}
 }
 
-// take returns and clears what is marked.
+// take returns and clears what is marked; it counts as being refreshed
+// (see pending) until refreshed is called.
 func (e *sessionEvents) take() (units map[string]bool, all bool) {
 	e.dmu.Lock()
 	defer e.dmu.Unlock()
 	units, all = e.dirty, e.all
+	e.busy, e.busyAll = units, all
 	e.dirty, e.all = map[string]bool{}, false
 	return units, all
 }
 
+// refreshed says that what take returned was refreshed and published.
+func (e *sessionEvents) refreshed() {
+	e.dmu.Lock()
+	defer e.dmu.Unlock()
+	e.busy, e.busyAll = nil, false
+}
+
+// pending reports whether unit is marked or being refreshed.
+func (e *sessionEvents) pending(unit string) bool {
+	e.dmu.Lock()
+	defer e.dmu.Unlock()
+	return e.all || e.busyAll || e.dirty[unit] || e.busy[unit]
+}
+
 // followSessions keeps the published sessions in step until ctx ends:
 // it follows the manager's changes of legion-* units (subscribing again
-// when the connection is lost) and the workers' state events, refreshes
-// what they mark and publishes the changes. Nothing is published before
-// recovery is done; then every session is. Follower goroutines end with
-// ctx, and followSessions waits for them.
-func (h *Helper) followSessions(ctx context.Context) error {
-	var followers sync.WaitGroup
-	defer followers.Wait()
+// when the connection is lost), refreshes what they and the workers'
+// state events (see follow) mark and publishes the changes. Nothing is
+// published before recovery is done; then every session is. subscribed
+// is closed once the first subscription was tried: recovery lists the
+// units after that, so no change between the two is missed.
+func (h *Helper) followSessions(ctx context.Context, subscribed chan<- struct{}) error {
 	var changes <-chan []string
 	var retry <-chan time.Time
+	first := true
 	for {
 		if changes == nil && retry == nil {
 			ch, err := h.mgr.Changes(ctx, unitPrefix)
@@ -228,7 +249,14 @@ func (h *Helper) followSessions(ctx context.Context) error {
 				retry = time.After(time.Second)
 			} else {
 				changes = ch
-				h.events.markAll() // changes before the subscription were not seen
+				h.events.following.Store(true)
+				if !first {
+					h.events.markAll() // changes before the subscription were not seen
+				}
+			}
+			if first {
+				first = false
+				close(subscribed)
 			}
 		}
 		select {
@@ -240,22 +268,25 @@ func (h *Helper) followSessions(ctx context.Context) error {
 		case names, ok := <-changes:
 			if !ok {
 				changes = nil
+				h.events.following.Store(false)
 				continue
 			}
 			h.events.mark(names...)
 		case <-h.events.kick:
 		}
 		if h.recovering.Load() {
-			continue // recovery marks every session when it is done
+			continue // recovery publishes every session when it is done
 		}
-		h.refreshMarked(ctx, &followers)
+		h.refreshMarked(ctx)
 	}
 }
 
-// refreshMarked refreshes the marked sessions, publishes their changes
-// and starts a follower for each running worker that has none.
-func (h *Helper) refreshMarked(ctx context.Context, followers *sync.WaitGroup) {
+// refreshMarked refreshes the marked sessions and publishes their
+// changes. The refresh connects to each running worker that has no
+// connection yet, which follows it from then on.
+func (h *Helper) refreshMarked(ctx context.Context) {
 	units, all := h.events.take()
+	defer h.events.refreshed()
 	var ss []*session
 	for _, s := range h.sessions.all() {
 		if all || units[s.unit] {
@@ -268,75 +299,34 @@ func (h *Helper) refreshMarked(ctx context.Context, followers *sync.WaitGroup) {
 	h.sessions.refresh(ctx, ss)
 	for _, s := range ss {
 		h.events.publish(s)
-		h.follow(ctx, s, followers)
 	}
 }
 
-// follow starts a follower for s when its worker runs and none watches it
-// yet: a goroutine on a watch connection of its own, which marks s's unit
-// whenever the worker pushes a state or exit event, and once more when the
-// connection ends (the worker exited). It ends then, or when ctx ends.
-func (h *Helper) follow(ctx context.Context, s *session, followers *sync.WaitGroup) {
+// current reports whether what the helper knows of s is up to date
+// without asking anyone: the unit subscription is up and s's unit has no
+// change waiting to be refreshed (or being refreshed), it was read at
+// least once, and either its worker is followed (it
+// pushes every change) or none runs (then only the unit changes, and
+// that is followed too). A failed session's cause is read once, by a
+// refresh.
+func (h *Helper) current(s *session) bool {
+	if !h.events.following.Load() {
+		return false
+	}
+	if h.events.pending(s.unit) {
+		return false
+	}
 	s.mu.Lock()
-	runs := unitRuns(s.us) && s.us.ActiveState != units.StateActivating && !s.ended
-	s.mu.Unlock()
-	if !runs {
-		return
+	defer s.mu.Unlock()
+	switch {
+	case s.seen.IsZero():
+		return false // spawned, never read
+	case s.us.Failed():
+		return s.failure.Name != ""
+	case unitRuns(s.us) && s.us.ActiveState != units.StateActivating:
+		return s.followed()
 	}
-	h.events.dmu.Lock()
-	if h.events.follower[s.id] {
-		h.events.dmu.Unlock()
-		return
-	}
-	h.events.follower[s.id] = true
-	h.events.dmu.Unlock()
-	followers.Add(1)
-	go func() {
-		defer followers.Done()
-		lookAgain := false
-		defer func() {
-			h.events.dmu.Lock()
-			delete(h.events.follower, s.id)
-			h.events.dmu.Unlock()
-			// After the slot is free, so that the refresh this mark
-			// brings can start a new follower.
-			if lookAgain {
-				h.events.mark(s.unit)
-			}
-		}()
-		wc, hr, err := dialWorker(ctx, s.socket, h.daemonID, s.token)
-		if err != nil {
-			s.log.Debug("cannot follow the worker", "err", err)
-			return
-		}
-		defer wc.Close()
-		if hr.SessionID != s.id {
-			s.log.Warn("not following a worker of another session", "socket", s.socket, "worker_session", hr.SessionID)
-			return
-		}
-		wctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
-		_, err = wc.Watch(wctx)
-		cancel()
-		if err != nil {
-			s.log.Debug("cannot follow the worker", "err", err)
-			return
-		}
-		h.events.mark(s.unit) // a change between the refresh and the watch
-		// The worker is gone (or ctx ended): look at the unit again. A
-		// follower that could not watch does not, so a worker that does
-		// not answer is not dialled again and again; its unit's next
-		// change starts a new follower.
-		lookAgain = true
-		stop := context.AfterFunc(ctx, func() { wc.Close() })
-		defer stop()
-		for ev := range wc.Events() {
-			switch ev.Kind {
-			case ptyworker.EventKindState, ptyworker.EventKindExit:
-				h.events.mark(s.unit)
-			}
-			ev.Release()
-		}
-	}()
+	return true
 }
 
 // cmdWatch streams session events: the snapshot, then every change, until

@@ -30,7 +30,8 @@ func (w *worker) info() *Info {
 		LastActivity: act,
 		Waiting:      w.liveness.kind == WatchWaiting, Question: w.liveness.question,
 		Stale: w.liveness.kind == WatchStale, Exit: w.exit,
-		Agent: w.agent.state(),
+		Agent:       w.agent.state(),
+		SessionFile: s.SessionFile, OutputActivity: s.SessionFile == "" && s.Agent != AgentClaude,
 	}
 	if w.child != nil && w.state == StateRunning {
 		in.ChildPID = w.child.pid
