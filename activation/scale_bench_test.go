@@ -94,7 +94,7 @@ func BenchmarkScale(b *testing.B) {
 	})
 	hookEnv := benchHookEnv(b, hookPID)
 	hook1 := hookToEvent(b, ctx, e, hookEnv, "hookscale", hookRounds)
-	cold1 := coherentAfter(b, ctx, e, 1, rounds, false)
+	cold1 := coherentAfter(b, ctx, e, 1, rounds, false, nil, "cold-start-1")
 
 	// Spawn: interleaved chunks, systemd-run first in each.
 	var sdTook, lgTook time.Duration
@@ -171,9 +171,9 @@ func BenchmarkScale(b *testing.B) {
 	vs(b, hookN, "ms/hook-to-event-n", hook1, "ms/hook-to-event-1", "hook-n/hook-1")
 
 	// Cold start and kill -9 with every session.
-	coldN := coherentAfter(b, ctx, e, total, rounds, false)
+	coldN := coherentAfter(b, ctx, e, total, rounds, false, workers, "cold-start-n")
 	vs(b, coldN, "ms/cold-start-n", cold1, "ms/cold-start-1", "cold-n/cold-1")
-	killN := coherentAfter(b, ctx, e, total, rounds, true)
+	killN := coherentAfter(b, ctx, e, total, rounds, true, workers, "kill-9-n")
 	vs(b, killN, "ms/kill-9-n", cold1, "ms/cold-start-1", "kill9-n/cold-1")
 	if rec := recoveryTimes(e.helperLog, total); len(rec) > 0 {
 		metric(b, ms(benchreport.Median(rec)), "ms/recovery-n")
@@ -243,11 +243,21 @@ func spawnRange(ctx context.Context, parallel, start, end int, cmd func(i int) *
 
 // coherentAfter times, rounds times, the first coherent list (total
 // sessions running, total recovered) after a clean stop of the helper,
-// or after kill -9 of it (the clock starts at the kill).
-func coherentAfter(b *testing.B, ctx context.Context, e *testEnv, total, rounds int, kill bool) []time.Duration {
+// or after kill -9 of it (the clock starts at the kill). It also reports
+// the median CPU time the new helper spent until then, and with workers
+// theirs (what recovery costs, whatever the machine's load), as
+// cpu-ms/<what>-helper and cpu-ms/<what>-workers.
+func coherentAfter(b *testing.B, ctx context.Context, e *testEnv, total, rounds int, kill bool, workers []int, what string) []time.Duration {
 	b.Helper()
-	var took []time.Duration
+	var took, helperCPU, workersCPU []time.Duration
+	defer func() {
+		metric(b, ms(benchreport.Median(helperCPU)), "cpu-ms/"+what+"-helper")
+		if len(workers) > 0 {
+			metric(b, ms(benchreport.Median(workersCPU)), "cpu-ms/"+what+"-workers")
+		}
+	}()
 	for range rounds {
+		w0 := cpuOf(workers)
 		var t0 time.Time
 		if kill {
 			pid := e.helperPID(ctx)
@@ -260,9 +270,30 @@ func coherentAfter(b *testing.B, ctx context.Context, e *testEnv, total, rounds 
 			t0 = time.Now()
 		}
 		took = append(took, waitCoherent(b, ctx, e, total, t0))
+		workersCPU = append(workersCPU, cpuOf(workers)-w0)
+		helperCPU = append(helperCPU, processCPU(b, e.helperPID(ctx)))
 	}
 	return took
 }
+
+// processCPU is the CPU time pid has used since it started, all its
+// threads, ended ones included (/proc/<pid>/stat utime + stime).
+func processCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command, which is in parentheses.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
+// every Linux architecture Go supports.
+const clockTicks = 100
 
 // waitCoherent lists until total sessions run and were recovered by this
 // helper or spawned by it, and returns the time since t0.

@@ -109,7 +109,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	// --user start`, once its start limit has run out): so it is unloaded
 	// (reset-failed) and looked at again before the spec and the registry
 	// are written. Once it is gone, no one can start it but by creating it.
-	st, err := h.mgr.State(ctx, unit)
+	st, err := h.unitStateOf(ctx, unit)
 	if err == nil && st.Failed() && l.reuseLive {
 		// A dispatch never unloads a failed unit: the controller would
 		// reset the start limit at every tick and the session would fail
@@ -120,7 +120,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		if err := h.mgr.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
 			return api.SpawnResult{}, fmt.Errorf("spawn: unload the failed unit %s: %w", unit, err)
 		}
-		st, err = h.mgr.State(ctx, unit)
+		st, err = h.unitStateOf(ctx, unit)
 	}
 	if err != nil {
 		return api.SpawnResult{}, fmt.Errorf("spawn: read unit %s: %w", unit, err)

@@ -145,10 +145,12 @@ func (t *table) closeAll() {
 // unit, then info from each running worker (connecting when needed), or
 // the registry entry of one that is not running. Sessions are refreshed
 // concurrently; a failure of one leaves its last known state. The units
-// are read with one ListUnits of every legion-* unit, or one by one when
-// there are at most fewUnits of them: a listing costs systemd in
-// proportion to all the units it has (tens of ms with 1,000 sessions),
-// and a spawn or one session's change must not pay for all the others.
+// are read with one listing of every legion-* unit, or of just theirs
+// when there are at most fewUnits (see statesOf): a full listing costs
+// systemd in proportion to all the units it has (tens of ms with 1,000
+// sessions), and a spawn or one session's change must not pay for all
+// the others. It does no per-unit property reads: those cost systemd far
+// more than a listing.
 func (t *table) refresh(ctx context.Context, ss []*session) {
 	states, err := t.h.statesOf(ctx, ss)
 	if err != nil {
@@ -166,36 +168,52 @@ func (t *table) refresh(ctx context.Context, ss []*session) {
 	g.Wait()
 }
 
-// fewUnits is the most units refresh reads one by one rather than list.
+// fewUnits is the most units refresh asks for by name rather than list
+// all of.
 const fewUnits = 8
 
 // statesOf is the state of the units of ss, by name: unitStates, or for
-// at most fewUnits sessions their units read one by one (units.State,
-// which never loads a unit). Only Name, LoadState, ActiveState and
-// SubState are to be relied on.
+// at most fewUnits sessions a listing of just their units (their names as
+// the patterns: one call, and it never loads a unit, as asking for a unit
+// that is not loaded by its name would). Only Name, LoadState,
+// ActiveState and SubState are set.
 func (h *Helper) statesOf(ctx context.Context, ss []*session) (map[string]units.State, error) {
 	if len(ss) > fewUnits {
 		return h.unitStates(ctx)
 	}
-	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
-	defer cancel()
-	m := make(map[string]units.State, len(ss))
+	names := make([]string, 0, len(ss))
 	for _, s := range ss {
-		st, err := h.mgr.State(ctx, s.unit)
-		if err != nil {
-			return nil, err
+		if strings.ContainsAny(s.unit, `*?[\`) {
+			return h.unitStates(ctx) // not a pattern that matches only itself
 		}
-		m[s.unit] = st
+		names = append(names, s.unit)
 	}
-	return m, nil
+	return h.unitStates(ctx, names...)
 }
 
-// unitStates lists the loaded legion-*.service units, by name. Only Name,
+// unitStateOf is the state of one unit, as statesOf reads it.
+func (h *Helper) unitStateOf(ctx context.Context, unit string) (units.State, error) {
+	if strings.ContainsAny(unit, `*?[\`) {
+		return h.mgr.State(ctx, unit)
+	}
+	m, err := h.unitStates(ctx, unit)
+	if err != nil {
+		return units.State{}, err
+	}
+	return unitState(m, unit), nil
+}
+
+// unitStates lists the loaded legion-*.service units (or only the units
+// named, when names are given), by name. Only Name,
 // LoadState, ActiveState and SubState are set.
-func (h *Helper) unitStates(ctx context.Context) (map[string]units.State, error) {
+func (h *Helper) unitStates(ctx context.Context, only ...string) (map[string]units.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
 	defer cancel()
-	listed, err := h.mgr.List(ctx, "legion-*.service")
+	patterns := only
+	if len(patterns) == 0 {
+		patterns = []string{"legion-*.service"}
+	}
+	listed, err := h.mgr.List(ctx, patterns...)
 	if err != nil {
 		return nil, err
 	}
@@ -364,10 +382,7 @@ func dialWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker
 	if err != nil {
 		return nil, nil, err
 	}
-	hr, err := wc.HelloAs(ctx, ptyworker.HelloParams{
-		RPCMajor: ptyworker.RPCMajor, RPCMinor: ptyworker.RPCMinor,
-		DaemonInstanceID: daemonID, Token: token, Client: "legion helper",
-	})
+	hr, err := wc.HelloAs(ctx, helloParams(daemonID, token))
 	if err != nil {
 		wc.Close()
 		return nil, nil, err
@@ -375,22 +390,32 @@ func dialWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker
 	return wc, hr, nil
 }
 
-// watchWorker is dialWorker, then watch: the connection gets the
+// watchWorker connects to a worker socket, says hello and watches (in
+// one round trip: ptyworker.Client.HelloWatch): the connection gets the
 // worker's state and exit events (drain them: see follow), and the
-// session's info as of the subscription.
+// session's info as of the subscription. The connection's reader
+// goroutine ends when the connection is closed.
 func watchWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker.Client, *ptyworker.HelloResult, *ptyworker.Info, error) {
-	wc, hr, err := dialWorker(ctx, socket, daemonID, token)
+	ctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
+	defer cancel()
+	wc, err := ptyworker.Dial(ctx, socket)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
-	defer cancel()
-	in, err := wc.Watch(ctx)
+	hr, in, err := wc.HelloWatch(ctx, helloParams(daemonID, token))
 	if err != nil {
 		wc.Close()
 		return nil, nil, nil, err
 	}
 	return wc, hr, in, nil
+}
+
+// helloParams is the helper's hello.
+func helloParams(daemonID, token string) ptyworker.HelloParams {
+	return ptyworker.HelloParams{
+		RPCMajor: ptyworker.RPCMajor, RPCMinor: ptyworker.RPCMinor,
+		DaemonInstanceID: daemonID, Token: token, Client: "legion helper",
+	}
 }
 
 // updateActivity brings the last activity of the worker's last info up

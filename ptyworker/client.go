@@ -260,11 +260,21 @@ func (c *Client) dispatch(m *message) {
 // call sends a request and waits for its response, decoding the result
 // into out (when not nil).
 func (c *Client) call(ctx context.Context, method string, params, out any) error {
+	id, ch, err := c.send(ctx, method, params)
+	if err != nil {
+		return err
+	}
+	return c.await(ctx, method, id, ch, out)
+}
+
+// send writes one request and returns its id and the channel its answer
+// comes on; await waits for that answer.
+func (c *Client) send(ctx context.Context, method string, params any) (uint64, chan *message, error) {
 	var raw json.RawMessage
 	if params != nil {
 		b, err := json.Marshal(params)
 		if err != nil {
-			return fmt.Errorf("%s: encode params: %w", method, err)
+			return 0, nil, fmt.Errorf("%s: encode params: %w", method, err)
 		}
 		raw = b
 	}
@@ -273,7 +283,7 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return fmt.Errorf("%s: %w", method, err)
+		return 0, nil, fmt.Errorf("%s: %w", method, err)
 	}
 	c.nextID++
 	id := c.nextID
@@ -285,11 +295,15 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 		err = c.writeFrame(ctx, f)
 	}
 	if err != nil {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-		return fmt.Errorf("%s: %w", method, err)
+		c.forget(id)
+		return 0, nil, fmt.Errorf("%s: %w", method, err)
 	}
+	return id, ch, nil
+}
+
+// await waits for the answer to request id (see send) and decodes its
+// result into out.
+func (c *Client) await(ctx context.Context, method string, id uint64, ch chan *message, out any) error {
 	select {
 	case m, ok := <-ch:
 		if !ok {
@@ -305,11 +319,16 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 		}
 		return nil
 	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
+		c.forget(id)
 		return fmt.Errorf("%s: %w", method, ctx.Err())
 	}
+}
+
+// forget drops the wait for the answer to request id.
+func (c *Client) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
 }
 
 // writeFrame writes a complete frame, bounded by ctx's deadline. A frame
@@ -368,6 +387,47 @@ func (c *Client) HelloAs(ctx context.Context, p HelloParams) (*HelloResult, erro
 		return nil, err
 	}
 	return &res, nil
+}
+
+// HelloWatch is HelloAs, then Watch, in one round trip: both requests
+// are written before either answer is read (the worker serves a
+// connection's requests in order, so the watch is served authenticated).
+// A helper that reconnects to 1,000 workers at its start wakes each
+// worker once instead of twice. When hello fails, its error is returned
+// (the watch was refused too); a hello refused for its rpc version is
+// tried again as HelloAs does, and the watch after it.
+func (c *Client) HelloWatch(ctx context.Context, p HelloParams) (*HelloResult, *Info, error) {
+	hid, hch, err := c.send(ctx, MethodHello, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	wid, wch, err := c.send(ctx, MethodWatch, nil)
+	if err != nil {
+		c.forget(hid)
+		return nil, nil, err
+	}
+	var hr HelloResult
+	if err := c.await(ctx, MethodHello, hid, hch, &hr); err != nil {
+		c.forget(wid)
+		var re *RPCError
+		if errors.As(err, &re) && re.Code == CodeUnsupportedVersion {
+			r, err := c.HelloAs(ctx, p)
+			if err != nil {
+				return nil, nil, err
+			}
+			in, err := c.Watch(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			return r, in, nil
+		}
+		return nil, nil, err
+	}
+	var in Info
+	if err := c.await(ctx, MethodWatch, wid, wch, &in); err != nil {
+		return nil, nil, err
+	}
+	return &hr, &in, nil
 }
 
 // Info returns the session's description and state.
