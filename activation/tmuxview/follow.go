@@ -27,7 +27,7 @@ type FollowOptions struct {
 func SessionWindows(team, bin string, sessions []api.Session) []Window {
 	var out []Window
 	for _, s := range sessions {
-		if s.Team != team || s.State == api.StateExited || s.State == api.StateFailed {
+		if s.Team != team || s.State.Ended() {
 			continue
 		}
 		name := s.Name
