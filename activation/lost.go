@@ -33,10 +33,14 @@ import (
 // whose worker ran in another boot (its lease's boot ID is not this
 // boot's) and hosted a live agent when it last wrote its entry (state
 // starting or running: killed without a word, as by a power cut; or
-// stopped: told to stop, as systemd stops every unit at shutdown). An
-// entry that says its agent exited, was removed or completed ended by
-// itself or by a person, reboot or not, and is pruned as before; so is
-// an entry without a boot ID (a worker older than the field).
+// stopped: told to stop, as systemd stops every unit at shutdown), and
+// whose spec is still there (`legion sessions kill` stops the unit too,
+// and removes the spec). An entry that says its agent exited, was removed
+// or completed ended by itself or by a person, reboot or not, and is
+// pruned as before; so is an entry without a boot ID (a worker older than
+// the field). A unit a person stopped with `systemctl --user stop` just
+// before a reboot, with no helper start in between, looks the same as
+// one the shutdown stopped, and is listed as lost.
 
 // cutByReboot reports whether the entry r, whose unit is gone and whose
 // lease is stale, is of a session a reboot cut; boot is this boot's ID
@@ -54,8 +58,8 @@ func cutByReboot(r *ptyworker.Registry, boot string) bool {
 
 // lostCause is what `legion sessions list` and status say of a lost
 // session: that a reboot cut it, when its worker last wrote, and the
-// commands that start it again or forget it. spec is the session's spec
-// (nil when it cannot be read): its command goes into the restart line.
+// commands that start it again or forget it. spec is the session's spec:
+// its command goes into the restart line.
 func lostCause(r *ptyworker.Registry, spec *ptyworker.Spec) string {
 	var b strings.Builder
 	b.WriteString("the machine rebooted while it ran")
@@ -73,11 +77,7 @@ func lostCause(r *ptyworker.Registry, spec *ptyworker.Spec) string {
 // directory and its watch; --setenv values are left out (they may be
 // secrets), so a session that had some says so.
 func respawnCommand(r *ptyworker.Registry, spec *ptyworker.Spec) string {
-	words := []string{"legion", "spawn", "--team", r.Team, "--name", r.Name}
-	if spec == nil {
-		return shellquote.Join(words) + " -- CMD..."
-	}
-	words = append(words, "--cwd", spec.Cwd)
+	words := []string{"legion", "spawn", "--team", r.Team, "--name", r.Name, "--cwd", spec.Cwd}
 	if spec.SessionFile != "" {
 		words = append(words, "--watch", spec.SessionFile, "--stale-after", time.Duration(spec.StaleAfter).String())
 	}
@@ -90,17 +90,19 @@ func respawnCommand(r *ptyworker.Registry, spec *ptyworker.Spec) string {
 
 // markLost keeps the entry at path of a session a reboot cut as a lost
 // session of the table: the entry stays in registry/ and the spec in
-// specs/, so the next recovery finds it lost again.
-func (h *Helper) markLost(log interface{ Warn(string, ...any) }, r *ptyworker.Registry, path string) entryResult {
-	var spec *ptyworker.Spec
-	if s, err := ptyworker.ReadSpec(filepath.Join(h.opts.StateDir, specDir, r.SessionID+".json")); err == nil && s.SessionID == r.SessionID {
-		spec = s
+// specs/, so the next recovery finds it lost again. It reports false,
+// doing nothing, when the session has no spec of this helper: a person
+// killed it.
+func (h *Helper) markLost(log interface{ Warn(string, ...any) }, r *ptyworker.Registry, path string) (entryResult, bool) {
+	spec, err := ptyworker.ReadSpec(filepath.Join(h.opts.StateDir, specDir, r.SessionID+".json"))
+	if err != nil || spec.SessionID != r.SessionID || spec.Token != r.Token {
+		return entryResult{}, false
 	}
 	res := h.adopt(r, path, unitState(nil, r.Unit), nil, nil, r.Unit)
 	res.kind = lost
 	res.s.lost = lostCause(r, spec)
 	log.Warn("recovery: the machine rebooted while this session ran; listed as lost", "worker_boot", r.Owner.BootID, "last_state", r.State)
-	return res
+	return res, true
 }
 
 // forget ends a lost session for good: its entry goes to registry/pruned

@@ -193,7 +193,9 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 		switch {
 		case us.Gone():
 			if !leaseAlive && cutByReboot(r, h.bootID) {
-				return h.markLost(log, r, path)
+				if res, ok := h.markLost(log, r, path); ok {
+					return res
+				}
 			}
 			if !leaseAlive {
 				res.kind = h.prune(log, path, "worker gone and unit "+unitGoneText(us))
