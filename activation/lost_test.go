@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -209,5 +210,67 @@ func TestRecoveryAfterReboot(t *testing.T) {
 	}
 	if i := slices.IndexFunc(list.Sessions, func(s api.Session) bool { return s.State == api.StateLost }); i >= 0 {
 		t.Errorf("a lost session after start and forget: %+v", list.Sessions[i])
+	}
+}
+
+// TestLostSessionsThroughTheCLI: what a person sees after a reboot, with
+// the real CLI and the socket-activated helper: `legion sessions list`
+// shows the lost session with its cause, the restart command it prints
+// runs as written and starts the session again, and `legion sessions
+// kill` forgets another. Here the "reboot" leaves the registry entry as
+// a worker of an earlier boot wrote it: stopped by systemd, with that
+// boot's ID (the helper under legion.socket reads the kernel's).
+func TestLostSessionsThroughTheCLI(t *testing.T) {
+	e := startEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	var spawned []api.SpawnResult
+	for _, name := range []string{"notes", "scratch"} {
+		r := e.spawn(ctx, name, "/bin/sh", "-c", "echo \"it's $0\"; exec sleep 1000", name)
+		spawned = append(spawned, r)
+		e.poll(ctx, name+" to run", func() (bool, string) {
+			s, err := e.client(ctx).Status(ctx, name)
+			return err == nil && s.State == api.StateRunning, fmt.Sprintf("%+v, %v", s, err)
+		})
+	}
+	e.stopHelper(ctx)
+	earlier := uuid.NewString()
+	for _, r := range spawned {
+		if err := e.mgr.Stop(ctx, r.Unit); err != nil {
+			t.Fatalf("stop %s: %v", r.Unit, err)
+		}
+		editRegistry(t, filepath.Join(e.stateDir, registryDir, r.ID+".json"), func(r *ptyworker.Registry) { r.Owner.BootID = earlier })
+	}
+
+	out := e.mustLegion(ctx, "sessions", "list")
+	t.Logf("legion sessions list:\n%s", out)
+	for _, want := range []string{"notes lost: the machine rebooted while it ran", "scratch lost: ", "2 lost"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("legion sessions list lacks %q:\n%s", want, out)
+		}
+	}
+	status := e.mustLegion(ctx, "sessions", "status", "notes")
+	_, restart, ok := strings.Cut(status, "start it again with `")
+	if restart, _, _ = strings.Cut(restart, "`"); !ok || !strings.HasPrefix(restart, "legion spawn ") {
+		t.Fatalf("legion sessions status notes gives no restart command:\n%s", status)
+	}
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", restart)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(e.bin)+":"+os.Getenv("PATH"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the printed restart command %s: %v\n%s", restart, err, b)
+	}
+	e.poll(ctx, "notes to run again, under the same ID", func() (bool, string) {
+		s, err := e.client(ctx).Status(ctx, "notes")
+		return err == nil && s.State == api.StateRunning && s.ID == spawned[0].ID, fmt.Sprintf("%+v, %v", s, err)
+	})
+	e.poll(ctx, "notes' transcript to show both lives", func() (bool, string) {
+		b, _ := os.ReadFile(filepath.Join(e.stateDir, "transcripts", spawned[0].ID+".log"))
+		return strings.Count(string(b), "it's notes") == 2, string(b)
+	})
+	if out := e.mustLegion(ctx, "sessions", "kill", "scratch"); !strings.Contains(out, "session scratch forgotten") {
+		t.Errorf("legion sessions kill of a lost session printed %q; want it forgotten", out)
+	}
+	if r := e.list(ctx); r.Recovery.Lost != 2 || slices.ContainsFunc(r.Sessions, func(s api.Session) bool { return s.State == api.StateLost }) {
+		t.Errorf("after restart and forget: %+v; want no lost session left (the last recovery found 2)", r)
 	}
 }
