@@ -7,8 +7,9 @@ import "strings"
 
 // Quote quotes s for a POSIX shell: as is when it holds only characters
 // no shell treats specially, else in single quotes, inside which nothing
-// is special but the quote itself, written as '\” (close, escaped quote,
-// reopen). That is the whole of the rule, so no library is needed for it.
+// is special but the quote itself, written as a closing quote, a
+// backslash-escaped quote and an opening one. That is the whole of the
+// rule, so no library is needed for it.
 func Quote(s string) string {
 	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+,:@%=", r))
