@@ -21,7 +21,7 @@ type FollowOptions struct {
 }
 
 // SessionWindows are the windows the view of team should have: one per live
-// session (not exited or failed) of the team, named <issue>-<mode> (the
+// session (not ended: exited, failed or lost) of the team, named <issue>-<mode> (the
 // session name for `legion spawn` sessions), coloured by mode, running
 // `BIN attach <session>`.
 func SessionWindows(team, bin string, sessions []api.Session) []Window {
