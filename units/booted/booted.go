@@ -131,7 +131,40 @@ func (s *System) setUp(ctx context.Context) error {
 	if err := s.startHolder(ctx); err != nil {
 		return err
 	}
+	if err := s.writeTarget(); err != nil {
+		return err
+	}
 	return s.bootOnce(ctx)
+}
+
+// bootTarget is the container's default target: the system parts a user's
+// session needs (journald and the rest of sysinit.target, D-Bus, logind,
+// systemd-user-sessions, which lets ordinary users log in), and not the
+// host's own services (a database took 2.7 s of a 3.7 s boot).
+const bootTarget = `# Written by units/booted: the default target of a booted test system.
+[Unit]
+Description=Booted test system (units/booted)
+Requires=basic.target
+Wants=dbus.service systemd-logind.service systemd-user-sessions.service
+After=basic.target dbus.service systemd-logind.service systemd-user-sessions.service
+AllowIsolate=yes
+`
+
+// writeTarget makes bootTarget the container's default target, in the
+// overlay.
+func (s *System) writeTarget() error {
+	dir := s.Path("/etc/systemd/system")
+	if err := os.WriteFile(filepath.Join(dir, "legion-booted.target"), []byte(bootTarget), 0o644); err != nil {
+		return fmt.Errorf("write the default target: %w", err)
+	}
+	link := filepath.Join(dir, "default.target")
+	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("write the default target: %w", err)
+	}
+	if err := os.Symlink("legion-booted.target", link); err != nil {
+		return fmt.Errorf("write the default target: %w", err)
+	}
+	return nil
 }
 
 // launchScript runs as the launched program's future PID: it moves itself

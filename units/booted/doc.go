@@ -33,8 +33,11 @@
 //     execs `nsenter -m` into the holder's namespace and then
 //     `systemd-nspawn --boot -D D/fs/root --register=no --keep-unit
 //     --private-network`: nspawn makes payload/ and supervisor/ below its
-//     own cgroup. It is ready when `systemctl is-system-running --wait`
-//     inside says running or degraded.
+//     own cgroup. The default target is legion-booted.target, written
+//     into the overlay: sysinit, D-Bus, logind and user sessions, not the
+//     host's own services (boot takes about half a second). It is ready
+//     when `systemctl is-system-running --wait` inside says running or
+//     degraded.
 //
 // Commands run inside with `nsenter -t PID1 -a`: as root (Run), or as a
 // user in a real logind login session (Login: `systemd-run -p
