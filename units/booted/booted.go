@@ -49,14 +49,15 @@ type System struct {
 	Dir     string // the system's directory on the host; Stop removes it
 	Machine string // the machine's name and hostname: Dir's base name
 
-	p       prereqs
-	fsDir   string       // Dir/fs: a tmpfs in the holder's mount namespace
-	cgroups cgroups.Dirs // the system's cgroups, one per hierarchy
-	console string       // Dir/console.log: what nspawn and the container print
-	holder  *child       // the holder of the mount namespace
-	boot    *child       // nspawn of the current boot; nil while powered off
-	boots   int          // boots so far: boot N runs in cgroup boot-N
-	init    int          // PID (on the host) of the container's PID 1
+	p        prereqs
+	fsDir    string       // Dir/fs: a tmpfs in the holder's mount namespace
+	cgroups  cgroups.Dirs // the system's cgroups, one per hierarchy
+	console  string       // Dir/console.log: what nspawn and the container print
+	holder   *child       // the holder of the mount namespace
+	boot     *child       // nspawn of the current boot; nil while powered off
+	boots    int          // boots so far: boot N runs in cgroup boot-N
+	init     int          // PID (on the host) of the container's PID 1
+	sessions int          // OpenSession calls so far, for unit names
 
 	mu      sync.Mutex // serialises Reboot and Stop
 	stopped bool
@@ -432,4 +433,35 @@ func (s *System) ConsoleTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Session is a login session held open in the background (OpenSession),
+// as a user who stays logged in on a terminal.
+type Session struct {
+	s    *System
+	unit string // the system service whose PAM session it is
+}
+
+// OpenSession logs user in and keeps the session open until Close: a
+// service of the container's system manager that runs `sleep infinity` in
+// a login session (PAM service "login", class user, type tty). It returns
+// once the session is open.
+func (s *System) OpenSession(ctx context.Context, user string) (*Session, error) {
+	s.sessions++
+	unit := fmt.Sprintf("booted-session-%s-%d.service", user, s.sessions)
+	_, err := s.Run(ctx, "systemd-run", "--quiet", "--collect", "--service-type=exec", "--unit="+unit,
+		"-E", "XDG_SESSION_CLASS=user", "-E", "XDG_SESSION_TYPE=tty",
+		"-p", "PAMName=login", "-p", "User="+user, "/bin/sleep", "infinity")
+	if err != nil {
+		return nil, fmt.Errorf("open a login session of %s: %w", user, err)
+	}
+	return &Session{s: s, unit: unit}, nil
+}
+
+// Close ends the session: a logout.
+func (se *Session) Close(ctx context.Context) error {
+	if _, err := se.s.Run(ctx, "systemctl", "stop", se.unit); err != nil {
+		return fmt.Errorf("log out (%s): %w", se.unit, err)
+	}
+	return nil
 }

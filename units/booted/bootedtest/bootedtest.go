@@ -57,7 +57,7 @@ func Boot(t testing.TB) *booted.System {
 	t.Logf("booted %s in %v", s.Machine, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("console of %s, last lines:\n%s", s.Machine, s.ConsoleTail(80))
+			t.Logf("console of %s, last lines:\n%s", s.Machine, s.ConsoleTail(30))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 		defer cancel()
