@@ -337,6 +337,10 @@ func (s *System) Run(ctx context.Context, argv ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, s.p.nsenter, args...)
 	cmd.Env = minimalEnv()
 	cmd.Dir = "/"
+	// When ctx ends, nsenter is killed, but what it ran inside (in the
+	// container's PID namespace) may still hold the output pipes: it ends
+	// with the container. Run returns regardless.
+	cmd.WaitDelay = time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -449,13 +453,27 @@ type Session struct {
 func (s *System) OpenSession(ctx context.Context, user string) (*Session, error) {
 	s.sessions++
 	unit := fmt.Sprintf("booted-session-%s-%d.service", user, s.sessions)
-	_, err := s.Run(ctx, "systemd-run", "--quiet", "--collect", "--service-type=exec", "--unit="+unit,
+	// Type=simple: with PAMName, Type=exec never sees the exec without
+	// --wait (systemd 252), and the start times out.
+	_, err := s.Run(ctx, "systemd-run", "--quiet", "--collect", "--service-type=simple", "--unit="+unit,
 		"-E", "XDG_SESSION_CLASS=user", "-E", "XDG_SESSION_TYPE=tty",
 		"-p", "PAMName=login", "-p", "User="+user, "/bin/sleep", "infinity")
 	if err != nil {
 		return nil, fmt.Errorf("open a login session of %s: %w", user, err)
 	}
-	return &Session{s: s, unit: unit}, nil
+	// The session is open once pam_systemd has moved the process into
+	// its session scope.
+	script := `pid=$(systemctl show -p MainPID --value "$1") && [ "$pid" != 0 ] && grep -q '/session-[0-9]*\.scope$' /proc/$pid/cgroup`
+	for {
+		if _, err := s.Run(ctx, "sh", "-c", script, "check", unit); err == nil {
+			return &Session{s: s, unit: unit}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open a login session of %s: %s has no session scope: %w", user, unit, ctx.Err())
+		case <-time.After(50 * time.Millisecond): // poll interval
+		}
+	}
 }
 
 // Close ends the session: a logout.
