@@ -32,7 +32,7 @@ const (
 // running the script in ~/agent.script.
 const claudeWrapper = `#!/bin/sh
 # Written by Legion's booted-system tests: Claude Code's stand-in.
-LEGION_SCRIPT_FILE="$HOME/agent.script" exec /usr/local/bin/legion scripted-agent "$@"
+LEGION_SCRIPT_FILE="$HOME/agent.script" exec legion scripted-agent "$@"
 `
 
 // sys is a booted system with the user, their workspace ~/src/web (a git
@@ -80,7 +80,7 @@ func bootLegion(t *testing.T, o options) *sys {
 		t.Fatal(err)
 	}
 	s.uid = strings.TrimSpace(s.root("id", "-u", user))
-	s.writeFile("/home/"+user+"/agent.script", strings.ReplaceAll(o.script, "@LEGION@", "/usr/local/bin/legion"), 0o600, user)
+	s.writeFile("/home/"+user+"/agent.script", strings.ReplaceAll(o.script, "@LEGION@", "legion"), 0o600, user)
 	if o.linger {
 		if err := s.SetLinger(ctx, user, true); err != nil {
 			t.Fatal(err)
