@@ -15,6 +15,7 @@ import (
 // legion@web; its journal tells the issue's story; `legion uninstall`
 // leaves nothing of Legion's but its config and state.
 func TestIssueCycle(t *testing.T) {
+	t.Parallel()
 	s := bootLegion(t, options{linger: true, script: demo.Script("legion")})
 	s.login("legion", "team", "add", teamName, "--workspace", "src/web")
 	before := s.homeFiles()

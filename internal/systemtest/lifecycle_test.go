@@ -91,6 +91,7 @@ if-prompt plan if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE wo
 // the worker with it, stops at logout, and at the next login the enabled
 // legion@web resumes the issue's agent in its own conversation.
 func TestLogout(t *testing.T) {
+	t.Parallel()
 	s := bootLegion(t, options{linger: true, script: longPlan})
 	id := s.setUpTeam()
 	s.login("systemctl", "--user", "start", "legion@"+teamName)

@@ -68,6 +68,7 @@ cat "$dir/out"; rm -r "$dir"`
 // the nearest thing; a line this test does not know fails it, so a change
 // of the README's quick start must come with a change here.
 func TestQuickStart(t *testing.T) {
+	t.Parallel()
 	cmds := readmeQuickStart(t)
 	root := moduleRoot(t)
 	goTool, err := exec.LookPath("go")

@@ -33,6 +33,7 @@ if-prompt finish run @LEGION@ worktree finish $LEGION_TEAM $LEGION_ISSUE
 // own conversation (the same session id, its session file shows the
 // resumed turn) and the issue reaches Done.
 func TestRebootMidImplement(t *testing.T) {
+	t.Parallel()
 	s := bootLegion(t, options{linger: true, script: rebootScript})
 	id := s.setUpTeam()
 	s.login("systemctl", "--user", "start", "legion@"+teamName)
