@@ -34,9 +34,12 @@ func testUninstall(t *testing.T, s *sys, before []string) {
 	if ps := s.root("ps", "-u", user, "-o", "pid=,args="); strings.Contains(ps, "legion") {
 		t.Errorf("processes of %s after uninstall:\n%s", user, ps)
 	}
+	// kept: p (a directory ends in "/") is within what is kept, or a
+	// directory above it.
 	kept := func(p string) bool {
+		q := strings.TrimSuffix(p, "/")
 		return slices.ContainsFunc(keptByUninstall, func(k string) bool {
-			return strings.HasPrefix(p, k) || strings.HasPrefix(k, p+"/") || p == strings.TrimSuffix(k, "/") // within, or a parent
+			return strings.HasPrefix(q+"/", k) || q == k || strings.HasPrefix(k, q+"/")
 		})
 	}
 	var emptyDirs []string
