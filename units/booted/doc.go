@@ -41,7 +41,10 @@
 //
 // Commands run inside with `nsenter -t PID1 -a`: as root (Run), or as a
 // user in a real logind login session (Login: `systemd-run -p
-// PAMName=login -p User=U`, so the command's end is a logout).
+// PAMName=login -p User=U`, class user and type tty as on a terminal, so
+// the command's end is a logout). OpenSession keeps a session open in the
+// background until its Close. SetLinger turns lingering on and off; Path
+// reaches the container's files from the host (Install copies one in).
 //
 // Reboot powers the container off (SIGTERM to nspawn, which makes systemd
 // halt cleanly) and boots it again over the same overlay: the disk, /home
