@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/legion-dev/legion/units/sdtest"
 )
 
 // readmeQuickStart returns the commands of the README's "Quick start for
@@ -72,9 +74,7 @@ func TestQuickStart(t *testing.T) {
 	cmds := readmeQuickStart(t)
 	root := moduleRoot(t)
 	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool: the quick start's first line builds Legion") // bootLegion's build needs it too
-	}
+	sdtest.Require(t, "the go tool in PATH (the quick start's first line builds Legion)", err == nil)
 	s := bootLegion(t, options{noBinaries: true, linger: true, script: quickStartPlan})
 	issue := prefix + "-1"
 	var short string

@@ -39,7 +39,7 @@ func BenchmarkBoot(b *testing.B) {
 		}
 
 		start = time.Now()
-		s, err := booted.Boot(ctx, booted.Options{Name: "legion-bench"})
+		s, err := booted.Boot(ctx, booted.Options{Name: "legion-bench-boot"})
 		if err != nil {
 			b.Fatal(err)
 		}

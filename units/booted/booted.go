@@ -222,8 +222,8 @@ func (s *System) startHolder(ctx context.Context) error {
 			return fmt.Errorf("mount the overlay: %w: %s", err, strings.TrimSpace(stderr.String()))
 		}
 		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("mount the overlay: %w: %s", ctx.Err(), strings.TrimSpace(stderr.String()))
+	case <-ctx.Done(): // stderr is still being written: Stop kills the holder
+		return fmt.Errorf("mount the overlay: %w", ctx.Err())
 	}
 }
 
