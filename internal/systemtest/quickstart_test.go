@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -97,7 +98,7 @@ func TestQuickStart(t *testing.T) {
 		case "journalctl --user -u legion@web -f":
 			// Not literally: -f follows until interrupted. Without it, once
 			// the controller has started a worker.
-			s.workerUnit(issue, "plan")
+			s.workerUnit(issue, controller.ModePlan)
 			out = s.login("journalctl", "--user", "-u", "legion@"+teamName, "--no-pager")
 			if !strings.Contains(out, issue) {
 				t.Errorf("journalctl --user -u legion@web says nothing of %s:\n%s", issue, out)
@@ -108,7 +109,7 @@ func TestQuickStart(t *testing.T) {
 				t.Errorf("%s does not show %s:\n%s", line, issue, out)
 			}
 		case "legion sessions list":
-			s.workerUnit(issue, "plan")
+			s.workerUnit(issue, controller.ModePlan)
 			out = s.login("bash", "-c", line)
 			if !strings.Contains(out, issue+"-plan") {
 				t.Errorf("%s does not show %s-plan:\n%s", line, issue, out)
