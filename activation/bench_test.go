@@ -21,7 +21,7 @@ import (
 // BenchmarkColdStartRecovery measures, with N live workers, how long the
 // first `legion sessions list` takes after the helper was stopped: the
 // CLI's start, socket activation, the helper's start, recovery of every
-// worker (systemd's view + registry + hello/info each) and a coherent
+// worker (systemd's view + registry + hello/watch each) and a coherent
 // list with all N running. Target: 100 workers under 300 ms.
 func BenchmarkColdStartRecovery(b *testing.B) {
 	for _, n := range []int{25, 100} {

@@ -11,7 +11,7 @@
 //     daemon instance id, idle exit, sd_notify READY=1/STATUS=;
 //   - the bounded request decoder (request.go);
 //   - recovery (recovery.go): at every start, the join of systemd's unit
-//     list, the pty-worker registry files and hello/info on each worker
+//     list, the pty-worker registry files and hello/watch on each worker
 //     socket, behind a barrier that answers every command with the
 //     retryable error code "recovering"; a `legion spawn` session that a
 //     reboot cut is kept and listed as lost, never pruned in silence

@@ -25,11 +25,14 @@ import (
 //     there are): a unit that starts, restarts, stops, fails or is
 //     unloaded marks its session;
 //   - the workers' own state events: for each session whose worker runs,
-//     one watch connection to it (the worker pushes a state event when its
-//     agent starts or stops waiting on a human, goes stale, or exits, and
-//     at every change of the agent's state from its hooks, which the
-//     session's Agent carries).
+//     the session's one connection to it watches it (the worker pushes a
+//     state event when its agent starts or stops waiting on a human, goes
+//     stale, or exits, and at every change of the agent's state from its
+//     hooks, which the session's Agent carries); the helper's calls to
+//     the worker share that connection (see follow in table.go).
 //
+// So what the helper knows of a followed session is current without
+// asking: sessions.list asks only about the others (Helper.current).
 // Marked sessions are refreshed together (one unit listing, one info call
 // per marked running worker) by followSessions, which publishes each one
 // whose view changed. publish compares with the last view it published
