@@ -253,8 +253,9 @@ type Info struct {
 	Agent *api.Agent `json:"agent,omitempty"`
 	// SessionFile is the agent's session file, whose writes are its
 	// activity; OutputActivity says that its output is (no session file,
-	// not kind claude). See LastActivityNow. Since 1.1; empty and false
-	// from older workers.
+	// not kind claude). See LastActivityNow. Optional: empty and false
+	// from workers built before them (then LastActivityNow is
+	// LastActivity).
 	SessionFile    string `json:"session_file,omitempty"`
 	OutputActivity bool   `json:"output_activity,omitempty"`
 }
