@@ -165,6 +165,10 @@ func teamUnits(teams []config.Team) []units.TeamUnits {
 			MemoryMax:          t.MemoryMax,
 			CPUQuotaPercent:    uint(max(t.CPUQuotaPercent, 0)),
 			TasksMax:           t.TasksMax,
+			AgentMemoryMax:     t.Agent.MemoryMax,
+			AgentCPUWeight:     uint64(max(t.Agent.CPUWeight, 0)),
+			HardeningRelax:     t.Hardening.Relax,
+			HardeningAdd:       t.Hardening.Add,
 		})
 	}
 	return out

@@ -196,10 +196,10 @@ func WorkerOptional() []Directive {
 // needs PrivateUsers while relax removes it.
 func Worker(relax, add []string) ([]Directive, error) {
 	defaults, optional := WorkerDefaults(), WorkerOptional()
-	if err := checkNames("relax", relax, defaults); err != nil {
+	if err := CheckNames("relax", relax, defaults); err != nil {
 		return nil, err
 	}
-	if err := checkNames("add", add, optional); err != nil {
+	if err := CheckNames("add", add, optional); err != nil {
 		return nil, err
 	}
 	for _, k := range relax {
@@ -232,8 +232,9 @@ func Worker(relax, add []string) ([]Directive, error) {
 	return out, nil
 }
 
-// checkNames checks that names are keys of set, each once.
-func checkNames(list string, names []string, set []Directive) error {
+// CheckNames checks that names are keys of set, each once; list names the
+// list in the error ("relax", "add").
+func CheckNames(list string, names []string, set []Directive) error {
 	var keys []string
 	for _, d := range set {
 		keys = append(keys, d.Key)
