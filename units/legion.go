@@ -280,7 +280,9 @@ func workerDropIn(t TeamUnits) (File, error) {
 	// oom-kill and Restart=on-failure resumes it; CPUWeight= is its share
 	// against its neighbours when the CPU is busy.
 	if t.AgentMemoryMax > 0 {
-		u.Options = append(u.Options, Uint64("Service", "MemoryMax", t.AgentMemoryMax))
+		// No swap beyond it: a runaway agent is killed rather than
+		// swapping the machine to a crawl.
+		u.Options = append(u.Options, Uint64("Service", "MemoryMax", t.AgentMemoryMax), Uint64("Service", "MemorySwapMax", 0))
 	}
 	if t.AgentCPUWeight > 0 {
 		u.Options = append(u.Options, Uint64("Service", "CPUWeight", t.AgentCPUWeight))
