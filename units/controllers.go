@@ -68,23 +68,30 @@ func controllersOf(pid uint32) (Controllers, error) {
 	if err := unix.Statfs(cgroupRoot, &fs); err != nil {
 		return Controllers{}, fmt.Errorf("read the cgroup layout: statfs %s: %w", cgroupRoot, err)
 	}
-	if fs.Type != unix.CGROUP2_SUPER_MAGIC {
-		why := "cgroups here are cgroup v1 (legacy)"
-		if _, err := os.Stat(filepath.Join(cgroupRoot, "unified")); err == nil {
-			why = "cgroups here are hybrid"
-		}
-		if _, err := os.Stat(filepath.Join(cgroupRoot, "memory")); err == nil {
-			why += ": the memory controller is bound to cgroup v1 (" + filepath.Join(cgroupRoot, "memory") + ")"
-		}
-		return Controllers{Why: why + ", which systemd does not delegate to a user manager: it enforces MemoryMax= and CPUWeight= of user units only on cgroup2 (boot with systemd.unified_cgroup_hierarchy=1)"}, nil
-	}
 	procFile := fmt.Sprintf("/proc/%d/cgroup", pid)
 	data, err := os.ReadFile(procFile)
 	if err != nil {
 		return Controllers{}, fmt.Errorf("read the user manager's cgroup: %w", err)
 	}
+	return controllersIn(cgroupRoot, fs.Type == unix.CGROUP2_SUPER_MAGIC, procFile, data)
+}
+
+// controllersIn is controllersOf for the hierarchies mounted at root
+// (cgroup2 there, or else a tmpfs of v1 hierarchies) and the manager's
+// /proc/PID/cgroup text procCgroup, read from procFile.
+func controllersIn(root string, cgroup2 bool, procFile string, procCgroup []byte) (Controllers, error) {
+	if !cgroup2 {
+		why := "cgroups here are cgroup v1 (legacy)"
+		if _, err := os.Stat(filepath.Join(root, "unified")); err == nil {
+			why = "cgroups here are hybrid"
+		}
+		if _, err := os.Stat(filepath.Join(root, "memory")); err == nil {
+			why += ": the memory controller is bound to cgroup v1 (" + filepath.Join(root, "memory") + ")"
+		}
+		return Controllers{Why: why + ", which systemd does not delegate to a user manager: it enforces MemoryMax= and CPUWeight= of user units only on cgroup2 (boot with systemd.unified_cgroup_hierarchy=1)"}, nil
+	}
 	var own string
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc := bufio.NewScanner(bytes.NewReader(procCgroup))
 	for sc.Scan() {
 		if p, ok := strings.CutPrefix(sc.Text(), "0::"); ok {
 			own = p
@@ -95,7 +102,7 @@ func controllersOf(pid uint32) (Controllers, error) {
 	}
 	// The manager runs in its init.scope; its own cgroup, whose
 	// controllers its units can have, is the parent.
-	dir := filepath.Join(cgroupRoot, filepath.Dir(own))
+	dir := filepath.Join(root, filepath.Dir(own))
 	list, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
 		return Controllers{}, fmt.Errorf("read the user manager's controllers: %w", err)

@@ -77,6 +77,8 @@ func teamUnits(teams []config.Team) []units.TeamUnits {
 			Name: t.Name, ShortID: t.ShortID(), RestartCooldown: t.RestartCooldown,
 			StartLimitInterval: t.StartLimitInterval, StartLimitBurst: uint32(t.StartLimitBurst),
 			MemoryMax: t.MemoryMax, CPUQuotaPercent: uint(t.CPUQuotaPercent), TasksMax: t.TasksMax,
+			AgentMemoryMax: t.Agent.MemoryMax, AgentCPUWeight: uint64(t.Agent.CPUWeight),
+			HardeningRelax: t.Hardening.Relax, HardeningAdd: t.Hardening.Add,
 		})
 	}
 	return out
@@ -247,6 +249,33 @@ func TestLinger(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, find(t, Run(t.Context(), s.opts), CheckLinger), OK, "enabled for alice", "")
+}
+
+// TestLimits: the limits check says whether the kernel enforces
+// legion.toml's memory and CPU limits for a real user manager, naming the
+// keys a team sets when it does not.
+func TestLimits(t *testing.T) {
+	s := newSandbox(t)
+	m := sdtest.Start(t)
+	s.useManager(t, m)
+	s.writeConfig(t, "agent.memory_max = \"1G\"\n")
+	ctx, cancel := context.WithTimeout(t.Context(), sdtestTimeout)
+	defer cancel()
+	mgr, err := units.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	ctl, err := mgr.Controllers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := find(t, Run(t.Context(), s.opts), CheckLimits)
+	if ctl.Memory && ctl.CPU {
+		expect(t, got, OK, "enforced", "")
+		return
+	}
+	expect(t, got, Warn, "not enforced here, though legion.toml sets teams.demo.agent.memory_max: "+ctl.Why, "cgroup2")
 }
 
 func TestNoManager(t *testing.T) {
