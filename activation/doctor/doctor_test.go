@@ -306,7 +306,7 @@ func TestUnitFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := func() Check { return find(t, Run(t.Context(), s.opts), CheckUnits) }
-	expect(t, check(), Fail, "missing: legion-6f1c2e0a.slice, legion.service, legion.socket", "legion install")
+	expect(t, check(), Fail, "missing: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice, legion.service, legion.socket", "legion install")
 
 	for _, f := range files {
 		p := filepath.Join(s.opts.UnitDir, f.Path)
@@ -328,7 +328,7 @@ func TestUnitFiles(t *testing.T) {
 	if err := os.WriteFile(s.opts.ConfigPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, check(), Fail, "left from teams no longer configured: legion-6f1c2e0a.slice", "legion install")
+	expect(t, check(), Fail, "left from teams no longer configured: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice", "legion install")
 }
 
 func mustLoad(t *testing.T, path string) *config.Config {
