@@ -77,6 +77,23 @@ func TestSecurityScores(t *testing.T) {
 		t.Errorf("worker %s: MemoryMax=%d CPUWeight=%d over D-Bus; want %d and %d from the team's drop-in", worker, r.MemoryMax, r.CPUWeight, securityTeam.AgentMemoryMax, securityTeam.AgentCPUWeight)
 	}
 
+	// The hardening is applied, not ignored (as a user manager ignores
+	// some directives without PrivateUsers): the running helper and
+	// worker have no new privileges, no capabilities, a user namespace of
+	// their own, and a system call filter (the helper's @system-service;
+	// the worker's only blocks what RestrictRealtime=, RestrictSUIDSGID=,
+	// ProtectClock=, ProtectHostname= and ProtectKernelModules= take away).
+	if err := m.Start(ctx, unitname.HelperUnit); err != nil {
+		t.Fatalf("start %s: %v\n%s", unitname.HelperUnit, err, sd.Log())
+	}
+	for _, unit := range []string{unitname.HelperUnit, worker} {
+		st, err := m.State(ctx, unit)
+		if err != nil || st.MainPID == 0 {
+			t.Fatalf("state of %s: %v, %v; want it running", unit, st, err)
+		}
+		checkConfined(t, unit, st.MainPID)
+	}
+
 	controller, err := unitname.ControllerUnit(securityTeam.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +126,33 @@ func TestSecurityScores(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want), got.String()); diff != "" {
 		t.Errorf("security scores differ from %s (-want +got; a changed hardening changes them: refresh with -update and update the README):\n%s", golden, diff)
+	}
+}
+
+// checkConfined checks /proc/PID of a unit's main process: NoNewPrivs 1,
+// an empty capability bounding set, a seccomp filter (mode 2), and a user
+// namespace other than the test's.
+func checkConfined(t *testing.T, unit string, pid uint32) {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	for k, want := range map[string]string{"NoNewPrivs": "1", "CapBnd": "0000000000000000", "Seccomp": "2"} {
+		if fields[k] != want {
+			t.Errorf("%s (pid %d): %s: %q in /proc/PID/status; want %q", unit, pid, k, fields[k], want)
+		}
+	}
+	own, err1 := os.Readlink("/proc/self/ns/user")
+	its, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err1 != nil || err2 != nil || own == its {
+		t.Errorf("%s (pid %d): user namespace %s (%v), the test's %s (%v); want one of its own (PrivateUsers=yes)", unit, pid, its, err2, own, err1)
 	}
 }
 
