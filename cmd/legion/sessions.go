@@ -91,7 +91,7 @@ func newSessionsStatusCmd() *cobra.Command {
 agent is doing, and its worker unit's memory and CPU use with its limits
 (MemoryCurrent, CPUUsageNSec, MemoryMax=, CPUWeight= as systemd reports them;
 "not accounted", and why, where systemd reports no figure).`,
-		Args:  exactArgs(1, "a session name"),
+		Args: exactArgs(1, "a session name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSessionsStatus(cmd.Context(), cmd.OutOrStdout(), args[0], asJSON)
 		},
