@@ -109,20 +109,23 @@ var (
 // `legion tmux` out of reach. ProtectHome is left out because its state
 // lives in the home directory.
 func Helper() []Directive {
-	return append(common(), addressFamiliesUnix)
+	return append(common(), umaskPrivate, addressFamiliesUnix)
 }
 
 // Controller is the set of legion@.service. Like the helper, plus IP
-// sockets for the trackers' APIs (Linear, GitHub). It runs git in the
-// team's workspace, anywhere under the home directory, so the home stays
-// writable.
+// sockets for the trackers' APIs (Linear, GitHub), and without UMask=0077:
+// it checks out each issue's worktree (git worktree add), whose files
+// would otherwise be readable by the user only, unlike the rest of the
+// repository. It runs git in the team's workspace, anywhere under the home
+// directory, so the home stays writable.
 func Controller() []Directive {
 	return append(common(), addressFamiliesInet)
 }
 
 // common is what the helper and the controllers share: everything but the
-// address families. Both are Go programs that run no agent: no JIT, no
-// 32-bit code, no namespaces, only the system calls of ordinary services.
+// address families and the umask. Both are Go programs that run no agent:
+// no JIT, no 32-bit code, no namespaces, only the system calls of ordinary
+// services.
 func common() []Directive {
 	return []Directive{
 		privateUsers,
@@ -143,7 +146,6 @@ func common() []Directive {
 		systemCallFilterService,
 		keyringModePrivate,
 		capabilityBoundingSetEmpty,
-		umaskPrivate,
 	}
 }
 
