@@ -123,6 +123,18 @@ func TestAgentLimitsReachWorker(t *testing.T) {
 	if !strings.Contains(text, "memory:") || !strings.Contains(text, "(max 64.0 MiB)") || !strings.Contains(text, "(weight 50)") {
 		t.Errorf("sessions status %s printed:\n%s\nwant memory and cpu lines with the limits", res.Name, text)
 	}
+
+	// Ended, its unit gone: no figures, and status says why.
+	e.mustLegion(ctx, "sessions", "kill", res.Name)
+	e.poll(ctx, res.Name+" ended", func() (bool, string) {
+		s = e.status(ctx, res.Name)
+		return s.State == api.StateExited || s.State == api.StateFailed, string(s.State)
+	})
+	if rs := s.Resources; rs == nil || rs.MemoryBytes != nil || rs.CPUNSec != nil || rs.NotAccounted == "" {
+		t.Errorf("sessions status %s after kill: resources %+v; want no figures and why", res.Name, rs)
+	} else {
+		t.Logf("after kill: not accounted: %s", rs.NotAccounted)
+	}
 }
 
 // TestRunawayAgentKilledAlone: one agent that allocates past its

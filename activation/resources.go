@@ -15,7 +15,7 @@ import (
 func (h *Helper) resources(ctx context.Context, unit string, state api.State) *api.Resources {
 	r, err := h.mgr.Resources(ctx, unit)
 	if err != nil {
-		why := "systemd has no such unit loaded"
+		why := "the worker unit is not loaded (the session ended)"
 		if !errors.Is(err, units.ErrNoSuchUnit) {
 			why = "cannot read the unit: " + err.Error()
 		}
