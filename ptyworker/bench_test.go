@@ -14,7 +14,8 @@ package ptyworker
 //     ("raw-cpu-ms/MB": the raw reader; "worker-cpu-ms/MB" and
 //     "client-cpu-ms/MB": the worker process and the attached client) and
 //     "cpu-x", what the relay costs over the raw reader, tell where the time
-//     goes, and hold still on a loaded machine where MB/s does not.
+//     goes. On a loaded machine MB/s says little; the CPU figures say more,
+//     though the worker's grows with load too (more wake-ups per MB).
 //   - BenchmarkOutputStalledClient: the same flood with a second client
 //     attached that never reads: MB/s of the client that keeps up against
 //     the raw read ("ratio"), and how many stalled clients were dropped
