@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -231,6 +232,12 @@ func TestInstallUninstall(t *testing.T) {
 			t.Errorf("Uninstall touched foreign %s (-before +after):\n%s", p, diff)
 		}
 	}
+	wants, _ := filepath.Glob(filepath.Join(unitDir, "*.wants"))
+	for _, d := range wants {
+		if entries, err := os.ReadDir(d); err == nil && len(entries) == 0 {
+			t.Errorf("after Uninstall %s is left empty; want it removed with Legion's links", d)
+		}
+	}
 	if _, err := os.Stat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket %s after Uninstall: %v; want it removed", sock, err)
 	}
@@ -423,14 +430,18 @@ func TestCommandsAgainstManager(t *testing.T) {
 	legion := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
-		cmd.Env = sd.Env
+		// No system bus, so no logind, wherever the test runs.
+		cmd.Env = append(slices.Clone(sd.Env), "DBUS_SYSTEM_BUS_ADDRESS=unix:path="+filepath.Join(sd.Home, "no-system-bus"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("legion %s: %v\n%s", args, err, out)
 		}
 		return string(out)
 	}
-	legion("install", "--enable", "demo team")
+	// The sandbox has no logind: install says lingering is unknown.
+	if out := legion("install", "--enable", "demo team"); !strings.Contains(out, "note: lingering: no logind: lingering unknown") {
+		t.Errorf("legion install printed %q; want the lingering note", out)
+	}
 	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
 	exe, err := filepath.EvalSymlinks(bin)
 	if err != nil {
