@@ -1,0 +1,110 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Errors of Check and Read, to branch on with errors.Is.
+var (
+	// ErrNoJournald: journald does not run here (no journal socket), so
+	// nothing Legion logs is kept.
+	ErrNoJournald = errors.New("no journald")
+	// ErrVolatile: the journal is kept in /run only, where every user's
+	// lines go to the system journal: `journalctl --user` shows nothing.
+	ErrVolatile = errors.New("the journal is volatile")
+	// ErrPermission: the user cannot read the journal file their lines
+	// are in.
+	ErrPermission = errors.New("insufficient permissions")
+)
+
+// FixPersistent is what makes the journal persistent, so that each user
+// reads their own lines (journald then writes user-UID.journal, readable by
+// that user). Tested on systemd 252: no restart needed, only the flush; the
+// lines logged before stay in the volatile journal.
+const FixPersistent = "sudo mkdir -p /var/log/journal && sudo systemd-tmpfiles --create --prefix /var/log/journal && sudo journalctl --flush " +
+	"(if journald.conf sets Storage=volatile or none, set Storage=persistent in /etc/systemd/journald.conf.d/legion.conf and `sudo systemctl restart systemd-journald`)"
+
+// layout is where journald keeps its files and socket.
+type layout struct {
+	socket    string // the native protocol's socket
+	machineID string // /etc/machine-id
+	runDir    string // volatile journal: /run/log/journal
+	varDir    string // persistent journal: /var/log/journal
+}
+
+var systemLayout = layout{
+	socket:    "/run/systemd/journal/socket",
+	machineID: "/etc/machine-id",
+	runDir:    "/run/log/journal",
+	varDir:    "/var/log/journal",
+}
+
+// Check reports whether this process's user can read their own lines in the journal,
+// both with `legion logs` and with `journalctl --user`. It returns nil
+// when they can; otherwise an error that wraps
+//   - ErrNoJournald when journald does not run;
+//   - ErrVolatile when the journal is volatile: alone when the user reads
+//     the system journal (root, or in the systemd-journal or adm group), so
+//     `legion logs` works and `journalctl --user` does not; together with
+//     ErrPermission when the user reads neither;
+//   - ErrPermission when the user's own journal file is not readable to them.
+//
+// The error says what to do.
+func Check() error { return systemLayout.check(os.Getuid()) }
+
+func (l layout) check(uid int) error {
+	if _, err := os.Stat(l.socket); err != nil {
+		return fmt.Errorf("%w: %s does not exist, so the journal keeps nothing Legion logs (journalctl --user shows nothing): run Legion on a system booted with systemd-journald", ErrNoJournald, l.socket)
+	}
+	id, err := os.ReadFile(l.machineID)
+	if err != nil {
+		return fmt.Errorf("journal: read the machine ID: %w", err)
+	}
+	mid := strings.TrimSpace(string(id))
+	if mid == "" || strings.ContainsAny(mid, "/.") {
+		return fmt.Errorf("journal: %s: %q is not a machine ID", l.machineID, mid)
+	}
+	runSys := filepath.Join(l.runDir, mid, "system.journal")
+	varDir := filepath.Join(l.varDir, mid)
+	if _, err := os.Stat(filepath.Join(varDir, "system.journal")); err != nil {
+		if _, err := os.Stat(filepath.Join(l.runDir, mid)); err != nil {
+			return fmt.Errorf("%w: journald keeps no journal files (neither %s nor %s: Storage=none in journald.conf?): make the journal persistent: %s", ErrVolatile, filepath.Join(l.runDir, mid), varDir, FixPersistent)
+		}
+		// The journal is volatile: journald writes every line to /run's
+		// system journal (a user's own file is for a persistent journal only).
+		if uid == 0 || readable(runSys) {
+			return fmt.Errorf("%w: your lines are in %s, which you read (as root or in the systemd-journal or adm group), so `legion logs` works but `journalctl --user` shows nothing: make the journal persistent: %s", ErrVolatile, runSys, FixPersistent)
+		}
+		return fmt.Errorf("%w: your lines go to %s, which only root and the systemd-journal and adm groups read (%w; journalctl --user shows nothing): make the journal persistent: %s; "+
+			"or add yourself to the systemd-journal group (`sudo usermod -aG systemd-journal $USER`, then log in again), after which `legion logs` works but `journalctl --user` still does not",
+			ErrVolatile, runSys, ErrPermission, FixPersistent)
+	}
+	if uid == 0 {
+		return nil
+	}
+	own := filepath.Join(varDir, "user-"+strconv.Itoa(uid)+".journal")
+	if _, err := os.Stat(own); err != nil {
+		// Nothing of uid's logged yet: journald makes the file, readable by
+		// uid, with the first line.
+		return nil
+	}
+	if !readable(own) {
+		return fmt.Errorf("%w: you cannot read your own journal %s (journald gives its user a read ACL: `getfacl %s`): `sudo systemd-tmpfiles --create --prefix /var/log/journal` and `sudo journalctl --rotate`", ErrPermission, own, own)
+	}
+	return nil
+}
+
+// readable reports whether this process can open path for reading.
+func readable(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
