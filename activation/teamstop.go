@@ -38,7 +38,7 @@ func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request
 			return nil, nil, err
 		}
 		if res.Job != "stop" {
-			h.log.Info("team is not being stopped: leaving its workers running", "team", a.Team, "unit", ctl, "job", res.Job)
+			h.log.Info("team is not being stopped: leaving its workers running", "team", a.Team, "controller_unit", ctl, "job", res.Job)
 			return res, nil, nil
 		}
 	}
