@@ -1,6 +1,7 @@
 // Package doctor holds the checks of `legion doctor`: is everything Legion
 // needs on this machine there and working? Each check looks at one thing
 // (the systemd user manager, lingering, the session bus, tmux, git, the
+// journal (can the user read their own lines?), the
 // config, each team's agent binary as workers will find it (in the user
 // manager's PATH), the installed unit files, the helper's
 // socket, the pty-worker program) and reports ok, warn or fail, and with a problem what to do
@@ -89,6 +90,7 @@ const (
 	CheckGit     = "git"
 	CheckTmux    = "tmux"
 	CheckWorker  = "pty worker"
+	CheckJournal = "journal"
 )
 
 // Run runs every check, in a fixed order, and returns their results. It
@@ -106,6 +108,7 @@ func Run(ctx context.Context, o Options) []Check {
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkWorker(ctx, o.FindWorker, o.Version) }),
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
+		checkJournal(),
 	}
 	if cfg != nil && len(cfg.Teams) > 0 {
 		ectx, cancel := context.WithTimeout(ctx, o.Timeout)

@@ -46,20 +46,44 @@ var systemLayout = layout{
 
 // Check reports whether this process's user can read their own lines in the journal,
 // both with `legion logs` and with `journalctl --user`. It returns nil
-// when they can; otherwise an error that wraps
+// when they can; an error reading /etc/machine-id; otherwise an
+// *AccessError (what was found, and what to do) that wraps
 //   - ErrNoJournald when journald does not run;
 //   - ErrVolatile when the journal is volatile: alone when the user reads
 //     the system journal (root, or in the systemd-journal or adm group), so
 //     `legion logs` works and `journalctl --user` does not; together with
 //     ErrPermission when the user reads neither;
 //   - ErrPermission when the user's own journal file is not readable to them.
-//
-// The error says what to do.
 func Check() error { return systemLayout.check(os.Getuid()) }
+
+// AccessError is Check's error: what is wrong, why, and what to do.
+type AccessError struct {
+	Kinds  []error // ErrNoJournald, ErrVolatile, ErrPermission: what errors.Is finds
+	Detail string  // what was found
+	Fix    string  // what to do
+}
+
+func (e *AccessError) Error() string {
+	msg := make([]string, len(e.Kinds))
+	for i, k := range e.Kinds {
+		msg[i] = k.Error()
+	}
+	return strings.Join(msg, ", ") + ": " + e.Detail + ": " + e.Fix
+}
+
+func (e *AccessError) Unwrap() []error { return e.Kinds }
+
+// fixGroup is the other way for a volatile journal: the systemd-journal
+// group reads the system journal; `journalctl --user` still opens only the
+// user's own files, which a volatile journal does not have.
+const fixGroup = "or add yourself to the systemd-journal group (`sudo usermod -aG systemd-journal $USER`, then log in again): " +
+	"then `legion logs` works, but `journalctl --user` still does not"
 
 func (l layout) check(uid int) error {
 	if _, err := os.Stat(l.socket); err != nil {
-		return fmt.Errorf("%w: %s does not exist, so the journal keeps nothing Legion logs (journalctl --user shows nothing): run Legion on a system booted with systemd-journald", ErrNoJournald, l.socket)
+		return &AccessError{Kinds: []error{ErrNoJournald},
+			Detail: l.socket + " does not exist, so nothing Legion logs is kept (journalctl --user shows nothing)",
+			Fix:    "run Legion on a system booted with systemd (systemd-journald running)"}
 	}
 	id, err := os.ReadFile(l.machineID)
 	if err != nil {
@@ -73,16 +97,20 @@ func (l layout) check(uid int) error {
 	varDir := filepath.Join(l.varDir, mid)
 	if _, err := os.Stat(filepath.Join(varDir, "system.journal")); err != nil {
 		if _, err := os.Stat(filepath.Join(l.runDir, mid)); err != nil {
-			return fmt.Errorf("%w: journald keeps no journal files (neither %s nor %s: Storage=none in journald.conf?): make the journal persistent: %s", ErrVolatile, filepath.Join(l.runDir, mid), varDir, FixPersistent)
+			return &AccessError{Kinds: []error{ErrVolatile},
+				Detail: "journald keeps no journal files (neither " + filepath.Join(l.runDir, mid) + " nor " + varDir + ": Storage=none in journald.conf?)",
+				Fix:    "make the journal persistent: " + FixPersistent}
 		}
 		// The journal is volatile: journald writes every line to /run's
 		// system journal (a user's own file is for a persistent journal only).
 		if uid == 0 || readable(runSys) {
-			return fmt.Errorf("%w: your lines are in %s, which you read (as root or in the systemd-journal or adm group), so `legion logs` works but `journalctl --user` shows nothing: make the journal persistent: %s", ErrVolatile, runSys, FixPersistent)
+			return &AccessError{Kinds: []error{ErrVolatile},
+				Detail: "the journal is kept in /run only, where your lines are in " + runSys + ", which you read (as root or in the systemd-journal or adm group): `legion logs` works, `journalctl --user` shows nothing",
+				Fix:    "make the journal persistent: " + FixPersistent}
 		}
-		return fmt.Errorf("%w: your lines go to %s, which only root and the systemd-journal and adm groups read (%w; journalctl --user shows nothing): make the journal persistent: %s; "+
-			"or add yourself to the systemd-journal group (`sudo usermod -aG systemd-journal $USER`, then log in again), after which `legion logs` works but `journalctl --user` still does not",
-			ErrVolatile, runSys, ErrPermission, FixPersistent)
+		return &AccessError{Kinds: []error{ErrVolatile, ErrPermission},
+			Detail: "the journal is kept in /run only, where your lines go to " + runSys + ", which only root and the systemd-journal and adm groups read: neither `legion logs` nor `journalctl --user` shows them",
+			Fix:    "make the journal persistent: " + FixPersistent + "; " + fixGroup}
 	}
 	if uid == 0 {
 		return nil
@@ -94,7 +122,9 @@ func (l layout) check(uid int) error {
 		return nil
 	}
 	if !readable(own) {
-		return fmt.Errorf("%w: you cannot read your own journal %s (journald gives its user a read ACL: `getfacl %s`): `sudo systemd-tmpfiles --create --prefix /var/log/journal` and `sudo journalctl --rotate`", ErrPermission, own, own)
+		return &AccessError{Kinds: []error{ErrPermission},
+			Detail: "you cannot read your own journal " + own + " (journald gives its user a read ACL: see `getfacl " + own + "`)",
+			Fix:    "`sudo systemd-tmpfiles --create --prefix /var/log/journal` and `sudo journalctl --rotate`"}
 	}
 	return nil
 }
