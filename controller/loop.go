@@ -48,14 +48,16 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 		if (d.Action == ActionSkip || d.Action == ActionNone) && d.MoveTo == "" && len(d.RemoveLabels) == 0 && len(d.AddLabels) == 0 {
 			continue
 		}
-		ilog := issueLogger(log, disp, d, st.Issues[i])
+		// Logged before it is applied: the helper's and the worker's
+		// lines of a dispatch follow the decision's in the journal.
+		ilog := issueLogger(log, disp, d, st.Issues[i]).With("action", string(d.Action))
+		ilog.Info("apply", "reason", d.Reason)
 		if err := Apply(ctx, src, disp, d, st.Issues[i]); err != nil {
 			r.Failed++
-			ilog.Warn("apply failed", "action", string(d.Action), "err", err)
+			ilog.Warn("apply failed", "err", err)
 			continue
 		}
 		r.Applied++
-		ilog.Info("applied", "action", string(d.Action), "reason", d.Reason)
 	}
 	return r
 }
