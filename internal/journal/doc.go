@@ -35,11 +35,15 @@
 // the whole story of the issue: the controller's decisions, the helper's
 // spawns and kills, the worker's agent starts, states and exits.
 //
-// The worker sets these fields itself, on every line: LogExtraFields= of
-// its transient unit is not applied to user units by systemd 252 (the user
-// manager does not export a unit's log settings where journald reads them,
-// /run/systemd/units/, which only the system manager writes), so the
-// worker's lines carried no field when it logged text to stderr.
+// The worker sets these fields itself, on every line: systemd 252 does not
+// apply LogExtraFields= to user units (only the system manager exports a
+// unit's log settings to /run/systemd/units/, where journald reads them:
+// systemd/systemd#29956), so the worker's lines carried no field when it
+// logged text to stderr under a unit with LogExtraFields=.
+//
+// The controller logs a decision before applying it and the helper a spawn
+// before starting the unit, so that in the journal (ordered by arrival)
+// the helper's and the worker's lines follow the decision that caused them.
 //
 // # Reading
 //
