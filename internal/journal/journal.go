@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -96,7 +97,12 @@ func (h *journalHandler) Handle(_ context.Context, r slog.Record) error {
 	})
 	msg, vars := entry(r.Message, all)
 	vars["SYSLOG_IDENTIFIER"] = h.ident
-	return sdjournal.Send(msg, priority(r.Level), vars)
+	if err := sdjournal.Send(msg, priority(r.Level), vars); err != nil {
+		// Not lost: stderr is the unit's journal stream (no fields there).
+		_, werr := fmt.Fprintf(os.Stderr, "%s (journal: %v)\n", msg, err)
+		return werr
+	}
+	return nil
 }
 
 // entry is the MESSAGE and the fields of a record with attributes all:
