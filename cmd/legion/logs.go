@@ -29,7 +29,9 @@ func newLogsCmd(g *globals) *cobra.Command {
 issue's, in order: the controller's decisions, the helper's spawns, kills
 and recoveries, and each worker's agent starts, states and exits. Each line
 shows its time, its source (controller, helper, or the worker's unit) and
-its message. Only lines of your own processes are shown.
+its message, without the team, session and unit IDs (and the issue, when
+given) that --json and journalctl show. Only your own processes' lines are
+shown.
 
 Every line Legion logs carries the journal fields LEGION_TEAM and, where
 they apply, LEGION_ISSUE, LEGION_MODE, LEGION_SESSION (the agent
@@ -83,7 +85,7 @@ func runLogs(ctx context.Context, out io.Writer, q journal.Query, asJSON bool) e
 				Source string `json:"source"`
 			}{e, logSource(e)})
 		} else {
-			_, werr = io.WriteString(out, logLine(e))
+			_, werr = io.WriteString(out, logLine(e, q))
 		}
 		if werr != nil {
 			return &api.OutputError{Err: werr}
@@ -101,8 +103,21 @@ func runLogs(ctx context.Context, out io.Writer, q journal.Query, asJSON bool) e
 }
 
 // logLine is one entry as legion logs prints it: time, source, message.
-func logLine(e journal.Entry) string {
-	msg := strings.ReplaceAll(strings.TrimRight(e.Message, "\n"), "\n", "\n    ")
+// The message goes without what the query and the source already say: the
+// team, the issue when q has one, and the session and unit (long IDs,
+// which --json keeps).
+func logLine(e journal.Entry, q journal.Query) string {
+	msg := e.Message
+	drop := []struct{ key, v string }{{"team", e.Team}, {"session", e.Session}, {"unit", e.About}}
+	if q.Issue != "" {
+		drop = append(drop, struct{ key, v string }{"issue", e.Issue})
+	}
+	for _, d := range drop {
+		if d.v != "" {
+			msg = strings.Replace(msg, journal.FormatAttr(d.key, d.v), "", 1)
+		}
+	}
+	msg = strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n    ")
 	return e.Time.Local().Format("2006-01-02 15:04:05.000") + "  " + logSource(e) + "  " + msg + "\n"
 }
 

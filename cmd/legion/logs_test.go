@@ -22,8 +22,19 @@ func TestLogLine(t *testing.T) {
 		{journal.Entry{Time: at, Ident: "legion-pty-worker", Message: "x"}, "2026-11-25 01:02:03.004  legion-pty-worker  x\n"},
 	}
 	for _, tt := range tests {
-		if got := logLine(tt.e); got != tt.want {
+		if got := logLine(tt.e, journal.Query{Team: "web"}); got != tt.want {
 			t.Errorf("logLine(%+v) = %q; want %q", tt.e, got, tt.want)
+		}
+	}
+	// What the query and the fields say is not repeated.
+	e := journal.Entry{Time: at, Unit: "legion.service", Team: "web", Issue: "WEB-1", Session: "s-1", About: "legion-x.service",
+		Message: `spawn team=web session=s-1 name=WEB-1-plan unit=legion-x.service issue=WEB-1 mode=plan reason="a b"`}
+	for q, want := range map[journal.Query]string{
+		{Team: "web"}:                 "2026-11-25 01:02:03.004  helper  spawn name=WEB-1-plan issue=WEB-1 mode=plan reason=\"a b\"\n",
+		{Team: "web", Issue: "WEB-1"}: "2026-11-25 01:02:03.004  helper  spawn name=WEB-1-plan mode=plan reason=\"a b\"\n",
+	} {
+		if got := logLine(e, q); got != want {
+			t.Errorf("logLine(%s, issue %q) = %q; want %q", e.Message, q.Issue, got, want)
 		}
 	}
 }

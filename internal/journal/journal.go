@@ -129,16 +129,19 @@ func entry(message string, all []slog.Attr) (string, map[string]string) {
 			v = all[last[a.Key]].Value.Resolve().String()
 			vars[f] = v
 		}
-		msg.WriteByte(' ')
-		msg.WriteString(a.Key)
-		msg.WriteByte('=')
-		if v == "" || strings.ContainsAny(v, " \t\n\"=") || !strconv.CanBackquote(v) {
-			msg.WriteString(strconv.Quote(v))
-		} else {
-			msg.WriteString(v)
-		}
+		msg.WriteString(FormatAttr(a.Key, v))
 	}
 	return msg.String(), vars
+}
+
+// FormatAttr is how an attribute follows the message in MESSAGE: a space,
+// key=value, the value quoted (Go syntax) when empty or holding spaces,
+// quotes, '=' or control characters.
+func FormatAttr(key, value string) string {
+	if value == "" || strings.ContainsAny(value, " \t\n\"=") || !strconv.CanBackquote(value) {
+		value = strconv.Quote(value)
+	}
+	return " " + key + "=" + value
 }
 
 // prefixed flattens groups into dotted keys.
