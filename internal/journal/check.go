@@ -44,8 +44,12 @@ var systemLayout = layout{
 	varDir:    "/var/log/journal",
 }
 
-// Check reports whether this process's user can read their own lines in the journal,
-// both with `legion logs` and with `journalctl --user`. It returns nil
+// Check reports whether this process's user can read their own lines in
+// the journal, both with `legion logs` and with `journalctl --user`. It
+// tells a volatile journal from a persistent one by journald's files (a
+// persistent one has /var/log/journal/MACHINE/system.journal), so a
+// journald.conf that sets Storage=volatile over an old persistent
+// directory is taken for persistent. It returns nil
 // when they can; an error reading /etc/machine-id; otherwise an
 // *AccessError (what was found, and what to do) that wraps
 //   - ErrNoJournald when journald does not run;
