@@ -133,6 +133,26 @@ func (l layout) check(uid int) error {
 	return nil
 }
 
+// ownFileMissing reports, for a user other than root, whether the journal
+// is persistent and has no file of theirs (nothing of theirs was logged
+// yet), and names that file.
+func (l layout) ownFileMissing(uid int) (string, bool) {
+	if uid == 0 {
+		return "", false
+	}
+	id, err := os.ReadFile(l.machineID)
+	if err != nil {
+		return "", false
+	}
+	dir := filepath.Join(l.varDir, strings.TrimSpace(string(id)))
+	if _, err := os.Stat(filepath.Join(dir, "system.journal")); err != nil {
+		return "", false
+	}
+	own := filepath.Join(dir, "user-"+strconv.Itoa(uid)+".journal")
+	_, err = os.Stat(own)
+	return own, errors.Is(err, os.ErrNotExist)
+}
+
 // readable reports whether this process can open path for reading.
 func readable(path string) bool {
 	f, err := os.Open(path)

@@ -161,6 +161,12 @@ func TestJournald(t *testing.T) {
 		return nil
 	})
 
+	// A user with nothing in the journal yet reads nothing (journalctl
+	// alone would fail: no file of theirs, the system's unreadable).
+	if got := asUser(1001, "read", "TEAM=web"); got != "" {
+		t.Errorf("Read as uid 1001, who logged nothing: %q; want nothing", got)
+	}
+
 	// Following: the entries so far, then a new one.
 	fctx, cancel := context.WithCancel(ctx)
 	seen := make(chan string, 16)

@@ -192,6 +192,14 @@ func Read(ctx context.Context, q Query, fn func(Entry) error) error {
 	if err := Check(); err != nil && (errors.Is(err, ErrNoJournald) || errors.Is(err, ErrPermission)) {
 		return err
 	}
+	if f, ok := systemLayout.ownFileMissing(q.UID); ok {
+		// journalctl, with no file of this user's and the system's not
+		// readable, fails ("insufficient permissions").
+		if !q.Follow {
+			return nil
+		}
+		return fmt.Errorf("read the journal: nothing of yours is in it yet (no %s), so there is nothing to follow: run it again once Legion has run", f)
+	}
 	return read(ctx, q, fn)
 }
 
