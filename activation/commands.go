@@ -71,8 +71,16 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 		return nil, nil, err
 	}
 	s.mu.Lock()
-	ended := s.ended
+	ended, lost := s.ended, s.lost != ""
 	s.mu.Unlock()
+	if lost {
+		// Nothing runs: forgetting it is all there is to do.
+		if err := h.forget(s); err != nil {
+			return nil, nil, err
+		}
+		h.events.publish(s)
+		return api.StatusResult{Session: s.view()}, nil, nil
+	}
 	if ended {
 		return nil, nil, api.Errorf(api.CodeNotRunning, "session %s has already ended: %s", name, s.view().Exit)
 	}
@@ -105,10 +113,12 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 // that ended, unavailable for one between runs.
 func (h *Helper) running(ctx context.Context, s *session) (*ptyworker.Client, error) {
 	v := s.view()
-	switch v.State {
-	case api.StateExited, api.StateFailed:
+	switch {
+	case v.State == api.StateLost:
+		return nil, api.Errorf(api.CodeNotRunning, "session %s is not running: lost: %s", s.name, v.Cause)
+	case v.State.Ended():
 		return nil, api.Errorf(api.CodeNotRunning, "session %s is not running (%s): last exit %s", s.name, v.State, v.Exit)
-	case api.StateStarting:
+	case v.State == api.StateStarting:
 		return nil, api.Errorf(api.CodeUnavailable, "session %s is starting or waiting out its restart cooldown; try again shortly", s.name)
 	}
 	s.mu.Lock()

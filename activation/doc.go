@@ -13,7 +13,9 @@
 //   - recovery (recovery.go): at every start, the join of systemd's unit
 //     list, the pty-worker registry files and hello/info on each worker
 //     socket, behind a barrier that answers every command with the
-//     retryable error code "recovering";
+//     retryable error code "recovering"; a `legion spawn` session that a
+//     reboot cut is kept and listed as lost, never pruned in silence
+//     (lost.go: the worker lease's boot ID against this boot's);
 //   - the commands (commands.go, spawn.go, logs.go, broker.go) and the
 //     helper's table of sessions (table.go);
 //   - the push stream of session events, sessions.watch (watch.go; its
@@ -55,9 +57,11 @@
 // Files under $XDG_STATE_HOME/legion: daemon-id; specs/<session id>.json
 // (the helper's spawn specs, 0600; removed by sessions.kill, or by the
 // first recovery after the session ended, which prunes its registry
-// entry: until then a spec of an ended session stays, holding its token);
-// registry/<session id>.json (the workers'); registry/pruned/ (entries of
-// sessions that ended, still found by status and logs);
+// entry: until then a spec of an ended session stays, holding its token;
+// a lost session's stays until it is spawned again or killed);
+// registry/<session id>.json (the workers'; a lost session's stays in
+// place); registry/pruned/ (entries of sessions that ended, or were
+// forgotten, still found by status and logs);
 // registry/quarantine/ (entries recovery refused to adopt);
 // transcripts/<session id>.log (never removed by the helper).
 package activation

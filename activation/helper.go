@@ -20,6 +20,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/internal/unixsock"
+	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -67,6 +68,12 @@ type Options struct {
 	RecoveryAttempts int
 	RecoveryBackoff  time.Duration
 
+	// BootID is the ID of the running boot, which recovery compares with
+	// the boot of each entry's worker to find the sessions a reboot cut
+	// (see recovery.go); "" means the kernel's (ptyworker.BootID). Tests
+	// set another to play the first helper start after a reboot.
+	BootID string
+
 	// BeforeRecovery, when set, runs after the listeners accept
 	// connections and before recovery starts; the barrier holds until it
 	// returns. Tests use it to observe the "recovering" answer.
@@ -91,6 +98,7 @@ type Helper struct {
 	opts     Options
 	log      *slog.Logger
 	daemonID string
+	bootID   string // "" when unknown: then no session counts as lost
 	peerUID  int
 
 	recovering atomic.Bool
@@ -194,6 +202,12 @@ func (h *Helper) Run(ctx context.Context) error {
 	}
 	h.daemonID = id
 	h.log = h.log.With("daemon_id", id)
+	h.bootID = h.opts.BootID
+	if h.bootID == "" {
+		if h.bootID, err = ptyworker.BootID(); err != nil {
+			h.log.Warn("no boot id: sessions a reboot cut are pruned, not listed as lost", "err", err)
+		}
+	}
 
 	ls := h.opts.Listeners
 	if ls == nil {
@@ -256,10 +270,10 @@ func (h *Helper) Run(ctx context.Context) error {
 		}
 		h.recovering.Store(false)
 		h.events.markAll() // publish every session
-		h.log.Info("recovery done", "recovered", counts.Recovered, "pruned", counts.Pruned,
+		h.log.Info("recovery done", "recovered", counts.Recovered, "pruned", counts.Pruned, "lost", counts.Lost,
 			"quarantined", counts.Quarantined, "failed", counts.Failed, "took", time.Since(start).Round(time.Millisecond))
-		h.opts.Notify(fmt.Sprintf("READY=1\nSTATUS=serving; recovered %d, pruned %d, quarantined %d, failed %d",
-			counts.Recovered, counts.Pruned, counts.Quarantined, counts.Failed))
+		h.opts.Notify(fmt.Sprintf("READY=1\nSTATUS=serving; recovered %d, pruned %d, lost %d, quarantined %d, failed %d",
+			counts.Recovered, counts.Pruned, counts.Lost, counts.Quarantined, counts.Failed))
 		return nil
 	})
 	if h.opts.IdleExit > 0 {

@@ -109,7 +109,10 @@ func (ip *inProcess) stop(t *testing.T) {
 	ip.cancel()
 	select {
 	case err, ok := <-ip.done:
-		if ok && err != nil {
+		if !ok {
+			return // stopped before
+		}
+		if err != nil {
 			t.Errorf("helper Run = %v; want nil on cancel", err)
 		}
 		close(ip.done)

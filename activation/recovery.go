@@ -33,7 +33,9 @@ import (
 //     its worker lease is provably stale (that PID is gone or has another
 //     start time) and its unit is not running
 //   - its unit is gone (or inactive) and the worker lease is stale
-//     → pruned (moved to registry/pruned; the transcript stays)
+//     → pruned (moved to registry/pruned; the transcript stays), but for
+//     a `legion spawn` session a reboot cut (lost.go) → kept in place,
+//     listed as lost
 //   - its unit failed (systemd gave up)      → adopted, state failed
 //   - its unit waits out a restart cooldown  → adopted, state starting
 //   - its unit runs                          → hello + info: adopted; refused
@@ -53,6 +55,7 @@ type outcome int
 const (
 	adopted outcome = iota
 	pruned
+	lost // kept, listed as lost: a reboot cut it (lost.go)
 	quarantined
 	failed
 )
@@ -98,6 +101,9 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 			h.sessions.put(r.s)
 		case pruned:
 			counts.Pruned++
+		case lost:
+			counts.Lost++
+			h.sessions.put(r.s)
 		case quarantined:
 			counts.Quarantined++
 			quar = append(quar, r.q)
@@ -186,6 +192,11 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 	for attempt := 1; ; attempt++ {
 		switch {
 		case us.Gone():
+			if !leaseAlive && cutByReboot(r, h.bootID) {
+				if res, ok := h.markLost(log, r, path); ok {
+					return res
+				}
+			}
 			if !leaseAlive {
 				res.kind = h.prune(log, path, "worker gone and unit "+unitGoneText(us))
 				return res

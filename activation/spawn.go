@@ -84,7 +84,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	defer release()
 	if s != nil {
 		h.sessions.refresh(ctx, []*session{s})
-		if v := s.view(); v.State != api.StateExited && v.State != api.StateFailed {
+		if v := s.view(); !v.State.Ended() {
 			if l.reuseLive && v.Team != l.team {
 				// Names are unique across teams, dispatch names are
 				// <issue>-<mode>: two teams whose trackers share issue ids

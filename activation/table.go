@@ -60,6 +60,7 @@ type session struct {
 	info  *ptyworker.Info     // last info from wc
 	us    units.State         // last state from systemd
 	ended bool                // killed or pruned: over until spawned again
+	lost  string              // the cause, when recovery found a reboot cut it (lost.go)
 	seen  time.Time           // when us/info were read
 
 	// failure is the failed unit's full state (Result=, NRestarts=):
@@ -348,6 +349,7 @@ func (s *session) view() api.Session {
 	if v.State == api.StateFailed {
 		v.Cause = failureCause(s.failure, v.Exit)
 	}
+	lostView(&v, s.lost)
 	return v
 }
 

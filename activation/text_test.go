@@ -21,7 +21,7 @@ func TestCLIText(t *testing.T) {
 		t.Errorf("spawn printed %q; want a generated name like sleep-1a2b", name)
 	}
 	out := e.mustLegion(ctx, "sessions", "list")
-	for _, want := range []string{"NAME", "STATE", name, "running", "adhoc", "last recovery: 0 recovered, 0 pruned, 0 quarantined, 0 failed"} {
+	for _, want := range []string{"NAME", "STATE", name, "running", "adhoc", "last recovery: 0 recovered, 0 pruned, 0 lost, 0 quarantined, 0 failed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sessions list lacks %q:\n%s", want, out)
 		}
@@ -31,7 +31,7 @@ func TestCLIText(t *testing.T) {
 		t.Errorf("sessions status:\n%s", out)
 	}
 	e.stopHelper(ctx)
-	if out := e.mustLegion(ctx, "sessions", "list"); !strings.Contains(out, "last recovery: 1 recovered, 0 pruned, 0 quarantined, 0 failed") {
+	if out := e.mustLegion(ctx, "sessions", "list"); !strings.Contains(out, "last recovery: 1 recovered, 0 pruned, 0 lost, 0 quarantined, 0 failed") {
 		t.Errorf("sessions list after a helper restart lacks the counts:\n%s", out)
 	}
 

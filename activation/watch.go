@@ -140,7 +140,7 @@ func (e *sessionEvents) publish(s *session) {
 // eventType is the event a change from old (had: published before) to v
 // is, and false when it is none worth sending.
 func eventType(old api.Session, had bool, v api.Session) (api.EventType, bool) {
-	terminal := v.State == api.StateExited || v.State == api.StateFailed
+	terminal := v.State.Ended()
 	switch {
 	case had && old.State == v.State && old.Question == v.Question && old.Restarts == v.Restarts &&
 		old.PID == v.PID && sameExit(old.Exit, v.Exit) && ptyworker.SameAgentState(old.Agent, v.Agent):
@@ -149,7 +149,7 @@ func eventType(old api.Session, had bool, v api.Session) (api.EventType, bool) {
 		return api.EventFailed, true
 	case v.State == api.StateExited && (!had || old.State != api.StateExited):
 		return api.EventExited, true
-	case !terminal && (!had || old.State == api.StateExited || old.State == api.StateFailed):
+	case !terminal && (!had || old.State.Ended()):
 		return api.EventStarted, true
 	case agentState(old.State) && agentState(v.State):
 		return api.EventAgentStateChanged, true

@@ -29,8 +29,8 @@ type Session struct {
 	Issue   string `json:"issue"`
 	Mode    Mode   `json:"mode"`
 	Session string `json:"session"` // the agent's session UUID
-	// State is the helper's state of the session; exited and failed are
-	// not live.
+	// State is the helper's state of the session; exited, failed and
+	// lost are not live.
 	State    SessionState `json:"state"`
 	Question string       `json:"question,omitempty"` // pending AskUserQuestion, if waiting_input
 	Cause    string       `json:"cause,omitempty"`    // with failed: why systemd gave up on it
@@ -48,11 +48,12 @@ const (
 	SessionStale        SessionState = "stale"
 	SessionExited       SessionState = "exited"
 	SessionFailed       SessionState = "failed" // systemd gave up: start limit, or failed for good
+	SessionLost         SessionState = "lost"   // a reboot cut a `legion spawn` session (never a team's worker)
 )
 
 // Live reports whether the session still occupies its issue.
 func (s Session) Live() bool {
-	return s.State != SessionExited && s.State != SessionFailed && s.State != ""
+	return s.State != SessionExited && s.State != SessionFailed && s.State != SessionLost && s.State != ""
 }
 
 // SessionSource lists the team's sessions in one call.

@@ -64,15 +64,22 @@ func (r *Registry) AgentSessionID() string {
 
 // Lease identifies a process beyond its PID: PID plus the process start
 // time from /proc/<pid>/stat (clock ticks since boot) plus a random nonce
-// per process. A lease is alive while a process with that PID and start
-// time exists; a reused PID has another start time.
+// per process, and the boot it ran in. A lease is alive while a process
+// with that PID and start time exists in that boot; a reused PID has
+// another start time, and a PID and start time of an earlier boot name
+// another process.
 type Lease struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"start_time"`
 	Nonce     string `json:"nonce"`
+	// BootID is the kernel's boot ID when the lease was taken (see
+	// BootID); empty in entries of workers older than this field, and
+	// when it could not be read.
+	BootID string `json:"boot_id,omitempty"`
 }
 
-// NewLease returns the lease of process pid with a fresh nonce.
+// NewLease returns the lease of process pid with a fresh nonce, in this
+// boot.
 func NewLease(pid int) (Lease, error) {
 	st, err := ProcStartTime(pid)
 	if err != nil {
@@ -82,7 +89,10 @@ func NewLease(pid int) (Lease, error) {
 	if _, err := rand.Read(n[:]); err != nil {
 		return Lease{}, fmt.Errorf("lease nonce: %w", err)
 	}
-	return Lease{PID: pid, StartTime: st, Nonce: hex.EncodeToString(n[:])}, nil
+	// A machine without the boot ID (no /proc/sys) still gets a lease:
+	// only the reboot rules of the helper's recovery need it.
+	boot, _ := BootID()
+	return Lease{PID: pid, StartTime: st, Nonce: hex.EncodeToString(n[:]), BootID: boot}, nil
 }
 
 // Alive reports whether the leased process still exists.
@@ -90,8 +100,31 @@ func (l Lease) Alive() bool {
 	if l.PID <= 0 {
 		return false
 	}
+	if l.BootID != "" {
+		if boot, err := BootID(); err == nil && boot != l.BootID {
+			return false
+		}
+	}
 	st, err := ProcStartTime(l.PID)
 	return err == nil && st == l.StartTime
+}
+
+// bootIDFile is where Linux gives the ID of the running boot: a random
+// UUID drawn once per boot (random(4)); systemd's journal and
+// `journalctl --list-boots` use the same ID.
+const bootIDFile = "/proc/sys/kernel/random/boot_id"
+
+// BootID returns the ID of the running boot (36 characters, a UUID).
+func BootID() (string, error) {
+	b, err := os.ReadFile(bootIDFile)
+	if err != nil {
+		return "", fmt.Errorf("boot id: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("boot id: %s is empty", bootIDFile)
+	}
+	return id, nil
 }
 
 // ProcStartTime reads a process's start time (field 22 of /proc/<pid>/stat,

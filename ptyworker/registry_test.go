@@ -168,4 +168,20 @@ func TestLease(t *testing.T) {
 	if l2.Nonce == l.Nonce || len(l.Nonce) != 32 {
 		t.Errorf("nonces %q, %q; want distinct 32 hex digits", l.Nonce, l2.Nonce)
 	}
+	boot, err := BootID()
+	if err != nil || len(boot) != 36 || l.BootID != boot {
+		t.Errorf("BootID() = %q, %v; lease's %q; want the same UUID", boot, err, l.BootID)
+	}
+	// The same PID and start time in another boot is another process.
+	other := l
+	other.BootID = "00000000-0000-4000-8000-000000000000"
+	if other.Alive() {
+		t.Error("lease of another boot alive; want dead")
+	}
+	// Entries of workers from before the field: judged by PID and start time.
+	old := l
+	old.BootID = ""
+	if !old.Alive() {
+		t.Error("own lease without a boot ID not alive")
+	}
 }

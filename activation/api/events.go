@@ -34,7 +34,9 @@ const (
 	// dispatched, or started again after it had ended).
 	EventStarted EventType = "started"
 	// EventStateChanged: the session's State changed in another way than
-	// the ones below (starting, running after a start, a restart).
+	// the ones below (starting, running after a start, a restart). A
+	// session that recovery finds lost to a reboot (State lost) comes in a
+	// snapshot or as state_changed.
 	EventStateChanged EventType = "state_changed"
 	// EventAgentStateChanged: the agent of a running session changed
 	// state: it now waits on a human (State waiting_input, with its

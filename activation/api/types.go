@@ -19,7 +19,19 @@ const (
 	StateStale        State = "stale"         // the agent runs but its session file went stale; systemd will restart it
 	StateExited       State = "exited"        // the agent ended and will not be restarted (see Exit)
 	StateFailed       State = "failed"        // systemd gave up (start limit) or the unit failed for good
+	// StateLost: the machine rebooted while the session ran (a `legion
+	// spawn` session: its unit and worker did not survive the boot, and
+	// nothing starts it again by itself); Cause says so and how to start
+	// it again or forget it. A team's workers are never lost: their
+	// controller resumes them.
+	StateLost State = "lost"
 )
+
+// Ended reports whether a session in state s is over: exited, failed or
+// lost (nothing runs it, and it is not restarted by itself).
+func (s State) Ended() bool {
+	return s == StateExited || s == StateFailed || s == StateLost
+}
 
 // Session is one agent session as `legion sessions list --json` prints it.
 type Session struct {
@@ -37,7 +49,10 @@ type Session struct {
 	Question     string     `json:"question,omitempty"` // with waiting_input: what the agent asks
 	// Cause says, with failed, why systemd gave up: the start limit hit
 	// (with the last run's exit), or the agent that could not be started
-	// ("start failed: ... executable file not found in $PATH (PATH=...)").
+	// ("start failed: ... executable file not found in $PATH (PATH=...)");
+	// with lost, that the machine rebooted while it ran, and how to start
+	// it again (`legion spawn` with its name) or forget it (`legion
+	// sessions kill`).
 	Cause string `json:"cause,omitempty"`
 	// Agent is what the agent inside is doing, from its hooks; nil for an
 	// agent without hooks (kind custom) and before its first hook event.
@@ -79,6 +94,7 @@ func (e *Exit) String() string {
 type RecoveryCounts struct {
 	Recovered   int `json:"recovered"`   // sessions adopted: ours, and their worker answered (or their unit is restarting)
 	Pruned      int `json:"pruned"`      // registry entries whose worker is dead and unit gone (moved to registry/pruned)
+	Lost        int `json:"lost"`        // `legion spawn` sessions that a reboot cut (listed as lost, entries kept)
 	Quarantined int `json:"quarantined"` // entries not ours, of another RPC version, corrupt, or unreachable after retries
 	Failed      int `json:"failed"`      // entries recovery could not examine (I/O or D-Bus errors); see the helper's log
 }

@@ -14,6 +14,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/user"
@@ -67,6 +68,10 @@ type Options struct {
 	// LingerDir is logind's lingering directory; default
 	// /var/lib/systemd/linger.
 	LingerDir string
+	// SystemBus is the system bus's address, where logind is looked for;
+	// default $DBUS_SYSTEM_BUS_ADDRESS, else
+	// unix:path=/run/dbus/system_bus_socket.
+	SystemBus string
 	// Timeout bounds each check that talks to something; default 10s.
 	Timeout time.Duration
 	// FindWorker locates the program worker units run; default: the one
@@ -101,7 +106,7 @@ func Run(ctx context.Context, o Options) []Check {
 	checks := []Check{
 		cfgCheck,
 		withTimeout(ctx, o.Timeout, checkManager),
-		checkLinger(o.LingerDir, o.User),
+		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkLinger(ctx, o) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkBus(ctx, o.RuntimeDir) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkUnits(ctx, o, cfg) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkSocket(ctx, o.RuntimeDir) }),
@@ -148,6 +153,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LingerDir == "" {
 		o.LingerDir = "/var/lib/systemd/linger"
+	}
+	if o.SystemBus == "" {
+		o.SystemBus = cmp.Or(os.Getenv("DBUS_SYSTEM_BUS_ADDRESS"), "unix:path=/run/dbus/system_bus_socket")
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second

@@ -56,6 +56,7 @@ func newSandbox(t *testing.T) *sandbox {
 		RuntimeDir: runtime,
 		User:       "alice",
 		LingerDir:  filepath.Join(dir, "linger"),
+		SystemBus:  "unix:path=" + filepath.Join(runtime, "no-system-bus"),
 	}}
 }
 
@@ -240,13 +241,41 @@ func TestAgent(t *testing.T) {
 	}
 }
 
-func TestLinger(t *testing.T) {
+// TestLingerWithoutLogind: with no logind, lingering is unknown whatever
+// the lingering directory holds: no system bus at all (the bare sandbox),
+// or a bus with no org.freedesktop.login1 on it.
+func TestLingerWithoutLogind(t *testing.T) {
 	s := newSandbox(t)
-	expect(t, find(t, Run(t.Context(), s.opts), CheckLinger), Warn, "not enabled for alice", "loginctl enable-linger alice")
 	if err := os.WriteFile(filepath.Join(s.opts.LingerDir, "alice"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, find(t, Run(t.Context(), s.opts), CheckLinger), OK, "enabled for alice", "")
+	expect(t, find(t, Run(t.Context(), s.opts), CheckLinger), Warn, "no logind: lingering unknown (no system bus at", "loginctl enable-linger alice")
+	m := sdtest.Start(t)
+	s.opts.SystemBus = m.BusAddress // a real dbus-daemon, without logind
+	expect(t, Linger(t.Context(), s.opts), Warn, "no logind: lingering unknown (org.freedesktop.login1 is not on the system bus)", "loginctl enable-linger alice")
+}
+
+// TestLingerFile: with logind, lingering is what its lingering directory
+// says (the booted tier checks it against a real logind).
+func TestLingerFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "alice"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, dir, user string
+		status          Status
+		detail, fix     string
+	}{
+		{"enabled", dir, "alice", OK, "enabled for alice", ""},
+		{"not enabled", dir, "bob", Warn, "not enabled for bob: Legion's units (every agent) stop when the last session of bob ends", "loginctl enable-linger bob"},
+		{"no user name", dir, "", Warn, "cannot tell: the current user has no name", "loginctl show-user"},
+		{"unreadable directory", filepath.Join(dir, "alice"), "x", Warn, "cannot tell", "loginctl show-user x -p Linger"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			expect(t, lingerFile(tt.dir, tt.user), tt.status, tt.detail, tt.fix)
+		})
+	}
 }
 
 func TestNoManager(t *testing.T) {

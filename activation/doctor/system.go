@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,10 +47,61 @@ func checkManager(ctx context.Context) Check {
 	return c
 }
 
+// Linger is the lingering check alone, with o's defaults: what `legion
+// install` reports after installing.
+func Linger(ctx context.Context, o Options) Check {
+	o = o.withDefaults()
+	return withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkLinger(ctx, o) })
+}
+
 // checkLinger: is lingering on, so the manager (and Legion's units) run
-// without a login session and survive logout? Read from logind's state
-// directory, which needs no running logind.
-func checkLinger(dir, user string) Check {
+// without a login session, survive logout and start at boot? Lingering is
+// logind's: it starts user@UID.service at boot for every user with a file
+// in its lingering directory, and keeps it after their last session.
+// Without logind (no system bus, or no org.freedesktop.login1 on it: a
+// container without systemd as PID 1) nothing does either, and the state
+// is unknown. With logind, the file is read, as logind itself does
+// (User.Linger of its D-Bus API reads the same file), which needs no
+// D-Bus call per user and no user logind already tracks.
+func checkLinger(ctx context.Context, o Options) Check {
+	if ok, why := logindRunning(ctx, o.SystemBus); !ok {
+		return Check{Name: CheckLinger, Status: Warn,
+			Detail: "no logind: lingering unknown (" + why + "); Legion's units run only as long as whatever started this user manager keeps it",
+			Fix: "on a machine booted with systemd, `loginctl enable-linger " + cmp.Or(o.User, "$USER") +
+				"` starts the user manager at boot and keeps Legion's units running after logout"}
+	}
+	return lingerFile(o.LingerDir, o.User)
+}
+
+// logindName is systemd-logind's name on the system bus.
+const logindName = "org.freedesktop.login1"
+
+// logindRunning reports whether systemd-logind owns its name on the
+// system bus at addr; why says, when it does not, what was found instead.
+func logindRunning(ctx context.Context, addr string) (ok bool, why string) {
+	conn, err := godbus.Dial(addr, godbus.WithContext(ctx))
+	if err != nil {
+		return false, fmt.Sprintf("no system bus at %s: %v", addr, err)
+	}
+	defer conn.Close()
+	if err := conn.Auth(nil); err != nil {
+		return false, fmt.Sprintf("system bus at %s: %v", addr, err)
+	}
+	if err := conn.Hello(); err != nil {
+		return false, fmt.Sprintf("system bus at %s: %v", addr, err)
+	}
+	var has bool
+	if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, logindName).Store(&has); err != nil {
+		return false, fmt.Sprintf("ask the system bus at %s for %s: %v", addr, logindName, err)
+	}
+	if !has {
+		return false, logindName + " is not on the system bus"
+	}
+	return true, ""
+}
+
+// lingerFile: lingering of user as logind's lingering directory dir says.
+func lingerFile(dir, user string) Check {
 	c := Check{Name: CheckLinger}
 	if user == "" {
 		c.Status, c.Detail = Warn, "cannot tell: the current user has no name"
@@ -62,7 +114,7 @@ func checkLinger(dir, user string) Check {
 		c.Status, c.Detail = OK, fmt.Sprintf("enabled for %s: Legion's units keep running without a login session", user)
 	case errors.Is(err, fs.ErrNotExist):
 		c.Status = Warn
-		c.Detail = fmt.Sprintf("not enabled for %s: Legion's units stop when the last session of %s ends, and teams start only at login", user, user)
+		c.Detail = fmt.Sprintf("not enabled for %s: Legion's units (every agent) stop when the last session of %s ends, and teams start only at login, not at boot", user, user)
 		c.Fix = "loginctl enable-linger " + user
 	default:
 		c.Status, c.Detail = Warn, fmt.Sprintf("cannot tell: %v", err)

@@ -21,13 +21,13 @@ type FollowOptions struct {
 }
 
 // SessionWindows are the windows the view of team should have: one per live
-// session (not exited or failed) of the team, named <issue>-<mode> (the
+// session (not ended: exited, failed or lost) of the team, named <issue>-<mode> (the
 // session name for `legion spawn` sessions), coloured by mode, running
 // `BIN attach <session>`.
 func SessionWindows(team, bin string, sessions []api.Session) []Window {
 	var out []Window
 	for _, s := range sessions {
-		if s.Team != team || s.State == api.StateExited || s.State == api.StateFailed {
+		if s.Team != team || s.State.Ended() {
 			continue
 		}
 		name := s.Name

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/legion-dev/legion/activation/doctor"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/contrib"
 	"github.com/legion-dev/legion/units"
@@ -38,7 +39,9 @@ its slice legion-<short>.slice (resource limits). Drop-ins and slices of teams
 no longer configured are removed. It then reloads the user manager, enables
 and starts legion.socket, and enables the controllers of the teams named with
 --enable, so they start at login (run loginctl enable-linger to start them
-without a login session).
+at boot, without a login session, and keep every agent running after you
+log out; install says so when lingering is off, or unknown for want of
+systemd-logind).
 
 Only files that changed are written: running install twice changes nothing.
 A file Legion did not write is never overwritten.
@@ -132,6 +135,9 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 	if len(res.Written) == 0 && len(res.Removed) == 0 {
 		fmt.Fprintf(plan, "%s: unit files up to date\n", o.UnitDir)
 	}
+	if !f.dryRun && !f.packaged {
+		lingerNote(ctx, stderr)
+	}
 	if f.skills {
 		home, err := os.UserHomeDir()
 		if err != nil {
@@ -150,6 +156,15 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 		}
 	}
 	return nil
+}
+
+// lingerNote says, on w, when lingering is not known to be on: then the
+// units just installed stop at logout and teams start only at login.
+func lingerNote(ctx context.Context, w io.Writer) {
+	c := doctor.Linger(ctx, doctor.Options{})
+	if c.Status != doctor.OK {
+		fmt.Fprintf(w, "note: lingering: %s\n  fix: %s\n", c.Detail, c.Fix)
+	}
 }
 
 // teamUnits maps the configured teams to what the unit generators need.

@@ -33,7 +33,7 @@ func newSessionsListCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List sessions with their state (a failed one with its cause), and the helper's last recovery",
+		Short: "List sessions with their state (a failed or lost one with its cause), and the helper's last recovery",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSessionsList(cmd.Context(), cmd.OutOrStdout(), asJSON)
@@ -69,13 +69,16 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 		return err
 	}
 	for _, s := range res.Sessions {
-		if s.State == api.StateFailed {
+		switch s.State {
+		case api.StateFailed:
 			fmt.Fprintf(out, "\n%s failed: %s\n  see `journalctl --user -u '%s'`; it stays failed until `systemctl --user reset-failed '%s'`\n",
 				s.Name, cmp.Or(s.Cause, "see its unit"), s.Unit, s.Unit)
+		case api.StateLost:
+			fmt.Fprintf(out, "\n%s lost: %s\n", s.Name, s.Cause)
 		}
 	}
 	r := res.Recovery
-	fmt.Fprintf(out, "\nlast recovery: %d recovered, %d pruned, %d quarantined, %d failed\n", r.Recovered, r.Pruned, r.Quarantined, r.Failed)
+	fmt.Fprintf(out, "\nlast recovery: %d recovered, %d pruned, %d lost, %d quarantined, %d failed\n", r.Recovered, r.Pruned, r.Lost, r.Quarantined, r.Failed)
 	for _, q := range res.Quarantined {
 		fmt.Fprintf(out, "quarantined %s: %s (%s)\n", q.Name, q.Reason, q.Path)
 	}
@@ -213,7 +216,11 @@ func newSessionsKillCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "kill NAME",
 		Short: "Stop a session for good (systemd stops its unit; the transcript is kept)",
-		Args:  exactArgs(1, "a session name"),
+		Long: `Kill stops the session's unit for good and keeps its transcript. A session
+that a reboot cut (state lost) has nothing left to stop: kill forgets it
+(exited from then on; its transcript stays, and legion sessions status
+and logs still find it).`,
+		Args: exactArgs(1, "a session name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSessionsKill(cmd.Context(), cmd.OutOrStdout(), args[0])
 		},
@@ -229,9 +236,17 @@ func runSessionsKill(ctx context.Context, out io.Writer, name string) error {
 		return err
 	}
 	defer c.Close()
+	before, err := c.Status(ctx, name)
+	if err != nil {
+		return fmt.Errorf("kill session %s: %w", name, err)
+	}
 	s, err := c.Kill(ctx, name)
 	if err != nil {
 		return fmt.Errorf("kill session %s: %w", name, err)
+	}
+	if before.State == api.StateLost {
+		_, err = fmt.Fprintf(out, "session %s forgotten (the machine had rebooted while it ran)\n", s.Name)
+		return err
 	}
 	_, err = fmt.Fprintf(out, "session %s stopped: %s\n", s.Name, exitText(s.Exit))
 	return err

@@ -220,7 +220,7 @@ func (d *run) snapshot(ctx context.Context) ([]row, int, error) {
 			return nil, 0, err
 		}
 		for _, s := range res.Sessions {
-			if s.Team != d.team || s.State == api.StateExited || s.State == api.StateFailed {
+			if s.Team != d.team || s.State.Ended() {
 				continue
 			}
 			live++
