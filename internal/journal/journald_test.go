@@ -151,9 +151,14 @@ func TestJournald(t *testing.T) {
 	}
 	// An ordinary user reads their own lines, and only theirs.
 	asUser(1000, "log", "TEAM=web", "MSG=from uid 1000")
-	if got := asUser(1000, "check"); got != "ok" {
-		t.Errorf("Check() as uid 1000, persistent journal = %s; want ok", got)
-	}
+	// journald makes the user's file with the first entry, then gives the
+	// user its read ACL.
+	waitfor.Check(t, 30*time.Second, "uid 1000 to read their own journal", func() error {
+		if got := asUser(1000, "check"); got != "ok" {
+			return fmt.Errorf("Check() as uid 1000, persistent journal = %s; want ok", got)
+		}
+		return nil
+	})
 	waitfor.Check(t, 30*time.Second, "uid 1000's own entry", func() error {
 		if got := asUser(1000, "read", "TEAM=web"); got != "from uid 1000 team=web" {
 			return fmt.Errorf("Read as uid 1000: %q; want its own entry only", got)
