@@ -101,7 +101,18 @@ func TestJournald(t *testing.T) {
 		jd.Process.Kill()
 		jd.Wait()
 	}()
-	waitfor.Check(t, 30*time.Second, "journald's socket", func() error { _, err := os.Stat(journalSocket); return err })
+	mid, err := os.ReadFile(systemLayout.machineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime := filepath.Join(systemLayout.runDir, strings.TrimSpace(string(mid)), "system.journal")
+	waitfor.Check(t, 30*time.Second, "journald's socket and volatile journal", func() error {
+		if _, err := os.Stat(journalSocket); err != nil {
+			return err
+		}
+		_, err := os.Stat(runtime)
+		return err
+	})
 	// As at boot, systemd-tmpfiles gives /run/log/journal its group and
 	// ACLs (the systemd-journal and adm groups read it).
 	run(t, "systemd-tmpfiles", "--create", "--prefix", "/run/log/journal", "--prefix", "/var/log/journal")
