@@ -17,6 +17,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
 )
 
@@ -71,7 +72,7 @@ func TestRealClaudeStartsWithoutDialog(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	script := fmt.Sprintf("#!/bin/sh\n{ printf '%%s ' \"$1\"; cat; echo; } >> %s\n", shellQuote(hookLog))
+	script := fmt.Sprintf("#!/bin/sh\n{ printf '%%s ' \"$1\"; cat; echo; } >> %s\n", shellquote.Quote(hookLog))
 	if err := os.WriteFile(legion, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

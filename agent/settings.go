@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/shellquote"
 )
 
 // HookEvents are the Claude Code hook events a session's settings file
@@ -60,7 +60,7 @@ func SettingsFor(policy config.PermissionPolicy, legion, cwd string, allow []str
 		return nil, err
 	}
 	f := settingsFile{Hooks: map[string][]hookMatcher{}}
-	command := shellQuote(legion) + " hook"
+	command := shellquote.Quote(legion) + " hook"
 	for _, ev := range HookEvents {
 		h := hookCommand{Type: "command", Command: command}
 		if ev == "PermissionRequest" {
@@ -131,19 +131,4 @@ func AllowRules(policy config.PermissionPolicy, legion, cwd string, allow []stri
 		}
 	}
 	return rules, nil
-}
-
-// shellQuote quotes s for a POSIX shell, which runs a hook's command: as
-// is when it holds only characters no shell treats specially, else in
-// single quotes, inside which nothing is special but the quote itself,
-// written as '\” (close, escaped quote, reopen). That is the whole of the
-// rule, so no library is needed for it.
-func shellQuote(s string) string {
-	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+,:@%=", r))
-	}) < 0
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

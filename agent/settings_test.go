@@ -3,7 +3,6 @@ package agent
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -121,24 +120,5 @@ func TestAllowRulesPhysicalWorktree(t *testing.T) {
 	}
 	if n := len(slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r != "Bash(legion issue:*)" })); n != 1 {
 		t.Errorf("AllowRules with legion by name = %q; want each rule once", rules)
-	}
-}
-
-func TestShellQuote(t *testing.T) {
-	for _, s := range []string{
-		"/usr/bin/legion", "/home/me/go/bin/legion", "/opt/my tools/legion", "/it's/legion",
-		`/a"b$c` + "`d`\\e/legion", "/x;rm -rf ~/legion", "/tab\there", "/new\nline", "",
-	} {
-		q := shellQuote(s)
-		out, err := exec.Command("sh", "-c", `printf '%s' `+q).Output()
-		if err != nil {
-			t.Fatalf("sh -c printf %s: %v", q, err)
-		}
-		if string(out) != s {
-			t.Errorf("sh read shellQuote(%q) = %s as %q; want it back", s, q, out)
-		}
-	}
-	if q := shellQuote("/usr/local/bin/legion"); q != "/usr/local/bin/legion" {
-		t.Errorf("shellQuote(a plain path) = %s; want it unquoted", q)
 	}
 }

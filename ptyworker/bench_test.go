@@ -6,9 +6,21 @@ package ptyworker
 //
 //   - BenchmarkOutputThroughput: MB/s of `cat FILE` (32 MiB) read straight
 //     from a PTY and received by an attached client through the worker, and
-//     their ratio (target >= 0.9): of all bytes over all time ("ratio"),
-//     and the median of the pairs' own ratios ("ratio-p50", which one
-//     unlucky raw run moves less); sixteen interleaved pairs per iteration.
+//     their ratio (target >= 0.95 on a quiet machine): of all bytes over all
+//     time ("ratio"), and the median of the pairs' own ratios ("ratio-p50",
+//     which one unlucky raw run moves less); sixteen interleaved pairs per
+//     iteration. Every byte read raw must reach the client ("missing-bytes"
+//     is 0, else the run fails). The CPU time each side spends per MB
+//     ("raw-cpu-ms/MB": the raw reader; "worker-cpu-ms/MB" and
+//     "client-cpu-ms/MB": the worker process and the attached client) and
+//     "cpu-x", what the relay costs over the raw reader, tell where the time
+//     goes. On a loaded machine MB/s says little; the CPU figures say more,
+//     though the worker's grows with load too (more wake-ups per MB).
+//   - BenchmarkOutputStalledClient: the same flood with a second client
+//     attached that never reads: MB/s of the client that keeps up against
+//     the raw read ("ratio"), and how many stalled clients were dropped
+//     ("dropped", one per pair): the agent is not slowed by a client that
+//     does not keep up, and the one that does loses nothing.
 //   - BenchmarkKeystrokeEcho: round trip of one keystroke through
 //     `stty raw -echo; cat`, direct and through the worker; p50/p99 of each
 //     and what the worker adds (target: p99 added <= 0.2 ms).
@@ -21,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +41,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -107,9 +121,17 @@ func (d *direct) close() {
 // rawPTYRead runs argv on a PTY, writes go, and reads until the end of
 // output; it returns the bytes read and how long that took.
 func rawPTYRead(b *testing.B, argv []string) (int64, time.Duration) {
+	n, d, _ := rawPTYReadCPU(b, argv)
+	return n, d
+}
+
+// rawPTYReadCPU is rawPTYRead that also returns the CPU time this process
+// (the reader) spent meanwhile.
+func rawPTYReadCPU(b *testing.B, argv []string) (int64, time.Duration, time.Duration) {
 	b.Helper()
 	c := startDirect(b, argv, os.Environ())
 	buf := make([]byte, 64<<10)
+	cpu0 := selfCPU(b)
 	start := time.Now()
 	if _, err := c.ptm.Write([]byte("go\n")); err != nil {
 		b.Fatal(err)
@@ -123,25 +145,76 @@ func rawPTYRead(b *testing.B, argv []string) (int64, time.Duration) {
 		}
 	}
 	d := time.Since(start)
+	cpu := selfCPU(b) - cpu0
 	c.close()
-	return n, d
+	return n, d, cpu
+}
+
+// selfCPU is the CPU time (user and system) of this process so far.
+func selfCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the CPU time of every thread of process pid so far, from
+// /proc/PID/task/*/schedstat (nanoseconds on CPU).
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("threads of process %d: %v", pid, err)
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		s, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended; what it used is lost, a few µs
+		}
+		f := strings.Fields(string(s))
+		if len(f) == 0 {
+			b.Fatalf("%s: empty", t)
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			b.Fatalf("%s: %q: %v", t, s, err)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum
 }
 
 func BenchmarkOutputThroughput(b *testing.B) {
+	benchOutput(b, benchPairs, false)
+}
+
+func BenchmarkOutputStalledClient(b *testing.B) {
+	benchOutput(b, 5, true)
+}
+
+// benchOutput runs pairs raw/worker pairs per iteration of `cat FILE` and
+// reports the figures of BenchmarkOutputThroughput; with stalled, a second
+// client that never reads is attached too (BenchmarkOutputStalledClient).
+func benchOutput(b *testing.B, pairs int, stalled bool) {
 	file := benchFile(b)
 	// The echo of "go" is part of the output in both runs.
 	argv := []string{"sh", "-c", "read go; exec cat " + file}
-	var rawBytes, wBytes int64
-	var rawTime, wTime time.Duration
+	var rawBytes, wBytes, missing int64
+	var rawTime, wTime, rawCPU, workerCPU, clientCPU time.Duration
 	var pairRatios []float64
+	dropped := 0
 	// Raw/worker pairs, interleaved, so that load from elsewhere on the
 	// machine weighs on both sides alike: on a small VM the raw figure
 	// alone varies by half from one run to the next.
-	for range b.N * benchPairs {
+	for range b.N * pairs {
 		runtime.GC() // neither side pays for the other's garbage
-		n, d := rawPTYRead(b, argv)
+		n, d, cpu := rawPTYReadCPU(b, argv)
 		rawBytes += n
 		rawTime += d
+		rawCPU += cpu
 
 		// The worker as units run it: a legion-pty-worker process, with
 		// this process as the attached client. A ring (and so client
@@ -156,7 +229,14 @@ func BenchmarkOutputThroughput(b *testing.B) {
 		if _, err := c.Attach(context.Background(), AttachParams{}); err != nil {
 			b.Fatal(err)
 		}
+		var stall *stallingClient
+		if stalled {
+			// Attached, then its connection is not read until the run is
+			// over: its socket fills up and the worker drops it.
+			stall = wp.dialStalling(b)
+		}
 		runtime.GC()
+		wcpu0, ccpu0 := procCPU(b, wp.cmd.Process.Pid), selfCPU(b)
 		start := time.Now()
 		if err := c.SendInput([]byte("go\n")); err != nil {
 			b.Fatal(err)
@@ -172,6 +252,8 @@ func BenchmarkOutputThroughput(b *testing.B) {
 				if got == n {
 					wd := time.Since(start)
 					wTime += wd
+					workerCPU += procCPU(b, wp.cmd.Process.Pid) - wcpu0
+					clientCPU += selfCPU(b) - ccpu0
 					pairRatios = append(pairRatios, float64(d)/float64(wd)) // same bytes: a ratio of rates
 				}
 				ev.Release() // as legion attach does once written out
@@ -185,25 +267,104 @@ func BenchmarkOutputThroughput(b *testing.B) {
 			}
 		}
 		wBytes += got
+		missing += n - got
 		if exit == nil || got != n {
 			b.Fatalf("worker run: %d bytes, exit %+v; want %d bytes (as read raw) and an exit", got, exit, n)
 		}
+		if stall != nil {
+			if stall.resume() {
+				dropped++
+			}
+		}
 		wp.stop()
 	}
-	rawRate := float64(rawBytes) / rawTime.Seconds() / 1e6
-	wRate := float64(wBytes) / wTime.Seconds() / 1e6
+	mb := float64(rawBytes) / 1e6
+	rawRate := mb / rawTime.Seconds()
+	wRate := float64(wBytes) / 1e6 / wTime.Seconds()
 	b.ReportMetric(rawRate, "raw-MB/s")
 	b.ReportMetric(wRate, "worker-MB/s")
 	b.ReportMetric(wRate/rawRate, "ratio")
 	slices.Sort(pairRatios)
 	b.ReportMetric(pairRatios[len(pairRatios)/2], "ratio-p50")
+	b.ReportMetric(float64(missing), "missing-bytes")
+	perMB := func(d time.Duration) float64 { return float64(d) / 1e6 / mb }
+	b.ReportMetric(perMB(rawCPU), "raw-cpu-ms/MB")
+	b.ReportMetric(perMB(workerCPU), "worker-cpu-ms/MB")
+	b.ReportMetric(perMB(clientCPU), "client-cpu-ms/MB")
+	b.ReportMetric(float64(workerCPU+clientCPU)/float64(rawCPU), "cpu-x")
+	if stalled {
+		b.ReportMetric(float64(dropped), "dropped")
+	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// stallingClient is an attached client whose connection is not read (its
+// reads wait) until resume.
+type stallingClient struct {
+	*Client
+	conn *stallConn
+}
+
+// stallConn is a connection whose reads wait while stalled.
+type stallConn struct {
+	net.Conn
+	stalled atomic.Bool
+	resumed chan struct{} // closed by resume
+}
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	if c.stalled.Load() {
+		<-c.resumed
+	}
+	return c.Conn.Read(p)
+}
+
+// dialStalling connects a client that says hello, attaches and then stops
+// reading.
+func (wp *workerProcess) dialStalling(b *testing.B) *stallingClient {
+	b.Helper()
+	nc, err := net.Dial("unix", wp.spec.SocketPath())
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := &stallConn{Conn: nc, resumed: make(chan struct{})}
+	c := NewClient(sc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Hello(ctx, wp.spec.Token, wp.spec.DaemonInstanceID); err != nil {
+		c.Close()
+		b.Fatal(err)
+	}
+	if _, err := c.Attach(ctx, AttachParams{}); err != nil {
+		c.Close()
+		b.Fatal(err)
+	}
+	sc.stalled.Store(true)
+	return &stallingClient{Client: c, conn: sc}
+}
+
+// resume reads what the stalled client was sent, closes it and reports
+// whether the worker dropped it (a desync event).
+func (s *stallingClient) resume() bool {
+	close(s.conn.resumed)
+	dropped := false
+	for ev := range s.Events() {
+		if ev.Kind == EventKindDesync {
+			dropped = true
+		}
+		if ev.Kind == EventKindExit {
+			break
+		}
+	}
+	s.Close()
+	return dropped
 }
 
 // workerProcess is a legion-pty-worker process, as a unit runs it, with a
 // client that has said hello.
 type workerProcess struct {
 	b      *testing.B
+	spec   *Spec
 	cmd    *exec.Cmd
 	client *Client
 }
@@ -221,7 +382,7 @@ func startWorkerProcess(b *testing.B, spec *Spec) *workerProcess {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	wp := &workerProcess{b: b, cmd: cmd}
+	wp := &workerProcess{b: b, spec: spec, cmd: cmd}
 	err := waitfor.Until(waitTimeout, "worker of session "+spec.SessionID+" to answer", func() error {
 		c, err := Dial(context.Background(), spec.SocketPath())
 		if err != nil {

@@ -279,7 +279,7 @@ func legionsFiles(dir string) (owned, error) {
 					o.files = append(o.files, p)
 				}
 			}
-		case e.IsDir() && (strings.HasSuffix(name, ".wants") || strings.HasSuffix(name, ".requires") || strings.HasSuffix(name, ".upholds")):
+		case e.IsDir() && linkDir(name):
 			sub, err := os.ReadDir(filepath.Join(dir, name))
 			if err != nil {
 				return o, fmt.Errorf("read %s: %w", filepath.Join(dir, name), err)
@@ -295,8 +295,16 @@ func legionsFiles(dir string) (owned, error) {
 	return o, nil
 }
 
-// removeAll removes the paths (relative to dir), then each legion*.d
-// drop-in directory they were in if it is now empty.
+// linkDir reports whether d (relative to the unit directory) is a
+// directory of dependency links such as default.target.wants.
+func linkDir(d string) bool {
+	return filepath.Dir(d) == "." && (strings.HasSuffix(d, ".wants") || strings.HasSuffix(d, ".requires") || strings.HasSuffix(d, ".upholds"))
+}
+
+// removeAll removes the paths (relative to dir), then each directory they
+// were in that is now empty and was made for them: a legion*.d drop-in
+// directory, or a *.wants/, *.requires/ or *.upholds/ directory of links
+// (systemd's enable makes those and its disable leaves them).
 func removeAll(dir string, paths []string) error {
 	var errs []error
 	dropInDirs := map[string]bool{}
@@ -305,7 +313,7 @@ func removeAll(dir string, paths []string) error {
 			errs = append(errs, fmt.Errorf("remove %w", err))
 			continue
 		}
-		if d := filepath.Dir(p); strings.HasPrefix(d, "legion") && strings.HasSuffix(d, ".d") {
+		if d := filepath.Dir(p); strings.HasPrefix(d, "legion") && strings.HasSuffix(d, ".d") || linkDir(d) {
 			dropInDirs[d] = true
 		}
 	}
@@ -315,7 +323,7 @@ func removeAll(dir string, paths []string) error {
 			err = os.Remove(filepath.Join(dir, d))
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove drop-in directory: %w", err))
+			errs = append(errs, fmt.Errorf("remove emptied directory: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -350,7 +358,7 @@ const stopTimeout = 3 * time.Minute
 // the helper again), legion.service and the slices — resets the failed
 // ones, removes Legion's files from o.UnitDir (regular files and drop-ins
 // whose first line is Header, links in *.wants/ and *.requires/ that point
-// at such files, drop-in directories left empty) and reloads the manager.
+// at such files, drop-in and link directories left empty) and reloads the manager.
 // Files without the header are never touched, nor units whose names only
 // look like Legion's. If a unit does not stop, no file is removed.
 func Uninstall(ctx context.Context, o UninstallOptions) (UninstallResult, error) {

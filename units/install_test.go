@@ -230,6 +230,12 @@ func TestInstallUninstall(t *testing.T) {
 			t.Errorf("Uninstall touched foreign %s (-before +after):\n%s", p, diff)
 		}
 	}
+	wants, _ := filepath.Glob(filepath.Join(unitDir, "*.wants"))
+	for _, d := range wants {
+		if entries, err := os.ReadDir(d); err == nil && len(entries) == 0 {
+			t.Errorf("after Uninstall %s is left empty; want it removed with Legion's links", d)
+		}
+	}
 	if _, err := os.Stat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket %s after Uninstall: %v; want it removed", sock, err)
 	}

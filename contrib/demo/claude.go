@@ -12,6 +12,7 @@ import (
 
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 )
@@ -97,9 +98,9 @@ func inPhase(issue string, mode controller.Mode) func(*anthropictest.Request) bo
 // phaseTurns is one phase's work, as Script's for the scripted agent.
 func phaseTurns(bin, teamName, worktree, issue string, mode controller.Mode) []anthropictest.Turn {
 	legion := func(args ...string) string {
-		return shellQuote(bin) + " " + strings.Join(args, " ")
+		return shellquote.Quote(bin) + " " + strings.Join(args, " ")
 	}
-	label := func(l string) string { return legion("issue", "label", shellQuote(teamName), issue, l) }
+	label := func(l string) string { return legion("issue", "label", shellquote.Quote(teamName), issue, l) }
 	bash := func(cmd string) anthropictest.Turn {
 		return anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Bash(cmd, "Run "+strings.Fields(cmd)[0]).WithID("toolu_" + uuid.NewString()[:8])}}
 	}
@@ -125,14 +126,6 @@ func phaseTurns(bin, teamName, worktree, issue string, mode controller.Mode) []a
 	case controller.ModeRetro:
 		return []anthropictest.Turn{bash(label(controller.LabelWorkerDone)), say("Looking back on " + issue + ": it went well.")}
 	default: // finish
-		return []anthropictest.Turn{bash(legion("worktree", "finish", shellQuote(teamName), issue)), say(issue + " is merged and done.")}
+		return []anthropictest.Turn{bash(legion("worktree", "finish", shellquote.Quote(teamName), issue)), say(issue + " is merged and done.")}
 	}
-}
-
-// shellQuote quotes s for the Bash tool's shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

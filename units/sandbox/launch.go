@@ -118,12 +118,12 @@ func (s *Sandbox) launch(p prereqs, name string, log io.Writer) error {
 		return err
 	}
 	s.console = c
-	procs := s.cgroups.procsFiles()
+	procs := s.cgroups.ProcsFiles()
 	args := []string{"-c", launchScript, name + "-launch", strconv.Itoa(len(procs))}
 	args = append(args, procs...)
 	args = append(args, p.unshare, "-m", "-C", "/bin/sh", "-c", managerScript, name+"-manager", p.systemd, c.pts.Name())
-	for _, mt := range p.layout.mounts {
-		args = append(args, mt.target, mt.fsType, mt.options)
+	for _, mt := range p.layout.Mounts {
+		args = append(args, mt.Target, mt.FSType, mt.Options)
 	}
 	out, err := os.OpenFile(s.launcherLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/legion-dev/legion/internal/cgroups"
 )
 
 // MissingError says that the machine lacks something a sandbox needs.
@@ -23,7 +25,7 @@ func (e *MissingError) Error() string { return "prerequisite missing: " + e.What
 // prereqs is what Start found on the machine.
 type prereqs struct {
 	unshare, systemd, dbusDaemon, systemctl string
-	layout                                  cgroupLayout
+	layout                                  cgroups.Layout
 }
 
 // capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status CapEff.
@@ -70,7 +72,7 @@ func checkPrereqs(euid int) (prereqs, error) {
 	if fi, err := os.Stat("/run/systemd"); err != nil || !fi.IsDir() {
 		return p, &MissingError{"a /run/systemd directory (the manager gets a tmpfs there)"}
 	}
-	layout, err := detectCgroups()
+	layout, err := cgroups.Detect()
 	if err != nil {
 		return p, &MissingError{"a cgroup layout systemd can use: " + err.Error()}
 	}

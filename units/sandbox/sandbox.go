@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/legion-dev/legion/internal/cgroups"
 )
 
 // Timeouts are generous: a loaded machine is slow, and nothing waits for
@@ -54,11 +56,11 @@ type Sandbox struct {
 	Home       string   // HOME: Dir/home; XDG_CONFIG_HOME etc. are below it
 	Env        []string // os.Environ() at Start with the Vars replaced, ready for exec.Cmd.Env
 
-	systemctl   string     // absolute path of systemctl
-	cgroups     cgroupDirs // nil until created
-	launcherLog string     // the launcher's and the manager's stdout and stderr
-	managerLog  string     // what the manager logs to its console
-	console     *console   // nil until opened and after Stop closed it
+	systemctl   string       // absolute path of systemctl
+	cgroups     cgroups.Dirs // nil until created
+	launcherLog string       // the launcher's and the manager's stdout and stderr
+	managerLog  string       // what the manager logs to its console
+	console     *console     // nil until opened and after Stop closed it
 	proc        *os.Process
 	exited      chan struct{} // closed once the manager process is reaped
 	waitErr     error         // the manager's exit status, set before exited closes
@@ -163,11 +165,14 @@ func (s *Sandbox) setUp(ctx context.Context, p prereqs, name string, log io.Writ
 	if err := s.writeFiles(p.dbusDaemon); err != nil {
 		return err
 	}
-	cgroups := p.layout.dirs(filepath.Base(s.Dir))
-	if err := cgroups.create(); err != nil {
+	dirs := p.layout.Dirs(filepath.Base(s.Dir))
+	if err := dirs.Create(); err != nil {
+		if errors.Is(err, cgroups.ErrNotWritable) {
+			return &MissingError{"a writable cgroup hierarchy: " + err.Error()}
+		}
 		return err
 	}
-	s.cgroups = cgroups
+	s.cgroups = dirs
 	if err := s.launch(p, name, log); err != nil {
 		return err
 	}

@@ -127,8 +127,8 @@ func TestStartCancelled(t *testing.T) {
 	for _, e := range entries {
 		t.Errorf("after a failed Start, %s holds %s; want nothing", base, e.Name())
 	}
-	for _, h := range p.layout.hierarchies {
-		matches, err := filepath.Glob(filepath.Join(h.parent, fmt.Sprintf("%s-%d-*", testName, os.Getpid())))
+	for _, h := range p.layout.Hierarchies {
+		matches, err := filepath.Glob(filepath.Join(h.Parent, fmt.Sprintf("%s-%d-*", testName, os.Getpid())))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,8 +236,8 @@ func TestStartFails(t *testing.T) {
 			t.Errorf("after a failed start, %s holds %s; want nothing", base, e.Name())
 		}
 	}
-	for _, h := range p.layout.hierarchies {
-		matches, err := filepath.Glob(filepath.Join(h.parent, fmt.Sprintf("%s-%d-*", testName, os.Getpid())))
+	for _, h := range p.layout.Hierarchies {
+		matches, err := filepath.Glob(filepath.Join(h.Parent, fmt.Sprintf("%s-%d-*", testName, os.Getpid())))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,16 +1,13 @@
 package sandbox
 
 import (
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/legion-dev/legion/internal/cgroups"
 )
 
 // sweepStale removes what sandboxes named name left in base and in the
@@ -22,24 +19,24 @@ import (
 //     ours to end;
 //   - directories whose cgroups were not all removed, whose manager socket
 //     still answers, or that root does not own.
-func sweepStale(base, name string, l cgroupLayout) {
+func sweepStale(base, name string, l cgroups.Layout) {
 	prefix := name + "-"
 	busy := map[string]bool{} // sandbox names whose cgroups stay
-	for _, h := range l.hierarchies {
-		entries, err := os.ReadDir(h.parent)
+	for _, h := range l.Hierarchies {
+		entries, err := os.ReadDir(h.Parent)
 		if err != nil {
 			continue
 		}
 		for _, e := range entries {
-			if !e.IsDir() || !staleName(e.Name(), prefix) {
+			if !e.IsDir() || !cgroups.StaleName(e.Name(), prefix) {
 				continue
 			}
-			tree := cgroupDirs{filepath.Join(h.parent, e.Name())}
-			if found, err := tree.members(); err != nil || len(found) > 0 {
+			tree := cgroups.Dirs{filepath.Join(h.Parent, e.Name())}
+			if found, err := tree.Members(); err != nil || len(found) > 0 {
 				busy[e.Name()] = true
 				continue
 			}
-			if err := removeTree(tree[0], time.Now()); err != nil {
+			if err := cgroups.RemoveTree(tree[0], time.Now()); err != nil {
 				busy[e.Name()] = true
 			}
 		}
@@ -49,7 +46,7 @@ func sweepStale(base, name string, l cgroupLayout) {
 		return
 	}
 	for _, e := range entries {
-		if !e.IsDir() || !staleName(e.Name(), prefix) || busy[e.Name()] {
+		if !e.IsDir() || !cgroups.StaleName(e.Name(), prefix) || busy[e.Name()] {
 			continue
 		}
 		dir := filepath.Join(base, e.Name())
@@ -58,43 +55,6 @@ func sweepStale(base, name string, l cgroupLayout) {
 		}
 		_ = os.RemoveAll(dir) // best effort: a leftover stays for the next sweep
 	}
-}
-
-// staleName reports whether name, made as prefix<pid>-<random digits>, was
-// made by a process that is gone.
-func staleName(name, prefix string) bool {
-	rest, ok := strings.CutPrefix(name, prefix)
-	if !ok {
-		return false
-	}
-	pidText, random, ok := strings.Cut(rest, "-")
-	if !ok || !allDigits(pidText) || !allDigits(random) {
-		return false
-	}
-	pid, err := strconv.Atoi(pidText)
-	if err != nil || pid <= 0 || pid == os.Getpid() {
-		return false
-	}
-	return !processExists(pid)
-}
-
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// processExists reports whether pid names a live process (signal 0 only
-// checks; it sends nothing).
-func processExists(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // ownedByUs reports whether dir belongs to this process's user: a

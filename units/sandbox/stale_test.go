@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legion-dev/legion/internal/cgroups"
 	"github.com/legion-dev/legion/internal/waitfor"
 )
 
@@ -41,7 +42,7 @@ func TestStaleName(t *testing.T) {
 		{prefix + "123", false},
 	}
 	for _, tt := range tests {
-		if got := staleName(tt.name, prefix); got != tt.want {
+		if got := cgroups.StaleName(tt.name, prefix); got != tt.want {
 			t.Errorf("staleName(%q, %q) = %v; want %v", tt.name, prefix, got, tt.want)
 		}
 	}
@@ -88,7 +89,7 @@ func TestOwnerDies(t *testing.T) {
 	waitfor.True(t, waitTimeout, fmt.Sprintf("manager %d to exit after its owner died", r.PID), func() bool { return !running(r.PID) })
 	waitfor.True(t, waitTimeout, fmt.Sprintf("unit process %d to end after its owner died", r.UnitPID), func() bool { return !running(r.UnitPID) })
 	waitfor.True(t, waitTimeout, "the dead sandbox's cgroups to empty", func() bool {
-		found, err := cgroupDirs(r.Cgroups).members()
+		found, err := cgroups.Dirs(r.Cgroups).Members()
 		return err == nil && len(found) == 0
 	})
 	if _, err := os.Stat(r.Dir); err != nil {
@@ -156,7 +157,7 @@ func TestSweepLeavesOthers(t *testing.T) {
 		keep = append(keep, foreign)
 	}
 
-	sweepStale(base, testName, cgroupLayout{})
+	sweepStale(base, testName, cgroups.Layout{})
 	for _, name := range keep {
 		if _, err := os.Lstat(filepath.Join(base, name)); err != nil {
 			t.Errorf("sweep removed %s: %v", name, err)
@@ -182,12 +183,12 @@ func FuzzStaleName(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if !staleName(name, testName+"-") {
+		if !cgroups.StaleName(name, testName+"-") {
 			return
 		}
 		rest := strings.TrimPrefix(name, testName+"-")
 		pid, random, ok := strings.Cut(rest, "-")
-		if !ok || !allDigits(pid) || !allDigits(random) {
+		if !ok || !cgroups.AllDigits(pid) || !cgroups.AllDigits(random) {
 			t.Errorf("staleName(%q) = true; want false (not NAME-PID-DIGITS)", name)
 		}
 		if n, err := strconv.Atoi(pid); err != nil || n <= 0 || n == os.Getpid() {

@@ -37,10 +37,10 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	}
 	if s.cgroups != nil {
 		deadline := time.Now().Add(killTimeout)
-		if err := s.cgroups.killAll(deadline); err != nil {
+		if err := s.cgroups.KillAll(deadline); err != nil {
 			errs = append(errs, err)
 		}
-		if err := s.cgroups.remove(deadline); err != nil {
+		if err := s.cgroups.Remove(deadline); err != nil {
 			errs = append(errs, err)
 		}
 	}

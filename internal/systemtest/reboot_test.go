@@ -1,0 +1,73 @@
+package systemtest_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/controller"
+)
+
+// rebootScript: the implementer works until it is resumed, then does its
+// phase; the other modes do theirs at once.
+const rebootScript = `
+if-prompt plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-prompt implement if-new say Implementing $LEGION_ISSUE
+if-prompt implement if-new work 30m
+if-prompt implement if-resumed say resumed $SESSION_ID
+if-prompt implement if-resumed run sh -c "echo impl > $LEGION_ISSUE.txt"
+if-prompt implement if-resumed run git add -A
+if-prompt implement if-resumed run git commit -qm "Implement $LEGION_ISSUE"
+if-prompt implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
+if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-prompt retro run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-prompt finish run @LEGION@ issue move $LEGION_TEAM $LEGION_ISSUE Done
+if-prompt finish run @LEGION@ worktree finish $LEGION_TEAM $LEGION_ISSUE
+`
+
+// TestRebootMidImplement: the machine reboots while the implementer
+// works. With lingering, the user's manager starts at boot and with it
+// the enabled legion@web, nobody logged in; the implementer resumes its
+// own conversation (the same session id, its session file shows the
+// resumed turn) and the issue reaches Done.
+func TestRebootMidImplement(t *testing.T) {
+	t.Parallel()
+	s := bootLegion(t, options{linger: true, script: rebootScript})
+	id := s.setUpTeam()
+	s.login("systemctl", "--user", "start", "legion@"+teamName)
+	s.workerUnit(id, controller.ModeImplement)
+	session := s.agentSession("Implementing " + id)
+
+	start := time.Now()
+	if err := s.Reboot(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rebooted in %v", time.Since(start).Round(time.Millisecond))
+	s.until("legion@"+teamName+" to start at boot", func() error {
+		if st := s.unitShow("legion@"+teamName+".service", "ActiveState"); st != "active" {
+			return fmt.Errorf("legion@%s is %q", teamName, st)
+		}
+		return nil
+	})
+	s.until("the implementer to resume its session "+session, func() error {
+		text, err := s.sessionFile(session)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(text, "resumed "+session) {
+			return fmt.Errorf("session %s has not resumed", session)
+		}
+		return nil
+	})
+	t.Logf("the implementer resumed %v after the reboot began", time.Since(start).Round(100*time.Millisecond))
+	s.waitStatus(id, controller.StatusDone)
+	t.Logf("%s Done %v after the reboot began", id, time.Since(start).Round(100*time.Millisecond))
+	if st := s.loginState(); st != "lingering" {
+		t.Errorf("logind's state of %s = %q; want lingering (no one logged in since the boot)", user, st)
+	}
+	if out := s.login("git", "-C", "src/web", "show", "main:"+id+".txt"); out != "impl\n" {
+		t.Errorf("main:%s.txt = %q; want %q", id, out, "impl\n")
+	}
+}
