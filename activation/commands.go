@@ -58,7 +58,9 @@ func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req api.Request) 
 	if err != nil {
 		return nil, nil, err
 	}
-	return api.StatusResult{Session: s.view()}, nil, nil
+	v := s.view()
+	v.Resources = h.resources(ctx, s.unit, v.State)
+	return api.StatusResult{Session: v}, nil, nil
 }
 
 func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
@@ -105,7 +107,9 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 	h.events.publish(s)
 	h.removeSpecFor(s.id + ".json")
 	log.Info("session killed")
-	return api.StatusResult{Session: s.view()}, nil, nil
+	v := s.view()
+	v.Resources = h.resources(ctx, s.unit, v.State)
+	return api.StatusResult{Session: v}, nil, nil
 }
 
 // running returns an authenticated worker connection of a session that
@@ -157,7 +161,9 @@ func (h *Helper) cmdSend(ctx context.Context, _ *clientConn, req api.Request) (a
 		}
 	}
 	s.log.Info("sent input", "bytes", len(a.Text), "enter", !a.NoEnter)
-	return api.StatusResult{Session: s.view()}, nil, nil
+	v := s.view()
+	v.Resources = h.resources(ctx, s.unit, v.State)
+	return api.StatusResult{Session: v}, nil, nil
 }
 
 func (h *Helper) cmdAttach(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {

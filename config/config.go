@@ -128,6 +128,9 @@ type Team struct {
 	CPUQuotaPercent int    // CPUQuota=, 100 is one CPU
 	TasksMax        uint64 // TasksMax=
 
+	// Hardening changes the sandboxing of the team's workers.
+	Hardening Hardening
+
 	Linear Linear // used when Tracker is TrackerLinear
 	GitHub GitHub // used when Review is ReviewGitHub
 }
@@ -151,6 +154,23 @@ type Agent struct {
 	// Allow are extra permission rules in Claude Code's syntax, e.g.
 	// "Bash(make test)", allowed with the allowlist policy.
 	Allow []string
+
+	// Limits of each agent's own worker unit; zero means unset.
+	MemoryMax uint64 // bytes, MemoryMax= of each worker unit
+	CPUWeight int    // CPUWeight= of each worker unit, 1 to 10000
+}
+
+// Hardening is [teams.<name>.hardening]: directives of package
+// units/hardening taken out of, or added to, the workers' default set.
+type Hardening struct {
+	Relax []string // keys of hardening.WorkerDefaults to leave out
+	Add   []string // keys of hardening.WorkerOptional to add
+}
+
+// clone is a deep copy of h.
+func (h Hardening) clone() Hardening {
+	h.Relax, h.Add = slices.Clone(h.Relax), slices.Clone(h.Add)
+	return h
 }
 
 // Policy is the permission policy of the team's agents in mode.

@@ -58,6 +58,9 @@ memory_max = "4G"
 cpu_quota = "150%"
 tasks_max = 256
 tracker = "linear"
+agent.memory_max = "1G"
+agent.cpu_weight = 50
+hardening = { relax = ["PrivateDevices"], add = ["PrivateTmp"] }
 
 [teams.demo.linear]
 team_key = "ENG"
@@ -84,6 +87,8 @@ github = { repo = "example/demo" }
 	demo.Name, demo.ID, demo.Workspace, demo.IssuePrefix = "demo", uuid.MustParse(demoID), ws, "DEMO"
 	demo.WIPLimit, demo.MemoryMax, demo.CPUQuotaPercent, demo.TasksMax = 3, 4<<30, 150, 256
 	demo.Tracker = TrackerLinear
+	demo.Agent.MemoryMax, demo.Agent.CPUWeight = 1<<30, 50
+	demo.Hardening = Hardening{Relax: []string{"PrivateDevices"}, Add: []string{"PrivateTmp"}}
 	demo.Linear.TeamKey, demo.Linear.StatusDone = "ENG", "Shipped"
 
 	mine := defaults
@@ -254,6 +259,41 @@ func TestLoadErrors(t *testing.T) {
 			name: "memory max",
 			text: team + "memory_max = \"4 gigs\"\n",
 			want: `@FILE@:4: teams.demo.memory_max: invalid size "4 gigs": expected bytes or a number with K, M, G or T, e.g. "512M" or "4G"`,
+		},
+		{
+			name: "agent memory max",
+			text: team + "agent.memory_max = 0\n",
+			want: `@FILE@:4: teams.demo.agent.memory_max: agent.memory_max 0 would kill every agent at start: expected a size such as "2G", or leave it unset`,
+		},
+		{
+			name: "agent cpu weight",
+			text: team + "agent.cpu_weight = 0\n",
+			want: `@FILE@:4: teams.demo.agent.cpu_weight: 0 is out of range: expected an integer from 1 to 10000`,
+		},
+		{
+			name: "hardening unknown",
+			text: team + "hardening.add = [\"ProtectHome\"]\n",
+			want: `@FILE@:4: teams.demo.hardening.add: add: unknown directive "ProtectHome": expected one of LockPersonality, SystemCallArchitectures, SystemCallFilter, RestrictNamespaces, RestrictAddressFamilies, MemoryDenyWriteExecute, PrivateTmp, ProtectKernelLogs, ProtectProc, UMask`,
+		},
+		{
+			name: "hardening not a default",
+			text: team + "hardening.relax = [\"PrivateTmp\"]\n",
+			want: `@FILE@:4: teams.demo.hardening.relax: relax: unknown directive "PrivateTmp": expected one of PrivateUsers, NoNewPrivileges, ProtectSystem, PrivateDevices, ProtectKernelTunables, ProtectKernelModules, ProtectControlGroups, ProtectClock, ProtectHostname, RestrictRealtime, RestrictSUIDSGID, KeyringMode, CapabilityBoundingSet`,
+		},
+		{
+			name: "hardening twice",
+			text: team + "hardening.add = [\"PrivateTmp\", \"PrivateTmp\"]\n",
+			want: `@FILE@:4: teams.demo.hardening.add: add: PrivateTmp is listed twice`,
+		},
+		{
+			name: "hardening private users",
+			text: team + "hardening.relax = [\"PrivateUsers\", \"ProtectSystem\"]\n",
+			want: `@FILE@:4: teams.demo.hardening.relax: relax: PrivateUsers is needed by PrivateDevices, ProtectKernelTunables, ProtectKernelModules, ProtectControlGroups, ProtectClock, ProtectHostname, CapabilityBoundingSet (a user manager ignores or refuses them without it): relax them too, or keep PrivateUsers`,
+		},
+		{
+			name: "hardening not a list",
+			text: team + "hardening.add = \"PrivateTmp\"\n",
+			want: `@FILE@:4: teams.demo.hardening.add: expected an array of directive names such as ["PrivateTmp"], got string "PrivateTmp"`,
 		},
 		{
 			name: "cpu quota",

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/legion-dev/legion/units/hardening"
 )
 
 // sep joins key parts into map keys; TOML keys may contain any other
@@ -201,6 +203,7 @@ func (d *decoder) teams(cfg *Config, v any) {
 		}
 		t := cfg.Defaults
 		t.Agent = t.Agent.clone()
+		t.Hardening = t.Hardening.clone()
 		t.Name = name
 		d.table(path, nil, tm, TableTeam, &t, true)
 		if !d.isDefined("teams", name, "id") {
@@ -240,6 +243,15 @@ func (d *decoder) crossCheck(t *Team, path []string) {
 		if t.StartLimitInterval <= floor {
 			d.errorAt(limitKey, fmt.Errorf("start_limit_interval %v must be longer than start_limit_burst × restart_cooldown (%d × %v = %v): restarts come at most once per cooldown, so systemd's start limit could never trip",
 				t.StartLimitInterval, t.StartLimitBurst, t.RestartCooldown, floor))
+		}
+	}
+	if d.isDefined(append(slices.Clip(path), "hardening", "relax")...) || d.isDefined(append(slices.Clip(path), "hardening", "add")...) {
+		if _, err := hardening.Worker(t.Hardening.Relax, t.Hardening.Add); err != nil {
+			key := append(slices.Clip(path), "hardening", "relax")
+			if !d.isDefined(key...) {
+				key = append(slices.Clip(path), "hardening", "add")
+			}
+			d.errorAt(key, err)
 		}
 	}
 	if path[0] != "teams" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
+	"github.com/legion-dev/legion/units/hardening"
 )
 
 // Setting describes one key of legion.toml: where it goes, what it takes,
@@ -421,6 +422,54 @@ var Schema = []Setting{
 		set: onTeam(func(t *Team, v any) error {
 			n, err := intValue(v, 1, 1<<31)
 			t.TasksMax = uint64(n)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "agent.memory_max", Type: "size", Example: `"2G"`,
+		Doc: "MemoryMax= of each agent's own worker unit, in bytes or with a K, M, G or T suffix (base 1024): " +
+			"an agent that needs more is killed by the kernel alone (its neighbours untouched), and systemd " +
+			"restarts it and resumes its session like after any failure. Unset: no limit of its own " +
+			"(the team's memory_max still holds). Enforced only where the user manager has cgroup2's memory " +
+			"controller; `legion doctor` says when it has not.",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := sizeValue(v)
+			if err == nil && n == 0 {
+				err = fmt.Errorf("agent.memory_max 0 would kill every agent at start: expected a size such as \"2G\", or leave it unset")
+			}
+			t.Agent.MemoryMax = n
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "agent.cpu_weight", Type: "integer", Example: "100",
+		Doc: "CPUWeight= of each agent's worker unit, 1 to 10000: its share of the CPU against the other " +
+			"agents when the CPU is busy (systemd's default is 100; 50 gets half as much). Unset: the default. " +
+			"Enforced only where the user manager has cgroup2's cpu controller.",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := intValue(v, 1, 10000)
+			t.Agent.CPUWeight = int(n)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "hardening.relax", Type: "array of strings", Example: `["PrivateDevices"]`,
+		Doc: "Sandboxing directives to take out of the team's worker units (systemd.exec(5)); each worker, " +
+			"the agent's home, has by default only what an agent cannot need: " + directiveList(hardening.WorkerDefaults()) +
+			" Relaxing PrivateUsers requires relaxing every directive marked \"needs PrivateUsers\", " +
+			"which a user manager ignores or refuses without it. Applied by `legion install`, to workers started after it.",
+		set: onTeam(func(t *Team, v any) (err error) {
+			t.Hardening.Relax, err = directivesValue(v, "relax", hardening.WorkerDefaults())
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "hardening.add", Type: "array of strings", Example: `["PrivateTmp", "SystemCallArchitectures"]`,
+		Doc: "Sandboxing directives to add to the team's worker units, each of which takes away something " +
+			"some agents need: " + directiveList(hardening.WorkerOptional()) +
+			" Applied by `legion install`, to workers started after it.",
+		set: onTeam(func(t *Team, v any) (err error) {
+			t.Hardening.Add, err = directivesValue(v, "add", hardening.WorkerOptional())
 			return err
 		}),
 	},

@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/units/hardening"
 )
 
 // Duration is a time.Duration written as a string: Go's syntax ("30s",
@@ -258,4 +259,38 @@ func rulesValue(v any) ([]string, error) {
 		rules = append(rules, s)
 	}
 	return rules, nil
+}
+
+// directivesValue takes an array of hardening directive names, each a key
+// of set (list names the key in errors).
+func directivesValue(v any, list string, set []hardening.Directive) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, wrongType(`an array of directive names such as ["PrivateTmp"]`, v)
+	}
+	names := make([]string, len(arr))
+	for i, a := range arr {
+		s, ok := a.(string)
+		if !ok {
+			return nil, fmt.Errorf("directive %d: %w", i, wrongType("a string", a))
+		}
+		names[i] = s
+	}
+	if err := hardening.CheckNames(list, names, set); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// directiveList documents a set of directives: "Key=Value: what it takes
+// away (needs PrivateUsers)", joined by "; ", ending in a period.
+func directiveList(set []hardening.Directive) string {
+	items := make([]string, len(set))
+	for i, d := range set {
+		items[i] = d.String() + ": " + d.Doc
+		if d.NeedsPrivateUsers {
+			items[i] += " (needs PrivateUsers)"
+		}
+	}
+	return strings.Join(items, "; ") + "."
 }

@@ -117,8 +117,8 @@ func TestInstallUninstall(t *testing.T) {
 		t.Fatalf("Install: %v", err)
 	}
 	t.Logf("Install: %+v", res)
-	if len(res.Written) != 7 || len(res.Unchanged) != 0 || len(res.Removed) != 0 {
-		t.Errorf("first Install = %+v; want 7 files written", res)
+	if len(res.Written) != 9 || len(res.Unchanged) != 0 || len(res.Removed) != 0 {
+		t.Errorf("first Install = %+v; want 9 files written", res)
 	}
 	requireLoaded(t, m, unitname.SocketUnit, unitname.HelperUnit, xUnit, yUnit, "legion-0000bbbb.slice")
 	for _, link := range []string{"sockets.target.wants/legion.socket", "default.target.wants/" + xUnit, "default.target.wants/" + yUnit} {
@@ -141,8 +141,8 @@ func TestInstallUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second Install: %v", err)
 	}
-	if len(res.Written) != 0 || len(res.Removed) != 0 || len(res.Unchanged) != 7 {
-		t.Errorf("second Install = %+v; want all 7 files unchanged", res)
+	if len(res.Written) != 0 || len(res.Removed) != 0 || len(res.Unchanged) != 9 {
+		t.Errorf("second Install = %+v; want all 9 files unchanged", res)
 	}
 	if diff := cmp.Diff(before, snapshot(t, unitDir)); diff != "" {
 		t.Errorf("second Install changed the unit dir (-before +after):\n%s", diff)
@@ -154,12 +154,14 @@ func TestInstallUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Install without team y: %v", err)
 	}
-	wantRemoved := []string{"default.target.wants/" + yUnit, "legion-0000bbbb.slice", yUnit + ".d/50-legion.conf"}
+	wantRemoved := []string{"default.target.wants/" + yUnit, "legion-0000bbbb-.service.d/50-legion.conf", "legion-0000bbbb.slice", yUnit + ".d/50-legion.conf"}
 	if diff := cmp.Diff(wantRemoved, res.Removed); diff != "" {
 		t.Errorf("Install without team y removed (-want +got):\n%s", diff)
 	}
-	if _, err := os.Stat(filepath.Join(unitDir, yUnit+".d")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("empty drop-in dir of team y: %v; want it removed", err)
+	for _, dir := range []string{yUnit + ".d", "legion-0000bbbb-.service.d"} {
+		if _, err := os.Stat(filepath.Join(unitDir, dir)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("empty drop-in dir %s of team y: %v; want it removed", dir, err)
+		}
 	}
 
 	// A running worker and a failed one, as the helper would start them.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/units/hardening"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -50,6 +51,16 @@ type TeamUnits struct {
 	MemoryMax          uint64        // bytes, MemoryMax= of the team slice
 	CPUQuotaPercent    uint          // CPUQuota= of the team slice, 100 = one CPU
 	TasksMax           uint64        // TasksMax= of the team slice
+
+	// Per agent, in the drop-in of the team's workers; zero: no limit of
+	// the agent's own (the slice's still holds).
+	AgentMemoryMax uint64 // bytes, MemoryMax= of each worker unit
+	AgentCPUWeight uint64 // CPUWeight= of each worker unit, 1 to 10000 (systemd's default is 100)
+	// HardeningRelax and HardeningAdd change the workers' hardening (see
+	// hardening.Worker): keys of hardening.WorkerDefaults to leave out, and
+	// of hardening.WorkerOptional to add.
+	HardeningRelax []string
+	HardeningAdd   []string
 }
 
 // GenerateOptions says which of Legion's unit files to generate.
@@ -66,7 +77,8 @@ type GenerateOptions struct {
 
 // Generate returns Legion's unit files, sorted by path: legion.socket,
 // legion.service, legion@.service, and per team a drop-in
-// legion@<team>.service.d/50-legion.conf and the slice legion-<short>.slice.
+// legion@<team>.service.d/50-legion.conf, the slice legion-<short>.slice,
+// and the drop-in of its workers legion-<short>-.service.d/50-legion.conf.
 // Every file starts with Header. The output depends only on o.
 func Generate(o GenerateOptions) ([]File, error) {
 	if !filepath.IsAbs(o.Bin) {
@@ -135,7 +147,7 @@ func socketUnit() Unit {
 // its recovery done) before its sessions.watch followers (controllers,
 // `legion tmux`) dial again; the helper keeps no tmux views of its own.
 func helperUnit(bin string) Unit {
-	return Unit{Name: unitname.HelperUnit, Options: []Option{
+	return Unit{Name: unitname.HelperUnit, Options: append([]Option{
 		String("Unit", "Description", "Legion helper (control plane)"),
 		FileOnly("Unit", "Requires", unitname.SocketUnit, false),
 		FileOnly("Unit", "After", unitname.SocketUnit, false),
@@ -145,7 +157,17 @@ func helperUnit(bin string) Unit {
 		Exec("ExecStart", []string{bin, "helper"}),
 		String("Service", "Restart", "on-failure"),
 		Duration("Service", "RestartSec", "RestartUSec", 0),
-	}}
+	}, hardeningOptions(hardening.Helper())...)}
+}
+
+// hardeningOptions are the [Service] lines of a set of directives (see
+// package hardening for each one's reason).
+func hardeningOptions(ds []hardening.Directive) []Option {
+	opts := make([]Option, len(ds))
+	for i, d := range ds {
+		opts[i] = FileOnly("Service", d.Key, d.Value, false)
+	}
+	return opts
 }
 
 // controllerTemplate is legion@.service, one instance per team. %i is the
@@ -161,7 +183,7 @@ func helperUnit(bin string) Unit {
 // its restart finds every agent still running. No BindsTo= is needed, and
 // none would be right: it would stop workers on a crash too.
 func controllerTemplate(bin string, d config.Supervision) Unit {
-	return Unit{Name: unitname.ControllerTemplate, Options: []Option{
+	opts := []Option{
 		FileOnly("Unit", "Description", "Legion controller for team %I", true),
 		FileOnly("Unit", "Wants", unitname.SocketUnit, false),
 		FileOnly("Unit", "After", unitname.SocketUnit, false),
@@ -173,12 +195,14 @@ func controllerTemplate(bin string, d config.Supervision) Unit {
 		Duration("Service", "RestartSec", "RestartUSec", d.RestartCooldown),
 		Duration("Service", "WatchdogSec", "WatchdogUSec", controllerWatchdog),
 		String("Service", "KillMode", "mixed"),
-		FileOnly("Install", "WantedBy", "default.target", false),
-	}}
+	}
+	opts = append(opts, hardeningOptions(hardening.Controller())...)
+	opts = append(opts, FileOnly("Install", "WantedBy", "default.target", false))
+	return Unit{Name: unitname.ControllerTemplate, Options: opts}
 }
 
-// teamFiles are one team's drop-in for its controller instance and its
-// slice.
+// teamFiles are one team's drop-in for its controller instance, its
+// slice, and the drop-in of its workers.
 func teamFiles(t TeamUnits) ([]File, error) {
 	controller, err := unitname.ControllerUnit(t.Name)
 	if err != nil {
@@ -214,10 +238,57 @@ func teamFiles(t TeamUnits) ([]File, error) {
 	if t.TasksMax > 0 {
 		su.Options = append(su.Options, Uint64("Slice", "TasksMax", t.TasksMax))
 	}
+	workers, err := workerDropIn(t)
+	if err != nil {
+		return nil, err
+	}
 	return []File{
 		{Path: dropInPath, Data: dropIn.File()},
 		{Path: slice, Data: su.File()},
+		workers,
 	}, nil
+}
+
+// workerDropIn is legion-<short>-.service.d/50-legion.conf, which systemd
+// applies to every worker of the team (transient units named
+// legion-<short>-<issue>-<mode>.service; see unitname.WorkerDropInPath):
+// the team's worker hardening and each agent's own limits.
+//
+// A drop-in rather than properties of each transient unit, because this is
+// the team's policy from legion.toml, and `legion install` is where that
+// policy becomes systemd's (the slice's limits are there too): the helper
+// stays team-agnostic (no spawn field carries it, ad-hoc `legion spawn`
+// sessions of the team get it as well), `systemctl --user cat` shows it on
+// every worker with its file, a person can override it with a drop-in of
+// their own (60-*.conf), and systemd-analyze verify checks it. A change
+// needs `legion install`, and applies to workers started after it.
+func workerDropIn(t TeamUnits) (File, error) {
+	path, err := unitname.WorkerDropInPath(t.ShortID)
+	if err != nil {
+		return File{}, fmt.Errorf("team %q: %w", t.Name, err)
+	}
+	ds, err := hardening.Worker(t.HardeningRelax, t.HardeningAdd)
+	if err != nil {
+		return File{}, fmt.Errorf("team %q: worker hardening: %w", t.Name, err)
+	}
+	if t.AgentCPUWeight > 10000 {
+		return File{}, fmt.Errorf("team %q: agent CPU weight %d: want 1 to 10000", t.Name, t.AgentCPUWeight)
+	}
+	u := Unit{Name: path}
+	// The limits first: an agent over MemoryMax= is OOM-killed alone (the
+	// kernel picks within the unit's cgroup), its unit fails with result
+	// oom-kill and Restart=on-failure resumes it; CPUWeight= is its share
+	// against its neighbours when the CPU is busy.
+	if t.AgentMemoryMax > 0 {
+		// No swap beyond it: a runaway agent is killed rather than
+		// swapping the machine to a crawl.
+		u.Options = append(u.Options, Uint64("Service", "MemoryMax", t.AgentMemoryMax), Uint64("Service", "MemorySwapMax", 0))
+	}
+	if t.AgentCPUWeight > 0 {
+		u.Options = append(u.Options, Uint64("Service", "CPUWeight", t.AgentCPUWeight))
+	}
+	u.Options = append(u.Options, hardeningOptions(ds)...)
+	return File{Path: path, Data: u.File()}, nil
 }
 
 // WriteFiles prints files the way `legion install --dry-run` shows them:

@@ -31,6 +31,8 @@ var oddTeams = []units.TeamUnits{
 		Name: "ünï team/x", ShortID: "abcdef01",
 		RestartCooldown: 45 * time.Second, StartLimitInterval: 5 * time.Minute, StartLimitBurst: 3,
 		MemoryMax: 1 << 30, CPUQuotaPercent: 150, TasksMax: 200,
+		AgentMemoryMax: 512 << 20, AgentCPUWeight: 200,
+		HardeningRelax: []string{"PrivateDevices"}, HardeningAdd: []string{"PrivateTmp", "SystemCallArchitectures"},
 	},
 	{Name: "plain", ShortID: "12345678"},
 	{Name: "100% -.dots", ShortID: "0000beef", RestartCooldown: 1500 * time.Millisecond, StartLimitInterval: 30 * time.Minute, StartLimitBurst: 5, TasksMax: 64},
@@ -95,6 +97,8 @@ func TestGenerateErrors(t *testing.T) {
 		{"bad short", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{Name: "a", ShortID: "XYZ"}}}, `team "a": team short id "XYZ"`},
 		{"negative", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000", RestartCooldown: -time.Second}}}, `team "a": negative restart cooldown -1s`},
 		{"empty name", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{ShortID: "00000000"}}}, `team "": team name is empty`},
+		{"bad hardening", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000", HardeningAdd: []string{"ProtectHome"}}}}, `team "a": worker hardening: add: unknown directive "ProtectHome"`},
+		{"cpu weight", units.GenerateOptions{Bin: "/b", Defaults: defaults, Teams: []units.TeamUnits{{Name: "a", ShortID: "00000000", AgentCPUWeight: 10001}}}, `team "a": agent CPU weight 10001: want 1 to 10000`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,15 +167,21 @@ func runVerify(t *testing.T, unitDir string, names ...string) (stdout, stderr st
 }
 
 // unitNamesToVerify lists the units to verify for files: each unit file by
-// name, the template through an instance, and each team's instance (with
-// its drop-in).
-func unitNamesToVerify(t *testing.T, files []units.File) []string {
+// name, the template through an instance, each team's instance (with its
+// drop-in), and for each team's worker drop-in a stand-in worker unit
+// (workers are transient: no file of theirs exists) that it writes into
+// dir, running bin.
+func unitNamesToVerify(t *testing.T, dir, bin string, files []units.File) []string {
 	t.Helper()
 	var names []string
 	for _, f := range files {
 		switch {
 		case f.Path == unitname.ControllerTemplate:
 			names = append(names, "legion@x.service")
+		case strings.HasSuffix(filepath.Dir(f.Path), "-.service.d"):
+			worker := strings.TrimSuffix(filepath.Dir(f.Path), ".service.d") + "X\\x2d1-implement.service"
+			writeFiles(t, dir, []units.File{{Path: worker, Data: []byte("[Service]\nExecStart=" + units.QuoteArg(bin) + "\n")}})
+			names = append(names, worker)
 		case strings.Contains(f.Path, "/"):
 			names = append(names, strings.TrimSuffix(filepath.Dir(f.Path), ".d"))
 		default:
@@ -182,13 +192,14 @@ func unitNamesToVerify(t *testing.T, files []units.File) []string {
 }
 
 func TestGenerateVerify(t *testing.T) {
-	files, err := units.Generate(units.GenerateOptions{Bin: fakeBinary(t), Defaults: defaults, Teams: oddTeams})
+	bin := fakeBinary(t)
+	files, err := units.Generate(units.GenerateOptions{Bin: bin, Defaults: defaults, Teams: oddTeams})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	writeFiles(t, dir, files)
-	verifyUnits(t, dir, unitNamesToVerify(t, files)...)
+	verifyUnits(t, dir, unitNamesToVerify(t, dir, bin, files)...)
 }
 
 // TestVerifyCatchesErrors makes sure runVerify would notice a broken

@@ -1,8 +1,11 @@
 // Package units is Legion's model of systemd units: one description of a unit
 // that renders both to unit-file text (for `legion install`) and to the typed
 // D-Bus properties of StartTransientUnit (for workers); the generators of
-// Legion's unit files and install/uninstall (legion.go, install.go); and a
-// client for the user manager (manager.go). systemd's unit-name escaping
+// Legion's unit files, hardened with the directives of units/hardening, and
+// install/uninstall (legion.go, install.go); and a client for the user
+// manager (manager.go), which also reads a unit's memory and CPU figures
+// (resources.go) and whether the kernel enforces limits for the manager
+// (controllers.go). systemd's unit-name escaping
 // and Legion's unit names are package units/unitname, which needs no D-Bus,
 // so that the controller can name units without linking a client of the
 // manager.

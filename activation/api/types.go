@@ -57,6 +57,22 @@ type Session struct {
 	// Agent is what the agent inside is doing, from its hooks; nil for an
 	// agent without hooks (kind custom) and before its first hook event.
 	Agent *Agent `json:"agent,omitempty"`
+	// Resources is the worker unit's memory and CPU use and limits, as
+	// systemd accounts them; only sessions.status fills it in.
+	Resources *Resources `json:"resources,omitempty"`
+}
+
+// Resources is a session's use of memory and CPU, read from its worker
+// unit over D-Bus (MemoryCurrent, CPUUsageNSec), with the unit's limits
+// (MemoryMax=, CPUWeight=; agent.memory_max and agent.cpu_weight in
+// legion.toml). A null figure is one systemd does not report; NotAccounted
+// says why.
+type Resources struct {
+	MemoryBytes  *uint64 `json:"memory_bytes"`            // the unit's memory, agent included
+	CPUNSec      *uint64 `json:"cpu_nsec"`                // CPU time used by the unit since it started
+	MemoryMax    *uint64 `json:"memory_max"`              // null: no limit of the unit's own
+	CPUWeight    *uint64 `json:"cpu_weight"`              // null: systemd's default (100)
+	NotAccounted string  `json:"not_accounted,omitempty"` // why memory_bytes or cpu_nsec is null
 }
 
 // Exit is how a session's last run ended.

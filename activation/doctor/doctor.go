@@ -1,7 +1,8 @@
 // Package doctor holds the checks of `legion doctor`: is everything Legion
 // needs on this machine there and working? Each check looks at one thing
-// (the systemd user manager, lingering, the session bus, tmux, git, the
-// journal (can the user read their own lines?), the
+// (the systemd user manager, lingering, the session bus, whether the kernel
+// enforces memory and CPU limits for it, tmux, git, the journal (can the
+// user read their own lines?), the
 // config, each team's agent binary as workers will find it (in the user
 // manager's PATH), the installed unit files, the helper's
 // socket, the pty-worker program) and reports ok, warn or fail, and with a problem what to do
@@ -111,6 +112,7 @@ func Run(ctx context.Context, o Options) []Check {
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkUnits(ctx, o, cfg) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkSocket(ctx, o.RuntimeDir) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkWorker(ctx, o.FindWorker, o.Version) }),
+		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkLimits(ctx, cfg) }),
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
 		checkJournal(),

@@ -78,6 +78,8 @@ func teamUnits(teams []config.Team) []units.TeamUnits {
 			Name: t.Name, ShortID: t.ShortID(), RestartCooldown: t.RestartCooldown,
 			StartLimitInterval: t.StartLimitInterval, StartLimitBurst: uint32(t.StartLimitBurst),
 			MemoryMax: t.MemoryMax, CPUQuotaPercent: uint(t.CPUQuotaPercent), TasksMax: t.TasksMax,
+			AgentMemoryMax: t.Agent.MemoryMax, AgentCPUWeight: uint64(t.Agent.CPUWeight),
+			HardeningRelax: t.Hardening.Relax, HardeningAdd: t.Hardening.Add,
 		})
 	}
 	return out
@@ -278,6 +280,33 @@ func TestLingerFile(t *testing.T) {
 	}
 }
 
+// TestLimits: the limits check says whether the kernel enforces
+// legion.toml's memory and CPU limits for a real user manager, naming the
+// keys a team sets when it does not.
+func TestLimits(t *testing.T) {
+	s := newSandbox(t)
+	m := sdtest.Start(t)
+	s.useManager(t, m)
+	s.writeConfig(t, "agent.memory_max = \"1G\"\n")
+	ctx, cancel := context.WithTimeout(t.Context(), sdtestTimeout)
+	defer cancel()
+	mgr, err := units.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	ctl, err := mgr.Controllers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := find(t, Run(t.Context(), s.opts), CheckLimits)
+	if ctl.Memory && ctl.CPU {
+		expect(t, got, OK, "enforced", "")
+		return
+	}
+	expect(t, got, Warn, "not enforced here, though legion.toml sets teams.demo.agent.memory_max: "+ctl.Why, "cgroup2")
+}
+
 func TestNoManager(t *testing.T) {
 	s := newSandbox(t)
 	s.writeConfig(t, `agent.new = ["true"]`+"\n"+`agent.resume = ["true"]`+"\n")
@@ -306,7 +335,7 @@ func TestUnitFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := func() Check { return find(t, Run(t.Context(), s.opts), CheckUnits) }
-	expect(t, check(), Fail, "missing: legion-6f1c2e0a.slice, legion.service, legion.socket", "legion install")
+	expect(t, check(), Fail, "missing: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice, legion.service, legion.socket", "legion install")
 
 	for _, f := range files {
 		p := filepath.Join(s.opts.UnitDir, f.Path)
@@ -328,7 +357,7 @@ func TestUnitFiles(t *testing.T) {
 	if err := os.WriteFile(s.opts.ConfigPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, check(), Fail, "left from teams no longer configured: legion-6f1c2e0a.slice", "legion install")
+	expect(t, check(), Fail, "left from teams no longer configured: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice", "legion install")
 }
 
 func mustLoad(t *testing.T, path string) *config.Config {

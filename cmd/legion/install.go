@@ -34,9 +34,13 @@ func newInstallCmd(g *globals) *cobra.Command {
 		Short: "Install Legion's systemd user units and reload the user manager",
 		Long: `Install writes legion.socket, legion.service (the helper) and the controller
 template legion@.service into the user unit directory, plus for each team in
-legion.toml a drop-in for its controller (restart cooldown, start limit) and
-its slice legion-<short>.slice (resource limits). Drop-ins and slices of teams
-no longer configured are removed. It then reloads the user manager, enables
+legion.toml a drop-in for its controller (restart cooldown, start limit), its
+slice legion-<short>.slice (resource limits), and a drop-in for all its
+workers, legion-<short>-.service.d/50-legion.conf (each agent's memory_max and
+cpu_weight, and the workers' sandboxing: [teams.NAME.hardening]); workers
+started after install get it. Every unit is hardened (systemd.exec(5)
+sandboxing; see legion.toml(5) for the workers' directives). Drop-ins and
+slices of teams no longer configured are removed. It then reloads the user manager, enables
 and starts legion.socket, and enables the controllers of the teams named with
 --enable, so they start at login (run loginctl enable-linger to start them
 at boot, without a login session, and keep every agent running after you
@@ -180,6 +184,10 @@ func teamUnits(teams []config.Team) []units.TeamUnits {
 			MemoryMax:          t.MemoryMax,
 			CPUQuotaPercent:    uint(max(t.CPUQuotaPercent, 0)),
 			TasksMax:           t.TasksMax,
+			AgentMemoryMax:     t.Agent.MemoryMax,
+			AgentCPUWeight:     uint64(max(t.Agent.CPUWeight, 0)),
+			HardeningRelax:     t.Hardening.Relax,
+			HardeningAdd:       t.Hardening.Add,
 		})
 	}
 	return out

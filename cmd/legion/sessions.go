@@ -90,7 +90,11 @@ func newSessionsStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show one session",
-		Args:  exactArgs(1, "a session name"),
+		Long: `Status shows one session: its state, unit, restarts, last exit, what its
+agent is doing, and its worker unit's memory and CPU use with its limits
+(MemoryCurrent, CPUUsageNSec, MemoryMax=, CPUWeight= as systemd reports them;
+"not accounted", and why, where systemd reports no figure).`,
+		Args: exactArgs(1, "a session name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSessionsStatus(cmd.Context(), cmd.OutOrStdout(), args[0], asJSON)
 		},
@@ -124,6 +128,13 @@ func runSessionsStatus(ctx context.Context, out io.Writer, name string, asJSON b
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 	}
+	if r := s.Resources; r != nil {
+		fmt.Fprintf(tw, "memory:\t%s\n", memoryText(r))
+		fmt.Fprintf(tw, "cpu:\t%s\n", cpuText(r))
+		if r.NotAccounted != "" {
+			fmt.Fprintf(tw, "not accounted:\t%s\n", r.NotAccounted)
+		}
+	}
 	if a := s.Agent; a != nil {
 		for i, q := range a.Questions {
 			fmt.Fprintf(tw, "question %d:\t%s\n", i+1, questionText(q))
@@ -133,6 +144,46 @@ func runSessionsStatus(ctx context.Context, out io.Writer, name string, asJSON b
 		}
 	}
 	return tw.Flush()
+}
+
+// memoryText is a session's memory use and limit: "12.5 MiB (max 2.0
+// GiB)", or "not accounted".
+func memoryText(r *api.Resources) string {
+	s := "not accounted"
+	if r.MemoryBytes != nil {
+		s = bytesText(*r.MemoryBytes)
+	}
+	if r.MemoryMax != nil {
+		s += " (max " + bytesText(*r.MemoryMax) + ")"
+	}
+	return s
+}
+
+// cpuText is a session's CPU time and weight: "1m2.5s (weight 50)", or
+// "not accounted".
+func cpuText(r *api.Resources) string {
+	s := "not accounted"
+	if r.CPUNSec != nil {
+		s = time.Duration(*r.CPUNSec).Round(time.Millisecond).String()
+	}
+	if r.CPUWeight != nil {
+		s += " (weight " + strconv.FormatUint(*r.CPUWeight, 10) + ")"
+	}
+	return s
+}
+
+// bytesText writes n in B, KiB, MiB or GiB with one decimal.
+func bytesText(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 3 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", v, []string{"KiB", "MiB", "GiB", "TiB"}[i])
 }
 
 // agentColumn is the agent's state in a listing: its state, and the tool

@@ -43,3 +43,27 @@ func TestAgentColumns(t *testing.T) {
 		t.Errorf("oneLine cut = %q; want whole characters", got)
 	}
 }
+
+func TestResourcesText(t *testing.T) {
+	n := func(v uint64) *uint64 { return &v }
+	tests := []struct {
+		name        string
+		r           api.Resources
+		memory, cpu string
+	}{
+		{"accounted with limits", api.Resources{MemoryBytes: n(13 << 20), CPUNSec: n(62_500_000_000), MemoryMax: n(2 << 30), CPUWeight: n(50)}, "13.0 MiB (max 2.0 GiB)", "1m2.5s (weight 50)"},
+		{"no limits", api.Resources{MemoryBytes: n(512), CPUNSec: n(1_000_000)}, "512 B", "1ms"},
+		{"not accounted", api.Resources{MemoryMax: n(64 << 20), NotAccounted: "why"}, "not accounted (max 64.0 MiB)", "not accounted"},
+		{"kibibytes", api.Resources{MemoryBytes: n(1536)}, "1.5 KiB", "not accounted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := memoryText(&tt.r); got != tt.memory {
+				t.Errorf("memoryText(%+v) = %q; want %q", tt.r, got, tt.memory)
+			}
+			if got := cpuText(&tt.r); got != tt.cpu {
+				t.Errorf("cpuText(%+v) = %q; want %q", tt.r, got, tt.cpu)
+			}
+		})
+	}
+}

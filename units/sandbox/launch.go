@@ -99,6 +99,12 @@ exec "$@"`
 // journal here: the sandbox's pty is bind-mounted over /dev/console (and
 // /dev/null over /dev/kmsg), in this namespace only, so nothing reaches the
 // machine's console or kernel log.
+//
+// On a booted system PID 1 makes /run/systemd/inaccessible/ (mode-0000
+// nodes of each type), and a user manager bind-mounts them over what a
+// unit's sandboxing hides (ProtectKernelTunables= hides /proc/kallsyms
+// so): without them such a unit fails with 226/NAMESPACE. The script makes
+// them as PID 1 does (but the socket node, which only hides sockets).
 const managerScript = `set -e
 if grep -qv ':/$' /proc/self/cgroup; then echo "units/sandbox: not at the root of a new cgroup namespace" >&2; exit 1; fi
 mount --make-rprivate /
@@ -107,6 +113,8 @@ if [ -e /dev/console ]; then mount --bind "$console" /dev/console; fi
 if [ -e /dev/kmsg ]; then mount --bind /dev/null /dev/kmsg; fi
 mount -t tmpfs -o mode=0755 tmpfs /run/systemd
 mkdir /run/systemd/system
+mkdir -m 0755 /run/systemd/inaccessible
+(cd /run/systemd/inaccessible && : > reg && chmod 0000 reg && mkdir -m 0000 dir && mkfifo -m 0000 fifo && mknod -m 0000 chr c 0 0 && mknod -m 0000 blk b 0 0)
 while [ "$#" -ge 3 ]; do mkdir -p "$1"; mount -t "$2" -o "$3" "$2" "$1"; shift 3; done
 exec "$systemd" --user --log-target=console --log-level=info`
 

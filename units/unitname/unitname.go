@@ -250,6 +250,19 @@ func WorkerUnit(short, issue, mode string) (string, error) {
 	return name, nil
 }
 
+// WorkerDropInPath is where install writes the settings of every worker
+// of a team, relative to the unit directory:
+// "legion-<short>-.service.d/50-legion.conf". systemd applies a drop-in
+// directory named after a prefix of a unit's name up to a '-' to every unit
+// with that prefix, transient units included, so this one reaches each
+// legion-<short>-<issue>-<mode>.service (WorkerUnit) of the team.
+func WorkerDropInPath(short string) (string, error) {
+	if err := CheckShortID(short); err != nil {
+		return "", err
+	}
+	return "legion-" + short + "-.service.d/" + dropInName, nil
+}
+
 // ParseWorkerUnit splits a worker unit name back into the team short ID,
 // the issue and the mode (the inverse of WorkerUnit).
 func ParseWorkerUnit(name string) (short, issue, mode string, err error) {

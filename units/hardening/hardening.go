@@ -1,0 +1,253 @@
+// Package hardening is the catalog of systemd sandboxing directives that
+// Legion writes into its units: the fixed sets of the helper
+// (legion.service) and the controllers (legion@.service), and the worker
+// set, which a team may relax or tighten in legion.toml
+// ([teams.<name>.hardening]). Each directive carries why it is there, or
+// why it is only optional for workers.
+//
+// The sets follow the rules of a systemd 252 user manager, which differ
+// from system units: PrivateTmp=, ProtectHome= and ProtectSystem= are
+// silently ignored unless PrivateUsers=yes; PrivateDevices= and
+// CapabilityBoundingSet= without it fail the start (218/CAPABILITIES); and
+// inside a container, ProtectKernelLogs= and ProtectProc= with
+// PrivateUsers=yes fail it (226/NAMESPACE). So every set has PrivateUsers=,
+// and the last two are never defaults.
+//
+// The package is plain data with no dependencies, so that package config
+// can check names against it and package units can render it.
+package hardening
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Directive is one sandboxing setting of a [Service] section.
+type Directive struct {
+	Key   string // unit-file key, e.g. "NoNewPrivileges"
+	Value string // unit-file value, e.g. "yes"; "" for an empty assignment (CapabilityBoundingSet=)
+	// Doc says what the directive takes away and why Legion can do without
+	// it (or, for an optional worker directive, what an agent would lose).
+	Doc string
+	// NeedsPrivateUsers: a user manager ignores or refuses the directive
+	// unless PrivateUsers=yes is set too.
+	NeedsPrivateUsers bool
+}
+
+// String is the directive as a unit-file line without the newline.
+func (d Directive) String() string { return d.Key + "=" + d.Value }
+
+// The directives, by the name used in legion.toml (the unit-file key).
+var (
+	// PrivateUsers gives the unit a user namespace mapping only the user
+	// (and root to nobody): capabilities inside mean nothing outside, and
+	// setuid programs cannot gain privileges. A user manager applies the
+	// mount-namespace directives below only with it.
+	privateUsers = Directive{Key: "PrivateUsers", Value: "yes",
+		Doc: "a user namespace that maps only you: other users' files show as nobody, sudo and setuid programs cannot raise privileges; needed by every directive marked \"needs PrivateUsers\""}
+	// NoNewPrivileges: no setuid, setgid or file capabilities on exec.
+	noNewPrivileges = Directive{Key: "NoNewPrivileges", Value: "yes",
+		Doc: "exec never gains privileges (setuid, setgid, file capabilities): sudo and su fail, and so does ping where it relies on a file capability"}
+	// ProtectSystem=full: /usr, /boot, /efi and /etc read-only. An ordinary
+	// user cannot write them anyway; home, /tmp and /var stay writable.
+	protectSystemFull = Directive{Key: "ProtectSystem", Value: "full", NeedsPrivateUsers: true,
+		Doc: "/usr, /boot, /efi and /etc read-only (your home, /tmp, /var stay writable): a package manager run as root cannot install system-wide"}
+	// PrivateDevices: a private /dev with only the pseudo devices (null,
+	// zero, random, tty, ptmx and pts): no disks, GPUs, /dev/kvm or
+	// /dev/fuse.
+	privateDevices = Directive{Key: "PrivateDevices", Value: "yes", NeedsPrivateUsers: true,
+		Doc: "a private /dev with only the pseudo devices (null, zero, random, tty, ptmx, pts): no disks, GPUs, /dev/kvm or /dev/fuse"}
+	protectKernelTunables = Directive{Key: "ProtectKernelTunables", Value: "yes", NeedsPrivateUsers: true,
+		Doc: "/proc/sys, /sys and friends read-only: no sysctl changes"}
+	protectKernelModules = Directive{Key: "ProtectKernelModules", Value: "yes", NeedsPrivateUsers: true,
+		Doc: "no loading of kernel modules, /usr/lib/modules hidden"}
+	protectControlGroups = Directive{Key: "ProtectControlGroups", Value: "yes", NeedsPrivateUsers: true,
+		Doc: "/sys/fs/cgroup read-only: nothing can move itself out of the unit's limits"}
+	protectClock = Directive{Key: "ProtectClock", Value: "yes", NeedsPrivateUsers: true,
+		Doc: "the system clock cannot be set"}
+	protectHostname = Directive{Key: "ProtectHostname", Value: "yes", NeedsPrivateUsers: true,
+		Doc: "the host name cannot be changed (a private UTS namespace)"}
+	restrictRealtime = Directive{Key: "RestrictRealtime", Value: "yes",
+		Doc: "no realtime scheduling, which could starve the machine"}
+	restrictSUIDSGID = Directive{Key: "RestrictSUIDSGID", Value: "yes",
+		Doc: "no creating setuid or setgid files"}
+	lockPersonality = Directive{Key: "LockPersonality", Value: "yes",
+		Doc: "the execution domain (personality(2)) is locked: gdb cannot turn off address-space randomization, setarch fails"}
+	keyringModePrivate = Directive{Key: "KeyringMode", Value: "private",
+		Doc: "a session keyring of its own rather than the user's"}
+	capabilityBoundingSetEmpty = Directive{Key: "CapabilityBoundingSet", Value: "", NeedsPrivateUsers: true,
+		Doc: "no capabilities at all, even for a process running as root"}
+	memoryDenyWriteExecute = Directive{Key: "MemoryDenyWriteExecute", Value: "yes",
+		Doc: "no memory both writable and executable: breaks every JIT, Node.js (Claude Code) included"}
+	systemCallArchitectures = Directive{Key: "SystemCallArchitectures", Value: "native",
+		Doc: "only native system calls: 32-bit (i386) programs fail"}
+	systemCallFilterService = Directive{Key: "SystemCallFilter", Value: "@system-service",
+		Doc: "only the system calls of ordinary services: ptrace, mount, perf, reboot and the like fail (strace, gdb, containers)"}
+	restrictNamespaces = Directive{Key: "RestrictNamespaces", Value: "yes",
+		Doc: "no new namespaces: sandboxes such as bubblewrap and rootless containers fail"}
+	protectKernelLogs = Directive{Key: "ProtectKernelLogs", Value: "yes", NeedsPrivateUsers: true,
+		Doc: "no kernel log (dmesg); with PrivateUsers it fails the start inside a container (226/NAMESPACE)"}
+	protectProcInvisible = Directive{Key: "ProtectProc", Value: "invisible", NeedsPrivateUsers: true,
+		Doc: "other users' processes hidden in /proc; with PrivateUsers it fails the start inside a container (226/NAMESPACE)"}
+	privateTmp = Directive{Key: "PrivateTmp", Value: "yes", NeedsPrivateUsers: true,
+		Doc: "a /tmp and /var/tmp of its own, removed when the unit stops: what an agent leaves there is out of your sight, and tmux or X servers there out of its reach"}
+	umaskPrivate = Directive{Key: "UMask", Value: "0077",
+		Doc: "new files readable by the user only"}
+	// The address families differ by unit; see Helper and Controller.
+	addressFamiliesUnix = Directive{Key: "RestrictAddressFamilies", Value: "AF_UNIX",
+		Doc: "unix sockets only: no network"}
+	addressFamiliesInet = Directive{Key: "RestrictAddressFamilies", Value: "AF_UNIX AF_INET AF_INET6",
+		Doc: "unix and IP sockets only: no netlink, packet or bluetooth sockets (ip, tcpdump)"}
+)
+
+// Helper is the set of legion.service. The helper talks to the user manager
+// over D-Bus and to its clients and workers over unix sockets under
+// $XDG_RUNTIME_DIR, and writes its state under $XDG_STATE_HOME: it needs
+// no network, devices, privileges, or W+X memory (it is Go). It has no
+// PrivateTmp: a helper with a /tmp of its own put the tmux server of
+// `legion tmux` out of reach. ProtectHome is left out because its state
+// lives in the home directory.
+func Helper() []Directive {
+	return append(common(), umaskPrivate, addressFamiliesUnix)
+}
+
+// Controller is the set of legion@.service. Like the helper, plus IP
+// sockets for the trackers' APIs (Linear, GitHub), and without UMask=0077:
+// it checks out each issue's worktree (git worktree add), whose files
+// would otherwise be readable by the user only, unlike the rest of the
+// repository. It runs git in the team's workspace, anywhere under the home
+// directory, so the home stays writable.
+func Controller() []Directive {
+	return append(common(), addressFamiliesInet)
+}
+
+// common is what the helper and the controllers share: everything but the
+// address families and the umask. Both are Go programs that run no agent:
+// no JIT, no 32-bit code, no namespaces, only the system calls of ordinary
+// services.
+func common() []Directive {
+	return []Directive{
+		privateUsers,
+		noNewPrivileges,
+		protectSystemFull,
+		privateDevices,
+		protectKernelTunables,
+		protectKernelModules,
+		protectControlGroups,
+		protectClock,
+		protectHostname,
+		restrictRealtime,
+		restrictSUIDSGID,
+		restrictNamespaces,
+		lockPersonality,
+		memoryDenyWriteExecute,
+		systemCallArchitectures,
+		systemCallFilterService,
+		keyringModePrivate,
+		capabilityBoundingSetEmpty,
+	}
+}
+
+// WorkerDefaults is the default set of the worker units: only what an
+// agent cannot need. An agent runs git, compilers, package managers, test
+// suites, a browser, sandboxes of its own, and the network, in your home
+// and /tmp; Claude Code is Node.js (a JIT). So workers keep W+X memory, all
+// system calls and architectures, namespaces, every address family, /tmp
+// and the home directory; they lose privileges, devices, the kernel's and
+// the system's settings and /usr and /etc writes.
+func WorkerDefaults() []Directive {
+	return []Directive{
+		privateUsers,
+		noNewPrivileges,
+		protectSystemFull,
+		privateDevices,
+		protectKernelTunables,
+		protectKernelModules,
+		protectControlGroups,
+		protectClock,
+		protectHostname,
+		restrictRealtime,
+		restrictSUIDSGID,
+		keyringModePrivate,
+		capabilityBoundingSetEmpty,
+	}
+}
+
+// WorkerOptional are the directives a team may add to its workers
+// (hardening.add): each takes something away that some agents need.
+func WorkerOptional() []Directive {
+	return []Directive{
+		lockPersonality,
+		systemCallArchitectures,
+		systemCallFilterService,
+		restrictNamespaces,
+		addressFamiliesInet,
+		memoryDenyWriteExecute,
+		privateTmp,
+		protectKernelLogs,
+		protectProcInvisible,
+		umaskPrivate,
+	}
+}
+
+// Worker is the worker set of a team: WorkerDefaults without the keys in
+// relax, then the WorkerOptional directives named in add, in catalog
+// order. It fails, naming the key and what is allowed, on an unknown or
+// repeated name, a name in both lists, and a set in which a directive
+// needs PrivateUsers while relax removes it.
+func Worker(relax, add []string) ([]Directive, error) {
+	defaults, optional := WorkerDefaults(), WorkerOptional()
+	if err := CheckNames("relax", relax, defaults); err != nil {
+		return nil, err
+	}
+	if err := CheckNames("add", add, optional); err != nil {
+		return nil, err
+	}
+	for _, k := range relax {
+		if slices.Contains(add, k) {
+			return nil, fmt.Errorf("%s is in both relax and add: keep it in one", k)
+		}
+	}
+	var out []Directive
+	for _, d := range defaults {
+		if !slices.Contains(relax, d.Key) {
+			out = append(out, d)
+		}
+	}
+	for _, d := range optional {
+		if slices.Contains(add, d.Key) {
+			out = append(out, d)
+		}
+	}
+	if slices.Contains(relax, privateUsers.Key) {
+		var need []string
+		for _, d := range out {
+			if d.NeedsPrivateUsers {
+				need = append(need, d.Key)
+			}
+		}
+		if len(need) > 0 {
+			return nil, fmt.Errorf("relax: PrivateUsers is needed by %s (a user manager ignores or refuses them without it): relax them too, or keep PrivateUsers", strings.Join(need, ", "))
+		}
+	}
+	return out, nil
+}
+
+// CheckNames checks that names are keys of set, each once; list names the
+// list in the error ("relax", "add").
+func CheckNames(list string, names []string, set []Directive) error {
+	var keys []string
+	for _, d := range set {
+		keys = append(keys, d.Key)
+	}
+	for i, n := range names {
+		if !slices.Contains(keys, n) {
+			return fmt.Errorf("%s: unknown directive %q: expected one of %s", list, n, strings.Join(keys, ", "))
+		}
+		if slices.Contains(names[:i], n) {
+			return fmt.Errorf("%s: %s is listed twice", list, n)
+		}
+	}
+	return nil
+}
