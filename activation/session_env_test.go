@@ -65,7 +65,7 @@ func TestRetroLegionSession(t *testing.T) {
 	if envID != argvID {
 		t.Errorf("agent's LEGION_SESSION = %q; want %q, the session it was started with", envID, argvID)
 	}
-	for _, prop := range []string{"Environment", "LogExtraFields"} {
+	for _, prop := range []string{"Environment"} {
 		out, err := exec.CommandContext(ctx, "systemctl", "--user", "show", "--value", "-p", prop, res.Unit).Output()
 		if err != nil {
 			t.Fatalf("systemctl --user show -p %s %s: %v", prop, res.Unit, err)

@@ -189,12 +189,15 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		os.Remove(specPath)
 		return api.SpawnResult{}, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
 	}
-	log := h.log.With("session", spec.AgentSessionID(), "name", name, "team", l.team, "unit", unit)
 	ns := newSession(h, &ptyworker.Registry{
 		Version: ptyworker.RegistryVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, Issue: l.issue, Mode: l.mode,
 		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
 		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
 	}, spec.RegistryPath())
+	log := ns.log
+	// Logged before the unit starts: the worker's own lines follow it in
+	// the journal.
+	log.Info("spawn", "argv0", l.argvNew[0])
 	if err := h.mgr.StartTransient(ctx, u); err != nil {
 		if errors.Is(err, units.ErrUnitExists) {
 			return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", unit, name)
@@ -225,7 +228,6 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	}
 	h.sessions.put(ns)
 	h.events.mark(unit) // publish it: the unit's own signals may have come before the put
-	log.Info("spawn", "mode", l.mode, "argv0", l.argvNew[0])
 	log.Debug("spawn timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
 	return api.SpawnResult{Name: name, ID: id, Unit: unit, Started: true}, nil
 }

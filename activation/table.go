@@ -82,14 +82,18 @@ func newSession(h *Helper, r *ptyworker.Registry, regPath string) *session {
 	}
 }
 
-// sessionLogger scopes log to a session. "session" is the agent
-// conversation's session ID, as in the worker's own journal fields and the
-// agent's environment (LEGION_SESSION, see ptyworker.Spec.AgentSessionID),
-// so one journalctl match finds all; "name" is what people type.
+// sessionLogger scopes log to a session: its journal fields (team, issue,
+// mode, session, unit: see internal/journal) as the worker's own lines
+// carry them, so one journalctl match finds both. "session" is the agent
+// conversation's session ID (LEGION_SESSION, see
+// ptyworker.Spec.AgentSessionID); "name" is what people type.
 func sessionLogger(log *slog.Logger, r *ptyworker.Registry) *slog.Logger {
 	args := []any{"session", r.AgentSessionID(), "name", r.Name, "team", r.Team, "unit", r.Unit}
 	if r.Issue != "" {
 		args = append(args, "issue", r.Issue)
+	}
+	if r.Mode != "" {
+		args = append(args, "mode", r.Mode)
 	}
 	return log.With(args...)
 }

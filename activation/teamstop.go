@@ -3,6 +3,7 @@ package activation
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"regexp"
 
@@ -38,7 +39,7 @@ func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request
 			return nil, nil, err
 		}
 		if res.Job != "stop" {
-			h.log.Info("team is not being stopped: leaving its workers running", "team", a.Team, "unit", ctl, "job", res.Job)
+			h.log.Info("team is not being stopped: leaving its workers running", "team", a.Team, "controller_unit", ctl, "job", res.Job)
 			return res, nil, nil
 		}
 	}
@@ -46,9 +47,17 @@ func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request
 	if err != nil {
 		return nil, nil, err
 	}
+	logs := map[string]*slog.Logger{} // by unit: the session's logger, with its issue
+	for _, s := range h.sessions.all() {
+		logs[s.unit] = s.log
+	}
 	var errs []error
 	for _, u := range list {
-		h.log.Info("stopping worker of a stopped team", "team", a.Team, "unit", u.Name)
+		log, ok := logs[u.Name]
+		if !ok {
+			log = h.log.With("team", a.Team, "unit", u.Name)
+		}
+		log.Info("stopping worker of a stopped team")
 		if err := h.mgr.Stop(ctx, u.Name); err != nil {
 			errs = append(errs, err)
 			continue

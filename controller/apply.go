@@ -22,6 +22,15 @@ type Dispatcher interface {
 	End(ctx context.Context, session, reason string) error
 }
 
+// SessionNamer is what a Dispatcher may also do: name the agent session
+// (its conversation's ID) and the worker unit of issue in mode, "" when it
+// cannot. The controller's log lines about an issue then carry them, as
+// the helper's and the worker's do (the journal fields LEGION_SESSION and
+// LEGION_UNIT).
+type SessionNamer interface {
+	SessionOf(issue string, mode Mode) (session, unit string)
+}
+
 // Apply carries out one decision (tracker changes go to src.Tracker, review
 // outcome labels to src.Reviews when set): the dispatch or the relay first, then the
 // tracker changes. A failed dispatch leaves the issue exactly as it was, so

@@ -48,15 +48,41 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 		if (d.Action == ActionSkip || d.Action == ActionNone) && d.MoveTo == "" && len(d.RemoveLabels) == 0 && len(d.AddLabels) == 0 {
 			continue
 		}
+		// Logged before it is applied: the helper's and the worker's
+		// lines of a dispatch follow the decision's in the journal.
+		ilog := issueLogger(log, disp, d, st.Issues[i]).With("action", string(d.Action))
+		ilog.Info("apply", "reason", d.Reason)
 		if err := Apply(ctx, src, disp, d, st.Issues[i]); err != nil {
 			r.Failed++
-			log.Warn("apply failed", "issue", d.Issue, "action", string(d.Action), "err", err)
+			ilog.Warn("apply failed", "err", err)
 			continue
 		}
 		r.Applied++
-		log.Info("applied", "issue", d.Issue, "action", string(d.Action), "mode", d.Mode, "reason", d.Reason)
 	}
 	return r
+}
+
+// issueLogger scopes log to the issue of decision d: the issue, the mode
+// of the worker it starts or acts on, and that worker's session and unit
+// when disp names them (SessionNamer), so that the journal's
+// LEGION_ISSUE=... match finds the controller's lines with the helper's and
+// the worker's (see internal/journal).
+func issueLogger(log *slog.Logger, disp Dispatcher, d Decision, is Issue) *slog.Logger {
+	args := []any{"issue", d.Issue}
+	mode := d.Mode
+	if mode == "" && is.Worker != nil {
+		mode = is.Worker.Mode
+	}
+	if mode == "" {
+		return log.With(args...)
+	}
+	args = append(args, "mode", string(mode))
+	if n, ok := disp.(SessionNamer); ok {
+		if session, unit := n.SessionOf(d.Issue, mode); session != "" {
+			args = append(args, "session", session, "unit", unit)
+		}
+	}
+	return log.With(args...)
 }
 
 // Loop ticks until ctx ends; it returns nil then. A failing tick is logged

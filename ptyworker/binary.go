@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/legion-dev/legion/internal/journal"
 )
 
 // BinaryName is the executable worker units run: a program of its own
@@ -56,8 +58,9 @@ func FindBinaryFor(legion string) (string, error) {
 }
 
 // RunSpecFile is the worker's main: it reads the spec at path and runs the
-// session until the agent exits or the unit is stopped, logging to stderr
-// (the journal, under systemd).
+// session until the agent exits or the unit is stopped, logging to the
+// journal with the session's fields (internal/journal; text on stderr
+// outside systemd).
 func RunSpecFile(ctx context.Context, path, version string) error {
 	spec, err := ReadSpec(path)
 	if err != nil {
@@ -68,6 +71,6 @@ func RunSpecFile(ctx context.Context, path, version string) error {
 	// of killing the worker (with a Go stack dump, for SIGABRT).
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt, syscall.SIGABRT, syscall.SIGHUP)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := journal.NewLogger(journal.IdentWorker, slog.LevelInfo)
 	return Run(ctx, spec, Options{Logger: log, Version: version})
 }

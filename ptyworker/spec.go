@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,16 +242,30 @@ func isShortID(s string) bool {
 }
 
 // AgentSessionID is the value of LEGION_SESSION everywhere Legion sets it:
-// in the agent's environment, the worker unit's environment and journal
-// fields (LogExtraFields), and the "session" attribute of the worker's and
-// the helper's log entries (the journal field LEGION_SESSION). It is the
-// agent conversation's session ID, what a person greps for: AgentSession
-// when set, else SessionID.
+// in the agent's environment, the worker unit's environment, and the
+// "session" attribute of the worker's, the helper's and the controller's
+// log entries (the journal field LEGION_SESSION, see internal/journal).
+// It is the agent conversation's session ID, what a person greps for:
+// AgentSession when set, else SessionID.
 func (s *Spec) AgentSessionID() string {
 	if s.AgentSession != "" {
 		return s.AgentSession
 	}
 	return s.SessionID
+}
+
+// identity scopes log to the session of s: the attributes that become its
+// journal fields (internal/journal: team, issue, mode, session, unit) and
+// its name. The worker sets them on its own lines: systemd 252 does not
+// apply a user unit's LogExtraFields=.
+func identity(log *slog.Logger, s *Spec) *slog.Logger {
+	args := []any{"team", s.Team, "session", s.AgentSessionID(), "name", s.Name}
+	for _, a := range []struct{ k, v string }{{"issue", s.Issue}, {"mode", s.Mode}, {"unit", s.Unit}} {
+		if a.v != "" {
+			args = append(args, a.k, a.v)
+		}
+	}
+	return log.With(args...)
 }
 
 // ShortSessionID is the first 12 hex digits of the session ID: the socket's

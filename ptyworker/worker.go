@@ -153,7 +153,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 	w := &worker{
 		spec:     spec,
 		opts:     opts,
-		log:      opts.Logger.With("session", spec.AgentSessionID(), "name", spec.Name),
+		log:      identity(opts.Logger, spec),
 		state:    StateStarting,
 		conns:    map[*conn]struct{}{},
 		logged:   map[string]bool{},

@@ -1,7 +1,8 @@
 // Package doctor holds the checks of `legion doctor`: is everything Legion
 // needs on this machine there and working? Each check looks at one thing
 // (the systemd user manager, lingering, the session bus, whether the kernel
-// enforces memory and CPU limits for it, tmux, git, the
+// enforces memory and CPU limits for it, tmux, git, the journal (can the
+// user read their own lines?), the
 // config, each team's agent binary as workers will find it (in the user
 // manager's PATH), the installed unit files, the helper's
 // socket, the pty-worker program) and reports ok, warn or fail, and with a problem what to do
@@ -95,6 +96,7 @@ const (
 	CheckGit     = "git"
 	CheckTmux    = "tmux"
 	CheckWorker  = "pty worker"
+	CheckJournal = "journal"
 )
 
 // Run runs every check, in a fixed order, and returns their results. It
@@ -113,6 +115,7 @@ func Run(ctx context.Context, o Options) []Check {
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkLimits(ctx, cfg) }),
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
+		checkJournal(),
 	}
 	if cfg != nil && len(cfg.Teams) > 0 {
 		ectx, cancel := context.WithTimeout(ctx, o.Timeout)

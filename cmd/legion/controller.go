@@ -67,7 +67,7 @@ systemd restarts a stale controller agent, which resumes its session.`,
 			if tm.Legion, err = os.Executable(); err != nil {
 				return fmt.Errorf("find the legion executable, which agents' hooks run: %w", err)
 			}
-			log := journal.NewLogger(cfg.Helper.LogLevel).With("team", t.Name)
+			log := journal.NewLogger(journal.IdentLegion, cfg.Helper.LogLevel).With("team", t.Name)
 			if t.Controller == config.ControllerAgent {
 				home, err := os.UserHomeDir()
 				if err != nil {

@@ -71,7 +71,7 @@ func runHelperWith(cmd *cobra.Command, cfg *config.Config, cfgErr error, idleExi
 	if cmd.Flags().Changed("idle-exit") {
 		idle = idleExit
 	}
-	log := journal.NewLogger(level)
+	log := journal.NewLogger(journal.IdentLegion, level)
 	if cfgErr != nil {
 		log.Warn("legion.toml cannot be loaded: running with the built-in [helper] settings; fix the file, then `systemctl --user restart legion.service` to apply its own",
 			"config", cfg.Path, "err", cfgErr, "idle_exit", idle, "log_level", level)

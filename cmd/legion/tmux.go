@@ -61,7 +61,7 @@ With --follow, this command is the follower itself, in the foreground.`,
 			}
 			if follow {
 				return tmuxview.Follow(cmd.Context(), tmuxview.FollowOptions{Team: name, View: v, Bin: bin,
-					Log: journal.NewLogger(slog.LevelInfo)})
+					Log: journal.NewLogger(journal.IdentLegion, slog.LevelInfo)})
 			}
 			follower := []string{bin}
 			if g.configPath != "" {

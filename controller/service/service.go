@@ -236,6 +236,16 @@ func (d *helperDispatcher) End(ctx context.Context, session, reason string) erro
 	return err
 }
 
+// SessionOf names the session and unit of issue's worker in mode, for the
+// controller's log (controller.SessionNamer).
+func (d *helperDispatcher) SessionOf(issue string, mode controller.Mode) (string, string) {
+	id, unit, err := d.team.SessionOf(issue, mode)
+	if err != nil {
+		return "", ""
+	}
+	return id.String(), unit
+}
+
 // NewDispatcher returns the Dispatcher that plans in this process and
 // starts workers through the helper.
 func NewDispatcher(t *team.Team, w config.Worker) controller.Dispatcher {

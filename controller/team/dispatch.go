@@ -72,6 +72,23 @@ func checkMode(mode controller.Mode) error {
 	return fmt.Errorf("mode %q: want plan, implement, review, retro or finish", mode)
 }
 
+// SessionOf names the worker of issue in mode without preparing anything:
+// the agent's deterministic session (a retro's is its implementer's, see
+// SessionMode) and the worker's unit. They are what PlanDispatch plans, and
+// the controller's log lines about the issue carry them (LEGION_SESSION,
+// LEGION_UNIT: see internal/journal).
+func (t *Team) SessionOf(issue string, mode controller.Mode) (uuid.UUID, string, error) {
+	unit, err := unitname.WorkerUnit(t.ShortID(), issue, string(mode))
+	if err != nil {
+		return uuid.UUID{}, "", err
+	}
+	kind, err := agent.For(t.Agent)
+	if err != nil {
+		return uuid.UUID{}, "", fmt.Errorf("team %s: %w", t.Name, err)
+	}
+	return kind.SessionID(t.ID, issue, string(SessionMode(mode))), unit, nil
+}
+
 // PlanDispatch prepares the worker of issue in mode: it makes sure the
 // issue's worktree exists, has the team's agent kind (agent.kind) plan the
 // launch (session, argv, session file) and prepare the agent's environment
@@ -83,7 +100,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if err := checkMode(mode); err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
-	unit, err := unitname.WorkerUnit(t.ShortID(), issue, string(mode))
+	id, unit, err := t.SessionOf(issue, mode)
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
@@ -95,7 +112,6 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
-	id := kind.SessionID(t.ID, issue, string(SessionMode(mode)))
 	workerID := kind.SessionID(t.ID, issue, string(mode))
 	env := append([]string{
 		"LEGION_TEAM=" + t.Name, "LEGION_ISSUE=" + issue, "LEGION_MODE=" + string(mode),

@@ -107,6 +107,13 @@ func TestPlanDispatch(t *testing.T) {
 	if d.SessionID == impl.SessionID {
 		t.Errorf("plan and implement share session %v", d.SessionID)
 	}
+	// SessionOf names what PlanDispatch plans, with nothing prepared: the
+	// controller's log lines carry it.
+	for _, p := range []Dispatch{d, impl, retro} {
+		if id, unit, err := tm.SessionOf("DEMO-1", p.Mode); err != nil || id != p.SessionID || unit != p.Unit {
+			t.Errorf("SessionOf(DEMO-1, %s) = %v, %s, %v; want %v, %s as planned", p.Mode, id, unit, err, p.SessionID, p.Unit)
+		}
+	}
 
 	if _, err := tm.PlanDispatch(t.Context(), "DEMO-1", "dance", home); err == nil || !strings.Contains(err.Error(), `mode "dance"`) {
 		t.Errorf("PlanDispatch(mode dance) = %v; want an error naming the mode", err)

@@ -1,13 +1,8 @@
-// Package journal is the logger of Legion's daemons (the helper, the
-// controllers, and later the worker): log/slog entries go to the systemd
-// journal with their attributes as fields when the process runs under
-// systemd, and are text lines on stderr otherwise. It owns the mapping of
-// attribute keys to journal field names (LEGION_TEAM, LEGION_ISSUE,
-// LEGION_SESSION and the others upper-cased) and never logs on its own.
 package journal
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -17,24 +12,39 @@ import (
 	sdjournal "github.com/coreos/go-systemd/v22/journal"
 )
 
-// Journal fields Legion sets on its log entries, from the slog attributes
-// "team", "issue" and "session".
+// Journal fields Legion sets on its entries (see the package doc for what
+// each means). Each is the field of the slog attribute of the same name in
+// lower case, without LEGION_: "team", "issue", "mode", "session", "unit".
 const (
 	FieldTeam    = "LEGION_TEAM"
 	FieldIssue   = "LEGION_ISSUE"
+	FieldMode    = "LEGION_MODE"
 	FieldSession = "LEGION_SESSION" // the agent conversation's session ID (ptyworker.Spec.AgentSessionID)
+	FieldUnit    = "LEGION_UNIT"    // the worker unit the entry is about
 )
 
-// NewLogger returns the logger of a Legion daemon: under systemd (stderr is
-// a journal stream, JOURNAL_STREAM, or the process runs as a unit and the
-// journal socket exists) entries go to the journal with the attributes as
-// fields (team, issue and session as LEGION_TEAM, LEGION_ISSUE and
-// LEGION_SESSION); otherwise they are text lines on stderr.
-func NewLogger(level slog.Leveler) *slog.Logger {
+// Identifiers: SYSLOG_IDENTIFIER of the daemons' entries.
+const (
+	IdentLegion = "legion"            // the helper and the controllers
+	IdentWorker = "legion-pty-worker" // the workers
+)
+
+// fields maps the attributes that become journal fields to their field.
+var fields = map[string]string{
+	"team": FieldTeam, "issue": FieldIssue, "mode": FieldMode, "session": FieldSession, "unit": FieldUnit,
+}
+
+// NewLogger returns the logger of a Legion daemon whose entries carry the
+// SYSLOG_IDENTIFIER ident (IdentLegion, IdentWorker): under systemd
+// (stderr is a journal stream, JOURNAL_STREAM, or the process runs as a
+// unit, INVOCATION_ID, and the journal socket exists) entries go to the
+// journal as the package doc says; otherwise they are text lines on
+// stderr.
+func NewLogger(ident string, level slog.Leveler) *slog.Logger {
 	if underJournal() {
-		return slog.New(&journalHandler{level: level})
+		return slog.New(&journalHandler{ident: ident, level: level})
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return NewTextLogger(os.Stderr, level)
 }
 
 // NewTextLogger is NewLogger's stderr form, writing to w.
@@ -49,16 +59,18 @@ func underJournal() bool {
 	return os.Getenv("INVOCATION_ID") != "" && sdjournal.Enabled()
 }
 
-// journalHandler is a slog.Handler that sends each record to the journal:
-// MESSAGE is the message followed by its attributes as key=value (what
-// journalctl shows), and every attribute is also a field of its own.
+// journalHandler is a slog.Handler that sends each record to the journal.
 type journalHandler struct {
+	ident  string
 	level  slog.Leveler
 	attrs  []slog.Attr // from WithAttrs, keys already group-prefixed
 	prefix string      // group prefix, "a.b."
 }
 
 func (h *journalHandler) Enabled(_ context.Context, l slog.Level) bool {
+	if h.level == nil {
+		return l >= slog.LevelInfo
+	}
 	return l >= h.level.Level()
 }
 
@@ -83,23 +95,53 @@ func (h *journalHandler) Handle(_ context.Context, r slog.Record) error {
 		all = append(all, prefixed(h.prefix, []slog.Attr{a})...)
 		return true
 	})
+	msg, vars := entry(r.Message, all)
+	vars["SYSLOG_IDENTIFIER"] = h.ident
+	if err := sdjournal.Send(msg, priority(r.Level), vars); err != nil {
+		// Not lost: stderr is the unit's journal stream (no fields there).
+		_, werr := fmt.Fprintf(os.Stderr, "%s (journal: %v)\n", msg, err)
+		return werr
+	}
+	return nil
+}
+
+// entry is the MESSAGE and the fields of a record with attributes all:
+// the message followed by the attributes as key=value, and Legion's fields.
+// An identity attribute given twice (a logger scoped with "team" and an
+// entry with "team" again) is written once, with its last value, where it
+// came first.
+func entry(message string, all []slog.Attr) (string, map[string]string) {
+	vars := map[string]string{}
+	last := map[string]int{}
+	for i, a := range all {
+		if _, ok := fields[a.Key]; ok {
+			last[a.Key] = i
+		}
+	}
 	var msg strings.Builder
-	msg.WriteString(r.Message)
-	vars := map[string]string{"SYSLOG_IDENTIFIER": "legion"}
+	msg.WriteString(message)
 	for _, a := range all {
 		v := a.Value.Resolve().String()
-		msg.WriteByte(' ')
-		msg.WriteString(a.Key)
-		msg.WriteByte('=')
-		if strings.ContainsAny(v, " \t\n\"=") || v == "" {
-			v2 := strconv.Quote(v)
-			msg.WriteString(v2)
-		} else {
-			msg.WriteString(v)
+		if f, ok := fields[a.Key]; ok {
+			if _, done := vars[f]; done {
+				continue
+			}
+			v = all[last[a.Key]].Value.Resolve().String()
+			vars[f] = v
 		}
-		vars[journalField(a.Key)] = v
+		msg.WriteString(FormatAttr(a.Key, v))
 	}
-	return sdjournal.Send(msg.String(), priority(r.Level), vars)
+	return msg.String(), vars
+}
+
+// FormatAttr is how an attribute follows the message in MESSAGE: a space,
+// key=value, the value quoted (Go syntax) when empty or holding spaces,
+// quotes, '=' or control characters.
+func FormatAttr(key, value string) string {
+	if value == "" || strings.ContainsAny(value, " \t\n\"=") || !strconv.CanBackquote(value) {
+		value = strconv.Quote(value)
+	}
+	return " " + key + "=" + value
 }
 
 // prefixed flattens groups into dotted keys.
@@ -122,35 +164,6 @@ func prefixed(prefix string, as []slog.Attr) []slog.Attr {
 		out = append(out, a)
 	}
 	return out
-}
-
-// journalField maps an attribute key to a journal field name: team, issue
-// and session to the LEGION_ fields, anything else upper-cased with every
-// byte outside [A-Z0-9_] as '_' (journal field names allow no more), and
-// never starting with '_' (reserved for trusted fields).
-func journalField(key string) string {
-	switch key {
-	case "team":
-		return FieldTeam
-	case "issue":
-		return FieldIssue
-	case "session":
-		return FieldSession
-	}
-	b := []byte(strings.ToUpper(key))
-	for i, c := range b {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	s := strings.TrimLeft(string(b), "_0123456789")
-	if s == "" {
-		s = "ATTR"
-	}
-	if len(s) > 64 {
-		s = s[:64]
-	}
-	return s
 }
 
 func priority(l slog.Level) sdjournal.Priority {

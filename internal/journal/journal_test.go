@@ -17,98 +17,114 @@ import (
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
+// envNamespace names, in a test binary run again by inNamespace, the test
+// it runs there.
+const envNamespace = "LEGION_JOURNAL_TEST"
+
+// inNamespace runs the test named name again, in a private mount
+// namespace with a tmpfs on /run (and what setup adds, a shell command)
+// and with envNamespace=name, and fails t if it does not pass there. It
+// reports whether the caller is that run: then the caller is the test
+// proper. Nothing outside the namespace sees what it mounts: daemons of
+// other tests running meanwhile keep logging where they did.
+func inNamespace(t *testing.T, name, setup string) bool {
+	t.Helper()
+	if os.Getenv(envNamespace) == name {
+		return true
+	}
+	_, err := exec.LookPath("unshare")
+	sdtest.Require(t, "root and unshare(1) (util-linux), for a private mount namespace", os.Geteuid() == 0 && err == nil)
+	script := `mount --make-rprivate / && mount -t tmpfs -o mode=0755 legion-test /run && mkdir -p /run/systemd/journal && ` + setup + `
+exec "$0" -test.run "^$1\$" -test.v`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, os.Args[0], name)
+	cmd.Env = append(os.Environ(), envNamespace+"="+name, "INVOCATION_ID=0123456789abcdef0123456789abcdef")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: "+name)) {
+		t.Fatalf("the test in its own mount namespace: %v\n%s", err, out)
+	}
+	t.Logf("in its own mount namespace:\n%s", out)
+	return false
+}
+
 // journalSocket is where journald listens for native-protocol entries
 // (and where go-systemd/journal sends them).
 const journalSocket = "/run/systemd/journal/socket"
 
-// TestJournalFields: a daemon run as a unit logs to the journal, with its
-// attributes as fields. This machine kind has no journald (see
-// shared/notes/systemd-sandbox.md), so the test runs itself again in a
-// private mount namespace with a tmpfs on /run, where it listens on the
-// journal's socket and reads what NewLogger sends, in journald's native
-// protocol. Nothing outside that namespace sees the socket: daemons of
-// other tests running meanwhile keep logging where they did.
+// TestJournalFields: a daemon run as a unit logs to the journal, with
+// Legion's attributes as its fields and no others. The test listens on the
+// journal's socket itself (in a private mount namespace: see inNamespace)
+// and reads what NewLogger sends, in journald's native protocol.
 func TestJournalFields(t *testing.T) {
-	if os.Getenv("LEGION_JOURNAL_TEST") == "inside" {
-		journalFieldsInside(t)
+	if !inNamespace(t, "TestJournalFields", "true") {
 		return
 	}
-	_, err := exec.LookPath("unshare")
-	sdtest.Require(t, "root and unshare(1) (util-linux), for a private mount namespace", os.Geteuid() == 0 && err == nil)
-	script := `mount -t tmpfs -o mode=0755 legion-test /run && mkdir -p /run/systemd/journal && exec "$0" -test.run '^TestJournalFields$' -test.v`
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, os.Args[0])
-	cmd.Env = append(os.Environ(), "LEGION_JOURNAL_TEST=inside", "INVOCATION_ID=0123456789abcdef0123456789abcdef")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestJournalFields")) {
-		t.Fatalf("the test in its own mount namespace: %v\n%s", err, out)
-	}
-}
-
-// journalFieldsInside is the test proper, in the private namespace.
-func journalFieldsInside(t *testing.T) {
 	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: journalSocket, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 
-	log := NewLogger(slog.LevelInfo)
+	log := NewLogger(IdentWorker, slog.LevelInfo)
 	if _, ok := log.Handler().(*journalHandler); !ok {
 		t.Fatalf("NewLogger under a unit (INVOCATION_ID set, journal socket present) = %T; want the journal handler", log.Handler())
 	}
-	log.With("team", "demo").WithGroup("run").Info("agent started", "issue", "LOC-7", "session", "s-1", "pid", 42, "argv", "claude --resume\nx")
+	log = log.With("team", "demo", "session", "s-1", "name", "WEB-1-implement")
+	log.Info("agent started", "issue", "WEB-1", "mode", "implement", "unit", "legion-0a1b2c3d-web-1-implement.service", "pid", 42, "argv", "claude --resume\nx")
 	log.Debug("below the level")
-	log.Error("it broke", "err", "disk full")
+	log.WithGroup("run").Error("it broke", "err", "disk full", "issue", "grouped")
+	log.Info("again", "team", "other")
 
-	got := []map[string]string{readJournalEntry(t, ln), readJournalEntry(t, ln)}
+	got := []map[string]string{readJournalEntry(t, ln), readJournalEntry(t, ln), readJournalEntry(t, ln)}
 	want := []map[string]string{{
-		"MESSAGE":           "agent started team=demo run.issue=LOC-7 run.session=s-1 run.pid=42 run.argv=\"claude --resume\\nx\"",
+		"MESSAGE":           `agent started team=demo session=s-1 name=WEB-1-implement issue=WEB-1 mode=implement unit=legion-0a1b2c3d-web-1-implement.service pid=42 argv="claude --resume\nx"`,
 		"PRIORITY":          "6",
-		"SYSLOG_IDENTIFIER": "legion",
+		"SYSLOG_IDENTIFIER": "legion-pty-worker",
 		FieldTeam:           "demo",
-		"RUN_ISSUE":         "LOC-7",
-		"RUN_SESSION":       "s-1",
-		"RUN_PID":           "42",
-		"RUN_ARGV":          "claude --resume\nx",
+		FieldSession:        "s-1",
+		FieldIssue:          "WEB-1",
+		FieldMode:           "implement",
+		FieldUnit:           "legion-0a1b2c3d-web-1-implement.service",
 	}, {
-		"MESSAGE":           "it broke err=\"disk full\"",
+		// Grouped attributes are not Legion's: only in MESSAGE.
+		"MESSAGE":           `it broke team=demo session=s-1 name=WEB-1-implement run.err="disk full" run.issue=grouped`,
 		"PRIORITY":          "3",
-		"SYSLOG_IDENTIFIER": "legion",
-		"ERR":               "disk full",
+		"SYSLOG_IDENTIFIER": "legion-pty-worker",
+		FieldTeam:           "demo",
+		FieldSession:        "s-1",
+	}, {
+		// An identity attribute given again: once, its last value.
+		"MESSAGE":           `again team=other session=s-1 name=WEB-1-implement`,
+		"PRIORITY":          "6",
+		"SYSLOG_IDENTIFIER": "legion-pty-worker",
+		FieldTeam:           "other",
+		FieldSession:        "s-1",
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("journal entries (-want +got):\n%s", diff)
 	}
-
-	// Ungrouped, the attributes are Legion's own fields.
-	log.Info("x", "team", "t", "issue", "i", "session", "s")
-	e := readJournalEntry(t, ln)
-	for k, v := range map[string]string{FieldTeam: "t", FieldIssue: "i", FieldSession: "s"} {
-		if e[k] != v {
-			t.Errorf("field %s = %q; want %q (entry %v)", k, e[k], v, e)
-		}
-	}
 }
 
-// readJournalEntry reads one datagram of journald's native protocol:
-// KEY=VALUE lines, or KEY, a newline, a little-endian 64-bit length, the
-// value and a newline for values with newlines in them.
+// readJournalEntry reads one datagram of journald's native protocol
+// (https://systemd.io/JOURNAL_NATIVE_PROTOCOL/).
 func readJournalEntry(t *testing.T, ln *net.UnixConn) map[string]string {
 	t.Helper()
-	ln.SetReadDeadline(time.Now().Add(5 * time.Second))
+	ln.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 64<<10)
 	n, err := ln.Read(buf)
 	if err != nil {
 		t.Fatalf("no journal entry: %v", err)
 	}
-	e, err := parseJournalEntry(buf[:n])
+	e, err := parseNative(buf[:n])
 	if err != nil {
 		t.Fatalf("journal entry %q: %v", buf[:n], err)
 	}
 	return e
 }
 
-func parseJournalEntry(p []byte) (map[string]string, error) {
+// parseNative parses a native-protocol datagram: KEY=VALUE lines, or KEY,
+// a newline, a little-endian 64-bit length, the value and a newline for
+// values with newlines in them.
+func parseNative(p []byte) (map[string]string, error) {
 	e := map[string]string{}
 	for len(p) > 0 {
 		nl := bytes.IndexByte(p, '\n')
@@ -135,14 +151,13 @@ func parseJournalEntry(p []byte) (map[string]string, error) {
 	return e, nil
 }
 
-func TestJournalField(t *testing.T) {
-	tests := map[string]string{
-		"team": FieldTeam, "issue": FieldIssue, "session": FieldSession,
-		"daemon_id": "DAEMON_ID", "peer.uid": "PEER_UID", "_x": "X", "9lives": "LIVES", "": "ATTR",
-	}
-	for in, want := range tests {
-		if got := journalField(in); got != want {
-			t.Errorf("journalField(%q) = %q; want %q", in, got, want)
-		}
+// TestNotUnderJournal: outside systemd the logger writes text to stderr.
+func TestNotUnderJournal(t *testing.T) {
+	t.Setenv("INVOCATION_ID", "")
+	t.Setenv("JOURNAL_STREAM", "")
+	if h := NewLogger(IdentLegion, slog.LevelInfo).Handler(); !isText(h) {
+		t.Errorf("NewLogger outside a unit: handler %T; want slog's text handler", h)
 	}
 }
+
+func isText(h slog.Handler) bool { _, ok := h.(*slog.TextHandler); return ok }

@@ -12,7 +12,8 @@ import (
 // TestIssueCycle: as an ordinary user with lingering, a team on the
 // default agent kind (Claude Code, here the scripted agent behind
 // `claude`) takes an issue from Todo to Done under the enabled
-// legion@web; its journal tells the issue's story; `legion uninstall`
+// legion@web; its journal tells the issue's story, and `legion logs`
+// the same; `legion uninstall`
 // leaves nothing of Legion's but its config and state.
 func TestIssueCycle(t *testing.T) {
 	t.Parallel()
@@ -33,5 +34,6 @@ func TestIssueCycle(t *testing.T) {
 	}
 
 	t.Run("journal", func(t *testing.T) { testIssueJournal(t, s, id) })
+	t.Run("legion logs", func(t *testing.T) { testIssueLogs(t, s, id) })
 	t.Run("uninstall", func(t *testing.T) { testUninstall(t, s, before) })
 }

@@ -38,7 +38,8 @@ type Policy struct {
 // (but not after ptyworker.ExitAgentNotStartable: an agent that cannot be
 // started fails the unit at once and leaves it failed), the start limit, KillMode=mixed (SIGTERM to the worker, which ends the agent;
 // SIGKILL to what is left after the stop timeout), the team's slice, and the
-// session's identity in the environment and in journal fields. No secret
+// session's identity in the environment (the worker puts it in its journal
+// fields itself, see internal/journal). No secret
 // goes into the unit: the token stays in the spec file.
 func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 	if err := s.Validate(); err != nil {
@@ -68,16 +69,16 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 	desc += ")"
 
 	// LEGION_SESSION is the agent conversation's session ID, as in the
-	// agent's own environment (see ptyworker.Spec.AgentSessionID).
+	// agent's own environment (see ptyworker.Spec.AgentSessionID). The
+	// journal fields are the worker's to set on its lines: systemd 252
+	// does not apply LogExtraFields= to user units (the user manager does
+	// not export it where journald reads it, systemd/systemd#29956).
 	env := []string{"LEGION_SESSION=" + s.AgentSessionID(), "LEGION_TEAM=" + s.Team}
-	fields := []string{"LEGION_SESSION=" + s.AgentSessionID(), "LEGION_TEAM=" + s.Team}
 	if s.Issue != "" {
 		env = append(env, "LEGION_ISSUE="+s.Issue)
-		fields = append(fields, "LEGION_ISSUE="+s.Issue)
 	}
 	if s.Mode != "" {
 		env = append(env, "LEGION_MODE="+s.Mode)
-		fields = append(fields, "LEGION_MODE="+s.Mode)
 	}
 
 	opts := []units.Option{
@@ -95,7 +96,6 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 		units.Duration("Service", "TimeoutStopSec", "TimeoutStopUSec", p.StopTimeout),
 		units.String("Service", "Slice", slice),
 		units.Environment(env),
-		logExtraFields(fields),
 	}
 	return units.Unit{Name: s.Unit, Options: opts}, nil
 }
@@ -114,25 +114,6 @@ func (p Policy) validate() error {
 		return errors.New("stop timeout must be positive")
 	}
 	return nil
-}
-
-// logExtraFields is LogExtraFields= (journal fields on every log line of the
-// unit); D-Bus types it as an array of byte arrays, which package units has
-// no constructor for.
-func logExtraFields(fields []string) units.Option {
-	raw := make([][]byte, len(fields))
-	quoted := ""
-	for i, f := range fields {
-		raw[i] = []byte(f)
-		if i > 0 {
-			quoted += " "
-		}
-		quoted += units.QuoteArg(f)
-	}
-	return units.Option{
-		Section: "Service", Key: "LogExtraFields", Value: quoted,
-		Prop: &sddbus.Property{Name: "LogExtraFields", Value: dbus.MakeVariant(raw)},
-	}
 }
 
 // restartPreventExitStatus is RestartPreventExitStatus= with exit codes

@@ -81,7 +81,7 @@ func TestTransientProperties(t *testing.T) {
 	wantTypes := map[string]string{
 		"Type": "s", "NotifyAccess": "s", "Restart": "s", "KillMode": "s", "Slice": "s", "Description": "s",
 		"RestartUSec": "t", "WatchdogUSec": "t", "TimeoutStopUSec": "t", "StartLimitIntervalUSec": "t",
-		"StartLimitBurst": "u", "ExecStart": "a(sasb)", "Environment": "as", "LogExtraFields": "aay",
+		"StartLimitBurst": "u", "ExecStart": "a(sasb)", "Environment": "as",
 	}
 	for name, sig := range wantTypes {
 		v, ok := got[name]

@@ -1,0 +1,91 @@
+package journal
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseEntry(t *testing.T) {
+	tests := []struct {
+		name, line string
+		want       Entry
+		err        string // a substring of the error; "" for none
+	}{{
+		name: "worker",
+		line: `{"__CURSOR":"s=1;i=2","__REALTIME_TIMESTAMP":"1795570971395498","PRIORITY":"6","_PID":"42","_SYSTEMD_USER_UNIT":"legion-0a1b2c3d-web-1-implement.service","_SYSTEMD_UNIT":"user@1000.service","SYSLOG_IDENTIFIER":"legion-pty-worker","_COMM":"legion-pty-work","MESSAGE":"agent started","LEGION_TEAM":"web","LEGION_ISSUE":"WEB-1","LEGION_MODE":"implement","LEGION_SESSION":"0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c","LEGION_UNIT":"legion-0a1b2c3d-web-1-implement.service"}`,
+		want: Entry{
+			Time: time.UnixMicro(1795570971395498), Cursor: "s=1;i=2", Priority: 6, PID: 42,
+			Unit: "legion-0a1b2c3d-web-1-implement.service", Ident: "legion-pty-worker", Message: "agent started",
+			Team: "web", Issue: "WEB-1", Mode: "implement", Session: "0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c",
+			About: "legion-0a1b2c3d-web-1-implement.service",
+		},
+	}, {
+		name: "byte arrays, repeated fields, null, no priority",
+		line: `{"__REALTIME_TIMESTAMP":"1","MESSAGE":[104,105,10,255],"LEGION_TEAM":["web","web"],"LEGION_ISSUE":[[87,45,49],"x"],"LEGION_MODE":null,"_SYSTEMD_UNIT":"legion.service","_COMM":"legion"}`,
+		want: Entry{Time: time.UnixMicro(1), Priority: 6, Unit: "legion.service", Ident: "legion", Message: "hi\n\xff", Team: "web", Issue: "W-1"},
+	}, {
+		name: "no time", line: `{"MESSAGE":"x"}`, err: "__REALTIME_TIMESTAMP",
+	}, {
+		name: "bad priority", line: `{"__REALTIME_TIMESTAMP":"1","PRIORITY":"9"}`, err: "PRIORITY",
+	}, {
+		name: "number value", line: `{"__REALTIME_TIMESTAMP":"1","MESSAGE":5}`, err: "field MESSAGE",
+	}, {
+		name: "byte out of range", line: `{"__REALTIME_TIMESTAMP":"1","MESSAGE":[256]}`, err: "array of bytes",
+	}, {
+		name: "not an object", line: `["x"]`, err: "journal entry",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseEntry([]byte(tt.line))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("ParseEntry(%s) = %v, %v; want an error with %q", tt.line, got, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseEntry(%s): %v", tt.line, err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ParseEntry(%s) (-want +got):\n%s", tt.line, diff)
+			}
+		})
+	}
+}
+
+// FuzzParseEntry: any line either parses or is an error that says it is
+// about a journal entry; never a panic.
+func FuzzParseEntry(f *testing.F) {
+	for _, s := range []string{
+		`{"__REALTIME_TIMESTAMP":"1795570971395498","MESSAGE":"x","LEGION_TEAM":"web"}`,
+		`{"__REALTIME_TIMESTAMP":"1","MESSAGE":[104,105],"LEGION_ISSUE":[[87],"x"],"LEGION_MODE":null}`,
+		`{"__REALTIME_TIMESTAMP":"1","PRIORITY":"3","_PID":"7"}`,
+		`{}`, `[]`, `null`, `{"MESSAGE":[[[[]]]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if _, err := ParseEntry(line); err != nil && !strings.HasPrefix(err.Error(), "journal entry") {
+			t.Errorf("ParseEntry(%q): %v; want an error that starts with \"journal entry\"", line, err)
+		}
+	})
+}
+
+func TestQueryArgs(t *testing.T) {
+	tests := []struct {
+		q    Query
+		want string
+	}{
+		{Query{Team: "web", UID: 1000}, "--output=json --all --no-pager --quiet _UID=1000 LEGION_TEAM=web"},
+		{Query{Team: "web", Issue: "WEB-1", UID: 1000, Follow: true}, "--output=json --all --no-pager --quiet --no-tail --follow _UID=1000 LEGION_TEAM=web LEGION_ISSUE=WEB-1"},
+		{Query{Team: "web", UID: 0, Lines: 20, Follow: true}, "--output=json --all --no-pager --quiet --lines=20 --follow _UID=0 LEGION_TEAM=web"},
+	}
+	for _, tt := range tests {
+		if got := strings.Join(tt.q.Args(), " "); got != tt.want {
+			t.Errorf("%+v.Args() = %s; want %s", tt.q, got, tt.want)
+		}
+	}
+}
