@@ -85,10 +85,12 @@ func TestQuickStart(t *testing.T) {
 		switch line {
 		case "make build && sudo make install PREFIX=/usr":
 			// Not literally: the user has no sudo here, and a build as the
-			// user would start from an empty Go cache. As root, in the
-			// source tree (the overlay's copy), with the host's Go and its
+			// user would start from an empty Go cache. As root, in a copy
+			// of the source tree (the host's may be below /tmp, which is a
+			// tmpfs of the container's own), with the host's Go and its
 			// warm cache.
-			out = s.root("sh", "-ec", `cd "$1" && PATH="$2:$PATH" make build && PATH="$2:$PATH" make install PREFIX=/usr`, "make", root, filepath.Dir(goTool))
+			src := copySourceTree(t, s, root)
+			out = s.root("sh", "-ec", `cd "$1" && PATH="$2:$PATH" make build && PATH="$2:$PATH" make install PREFIX=/usr`, "make", src, filepath.Dir(goTool))
 		case "legion team add web --workspace ~/src/web":
 			out = s.login("bash", "-c", line)
 			// Not in the quick start: an issue, so that its sessions
@@ -161,6 +163,21 @@ func teamShort(t *testing.T, s *sys) string {
 	}
 	t.Fatalf("legion team list --json has no team %s", teamName)
 	return ""
+}
+
+// copySourceTree copies the source tree root into the container, at
+// /usr/src/legion, and returns that path.
+func copySourceTree(t *testing.T, s *sys, root string) string {
+	t.Helper()
+	const src = "/usr/src/legion"
+	dst := s.Path(src)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", root+"/.", dst).CombinedOutput(); err != nil {
+		t.Fatalf("copy the source tree %s into the container: %v: %s", root, err, out)
+	}
+	return src
 }
 
 // moduleRoot is the source tree: the test runs in its package's directory.
