@@ -350,19 +350,50 @@ func (s *session) setConnLocked(h *Helper, wc *ptyworker.Client, pid int, in *pt
 // follow turns the state and exit events the worker pushes on wc into
 // marks of s's unit, and marks it once more when wc ends (the worker
 // exited, or the helper closed it), so that the next refresh looks at
-// the unit again and connects to the new worker if one runs. A worker
+// the unit again and connects to the new worker if one runs. A state
+// event is also published at once, from what it carries: a refresh reads
+// only the newest state, so an agent that goes working and idle again
+// within one refresh would otherwise never be seen working. A worker
 // that does not answer is not dialled again until its unit changes. It
 // ends when wc does; Run closes every connection and waits for it.
 func (h *Helper) follow(s *session, wc *ptyworker.Client) {
 	defer h.followers.Done()
 	for ev := range wc.Events() {
 		switch ev.Kind {
-		case ptyworker.EventKindState, ptyworker.EventKindExit:
+		case ptyworker.EventKindState:
+			if s.applyStateEvent(wc, ev.State) && !h.recovering.Load() {
+				h.events.publish(s)
+			}
+			h.events.mark(s.unit)
+		case ptyworker.EventKindExit:
 			h.events.mark(s.unit)
 		}
 		ev.Release()
 	}
 	h.events.mark(s.unit)
+}
+
+// applyStateEvent updates s's info from a state event its worker pushed
+// on wc, and reports whether it did. It does not when wc is no longer the
+// session's connection, nothing was read yet, the agent no longer runs
+// (the refresh the event's mark brings reads it all, the exit with it),
+// or the event is older than what s holds: of
+// an earlier run, or an agent state from before the newest hook event s
+// knows (a refresh's info call may have read past it).
+func (s *session) applyStateEvent(wc *ptyworker.Client, st *ptyworker.StateEventData) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st == nil || s.wc != wc || s.info == nil || st.Run < s.info.Run || !st.Running {
+		return false // an agent that no longer runs: its exit comes with the refresh
+	}
+	if st.Run == s.info.Run && st.Agent != nil && s.info.Agent != nil && st.Agent.LastEvent.Before(s.info.Agent.LastEvent) {
+		return false
+	}
+	in := *s.info // s.info may be shared with a reader of an older view
+	in.State, in.Running, in.Waiting, in.Question, in.Stale = st.State, st.Running, st.Waiting, st.Question, st.Stale
+	in.ChildPID, in.Run, in.Agent = st.ChildPID, st.Run, st.Agent
+	s.info = &in
+	return true
 }
 
 func (s *session) closeConn() {
