@@ -180,7 +180,19 @@ const (
 	// AgentCustom is any terminal program: no settings, no session file,
 	// liveness from its output, no completion detection.
 	AgentCustom AgentKind = "custom"
+	// AgentCodex is OpenAI's Codex CLI: a Codex home per conversation with
+	// hooks that report its state (package agent's Codex).
+	AgentCodex AgentKind = "codex"
 )
+
+// KindArgv is the default agent.new and agent.resume of kind, and whether
+// kind has defaults of its own (otherwise Claude Code's are the defaults).
+func KindArgv(kind AgentKind) (argvNew, argvResume []string, ok bool) {
+	if kind == AgentCodex {
+		return slices.Clone(codexAgentNew), slices.Clone(codexAgentResume), true
+	}
+	return nil, nil, false
+}
 
 // PermissionPolicy says which of an agent's tool calls run without asking
 // a person.

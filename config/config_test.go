@@ -288,8 +288,8 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "unknown agent kind",
-			text: team + "agent.kind = \"codex\"\n",
-			want: `@FILE@:4: teams.demo.agent.kind: unknown agent kind "codex": expected "claude" or "custom"`,
+			text: team + "agent.kind = \"aider\"\n",
+			want: `@FILE@:4: teams.demo.agent.kind: unknown agent kind "aider": expected "claude", "codex" or "custom"`,
 		},
 		{
 			name: "unknown permission policy",
@@ -467,5 +467,65 @@ workspace = "@WS@"
 	}
 	if d := defaultTeam(); d.Agent.Kind != AgentClaude || d.Agent.Policy("plan") != PermissionsAllowlist || d.IdleGrace != 30*time.Second {
 		t.Errorf("default agent = %+v, idle_grace %v; want claude, allowlist, 30s", d.Agent, d.IdleGrace)
+	}
+}
+
+// TestLoadCodexArgv: a codex team without argvs of its own gets Codex's
+// (not Claude Code's, whose --session-id Codex has not); its own argvs,
+// or a codex [defaults]' argvs, win; a claude [defaults]' argvs are not
+// inherited by a codex team.
+func TestLoadCodexArgv(t *testing.T) {
+	path, _ := writeConfig(t, `
+[defaults]
+agent.new = ["claude", "--verbose", "{prompt}"]
+
+[teams.plain]
+id = "`+demoID+`"
+workspace = "@WS@"
+agent.kind = "codex"
+
+[teams.own]
+id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+workspace = "@WS@"
+agent.kind = "codex"
+agent.new = ["/opt/codex", "-m", "o9", "{prompt}"]
+`)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	plain, _ := cfg.Team("plain")
+	own, _ := cfg.Team("own")
+	if diff := cmp.Diff(codexAgentNew, plain.Agent.New); diff != "" {
+		t.Errorf("teams.plain agent.new (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(codexAgentResume, plain.Agent.Resume); diff != "" {
+		t.Errorf("teams.plain agent.resume (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"/opt/codex", "-m", "o9", "{prompt}"}, own.Agent.New); diff != "" {
+		t.Errorf("teams.own agent.new (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(codexAgentResume, own.Agent.Resume); diff != "" {
+		t.Errorf("teams.own agent.resume (-want +got):\n%s", diff)
+	}
+
+	path, _ = writeConfig(t, `
+[defaults]
+agent.kind = "codex"
+agent.new = ["codex", "-m", "o9", "{prompt}"]
+
+[teams.demo]
+id = "`+demoID+`"
+workspace = "@WS@"
+`)
+	if cfg, err = Load(path); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	demo, _ := cfg.Team("demo")
+	if diff := cmp.Diff([]string{"codex", "-m", "o9", "{prompt}"}, demo.Agent.New); diff != "" {
+		t.Errorf("inherited agent.new (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(codexAgentResume, demo.Agent.Resume); diff != "" {
+		t.Errorf("inherited agent.resume (-want +got):\n%s", diff)
 	}
 }

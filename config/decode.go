@@ -95,6 +95,7 @@ func (d *decoder) config(raw map[string]any) *Config {
 	d.section(raw, "helper", TableHelper, &cfg.Helper)
 	d.section(raw, "worker", TableWorker, &cfg.Worker)
 	if d.section(raw, "defaults", TableTeam, &cfg.Defaults) {
+		d.kindDefaults(&cfg.Defaults, []string{"defaults"}, "")
 		d.crossCheck(&cfg.Defaults, []string{"defaults"})
 	}
 	if v, ok := raw["teams"]; ok {
@@ -203,6 +204,7 @@ func (d *decoder) teams(cfg *Config, v any) {
 		t.Agent = t.Agent.clone()
 		t.Name = name
 		d.table(path, nil, tm, TableTeam, &t, true)
+		d.kindDefaults(&t, path, cfg.Defaults.Agent.Kind)
 		if !d.isDefined("teams", name, "id") {
 			d.errorAt(append(path, "id"), errors.New("missing: every team needs an id, a UUID (`legion team add` writes one)"))
 		}
@@ -221,6 +223,29 @@ func (d *decoder) teams(cfg *Config, v any) {
 			byShort[short] = name
 		}
 		cfg.Teams = append(cfg.Teams, t)
+	}
+}
+
+// kindDefaults gives the team at path the default argvs of its agent kind
+// where it does not set agent.new or agent.resume itself and does not
+// inherit them from a [defaults] of the same kind (whose argvs are that
+// kind's). defaultsKind is [defaults]' agent.kind.
+func (d *decoder) kindDefaults(t *Team, path []string, defaultsKind AgentKind) {
+	argvNew, argvResume, ok := KindArgv(t.Agent.Kind)
+	if !ok {
+		return
+	}
+	inherit := func(key string) bool {
+		if d.isDefined(append(slices.Clip(path), "agent", key)...) {
+			return true
+		}
+		return defaultsKind == t.Agent.Kind && d.isDefined("defaults", "agent", key)
+	}
+	if !inherit("new") {
+		t.Agent.New = argvNew
+	}
+	if !inherit("resume") {
+		t.Agent.Resume = argvResume
 	}
 }
 

@@ -105,7 +105,12 @@ func enumValue(v any, what string, allowed ...string) (string, error) {
 		return "", err
 	}
 	if !slices.Contains(allowed, s) {
-		return "", fmt.Errorf("unknown %s %q: expected %q or %q", what, s, allowed[0], allowed[1])
+		quoted := make([]string, len(allowed))
+		for i, a := range allowed {
+			quoted[i] = strconv.Quote(a)
+		}
+		list := strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+		return "", fmt.Errorf("unknown %s %q: expected %s", what, s, list)
 	}
 	return s, nil
 }
