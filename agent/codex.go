@@ -38,8 +38,10 @@ import (
 //   - the arguments --no-daemon (no shared background server that would run
 //     the hooks outside the worker, X3), --dangerously-bypass-hook-trust
 //     (the hooks are Legion's own; without it a dialog asks, X6) and, for
-//     the bypass policy, --dangerously-bypass-approvals-and-sandbox, right
-//     after the program in both argvs;
+//     the bypass policy, --dangerously-bypass-approvals-and-sandbox, and for
+//     the finish mode --cd <main checkout> (its worktree goes away while it
+//     runs, and with it Codex's hooks, X21), right after the program in
+//     both argvs;
 //   - CODEX_HOME in its environment.
 //
 // The worker runs it as kind claude ([Launch].Agent is "claude"): its state
@@ -63,6 +65,10 @@ var CodexHookEvents = []string{
 	"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
 	"PostToolUse", "Stop", "SubagentStart", "SubagentStop", "SessionEnd",
 }
+
+// codexFinishMode is the mode of the phase that merges and removes the
+// worktree (controller.ModeFinish).
+const codexFinishMode = "finish"
 
 // CodexHistoryFile is the file of a Codex home that Codex writes at every
 // prompt: a Codex session's session file.
@@ -136,6 +142,12 @@ func (c *Codex) Prepare(ctx context.Context, s Session, l Launch) (Launch, error
 	}
 
 	args := []string{"--no-daemon", "--dangerously-bypass-hook-trust"}
+	if s.Mode == codexFinishMode {
+		// The finisher removes the worktree it starts in; Codex runs its
+		// hooks in its working root, and fails them once that is gone
+		// (X21): the finisher's root is the main checkout.
+		args = append(args, "--cd", physical(s.Repo))
+	}
 	if policy == config.PermissionsBypass {
 		args = append(args, "--dangerously-bypass-approvals-and-sandbox")
 	}

@@ -1,0 +1,155 @@
+package service_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/ptyworker/codex/codextest"
+	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+)
+
+// startCodex is start for a team whose agent is the real Codex CLI (kind
+// codex, its default argvs, the bypass policy), served by a fake Responses
+// API (the returned server). The user's ~/.codex/config.toml names the
+// fake as the model provider, with its key in the manager's environment:
+// Legion copies that config into each conversation's Codex home.
+func startCodex(t *testing.T, o teamOptions) (*env, *openaitest.Server) {
+	t.Helper()
+	o.codex = codextest.Binary(t)
+	if o.idleGrace == "" {
+		o.idleGrace = "2s"
+	}
+	if o.staleAfter == "" {
+		o.staleAfter = "1m"
+	}
+	srv := openaitest.NewServer(t)
+	e := start(t, "", o)
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	userConfig := fmt.Sprintf(`model = "fake-model"
+model_provider = "fake"
+
+[model_providers.fake]
+name = "Fake"
+base_url = %q
+env_key = "LEGION_TEST_OPENAI_KEY"
+wire_api = "responses"
+`, srv.URL+"/v1")
+	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(userConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.sd.Systemctl(t, "set-environment", "LEGION_TEST_OPENAI_KEY="+openaitest.Key); err != nil {
+		t.Fatalf("systemctl --user set-environment: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range srv.Requests() {
+				t.Logf("API request %s title %v unscripted %v: turn %+v", r.Time.Format("15:04:05.000"), r.Title, r.Unscripted, r.Turn)
+			}
+		}
+	})
+	return e, srv
+}
+
+// codexPhase is what a Codex agent does in each phase, as phaseTurns for
+// Claude, with shell commands only (Codex's exec_command).
+func (e *env) codexPhase(issue string, mode controller.Mode) []openaitest.Turn {
+	label := func(l string) string { return e.lcmd("issue", "label", teamName, issue, l) }
+	match := func(body []byte) bool {
+		want := []byte(fmt.Sprintf("in %s mode for issue %s", mode, issue))
+		retro := []byte(fmt.Sprintf("in %s mode for issue %s", controller.ModeRetro, issue))
+		return bytes.Contains(body, want) && (mode != controller.ModeImplement || !bytes.Contains(body, retro))
+	}
+	var turns []openaitest.Turn
+	switch mode {
+	case controller.ModePlan:
+		turns = []openaitest.Turn{
+			{Exec: e.lcmd("issue", "comment", teamName, issue, `"Plan: write `+issue+`.txt and commit it."`)},
+			{Exec: label(controller.LabelWorkerDone)},
+			{Text: "The plan is posted on " + issue + "."},
+		}
+	case controller.ModeImplement:
+		turns = []openaitest.Turn{
+			{Exec: "printf 'impl " + issue + "\\n' > " + issue + ".txt && git add " + issue + ".txt && git commit -q -m 'implement " + issue + "'"},
+			{Exec: label(controller.LabelWorkerDone)},
+			{Text: issue + " is implemented and committed."},
+		}
+	case controller.ModeReview:
+		turns = []openaitest.Turn{
+			{Exec: label(controller.LabelApproved)},
+			{Exec: label(controller.LabelWorkerDone)},
+			{Text: "Approved."},
+		}
+	case controller.ModeRetro:
+		turns = []openaitest.Turn{
+			{Exec: e.lcmd("issue", "comment", teamName, issue, `"Retro: it went well."`)},
+			{Exec: label(controller.LabelWorkerDone)},
+			{Text: "Retro done."},
+		}
+	case controller.ModeFinish:
+		turns = []openaitest.Turn{
+			{Exec: e.lcmd("worktree", "finish", teamName, issue)},
+			{Text: issue + " is merged and done."},
+		}
+	}
+	for i := range turns {
+		turns[i].Match = match
+	}
+	return turns
+}
+
+// assertCodexCompleted checks that session s ended as completed, never
+// restarted. Its exit is SIGINT's: the worker ends an agent with SIGINT,
+// which Codex does not catch (codex FACTS X2), where Claude Code exits 0.
+func assertCodexCompleted(t *testing.T, s api.Session) {
+	t.Helper()
+	if s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") {
+		t.Errorf("session %s ended %v; want a reason starting with \"completed:\"", s.Name, s.Exit)
+	}
+	if s.Restarts != 0 {
+		t.Errorf("session %s restarted %d times; want 0", s.Name, s.Restarts)
+	}
+}
+
+// TestCodexTodoToDone (issue 21): an issue goes from Todo to Done through
+// all five phases with the real Codex CLI as the team's agent (kind codex,
+// bypass policy) against a local Responses API: every phase's commands
+// run, each worker ends as completed (by SIGINT, see assertCodexCompleted),
+// none restarts, and the implementer's file lands on main. The finisher
+// runs with --cd <main checkout>: its hooks would fail once its worktree
+// is gone (codex FACTS X21).
+func TestCodexTodoToDone(t *testing.T) {
+	e, srv := startCodex(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 5*time.Minute)
+	id := e.addIssue(ctx, "Write a file")
+	for _, m := range allModes {
+		srv.Script(e.codexPhase(id, m)...)
+	}
+	start := time.Now()
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
+	for _, m := range allModes {
+		assertCodexCompleted(t, e.waitCompleted(ctx, id, m))
+	}
+	if left := srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
+	}
+	for _, r := range srv.Requests() {
+		if r.Unscripted {
+			t.Errorf("an unscripted request at %s", r.Time.Format("15:04:05.000"))
+		}
+	}
+}
