@@ -153,3 +153,49 @@ func TestCodexTodoToDone(t *testing.T) {
 		}
 	}
 }
+
+// TestCodexStallResumed (issue 21): the plan phase's first stream hangs
+// (the fake sends one piece of text, then nothing); the worker's watchdog
+// sees no hook for stale_after and systemd restarts the worker, which
+// resumes the conversation (`codex resume --last` in its Codex home: the
+// session file exists), whose next request goes on with the same
+// conversation; the issue still reaches Done.
+func TestCodexStallResumed(t *testing.T) {
+	e, srv := startCodex(t, teamOptions{wipLimit: 1, staleAfter: "5s"})
+	ctx := claudeCtx(t, 5*time.Minute)
+	id := e.addIssue(ctx, "Write a file")
+	plan := e.codexPhase(id, controller.ModePlan)
+	stall := plan[0]
+	stall.Exec, stall.Text, stall.Stall = "", "Thinking about the plan", true
+	srv.Script(append([]openaitest.Turn{stall}, plan...)...)
+	for _, m := range allModes[1:] {
+		srv.Script(e.codexPhase(id, m)...)
+	}
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	if s.Restarts == 0 {
+		t.Errorf("the plan worker never restarted; want a restart for the hung stream")
+	}
+	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "start (resume)") {
+		t.Errorf("the plan worker's restart did not resume the conversation; its transcript:\n%s", tail(tr, 20))
+	}
+	// The request after the stall is the same conversation: it carries
+	// the phase's prompt once, as history, and the resumed prompt.
+	var after []openaitest.Request
+	for _, r := range srv.Requests() {
+		if !r.Title && bytes.Contains(r.Body, []byte("in plan mode for issue "+id)) {
+			after = append(after, r)
+		}
+	}
+	if len(after) < 2 || !after[0].Turn.Stall {
+		t.Fatalf("plan requests: %d, the first stalled %v; want the stalled one, then more", len(after), len(after) > 0 && after[0].Turn.Stall)
+	}
+	if n := bytes.Count(after[1].Body, []byte("in plan mode for issue "+id)); n < 2 {
+		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
+	}
+	for _, m := range allModes[1:] {
+		assertCodexCompleted(t, e.waitCompleted(ctx, id, m))
+	}
+}

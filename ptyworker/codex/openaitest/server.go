@@ -19,6 +19,10 @@
 //
 // # What is simplified
 //
+// A stalled turn (Turn.Stall) is recorded like any other; Codex's own
+// stream idle timeout (stream_idle_timeout_ms of the provider, FACTS X17)
+// drops it in the end.
+//
 // No reasoning items, no content_part events, no logprobs; usage is fixed;
 // the request is not validated. Codex's title requests (FACTS X12, the
 // input asks to "Generate a concise, single-line task title") are answered
@@ -46,6 +50,10 @@ const Key = "sk-legion-openaitest"
 type Turn struct {
 	Text string
 	Exec string
+	// Stall stops the stream after the first piece of Text and holds the
+	// connection open until the client goes away (or the server closes):
+	// a hung stream.
+	Stall bool
 	// Match says whether a request may take the turn (nil: any).
 	Match func(body []byte) bool
 }
@@ -62,8 +70,9 @@ type Request struct {
 
 // Server is the fake API.
 type Server struct {
-	URL string
-	srv *httptest.Server
+	URL    string
+	srv    *httptest.Server
+	closed chan struct{} // closed when the test ends: stalled streams end
 
 	mu    sync.Mutex
 	turns []Turn
@@ -72,10 +81,13 @@ type Server struct {
 
 // NewServer starts a server that t's cleanup closes.
 func NewServer(t testing.TB) *Server {
-	s := &Server{}
+	s := &Server{closed: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
+	t.Cleanup(func() {
+		close(s.closed)
+		s.srv.Close()
+	})
 	return s
 }
 
@@ -136,11 +148,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.reqs = append(s.reqs, req)
 	n := len(s.reqs)
 	s.mu.Unlock()
-	stream(w, fmt.Sprintf("%d_%d", n, req.Time.UnixNano()), req.Turn)
+	s.stream(w, r, fmt.Sprintf("%d_%d", n, req.Time.UnixNano()), req.Turn)
 }
 
 // stream writes turn as a Responses API event stream.
-func stream(w http.ResponseWriter, id string, turn Turn) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, turn Turn) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	seq := 0
 	send := func(typ string, fields map[string]any) {
@@ -164,6 +176,13 @@ func stream(w http.ResponseWriter, id string, turn Turn) {
 		send("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{"type": "message", "id": "msg_" + id, "status": "in_progress", "role": "assistant", "content": []any{}}})
 		for _, word := range strings.SplitAfter(turn.Text, " ") {
 			send("response.output_text.delta", map[string]any{"item_id": "msg_" + id, "output_index": 0, "content_index": 0, "delta": word})
+			if turn.Stall {
+				select {
+				case <-r.Context().Done():
+				case <-s.closed:
+				}
+				return
+			}
 		}
 	}
 	send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
