@@ -199,3 +199,51 @@ func TestCodexStallResumed(t *testing.T) {
 		assertCodexCompleted(t, e.waitCompleted(ctx, id, m))
 	}
 }
+
+// TestCodexPermissionApprovedAndDenied (issue 21): under the allowlist
+// policy Codex runs with its own default approvals; two commands it must
+// run outside its sandbox are escalated, each with the tool and the exact
+// command (Codex's PermissionRequest hook, held by the worker). The first,
+// approved, runs; the second, denied with "deny: not now", does not, and
+// the model is told why; the phase then completes.
+func TestCodexPermissionApprovedAndDenied(t *testing.T) {
+	e, srv := startCodex(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
+	ctx := claudeCtx(t, 3*time.Minute)
+	id := e.addIssue(ctx, "Touch two files")
+	plan := e.codexPhase(id, controller.ModePlan)
+	ok, no := plan[0], plan[0]
+	ok.Exec, ok.Escalate = "touch approved.txt", true
+	no.Exec, no.Escalate = "touch denied.txt", true
+	srv.Script(append([]openaitest.Turn{ok, no}, plan...)...)
+	e.startController()
+	wt := e.team.Worktrees.Path(id)
+
+	e.waitEscalated(ctx, id, 0, "Bash", "touch approved.txt")
+	if s, found := e.session(ctx, id, controller.ModePlan); !found || s.Agent == nil || s.Agent.State != api.AgentWaitingPermission || s.Agent.Command != "touch approved.txt" {
+		t.Errorf("the planner while its permission is escalated: %+v; want its agent waiting_permission for touch approved.txt", s.Agent)
+	}
+	e.answer(ctx, id, "approve")
+	e.poll(ctx, "approved.txt made", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(wt, "approved.txt"))
+		return err == nil, fmt.Sprint(err)
+	})
+	e.waitEscalated(ctx, id, 1, "Bash", "touch denied.txt")
+	e.answer(ctx, id, "deny: not now")
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCodexCompleted(t, s)
+	e.assertAnswered(ctx, id)
+	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
+		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
+	}
+	told := false
+	for _, r := range srv.Requests() {
+		told = told || bytes.Contains(r.Body, []byte(`Rejected(\\\"not now\\\")`))
+	}
+	if !told {
+		t.Errorf("no request tells the model the command was rejected with \"not now\"")
+	}
+	if left := srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
+	}
+}

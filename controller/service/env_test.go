@@ -76,6 +76,8 @@ type teamOptions struct {
 	// codex is the real Codex CLI's path (startCodex sets it): the team's
 	// agent, kind codex with its default argvs and the bypass policy.
 	codex string
+	// extra is more TOML for the team's table.
+	extra string
 }
 
 // start sets up the env; the controller is not started yet (issues can be
@@ -152,7 +154,7 @@ restart_cooldown = "1s"
 start_limit_burst = %d
 start_limit_interval = "10m"
 %s
-%s`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, cmp.Or(o.startLimitBurst, 20), argv, idleGrace)
+%s%s`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, cmp.Or(o.startLimitBurst, 20), argv, idleGrace, o.extra)
 	cfgDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion")
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
 		t.Fatal(err)

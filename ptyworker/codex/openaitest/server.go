@@ -50,6 +50,10 @@ const Key = "sk-legion-openaitest"
 type Turn struct {
 	Text string
 	Exec string
+	// Escalate asks for Exec to run outside Codex's sandbox
+	// (sandbox_permissions "require_escalated"): under Codex's default
+	// approval policy that is an approval (FACTS X15).
+	Escalate bool
 	// Stall stops the stream after the first piece of Text and holds the
 	// connection open until the client goes away (or the server closes):
 	// a hung stream.
@@ -166,7 +170,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, turn 
 	send("response.created", map[string]any{"response": resp})
 	var item map[string]any
 	if turn.Exec != "" {
-		args, _ := json.Marshal(map[string]any{"cmd": turn.Exec})
+		in := map[string]any{"cmd": turn.Exec}
+		if turn.Escalate {
+			in["sandbox_permissions"], in["justification"] = "require_escalated", "Run "+turn.Exec+"?"
+		}
+		args, _ := json.Marshal(in)
 		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id, "name": "exec_command", "arguments": string(args), "status": "completed"}
 		send("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 		send("response.function_call_arguments.done", map[string]any{"item_id": "fc_" + id, "output_index": 0, "arguments": string(args)})
