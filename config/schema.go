@@ -377,7 +377,10 @@ var Schema = []Setting{
 			"bypassPermissions mode, with its warning pre-answered and, as root, IS_SANDBOX=1): the agent may run any " +
 			"command with your rights, change files outside its worktree and reach the network; use it only on a " +
 			"disposable machine. The rules go in the session's settings file, with --permission-mode manual " +
-			"(allowlist, ask) or bypassPermissions; your own Claude Code settings still add their rules.",
+			"(allowlist, ask) or bypassPermissions; your own Claude Code settings still add their rules. " +
+			"A codex agent: \"bypass\" adds --dangerously-bypass-approvals-and-sandbox (nothing asked, no sandbox); " +
+			"\"allowlist\" and \"ask\" leave Codex's own defaults (its workspace-write sandbox; a command the model " +
+			"must run outside it waits for a person and is escalated as for Claude Code); agent.allow is not used.",
 		set: onTeam(func(t *Team, v any) error {
 			p, err := policyValue(v)
 			t.Agent.Permissions = p
