@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,106 +19,9 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/codex/codextest"
+	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
 )
-
-// codexVersion is the Codex CLI that scripts/install-agent-clis pins.
-const codexVersion = "0.169.0"
-
-// realCodex is the real Codex CLI: $LEGION_CODEX, else where
-// scripts/install-agent-clis puts it. Without it the test skips, or fails
-// with CI=true.
-func realCodex(t *testing.T) string {
-	t.Helper()
-	candidates := []string{os.Getenv("LEGION_CODEX")}
-	if cache, err := os.UserCacheDir(); err == nil {
-		candidates = append(candidates, filepath.Join(cache, "legion", "codex", codexVersion, "node_modules", ".bin", "codex"))
-	}
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if out, err := exec.Command(c, "--version").Output(); err == nil && strings.Contains(string(out), codexVersion) {
-			return c
-		}
-	}
-	const msg = "the Codex CLI " + codexVersion + " is not installed (scripts/install-agent-clis, or set LEGION_CODEX)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-// responsesFake is a stand-in for the OpenAI Responses API as Codex calls
-// it (POST /v1/responses, streaming; codex FACTS X4, X18): each turn
-// request takes the next of its replies; Codex's title requests (X12) get
-// a title and are not counted.
-type responsesFake struct {
-	mu      sync.Mutex
-	replies []fakeReply
-	turns   [][]byte // bodies of the turn requests, in order
-}
-
-// fakeReply is a text, or a call of exec_command that asks for escalation
-// (codex FACTS X15).
-type fakeReply struct {
-	text, escalate string
-}
-
-func (f *responsesFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/responses") {
-		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
-		return
-	}
-	reply := fakeReply{text: "Title"}
-	f.mu.Lock()
-	n := len(f.turns)
-	if !bytes.Contains(body, []byte("Generate a concise, single-line task title")) {
-		f.turns = append(f.turns, body)
-		reply = fakeReply{text: "nothing scripted"}
-		if len(f.replies) > 0 {
-			reply, f.replies = f.replies[0], f.replies[1:]
-		}
-	}
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "text/event-stream")
-	seq := 0
-	send := func(typ string, fields map[string]any) {
-		fields["type"], fields["sequence_number"] = typ, seq
-		seq++
-		b, _ := json.Marshal(fields)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
-		w.(http.Flusher).Flush()
-	}
-	id := fmt.Sprintf("resp_%d_%d", n, time.Now().UnixNano())
-	resp := map[string]any{"id": id, "object": "response", "created_at": time.Now().Unix(), "status": "in_progress", "model": "fake-model", "output": []any{}}
-	send("response.created", map[string]any{"response": resp})
-	var item map[string]any
-	if reply.escalate != "" {
-		args, _ := json.Marshal(map[string]any{"cmd": reply.escalate, "sandbox_permissions": "require_escalated", "justification": "Run it?"})
-		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id, "name": "exec_command", "arguments": string(args), "status": "completed"}
-		send("response.output_item.added", map[string]any{"output_index": 0, "item": item})
-		send("response.function_call_arguments.done", map[string]any{"item_id": "fc_" + id, "output_index": 0, "arguments": string(args)})
-	} else {
-		part := map[string]any{"type": "output_text", "text": reply.text, "annotations": []any{}}
-		item = map[string]any{"type": "message", "id": "msg_" + id, "status": "completed", "role": "assistant", "content": []any{part}}
-		send("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{"type": "message", "id": "msg_" + id, "status": "in_progress", "role": "assistant", "content": []any{}}})
-		for _, word := range strings.SplitAfter(reply.text, " ") {
-			send("response.output_text.delta", map[string]any{"item_id": "msg_" + id, "output_index": 0, "content_index": 0, "delta": word})
-		}
-	}
-	send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
-	resp["status"], resp["output"] = "completed", []any{item}
-	resp["usage"] = map[string]any{"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
-	send("response.completed", map[string]any{"response": resp})
-}
-
-func (f *responsesFake) turnBodies() [][]byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([][]byte(nil), f.turns...)
-}
 
 // codexRun is the real CLI in a PTY.
 type codexRun struct {
@@ -247,7 +147,7 @@ func countEvents(evs []map[string]any, name string) int {
 // conversation: same Codex session id, the first prompt sent again as
 // history.
 func TestRealCodexNewAndResume(t *testing.T) {
-	bin := realCodex(t)
+	bin := codextest.Binary(t)
 	root := t.TempDir()
 	repo, wt, home := filepath.Join(root, "repo"), filepath.Join(root, "worktrees", "X-1"), filepath.Join(root, "home")
 	for _, args := range [][]string{
@@ -259,13 +159,12 @@ func TestRealCodexNewAndResume(t *testing.T) {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	fake := &responsesFake{replies: []fakeReply{
-		{escalate: "touch " + filepath.Join(root, "approved")},
-		{text: "First turn done."},
-		{text: "Second turn done."},
-	}}
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	srv := openaitest.NewServer(t)
+	srv.Script(
+		openaitest.Turn{Exec: "touch " + filepath.Join(root, "approved"), Escalate: true},
+		openaitest.Turn{Text: "First turn done."},
+		openaitest.Turn{Text: "Second turn done."},
+	)
 	userConfig := fmt.Sprintf(`model = "fake-model"
 model_provider = "fake"
 
@@ -327,7 +226,7 @@ esac
 	}
 	env := func(l Launch) []string {
 		return append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color",
-			"LEGION_TEST_OPENAI_KEY=sk-legion-test"}, l.Env...)
+			"LEGION_TEST_OPENAI_KEY=" + openaitest.Key}, l.Env...)
 	}
 	withBin := func(argv []string) []string { return append([]string{bin}, argv[1:]...) }
 
@@ -394,8 +293,12 @@ esac
 			t.Errorf("resumed SessionStart: source %v, session %v; want resume of %s", ev["source"], ev["session_id"], first)
 		}
 	}
-	turns := fake.turnBodies()
-	last := turns[len(turns)-1]
+	var last []byte
+	for _, r := range srv.Requests() {
+		if !r.Title {
+			last = r.Body
+		}
+	}
 	if !bytes.Contains(last, []byte("second prompt")) || !bytes.Contains(last, []byte("first prompt")) {
 		t.Errorf("the resumed turn's request does not carry both prompts:\n%.2000s", last)
 	}
