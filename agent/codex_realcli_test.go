@@ -32,7 +32,7 @@ type codexRun struct {
 	out  bytes.Buffer
 }
 
-func startCodex(t *testing.T, argv []string, dir string, env []string) *codexRun {
+func startCodex(t testing.TB, argv []string, dir string, env []string) *codexRun {
 	t.Helper()
 	r := &codexRun{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
 	r.cmd.Dir, r.cmd.Env = dir, env
@@ -108,7 +108,7 @@ func (r *codexRun) end(t *testing.T) int {
 }
 
 // hookEvents are the payloads the stand-in legion received, in order.
-func hookEvents(t *testing.T, log string) []map[string]any {
+func hookEvents(t testing.TB, log string) []map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(log)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
