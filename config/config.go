@@ -151,6 +151,27 @@ type Agent struct {
 	// Allow are extra permission rules in Claude Code's syntax, e.g.
 	// "Bash(make test)", allowed with the allowlist policy.
 	Allow []string
+	// KindByMode runs some modes with another kind (claude or codex) than
+	// Kind, with that kind's default argvs. Use [Agent.ForMode].
+	KindByMode map[string]AgentKind
+}
+
+// ForMode is the agent configuration of the team's agents in mode: a
+// itself, or, when KindByMode gives the mode another kind, a with that
+// kind and its default argvs.
+func (a Agent) ForMode(mode string) Agent {
+	k, ok := a.KindByMode[mode]
+	if !ok || k == a.Kind {
+		return a
+	}
+	a = a.clone()
+	a.Kind = k
+	if argvNew, argvResume, ok := KindArgv(k); ok {
+		a.New, a.Resume = argvNew, argvResume
+	} else {
+		a.New, a.Resume = slices.Clone(defaultAgentNew), slices.Clone(defaultAgentResume)
+	}
+	return a
 }
 
 // Policy is the permission policy of the team's agents in mode.
@@ -165,6 +186,7 @@ func (a Agent) Policy(mode string) PermissionPolicy {
 func (a Agent) clone() Agent {
 	a.New, a.Resume, a.Allow = slices.Clone(a.New), slices.Clone(a.Resume), slices.Clone(a.Allow)
 	a.PermissionsByMode = maps.Clone(a.PermissionsByMode)
+	a.KindByMode = maps.Clone(a.KindByMode)
 	return a
 }
 

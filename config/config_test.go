@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -527,5 +528,43 @@ workspace = "@WS@"
 	}
 	if diff := cmp.Diff(codexAgentResume, demo.Agent.Resume); diff != "" {
 		t.Errorf("inherited agent.resume (-want +got):\n%s", diff)
+	}
+}
+
+// TestLoadKindByMode: agent.kind_by_mode gives modes another kind with
+// that kind's default argvs; implement and retro must agree; a custom
+// kind or an unknown mode is refused.
+func TestLoadKindByMode(t *testing.T) {
+	path, _ := writeConfig(t, `
+[teams.demo]
+id = "`+demoID+`"
+workspace = "@WS@"
+agent.new = ["/opt/claude", "--session-id", "{session_id}", "{prompt}"]
+agent.kind_by_mode = { plan = "codex", review = "claude" }
+`)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	demo, _ := cfg.Team("demo")
+	plan := demo.Agent.ForMode("plan")
+	if plan.Kind != AgentCodex || !slices.Equal(plan.New, codexAgentNew) || !slices.Equal(plan.Resume, codexAgentResume) {
+		t.Errorf("ForMode(plan) = %+v; want kind codex with its default argvs", plan)
+	}
+	if impl := demo.Agent.ForMode("implement"); impl.Kind != AgentClaude || impl.New[0] != "/opt/claude" {
+		t.Errorf("ForMode(implement) = %+v; want the team's own claude argv", impl)
+	}
+	if demo.Agent.New[0] != "/opt/claude" {
+		t.Errorf("ForMode changed the team's agent: %v", demo.Agent.New)
+	}
+	for text, want := range map[string]string{
+		`agent.kind_by_mode = { retro = "codex" }`: `teams.demo.agent.kind_by_mode: the retro (codex) resumes the implementer's (claude) conversation: give implement and retro the same kind`,
+		`agent.kind_by_mode = { plan = "custom" }`: `teams.demo.agent.kind_by_mode: plan: unknown agent kind "custom": expected "claude" or "codex"`,
+		`agent.kind_by_mode = { build = "codex" }`: `teams.demo.agent.kind_by_mode: unknown mode "build"`,
+	} {
+		path, _ := writeConfig(t, "[teams.demo]\nid = \""+demoID+"\"\nworkspace = \"@WS@\"\n"+text+"\n")
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s) = %v; want an error containing %q", text, err, want)
+		}
 	}
 }

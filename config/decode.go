@@ -270,6 +270,9 @@ func (d *decoder) crossCheck(t *Team, path []string) {
 	if path[0] != "teams" {
 		return
 	}
+	if impl, retro := t.Agent.ForMode("implement").Kind, t.Agent.ForMode("retro").Kind; impl != retro {
+		d.errorAt(append(slices.Clip(path), "agent", "kind_by_mode"), fmt.Errorf("the retro (%s) resumes the implementer's (%s) conversation: give implement and retro the same kind", retro, impl))
+	}
 	if t.Tracker == TrackerLinear && t.Linear.TeamKey == "" {
 		d.missing(path, "tracker", []string{"linear", "team_key"}, `missing: required when tracker = "linear" (the Linear team key, e.g. "ENG")`)
 	}

@@ -399,6 +399,19 @@ var Schema = []Setting{
 		}),
 	},
 	{
+		Table: TableTeam, Key: "agent.kind_by_mode", Type: "table of mode = kind", Example: `{ plan = "codex" }`,
+		Doc: "Another agent kind for some modes: keys plan, implement, review, retro and finish, values \"claude\" " +
+			"or \"codex\", e.g. { plan = \"codex\", review = \"codex\" } to plan and review with Codex and implement " +
+			"with Claude Code. Such a mode runs with its kind's default agent.new and agent.resume (the program " +
+			"looked up in the user manager's PATH), and the team's agent.permissions. The retro resumes the " +
+			"implementer's conversation, so implement and retro must have the same kind. Unset: every mode has agent.kind.",
+		set: onTeam(func(t *Team, v any) error {
+			m, err := kindByModeValue(v)
+			t.Agent.KindByMode = m
+			return err
+		}),
+	},
+	{
 		Table: TableTeam, Key: "agent.allow", Type: "array of strings", Example: `["Bash(make test)", "Bash(go test:*)"]`,
 		Doc: "More tool calls a claude agent may make without asking, with the allowlist policy: permission rules " +
 			"in Claude Code's syntax, a tool name with an optional specifier in parentheses: \"Bash(make test)\" " +

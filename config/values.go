@@ -241,6 +241,30 @@ func policyByModeValue(v any) (map[string]PermissionPolicy, error) {
 	return out, errors.Join(errs...)
 }
 
+// kindByModeValue is agent.kind_by_mode: modes to kinds with hooks
+// (claude, codex; a custom agent has no default argv to switch to).
+func kindByModeValue(v any) (map[string]AgentKind, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, wrongType(`a table such as { plan = "codex" }`, v)
+	}
+	out := make(map[string]AgentKind, len(m))
+	var errs []error
+	for _, mode := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(workerModes, mode) {
+			errs = append(errs, fmt.Errorf("unknown mode %q: expected %s", mode, strings.Join(workerModes, ", ")))
+			continue
+		}
+		k, err := enumValue(m[mode], "agent kind", string(AgentClaude), string(AgentCodex))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", mode, err))
+			continue
+		}
+		out[mode] = AgentKind(k)
+	}
+	return out, errors.Join(errs...)
+}
+
 // permissionRuleRE is a Claude Code permission rule: a tool name (MCP
 // tools have "__" in theirs), optionally a specifier in parentheses.
 var permissionRuleRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*(\(.+\))?$`)

@@ -247,3 +247,43 @@ func TestCodexPermissionApprovedAndDenied(t *testing.T) {
 		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
 	}
 }
+
+// TestMixedKindsTodoToDone (issue 21): a team that plans with Codex
+// (agent.kind_by_mode) and implements, reviews, retros and finishes with
+// Claude Code completes an issue: each phase's agent is its kind's real
+// CLI against its own fake API.
+func TestMixedKindsTodoToDone(t *testing.T) {
+	codexBin := codextest.Binary(t)
+	e := startClaude(t, teamOptions{wipLimit: 1, extra: "agent.kind_by_mode = { plan = \"codex\" }\n"},
+		"PATH="+filepath.Dir(codexBin)+":"+os.Getenv("PATH"), "LEGION_TEST_OPENAI_KEY="+openaitest.Key)
+	srv := openaitest.NewServer(t)
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("model = \"fake-model\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"Fake\"\nbase_url = %q\nenv_key = \"LEGION_TEST_OPENAI_KEY\"\nwire_api = \"responses\"\n", srv.URL+"/v1")
+	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := claudeCtx(t, 5*time.Minute)
+	id := e.addIssue(ctx, "Write a file")
+	srv.Script(e.codexPhase(id, controller.ModePlan)...)
+	e.scriptAll(id, controller.ModePlan)
+	e.startController()
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+
+	assertCodexCompleted(t, e.waitCompleted(ctx, id, controller.ModePlan))
+	for _, m := range allModes[1:] {
+		assertCompleted(t, e.waitCompleted(ctx, id, m))
+	}
+	if left := srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted Codex turns were never asked for: %+v", len(left), left)
+	}
+	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "codex") {
+		t.Errorf("the plan worker did not run Codex; its transcript:\n%s", tail(tr, 10))
+	}
+	e.assertScripted()
+}
