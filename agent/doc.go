@@ -37,7 +37,8 @@
 //     program must exit by itself when its phase is done.
 //
 // Prepare runs on the controller's side, as the user, before the worker is
-// spawned; it writes only below the session's own directory and, for
+// spawned; it writes only below the session's own directory (for Codex,
+// the conversation's Codex home beside it) and, for
 // Claude, the few entries of ~/.claude.json that Claude Code reads from
 // nowhere else (under Legion's lock file ~/.claude.json.legion-lock and
 // Claude Code's own lock directory ~/.claude.json.lock, which it removes
