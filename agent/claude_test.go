@@ -230,8 +230,8 @@ func TestCustom(t *testing.T) {
 			t.Errorf("custom Prepare wrote %s; want nothing", p)
 		}
 	}
-	if _, err := For(config.Agent{Kind: "codex"}); err == nil {
-		t.Errorf("For(kind codex) = nil error; want one")
+	if _, err := For(config.Agent{Kind: "aider"}); err == nil {
+		t.Errorf("For(kind aider) = nil error; want one")
 	}
 }
 

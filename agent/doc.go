@@ -9,7 +9,7 @@
 //     ([Kind.SessionFile]; "" for none);
 //   - how its environment is prepared before a worker starts: settings,
 //     trust, hooks, environment variables ([Kind.Prepare]);
-//   - the kind name the worker is told (api.SpawnArgs.Agent, [Kind.Name]).
+//   - the kind name the worker is told (api.SpawnArgs.Agent, [Launch].Agent).
 //
 // The other half of a kind runs with the agent, in its worker (package
 // ptyworker), which picks it by that name: the agent's state (for Claude
@@ -18,7 +18,7 @@
 // clean end of an agent whose phase is done (sessions.end). This package
 // never starts, signals or talks to an agent, a worker or the helper.
 //
-// Two kinds exist:
+// Three kinds exist:
 //
 //   - [Claude] (agent.kind = "claude", the default): Claude Code. Prepare
 //     writes the session's own settings file (hooks for every event running
@@ -26,13 +26,19 @@
 //     it with --settings; it records in ~/.claude.json the answers to the
 //     dialogs a new worktree would stop at ([WriteDialogAnswers]); and it
 //     turns off the CLI's non-essential network traffic.
+//   - [Codex] (agent.kind = "codex"): OpenAI's Codex CLI. Prepare writes
+//     a Codex home per conversation (the user's config.toml with Legion's
+//     hooks and the repository's trust), whose history.jsonl is the session
+//     file; the worker runs it as kind claude, since Codex's hooks have
+//     Claude Code's names and payloads (ptyworker/codex/FACTS.md).
 //   - [Custom] (agent.kind = "custom"): any terminal program, run as the
 //     team's agent.new says. No settings, no session file (so no resume),
 //     liveness from its output, no state and no completion detection: the
 //     program must exit by itself when its phase is done.
 //
 // Prepare runs on the controller's side, as the user, before the worker is
-// spawned; it writes only below the session's own directory and, for
+// spawned; it writes only below the session's own directory (for Codex,
+// the conversation's Codex home beside it) and, for
 // Claude, the few entries of ~/.claude.json that Claude Code reads from
 // nowhere else (under Legion's lock file ~/.claude.json.legion-lock and
 // Claude Code's own lock directory ~/.claude.json.lock, which it removes

@@ -14,8 +14,9 @@ import (
 // Kind is one kind of agent. Plan and Prepare take a [Session] the caller
 // filled in; Prepare takes the [Launch] that Plan returned for it.
 type Kind interface {
-	// Name is the kind as legion.toml's agent.kind and the worker
-	// (api.SpawnArgs.Agent) spell it: "claude" or "custom".
+	// Name is the kind as legion.toml's agent.kind spells it: "claude",
+	// "codex" or "custom". The worker is told Launch.Agent, which is the
+	// name of the worker's half that serves the kind ("claude" for codex).
 	Name() string
 	// SessionID is the deterministic id of the agent's conversation on
 	// issue in mode for team: the same inputs give the same id, so a
@@ -84,7 +85,8 @@ func (s Session) Getenv(key string) (string, bool) {
 
 // Launch is what the worker gets for one session.
 type Launch struct {
-	// Agent is the kind's Name, for api.SpawnArgs.Agent.
+	// Agent is the worker's kind, for api.SpawnArgs.Agent: the kind's Name,
+	// but "claude" for codex, whose hooks the worker reads as Claude Code's.
 	Agent string
 	// ArgvNew starts a new conversation; ArgvResume resumes one (nil:
 	// ArgvNew always).
@@ -104,6 +106,8 @@ func For(a config.Agent) (Kind, error) {
 		return &Claude{Config: a}, nil
 	case config.AgentCustom:
 		return &Custom{Config: a}, nil
+	case config.AgentCodex:
+		return &Codex{Config: a}, nil
 	}
-	return nil, fmt.Errorf("unknown agent kind %q: expected %q or %q", a.Kind, config.AgentClaude, config.AgentCustom)
+	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentCustom)
 }

@@ -158,6 +158,10 @@ type Agent struct {
 	// Limits of each agent's own worker unit; zero means unset.
 	MemoryMax uint64 // bytes, MemoryMax= of each worker unit
 	CPUWeight int    // CPUWeight= of each worker unit, 1 to 10000
+
+	// KindByMode runs some modes with another kind (claude or codex) than
+	// Kind, with that kind's default argvs. Use [Agent.ForMode].
+	KindByMode map[string]AgentKind
 }
 
 // Hardening is [teams.<name>.hardening]: directives of package
@@ -173,6 +177,24 @@ func (h Hardening) clone() Hardening {
 	return h
 }
 
+// ForMode is the agent configuration of the team's agents in mode: a
+// itself, or, when KindByMode gives the mode another kind, a with that
+// kind and its default argvs.
+func (a Agent) ForMode(mode string) Agent {
+	k, ok := a.KindByMode[mode]
+	if !ok || k == a.Kind {
+		return a
+	}
+	a = a.clone()
+	a.Kind = k
+	if argvNew, argvResume, ok := KindArgv(k); ok {
+		a.New, a.Resume = argvNew, argvResume
+	} else {
+		a.New, a.Resume = slices.Clone(defaultAgentNew), slices.Clone(defaultAgentResume)
+	}
+	return a
+}
+
 // Policy is the permission policy of the team's agents in mode.
 func (a Agent) Policy(mode string) PermissionPolicy {
 	if p, ok := a.PermissionsByMode[mode]; ok {
@@ -185,6 +207,7 @@ func (a Agent) Policy(mode string) PermissionPolicy {
 func (a Agent) clone() Agent {
 	a.New, a.Resume, a.Allow = slices.Clone(a.New), slices.Clone(a.Resume), slices.Clone(a.Allow)
 	a.PermissionsByMode = maps.Clone(a.PermissionsByMode)
+	a.KindByMode = maps.Clone(a.KindByMode)
 	return a
 }
 
@@ -200,7 +223,19 @@ const (
 	// AgentCustom is any terminal program: no settings, no session file,
 	// liveness from its output, no completion detection.
 	AgentCustom AgentKind = "custom"
+	// AgentCodex is OpenAI's Codex CLI: a Codex home per conversation with
+	// hooks that report its state (package agent's Codex).
+	AgentCodex AgentKind = "codex"
 )
+
+// KindArgv is the default agent.new and agent.resume of kind, and whether
+// kind has defaults of its own (otherwise Claude Code's are the defaults).
+func KindArgv(kind AgentKind) (argvNew, argvResume []string, ok bool) {
+	if kind == AgentCodex {
+		return slices.Clone(codexAgentNew), slices.Clone(codexAgentResume), true
+	}
+	return nil, nil, false
+}
 
 // PermissionPolicy says which of an agent's tool calls run without asking
 // a person.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -328,8 +329,8 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "unknown agent kind",
-			text: team + "agent.kind = \"codex\"\n",
-			want: `@FILE@:4: teams.demo.agent.kind: unknown agent kind "codex": expected "claude" or "custom"`,
+			text: team + "agent.kind = \"aider\"\n",
+			want: `@FILE@:4: teams.demo.agent.kind: unknown agent kind "aider": expected "claude", "codex" or "custom"`,
 		},
 		{
 			name: "unknown permission policy",
@@ -507,5 +508,103 @@ workspace = "@WS@"
 	}
 	if d := defaultTeam(); d.Agent.Kind != AgentClaude || d.Agent.Policy("plan") != PermissionsAllowlist || d.IdleGrace != 30*time.Second {
 		t.Errorf("default agent = %+v, idle_grace %v; want claude, allowlist, 30s", d.Agent, d.IdleGrace)
+	}
+}
+
+// TestLoadCodexArgv: a codex team without argvs of its own gets Codex's
+// (not Claude Code's, whose --session-id Codex has not); its own argvs,
+// or a codex [defaults]' argvs, win; a claude [defaults]' argvs are not
+// inherited by a codex team.
+func TestLoadCodexArgv(t *testing.T) {
+	path, _ := writeConfig(t, `
+[defaults]
+agent.new = ["claude", "--verbose", "{prompt}"]
+
+[teams.plain]
+id = "`+demoID+`"
+workspace = "@WS@"
+agent.kind = "codex"
+
+[teams.own]
+id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+workspace = "@WS@"
+agent.kind = "codex"
+agent.new = ["/opt/codex", "-m", "o9", "{prompt}"]
+`)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	plain, _ := cfg.Team("plain")
+	own, _ := cfg.Team("own")
+	if diff := cmp.Diff(codexAgentNew, plain.Agent.New); diff != "" {
+		t.Errorf("teams.plain agent.new (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(codexAgentResume, plain.Agent.Resume); diff != "" {
+		t.Errorf("teams.plain agent.resume (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"/opt/codex", "-m", "o9", "{prompt}"}, own.Agent.New); diff != "" {
+		t.Errorf("teams.own agent.new (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(codexAgentResume, own.Agent.Resume); diff != "" {
+		t.Errorf("teams.own agent.resume (-want +got):\n%s", diff)
+	}
+
+	path, _ = writeConfig(t, `
+[defaults]
+agent.kind = "codex"
+agent.new = ["codex", "-m", "o9", "{prompt}"]
+
+[teams.demo]
+id = "`+demoID+`"
+workspace = "@WS@"
+`)
+	if cfg, err = Load(path); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	demo, _ := cfg.Team("demo")
+	if diff := cmp.Diff([]string{"codex", "-m", "o9", "{prompt}"}, demo.Agent.New); diff != "" {
+		t.Errorf("inherited agent.new (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(codexAgentResume, demo.Agent.Resume); diff != "" {
+		t.Errorf("inherited agent.resume (-want +got):\n%s", diff)
+	}
+}
+
+// TestLoadKindByMode: agent.kind_by_mode gives modes another kind with
+// that kind's default argvs; implement and retro must agree; a custom
+// kind or an unknown mode is refused.
+func TestLoadKindByMode(t *testing.T) {
+	path, _ := writeConfig(t, `
+[teams.demo]
+id = "`+demoID+`"
+workspace = "@WS@"
+agent.new = ["/opt/claude", "--session-id", "{session_id}", "{prompt}"]
+agent.kind_by_mode = { plan = "codex", review = "claude" }
+`)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	demo, _ := cfg.Team("demo")
+	plan := demo.Agent.ForMode("plan")
+	if plan.Kind != AgentCodex || !slices.Equal(plan.New, codexAgentNew) || !slices.Equal(plan.Resume, codexAgentResume) {
+		t.Errorf("ForMode(plan) = %+v; want kind codex with its default argvs", plan)
+	}
+	if impl := demo.Agent.ForMode("implement"); impl.Kind != AgentClaude || impl.New[0] != "/opt/claude" {
+		t.Errorf("ForMode(implement) = %+v; want the team's own claude argv", impl)
+	}
+	if demo.Agent.New[0] != "/opt/claude" {
+		t.Errorf("ForMode changed the team's agent: %v", demo.Agent.New)
+	}
+	for text, want := range map[string]string{
+		`agent.kind_by_mode = { retro = "codex" }`: `teams.demo.agent.kind_by_mode: the retro (codex) resumes the implementer's (claude) conversation: give implement and retro the same kind`,
+		`agent.kind_by_mode = { plan = "custom" }`: `teams.demo.agent.kind_by_mode: plan: unknown agent kind "custom": expected "claude" or "codex"`,
+		`agent.kind_by_mode = { build = "codex" }`: `teams.demo.agent.kind_by_mode: unknown mode "build"`,
+	} {
+		path, _ := writeConfig(t, "[teams.demo]\nid = \""+demoID+"\"\nworkspace = \"@WS@\"\n"+text+"\n")
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s) = %v; want an error containing %q", text, err, want)
+		}
 	}
 }

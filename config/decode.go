@@ -97,6 +97,7 @@ func (d *decoder) config(raw map[string]any) *Config {
 	d.section(raw, "helper", TableHelper, &cfg.Helper)
 	d.section(raw, "worker", TableWorker, &cfg.Worker)
 	if d.section(raw, "defaults", TableTeam, &cfg.Defaults) {
+		d.kindDefaults(&cfg.Defaults, []string{"defaults"}, "")
 		d.crossCheck(&cfg.Defaults, []string{"defaults"})
 	}
 	if v, ok := raw["teams"]; ok {
@@ -206,6 +207,7 @@ func (d *decoder) teams(cfg *Config, v any) {
 		t.Hardening = t.Hardening.clone()
 		t.Name = name
 		d.table(path, nil, tm, TableTeam, &t, true)
+		d.kindDefaults(&t, path, cfg.Defaults.Agent.Kind)
 		if !d.isDefined("teams", name, "id") {
 			d.errorAt(append(path, "id"), errors.New("missing: every team needs an id, a UUID (`legion team add` writes one)"))
 		}
@@ -224,6 +226,29 @@ func (d *decoder) teams(cfg *Config, v any) {
 			byShort[short] = name
 		}
 		cfg.Teams = append(cfg.Teams, t)
+	}
+}
+
+// kindDefaults gives the team at path the default argvs of its agent kind
+// where it does not set agent.new or agent.resume itself and does not
+// inherit them from a [defaults] of the same kind (whose argvs are that
+// kind's). defaultsKind is [defaults]' agent.kind.
+func (d *decoder) kindDefaults(t *Team, path []string, defaultsKind AgentKind) {
+	argvNew, argvResume, ok := KindArgv(t.Agent.Kind)
+	if !ok {
+		return
+	}
+	inherit := func(key string) bool {
+		if d.isDefined(append(slices.Clip(path), "agent", key)...) {
+			return true
+		}
+		return defaultsKind == t.Agent.Kind && d.isDefined("defaults", "agent", key)
+	}
+	if !inherit("new") {
+		t.Agent.New = argvNew
+	}
+	if !inherit("resume") {
+		t.Agent.Resume = argvResume
 	}
 }
 
@@ -256,6 +281,9 @@ func (d *decoder) crossCheck(t *Team, path []string) {
 	}
 	if path[0] != "teams" {
 		return
+	}
+	if impl, retro := t.Agent.ForMode("implement").Kind, t.Agent.ForMode("retro").Kind; impl != retro {
+		d.errorAt(append(slices.Clip(path), "agent", "kind_by_mode"), fmt.Errorf("the retro (%s) resumes the implementer's (%s) conversation: give implement and retro the same kind", retro, impl))
 	}
 	if t.Tracker == TrackerLinear && t.Linear.TeamKey == "" {
 		d.missing(path, "tracker", []string{"linear", "team_key"}, `missing: required when tracker = "linear" (the Linear team key, e.g. "ENG")`)

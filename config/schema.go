@@ -48,6 +48,10 @@ const (
 var (
 	defaultAgentNew    = []string{"claude", "--session-id", "{session_id}", "{prompt}"}
 	defaultAgentResume = []string{"claude", "--resume", "{session_id}", "{prompt}"}
+	// Codex picks its own session ids; each conversation has a Codex home
+	// of its own, whose last session is the one to resume.
+	codexAgentNew    = []string{"codex", "{prompt}"}
+	codexAgentResume = []string{"codex", "resume", "--last", "{prompt}"}
 )
 
 // defaultHelper, defaultWorker and defaultTeam are the built-in defaults; a
@@ -333,7 +337,7 @@ var Schema = []Setting{
 		set:     onTeam(func(t *Team, v any) (err error) { t.Agent.Resume, err = argvValue(v); return err }),
 	},
 	{
-		Table: TableTeam, Key: "agent.kind", Type: `"claude" or "custom"`, Default: `"claude"`,
+		Table: TableTeam, Key: "agent.kind", Type: `"claude", "codex" or "custom"`, Default: `"claude"`,
 		Doc: "What the team's agents are. \"claude\": Claude Code. Before a worker starts, Legion writes the " +
 			"session's own settings file (hooks that tell the worker the agent's state, the rules of " +
 			"agent.permissions) and passes it as --settings FILE, just before the session flag of agent.new and " +
@@ -343,11 +347,21 @@ var Schema = []Setting{
 			"and the custom API key approved when ANTHROPIC_API_KEY is set for the agent); and it turns off the " +
 			"CLI's non-essential network traffic. The worker then knows whether the agent works, idles at its prompt " +
 			"or waits on a person, relays answers and approvals, and ends the agent cleanly once the issue has " +
-			"worker-done and its turn is over. \"custom\": any terminal program, run as agent.new says: no settings, " +
+			"worker-done and its turn is over. \"codex\": OpenAI's Codex CLI (npm @openai/codex; facts in " +
+			"ptyworker/codex/FACTS.md). Each conversation gets a Codex home of its own (CODEX_HOME, beside the " +
+			"session's directory under Legion's state): your own config.toml ($CODEX_HOME, else ~/.codex) copied " +
+			"with its hooks replaced by Legion's and the team's workspace trusted, and a link to your auth.json " +
+			"when you ran `codex login`. Legion adds --no-daemon and --dangerously-bypass-hook-trust (the hooks are " +
+			"its own) right after the program. The worker reads Codex's hooks as Claude Code's: state, approvals " +
+			"held and answered, clean end once the phase is done. Codex picks its session ids itself: unless the " +
+			"team sets them, agent.new is [\"codex\", \"{prompt}\"] and agent.resume [\"codex\", \"resume\", " +
+			"\"--last\", \"{prompt}\"] (the last session of the conversation's own Codex home); a restart resumes " +
+			"once Codex has written the home's history.jsonl (at the first prompt). Not yet relayed: Codex's " +
+			"questions (its plan mode's request_user_input). \"custom\": any terminal program, run as agent.new says: no settings, " +
 			"no session file (agent.resume is unused), liveness from its output, and no completion detection: " +
 			"the program must exit by itself when its phase is done.",
 		set: onTeam(func(t *Team, v any) error {
-			s, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCustom))
+			s, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentCustom))
 			t.Agent.Kind = AgentKind(s)
 			return err
 		}),
@@ -364,7 +378,10 @@ var Schema = []Setting{
 			"bypassPermissions mode, with its warning pre-answered and, as root, IS_SANDBOX=1): the agent may run any " +
 			"command with your rights, change files outside its worktree and reach the network; use it only on a " +
 			"disposable machine. The rules go in the session's settings file, with --permission-mode manual " +
-			"(allowlist, ask) or bypassPermissions; your own Claude Code settings still add their rules.",
+			"(allowlist, ask) or bypassPermissions; your own Claude Code settings still add their rules. " +
+			"A codex agent: \"bypass\" adds --dangerously-bypass-approvals-and-sandbox (nothing asked, no sandbox); " +
+			"\"allowlist\" and \"ask\" leave Codex's own defaults (its workspace-write sandbox; a command the model " +
+			"must run outside it waits for a person and is escalated as for Claude Code); agent.allow is not used.",
 		set: onTeam(func(t *Team, v any) error {
 			p, err := policyValue(v)
 			t.Agent.Permissions = p
@@ -379,6 +396,19 @@ var Schema = []Setting{
 		set: onTeam(func(t *Team, v any) error {
 			m, err := policyByModeValue(v)
 			t.Agent.PermissionsByMode = m
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "agent.kind_by_mode", Type: "table of mode = kind", Example: `{ plan = "codex" }`,
+		Doc: "Another agent kind for some modes: keys plan, implement, review, retro and finish, values \"claude\" " +
+			"or \"codex\", e.g. { plan = \"codex\", review = \"codex\" } to plan and review with Codex and implement " +
+			"with Claude Code. Such a mode runs with its kind's default agent.new and agent.resume (the program " +
+			"looked up in the user manager's PATH), and the team's agent.permissions. The retro resumes the " +
+			"implementer's conversation, so implement and retro must have the same kind. Unset: every mode has agent.kind.",
+		set: onTeam(func(t *Team, v any) error {
+			m, err := kindByModeValue(v)
+			t.Agent.KindByMode = m
 			return err
 		}),
 	},

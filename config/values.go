@@ -106,7 +106,12 @@ func enumValue(v any, what string, allowed ...string) (string, error) {
 		return "", err
 	}
 	if !slices.Contains(allowed, s) {
-		return "", fmt.Errorf("unknown %s %q: expected %q or %q", what, s, allowed[0], allowed[1])
+		quoted := make([]string, len(allowed))
+		for i, a := range allowed {
+			quoted[i] = strconv.Quote(a)
+		}
+		list := strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+		return "", fmt.Errorf("unknown %s %q: expected %s", what, s, list)
 	}
 	return s, nil
 }
@@ -233,6 +238,30 @@ func policyByModeValue(v any) (map[string]PermissionPolicy, error) {
 			continue
 		}
 		out[mode] = p
+	}
+	return out, errors.Join(errs...)
+}
+
+// kindByModeValue is agent.kind_by_mode: modes to kinds with hooks
+// (claude, codex; a custom agent has no default argv to switch to).
+func kindByModeValue(v any) (map[string]AgentKind, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, wrongType(`a table such as { plan = "codex" }`, v)
+	}
+	out := make(map[string]AgentKind, len(m))
+	var errs []error
+	for _, mode := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(workerModes, mode) {
+			errs = append(errs, fmt.Errorf("unknown mode %q: expected %s", mode, strings.Join(workerModes, ", ")))
+			continue
+		}
+		k, err := enumValue(m[mode], "agent kind", string(AgentClaude), string(AgentCodex))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", mode, err))
+			continue
+		}
+		out[mode] = AgentKind(k)
 	}
 	return out, errors.Join(errs...)
 }

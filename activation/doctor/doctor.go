@@ -123,6 +123,9 @@ func Run(ctx context.Context, o Options) []Check {
 		cancel()
 		for _, t := range cfg.Teams {
 			checks = append(checks, checkAgent(o.ConfigPath, t, w))
+			if t.Agent.Kind == config.AgentCodex {
+				checks = append(checks, checkCodexKey(o.ConfigPath, t, w))
+			}
 		}
 	}
 	return checks

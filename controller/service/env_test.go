@@ -73,6 +73,11 @@ type teamOptions struct {
 	claude string
 	// idleGrace is the team's idle_grace ("" leaves the default).
 	idleGrace string
+	// codex is the real Codex CLI's path (startCodex sets it): the team's
+	// agent, kind codex with its default argvs and the bypass policy.
+	codex string
+	// extra is more TOML for the team's table.
+	extra string
 }
 
 // start sets up the env; the controller is not started yet (issues can be
@@ -129,6 +134,10 @@ func start(t testing.TB, script string, o teamOptions) *env {
 	if o.idleGrace != "" {
 		idleGrace = fmt.Sprintf("idle_grace = %q\n", o.idleGrace)
 	}
+	argv := fmt.Sprintf("agent.new = [%s, \"--session-id\", \"{session_id}\", \"{prompt}\"]\nagent.resume = [%s, \"--resume\", \"{session_id}\", \"{prompt}\"]", agent, agent)
+	if o.codex != "" {
+		argv = fmt.Sprintf("agent.kind = \"codex\"\nagent.permissions = \"bypass\"\nagent.new = [%q, \"{prompt}\"]\nagent.resume = [%q, \"resume\", \"--last\", \"{prompt}\"]", o.codex, o.codex)
+	}
 	toml := fmt.Sprintf(`[helper]
 log_level = "debug"
 
@@ -144,9 +153,8 @@ stale_after = "%s"
 restart_cooldown = "1s"
 start_limit_burst = %d
 start_limit_interval = "10m"
-agent.new = [%s, "--session-id", "{session_id}", "{prompt}"]
-agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
-%s`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, cmp.Or(o.startLimitBurst, 20), agent, agent, idleGrace)
+%s
+%s%s`, teamName, teamID, e.ws, o.wipLimit, o.staleAfter, cmp.Or(o.startLimitBurst, 20), argv, idleGrace, o.extra)
 	cfgDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion")
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
 		t.Fatal(err)

@@ -104,7 +104,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
-	kind, err := agent.For(t.Agent)
+	kind, err := agent.For(t.Agent.ForMode(string(mode)))
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
 	}

@@ -1,0 +1,200 @@
+// Package openaitest is a stand-in for the OpenAI Responses API as the
+// Codex CLI calls it, for tests that run the real CLI offline: an
+// httptest.Server on loopback that answers POST /v1/responses, streaming,
+// from a script of turns, and records every request.
+//
+// Point Codex at it with a custom model provider (ptyworker/codex/FACTS.md
+// X4): model_provider = "<id>" and [model_providers.<id>] base_url =
+// s.URL + "/v1", env_key naming a variable that holds Key, wire_api =
+// "responses".
+//
+// # What is faithful
+//
+// The SSE stream as Codex 0.169.0 reads it: "event: NAME\ndata: JSON\n\n"
+// with response.created, response.output_item.added, output_text.delta
+// (the text in several pieces) or function_call_arguments.done,
+// response.output_item.done (the whole item), response.completed (the
+// response with its output and usage); each event flushed on its own.
+// A request without "Authorization: Bearer <Key>" gets 401.
+//
+// # What is simplified
+//
+// A stalled turn (Turn.Stall) is recorded like any other; Codex's own
+// stream idle timeout (stream_idle_timeout_ms of the provider, FACTS X17)
+// drops it in the end.
+//
+// No reasoning items, no content_part events, no logprobs; usage is fixed;
+// the request is not validated. Codex's title requests (FACTS X12, the
+// input asks to "Generate a concise, single-line task title") are answered
+// with a fixed title and take no turn.
+package openaitest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Key is the API key the server accepts.
+const Key = "sk-legion-openaitest"
+
+// Turn is one scripted answer: a text, or a call of Codex's exec_command
+// tool running Exec (a shell command line).
+type Turn struct {
+	Text string
+	Exec string
+	// Escalate asks for Exec to run outside Codex's sandbox
+	// (sandbox_permissions "require_escalated"): under Codex's default
+	// approval policy that is an approval (FACTS X15).
+	Escalate bool
+	// Stall stops the stream after the first piece of Text and holds the
+	// connection open until the client goes away (or the server closes):
+	// a hung stream.
+	Stall bool
+	// Match says whether a request may take the turn (nil: any).
+	Match func(body []byte) bool
+}
+
+// Request is a request the server received.
+type Request struct {
+	Time       time.Time
+	Path       string
+	Body       []byte
+	Title      bool // one of Codex's title requests
+	Unscripted bool // no turn matched: answered "nothing scripted"
+	Turn       Turn // the turn it took
+}
+
+// Server is the fake API.
+type Server struct {
+	URL    string
+	srv    *httptest.Server
+	closed chan struct{} // closed when the test ends: stalled streams end
+
+	mu    sync.Mutex
+	turns []Turn
+	reqs  []Request
+}
+
+// NewServer starts a server that t's cleanup closes.
+func NewServer(t testing.TB) *Server {
+	s := &Server{closed: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL
+	t.Cleanup(func() {
+		close(s.closed)
+		s.srv.Close()
+	})
+	return s
+}
+
+// Script queues turns.
+func (s *Server) Script(turns ...Turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turns = append(s.turns, turns...)
+}
+
+// Requests are the requests so far, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+// Left are the turns no request has taken.
+func (s *Server) Left() []Turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Turn(nil), s.turns...)
+}
+
+// titleMarker is in the input of Codex's title requests.
+var titleMarker = []byte("Generate a concise, single-line task title")
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/responses") {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+Key {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		return
+	}
+	req := Request{Time: time.Now(), Path: r.URL.Path, Body: body, Title: bytes.Contains(body, titleMarker)}
+	s.mu.Lock()
+	switch {
+	case req.Title:
+		req.Turn = Turn{Text: "Legion task"}
+	default:
+		req.Unscripted = true
+		req.Turn = Turn{Text: "nothing scripted"}
+		for i, t := range s.turns {
+			if t.Match == nil || t.Match(body) {
+				req.Turn, req.Unscripted = t, false
+				s.turns = append(s.turns[:i:i], s.turns[i+1:]...)
+				break
+			}
+		}
+	}
+	s.reqs = append(s.reqs, req)
+	n := len(s.reqs)
+	s.mu.Unlock()
+	s.stream(w, r, fmt.Sprintf("%d_%d", n, req.Time.UnixNano()), req.Turn)
+}
+
+// stream writes turn as a Responses API event stream.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, turn Turn) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	seq := 0
+	send := func(typ string, fields map[string]any) {
+		fields["type"], fields["sequence_number"] = typ, seq
+		seq++
+		b, _ := json.Marshal(fields)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+		w.(http.Flusher).Flush()
+	}
+	resp := map[string]any{"id": "resp_" + id, "object": "response", "created_at": time.Now().Unix(), "status": "in_progress", "model": "fake-model", "output": []any{}}
+	send("response.created", map[string]any{"response": resp})
+	var item map[string]any
+	if turn.Exec != "" {
+		in := map[string]any{"cmd": turn.Exec}
+		if turn.Escalate {
+			in["sandbox_permissions"], in["justification"] = "require_escalated", "Run "+turn.Exec+"?"
+		}
+		args, _ := json.Marshal(in)
+		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id, "name": "exec_command", "arguments": string(args), "status": "completed"}
+		send("response.output_item.added", map[string]any{"output_index": 0, "item": item})
+		send("response.function_call_arguments.done", map[string]any{"item_id": "fc_" + id, "output_index": 0, "arguments": string(args)})
+	} else {
+		part := map[string]any{"type": "output_text", "text": turn.Text, "annotations": []any{}}
+		item = map[string]any{"type": "message", "id": "msg_" + id, "status": "completed", "role": "assistant", "content": []any{part}}
+		send("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{"type": "message", "id": "msg_" + id, "status": "in_progress", "role": "assistant", "content": []any{}}})
+		for _, word := range strings.SplitAfter(turn.Text, " ") {
+			send("response.output_text.delta", map[string]any{"item_id": "msg_" + id, "output_index": 0, "content_index": 0, "delta": word})
+			if turn.Stall {
+				select {
+				case <-r.Context().Done():
+				case <-s.closed:
+				}
+				return
+			}
+		}
+	}
+	send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
+	resp["status"], resp["output"] = "completed", []any{item}
+	resp["usage"] = map[string]any{"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
+	send("response.completed", map[string]any{"response": resp})
+}
