@@ -61,3 +61,43 @@ func TestRingMatchesStream(t *testing.T) {
 		}
 	}
 }
+
+// TestRingRoomKeepsHeld: filling a Room changes none of the bytes the ring
+// holds (the reader fills it without the lock while others read them), and
+// Slices are what ReadAt copies.
+func TestRingRoomKeepsHeld(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	r := NewRing(1000)
+	var stream []byte
+	for i := range 3000 {
+		room := r.Room(1 + rng.IntN(2*RingSpare))
+		if len(room) == 0 || len(room) > RingSpare {
+			t.Fatalf("step %d: Room is %d bytes; want 1 to %d", i, len(room), RingSpare)
+		}
+		held, err := r.ReadFrom(r.Oldest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range room {
+			room[j] = 0xff
+		}
+		if again, _ := r.ReadFrom(r.Oldest()); !bytes.Equal(again, held) {
+			t.Fatalf("step %d: filling a Room of %d bytes changed the bytes held", i, len(room))
+		}
+		n := rng.IntN(len(room) + 1)
+		for j := range n {
+			room[j] = byte(i + j)
+		}
+		r.Commit(n)
+		stream = append(stream, room[:n]...)
+		off := r.Oldest() + uint64(rng.IntN(int(r.Head()-r.Oldest()+1)))
+		a, b, err := r.Slices(off, rng.IntN(1200))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := append(append([]byte(nil), a...), b...)
+		if !bytes.Equal(got, stream[off:off+uint64(len(got))]) || len(got) > 0 && len(a) == 0 {
+			t.Fatalf("step %d: Slices(%d) differ from the stream", i, off)
+		}
+	}
+}

@@ -347,14 +347,13 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	}
 }
 
-// readLoop copies PTY output into the ring until the end of output (EIO
+// readLoop reads PTY output into the ring until the end of output (EIO
 // once every holder of the terminal closed it) or the master is closed.
 func (w *worker) readLoop(c *child) {
-	buf := make([]byte, readBuf)
 	for {
-		n, err := c.ptm.readAvailable(buf)
+		n, err := c.ptm.readAvailable(w.out.room(readBuf))
 		if n > 0 {
-			w.out.write(buf[:n])
+			w.out.commit(n)
 		}
 		if err != nil {
 			if !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
