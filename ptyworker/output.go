@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// output is the session's output path: the PTY reader reads into the ring,
+// output is the session's output path: the PTY reader appends to the ring,
 // and every consumer (attached clients, the transcript, the screen) follows
-// the ring at its own offset. The reader only reads into the ring (see
-// Ring.Room) and pokes consumers without blocking, so no consumer can stall
-// the agent; a client that falls more than its limit behind is dropped.
+// the ring at its own offset. The reader only copies into the ring and pokes
+// consumers without blocking, so no consumer can stall the agent; a client
+// that falls more than its limit behind is dropped.
 type output struct {
 	mu     sync.Mutex
 	ring   *Ring
@@ -72,31 +72,12 @@ func newOutput(size int) *output {
 	return &output{ring: NewRing(size), subs: map[*subscriber]struct{}{}}
 }
 
-// write appends p (copied) and wakes consumers, dropping clients that
-// fell more than their limit behind.
-func (o *output) write(p []byte) {
-	for len(p) > 0 {
-		n := copy(o.room(len(p)), p)
-		o.commit(n)
-		p = p[n:]
-	}
-}
-
-// room returns where the reader puts the next output, at most max bytes
-// (see Ring.Room); the reader fills it without the lock, then calls
-// commit. Only one goroutine writes output.
-func (o *output) room(max int) []byte {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.ring.Room(max)
-}
-
-// commit appends the first n bytes of the last room and wakes consumers,
+// write appends p (the reader's buffer, copied) and wakes consumers,
 // dropping clients that fell more than their limit behind.
-func (o *output) commit(n int) {
+func (o *output) write(p []byte) {
 	o.mu.Lock()
 	prev := o.ring.Head()
-	o.ring.Commit(n)
+	o.ring.Write(p)
 	head := o.ring.Head()
 	for s := range o.subs {
 		next := s.next.Load()
@@ -150,23 +131,6 @@ func (o *output) readAt(dst []byte, off uint64) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.ring.ReadAt(dst, off)
-}
-
-// slices returns output from off on, at most max bytes, without copying;
-// see Ring.Slices, and held for what one must check after using them
-// outside the lock.
-func (o *output) slices(off uint64, max int) (a, b []byte, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.ring.Slices(off, max)
-}
-
-// held reports whether the bytes from off on are still in the ring (so
-// slices taken from off were not overwritten since).
-func (o *output) held(off uint64) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return off >= o.ring.Oldest()
 }
 
 // bounds returns the oldest offset held, the head, and whether output ended.

@@ -24,9 +24,6 @@ import (
 // transcriptDelay is how long output may wait to be written (see follow).
 const transcriptDelay = 20 * time.Millisecond
 
-// transcriptChunk is the most one write(2) of output takes.
-const transcriptChunk = 256 << 10
-
 // MarkerPrefix starts every line the worker itself writes to a transcript.
 const MarkerPrefix = "[legion] "
 
@@ -36,8 +33,8 @@ type transcript struct {
 	log    *slog.Logger
 	sub    *subscriber
 	marks  chan markReq
-	size   int64 // of the file: it is written only here
-	failed bool  // a write failed; logged once, then writes are skipped
+	buf    []byte
+	failed bool // a write failed; logged once, then writes are skipped
 }
 
 type markReq struct {
@@ -51,12 +48,7 @@ func openTranscript(path string, log *slog.Logger) (*transcript, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open transcript: %w", err)
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("transcript %s: %w", path, err)
-	}
-	if fi.Mode().Perm() != 0o600 {
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != 0o600 {
 		if err := f.Chmod(0o600); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("transcript %s: set mode 0600: %w", path, err)
@@ -66,7 +58,7 @@ func openTranscript(path string, log *slog.Logger) (*transcript, error) {
 		f: f, path: path, log: log,
 		sub:   newSubscriber(0, nil),
 		marks: make(chan markReq),
-		size:  fi.Size(),
+		buf:   make([]byte, 64<<10),
 	}, nil
 }
 
@@ -82,56 +74,32 @@ func (t *transcript) writeMarker(text string) {
 }
 
 func (t *transcript) write(p []byte) {
-	if t.failed || len(p) == 0 {
+	if t.failed {
 		return
 	}
-	n, err := t.f.Write(p)
-	t.size += int64(n)
-	if err != nil {
+	if _, err := t.f.Write(p); err != nil {
 		t.failed = true
 		t.log.Error("transcript write failed; the rest of this run is not recorded", "path", t.path, "err", err)
 	}
 }
 
-// drain writes the output from the transcript's offset up to the head,
-// straight from the ring (see Ring.Slices): when the reader overwrote
-// what was being written (the disk was that slow), the file is cut back
-// to where it was and those bytes count as lost.
+// drain writes the output from the transcript's offset up to the head.
 func (t *transcript) drain(o *output) {
 	for {
 		off := t.sub.next.Load()
-		a, b, err := o.slices(off, transcriptChunk)
+		n, err := o.readAt(t.buf, off)
 		if errors.Is(err, ErrTooOld) {
 			oldest, _, _ := o.bounds()
 			t.write(markerLine(time.Now(), fmt.Sprintf("%d bytes of output lost (the transcript fell behind)", oldest-off)))
 			t.sub.next.Store(oldest)
 			continue
 		}
-		if err != nil || len(a) == 0 {
+		if err != nil || n == 0 {
 			return
 		}
-		size := t.size
-		t.write(a)
-		t.write(b)
-		if !o.held(off) {
-			t.truncate(size)
-			continue
-		}
-		t.sub.next.Store(off + uint64(len(a)+len(b)))
+		t.write(t.buf[:n])
+		t.sub.next.Store(off + uint64(n))
 	}
-}
-
-// truncate cuts the file back to size bytes.
-func (t *transcript) truncate(size int64) {
-	if t.failed {
-		return
-	}
-	if err := t.f.Truncate(size); err != nil {
-		t.failed = true
-		t.log.Error("transcript truncate failed; the rest of this run is not recorded", "path", t.path, "err", err)
-		return
-	}
-	t.size = size
 }
 
 // follow copies output to the file as it comes and serves marker requests

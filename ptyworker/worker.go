@@ -347,13 +347,14 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	}
 }
 
-// readLoop reads PTY output into the ring until the end of output (EIO
+// readLoop copies PTY output into the ring until the end of output (EIO
 // once every holder of the terminal closed it) or the master is closed.
 func (w *worker) readLoop(c *child) {
+	buf := make([]byte, readBuf)
 	for {
-		n, err := c.ptm.readAvailable(w.out.room(readBuf))
+		n, err := c.ptm.readAvailable(buf)
 		if n > 0 {
-			w.out.commit(n)
+			w.out.write(buf[:n])
 		}
 		if err != nil {
 			if !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
