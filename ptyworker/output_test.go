@@ -113,9 +113,9 @@ func TestFloodTailDelivered(t *testing.T) {
 	}
 }
 
-// TestFloodBytesExact: a flood of distinct lines, several times the ring
-// (which the reader reads into, see Ring.Room), reaches a client and the
-// transcript byte for byte, in order.
+// TestFloodBytesExact: a flood of distinct lines, three times the ring (so
+// it wraps while clients and the transcript follow it), reaches a client
+// and the transcript byte for byte, in order.
 func TestFloodBytesExact(t *testing.T) {
 	var text bytes.Buffer
 	for i := 0; text.Len() < 12<<20; i++ {
