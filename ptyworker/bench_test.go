@@ -16,6 +16,11 @@ package ptyworker
 //     "cpu-x", what the relay costs over the raw reader, tell where the time
 //     goes. On a loaded machine MB/s says little; the CPU figures say more,
 //     though the worker's grows with load too (more wake-ups per MB).
+//     "raw-wakeups/MB", "worker-wakeups/MB" and "client-wakeups/MB" count
+//     the times a thread of each went to sleep (voluntary context
+//     switches), each paid for with a wake-up: the kernel hands PTY output
+//     on in pieces of at most 4 KiB, so a reader that keeps up sleeps about
+//     once per piece, 256 per MB, whatever it does with the bytes.
 //   - BenchmarkOutputStalledClient: the same flood with a second client
 //     attached that never reads: MB/s of the client that keeps up against
 //     the raw read ("ratio"), and how many stalled clients were dropped
@@ -160,6 +165,46 @@ func selfCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// selfWakeups is how many times a thread of this process went to sleep so
+// far (voluntary context switches).
+func selfWakeups(b *testing.B) int64 {
+	b.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Nvcsw
+}
+
+// procWakeups is selfWakeups of every thread of process pid so far, from
+// /proc/PID/task/*/status.
+func procWakeups(b *testing.B, pid int) int64 {
+	b.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("threads of process %d: %v", pid, err)
+	}
+	var sum int64
+	for _, t := range tasks {
+		s, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended
+		}
+		for line := range strings.Lines(string(s)) {
+			v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				b.Fatalf("%s: %q: %v", t, line, err)
+			}
+			sum += n
+		}
+	}
+	return sum
+}
+
 // procCPU is the CPU time of every thread of process pid so far, from
 // /proc/PID/task/*/schedstat (nanoseconds on CPU).
 func procCPU(b *testing.B, pid int) time.Duration {
@@ -205,13 +250,16 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 	var rawBytes, wBytes, missing int64
 	var rawTime, wTime, rawCPU, workerCPU, clientCPU time.Duration
 	var pairRatios []float64
+	var rawWakeups, workerWakeups, clientWakeups int64
 	dropped := 0
 	// Raw/worker pairs, interleaved, so that load from elsewhere on the
 	// machine weighs on both sides alike: on a small VM the raw figure
 	// alone varies by half from one run to the next.
 	for range b.N * pairs {
 		runtime.GC() // neither side pays for the other's garbage
+		rw0 := selfWakeups(b)
 		n, d, cpu := rawPTYReadCPU(b, argv)
+		rawWakeups += selfWakeups(b) - rw0
 		rawBytes += n
 		rawTime += d
 		rawCPU += cpu
@@ -237,6 +285,7 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 		}
 		runtime.GC()
 		wcpu0, ccpu0 := procCPU(b, wp.cmd.Process.Pid), selfCPU(b)
+		ww0, cw0 := procWakeups(b, wp.cmd.Process.Pid), selfWakeups(b)
 		start := time.Now()
 		if err := c.SendInput([]byte("go\n")); err != nil {
 			b.Fatal(err)
@@ -254,6 +303,8 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 					wTime += wd
 					workerCPU += procCPU(b, wp.cmd.Process.Pid) - wcpu0
 					clientCPU += selfCPU(b) - ccpu0
+					workerWakeups += procWakeups(b, wp.cmd.Process.Pid) - ww0
+					clientWakeups += selfWakeups(b) - cw0
 					pairRatios = append(pairRatios, float64(d)/float64(wd)) // same bytes: a ratio of rates
 				}
 				ev.Release() // as legion attach does once written out
@@ -292,6 +343,9 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 	b.ReportMetric(perMB(workerCPU), "worker-cpu-ms/MB")
 	b.ReportMetric(perMB(clientCPU), "client-cpu-ms/MB")
 	b.ReportMetric(float64(workerCPU+clientCPU)/float64(rawCPU), "cpu-x")
+	b.ReportMetric(float64(rawWakeups)/mb, "raw-wakeups/MB")
+	b.ReportMetric(float64(workerWakeups)/mb, "worker-wakeups/MB")
+	b.ReportMetric(float64(clientWakeups)/mb, "client-wakeups/MB")
 	if stalled {
 		b.ReportMetric(float64(dropped), "dropped")
 	}

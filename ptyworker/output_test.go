@@ -2,6 +2,9 @@ package ptyworker
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -108,4 +111,59 @@ func TestFloodTailDelivered(t *testing.T) {
 	if tr := readTranscript(t, spec); !bytes.Contains([]byte(tr), bytes.Repeat([]byte("x"), 4<<20)) {
 		t.Errorf("the transcript does not hold the whole flood: %d x, len %d, tail %q", strings.Count(tr, "x"), len(tr), tr[len(tr)-40:])
 	}
+}
+
+// TestFloodBytesExact: a flood of distinct lines, three times the ring (so
+// it wraps while clients and the transcript follow it), reaches a client
+// and the transcript byte for byte, in order.
+func TestFloodBytesExact(t *testing.T) {
+	var text bytes.Buffer
+	for i := 0; text.Len() < 12<<20; i++ {
+		fmt.Fprintf(&text, "%08d the quick brown fox jumps over the lazy dog\n", i)
+	}
+	file := filepath.Join(t.TempDir(), "flood.txt")
+	if err := os.WriteFile(file, text.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := testSpec(t, "sh", "-c", "read go; exec cat "+file)
+	spec.RingSize = 4 << 20 // a test client on a loaded machine must not be dropped
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+		t.Fatal(err)
+	}
+	s := follow(c, 0, 0)
+	if err := c.SendInput([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.wait(); err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	// The terminal echoes "go" and turns each \n into \r\n.
+	want := "go\r\n" + strings.ReplaceAll(text.String(), "\n", "\r\n")
+	waitFor(t, "the client to have all output", func() bool { return len(s.output()) >= len(want) })
+	if got := s.output(); got != want {
+		t.Errorf("client got %d bytes, first difference at %d; want the %d bytes the agent wrote", len(got), firstDiff(got, want), len(want))
+	}
+	s.mu.Lock()
+	gap, desync := s.gapError, s.desync
+	s.mu.Unlock()
+	if gap != nil || desync != nil {
+		t.Errorf("client stream: %v, desync %+v", gap, desync)
+	}
+	tr := readTranscript(t, spec)
+	i := strings.Index(tr, "\r\n"+want+"\r\n"+MarkerPrefix)
+	if i < 0 || !strings.HasPrefix(tr, "\r\n"+MarkerPrefix) || strings.Count(tr, MarkerPrefix) != 2 {
+		t.Errorf("the transcript is not start marker, the output, exit marker: %d bytes, %d markers, output found at %d", len(tr), strings.Count(tr, MarkerPrefix), i)
+	}
+}
+
+// firstDiff is the first index where a and b differ.
+func firstDiff(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
