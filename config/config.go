@@ -139,6 +139,35 @@ type Team struct {
 // names use it.
 func (t Team) ShortID() string { return t.ID.String()[:8] }
 
+// WorkerRelax is what `legion install` takes out of the team's worker
+// hardening: hardening.relax, plus what its agent kinds need. Codex runs
+// its tools in a bubblewrap sandbox, which needs the capabilities a
+// process gets in a user namespace of its own, so a team that runs Codex
+// in any mode keeps the capability bounding set (with PrivateUsers its
+// workers have no capability on the host either way), unless its
+// hardening.add asks for an empty one.
+func (t Team) WorkerRelax() []string {
+	relax := slices.Clone(t.Hardening.Relax)
+	const capSet = "CapabilityBoundingSet"
+	if t.runsKind(AgentCodex) && !slices.Contains(relax, capSet) && !slices.Contains(t.Hardening.Add, capSet) {
+		relax = append(relax, capSet)
+	}
+	return relax
+}
+
+// runsKind reports whether any mode of the team runs an agent of kind k.
+func (t Team) runsKind(k AgentKind) bool {
+	if t.Agent.Kind == k {
+		return true
+	}
+	for _, mk := range t.Agent.KindByMode {
+		if mk == k {
+			return true
+		}
+	}
+	return false
+}
+
 // Agent configures the team's agent: its kind, the argv templates (see
 // [Expand] for the placeholders) and its permission policy.
 type Agent struct {

@@ -608,3 +608,31 @@ agent.kind_by_mode = { plan = "codex", review = "claude" }
 		}
 	}
 }
+
+// TestWorkerRelax: a team that runs Codex in any mode keeps the
+// capability bounding set (its sandbox needs capabilities in a user
+// namespace of its own), unless its hardening.add asks for an empty one;
+// a team of Claude Code keeps its relax list as written.
+func TestWorkerRelax(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		want        []string
+	}{
+		{"claude", `hardening.relax = ["ProtectClock"]`, []string{"ProtectClock"}},
+		{"codex", `agent.kind = "codex"`, []string{"CapabilityBoundingSet"}},
+		{"codex in one mode", `agent.kind_by_mode = { plan = "codex" }` + "\n" + `hardening.relax = ["ProtectClock"]`, []string{"ProtectClock", "CapabilityBoundingSet"}},
+		{"codex, already relaxed", `agent.kind = "codex"` + "\n" + `hardening.relax = ["CapabilityBoundingSet"]`, []string{"CapabilityBoundingSet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, _ := writeConfig(t, "[teams.demo]\nid = \""+demoID+"\"\nworkspace = \"@WS@\"\n"+tc.extra+"\n")
+			cfg, err := Load(path)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			demo, _ := cfg.Team("demo")
+			if got := demo.WorkerRelax(); !slices.Equal(got, tc.want) {
+				t.Errorf("WorkerRelax() = %q; want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -186,7 +186,7 @@ func teamUnits(teams []config.Team) []units.TeamUnits {
 			TasksMax:           t.TasksMax,
 			AgentMemoryMax:     t.Agent.MemoryMax,
 			AgentCPUWeight:     uint64(max(t.Agent.CPUWeight, 0)),
-			HardeningRelax:     t.Hardening.Relax,
+			HardeningRelax:     t.WorkerRelax(),
 			HardeningAdd:       t.Hardening.Add,
 		})
 	}

@@ -77,7 +77,7 @@ var (
 	keyringModePrivate = Directive{Key: "KeyringMode", Value: "private",
 		Doc: "a session keyring of its own rather than the user's"}
 	capabilityBoundingSetEmpty = Directive{Key: "CapabilityBoundingSet", Value: "", NeedsPrivateUsers: true,
-		Doc: "no capabilities at all, even for a process running as root"}
+		Doc: "no capabilities at all, even for a process running as root, nor in a user namespace of its own, which sandboxes such as Codex's (bubblewrap) need: a team that runs Codex keeps the bounding set"}
 	memoryDenyWriteExecute = Directive{Key: "MemoryDenyWriteExecute", Value: "yes",
 		Doc: "no memory both writable and executable: breaks every JIT, Node.js (Claude Code) included"}
 	systemCallArchitectures = Directive{Key: "SystemCallArchitectures", Value: "native",
