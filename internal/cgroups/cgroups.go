@@ -384,6 +384,35 @@ func StaleName(name, prefix string) bool {
 	return !ProcessExists(pid)
 }
 
+// RemoveStale removes, in each hierarchy of l, the cgroup trees below the
+// calling process's own whose names are stale (StaleName with prefix) and
+// hold no process, and returns the stale names whose trees stay (they
+// still hold a process, or could not be read or removed): their
+// directories elsewhere are not to be removed either. It kills nothing.
+func RemoveStale(l Layout, prefix string) (busy map[string]bool) {
+	busy = map[string]bool{}
+	for _, h := range l.Hierarchies {
+		entries, err := os.ReadDir(h.Parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !StaleName(e.Name(), prefix) {
+				continue
+			}
+			tree := Dirs{filepath.Join(h.Parent, e.Name())}
+			if found, err := tree.Members(); err != nil || len(found) > 0 {
+				busy[e.Name()] = true
+				continue
+			}
+			if err := RemoveTree(tree[0], time.Now()); err != nil {
+				busy[e.Name()] = true
+			}
+		}
+	}
+	return busy
+}
+
 // AllDigits reports whether s is one or more decimal digits.
 func AllDigits(s string) bool {
 	if s == "" {

@@ -177,26 +177,7 @@ func (s *System) Stop(ctx context.Context) error {
 // their directories).
 func sweepStale(base, name string, l cgroups.Layout) {
 	prefix := name + "-"
-	busy := map[string]bool{}
-	for _, h := range l.Hierarchies {
-		entries, err := os.ReadDir(h.Parent)
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			if !e.IsDir() || !cgroups.StaleName(e.Name(), prefix) {
-				continue
-			}
-			tree := cgroups.Dirs{filepath.Join(h.Parent, e.Name())}
-			if found, err := tree.Members(); err != nil || len(found) > 0 {
-				busy[e.Name()] = true
-				continue
-			}
-			if err := cgroups.RemoveTree(tree[0], time.Now()); err != nil {
-				busy[e.Name()] = true
-			}
-		}
-	}
+	busy := cgroups.RemoveStale(l, prefix)
 	entries, err := os.ReadDir(base)
 	if err != nil {
 		return
