@@ -93,11 +93,10 @@ func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, i
 	case config.AgentCodex:
 		srv := openaitest.NewServer(b)
 		srv.Script(openaitest.Turn{Text: "Ready."})
-		cfg := fmt.Sprintf("model = \"fake-model\"\nmodel_provider = \"fake\"\n[model_providers.fake]\nname = \"Fake\"\nbase_url = %q\nenv_key = \"LEGION_TEST_OPENAI_KEY\"\nwire_api = \"responses\"\n", srv.URL+"/v1")
-		if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(cfg), 0o600); err != nil {
+		if err := srv.WriteUserConfig(home); err != nil {
 			b.Fatal(err)
 		}
-		env = append(env, "LEGION_TEST_OPENAI_KEY="+openaitest.Key)
+		env = append(env, openaitest.KeyEnv+"="+openaitest.Key)
 		argvNew, argvResume, _ := config.KindArgv(kind)
 		a.New, a.Resume = append([]string{bin}, argvNew[1:]...), append([]string{bin}, argvResume[1:]...)
 		first = func() (time.Time, bool) {

@@ -165,19 +165,7 @@ func TestRealCodexNewAndResume(t *testing.T) {
 		openaitest.Turn{Text: "First turn done."},
 		openaitest.Turn{Text: "Second turn done."},
 	)
-	userConfig := fmt.Sprintf(`model = "fake-model"
-model_provider = "fake"
-
-[model_providers.fake]
-name = "Fake"
-base_url = %q
-env_key = "LEGION_TEST_OPENAI_KEY"
-wire_api = "responses"
-`, srv.URL+"/v1")
-	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(userConfig), 0o600); err != nil {
+	if err := srv.WriteUserConfig(home); err != nil {
 		t.Fatal(err)
 	}
 
@@ -226,7 +214,7 @@ esac
 	}
 	env := func(l Launch) []string {
 		return append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color",
-			"LEGION_TEST_OPENAI_KEY=" + openaitest.Key}, l.Env...)
+			openaitest.KeyEnv + "=" + openaitest.Key}, l.Env...)
 	}
 	withBin := func(argv []string) []string { return append([]string{bin}, argv[1:]...) }
 

@@ -35,22 +35,10 @@ func startCodex(t *testing.T, o teamOptions) (*env, *openaitest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	userConfig := fmt.Sprintf(`model = "fake-model"
-model_provider = "fake"
-
-[model_providers.fake]
-name = "Fake"
-base_url = %q
-env_key = "LEGION_TEST_OPENAI_KEY"
-wire_api = "responses"
-`, srv.URL+"/v1")
-	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+	if err := srv.WriteUserConfig(home); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(userConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := e.sd.Systemctl(t, "set-environment", "LEGION_TEST_OPENAI_KEY="+openaitest.Key); err != nil {
+	if out, err := e.sd.Systemctl(t, "set-environment", openaitest.KeyEnv+"="+openaitest.Key); err != nil {
 		t.Fatalf("systemctl --user set-environment: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
@@ -255,17 +243,13 @@ func TestCodexPermissionApprovedAndDenied(t *testing.T) {
 func TestMixedKindsTodoToDone(t *testing.T) {
 	codexBin := codextest.Binary(t)
 	e := startClaude(t, teamOptions{wipLimit: 1, extra: "agent.kind_by_mode = { plan = \"codex\" }\n"},
-		"PATH="+filepath.Dir(codexBin)+":"+os.Getenv("PATH"), "LEGION_TEST_OPENAI_KEY="+openaitest.Key)
+		"PATH="+filepath.Dir(codexBin)+":"+os.Getenv("PATH"), openaitest.KeyEnv+"="+openaitest.Key)
 	srv := openaitest.NewServer(t)
 	home, err := os.UserHomeDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("model = \"fake-model\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"Fake\"\nbase_url = %q\nenv_key = \"LEGION_TEST_OPENAI_KEY\"\nwire_api = \"responses\"\n", srv.URL+"/v1")
-	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(cfg), 0o600); err != nil {
+	if err := srv.WriteUserConfig(home); err != nil {
 		t.Fatal(err)
 	}
 	ctx := claudeCtx(t, 5*time.Minute)

@@ -36,6 +36,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +46,10 @@ import (
 
 // Key is the API key the server accepts.
 const Key = "sk-legion-openaitest"
+
+// KeyEnv is the variable the provider of WriteUserConfig reads Key from:
+// give the CLI KeyEnv=Key in its environment.
+const KeyEnv = "LEGION_TEST_OPENAI_KEY"
 
 // Turn is one scripted answer: a text, or a call of Codex's exec_command
 // tool running Exec (a shell command line).
@@ -93,6 +99,24 @@ func NewServer(t testing.TB) *Server {
 		s.srv.Close()
 	})
 	return s
+}
+
+// WriteUserConfig writes home/.codex/config.toml as a user's own Codex
+// config whose model provider is s (model "fake-model", key from KeyEnv).
+func (s *Server) WriteUserConfig(home string) error {
+	cfg := fmt.Sprintf(`model = "fake-model"
+model_provider = "fake"
+
+[model_providers.fake]
+name = "Fake"
+base_url = %q
+env_key = %q
+wire_api = "responses"
+`, s.URL+"/v1", KeyEnv)
+	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(cfg), 0o600)
 }
 
 // Script queues turns.
