@@ -1,9 +1,6 @@
 package claudetest
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,26 +16,24 @@ const Version = claude.CLIVersion
 // the claude binary to run instead of the installed one.
 const EnvBinary = claude.EnvCLI
 
-// cacheDir is the user's cache directory as the test process started:
-// sdtest.Start points XDG_CACHE_HOME and HOME into its sandbox later.
-var cacheDir = func() string {
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return d
-	}
-	if h := os.Getenv("HOME"); h != "" {
-		return filepath.Join(h, ".cache")
-	}
-	return ""
-}()
-
-// envBinary is $LEGION_CLAUDE_CODE as the test process started.
-var envBinary = os.Getenv(EnvBinary)
+// cli is the Claude Code CLI the tests run.
+var cli = sdtest.PinnedCLI{
+	What:      "the Claude Code CLI",
+	Want:      "Claude Code " + Version,
+	EnvVar:    EnvBinary,
+	Installed: InstalledPath(),
+	Install:   "run scripts/install-claude-code",
+	VersionOK: func(v string) bool {
+		version, _, _ := strings.Cut(v, " ")
+		return version == Version
+	},
+}
 
 // InstalledPath returns where scripts/install-claude-code puts the claude
 // binary: ${XDG_CACHE_HOME:-$HOME/.cache}/legion/claude-code/VERSION/node_modules/.bin/claude,
 // as the test process's environment was at its start.
 func InstalledPath() string {
-	return claude.InstalledCLI(cacheDir)
+	return claude.InstalledCLI(sdtest.StartCacheDir)
 }
 
 // Binary returns the path of the real Claude Code CLI: $LEGION_CLAUDE_CODE
@@ -48,17 +43,5 @@ func InstalledPath() string {
 // scripts/install-claude-code (make test's check-deps step runs it).
 func Binary(t testing.TB) string {
 	t.Helper()
-	path := envBinary
-	if path == "" {
-		path = InstalledPath()
-	}
-	out, err := exec.Command(path, "--version").Output()
-	version, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
-	switch {
-	case err != nil:
-		sdtest.Require(t, "the Claude Code CLI at "+path+" (run scripts/install-claude-code, or set "+EnvBinary+"): "+err.Error(), false)
-	case envBinary == "" && version != Version:
-		sdtest.Require(t, "Claude Code "+Version+" at "+path+", which reports "+strings.TrimSpace(string(out))+" (run scripts/install-claude-code)", false)
-	}
-	return path
+	return cli.Path(t)
 }

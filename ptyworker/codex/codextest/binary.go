@@ -5,10 +5,7 @@
 package codextest
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/legion-dev/legion/units/sdtest"
@@ -22,24 +19,20 @@ const Version = "0.169.0"
 // the codex binary to run instead of the installed one.
 const EnvBinary = "LEGION_CODEX"
 
-// cacheDir is the user's cache directory as the test process started:
-// sdtest.Start points XDG_CACHE_HOME and HOME into its sandbox later.
-var cacheDir = func() string {
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return d
-	}
-	if h := os.Getenv("HOME"); h != "" {
-		return filepath.Join(h, ".cache")
-	}
-	return ""
-}()
-
-var envBinary = os.Getenv(EnvBinary)
+// cli is the Codex CLI the tests run.
+var cli = sdtest.PinnedCLI{
+	What:      "the Codex CLI",
+	Want:      "Codex " + Version,
+	EnvVar:    EnvBinary,
+	Installed: InstalledPath(),
+	Install:   "run scripts/install-agent-clis",
+	VersionOK: func(v string) bool { return v == "codex-cli "+Version },
+}
 
 // InstalledPath is where scripts/install-agent-clis puts the codex binary:
 // ${XDG_CACHE_HOME:-$HOME/.cache}/legion/codex/VERSION/node_modules/.bin/codex.
 func InstalledPath() string {
-	return filepath.Join(cacheDir, "legion", "codex", Version, "node_modules", ".bin", "codex")
+	return filepath.Join(sdtest.StartCacheDir, "legion", "codex", Version, "node_modules", ".bin", "codex")
 }
 
 // Binary returns the path of the real Codex CLI: $LEGION_CODEX if set, else
@@ -48,16 +41,5 @@ func InstalledPath() string {
 // the test instead (sdtest.Require).
 func Binary(t testing.TB) string {
 	t.Helper()
-	path := envBinary
-	if path == "" {
-		path = InstalledPath()
-	}
-	out, err := exec.Command(path, "--version").Output()
-	switch {
-	case err != nil:
-		sdtest.Require(t, "the Codex CLI at "+path+" (run scripts/install-agent-clis, or set "+EnvBinary+"): "+err.Error(), false)
-	case envBinary == "" && strings.TrimSpace(string(out)) != "codex-cli "+Version:
-		sdtest.Require(t, "Codex "+Version+" at "+path+", which reports "+strings.TrimSpace(string(out))+" (run scripts/install-agent-clis)", false)
-	}
-	return path
+	return cli.Path(t)
 }
