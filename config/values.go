@@ -221,47 +221,39 @@ func policyValue(v any) (PermissionPolicy, error) {
 
 // policyByModeValue takes a table of worker mode = permission policy.
 func policyByModeValue(v any) (map[string]PermissionPolicy, error) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, wrongType(`a table such as { review = "ask" }`, v)
-	}
-	out := make(map[string]PermissionPolicy, len(m))
-	var errs []error
-	for _, mode := range slices.Sorted(maps.Keys(m)) {
-		if !slices.Contains(workerModes, mode) {
-			errs = append(errs, fmt.Errorf("unknown mode %q: expected %s", mode, strings.Join(workerModes, ", ")))
-			continue
-		}
-		p, err := policyValue(m[mode])
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", mode, err))
-			continue
-		}
-		out[mode] = p
-	}
-	return out, errors.Join(errs...)
+	return byModeValue(v, `a table such as { review = "ask" }`, policyValue)
 }
 
 // kindByModeValue is agent.kind_by_mode: modes to kinds with hooks
 // (claude, codex; a custom agent has no default argv to switch to).
 func kindByModeValue(v any) (map[string]AgentKind, error) {
+	return byModeValue(v, `a table such as { plan = "codex" }`, func(v any) (AgentKind, error) {
+		k, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex))
+		return AgentKind(k), err
+	})
+}
+
+// byModeValue takes a table of worker mode = value, each value taken by
+// value; example shows the table's form in the wrong-type error. Every
+// unknown mode and bad value is an error of its own.
+func byModeValue[T any](v any, example string, value func(any) (T, error)) (map[string]T, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, wrongType(`a table such as { plan = "codex" }`, v)
+		return nil, wrongType(example, v)
 	}
-	out := make(map[string]AgentKind, len(m))
+	out := make(map[string]T, len(m))
 	var errs []error
 	for _, mode := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(workerModes, mode) {
 			errs = append(errs, fmt.Errorf("unknown mode %q: expected %s", mode, strings.Join(workerModes, ", ")))
 			continue
 		}
-		k, err := enumValue(m[mode], "agent kind", string(AgentClaude), string(AgentCodex))
+		x, err := value(m[mode])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", mode, err))
 			continue
 		}
-		out[mode] = AgentKind(k)
+		out[mode] = x
 	}
 	return out, errors.Join(errs...)
 }
