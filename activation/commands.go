@@ -9,7 +9,8 @@ import (
 	"github.com/legion-dev/legion/ptyworker"
 )
 
-// cmdList answers with every session. It asks no worker and no manager
+// cmdList answers with every session; while recovery checks the workers,
+// those not checked yet as recovery listed them (Session.Checking). It asks no worker and no manager
 // about a session whose state is current (Helper.current: followed by
 // pushed events) but for its last activity, read from files
 // (ptyworker.Info.LastActivityNow); the others are refreshed. With 1,000
@@ -19,6 +20,9 @@ func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ api.Request) (any
 	ss := h.sessions.all()
 	var stale []*session
 	for _, s := range ss {
+		if s.isChecking() {
+			continue // recovery is asking its worker
+		}
 		if h.current(s) {
 			s.updateActivity()
 		} else {

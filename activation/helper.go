@@ -79,6 +79,11 @@ type Options struct {
 	// returns. Tests use it to observe the "recovering" answer.
 	BeforeRecovery func(ctx context.Context) error
 
+	// beforeChecks, when set, runs after recovery listed the sessions and
+	// before it checks their workers. Tests use it to see the list served
+	// meanwhile.
+	beforeChecks func(ctx context.Context) error
+
 	// beforeSpecWrite, when set, runs in launch just before the spec and
 	// the registry entry of a new start are written. Tests use it to start
 	// the unit by hand at that moment.
@@ -101,7 +106,11 @@ type Helper struct {
 	bootID   string // "" when unknown: then no session counts as lost
 	peerUID  int
 
+	started    time.Time // when Run started
 	recovering atomic.Bool
+	// listable: recovery's first phase is done, so sessions.list is
+	// served while the workers are checked (recovery.go).
+	listable atomic.Bool
 
 	mu        sync.Mutex
 	active    int       // connections being served
@@ -187,12 +196,15 @@ var errIdle = errors.New("idle")
 
 // Run serves until ctx is done or, with IdleExit, until the helper has
 // been idle that long; both are a clean end (nil). It answers every
-// command with "recovering" until recovery is done, then sends READY=1.
+// command with "recovering" until recovery is done, then sends READY=1;
+// but sessions.list, which it answers once recovery has listed the
+// sessions, while their workers are checked (see recovery.go).
 // Run closes its listeners (an activated socket stays open in systemd, so
 // the next connection starts a new helper) and every client connection
 // before it returns; workers are never touched on the way out.
 func (h *Helper) Run(ctx context.Context) error {
 	start := time.Now()
+	h.started = start
 	if err := privdir.Ensure(h.opts.StateDir); err != nil {
 		return err
 	}
@@ -486,7 +498,7 @@ var commands = map[string]handler{
 // dispatch runs req and sends its final response. It returns an error only
 // when the response cannot be written (the client is gone).
 func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req api.Request) error {
-	if h.recovering.Load() {
+	if h.recovering.Load() && (req.Cmd != api.CmdSessionsList || !h.listable.Load()) {
 		return cc.send(api.Response{V: api.ProtocolVersion, ID: req.ID, Error: api.Errorf(api.CodeRecovering,
 			"the helper is recovering sessions after its start; retry shortly")}, nil)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +47,18 @@ import (
 //     no answer → retried with backoff RecoveryAttempts times, then
 //     quarantined
 //
+// Recovery runs in two phases, so that `legion sessions list` answers
+// before every worker did. The first reads only systemd's listing and the
+// files, and settles every entry the rules above settle without a worker;
+// an entry whose unit runs is listed at once, marked checking
+// (api.Session.Checking), with the state its unit and registry entry give.
+// Then sessions.list is served (every other command still answers
+// "recovering"), while the second phase says hello + watch to those
+// workers, in parallel (refreshParallel at a time), and adopts, retries
+// or quarantines each as above; a checked session is no longer marked,
+// one quarantined or pruned leaves the list. When the last is checked,
+// recovery is done: every command is served and every session published.
+//
 // A running legion-*.service without a registry entry is adopted when a
 // spec of this helper names it (the worker has not written its entry
 // yet), else reported as quarantined; nothing is moved or stopped. Errors
@@ -60,13 +74,27 @@ const (
 	lost // kept, listed as lost: a reboot cut it (lost.go)
 	quarantined
 	failed
+	checking // its worker must answer first: see check
 )
 
 type entryResult struct {
 	kind outcome
-	s    *session        // adopted
+	s    *session        // adopted; with checking, the session listed meanwhile (nil: none)
 	q    api.Quarantined // quarantined
 	unit string          // the unit the entry is about, when known
+	chk  *check          // checking
+}
+
+// check is an entry the first phase of recovery left to its worker:
+// hello + watch, with retries, settles it (checkEntry, checkOrphan).
+type check struct {
+	path string              // the registry entry; the spec's path for an orphan
+	r    *ptyworker.Registry // the entry, or for an orphan the one its spec gives
+	us   units.State         // the unit's state in the first phase's listing
+	// orphan: a running unit without a registry entry, named by a spec of
+	// this helper (recoverOrphan).
+	orphan bool
+	log    *slog.Logger
 }
 
 // recover runs recovery and fills the session table. It fails only when
@@ -76,26 +104,35 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 	if err := privdir.Ensure(regDir); err != nil {
 		return api.RecoveryCounts{}, err
 	}
+	t0 := time.Now()
 	unitStates, err := h.unitStates(ctx)
 	if err != nil {
 		return api.RecoveryCounts{}, fmt.Errorf("recovery: list legion-*.service units: %w", err)
 	}
+	tList := time.Since(t0)
 	paths, err := readRegistryDir(regDir)
 	if err != nil {
 		return api.RecoveryCounts{}, fmt.Errorf("recovery: %w", err)
 	}
+	tDir := time.Since(t0)
 
 	var (
 		mu      sync.Mutex
 		counts  api.RecoveryCounts
 		quar    []api.Quarantined
 		covered = map[string]bool{}
+		checks  []entryResult
 	)
-	record := func(r entryResult) {
+	// record counts r, the outcome of an entry; listed is a session the
+	// first phase listed while its worker was checked, which r replaces.
+	record := func(r entryResult, listed *session) {
 		mu.Lock()
 		defer mu.Unlock()
 		if r.unit != "" {
 			covered[r.unit] = true
+		}
+		if listed != nil && r.kind != adopted && r.kind != lost {
+			h.sessions.drop(listed) // an adopted or lost session replaces it at once
 		}
 		switch r.kind {
 		case adopted:
@@ -111,13 +148,31 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 			quar = append(quar, r.q)
 		case failed:
 			counts.Failed++
+		case checking:
+			counts.Checking++
+			checks = append(checks, r)
+			if r.s != nil {
+				h.sessions.put(r.s)
+			}
 		}
 	}
+	publishCounts := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		h.sessions.mu.Lock()
+		defer h.sessions.mu.Unlock()
+		h.sessions.counts = counts
+		h.sessions.quarantined = slices.Clone(quar)
+	}
+
+	// The first phase: files and systemd's listing only. Each entry's
+	// read blocks a thread (see registryReads): a few at a time is all
+	// the parallelism it has.
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(refreshParallel)
+	g.SetLimit(2 * cap(registryReads))
 	for _, p := range paths {
 		g.Go(func() error {
-			record(h.recoverEntry(gctx, p, unitStates))
+			record(h.recoverEntry(gctx, p, unitStates), nil)
 			return nil
 		})
 	}
@@ -125,6 +180,7 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 	if ctx.Err() != nil {
 		return counts, ctx.Err()
 	}
+	tEntries := time.Since(t0)
 
 	// Units nobody's registry entry named.
 	var orphans []units.State
@@ -134,27 +190,51 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 		}
 	}
 	if len(orphans) > 0 {
-		// A fresh group: the first one's context ended with its Wait.
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(refreshParallel)
 		specs := h.specsByUnit()
 		for _, st := range orphans {
-			g.Go(func() error {
-				record(h.recoverOrphan(gctx, st.Name, specs[st.Name]))
-				return nil
-			})
+			record(h.recoverOrphan(st, specs[st.Name]), nil)
 		}
-		g.Wait()
 	}
-	h.sessions.mu.Lock()
-	h.sessions.counts = counts
-	h.sessions.quarantined = quar
-	h.sessions.mu.Unlock()
+	publishCounts()
+	tListed := time.Since(t0)
+	h.listable.Store(true)
+	h.log.Info("recovery: sessions listed; checking their workers", "checking", counts.Checking, "took", time.Since(h.started).Round(time.Millisecond))
+
+	if h.opts.beforeChecks != nil {
+		if err := h.opts.beforeChecks(ctx); err != nil {
+			return counts, err
+		}
+	}
+	// The second phase: the workers. A fresh group: the first one's
+	// context ended with its Wait.
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(refreshParallel)
+	for _, c := range checks {
+		g.Go(func() error {
+			var r entryResult
+			if c.chk.orphan {
+				r = h.checkOrphan(gctx, c.chk)
+			} else {
+				r = h.checkEntry(gctx, c.chk)
+			}
+			mu.Lock()
+			counts.Checking--
+			mu.Unlock()
+			record(r, c.s)
+			return nil
+		})
+	}
+	g.Wait()
+	publishCounts()
+	h.log.Debug("recovery phases", "list_units", tList, "read_dir", tDir-tList, "entries", tEntries-tDir,
+		"orphans", tListed-tEntries, "workers", time.Since(t0)-tListed)
 	return counts, ctx.Err()
 }
 
-// recoverEntry classifies one registry file; states is systemd's view
-// from the start of recovery (re-read only when a worker must be retried).
+// recoverEntry classifies one registry file by the first phase's rules
+// (states is systemd's view from the start of recovery); an entry whose
+// worker must answer is returned as checking, listed meanwhile when its
+// unit runs.
 func (h *Helper) recoverEntry(ctx context.Context, path string, states map[string]units.State) entryResult {
 	log := h.log.With("registry", path)
 	r, err := readRegistryBounded(ctx, path)
@@ -189,50 +269,78 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 		res.unit = r.Unit
 		return res
 	}
+	if res, ok := h.settleEntry(log, path, r, us); ok {
+		return res
+	}
+	res.kind, res.chk = checking, &check{path: path, r: r, us: us, log: log}
+	if unitRuns(us) {
+		// Listed while its worker is checked: the state its unit and its
+		// entry give (deriveState with no info), marked checking.
+		s := newSession(h, r, path)
+		s.us, s.checking = us, true
+		res.s = s
+	}
+	return res
+}
 
-	for attempt := 1; ; attempt++ {
-		switch {
-		case us.Gone():
-			leaseAlive := r.Owner.Alive()
-			if !leaseAlive && cutByReboot(r, h.bootID) {
-				if res, ok := h.markLost(log, r, path); ok {
-					return res
-				}
+// settleEntry applies the rules that need no worker to the entry r of
+// this helper, whose unit is in state us: it reports false when the
+// worker must answer (the unit runs, or a live worker has no unit).
+func (h *Helper) settleEntry(log *slog.Logger, path string, r *ptyworker.Registry, us units.State) (entryResult, bool) {
+	switch {
+	case us.Gone():
+		leaseAlive := r.Owner.Alive()
+		if !leaseAlive && cutByReboot(r, h.bootID) {
+			if res, ok := h.markLost(log, r, path); ok {
+				return res, true
 			}
-			if !leaseAlive {
-				res.kind = h.prune(log, path, "worker gone and unit "+unitGoneText(us))
+		}
+		if !leaseAlive {
+			return entryResult{kind: h.prune(log, path, "worker gone and unit "+unitGoneText(us)), unit: r.Unit}, true
+		}
+		// A live worker without its unit (run by hand): adopt it only
+		// if it answers as ours.
+		return entryResult{}, false
+	case us.Failed():
+		log.Info("recovery: adopted a failed session", "run", r.Run)
+		return h.adopt(r, path, us, nil, 0, nil, r.Unit), true
+	case us.AutoRestart():
+		log.Info("recovery: adopted a session waiting to restart")
+		return h.adopt(r, path, us, nil, 0, nil, r.Unit), true
+	}
+	return entryResult{}, false
+}
+
+// checkEntry settles an entry of this helper that the first phase left
+// to its worker: hello + watch adopts it; a refusal quarantines it; no
+// answer is retried with backoff (the unit and the entry read again each
+// time) RecoveryAttempts times, then quarantined.
+func (h *Helper) checkEntry(ctx context.Context, c *check) entryResult {
+	log, path, r, us := c.log, c.path, c.r, c.us
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if res, ok := h.settleEntry(log, path, r, us); ok {
 				return res
 			}
-			// A live worker without its unit (run by hand): adopt it only
-			// if it answers as ours.
-		case us.Failed():
-			log.Info("recovery: adopted a failed session", "run", r.Run)
-			return h.adopt(r, path, us, nil, 0, nil, r.Unit)
-		case us.AutoRestart():
-			log.Info("recovery: adopted a session waiting to restart")
-			return h.adopt(r, path, us, nil, 0, nil, r.Unit)
 		}
-
 		wc, hr, in, err := watchWorker(ctx, r.SocketPath, h.daemonID, r.Token)
 		if err == nil {
-			switch {
-			case in.SessionID == r.SessionID && hr.SessionID == r.SessionID:
+			if in.SessionID == r.SessionID && hr.SessionID == r.SessionID {
 				log.Debug("recovery: adopted", "worker_pid", hr.WorkerPID)
 				return h.adopt(r, path, us, wc, hr.WorkerPID, in, r.Unit)
-			default:
-				wc.Close()
-				res = h.quarantine(log, path, r, fmt.Sprintf("socket %s hosts session %s, not %s", r.SocketPath, in.SessionID, r.SessionID))
-				res.unit = r.Unit
-				return res
 			}
+			wc.Close()
+			res := h.quarantine(log, path, r, fmt.Sprintf("socket %s hosts session %s, not %s", r.SocketPath, in.SessionID, r.SessionID))
+			res.unit = r.Unit
+			return res
 		}
 		switch {
 		case ptyworker.IsCode(err, ptyworker.CodeUnauthorized), ptyworker.IsCode(err, ptyworker.CodeSessionNotFound):
-			res = h.quarantine(log, path, r, "the worker refused this helper's hello: "+err.Error())
+			res := h.quarantine(log, path, r, "the worker refused this helper's hello: "+err.Error())
 			res.unit = r.Unit
 			return res
 		case ptyworker.IsCode(err, ptyworker.CodeUnsupportedVersion):
-			res = h.quarantine(log, path, r, "rpc version mismatch: "+err.Error())
+			res := h.quarantine(log, path, r, "rpc version mismatch: "+err.Error())
 			res.unit = r.Unit
 			return res
 		}
@@ -240,7 +348,7 @@ func (h *Helper) recoverEntry(ctx context.Context, path string, states map[strin
 			return entryResult{kind: failed, unit: r.Unit} // shutting down: move nothing
 		}
 		if attempt >= h.opts.RecoveryAttempts {
-			res = h.quarantine(log, path, r, fmt.Sprintf("worker unreachable after %d attempts: %v", attempt, err))
+			res := h.quarantine(log, path, r, fmt.Sprintf("worker unreachable after %d attempts: %v", attempt, err))
 			res.unit = r.Unit
 			return res
 		}
@@ -276,8 +384,12 @@ func readRegistryBounded(ctx context.Context, path string) (*ptyworker.Registry,
 	return ptyworker.ReadRegistry(path)
 }
 
-// recoverOrphan handles a running unit that no registry entry names.
-func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker.Spec) entryResult {
+// recoverOrphan is the first phase for a running unit that no registry
+// entry names, in state us: without a spec of this helper it is reported
+// as quarantined; with one it is adopted when it waits to restart or
+// failed, else listed and left to checkOrphan.
+func (h *Helper) recoverOrphan(us units.State, spec *ptyworker.Spec) entryResult {
+	unit := us.Name
 	log := h.log.With("unit", unit)
 	if spec == nil || spec.DaemonInstanceID != h.daemonID {
 		log.Warn("recovery: a legion-*.service unit has no registry entry or spec of this helper; left alone")
@@ -290,18 +402,33 @@ func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker
 		Token: spec.Token, SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
 	}
 	path := spec.RegistryPath()
+	if us.Failed() || us.AutoRestart() {
+		return h.adopt(r, path, us, nil, 0, nil, unit)
+	}
+	s := newSession(h, r, path)
+	s.us, s.checking = us, true
+	return entryResult{kind: checking, unit: unit, s: s, chk: &check{path: path, r: r, us: us, orphan: true, log: log}}
+}
+
+// checkOrphan settles an orphan that recoverOrphan left to its worker:
+// adopted when it answers, retried with backoff, then reported as
+// quarantined (nothing is moved: it has no entry).
+func (h *Helper) checkOrphan(ctx context.Context, c *check) entryResult {
+	log, r, path, unit, us := c.log, c.r, c.path, c.r.Unit, c.us
 	for attempt := 1; ; attempt++ {
-		states, err := h.unitStates(ctx)
-		if err != nil {
-			log.Error("recovery: cannot list units", "err", err)
-			return entryResult{kind: failed, unit: unit}
-		}
-		us := unitState(states, unit)
-		if us.Gone() {
-			return entryResult{kind: pruned, unit: unit}
-		}
-		if us.Failed() || us.AutoRestart() {
-			return h.adopt(r, path, us, nil, 0, nil, unit)
+		if attempt > 1 {
+			states, err := h.unitStates(ctx)
+			if err != nil {
+				log.Error("recovery: cannot list units", "err", err)
+				return entryResult{kind: failed, unit: unit}
+			}
+			us = unitState(states, unit)
+			if us.Gone() {
+				return entryResult{kind: pruned, unit: unit}
+			}
+			if us.Failed() || us.AutoRestart() {
+				return h.adopt(r, path, us, nil, 0, nil, unit)
+			}
 		}
 		wc, hr, in, err := watchWorker(ctx, r.SocketPath, h.daemonID, r.Token)
 		if err == nil {
@@ -312,7 +439,7 @@ func (h *Helper) recoverOrphan(ctx context.Context, unit string, spec *ptyworker
 		}
 		if attempt >= h.opts.RecoveryAttempts {
 			log.Warn("recovery: worker without a registry entry is unreachable; left alone", "err", err)
-			return entryResult{kind: quarantined, unit: unit, q: api.Quarantined{Name: spec.Name, Reason: fmt.Sprintf("unit %s without a registry entry, unreachable after %d attempts: %v", unit, attempt, err)}}
+			return entryResult{kind: quarantined, unit: unit, q: api.Quarantined{Name: r.Name, Reason: fmt.Sprintf("unit %s without a registry entry, unreachable after %d attempts: %v", unit, attempt, err)}}
 		}
 		sleepCtx(ctx, h.opts.RecoveryBackoff<<(attempt-1))
 	}

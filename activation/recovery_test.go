@@ -2,6 +2,8 @@ package activation
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -226,4 +228,84 @@ func writeStale(t *testing.T, stateDir, name, daemonID string, pid int) *ptywork
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestListWhileChecking: a helper that starts with sessions running lists
+// them before it has heard from their workers, marked checking, with the
+// state their units and registry entries give; every other command
+// answers "recovering" until the workers were checked; then the list says
+// what the workers say, checking no more.
+func TestListWhileChecking(t *testing.T) {
+	sdtest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	before := startInProcessOn(t, nil, Options{})
+	c := before.client(t)
+	for _, n := range []string{"chk-a", "chk-b"} {
+		if _, err := c.Spawn(ctx, testLaunch(n, "/bin/sleep", "1000")); err != nil {
+			t.Fatalf("Spawn %s: %v", n, err)
+		}
+		poll(t, ctx, n+" to run", func() (bool, string) {
+			s, err := c.Status(ctx, n)
+			return err == nil && s.State == api.StateRunning && s.PID != 0, fmt.Sprintf("%+v, %v", s, err)
+		})
+	}
+	before.stop(t)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	after := startInProcessOn(t, nil, Options{BeforeRecovery: func(context.Context) error { return nil }, beforeChecks: func(ctx context.Context) error {
+		close(entered)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("recovery never reached its checks")
+	}
+	c = after.client(t)
+	c.RecoverWait = -1 // no retries: see each answer itself
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatalf("List while the workers are checked: %v; want the sessions", err)
+	}
+	if list.Recovery.Checking != 2 || list.Recovery.Recovered != 0 {
+		t.Errorf("recovery counts while checking: %+v; want 2 checking, 0 recovered", list.Recovery)
+	}
+	if len(list.Sessions) != 2 {
+		t.Fatalf("listed %+v while checking; want chk-a and chk-b", list.Sessions)
+	}
+	for _, s := range list.Sessions {
+		if !s.Checking || s.State != api.StateRunning || s.PID != 0 {
+			t.Errorf("listed %+v while checking; want running (as its unit and registry entry say), checking, no PID yet", s)
+		}
+	}
+	for _, cmd := range []string{api.CmdSessionsStatus, api.CmdSessionsKill, api.CmdSpawn, api.CmdSessionsWatch} {
+		err := c.Call(ctx, cmd, api.NameArgs{Name: "chk-a"}, nil)
+		if e, ok := errors.AsType[*api.Error](err); !ok || e.Code != api.CodeRecovering || !e.Retryable {
+			t.Errorf("%s while checking = %v; want a retryable recovering error", cmd, err)
+		}
+	}
+	close(release)
+
+	c.RecoverWait = 0
+	poll(t, ctx, "recovery to check both workers", func() (bool, string) {
+		list, err := c.List(ctx)
+		if err != nil || list.Recovery.Checking != 0 || list.Recovery.Recovered != 2 {
+			return false, fmt.Sprintf("%+v, %v", list, err)
+		}
+		for _, s := range list.Sessions {
+			if s.Checking || s.State != api.StateRunning || s.PID == 0 {
+				return false, fmt.Sprintf("%+v", s)
+			}
+		}
+		return len(list.Sessions) == 2, fmt.Sprintf("%+v", list.Sessions)
+	})
+	if _, err := c.Status(ctx, "chk-a"); err != nil {
+		t.Errorf("Status after recovery: %v", err)
+	}
 }

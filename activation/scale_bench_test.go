@@ -3,6 +3,7 @@ package activation
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,10 +32,12 @@ const envScaleSessions = "LEGION_BENCH_SESSIONS"
 //     each side until its CLI returned (target: ratio ≤1.2);
 //   - `sessions list --json` with n sessions (target: <100 ms), against
 //     `systemctl --user list-units legion-*` of the same units;
-//   - the first coherent list (all n running and recovered) after a clean
-//     stop of the helper (cold start) and after kill -9 of it (target:
-//     <500 ms each), against the same with one session, before the n
-//     were spawned;
+//   - the first coherent list (all n listed running: checked by their
+//     workers, or as recovery listed them while it checks them) after a
+//     clean stop of the helper (cold start) and after kill -9 of it
+//     (target: <500 ms each), against the same with one session, before
+//     the n were spawned; and the time until recovery checked every
+//     worker (ms/<what>-checked);
 //   - the helper's own recovery time (from its log);
 //   - idle CPU of all workers (and of the helper) over an interval, from
 //     their threads' run time (/proc/<pid>/task/*/schedstat), in % of
@@ -249,8 +252,9 @@ func spawnRange(ctx context.Context, parallel, start, end int, cmd func(i int) *
 // cpu-ms/<what>-helper and cpu-ms/<what>-workers.
 func coherentAfter(b *testing.B, ctx context.Context, e *testEnv, total, rounds int, kill bool, workers []int, what string) []time.Duration {
 	b.Helper()
-	var took, helperCPU, workersCPU []time.Duration
+	var took, checked, helperCPU, workersCPU []time.Duration
 	defer func() {
+		metric(b, ms(benchreport.Median(checked)), "ms/"+what+"-checked")
 		metric(b, ms(benchreport.Median(helperCPU)), "cpu-ms/"+what+"-helper")
 		if len(workers) > 0 {
 			metric(b, ms(benchreport.Median(workersCPU)), "cpu-ms/"+what+"-workers")
@@ -270,6 +274,7 @@ func coherentAfter(b *testing.B, ctx context.Context, e *testEnv, total, rounds 
 			t0 = time.Now()
 		}
 		took = append(took, waitCoherent(b, ctx, e, total, t0))
+		checked = append(checked, waitChecked(b, ctx, e, total, t0))
 		workersCPU = append(workersCPU, cpuOf(workers)-w0)
 		helperCPU = append(helperCPU, processCPU(b, e.helperPID(ctx)))
 	}
@@ -295,8 +300,9 @@ func processCPU(b *testing.B, pid int) time.Duration {
 // every Linux architecture Go supports.
 const clockTicks = 100
 
-// waitCoherent lists until total sessions run and were recovered by this
-// helper or spawned by it, and returns the time since t0.
+// waitCoherent lists until total sessions are listed running (checked
+// by this helper, spawned by it, or listed by its recovery while it
+// checks them), and returns the time since t0.
 func waitCoherent(b *testing.B, ctx context.Context, e *testEnv, total int, t0 time.Time) time.Duration {
 	b.Helper()
 	for {
@@ -311,6 +317,26 @@ func waitCoherent(b *testing.B, ctx context.Context, e *testEnv, total int, t0 t
 		}
 		if d > 5*waitFor {
 			b.Fatalf("no coherent list after %v: %d of %d running", d, running, total)
+		}
+	}
+}
+
+// waitChecked lists until recovery has checked every worker (none is
+// listed as checking, total were recovered) and returns the time since
+// t0.
+func waitChecked(b *testing.B, ctx context.Context, e *testEnv, total int, t0 time.Time) time.Duration {
+	b.Helper()
+	for {
+		var r api.ListResult
+		if err := json.Unmarshal([]byte(e.mustLegion(ctx, "sessions", "list", "--json")), &r); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		if r.Recovery.Checking == 0 && r.Recovery.Recovered >= total {
+			return d
+		}
+		if d > 5*waitFor {
+			b.Fatalf("recovery still checking after %v: %+v", d, r.Recovery)
 		}
 	}
 }

@@ -65,6 +65,9 @@ type session struct {
 	info  *ptyworker.Info     // last info from wc
 	us    units.State         // last state from systemd
 	ended bool                // killed or pruned: over until spawned again
+	// checking: listed by recovery's first phase, its worker not yet
+	// checked (see recovery.go); nothing refreshes it meanwhile.
+	checking bool
 	lost  string              // the cause, when recovery found a reboot cut it (lost.go)
 	seen  time.Time           // when us/info were read
 
@@ -129,6 +132,16 @@ func (t *table) put(s *session) {
 	t.byName[s.name] = s
 }
 
+// drop removes s from the table, if it is still the session of its
+// name there.
+func (t *table) drop(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byName[s.name] == s {
+		delete(t.byName, s.name)
+	}
+}
+
 func (t *table) all() []*session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -137,6 +150,20 @@ func (t *table) all() []*session {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// where is the sessions keep picks, in no order: for the few a change
+// concerns, without sorting every session (all does, for listings).
+func (t *table) where(keep func(*session) bool) []*session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*session
+	for _, s := range t.byName {
+		if keep(s) {
+			out = append(out, s)
+		}
+	}
 	return out
 }
 
@@ -473,7 +500,7 @@ func (s *session) updateActivity() {
 func (s *session) view() api.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := api.Session{Name: s.name, ID: s.id, Unit: s.unit, Team: s.team, Issue: s.issue, Mode: s.mode}
+	v := api.Session{Name: s.name, ID: s.id, Unit: s.unit, Team: s.team, Issue: s.issue, Mode: s.mode, Checking: s.checking}
 	v.State = deriveState(s.us, s.info, s.reg)
 	var last *ptyworker.ExitInfo
 	run := 0
@@ -655,4 +682,11 @@ func (h *Helper) findEnded(name string) (*ptyworker.Registry, string) {
 		}
 	}
 	return best, bestPath
+}
+
+// isChecking reports whether recovery has yet to hear from s's worker.
+func (s *session) isChecking() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checking
 }

@@ -290,12 +290,7 @@ func (h *Helper) followSessions(ctx context.Context, subscribed chan<- struct{})
 func (h *Helper) refreshMarked(ctx context.Context) {
 	units, all := h.events.take()
 	defer h.events.refreshed()
-	var ss []*session
-	for _, s := range h.sessions.all() {
-		if all || units[s.unit] {
-			ss = append(ss, s)
-		}
-	}
+	ss := h.sessions.where(func(s *session) bool { return all || units[s.unit] })
 	if len(ss) == 0 {
 		return
 	}

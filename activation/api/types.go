@@ -57,6 +57,14 @@ type Session struct {
 	// Agent is what the agent inside is doing, from its hooks; nil for an
 	// agent without hooks (kind custom) and before its first hook event.
 	Agent *Agent `json:"agent,omitempty"`
+	// Checking is true while the helper, just started, has yet to hear
+	// from the session's worker: State is what its unit and the worker's
+	// registry entry say (running, starting or exited), not yet what the
+	// worker says (waiting_input, stale, the agent's state and PID). Only
+	// sessions.list answers before every worker was checked; once
+	// checked, a session is listed as usual, or leaves the list when
+	// recovery quarantined it (see ListResult.Quarantined).
+	Checking bool `json:"checking,omitempty"`
 	// Resources is the worker unit's memory and CPU use and limits, as
 	// systemd accounts them; only sessions.status fills it in.
 	Resources *Resources `json:"resources,omitempty"`
@@ -113,6 +121,9 @@ type RecoveryCounts struct {
 	Lost        int `json:"lost"`        // `legion spawn` sessions that a reboot cut (listed as lost, entries kept)
 	Quarantined int `json:"quarantined"` // entries not ours, of another RPC version, corrupt, or unreachable after retries
 	Failed      int `json:"failed"`      // entries recovery could not examine (I/O or D-Bus errors); see the helper's log
+	// Checking counts the sessions listed while their workers have yet to
+	// answer (Session.Checking): recovery is still under way. 0 once done.
+	Checking int `json:"checking,omitempty"`
 }
 
 // Quarantined is a registry entry the helper refuses to adopt.

@@ -62,7 +62,11 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tAGENT\tTEAM\tISSUE\tMODE\tRESTARTS\tPID\tLAST ACTIVITY\tUNIT")
 	for _, s := range res.Sessions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.State, agentColumn(s.Agent), s.Team, dash(s.Issue), dash(s.Mode),
+		state := string(s.State)
+		if s.Checking {
+			state += " (checking)" // the helper just started and has yet to hear from its worker
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, state, agentColumn(s.Agent), s.Team, dash(s.Issue), dash(s.Mode),
 			s.Restarts, pidText(s.PID), ago(s.LastActivity), s.Unit)
 	}
 	if err := tw.Flush(); err != nil {
@@ -78,7 +82,11 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 		}
 	}
 	r := res.Recovery
-	fmt.Fprintf(out, "\nlast recovery: %d recovered, %d pruned, %d lost, %d quarantined, %d failed\n", r.Recovered, r.Pruned, r.Lost, r.Quarantined, r.Failed)
+	fmt.Fprintf(out, "\nlast recovery: %d recovered, %d pruned, %d lost, %d quarantined, %d failed", r.Recovered, r.Pruned, r.Lost, r.Quarantined, r.Failed)
+	if r.Checking > 0 {
+		fmt.Fprintf(out, "; under way: %d workers being checked", r.Checking)
+	}
+	fmt.Fprintln(out)
 	for _, q := range res.Quarantined {
 		fmt.Fprintf(out, "quarantined %s: %s (%s)\n", q.Name, q.Reason, q.Path)
 	}

@@ -21,7 +21,13 @@ import (
 // directory must exist. On failure path is untouched and no temp file is
 // left.
 func Write(path string, data []byte, perm os.FileMode) error {
-	f, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(perm))
+	// The temp file goes beside path: renameio's default probes
+	// os.TempDir() on every write (two temp files, a rename and an
+	// unlink) and, on the same file system, writes there, where a crash
+	// would leave a token-holding file in a shared directory. A crash here
+	// leaves a dot file (.<base><random>) that no reader of these
+	// directories takes for one of its files.
+	f, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(perm), renameio.WithTempDir(filepath.Dir(path)))
 	if err != nil {
 		return err
 	}
