@@ -68,8 +68,8 @@ type session struct {
 	// checking: listed by recovery's first phase, its worker not yet
 	// checked (see recovery.go); nothing refreshes it meanwhile.
 	checking bool
-	lost  string              // the cause, when recovery found a reboot cut it (lost.go)
-	seen  time.Time           // when us/info were read
+	lost     string    // the cause, when recovery found a reboot cut it (lost.go)
+	seen     time.Time // when us/info were read
 
 	// failure is the failed unit's full state (Result=, NRestarts=):
 	// read once when it is seen failed, zero when it is not.
