@@ -54,7 +54,7 @@ import (
 // (api.Session.Checking), with the state its unit and registry entry give.
 // Then sessions.list is served (every other command still answers
 // "recovering"), while the second phase says hello + watch to those
-// workers, in parallel (refreshParallel at a time), and adopts, retries
+// workers, in parallel (checkParallel at a time), and adopts, retries
 // or quarantines each as above; a checked session is no longer marked,
 // one quarantined or pruned leaves the list. When the last is checked,
 // recovery is done: every command is served and every session published.
@@ -105,16 +105,34 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 		return api.RecoveryCounts{}, err
 	}
 	t0 := time.Now()
-	unitStates, err := h.unitStates(ctx)
-	if err != nil {
-		return api.RecoveryCounts{}, fmt.Errorf("recovery: list legion-*.service units: %w", err)
-	}
-	tList := time.Since(t0)
+	// systemd's listing and the registry files are read at once: the
+	// rules hold whichever comes first (a change between the two is
+	// marked by the unit subscription, taken before recovery started, and
+	// refreshed once recovery is done).
+	var (
+		unitStates map[string]units.State
+		listErr    error
+		tList      time.Duration
+	)
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		unitStates, listErr = h.unitStates(ctx)
+		tList = time.Since(t0)
+	}()
 	paths, err := readRegistryDir(regDir)
+	var entries []registryEntry
+	if err == nil {
+		entries = readEntries(ctx, paths)
+	}
+	tRead := time.Since(t0)
+	<-listed
+	if listErr != nil {
+		return api.RecoveryCounts{}, fmt.Errorf("recovery: list legion-*.service units: %w", listErr)
+	}
 	if err != nil {
 		return api.RecoveryCounts{}, fmt.Errorf("recovery: %w", err)
 	}
-	tDir := time.Since(t0)
 
 	var (
 		mu      sync.Mutex
@@ -165,14 +183,14 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 		h.sessions.quarantined = slices.Clone(quar)
 	}
 
-	// The first phase: files and systemd's listing only. Each entry's
-	// read blocks a thread (see registryReads): a few at a time is all
-	// the parallelism it has.
+	// The first phase: files and systemd's listing only. What an entry's
+	// rules read or move (a lease in /proc, a rename) blocks a thread: a
+	// few at a time is all the parallelism they have.
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(2 * cap(registryReads))
-	for _, p := range paths {
+	g.SetLimit(registryReads)
+	for _, e := range entries {
 		g.Go(func() error {
-			record(h.recoverEntry(gctx, p, unitStates), nil)
+			record(h.recoverEntry(gctx, e, unitStates), nil)
 			return nil
 		})
 	}
@@ -208,7 +226,7 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 	// The second phase: the workers. A fresh group: the first one's
 	// context ended with its Wait.
 	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(refreshParallel)
+	g.SetLimit(checkParallel)
 	for _, c := range checks {
 		g.Go(func() error {
 			var r entryResult
@@ -226,7 +244,7 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 	}
 	g.Wait()
 	publishCounts()
-	h.log.Debug("recovery phases", "list_units", tList, "read_dir", tDir-tList, "entries", tEntries-tDir,
+	h.log.Debug("recovery phases", "list_units", tList, "read_entries", tRead, "entries", tEntries-max(tRead, tList),
 		"orphans", tListed-tEntries, "workers", time.Since(t0)-tListed)
 	return counts, ctx.Err()
 }
@@ -235,9 +253,9 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 // (states is systemd's view from the start of recovery); an entry whose
 // worker must answer is returned as checking, listed meanwhile when its
 // unit runs.
-func (h *Helper) recoverEntry(ctx context.Context, path string, states map[string]units.State) entryResult {
+func (h *Helper) recoverEntry(ctx context.Context, e registryEntry, states map[string]units.State) entryResult {
+	path, r, err := e.path, e.r, e.err
 	log := h.log.With("registry", path)
-	r, err := readRegistryBounded(ctx, path)
 	if err != nil {
 		if !errors.Is(err, ptyworker.ErrCorruptRegistry) {
 			log.Error("recovery: cannot read registry entry", "err", err)
@@ -370,18 +388,33 @@ func (h *Helper) checkEntry(ctx context.Context, c *check) entryResult {
 // read blocks its thread (the network calls do not), and with 128 entries
 // at a time the Go runtime started a thread for many of them: 64 threads
 // and half of recovery's CPU time in the kernel with 300 workers.
-var registryReads = make(chan struct{}, 4)
+const registryReads = 4
 
-// readRegistryBounded is ptyworker.ReadRegistry, at most cap(registryReads)
-// at a time.
-func readRegistryBounded(ctx context.Context, path string) (*ptyworker.Registry, error) {
-	select {
-	case registryReads <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// registryEntry is one registry file as recovery read it: r, or the
+// error reading it.
+type registryEntry struct {
+	path string
+	r    *ptyworker.Registry
+	err  error
+}
+
+// readEntries reads the registry files at paths, registryReads at a time;
+// those not read when ctx ended have ctx's error.
+func readEntries(ctx context.Context, paths []string) []registryEntry {
+	out := make([]registryEntry, len(paths))
+	var g errgroup.Group
+	g.SetLimit(registryReads)
+	for i, p := range paths {
+		g.Go(func() error {
+			out[i].path = p
+			if out[i].err = ctx.Err(); out[i].err == nil {
+				out[i].r, out[i].err = ptyworker.ReadRegistry(p)
+			}
+			return nil
+		})
 	}
-	defer func() { <-registryReads }()
-	return ptyworker.ReadRegistry(path)
+	g.Wait()
+	return out
 }
 
 // recoverOrphan is the first phase for a running unit that no registry

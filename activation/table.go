@@ -31,6 +31,14 @@ const (
 	// with 1,000 sessions on 2 cores, 32 left recovery waiting ~3 ms per
 	// worker.
 	refreshParallel = 128
+	// checkParallel bounds the workers recovery's second phase checks at
+	// once. Each check wakes a worker process, and the kernel shares the
+	// CPU among runnable threads (no cgroup of the user manager's has a
+	// CPU controller of its own, so a unit gets no share as a whole): with
+	// 128 at a time, the helper's few threads got a small slice next to
+	// the woken workers, and the sessions.list that recovery serves
+	// meanwhile waited for them.
+	checkParallel = 16
 )
 
 // Directories below the state dir.
