@@ -37,7 +37,7 @@ func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ api.Request) (any
 		res.Sessions = append(res.Sessions, s.view())
 	}
 	h.sessions.mu.Lock()
-	res.Recovery = h.sessions.counts
+	res.Recovery, res.Checking = h.sessions.counts, h.sessions.checking
 	res.Quarantined = append([]api.Quarantined(nil), h.sessions.quarantined...)
 	h.sessions.mu.Unlock()
 	return res, nil, nil

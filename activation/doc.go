@@ -13,7 +13,9 @@
 //   - recovery (recovery.go): at every start, the join of systemd's unit
 //     list, the pty-worker registry files and hello/watch on each worker
 //     socket, behind a barrier that answers every command with the
-//     retryable error code "recovering"; a `legion spawn` session that a
+//     retryable error code "recovering", but sessions.list once the units
+//     and files are read (sessions whose workers are still being checked
+//     are listed as such: api.Session.Checking); a `legion spawn` session that a
 //     reboot cut is kept and listed as lost, never pruned in silence
 //     (lost.go: the worker lease's boot ID against this boot's);
 //   - the commands (commands.go, spawn.go, logs.go, broker.go) and the

@@ -51,7 +51,9 @@ import (
 // before every worker did. The first reads only systemd's listing and the
 // files, and settles every entry the rules above settle without a worker;
 // an entry whose unit runs is listed at once, marked checking
-// (api.Session.Checking), with the state its unit and registry entry give.
+// (api.Session.Checking), with the state (and agent PID) its unit and
+// registry entry give, and counted as recovered until its check says
+// otherwise.
 // Then sessions.list is served (every other command still answers
 // "recovering"), while the second phase says hello + watch to those
 // workers, in parallel (checkParallel at a time), and adopts, retries
@@ -140,17 +142,25 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 		quar    []api.Quarantined
 		covered = map[string]bool{}
 		checks  []entryResult
+		// nChecking counts the checks not done yet: each was counted as
+		// recovered in the first phase.
+		nChecking int
 	)
-	// record counts r, the outcome of an entry; listed is a session the
-	// first phase listed while its worker was checked, which r replaces.
-	record := func(r entryResult, listed *session) {
+	// record counts r, the outcome of an entry; checked, when not nil, is
+	// the first phase's result that r settles (its session, listed while
+	// its worker was checked, is replaced by r's or leaves the table).
+	record := func(r entryResult, checked *entryResult) {
 		mu.Lock()
 		defer mu.Unlock()
 		if r.unit != "" {
 			covered[r.unit] = true
 		}
-		if listed != nil && r.kind != adopted && r.kind != lost {
-			h.sessions.drop(listed) // an adopted or lost session replaces it at once
+		if checked != nil {
+			nChecking--
+			counts.Recovered-- // counted again below if adopted
+			if checked.s != nil && r.kind != adopted && r.kind != lost {
+				h.sessions.drop(checked.s) // an adopted or lost session replaces it at once
+			}
 		}
 		switch r.kind {
 		case adopted:
@@ -167,7 +177,9 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 		case failed:
 			counts.Failed++
 		case checking:
-			counts.Checking++
+			// Counted as recovered until its check says otherwise.
+			counts.Recovered++
+			nChecking++
 			checks = append(checks, r)
 			if r.s != nil {
 				h.sessions.put(r.s)
@@ -180,6 +192,7 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 		h.sessions.mu.Lock()
 		defer h.sessions.mu.Unlock()
 		h.sessions.counts = counts
+		h.sessions.checking = nChecking
 		h.sessions.quarantined = slices.Clone(quar)
 	}
 
@@ -216,7 +229,7 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 	publishCounts()
 	tListed := time.Since(t0)
 	h.listable.Store(true)
-	h.log.Info("recovery: sessions listed; checking their workers", "checking", counts.Checking, "took", time.Since(h.started).Round(time.Millisecond))
+	h.log.Info("recovery: sessions listed; checking their workers", "checking", nChecking, "took", time.Since(h.started).Round(time.Millisecond))
 
 	if h.opts.beforeChecks != nil {
 		if err := h.opts.beforeChecks(ctx); err != nil {
@@ -235,10 +248,8 @@ func (h *Helper) recover(ctx context.Context) (api.RecoveryCounts, error) {
 			} else {
 				r = h.checkEntry(gctx, c.chk)
 			}
-			mu.Lock()
-			counts.Checking--
-			mu.Unlock()
-			record(r, c.s)
+			record(r, &c)
+			publishCounts()
 			return nil
 		})
 	}

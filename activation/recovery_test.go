@@ -241,12 +241,14 @@ func TestListWhileChecking(t *testing.T) {
 	defer cancel()
 	before := startInProcessOn(t, nil, Options{})
 	c := before.client(t)
+	pids := map[string]int{}
 	for _, n := range []string{"chk-a", "chk-b"} {
 		if _, err := c.Spawn(ctx, testLaunch(n, "/bin/sleep", "1000")); err != nil {
 			t.Fatalf("Spawn %s: %v", n, err)
 		}
 		poll(t, ctx, n+" to run", func() (bool, string) {
 			s, err := c.Status(ctx, n)
+			pids[n] = s.PID
 			return err == nil && s.State == api.StateRunning && s.PID != 0, fmt.Sprintf("%+v, %v", s, err)
 		})
 	}
@@ -273,15 +275,15 @@ func TestListWhileChecking(t *testing.T) {
 	if err != nil {
 		t.Fatalf("List while the workers are checked: %v; want the sessions", err)
 	}
-	if list.Recovery.Checking != 2 || list.Recovery.Recovered != 0 {
-		t.Errorf("recovery counts while checking: %+v; want 2 checking, 0 recovered", list.Recovery)
+	if list.Checking != 2 || list.Recovery != (api.RecoveryCounts{Recovered: 2}) {
+		t.Errorf("counts while checking: %d checking, %+v; want 2 checking, 2 recovered", list.Checking, list.Recovery)
 	}
 	if len(list.Sessions) != 2 {
 		t.Fatalf("listed %+v while checking; want chk-a and chk-b", list.Sessions)
 	}
 	for _, s := range list.Sessions {
-		if !s.Checking || s.State != api.StateRunning || s.PID != 0 {
-			t.Errorf("listed %+v while checking; want running (as its unit and registry entry say), checking, no PID yet", s)
+		if !s.Checking || s.State != api.StateRunning || s.PID != pids[s.Name] {
+			t.Errorf("listed %+v while checking; want running with agent PID %d (as its unit and registry entry say), checking", s, pids[s.Name])
 		}
 	}
 	for _, cmd := range []string{api.CmdSessionsStatus, api.CmdSessionsKill, api.CmdSpawn, api.CmdSessionsWatch} {
@@ -295,11 +297,11 @@ func TestListWhileChecking(t *testing.T) {
 	c.RecoverWait = 0
 	poll(t, ctx, "recovery to check both workers", func() (bool, string) {
 		list, err := c.List(ctx)
-		if err != nil || list.Recovery.Checking != 0 || list.Recovery.Recovered != 2 {
+		if err != nil || list.Checking != 0 || list.Recovery != (api.RecoveryCounts{Recovered: 2}) {
 			return false, fmt.Sprintf("%+v, %v", list, err)
 		}
 		for _, s := range list.Sessions {
-			if s.Checking || s.State != api.StateRunning || s.PID == 0 {
+			if s.Checking || s.State != api.StateRunning || s.PID != pids[s.Name] {
 				return false, fmt.Sprintf("%+v", s)
 			}
 		}

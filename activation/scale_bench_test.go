@@ -332,7 +332,7 @@ func waitChecked(b *testing.B, ctx context.Context, e *testEnv, total int, t0 ti
 			b.Fatal(err)
 		}
 		d := time.Since(t0)
-		if r.Recovery.Checking == 0 && r.Recovery.Recovered >= total {
+		if r.Checking == 0 && r.Recovery.Recovered >= total {
 			return d
 		}
 		if d > 5*waitFor {

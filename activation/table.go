@@ -117,6 +117,7 @@ type table struct {
 	byName      map[string]*session
 	spawning    map[string]bool // names being spawned
 	counts      api.RecoveryCounts
+	checking    int // sessions recovery has yet to check (api.ListResult.Checking)
 	quarantined []api.Quarantined
 }
 
@@ -514,6 +515,9 @@ func (s *session) view() api.Session {
 	run := 0
 	if s.reg != nil {
 		last, run = s.reg.LastExit, s.reg.Run
+	}
+	if s.checking && s.info == nil && s.reg != nil && v.State == api.StateRunning && s.reg.State == ptyworker.StateRunning {
+		v.PID = s.reg.ChildPID // as the worker wrote it when its run started
 	}
 	if s.info != nil {
 		if s.info.Running {

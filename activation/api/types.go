@@ -58,12 +58,13 @@ type Session struct {
 	// agent without hooks (kind custom) and before its first hook event.
 	Agent *Agent `json:"agent,omitempty"`
 	// Checking is true while the helper, just started, has yet to hear
-	// from the session's worker: State is what its unit and the worker's
-	// registry entry say (running, starting or exited), not yet what the
-	// worker says (waiting_input, stale, the agent's state and PID). Only
-	// sessions.list answers before every worker was checked; once
-	// checked, a session is listed as usual, or leaves the list when
-	// recovery quarantined it (see ListResult.Quarantined).
+	// from the session's worker: State, PID and Restarts are what its unit
+	// and the worker's registry entry say (running, starting or exited),
+	// not yet what the worker says (waiting_input, stale, the agent's
+	// state, the last activity). Only sessions.list answers before every
+	// worker was checked; once checked, a session is listed as usual, or
+	// leaves the list when recovery quarantined it (see
+	// ListResult.Quarantined).
 	Checking bool `json:"checking,omitempty"`
 	// Resources is the worker unit's memory and CPU use and limits, as
 	// systemd accounts them; only sessions.status fills it in.
@@ -116,14 +117,11 @@ func (e *Exit) String() string {
 
 // RecoveryCounts are the outcome of the helper's last recovery.
 type RecoveryCounts struct {
-	Recovered   int `json:"recovered"`   // sessions adopted: ours, and their worker answered (or their unit is restarting)
+	Recovered   int `json:"recovered"`   // sessions adopted: ours, and their worker answered (or their unit is restarting); while recovery is under way also those whose worker has yet to (ListResult.Checking)
 	Pruned      int `json:"pruned"`      // registry entries whose worker is dead and unit gone (moved to registry/pruned)
 	Lost        int `json:"lost"`        // `legion spawn` sessions that a reboot cut (listed as lost, entries kept)
 	Quarantined int `json:"quarantined"` // entries not ours, of another RPC version, corrupt, or unreachable after retries
 	Failed      int `json:"failed"`      // entries recovery could not examine (I/O or D-Bus errors); see the helper's log
-	// Checking counts the sessions listed while their workers have yet to
-	// answer (Session.Checking): recovery is still under way. 0 once done.
-	Checking int `json:"checking,omitempty"`
 }
 
 // Quarantined is a registry entry the helper refuses to adopt.
@@ -144,6 +142,12 @@ type ListResult struct {
 	Sessions    []Session      `json:"sessions"`
 	Recovery    RecoveryCounts `json:"recovery"`
 	Quarantined []Quarantined  `json:"quarantined,omitempty"`
+	// Checking counts the sessions listed whose workers the helper, just
+	// started, has yet to hear from (Session.Checking): recovery is under
+	// way, and they count as recovered until their check says otherwise
+	// (then they leave the list, counted as quarantined or pruned). 0 once
+	// recovery is done.
+	Checking int `json:"checking,omitempty"`
 }
 
 // StatusResult is the result of sessions.status, sessions.kill and send.

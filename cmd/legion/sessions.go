@@ -34,7 +34,15 @@ func newSessionsListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List sessions with their state (a failed or lost one with its cause), and the helper's last recovery",
-		Args:  cobra.NoArgs,
+		Long: `List shows every session with its state (a failed or lost one with its
+cause) and the counts of the helper's last recovery.
+
+Right after the helper started (on demand, or again after a crash), it lists
+the sessions as soon as it has read systemd's units and the workers' registry
+files, before every worker has answered: such a session shows the state its
+unit and registry entry give, marked "(checking)" ("checking": true with
+--json), until the helper has heard from its worker.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSessionsList(cmd.Context(), cmd.OutOrStdout(), asJSON)
 		},
@@ -83,8 +91,8 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 	}
 	r := res.Recovery
 	fmt.Fprintf(out, "\nlast recovery: %d recovered, %d pruned, %d lost, %d quarantined, %d failed", r.Recovered, r.Pruned, r.Lost, r.Quarantined, r.Failed)
-	if r.Checking > 0 {
-		fmt.Fprintf(out, "; under way: %d workers being checked", r.Checking)
+	if res.Checking > 0 {
+		fmt.Fprintf(out, " (under way: %d of them being checked)", res.Checking)
 	}
 	fmt.Fprintln(out)
 	for _, q := range res.Quarantined {
