@@ -58,6 +58,8 @@ type Server struct {
 	mux  *http.ServeMux
 	hub  *hub
 
+	boards boards
+
 	active   atomic.Int64 // requests in flight + connected pages
 	lastIdle atomic.Int64 // unix nanos when active last fell to 0
 }
