@@ -170,6 +170,7 @@ agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
 	if f.Team, err = team.Open(ct, c.Path, state); err != nil {
 		t.Fatal(err)
 	}
+	f.Team.Legion = bin // what agents' hooks run, as the CLI sets it
 	if f.Store, err = f.Team.Local(); err != nil {
 		t.Fatal(err)
 	}
