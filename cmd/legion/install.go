@@ -149,6 +149,9 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 	if len(res.Written) == 0 && len(res.Removed) == 0 {
 		fmt.Fprintf(plan, "%s: unit files up to date\n", o.UnitDir)
 	}
+	if res.WebError != nil {
+		fmt.Fprintf(stderr, "warning: the dashboard's socket did not start: %v\n", res.WebError)
+	}
 	if !f.dryRun && !f.packaged {
 		lingerNote(ctx, stderr)
 	}
