@@ -39,7 +39,8 @@ type InstallOptions struct {
 	// enabled (started at login); each must be one of Teams.
 	Enable []string
 	// Packaged writes only the static units (legion.socket, legion.service,
-	// legion@.service) into a system unit directory, for `make install` and
+	// legion@.service; the dashboard's units come with a user's own
+	// `legion install`, which knows its address) into a system unit directory, for `make install` and
 	// distribution packages: no teams, no removals, no manager, and
 	// directories created 0755 rather than 0700.
 	Packaged bool

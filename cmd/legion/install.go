@@ -94,10 +94,6 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 		return err
 	}
 	o.Bin = bin
-	if f.packaged {
-		web := config.DefaultWeb()
-		o.Web = &units.WebUnits{Listen: web.Listen()}
-	}
 	if !f.packaged {
 		cfg, err := config.LoadOrEmpty(g.configPath)
 		if err != nil {
