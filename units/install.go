@@ -32,11 +32,15 @@ type InstallOptions struct {
 	// Teams get a controller drop-in and a slice each; Legion's drop-ins
 	// and slices of teams not listed are removed.
 	Teams []TeamUnits
+	// Web, when set, adds the dashboard's units (see GenerateOptions.Web);
+	// legion-web.socket is enabled and started with legion.socket.
+	Web *WebUnits
 	// Enable lists teams whose controller instance legion@<team>.service is
 	// enabled (started at login); each must be one of Teams.
 	Enable []string
 	// Packaged writes only the static units (legion.socket, legion.service,
-	// legion@.service) into a system unit directory, for `make install` and
+	// legion@.service; the dashboard's units come with a user's own
+	// `legion install`, which knows its address) into a system unit directory, for `make install` and
 	// distribution packages: no teams, no removals, no manager, and
 	// directories created 0755 rather than 0700.
 	Packaged bool
@@ -56,6 +60,9 @@ type InstallResult struct {
 	Unchanged []string // files that already had these bytes
 	Removed   []string // Legion's files and links of teams no longer configured
 	Enabled   []string // units enabled
+	// WebError says why legion-web.socket could not be started (its
+	// address taken); the rest of the install is done.
+	WebError error
 }
 
 // Install writes Legion's unit files into o.UnitDir, removes Legion's
@@ -80,7 +87,7 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	if !o.DryRun && !o.Packaged && o.Manager == nil {
 		return res, errors.New("install: no user manager to reload")
 	}
-	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams})
+	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams, Web: o.Web})
 	if err != nil {
 		return res, fmt.Errorf("install: %w", err)
 	}
@@ -89,7 +96,11 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 		return res, fmt.Errorf("install: %w", err)
 	}
 	if !o.Packaged {
-		enable = append([]string{unitname.SocketUnit}, enable...)
+		sockets := []string{unitname.SocketUnit}
+		if o.Web != nil {
+			sockets = append(sockets, unitname.WebSocketUnit)
+		}
+		enable = append(sockets, enable...)
 	}
 
 	var changed []File
@@ -154,6 +165,20 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	}
 	if err := o.Manager.Start(ctx, unitname.SocketUnit); err != nil {
 		return res, fmt.Errorf("install: %w", err)
+	}
+	if o.Web != nil {
+		// A changed address needs the socket bound anew: stop it first
+		// (a running server keeps its own copies and ends when idle).
+		if slices.Contains(res.Written, unitname.WebSocketUnit) {
+			if err := o.Manager.Stop(ctx, unitname.WebSocketUnit); err != nil {
+				return res, fmt.Errorf("install: %w", err)
+			}
+		}
+		// The dashboard is optional: a port taken by another program
+		// must not keep the helper and the teams from being installed.
+		if err := o.Manager.Start(ctx, unitname.WebSocketUnit); err != nil {
+			res.WebError = fmt.Errorf("%w: is another program listening on %s? Set another port with [web] port in legion.toml, then run legion install again", err, o.Web.Listen)
+		}
 	}
 	return res, nil
 }
@@ -431,14 +456,16 @@ func Uninstall(ctx context.Context, o UninstallOptions) (UninstallResult, error)
 // legionsUnits lists the loaded units that are Legion's, in stop order:
 // controllers, workers, the socket, the helper, team slices, legion.slice.
 func legionsUnits(ctx context.Context, m *Manager) ([]State, error) {
-	all, err := m.List(ctx, "legion@*.service", "legion-*.service", unitname.SocketUnit, unitname.HelperUnit, "legion-*.slice", unitname.RootSlice)
+	all, err := m.List(ctx, "legion@*.service", "legion-*.service", unitname.SocketUnit, unitname.HelperUnit, unitname.WebSocketUnit, "legion-*.slice", unitname.RootSlice)
 	if err != nil {
 		return nil, fmt.Errorf("list Legion's units: %w", err)
 	}
 	rank := func(name string) int {
 		switch {
-		case name == unitname.SocketUnit:
+		case name == unitname.SocketUnit, name == unitname.WebSocketUnit:
 			return 2
+		case name == unitname.WebUnit:
+			return 3
 		case name == unitname.HelperUnit:
 			return 3
 		case name == unitname.RootSlice:

@@ -5,7 +5,8 @@
 // user read their own lines?), the
 // config, each team's agent binary as workers will find it (in the user
 // manager's PATH), the installed unit files, the helper's
-// socket, the pty-worker program) and reports ok, warn or fail, and with a problem what to do
+// socket, the pty-worker program, whether the dashboard listens only on
+// a loopback address) and reports ok, warn or fail, and with a problem what to do
 // about it.
 //
 // The checks only look: they never write a file, change a unit or the
@@ -97,6 +98,7 @@ const (
 	CheckTmux    = "tmux"
 	CheckWorker  = "pty worker"
 	CheckJournal = "journal"
+	CheckWeb     = "web dashboard"
 )
 
 // Run runs every check, in a fixed order, and returns their results. It
@@ -116,6 +118,7 @@ func Run(ctx context.Context, o Options) []Check {
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
 		checkJournal(),
+		checkWeb(cfg),
 	}
 	if cfg != nil && len(cfg.Teams) > 0 {
 		ectx, cancel := context.WithTimeout(ctx, o.Timeout)

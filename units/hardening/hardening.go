@@ -1,6 +1,7 @@
 // Package hardening is the catalog of systemd sandboxing directives that
 // Legion writes into its units: the fixed sets of the helper
-// (legion.service) and the controllers (legion@.service), and the worker
+// (legion.service), the controllers (legion@.service) and the dashboard
+// (legion-web.service), and the worker
 // set, which a team may relax or tighten in legion.toml
 // ([teams.<name>.hardening]). Each directive carries why it is there, or
 // why it is only optional for workers.
@@ -120,6 +121,15 @@ func Helper() []Directive {
 // directory, so the home stays writable.
 func Controller() []Directive {
 	return append(common(), addressFamiliesInet)
+}
+
+// Web is the set of legion-web.service, the dashboard's server. Like the
+// controller (it reads the teams' trackers over IP through the controller's
+// code, and runs git in their workspaces for diffs), with UMask=0077 like
+// the helper (it writes only its token). It listens on the sockets that
+// legion-web.socket hands it, so it creates no listening socket itself.
+func Web() []Directive {
+	return append(common(), umaskPrivate, addressFamiliesInet)
 }
 
 // common is what the helper and the controllers share: everything but the
