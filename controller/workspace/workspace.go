@@ -1,6 +1,8 @@
 // Package workspace gives every issue its own git worktree on its own branch,
 // legion/<issue>, with a port offset that parallel agents use to keep their
-// dev servers apart, and merges finished work back into the default branch.
+// dev servers apart, shows an issue's branch against the default branch
+// with the conflicts a merge would leave (Diff: git merge-tree, nothing
+// touched), and merges finished work back into the default branch.
 //
 // It runs the real git binary with argv (never a shell) and never touches a
 // worktree or branch it did not create: only branches under legion/ and
