@@ -14,6 +14,15 @@ import (
 // no worktree was ever made for it, or it was finished and removed.
 var ErrNoBranch = errors.New("no branch")
 
+// ErrBadIssue is returned (wrapped) by Diff for an identifier that
+// cannot name a branch (see Branch); the message says what is wrong.
+var ErrBadIssue = errors.New("bad issue identifier")
+
+// badIssueError is checkIssue's error, matching ErrBadIssue.
+type badIssueError struct{ error }
+
+func (badIssueError) Is(target error) bool { return target == ErrBadIssue }
+
 // MaxDiffBytes bounds the patch Diff returns; a longer one is cut there
 // (Diff.Truncated) so that a page showing it stays usable.
 const MaxDiffBytes = 1 << 20
@@ -61,10 +70,10 @@ type Conflict struct {
 // Diff compares the issue's branch with the default branch of the
 // workspace, touching nothing: git diff, rev-list and merge-tree
 // --write-tree (objects only). An issue without a branch is an error
-// wrapping ErrNoBranch.
+// wrapping ErrNoBranch, a bad identifier one wrapping ErrBadIssue.
 func (m *Manager) Diff(ctx context.Context, issue string) (Diff, error) {
 	if err := checkIssue(issue); err != nil {
-		return Diff{}, err
+		return Diff{}, badIssueError{err}
 	}
 	d := Diff{Issue: issue, Branch: Branch(issue), Conflicts: []Conflict{}}
 	if !m.branchExists(ctx, d.Branch) {

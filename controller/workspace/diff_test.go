@@ -90,7 +90,7 @@ func TestDiffNoBranch(t *testing.T) {
 	if !errors.Is(err, ErrNoBranch) || !strings.Contains(err.Error(), "legion/DEMO-9") {
 		t.Errorf("Diff(DEMO-9) = %v; want ErrNoBranch naming legion/DEMO-9", err)
 	}
-	if _, err := m.Diff(t.Context(), "../x"); err == nil || errors.Is(err, ErrNoBranch) {
+	if _, err := m.Diff(t.Context(), "../x"); !errors.Is(err, ErrBadIssue) {
 		t.Errorf("Diff(../x) = %v; want the identifier refused", err)
 	}
 }
