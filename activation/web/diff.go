@@ -19,18 +19,18 @@ func (s *sessionAPI) handleDiff(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, errUnknownTeam) {
 			code = http.StatusNotFound
 		}
-		sendError(w, code, "diff of "+id+" of team "+team+": "+err.Error())
+		writeError(w, code, "%s", "diff of "+id+" of team "+team+": "+err.Error())
 		return
 	}
 	d, err := m.Diff(r.Context(), id)
 	switch {
 	case errors.Is(err, workspace.ErrNoBranch):
-		sendError(w, http.StatusNotFound, err.Error()+" of team "+team)
+		writeError(w, http.StatusNotFound, "%s", err.Error()+" of team "+team)
 	case errors.Is(err, workspace.ErrBadIssue):
-		sendError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, "%s", err.Error())
 	case err != nil:
-		sendError(w, http.StatusInternalServerError, err.Error()+" (team "+team+")")
+		writeError(w, http.StatusInternalServerError, "%s", err.Error()+" (team "+team+")")
 	default:
-		sendJSON(w, http.StatusOK, d)
+		writeJSON(w, http.StatusOK, d)
 	}
 }

@@ -96,6 +96,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.mux.HandleFunc("GET /api/teams", s.teams)
 	s.mux.HandleFunc("GET /api/board", s.board)
+	s.sessionAPI().register(s.mux)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no API route %s %s", r.Method, r.URL.Path)
 	})

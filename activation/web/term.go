@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/controller/workspace"
 	"github.com/legion-dev/legion/internal/journal"
 )
@@ -53,6 +54,42 @@ const (
 	maxJournalLines     = 5000
 )
 
+// sessionAPI is the server's Session view, reading the helper at
+// HelperSocket and the teams of ConfigPath.
+func (s *Server) sessionAPI() *sessionAPI {
+	return &sessionAPI{
+		dial: func(ctx context.Context) (*api.Client, error) {
+			if s.opts.HelperSocket != "" {
+				return api.DialPath(ctx, s.opts.HelperSocket)
+			}
+			return api.Dial(ctx)
+		},
+		worktrees: func(name string) (*workspace.Manager, error) {
+			cfg, err := config.Load(s.opts.ConfigPath)
+			if err != nil {
+				return nil, err
+			}
+			t, ok := cfg.Team(name)
+			if !ok {
+				return nil, fmt.Errorf("team %q: %w %s", name, errUnknownTeam, cfg.Path)
+			}
+			state, err := config.StateDir()
+			if err != nil {
+				return nil, err
+			}
+			return team.Worktrees(t, state), nil
+		},
+		accept: func(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
+			return websocket.Accept(w, r, &websocket.AcceptOptions{
+				// Handler checked the Origin already, with a clear error.
+				InsecureSkipVerify: true,
+				CompressionMode:    websocket.CompressionDisabled,
+			})
+		},
+		log: s.log,
+	}
+}
+
 // register adds the Session view's routes to mux.
 func (s *sessionAPI) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/sessions/{name}", s.handleDetail)
@@ -78,7 +115,7 @@ func (s *sessionAPI) handleDetail(w http.ResponseWriter, r *http.Request) {
 		helperError(w, "session "+name, err)
 		return
 	}
-	sendJSON(w, http.StatusOK, sessionDetail{Session: sess})
+	writeJSON(w, http.StatusOK, sessionDetail{Session: sess})
 }
 
 // status asks the helper for one session on a connection of its own.
@@ -113,7 +150,7 @@ func (s *sessionAPI) handleTranscript(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("offset"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			sendError(w, http.StatusBadRequest, fmt.Sprintf("transcript of %s: offset %q: want a byte offset, 0 or more", name, v))
+			writeError(w, http.StatusBadRequest, "%s", fmt.Sprintf("transcript of %s: offset %q: want a byte offset, 0 or more", name, v))
 			return
 		}
 		from, tail = n, false
@@ -139,7 +176,7 @@ func (s *sessionAPI) handleTranscript(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	chunk := transcriptChunk{Offset: res.Offset - int64(len(keep.buf)), Next: res.Offset, Data: string(keep.buf), Truncated: keep.dropped}
-	sendJSON(w, http.StatusOK, chunk)
+	writeJSON(w, http.StatusOK, chunk)
 }
 
 // errChunkFull ends a transcript read whose chunk is full.
@@ -189,7 +226,7 @@ func (s *sessionAPI) handleJournal(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("lines"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxJournalLines {
-			sendError(w, http.StatusBadRequest, fmt.Sprintf("journal of %s: lines %q: want 1 to %d", name, v, maxJournalLines))
+			writeError(w, http.StatusBadRequest, "%s", fmt.Sprintf("journal of %s: lines %q: want 1 to %d", name, v, maxJournalLines))
 			return
 		}
 		lines = n
@@ -210,10 +247,10 @@ func (s *sessionAPI) handleJournal(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, journal.ErrNoJournald) || errors.Is(err, journal.ErrPermission) {
 			code = http.StatusServiceUnavailable
 		}
-		sendError(w, code, fmt.Sprintf("journal of %s (unit %s): %v", name, sess.Unit, err))
+		writeError(w, code, "%s", fmt.Sprintf("journal of %s (unit %s): %v", name, sess.Unit, err))
 		return
 	}
-	sendJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // sessionName is the {name} of the request, checked as the helper would;
@@ -221,7 +258,7 @@ func (s *sessionAPI) handleJournal(w http.ResponseWriter, r *http.Request) {
 func sessionName(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := r.PathValue("name")
 	if err := api.ValidateName(name); err != nil {
-		sendError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, "%s", err.Error())
 		return "", false
 	}
 	return name, true
@@ -246,23 +283,8 @@ func helperError(w http.ResponseWriter, what string, err error) {
 		default:
 			code = http.StatusInternalServerError
 		}
-		sendError(w, code, what+": "+e.Message)
+		writeError(w, code, "%s", what+": "+e.Message)
 		return
 	}
-	sendError(w, code, what+": the helper: "+err.Error())
-}
-
-// sendJSON writes v as the JSON response with code.
-func sendJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v) // a client that went away has nothing to read
-}
-
-// sendError writes {"error": msg} with code.
-func sendError(w http.ResponseWriter, code int, msg string) {
-	sendJSON(w, code, struct {
-		Error string `json:"error"`
-	}{msg})
+	writeError(w, code, "%s", what+": the helper: "+err.Error())
 }

@@ -49,7 +49,7 @@ import (
 // what was wrong; the worker and the helper never see it.
 
 // termReadLimit bounds one message from a page.
-const termReadLimit = 64 << 10
+const termReadLimit = ReadLimit
 
 // Terminal sizes a page may ask for.
 const (
