@@ -110,7 +110,9 @@ func (s *Server) Handler() http.Handler {
 		s.enter()
 		defer s.leave()
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		// style-src allows inline styles: xterm.js writes its theme and
+		// cell sizes into <style> elements it creates (scripts stay 'self').
+		h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
