@@ -153,15 +153,15 @@ type termConn struct {
 	name string
 	ws   *websocket.Conn
 
-	c        *api.Client       // the helper; dialed again when it restarted
-	wc       *ptyworker.Client // the worker, through the helper's descriptor
-	epoch    string            // the worker's output epoch (AttachResult.Epoch)
-	offset   uint64            // the next output byte the page has not got
-	control  bool              // the page took control
-	exit     *ptyworker.ExitInfo
+	c          *api.Client       // the helper; dialed again when it restarted
+	wc         *ptyworker.Client // the worker, through the helper's descriptor
+	epoch      string            // the worker's output epoch (AttachResult.Epoch)
+	offset     uint64            // the next output byte the page has not got
+	control    bool              // the page took control
+	exit       *ptyworker.ExitInfo
 	lastAttach ptyworker.AttachResult
 	desynced   bool // the worker dropped us for falling behind
-	waiting  bool // "waiting" was sent for this restart
+	waiting    bool // "waiting" was sent for this restart
 }
 
 // run serves the connection until the session ends (nil), the page goes
