@@ -17,6 +17,8 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -68,9 +70,10 @@ func artifactDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// issueSession makes a configured team "web" whose issue WEB-1 has a
-// branch that a merge would conflict with, and starts the scripted agent
-// as that issue's implementer.
+// issueSession makes a configured team "web" with an issue In Progress
+// (WEB-1, in its local tracker) whose branch a merge would conflict with,
+// and starts the scripted agent as that issue's implementer. It returns
+// the session's name.
 func (f *helperFixture) issueSession(t *testing.T) string {
 	t.Helper()
 	for _, kv := range []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"} {
@@ -90,7 +93,7 @@ func (f *helperFixture) issueSession(t *testing.T) string {
 	write(repo, "title = Legion\ncolour = blue\n")
 	git(t, repo, "add", "app.txt")
 	git(t, repo, "commit", "-q", "-m", "first")
-	tm, err := config.AddTeam(filepath.Join(f.m.Home, ".config", "legion", "legion.toml"), "web", repo, "")
+	tm, err := config.AddTeam(f.cfg, "web", repo, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +101,25 @@ func (f *helperFixture) issueSession(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wt, err := team.Worktrees(tm, state).Ensure(t.Context(), "WEB-1")
+	parts, err := team.Open(tm, f.cfg, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker, ok := parts.Tracker.(*local.Store)
+	if !ok {
+		t.Fatalf("team web's tracker is %T; want the local one", parts.Tracker)
+	}
+	is, err := tracker.Add(t.Context(), "Make it green")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if is.ID != "WEB-1" {
+		t.Fatalf("the tracker's first issue is %s; want WEB-1", is.ID)
+	}
+	if err := parts.Tracker.Move(t.Context(), is.ID, controller.StatusInProgress); err != nil {
+		t.Fatal(err)
+	}
+	wt, err := parts.Worktrees.Ensure(t.Context(), "WEB-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +155,8 @@ func (f *helperFixture) issueSession(t *testing.T) string {
 }
 
 // TestSessionViewInBrowser: in a real headless Chromium, the Session view
-// of an issue's session (reached by URL, #/session/NAME) shows the
+// of an issue's session (reached from the issue's card on the board, and
+// by URL, #/session/NAME) shows the
 // agent's screen in the terminal, its resources, transcript and the
 // issue's diff with the would-be conflict marked; keys typed before "Take
 // control" do not reach the agent, keys typed after it do (the agent
@@ -182,9 +204,15 @@ func TestSessionViewInBrowser(t *testing.T) {
 		})
 	}
 	err := chromedp.Do(ctx,
-		chromedp.Navigate(f.srv.URL+"/login#t="+testToken),
+		chromedp.Navigate(f.url+"/login#t="+testToken),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"]`)),
-		chromedp.Navigate(f.srv.URL+"/#/session/"+name),
+		// From the board: the issue's card links its session.
+		chromedp.Navigate(f.url+"/#board"),
+		chromedp.Click(chromedp.CSS(`.card[data-issue="WEB-1"] a.session`)),
+		waitText("the board's link to open the Session view", `location.hash`, "#session/"+name),
+		waitText("the view to show the session", `document.querySelector(".session-name").textContent`, name),
+		// By URL.
+		chromedp.Navigate(f.url+"/#/session/"+name),
 		waitText("the terminal to show the agent's screen", termText, "Got it: hello"),
 		waitText("the resources", `document.querySelector("#resources").textContent`, "Memory"),
 		waitText("the transcript", `document.querySelector("#transcript").textContent`, "Got it: hello"),

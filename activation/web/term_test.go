@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -35,25 +34,30 @@ const termWait = 2 * time.Minute
 const testToken = "0123456789abcdef0123456789abcdef-webterm"
 
 // helperFixture is a real helper (`legion helper`, the built binary)
-// under a private systemd user manager, and the dashboard's handler in
-// front of it.
+// under a private systemd user manager, and the dashboard's Server run in
+// front of it on a loopback port.
 type helperFixture struct {
 	m    *sdtest.Manager
 	bin  string // the legion binary (helper, scripted agent)
-	sock string // the helper's socket
-	srv  *httptest.Server
+	sock string // the helper's socket (the default one, as the event hub dials it)
+	url  string // the dashboard: http://127.0.0.1:PORT
+	cfg  string // the legion.toml the dashboard reads
 	c    *api.Client
 }
 
-// startHelper starts a private manager, `legion helper` on a socket of
-// its own, and a dashboard Server (not Run: these routes need no event
-// hub) on an httptest server. Cleanup stops them all.
+// startHelper starts a private manager, `legion helper` on its default
+// socket, and a dashboard Server (its event hub included) on a loopback
+// port. Cleanup stops them all.
 func startHelper(t *testing.T) *helperFixture {
 	t.Helper()
 	m := sdtest.Start(t)
-	f := &helperFixture{m: m, bin: sdtest.LegionBinary(t), sock: filepath.Join(m.RuntimeDir, "helper.sock")}
+	sock, err := api.SocketPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &helperFixture{m: m, bin: sdtest.LegionBinary(t), sock: sock, cfg: filepath.Join(m.Home, ".config", "legion", "legion.toml")}
 	var stderr bytes.Buffer
-	cmd := exec.Command(f.bin, "helper", "--socket", f.sock, "--log-level", "debug")
+	cmd := exec.Command(f.bin, "helper", "--log-level", "debug")
 	cmd.Env, cmd.Stderr = m.Env, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -92,13 +96,24 @@ func startHelper(t *testing.T) *helperFixture {
 	t.Cleanup(func() { c.Close() })
 	f.c = c
 
-	cfgPath := filepath.Join(m.Home, ".config", "legion", "legion.toml")
-	s, err := New(Options{Token: testToken, HelperSocket: f.sock, ConfigPath: cfgPath})
+	s, err := New(Options{Token: testToken, HelperSocket: f.sock, ConfigPath: f.cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv = httptest.NewServer(s.Handler())
-	t.Cleanup(f.srv.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.url = "http://" + l.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, []net.Listener{l}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Server.Run = %v; want nil at its end", err)
+		}
+	})
 	return f
 }
 
@@ -147,7 +162,7 @@ func (f *helperFixture) agent(t *testing.T, name string) api.Session {
 // error answer.
 func (f *helperFixture) get(t *testing.T, path string, out any) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, f.srv.URL+path, nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, f.url+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,9 +300,9 @@ type termClient struct {
 func (f *helperFixture) dialTerm(t *testing.T, name string) *termClient {
 	t.Helper()
 	h := http.Header{}
-	h.Set("Origin", f.srv.URL)
+	h.Set("Origin", f.url)
 	h.Set("Authorization", "Bearer "+testToken)
-	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/api/sessions/" + name + "/term"
+	u := "ws" + strings.TrimPrefix(f.url, "http") + "/api/sessions/" + name + "/term"
 	ws, _, err := websocket.Dial(t.Context(), u, &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {
 		t.Fatalf("dial %s: %v", u, err)
@@ -502,13 +517,13 @@ func TestTermRefusals(t *testing.T) {
 	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "no session nosuch") {
 		t.Errorf("terminal of an unknown session: %v; want a close saying there is no such session", err)
 	}
-	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/api/sessions/x/term"
+	u := "ws" + strings.TrimPrefix(f.url, "http") + "/api/sessions/x/term"
 	for _, tc := range []struct {
 		name   string
 		header http.Header
 		code   int
 	}{
-		{"no token", http.Header{"Origin": {f.srv.URL}}, http.StatusUnauthorized},
+		{"no token", http.Header{"Origin": {f.url}}, http.StatusUnauthorized},
 		{"other origin", http.Header{"Origin": {"http://evil.example"}, "Authorization": {"Bearer " + testToken}}, http.StatusForbidden},
 	} {
 		_, resp, err := websocket.Dial(t.Context(), u, &websocket.DialOptions{HTTPHeader: tc.header})
