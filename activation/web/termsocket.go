@@ -167,8 +167,8 @@ type termConn struct {
 // run serves the connection until the session ends (nil), the page goes
 // away, or the page sends a bad message (a *closeError).
 func (t *termConn) run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
 	defer func() {
 		t.closeWorker()
 		if t.c != nil {
@@ -176,8 +176,11 @@ func (t *termConn) run(ctx context.Context) error {
 		}
 	}()
 
-	// The reader ends when a read fails: the page closed, a bad frame,
-	// or ctx (run's end closes the connection too).
+	// The reader ends when a read fails: the page closed, a bad frame, ctx
+	// ended, or handleTerm closed the connection after run. (Its reads do
+	// not use a context that run cancels: the library closes the
+	// connection at once when a read's context ends, before handleTerm
+	// could send its close status and reason.)
 	msgs := make(chan termMessage)
 	readErr := make(chan error, 1)
 	go func() {
@@ -189,8 +192,8 @@ func (t *termConn) run(ctx context.Context) error {
 					select {
 					case msgs <- m:
 						continue
-					case <-ctx.Done():
-						err = ctx.Err()
+					case <-stop:
+						return
 					}
 				}
 			}
