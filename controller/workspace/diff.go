@@ -142,25 +142,15 @@ func versionUsable(major, minor string) bool {
 	return ma > 2 || ma == 2 && mi >= mergeTreeMinor
 }
 
-// conflictTexts runs git merge-tree --write-tree base branch (exit 1:
-// conflicts) and reads each conflicted file from the tree it wrote.
+// conflictTexts lists the files a merge of branch into base would leave
+// in conflict, each with its text from the tree git merge-tree wrote.
 func (m *Manager) conflictTexts(ctx context.Context, base, branch string) ([]Conflict, error) {
-	out, err := m.git(ctx, m.Repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", base, branch)
-	conflicts := []Conflict{}
-	if err == nil {
-		return conflicts, nil
-	}
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+	tree, files, err := m.mergeTree(ctx, base, branch)
+	if err != nil {
 		return nil, err
 	}
-	lines := strings.Split(out, "\n")
-	tree := strings.TrimSpace(lines[0])
-	for _, l := range lines[1:] {
-		p := strings.TrimSpace(l)
-		if p == "" {
-			continue
-		}
+	conflicts := []Conflict{}
+	for _, p := range files {
 		c := Conflict{Path: p}
 		if text, err := m.git(ctx, m.Repo, "cat-file", "blob", tree+":"+p); err == nil && len(text) <= maxConflictText {
 			c.Text = text
