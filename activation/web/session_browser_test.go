@@ -24,9 +24,9 @@ import (
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
-// browser starts Debian's chromium headless (the flags of WEB.md) for
+// sessionBrowser starts Debian's chromium headless (the flags of WEB.md) for
 // the test and returns a tab's context; cleanup ends the browser.
-func browser(t *testing.T) context.Context {
+func sessionBrowser(t *testing.T) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	sdtest.Require(t, "chromium (apt-get install chromium; scripts/check-deps installs it)", err == nil)
@@ -57,9 +57,9 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// artifactDir is where screenshots go: $LEGION_TEST_ARTIFACTS, else the
+// sessionArtifacts is where screenshots go: $LEGION_TEST_ARTIFACTS, else the
 // test's temp dir.
-func artifactDir(t *testing.T) string {
+func sessionArtifacts(t *testing.T) string {
 	t.Helper()
 	if d := os.Getenv("LEGION_TEST_ARTIFACTS"); d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -165,7 +165,7 @@ func (f *helperFixture) issueSession(t *testing.T) string {
 func TestSessionViewInBrowser(t *testing.T) {
 	f := startHelper(t)
 	name := f.issueSession(t)
-	ctx := browser(t)
+	ctx := sessionBrowser(t)
 	ctx, cancel := context.WithTimeout(ctx, 3*termWait)
 	defer cancel()
 
@@ -254,7 +254,7 @@ func TestSessionViewInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("diff panel: %v", err)
 	}
-	shot := filepath.Join(artifactDir(t), "session-view.png")
+	shot := filepath.Join(sessionArtifacts(t), "session-view.png")
 	if err := os.WriteFile(shot, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
