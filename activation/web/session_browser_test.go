@@ -203,6 +203,19 @@ func TestSessionViewInBrowser(t *testing.T) {
 			})
 		})
 	}
+	shots := sessionArtifacts(t)
+	// shoot saves a screenshot of the whole page as file in shots.
+	shoot := func(file string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			p := filepath.Join(shots, file)
+			t.Logf("screenshot: %s", p)
+			return os.WriteFile(p, png, 0o644)
+		})
+	}
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(f.url+"/login#t="+testToken),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"]`)),
@@ -217,6 +230,7 @@ func TestSessionViewInBrowser(t *testing.T) {
 		waitText("the resources", `document.querySelector("#resources").textContent`, "Memory"),
 		waitText("the transcript", `document.querySelector("#transcript").textContent`, "Got it: hello"),
 		chromedp.WaitVisible(chromedp.CSS(`#take-control`)),
+		shoot("session-view-readonly.png"),
 		// Typed while read-only: not sent.
 		chromedp.Click(chromedp.CSS(`#terminal`)),
 		chromedp.Focus(chromedp.CSS(`#terminal .xterm-helper-textarea`)),
@@ -246,17 +260,9 @@ func TestSessionViewInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`.panel-tabs button[data-panel="diff"]`)),
 		waitText("the diff's conflict", `document.querySelector("#diff").textContent`, "would conflict in 1 file"),
 		waitText("the patch", `(document.querySelector("#diff .patch") || {}).textContent || ""`, "+colour = green"),
+		shoot("session-view.png"),
 	)
 	if err != nil {
 		t.Fatalf("diff panel: %v", err)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("diff panel: %v", err)
-	}
-	shot := filepath.Join(sessionArtifacts(t), "session-view.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot of the Session view: %s", shot)
 }
