@@ -389,6 +389,11 @@ func TestTerm(t *testing.T) {
 	c.send(termMessage{Type: "resize", Cols: 100, Rows: 30})
 	c.send(termMessage{Type: "input", Data: "after\r"})
 	c.until("the agent's answer to the typed line", c.shows("Got it: after"))
+	// Taking control attached again from the page's offset: nothing the
+	// page had was sent twice.
+	if n := strings.Count(c.screen.String(), "Got it: hello"); n != 1 {
+		t.Errorf("the page got the first answer %d times; want once:\n%q", n, c.screen.String())
+	}
 
 	// The worker's side: the agent got "after" and never "before" (input
 	// is delivered in order, so "before" would have come first).
