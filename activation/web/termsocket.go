@@ -122,6 +122,8 @@ func (s *sessionAPI) handleTerm(w http.ResponseWriter, r *http.Request) {
 	err = t.run(r.Context())
 	var ce *closeError
 	switch {
+	case errors.Is(err, errPageGone):
+		ws.CloseNow()
 	case errors.As(err, &ce):
 		s.log.Info("terminal closed", "session", name, "reason", ce.reason)
 		ws.Close(ce.status, clipReason(ce.reason))
@@ -164,8 +166,11 @@ type termConn struct {
 	waiting    bool // "waiting" was sent for this restart
 }
 
+// errPageGone ends run when the page closed the connection (or it broke).
+var errPageGone = errors.New("the page went away")
+
 // run serves the connection until the session ends (nil), the page goes
-// away, or the page sends a bad message (a *closeError).
+// away (errPageGone), or the page sends a bad message (a *closeError).
 func (t *termConn) run(ctx context.Context) error {
 	stop := make(chan struct{})
 	defer close(stop)
@@ -220,7 +225,7 @@ func (t *termConn) run(ctx context.Context) error {
 			if errors.As(err, &ce) {
 				return err
 			}
-			return nil // the page went away; the session goes on
+			return errPageGone // the session goes on
 		case m := <-msgs:
 			if err := t.message(ctx, m); err != nil {
 				return err
