@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -274,12 +276,32 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case err := <-readErr:
 			s.log.Debug("event socket closed", "err", err)
-			c.CloseNow()
+			closeBroken(c, err)
 			return
 		case <-ctx.Done():
 			c.Close(websocket.StatusGoingAway, "server stopping")
 			return
 		}
+	}
+}
+
+// closeBroken ends a connection whose read failed with err. A close from
+// the page ends it quietly; a frame the library refused without a close
+// frame of its own (an unmasked one) is answered with a protocol-error
+// close that says why; where the library already sent its close (too big,
+// reserved bits or opcode, a fragmented control frame), the connection
+// is only dropped.
+func closeBroken(c *websocket.Conn, err error) {
+	if websocket.CloseStatus(err) != -1 || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
+		c.CloseNow()
+		return
+	}
+	reason := err.Error()
+	if len(reason) > 120 { // a close reason fits in 123 bytes
+		reason = reason[:120]
+	}
+	if c.Close(websocket.StatusProtocolError, reason) != nil {
+		c.CloseNow()
 	}
 }
 

@@ -45,7 +45,7 @@
       s ? sessionLine(s) : null,
       (is.failed || []).map((f) => h("div", {className: "meta"},
         h("span", {className: "state failed", textContent: f.mode + " failed", title: f.cause || ""}))),
-      is.action && is.action !== "none" ? h("div", {className: "meta next", textContent: "next: " + is.action.replace(/_/g, " "), title: is.reason || ""}) : null);
+      is.action && !["none", "skip"].includes(is.action) ? h("div", {className: "meta next", textContent: "next: " + is.action.replace(/_/g, " "), title: is.reason || ""}) : null);
     return c;
   }
 
