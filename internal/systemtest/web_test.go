@@ -8,15 +8,17 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/workspace"
 	"github.com/legion-dev/legion/internal/journal"
 )
 
 // TestWebSessionJournal: as an ordinary user, the dashboard
-// (legion-web.socket, written by `legion install`) shows a working
-// issue's session: its unit's journal lines (the worker's own and the
-// helper's about it, each about that unit: the journal the sandboxed
-// tests do not have) and its detail, asked over the dashboard's unix
-// socket with the token `legion web` made.
+// (legion-web.socket, written by `legion install`, starting the hardened
+// legion-web.service) shows a working issue's session: its detail, its
+// unit's journal lines (the worker's own and the helper's about it, each
+// about that unit: the journal the sandboxed tests do not have) and the
+// issue's diff, asked over the dashboard's unix socket with the token
+// `legion web` made.
 func TestWebSessionJournal(t *testing.T) {
 	t.Parallel()
 	s := bootLegion(t, options{linger: true, script: longPlan})
@@ -85,5 +87,16 @@ func TestWebSessionJournal(t *testing.T) {
 	})
 	if lines.Unit != unit {
 		t.Errorf("journal unit = %q; want %s", lines.Unit, unit)
+	}
+
+	// The issue's diff: git, run by the hardened service in the team's
+	// workspace, compares the branch the controller made with main.
+	var diff workspace.Diff
+	out, err = get("/api/issues/" + teamName + "/" + id + "/diff")
+	if err != nil {
+		t.Fatalf("GET the issue's diff: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal([]byte(out), &diff); err != nil || diff.Base != "main" || diff.Branch != workspace.Branch(id) || diff.ConflictsUnknown != "" || diff.Conflicts == nil {
+		t.Errorf("diff of %s = %s (%v); want %s against main, conflicts computed", id, out, err, workspace.Branch(id))
 	}
 }
