@@ -21,10 +21,11 @@
 // Routes (Go ServeMux patterns, registered in routes): the app shell (/,
 // /login, /static/...: go:embed of static/, third-party code pinned under
 // static/vendor), JSON under /api/ (errors as {"error": "..."}), and one
-// WebSocket per page, /api/events, that carries Event values. Every
-// WebSocket reads at most ReadLimit bytes a message; a malformed frame or
-// an oversize message closes that connection with a reason and touches
-// nothing else.
+// WebSocket per page, /api/events, that carries Event values (and, while
+// the Session view shows a session, its terminal's, /api/sessions/NAME/term:
+// see termsocket.go). Every WebSocket reads at most ReadLimit bytes a
+// message; a malformed frame or an oversize message closes that connection
+// with a reason and touches nothing else.
 //
 // The page: static/app.js is the shell (header, team picker, tab router,
 // the event socket with reconnect) and views register themselves with

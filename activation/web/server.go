@@ -101,6 +101,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.mux.HandleFunc("GET /api/teams", s.teams)
 	s.mux.HandleFunc("GET /api/board", s.board)
+	s.sessionAPI().register(s.mux)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no API route %s %s", r.Method, r.URL.Path)
 	})
@@ -114,8 +115,8 @@ func (s *Server) Handler() http.Handler {
 		s.enter()
 		defer s.leave()
 		h := w.Header()
-		// Scripts only from the binary; inline styles allowed because
-		// xterm.js writes its theme into a <style> element.
+		// style-src allows inline styles: xterm.js writes its theme and
+		// cell sizes into <style> elements it creates (scripts stay 'self').
 		h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")

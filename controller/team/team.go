@@ -37,6 +37,12 @@ type Team struct {
 	Worktrees *workspace.Manager
 }
 
+// Worktrees is the manager of t's worktrees (one per issue, under
+// stateHome/worktrees/<short id>); stateHome is $XDG_STATE_HOME/legion.
+func Worktrees(t config.Team, stateHome string) *workspace.Manager {
+	return &workspace.Manager{Repo: t.Workspace, Dir: filepath.Join(stateHome, "worktrees", t.ShortID())}
+}
+
 // Open builds the parts of t, read from configPath; stateHome is
 // $XDG_STATE_HOME/legion.
 func Open(t config.Team, configPath, stateHome string) (*Team, error) {
@@ -45,7 +51,7 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 		Team:       t,
 		ConfigPath: configPath,
 		StateDir:   dir,
-		Worktrees:  &workspace.Manager{Repo: t.Workspace, Dir: filepath.Join(stateHome, "worktrees", t.ShortID())},
+		Worktrees:  Worktrees(t, stateHome),
 	}
 	switch t.Tracker {
 	case config.TrackerLocal:

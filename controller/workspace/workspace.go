@@ -1,6 +1,8 @@
 // Package workspace gives every issue its own git worktree on its own branch,
 // legion/<issue>, with a port offset that parallel agents use to keep their
-// dev servers apart, and merges finished work back into the default branch.
+// dev servers apart, shows an issue's branch against the default branch
+// with the conflicts a merge would leave (Diff: git merge-tree, nothing
+// touched), and merges finished work back into the default branch.
 //
 // It runs the real git binary with argv (never a shell) and never touches a
 // worktree or branch it did not create: only branches under legion/ and
@@ -277,24 +279,34 @@ func (m *Manager) storedOffset(ctx context.Context, issue string) (int, bool) {
 	return n, err == nil
 }
 
-// conflicts asks git merge-tree (git 2.38 or later) which files a merge of
-// branch into base would leave in conflict; it writes only objects, never
-// the working tree or refs. Exit status 1 means conflicts; the listing
-// after the tree id has one "<mode> <oid> <stage>\t<path>" line per
-// conflicted stage.
+// conflicts asks git merge-tree which files a merge of branch into base
+// would leave in conflict (see mergeTree); none when it cannot tell.
 func (m *Manager) conflicts(ctx context.Context, base, branch string) []string {
+	_, files, _ := m.mergeTree(ctx, base, branch)
+	return files
+}
+
+// mergeTree runs git merge-tree --write-tree (git 2.38 or later), which
+// merges branch into base writing only objects, never a working tree,
+// index or ref, and returns the tree it wrote and the files left in
+// conflict. Exit status 1 means conflicts; the output is the tree id,
+// then one conflicted path a line (--name-only).
+func (m *Manager) mergeTree(ctx context.Context, base, branch string) (tree string, files []string, err error) {
 	out, err := m.git(ctx, m.Repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", base, branch)
-	if err == nil {
-		return nil
-	}
-	var files []string
 	lines := strings.Split(out, "\n")
-	for _, l := range lines[1:] { // lines[0] is the tree id
+	if err == nil {
+		return strings.TrimSpace(lines[0]), nil, nil
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		return "", nil, err
+	}
+	for _, l := range lines[1:] {
 		if l = strings.TrimSpace(l); l != "" && !slices.Contains(files, l) {
 			files = append(files, l)
 		}
 	}
-	return files
+	return strings.TrimSpace(lines[0]), files, nil
 }
 
 func (m *Manager) branchExists(ctx context.Context, b string) bool {

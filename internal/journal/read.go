@@ -150,12 +150,16 @@ func clip(s string) string {
 	return s
 }
 
-// Query selects the entries Read returns: a team's, or one issue's.
+// Query selects the entries Read returns: a team's, one issue's, or one
+// worker unit's.
 type Query struct {
-	Team   string // required: LEGION_TEAM
-	Issue  string // LEGION_ISSUE; "" for the whole team
-	UID    int    // whose processes wrote them (_UID): this process's user's, for Read's check to hold
-	Follow bool   // wait for new entries until ctx ends
+	Team  string // required: LEGION_TEAM
+	Issue string // LEGION_ISSUE; "" for the whole team
+	// Unit is LEGION_UNIT: the lines of one worker unit and the helper's
+	// and controller's lines about it; "" for all.
+	Unit   string
+	UID    int  // whose processes wrote them (_UID): this process's user's, for Read's check to hold
+	Follow bool // wait for new entries until ctx ends
 	// Lines is how many of the last entries to start with; 0 is all.
 	Lines int
 	// Journalctl is the program; "" is journalctl from PATH.
@@ -176,6 +180,9 @@ func (q Query) Args() []string {
 	args = append(args, "_UID="+strconv.Itoa(q.UID), FieldTeam+"="+q.Team)
 	if q.Issue != "" {
 		args = append(args, FieldIssue+"="+q.Issue)
+	}
+	if q.Unit != "" {
+		args = append(args, FieldUnit+"="+q.Unit)
 	}
 	return args
 }

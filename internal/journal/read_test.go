@@ -81,6 +81,7 @@ func TestQueryArgs(t *testing.T) {
 	}{
 		{Query{Team: "web", UID: 1000}, "--output=json --all --no-pager --quiet _UID=1000 LEGION_TEAM=web"},
 		{Query{Team: "web", Issue: "WEB-1", UID: 1000, Follow: true}, "--output=json --all --no-pager --quiet --no-tail --follow _UID=1000 LEGION_TEAM=web LEGION_ISSUE=WEB-1"},
+		{Query{Team: "web", Unit: "legion-0a1b2c3d-WEB\\x2d1-plan.service", UID: 1000, Lines: 50}, "--output=json --all --no-pager --quiet --lines=50 _UID=1000 LEGION_TEAM=web LEGION_UNIT=legion-0a1b2c3d-WEB\\x2d1-plan.service"},
 		{Query{Team: "web", UID: 0, Lines: 20, Follow: true}, "--output=json --all --no-pager --quiet --lines=20 --follow _UID=0 LEGION_TEAM=web"},
 	}
 	for _, tt := range tests {

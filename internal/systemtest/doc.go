@@ -3,8 +3,8 @@
 // (units/booted: systemd as PID 1, journald, logind, user@.service) in
 // real login sessions: the README's quick start, an issue's full cycle
 // under an enabled legion@TEAM, logout with and without lingering, a
-// reboot in the middle of a phase, the journal of an issue, and `legion
-// uninstall`. Claude Code is the scripted agent (`legion scripted-agent`)
+// reboot in the middle of a phase, the journal of an issue (also as the
+// dashboard's Session view reads it), and `legion uninstall`. Claude Code is the scripted agent (`legion scripted-agent`)
 // behind a `claude` on the user's PATH, so teams keep the default agent
 // kind.
 //

@@ -48,7 +48,7 @@ const Legion = (() => {
   function onEvent(fn) { listeners.push(fn); }
 
   function route() {
-    const h = location.hash.replace(/^#/, "");
+    const h = location.hash.replace(/^#\/?/, ""); // #session/x and #/session/x
     const parts = h ? h.split("/").map(decodeURIComponent) : [];
     return {name: parts[0] || "board", params: parts.slice(1)};
   }
