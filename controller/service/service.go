@@ -1,7 +1,9 @@
 // Package service runs a team's controller as the main process of
 // legion@<team>.service: the auto kind's collect → decide → apply loop fed
 // by the helper and woken by the helper's session events (sessions.watch),
-// its watchdog fed from the loop's heartbeat, and, on `systemctl --user
+// and by writes to its local tracker (inotify on the store's directory, so
+// an answer a person gives is relayed at once; Linear is read at the
+// interval), its watchdog fed from the loop's heartbeat, and, on `systemctl --user
 // stop`, the stop of the team's workers.
 //
 // It reaches systemd only through the helper: it links no D-Bus client
@@ -30,6 +32,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
 )
 
@@ -60,9 +63,19 @@ func Run(ctx context.Context, o Options) error {
 		defer close(followed)
 		followSessions(fctx, o.Team.Name, wake, o.Log)
 	}()
+	watched := make(chan struct{})
+	// Ends when fctx does, or at once for a tracker that is not local
+	// (Linear is read at the interval).
+	go func() {
+		defer close(watched)
+		if s, ok := o.Team.Tracker.(*local.Store); ok {
+			followTracker(fctx, s.Path(), wake, o.Log)
+		}
+	}()
 	defer func() {
 		stopFollowing()
 		<-followed
+		<-watched
 	}()
 	sessions := &helperSessions{team: o.Team.Name}
 	disp := &helperDispatcher{team: o.Team, worker: o.Worker}
