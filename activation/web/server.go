@@ -96,6 +96,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.mux.HandleFunc("GET /api/teams", s.teams)
 	s.mux.HandleFunc("GET /api/board", s.board)
+	s.mux.HandleFunc("GET /api/needs", s.needs)
+	s.mux.HandleFunc("POST /api/needs/{team}/{id}/answer", s.answer)
+	s.mux.HandleFunc("GET /api/timeline/{team}", s.timeline)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no API route %s %s", r.Method, r.URL.Path)
 	})
