@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -41,11 +42,13 @@ func (u Usage) Total() int64 {
 	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheCreationTokens
 }
 
+// add adds v to u; counts stop at the largest int64 instead of wrapping
+// (a corrupt file's huge numbers).
 func (u *Usage) add(v Usage) {
-	u.InputTokens += v.InputTokens
-	u.OutputTokens += v.OutputTokens
-	u.CacheReadTokens += v.CacheReadTokens
-	u.CacheCreationTokens += v.CacheCreationTokens
+	u.InputTokens = satAdd(u.InputTokens, v.InputTokens)
+	u.OutputTokens = satAdd(u.OutputTokens, v.OutputTokens)
+	u.CacheReadTokens = satAdd(u.CacheReadTokens, v.CacheReadTokens)
+	u.CacheCreationTokens = satAdd(u.CacheCreationTokens, v.CacheCreationTokens)
 	if v.CostUSD != nil {
 		c := *v.CostUSD
 		if u.CostUSD != nil {
@@ -54,6 +57,14 @@ func (u *Usage) add(v Usage) {
 		u.CostUSD = &c
 	}
 	u.Files = append(u.Files, v.Files...)
+}
+
+// satAdd adds two counts of 0 or more, stopping at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // maxUsageLine bounds one line of a session file; a longer one (a huge
@@ -126,10 +137,7 @@ func ParseClaudeUsage(r io.Reader) (Usage, error) {
 		if m.Input < 0 || m.Output < 0 || m.CacheRead < 0 || m.CacheCreation < 0 {
 			return Usage{}, fmt.Errorf("usage %+v: want token counts of 0 or more", m)
 		}
-		u.InputTokens += m.Input
-		u.OutputTokens += m.Output
-		u.CacheReadTokens += m.CacheRead
-		u.CacheCreationTokens += m.CacheCreation
+		u.add(Usage{InputTokens: m.Input, OutputTokens: m.Output, CacheReadTokens: m.CacheRead, CacheCreationTokens: m.CacheCreation})
 	}
 	return u, nil
 }
