@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +27,7 @@ type Config struct {
 
 	Helper Helper
 	Worker Worker
+	Web    Web
 
 	// Defaults is the team every [teams.<name>] starts from: the built-in
 	// defaults overridden by [defaults]. Its Name, ID and Workspace are empty.
@@ -51,6 +54,28 @@ type Helper struct {
 	IdleExit time.Duration
 	// LogLevel is the lowest level the helper logs.
 	LogLevel slog.Level
+}
+
+// Web configures the dashboard: legion-web.socket and the server it
+// starts (`legion web serve`).
+type Web struct {
+	// Address and Port are where legion-web.socket listens (TCP).
+	Address string
+	Port    int
+	// IdleExit is how long the server stays up with no page connected
+	// before exiting; 0 means never.
+	IdleExit time.Duration
+}
+
+// Listen is the TCP address of the dashboard, "127.0.0.1:7787" or
+// "[::1]:7787".
+func (w Web) Listen() string { return net.JoinHostPort(w.Address, strconv.Itoa(w.Port)) }
+
+// Local reports whether only this machine can reach the dashboard's TCP
+// address (a loopback address).
+func (w Web) Local() bool {
+	ip := net.ParseIP(w.Address)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Worker configures every pty-worker.

@@ -100,6 +100,7 @@ github = { repo = "example/demo" }
 		Path:     path,
 		Helper:   Helper{IdleExit: 0, LogLevel: slog.LevelDebug},
 		Worker:   Worker{RingSize: 64 << 10, DetachKey: termkeys.MustParseKey("ctrl-q"), StartupGrace: 2 * time.Minute},
+		Web:      defaultWeb(),
 		Defaults: defaults,
 		Teams:    []Team{demo, mine},
 	}
@@ -120,7 +121,7 @@ func TestLoadEmptyIsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want := &Config{Path: path, Helper: defaultHelper(), Worker: defaultWorker(), Defaults: defaultTeam()}
+	want := &Config{Path: path, Helper: defaultHelper(), Worker: defaultWorker(), Web: defaultWeb(), Defaults: defaultTeam()}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load(empty) mismatch (-want +got):\n%s", diff)
 	}
@@ -169,7 +170,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown top-level table",
 			text: "\n[team.demo]\nid = 1\n",
-			want: `@FILE@:2: team: unknown key: expected the tables [helper], [worker], [defaults] and [teams.<name>]`,
+			want: `@FILE@:2: team: unknown key: expected the tables [helper], [worker], [web], [defaults] and [teams.<name>]`,
 		},
 		{
 			name: "unknown helper key",

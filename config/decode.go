@@ -93,9 +93,10 @@ func (d *decoder) isDefined(path ...string) bool { return d.defined[joinKey(path
 
 // config decodes the whole document.
 func (d *decoder) config(raw map[string]any) *Config {
-	cfg := &Config{Path: d.file, Helper: defaultHelper(), Worker: defaultWorker(), Defaults: defaultTeam()}
+	cfg := &Config{Path: d.file, Helper: defaultHelper(), Worker: defaultWorker(), Web: defaultWeb(), Defaults: defaultTeam()}
 	d.section(raw, "helper", TableHelper, &cfg.Helper)
 	d.section(raw, "worker", TableWorker, &cfg.Worker)
+	d.section(raw, "web", TableWeb, &cfg.Web)
 	if d.section(raw, "defaults", TableTeam, &cfg.Defaults) {
 		d.kindDefaults(&cfg.Defaults, []string{"defaults"}, "")
 		d.crossCheck(&cfg.Defaults, []string{"defaults"})
@@ -105,9 +106,9 @@ func (d *decoder) config(raw map[string]any) *Config {
 	}
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		switch k {
-		case "helper", "worker", "defaults", "teams":
+		case "helper", "worker", "web", "defaults", "teams":
 		default:
-			d.errorAt([]string{k}, errors.New("unknown key: expected the tables [helper], [worker], [defaults] and [teams.<name>]"))
+			d.errorAt([]string{k}, errors.New("unknown key: expected the tables [helper], [worker], [web], [defaults] and [teams.<name>]"))
 		}
 	}
 	return cfg

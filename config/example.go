@@ -54,6 +54,7 @@ func ExampleFile() []byte {
 	}
 	section("[helper]", "# [helper] configures the helper, legion.service (`legion helper`).\n", TableHelper, false)
 	section("[worker]", "# [worker] configures every pty-worker, the process hosting one agent session.\n", TableWorker, false)
+	section("[web]", "# [web] configures the dashboard, legion-web.socket and legion-web.service (`legion web`).\n", TableWeb, false)
 	section("[defaults]", defaultsIntro, TableTeam, false)
 
 	b.WriteString("\n")

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,6 +42,7 @@ type Setting struct {
 const (
 	TableHelper = "helper"
 	TableWorker = "worker"
+	TableWeb    = "web"
 	TableTeam   = "teams.<name>"
 )
 
@@ -58,6 +60,13 @@ var (
 // test checks they match Schema's Default texts.
 func defaultHelper() Helper {
 	return Helper{IdleExit: 5 * time.Minute, LogLevel: slog.LevelInfo}
+}
+
+// DefaultWeb is [web] with nothing set: what a packaged install writes.
+func DefaultWeb() Web { return defaultWeb() }
+
+func defaultWeb() Web {
+	return Web{Address: "127.0.0.1", Port: 7787, IdleExit: 10 * time.Minute}
 }
 
 func defaultWorker() Worker {
@@ -99,6 +108,10 @@ func defaultTeam() Team {
 
 func onHelper(f func(*Helper, any) error) func(dst, v any) error {
 	return func(dst, v any) error { return f(dst.(*Helper), v) }
+}
+
+func onWeb(f func(*Web, any) error) func(dst, v any) error {
+	return func(dst, v any) error { return f(dst.(*Web), v) }
 }
 
 func onWorker(f func(*Worker, any) error) func(dst, v any) error {
@@ -149,6 +162,40 @@ var Schema = []Setting{
 			}
 			return nil
 		}),
+	},
+	{
+		Table: TableWeb, Key: "address", Type: "IP address", Default: `"127.0.0.1"`,
+		Doc: "The address legion-web.socket listens on for the dashboard (`legion web`). " +
+			"Only this machine can reach 127.0.0.1 (or ::1); any other address lets other " +
+			"machines reach the dashboard's login page, and `legion install` and `legion doctor` " +
+			"warn about it. Every page still needs the token. From another machine, prefer " +
+			"forwarding the unix socket $XDG_RUNTIME_DIR/legion/web.sock over SSH.",
+		set: onWeb(func(w *Web, v any) error {
+			s, err := stringValue(v)
+			if err != nil {
+				return err
+			}
+			if net.ParseIP(s) == nil {
+				return fmt.Errorf("invalid address %q: expected an IP address such as \"127.0.0.1\" or \"::1\"", s)
+			}
+			w.Address = s
+			return nil
+		}),
+	},
+	{
+		Table: TableWeb, Key: "port", Type: "integer", Default: "7787",
+		Doc: "The TCP port legion-web.socket listens on, 1 to 65535. `legion install` writes it into the socket unit.",
+		set: onWeb(func(w *Web, v any) error {
+			n, err := intValue(v, 1, 65535)
+			w.Port = int(n)
+			return err
+		}),
+	},
+	{
+		Table: TableWeb, Key: "idle_exit", Type: "duration", Default: `"10m"`,
+		Doc: "The dashboard's server (legion-web.service) exits after this long with no page " +
+			"connected; legion-web.socket starts it again on the next request. \"0\" keeps it running.",
+		set: onWeb(func(w *Web, v any) (err error) { w.IdleExit, err = durationValue(v, 0); return err }),
 	},
 	{
 		Table: TableWorker, Key: "ring_size", Type: "size", Default: `"1M"`,

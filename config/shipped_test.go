@@ -39,7 +39,7 @@ func TestShippedFileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load(%s) = %v", shippedPath, err)
 	}
-	want := &Config{Path: shippedPath, Helper: defaultHelper(), Worker: defaultWorker(), Defaults: defaultTeam()}
+	want := &Config{Path: shippedPath, Helper: defaultHelper(), Worker: defaultWorker(), Web: defaultWeb(), Defaults: defaultTeam()}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("Load(%s) is not all defaults (-want +got):\n%s", shippedPath, diff)
 	}
@@ -131,6 +131,12 @@ func TestSchemaDefaultsAreBuiltIn(t *testing.T) {
 				t.Errorf("%s.%s: default %s: %v", s.Table, s.Key, s.Default, err)
 			}
 			got, want = d, defaultWorker()
+		case TableWeb:
+			d := defaultWeb()
+			if err := s.set(&d, v.V); err != nil {
+				t.Errorf("%s.%s: default %s: %v", s.Table, s.Key, s.Default, err)
+			}
+			got, want = d, defaultWeb()
 		case TableTeam:
 			d := defaultTeam()
 			if err := s.set(&d, v.V); err != nil {

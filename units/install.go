@@ -32,6 +32,9 @@ type InstallOptions struct {
 	// Teams get a controller drop-in and a slice each; Legion's drop-ins
 	// and slices of teams not listed are removed.
 	Teams []TeamUnits
+	// Web, when set, adds the dashboard's units (see GenerateOptions.Web);
+	// legion-web.socket is enabled and started with legion.socket.
+	Web *WebUnits
 	// Enable lists teams whose controller instance legion@<team>.service is
 	// enabled (started at login); each must be one of Teams.
 	Enable []string
@@ -80,7 +83,7 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	if !o.DryRun && !o.Packaged && o.Manager == nil {
 		return res, errors.New("install: no user manager to reload")
 	}
-	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams})
+	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams, Web: o.Web})
 	if err != nil {
 		return res, fmt.Errorf("install: %w", err)
 	}
@@ -89,7 +92,11 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 		return res, fmt.Errorf("install: %w", err)
 	}
 	if !o.Packaged {
-		enable = append([]string{unitname.SocketUnit}, enable...)
+		sockets := []string{unitname.SocketUnit}
+		if o.Web != nil {
+			sockets = append(sockets, unitname.WebSocketUnit)
+		}
+		enable = append(sockets, enable...)
 	}
 
 	var changed []File
@@ -154,6 +161,18 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	}
 	if err := o.Manager.Start(ctx, unitname.SocketUnit); err != nil {
 		return res, fmt.Errorf("install: %w", err)
+	}
+	if o.Web != nil {
+		// A changed address needs the socket bound anew: stop it first
+		// (a running server keeps its own copies and ends when idle).
+		if slices.Contains(res.Written, unitname.WebSocketUnit) {
+			if err := o.Manager.Stop(ctx, unitname.WebSocketUnit); err != nil {
+				return res, fmt.Errorf("install: %w", err)
+			}
+		}
+		if err := o.Manager.Start(ctx, unitname.WebSocketUnit); err != nil {
+			return res, fmt.Errorf("install: %w (is another program listening on %s? set another [web] port in legion.toml)", err, o.Web.Listen)
+		}
 	}
 	return res, nil
 }
@@ -431,14 +450,16 @@ func Uninstall(ctx context.Context, o UninstallOptions) (UninstallResult, error)
 // legionsUnits lists the loaded units that are Legion's, in stop order:
 // controllers, workers, the socket, the helper, team slices, legion.slice.
 func legionsUnits(ctx context.Context, m *Manager) ([]State, error) {
-	all, err := m.List(ctx, "legion@*.service", "legion-*.service", unitname.SocketUnit, unitname.HelperUnit, "legion-*.slice", unitname.RootSlice)
+	all, err := m.List(ctx, "legion@*.service", "legion-*.service", unitname.SocketUnit, unitname.HelperUnit, unitname.WebSocketUnit, "legion-*.slice", unitname.RootSlice)
 	if err != nil {
 		return nil, fmt.Errorf("list Legion's units: %w", err)
 	}
 	rank := func(name string) int {
 		switch {
-		case name == unitname.SocketUnit:
+		case name == unitname.SocketUnit, name == unitname.WebSocketUnit:
 			return 2
+		case name == unitname.WebUnit:
+			return 3
 		case name == unitname.HelperUnit:
 			return 3
 		case name == unitname.RootSlice:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,17 +112,18 @@ func TestInstallUninstall(t *testing.T) {
 		}
 	}
 
-	opts := units.InstallOptions{UnitDir: unitDir, Bin: bin, Defaults: defaults, Teams: installTeams, Enable: []string{"x", "ünï team/y"}, Manager: m}
+	web := &units.WebUnits{Listen: freeAddr(t)}
+	opts := units.InstallOptions{UnitDir: unitDir, Bin: bin, Defaults: defaults, Teams: installTeams, Web: web, Enable: []string{"x", "ünï team/y"}, Manager: m}
 	res, err := units.Install(ctx, opts)
 	if err != nil {
 		t.Fatalf("Install: %v", err)
 	}
 	t.Logf("Install: %+v", res)
-	if len(res.Written) != 9 || len(res.Unchanged) != 0 || len(res.Removed) != 0 {
-		t.Errorf("first Install = %+v; want 9 files written", res)
+	if len(res.Written) != 11 || len(res.Unchanged) != 0 || len(res.Removed) != 0 {
+		t.Errorf("first Install = %+v; want 11 files written", res)
 	}
-	requireLoaded(t, m, unitname.SocketUnit, unitname.HelperUnit, xUnit, yUnit, "legion-0000bbbb.slice")
-	for _, link := range []string{"sockets.target.wants/legion.socket", "default.target.wants/" + xUnit, "default.target.wants/" + yUnit} {
+	requireLoaded(t, m, unitname.SocketUnit, unitname.HelperUnit, unitname.WebSocketUnit, unitname.WebUnit, xUnit, yUnit, "legion-0000bbbb.slice")
+	for _, link := range []string{"sockets.target.wants/legion.socket", "sockets.target.wants/legion-web.socket", "default.target.wants/" + xUnit, "default.target.wants/" + yUnit} {
 		if _, err := os.Stat(filepath.Join(unitDir, link)); err != nil {
 			t.Errorf("enablement link %s: %v", link, err)
 		}
@@ -134,6 +136,17 @@ func TestInstallUninstall(t *testing.T) {
 	if fi, err := os.Stat(filepath.Dir(sock)); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("socket dir %s: %v; want mode 0700", filepath.Dir(sock), err)
 	}
+	// The dashboard's sockets listen (the server starts on a connection).
+	waitState(t, ctx, m, unitname.WebSocketUnit, "listening", func(s units.State) bool { return s.ActiveState == "active" })
+	webSock := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), units.WebSocketPath)
+	if fi, err := os.Stat(webSock); err != nil || fi.Mode()&fs.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("dashboard socket %s: %v, %v; want a socket with mode 0600", webSock, fi, err)
+	}
+	if c, err := net.Dial("tcp", web.Listen); err != nil {
+		t.Errorf("dial the dashboard's TCP socket %s: %v", web.Listen, err)
+	} else {
+		c.Close()
+	}
 
 	// Again: nothing changes, not even an mtime.
 	before := snapshot(t, unitDir)
@@ -141,8 +154,8 @@ func TestInstallUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second Install: %v", err)
 	}
-	if len(res.Written) != 0 || len(res.Removed) != 0 || len(res.Unchanged) != 9 {
-		t.Errorf("second Install = %+v; want all 9 files unchanged", res)
+	if len(res.Written) != 0 || len(res.Removed) != 0 || len(res.Unchanged) != 11 {
+		t.Errorf("second Install = %+v; want all 11 files unchanged", res)
 	}
 	if diff := cmp.Diff(before, snapshot(t, unitDir)); diff != "" {
 		t.Errorf("second Install changed the unit dir (-before +after):\n%s", diff)
@@ -203,7 +216,7 @@ func TestInstallUninstall(t *testing.T) {
 	if got := res2.Stopped; len(got) < 4 || !strings.HasPrefix(got[0], "legion@") {
 		t.Errorf("Uninstall stopped %q; want the controller first, then workers, socket, helper, slices", got)
 	}
-	for _, name := range []string{unitname.SocketUnit, unitname.HelperUnit, xUnit, worker, failed} {
+	for _, name := range []string{unitname.SocketUnit, unitname.HelperUnit, unitname.WebSocketUnit, unitname.WebUnit, xUnit, worker, failed} {
 		st, err := m.State(ctx, name)
 		if err != nil {
 			t.Fatalf("State(%s): %v", name, err)
@@ -247,6 +260,18 @@ func TestInstallUninstall(t *testing.T) {
 	if err != nil || len(res2.Removed) != 0 {
 		t.Errorf("second Uninstall = %+v, %v; want nothing removed", res2, err)
 	}
+}
+
+// freeAddr is a TCP address on 127.0.0.1 that nothing listened on a moment
+// ago, for a socket unit of the test's manager.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 func TestInstallDryRunTouchesNothing(t *testing.T) {

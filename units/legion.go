@@ -1,6 +1,7 @@
 package units
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -28,6 +29,17 @@ const (
 // SocketPath is the helper socket's path in the socket unit, relative to
 // $XDG_RUNTIME_DIR (%t).
 const SocketPath = "legion/legion.sock"
+
+// WebSocketPath is the dashboard's unix socket in legion-web.socket,
+// relative to $XDG_RUNTIME_DIR (%t): in the helper's 0700 directory, for
+// SSH forwarding (ssh -L 7787:/run/user/UID/legion/web.sock).
+const WebSocketPath = "legion/web.sock"
+
+// The dashboard server's restart policy: like the helper's.
+const (
+	webStartLimitInterval = time.Minute
+	webStartLimitBurst    = 5
+)
 
 // File is one generated file: its path relative to the unit directory
 // ("legion.socket", "legion@x.service.d/50-legion.conf") and its bytes.
@@ -73,6 +85,16 @@ type GenerateOptions struct {
 	Defaults config.Supervision
 	// Teams get a drop-in for their controller instance and a slice each.
 	Teams []TeamUnits
+	// Web, when set, adds the dashboard's units legion-web.socket and
+	// legion-web.service.
+	Web *WebUnits
+}
+
+// WebUnits is what the dashboard's units need: where the socket listens.
+type WebUnits struct {
+	// Listen is the TCP address, e.g. "127.0.0.1:7787" (config's
+	// web.address and web.port). Required.
+	Listen string
 }
 
 // Generate returns Legion's unit files, sorted by path: legion.socket,
@@ -92,6 +114,14 @@ func Generate(o GenerateOptions) ([]File, error) {
 		{Path: unitname.SocketUnit, Data: socketUnit().File()},
 		{Path: unitname.HelperUnit, Data: helper.File()},
 		{Path: unitname.ControllerTemplate, Data: template.File()},
+	}
+	if o.Web != nil {
+		if o.Web.Listen == "" {
+			return nil, errors.New("dashboard units: no TCP address to listen on")
+		}
+		files = append(files,
+			File{Path: unitname.WebSocketUnit, Data: webSocketUnit(*o.Web).File()},
+			File{Path: unitname.WebUnit, Data: webUnit(o.Bin).File()})
 	}
 	names := map[string]bool{}
 	shorts := map[string]string{}
@@ -158,6 +188,42 @@ func helperUnit(bin string) Unit {
 		String("Service", "Restart", "on-failure"),
 		Duration("Service", "RestartSec", "RestartUSec", 0),
 	}, hardeningOptions(hardening.Helper())...)}
+}
+
+// webSocketUnit is legion-web.socket: the dashboard's TCP address and a
+// unix socket beside the helper's (SSH forwarding reaches it without any
+// TCP port), private to the user. Listening costs nothing: the server
+// starts on the first connection.
+func webSocketUnit(w WebUnits) Unit {
+	return Unit{Name: unitname.WebSocketUnit, Options: []Option{
+		String("Unit", "Description", "Legion web dashboard sockets"),
+		FileOnly("Socket", "ListenStream", w.Listen, false),
+		FileOnly("Socket", "ListenStream", "%t/"+WebSocketPath, true),
+		FileOnly("Socket", "SocketMode", "0600", false),
+		FileOnly("Socket", "DirectoryMode", "0700", false),
+		Bool("Socket", "Accept", false),
+		Bool("Socket", "RemoveOnStop", true),
+		FileOnly("Install", "WantedBy", "sockets.target", false),
+	}}
+}
+
+// webUnit is legion-web.service, the dashboard's server (`legion web
+// serve`): started by legion-web.socket, READY=1 once it serves; it exits
+// by itself when no page was connected for web.idle_exit, and the socket
+// starts it again. Restarted on failure like the helper, with the same
+// start limit.
+func webUnit(bin string) Unit {
+	return Unit{Name: unitname.WebUnit, Options: append([]Option{
+		String("Unit", "Description", "Legion web dashboard"),
+		FileOnly("Unit", "Requires", unitname.WebSocketUnit, false),
+		FileOnly("Unit", "After", unitname.WebSocketUnit, false),
+		Duration("Unit", "StartLimitIntervalSec", "StartLimitIntervalUSec", webStartLimitInterval),
+		Uint32("Unit", "StartLimitBurst", webStartLimitBurst),
+		String("Service", "Type", "notify"),
+		Exec("ExecStart", []string{bin, "web", "serve"}),
+		String("Service", "Restart", "on-failure"),
+		Duration("Service", "RestartSec", "RestartUSec", time.Second),
+	}, hardeningOptions(hardening.Web())...)}
 }
 
 // hardeningOptions are the [Service] lines of a set of directives (see

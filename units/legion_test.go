@@ -42,8 +42,8 @@ var generateCases = []struct {
 	name string
 	opts units.GenerateOptions
 }{
-	{name: "packaged", opts: units.GenerateOptions{Bin: "/usr/bin/legion", Defaults: defaults}},
-	{name: "teams", opts: units.GenerateOptions{Bin: "/opt/legion dir/100%/legion", Defaults: defaults, Teams: oddTeams}},
+	{name: "packaged", opts: units.GenerateOptions{Bin: "/usr/bin/legion", Defaults: defaults, Web: &units.WebUnits{Listen: "127.0.0.1:7787"}}},
+	{name: "teams", opts: units.GenerateOptions{Bin: "/opt/legion dir/100%/legion", Defaults: defaults, Teams: oddTeams, Web: &units.WebUnits{Listen: "[::1]:8080"}}},
 }
 
 func TestGenerateGolden(t *testing.T) {
@@ -193,7 +193,7 @@ func unitNamesToVerify(t *testing.T, dir, bin string, files []units.File) []stri
 
 func TestGenerateVerify(t *testing.T) {
 	bin := fakeBinary(t)
-	files, err := units.Generate(units.GenerateOptions{Bin: bin, Defaults: defaults, Teams: oddTeams})
+	files, err := units.Generate(units.GenerateOptions{Bin: bin, Defaults: defaults, Teams: oddTeams, Web: &units.WebUnits{Listen: "127.0.0.1:7787"}})
 	if err != nil {
 		t.Fatal(err)
 	}

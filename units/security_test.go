@@ -51,7 +51,7 @@ func TestSecurityScores(t *testing.T) {
 	sdtest.Require(t, "systemd-analyze (Debian package systemd) on $PATH", err == nil)
 	sd, m, ctx := setup(t)
 	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
-	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: unitDir, Bin: sdtest.LegionBinary(t), Defaults: defaults, Teams: []units.TeamUnits{securityTeam}, Manager: m}); err != nil {
+	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: unitDir, Bin: sdtest.LegionBinary(t), Defaults: defaults, Teams: []units.TeamUnits{securityTeam}, Web: &units.WebUnits{Listen: freeAddr(t)}, Manager: m}); err != nil {
 		t.Fatalf("Install: %v", err)
 	}
 	worker, err := unitname.WorkerUnit(securityTeam.ShortID, "SEC-1", "implement")
@@ -103,6 +103,7 @@ func TestSecurityScores(t *testing.T) {
 		target   float64
 	}{
 		{unitname.HelperUnit, unitname.HelperUnit, targetLegion},
+		{unitname.WebUnit, unitname.WebUnit, targetLegion},
 		{controller, "legion@TEAM.service", targetLegion},
 		{worker, "legion-SHORT-ISSUE-MODE.service", targetWorker},
 	}

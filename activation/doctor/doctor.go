@@ -97,6 +97,7 @@ const (
 	CheckTmux    = "tmux"
 	CheckWorker  = "pty worker"
 	CheckJournal = "journal"
+	CheckWeb     = "web dashboard"
 )
 
 // Run runs every check, in a fixed order, and returns their results. It
@@ -116,6 +117,7 @@ func Run(ctx context.Context, o Options) []Check {
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
 		checkJournal(),
+		checkWeb(cfg),
 	}
 	if cfg != nil && len(cfg.Teams) > 0 {
 		ectx, cancel := context.WithTimeout(ctx, o.Timeout)

@@ -330,12 +330,13 @@ func TestNoManager(t *testing.T) {
 func TestUnitFiles(t *testing.T) {
 	s := newSandbox(t)
 	s.writeConfig(t, "")
-	files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: teamUnits(mustLoad(t, s.opts.ConfigPath).Teams)})
+	cfg := mustLoad(t, s.opts.ConfigPath)
+	files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: teamUnits(cfg.Teams), Web: &units.WebUnits{Listen: cfg.Web.Listen()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := func() Check { return find(t, Run(t.Context(), s.opts), CheckUnits) }
-	expect(t, check(), Fail, "missing: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice, legion.service, legion.socket", "legion install")
+	expect(t, check(), Fail, "missing: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice, legion-web.service, legion-web.socket, legion.service, legion.socket", "legion install")
 
 	for _, f := range files {
 		p := filepath.Join(s.opts.UnitDir, f.Path)
@@ -351,13 +352,22 @@ func TestUnitFiles(t *testing.T) {
 	// A unit for another binary is out of date.
 	other := s.opts
 	other.Bin = "/opt/legion/bin/legion"
-	expect(t, find(t, Run(t.Context(), other), CheckUnits), Fail, "out of date: legion.service, legion@.service", "legion install")
+	expect(t, find(t, Run(t.Context(), other), CheckUnits), Fail, "out of date: legion-web.service, legion.service, legion@.service", "legion install")
 
 	// A team removed from the config leaves its files behind.
 	if err := os.WriteFile(s.opts.ConfigPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, check(), Fail, "left from teams no longer configured: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice", "legion install")
+}
+
+func TestWebAddress(t *testing.T) {
+	s := newSandbox(t)
+	s.writeConfig(t, "")
+	check := func() Check { return find(t, Run(t.Context(), s.opts), CheckWeb) }
+	expect(t, check(), OK, "127.0.0.1:7787", "")
+	s.writeConfig(t, "[web]\naddress = \"0.0.0.0\"\n")
+	expect(t, check(), Warn, "other machines can reach", "web.address")
 }
 
 func mustLoad(t *testing.T, path string) *config.Config {

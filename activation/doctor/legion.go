@@ -84,6 +84,7 @@ func checkUnits(ctx context.Context, o Options, cfg *config.Config) Check {
 		Bin:      o.Bin,
 		Defaults: config.DefaultTeam().Supervision(),
 		Teams:    o.TeamUnits(cfg.Teams),
+		Web:      &units.WebUnits{Listen: cfg.Web.Listen()},
 		DryRun:   true,
 	})
 	if err != nil {
@@ -118,6 +119,26 @@ func checkUnits(ctx context.Context, o Options, cfg *config.Config) Check {
 	c.Detail = fmt.Sprintf("%s: %s (compared with what `legion install` writes for ExecStart=%s and the current config)",
 		o.UnitDir, strings.Join(parts, "; "), o.Bin)
 	c.Fix = "legion install"
+	return c
+}
+
+// checkWeb: does the dashboard listen only where this machine alone can
+// reach it? Another address is allowed (web.address) but warned about.
+func checkWeb(cfg *config.Config) Check {
+	c := Check{Name: CheckWeb}
+	if cfg == nil {
+		c.Status, c.Detail = Warn, "not checked: the config does not load"
+		c.Fix = "fix the config first"
+		return c
+	}
+	if cfg.Web.Local() {
+		c.Status = OK
+		c.Detail = fmt.Sprintf("legion-web.socket listens on %s and $XDG_RUNTIME_DIR/%s: this machine only; `legion web` prints the login URL", cfg.Web.Listen(), units.WebSocketPath)
+		return c
+	}
+	c.Status = Warn
+	c.Detail = fmt.Sprintf("legion-web.socket listens on %s (web.address in %s): other machines can reach the dashboard's login page over plain HTTP; only the token keeps them out", cfg.Web.Listen(), cfg.Path)
+	c.Fix = `set web.address = "127.0.0.1" and reach the dashboard from elsewhere through SSH (ssh -L 7787:$XDG_RUNTIME_DIR/legion/web.sock HOST), then legion install`
 	return c
 }
 

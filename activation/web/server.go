@@ -40,6 +40,9 @@ type Options struct {
 	ConfigPath string
 	// HelperSocket is the helper's API socket; "" means api.SocketPath.
 	HelperSocket string
+	// Notify, when set, is told "READY=1" once Run serves (sd_notify for
+	// the Type=notify unit).
+	Notify func(state string)
 	// TrackerRefresh is how often the board re-reads each team's tracker
 	// while a page is connected; zero means DefaultTrackerRefresh. Session
 	// changes are pushed at once; the tracker has no push.
@@ -268,6 +271,9 @@ func (s *Server) Run(ctx context.Context, ls []net.Listener) error {
 		})
 	}
 	g.Go(func() error { return s.hub.run(gctx) })
+	if s.opts.Notify != nil {
+		s.opts.Notify("READY=1")
+	}
 	if s.opts.IdleExit > 0 {
 		g.Go(func() error {
 			tick := time.NewTicker(min(s.opts.IdleExit/4, time.Second))

@@ -32,8 +32,10 @@ func newInstallCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "install [--dry-run] [--unit-dir DIR] [--bin PATH] [--enable TEAM]...",
 		Short: "Install Legion's systemd user units and reload the user manager",
-		Long: `Install writes legion.socket, legion.service (the helper) and the controller
-template legion@.service into the user unit directory, plus for each team in
+		Long: `Install writes legion.socket, legion.service (the helper), the controller
+template legion@.service, and the dashboard's legion-web.socket (web.address:
+web.port and $XDG_RUNTIME_DIR/legion/web.sock) and legion-web.service (see
+legion web) into the user unit directory, plus for each team in
 legion.toml a drop-in for its controller (restart cooldown, start limit), its
 slice legion-<short>.slice (resource limits), and a drop-in for all its
 workers, legion-<short>-.service.d/50-legion.conf (each agent's memory_max and
@@ -41,7 +43,7 @@ cpu_weight, and the workers' sandboxing: [teams.NAME.hardening]); workers
 started after install get it. Every unit is hardened (systemd.exec(5)
 sandboxing; see legion.toml(5) for the workers' directives). Drop-ins and
 slices of teams no longer configured are removed. It then reloads the user manager, enables
-and starts legion.socket, and enables the controllers of the teams named with
+and starts legion.socket and legion-web.socket, and enables the controllers of the teams named with
 --enable, so they start at login (run loginctl enable-linger to start them
 at boot, without a login session, and keep every agent running after you
 log out; install says so when lingering is off, or unknown for want of
@@ -92,12 +94,20 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 		return err
 	}
 	o.Bin = bin
+	if f.packaged {
+		web := config.DefaultWeb()
+		o.Web = &units.WebUnits{Listen: web.Listen()}
+	}
 	if !f.packaged {
 		cfg, err := config.LoadOrEmpty(g.configPath)
 		if err != nil {
 			return err
 		}
 		o.Teams = teamUnits(cfg.Teams)
+		o.Web = &units.WebUnits{Listen: cfg.Web.Listen()}
+		if !cfg.Web.Local() {
+			fmt.Fprintf(stderr, "warning: legion-web.socket will listen on %s (web.address in %s): other machines can reach the dashboard's login page over plain HTTP; only its token keeps them out (prefer 127.0.0.1 and ssh -L to $XDG_RUNTIME_DIR/%s)\n", cfg.Web.Listen(), cfg.Path, units.WebSocketPath)
+		}
 		for _, team := range f.enable {
 			if !slices.ContainsFunc(cfg.Teams, func(t config.Team) bool { return t.Name == team }) {
 				return usageError{fmt.Errorf("--enable %q: no team of that name in %s", team, cfg.Path)}

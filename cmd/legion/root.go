@@ -64,6 +64,7 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newControllerCmd(g),
 		newDemoCmd(g),
 		newTmuxCmd(g),
+		newWebCmd(g),
 	)
 	root.InitDefaultCompletionCmd() // as Execute does, so that the walk sees it
 	strictArgs(root)

@@ -24,7 +24,8 @@ func newUninstallCmd(_ *globals) *cobra.Command {
 		Use:   "uninstall [--dry-run] [--unit-dir DIR]",
 		Short: "Stop every Legion unit and remove the unit files Legion wrote",
 		Long: `Uninstall stops every Legion unit (the team controllers legion@*.service,
-the agent sessions legion-*.service, legion.service and legion.socket), resets
+the agent sessions legion-*.service, legion.service and legion.socket, the
+dashboard's legion-web.service and legion-web.socket), resets
 failed ones, removes the files Legion wrote from the unit directory (recognised
 by their first line) with their enablement links and empty drop-in
 directories, and reloads the user manager. Files Legion did not write are

@@ -14,6 +14,8 @@ var tableIntro = map[string]string{
 		"socket-activated control plane that the CLI talks to.",
 	config.TableWorker: "configures every pty-worker, the process that hosts one agent " +
 		"session in a transient unit of its own.",
+	config.TableWeb: "configures the dashboard: legion-web.socket, which `legion install` " +
+		"writes, and the server it starts on demand (`legion web serve`).",
 	config.TableTeam: "is one team: a git workspace, a tracker and the agents working on " +
 		"its issues under the controller legion@NAME.service. The name may hold any " +
 		"characters but control characters (quote it: [teams.\"my team\"]). " +

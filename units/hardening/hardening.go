@@ -122,6 +122,15 @@ func Controller() []Directive {
 	return append(common(), addressFamiliesInet)
 }
 
+// Web is the set of legion-web.service, the dashboard's server. Like the
+// controller (it reads the teams' trackers over IP through the controller's
+// code, and runs git in their workspaces for diffs), with UMask=0077 like
+// the helper (it writes only its token). It listens on the sockets that
+// legion-web.socket hands it, so it creates no listening socket itself.
+func Web() []Directive {
+	return append(common(), umaskPrivate, addressFamiliesInet)
+}
+
 // common is what the helper and the controllers share: everything but the
 // address families and the umask. Both are Go programs that run no agent:
 // no JIT, no 32-bit code, no namespaces, only the system calls of ordinary

@@ -14,10 +14,12 @@ import (
 
 // Names of Legion's static units.
 const (
-	SocketUnit         = "legion.socket"   // the helper's listening socket
-	HelperUnit         = "legion.service"  // the helper, started by SocketUnit
-	ControllerTemplate = "legion@.service" // one instance per team: legion@<team>.service
-	RootSlice          = "legion.slice"    // parent of every team slice (implicit, no file)
+	SocketUnit         = "legion.socket"      // the helper's listening socket
+	HelperUnit         = "legion.service"     // the helper, started by SocketUnit
+	ControllerTemplate = "legion@.service"    // one instance per team: legion@<team>.service
+	RootSlice          = "legion.slice"       // parent of every team slice (implicit, no file)
+	WebSocketUnit      = "legion-web.socket"  // the dashboard's listening sockets
+	WebUnit            = "legion-web.service" // the dashboard's server, started by WebSocketUnit
 )
 
 // UnitNameMax is the longest unit name systemd accepts (UNIT_NAME_MAX - 1
