@@ -1,6 +1,6 @@
 // The Timeline view: per team, each issue's phases over time and its
 // agents' activity (working, idle, waiting) over the last hours, from
-// GET /api/timeline/TEAM, drawn as SVG by hand (no library: rectangles,
+// GET /api/timeline/TEAM (the team picked, or #timeline/TEAM), drawn as SVG by hand (no library: rectangles,
 // lines and text).
 "use strict";
 (() => {
@@ -87,7 +87,7 @@
   async function refresh() {
     timer = null;
     if (!root || root.dataset.view !== "timeline") return;
-    const team = Legion.ctx.team;
+    const team = Legion.ctx.params[0] || Legion.ctx.team; // #timeline/TEAM, else the picked team
     if (!team) { root.textContent = "No team configured."; return; }
     try {
       draw(await Legion.api("/api/timeline/" + encodeURIComponent(team) + "?hours=" + hours));
