@@ -128,6 +128,7 @@ func (h *hub) onSession(ev api.SessionEvent) error {
 		h.sessions = make(map[string]api.Session, len(ev.Sessions))
 		for _, ss := range ev.Sessions {
 			h.sessions[ss.Name] = ss
+			h.s.hist.record(ss, time.Now())
 			teams[ss.Team] = true
 		}
 		h.synced = true
@@ -141,6 +142,7 @@ func (h *hub) onSession(ev api.SessionEvent) error {
 	}
 	ss := *ev.Session
 	h.sessions[ss.Name] = ss
+	h.s.hist.record(ss, time.Now())
 	h.publishLocked(Event{Type: "session", Session: &ss, Team: ss.Team})
 	if ss.Team != "" {
 		h.publishLocked(Event{Type: "board", Team: ss.Team})

@@ -84,7 +84,7 @@ func (e *needsEnv) serve() string {
 // load to wait for).
 func hash(h string) func(context.Context, *chromedp.Target) error {
 	return func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Evaluate[any]("location.hash = " + strconv.Quote(h))(ctx, t)
+		_, err := chromedp.Evaluate[any]("location.hash = "+strconv.Quote(h))(ctx, t)
 		return err
 	}
 }
@@ -156,7 +156,10 @@ func TestNeedsInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-1"][data-kind="turn"]`)))
 
 	run("open the timeline",
-		chromedp.Func(hash("#timeline/demo")),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-timeline="loaded"] svg.timeline g.issue[data-issue="DEMO-1"] rect.phase`)))
+		chromedp.Func(hash("#timeline/demo/1")),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-timeline="loaded"] svg.timeline g.issue[data-issue="DEMO-1"] rect.phase`)),
+		// No journal here: the states come from what the dashboard saw.
+		chromedp.WaitVisible(chromedp.CSS(`svg.timeline g.issue[data-issue="DEMO-1"] rect.activity[data-state="waiting_answer"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg.timeline g.issue[data-issue="DEMO-2"] rect.activity[data-state="waiting_permission"]`)))
 	screenshot("timeline.png")
 }

@@ -57,6 +57,7 @@ type Server struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	hub  *hub
+	hist history // sessions' states seen on the stream, for the timeline (timeline.go)
 
 	active   atomic.Int64 // requests in flight + connected pages
 	lastIdle atomic.Int64 // unix nanos when active last fell to 0

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
@@ -38,9 +39,9 @@ type Timeline struct {
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
 	// Source is where the history comes from: "journal" (Legion's lines,
-	// LEGION_TEAM/LEGION_ISSUE/LEGION_MODE), or "sessions" (the helper's
-	// current sessions only, when the journal cannot be read: Note says
-	// why and how to fix it).
+	// LEGION_TEAM/LEGION_ISSUE/LEGION_MODE), or "dashboard" (the states
+	// this server saw on the helper's session stream since it started,
+	// when the journal cannot be read: Note says why and how to fix it).
 	Source string          `json:"source"`
 	Note   string          `json:"note,omitempty"`
 	Issues []IssueTimeline `json:"issues"`
@@ -203,6 +204,72 @@ func BuildTimeline(teamName string, entries []journal.Entry, issues []controller
 	return tl
 }
 
+// historyCap bounds the states the dashboard remembers (the oldest go).
+const historyCap = 20000
+
+// history is what the dashboard saw on the helper's session stream since
+// it started: each session's agent state (or, without one, the session's
+// state) when it changed, as journal entries like the worker's own
+// "agent state" lines. The timeline uses it where the journal cannot be
+// read; it is lost when the server exits (socket activation restarts it
+// on demand), so the journal, which keeps everything, comes first.
+type history struct {
+	mu      sync.Mutex
+	entries []journal.Entry
+	last    map[string]string // session name → last state recorded
+	since   time.Time         // the first record
+}
+
+// record notes session ss as seen at now, if its state changed.
+func (h *history) record(ss api.Session, now time.Time) {
+	if ss.Team == "" || ss.Issue == "" {
+		return
+	}
+	st := string(ss.State)
+	if ss.Agent != nil && !ss.State.Ended() {
+		st = string(ss.Agent.State)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last == nil {
+		h.last, h.since = map[string]string{}, now
+	}
+	if h.last[ss.Name] == st {
+		return
+	}
+	_, seen := h.last[ss.Name]
+	h.last[ss.Name] = st
+	e := journal.Entry{Time: now, Team: ss.Team, Issue: ss.Issue, Mode: ss.Mode, Message: "agent state state=" + st}
+	switch {
+	case ss.State.Ended() && ss.State != api.StateFailed:
+		e.Message = "agent ended"
+		if !seen {
+			return // ended before this dashboard started: nothing to draw
+		}
+	case !seen && ss.Agent != nil && ss.Agent.Since.Before(now):
+		e.Time = ss.Agent.Since // in that state since
+	}
+	if len(h.entries) >= historyCap {
+		h.entries = slices.Delete(h.entries, 0, len(h.entries)/10)
+	}
+	h.entries = append(h.entries, e)
+}
+
+// team returns the team's recorded entries since from, oldest first, and
+// when the recording began.
+func (h *history) team(name string, from time.Time) ([]journal.Entry, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []journal.Entry
+	for _, e := range h.entries {
+		if e.Team == name && !e.Time.Before(from) {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b journal.Entry) int { return a.Time.Compare(b.Time) })
+	return out, h.since
+}
+
 // timeline is GET /api/timeline/{team}[?hours=N].
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -236,10 +303,18 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	to := time.Now()
 	from := to.Add(-time.Duration(hours) * time.Hour)
 	entries, err := readTeamJournal(ctx, name, from)
-	tl := BuildTimeline(name, entries, issues, sessions, from, to)
+	source, note := "journal", ""
 	if err != nil {
-		tl.Source, tl.Note = "sessions", "the journal cannot be read, so only what runs now is shown: "+err.Error()
+		var since time.Time
+		entries, since = s.hist.team(name, from)
+		source, note = "dashboard", "the journal cannot be read, so this shows what the dashboard saw"
+		if !since.IsZero() {
+			note += " since it started at " + since.Local().Format(time.DateTime)
+		}
+		note += " (" + err.Error() + ")"
 	}
+	tl := BuildTimeline(name, entries, issues, sessions, from, to)
+	tl.Source, tl.Note = source, note
 	writeJSON(w, http.StatusOK, tl)
 }
 

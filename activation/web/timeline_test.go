@@ -61,3 +61,31 @@ func TestBuildTimeline(t *testing.T) {
 		t.Errorf("activity = %v\nwant %v", got.Activity, wantActivity)
 	}
 }
+
+// TestHistoryTimeline: without a journal, the states the dashboard saw on
+// the session stream make the activity rows; a session first seen in a
+// state dates it from the agent's Since, one that ended before it was
+// seen draws nothing.
+func TestHistoryTimeline(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var h history
+	s := api.Session{Name: "DEMO-1-plan", Team: "demo", Issue: "DEMO-1", Mode: "plan", State: api.StateRunning,
+		Agent: &api.Agent{State: api.AgentWorking, Since: at(-30)}}
+	h.record(s, at(0))
+	h.record(s, at(5)) // no change: no entry
+	s.State, s.Agent = api.StateWaitingInput, &api.Agent{State: api.AgentWaitingAnswer, Since: at(10)}
+	h.record(s, at(10))
+	h.record(api.Session{Name: "DEMO-2-plan", Team: "demo", Issue: "DEMO-2", Mode: "plan", State: api.StateExited}, at(11))
+	s.State, s.Agent = api.StateExited, nil
+	h.record(s, at(20))
+	entries, since := h.team("demo", t0.Add(-time.Hour))
+	if !since.Equal(at(0)) || len(entries) != 3 {
+		t.Fatalf("history = %v since %v; want 3 entries since %v", entries, since, at(0))
+	}
+	tl := BuildTimeline("demo", entries, nil, nil, t0.Add(-time.Hour), at(60))
+	want := []Span{{Mode: "plan", State: "working", From: at(-30), To: at(10)}, {Mode: "plan", State: "waiting_answer", From: at(10), To: at(20)}}
+	if len(tl.Issues) != 1 || fmt.Sprint(tl.Issues[0].Activity) != fmt.Sprint(want) {
+		t.Errorf("timeline from history = %+v\nwant activity %v", tl.Issues, want)
+	}
+}

@@ -1,6 +1,6 @@
 // The Timeline view: per team, each issue's phases over time and its
 // agents' activity (working, idle, waiting) over the last hours, from
-// GET /api/timeline/TEAM (the team picked, or #timeline/TEAM), drawn as SVG by hand (no library: rectangles,
+// GET /api/timeline/TEAM (the team picked, or #timeline/TEAM/HOURS), drawn as SVG by hand (no library: rectangles,
 // lines and text).
 "use strict";
 (() => {
@@ -26,7 +26,7 @@
     if (!root || root.dataset.view !== "timeline") return;
     root.textContent = "";
     const picker = E("select", {className: "hours", on: {change: (e) => { hours = Number(e.target.value); refresh(); }}});
-    for (const h of [1, 3, 6, 12, 24, 72]) picker.appendChild(E("option", {value: String(h), textContent: h + " h", selected: h === hours}));
+    for (const h of [...new Set([1, 3, 6, 12, 24, 72, hours])].sort((a, b) => a - b)) picker.appendChild(E("option", {value: String(h), textContent: h + " h", selected: h === hours}));
     root.appendChild(E("div", {className: "view-head"},
       E("h1", {className: "view-title"}, "Timeline · " + tl.team), E("label", {}, "Last ", picker)));
     if (tl.note) root.appendChild(E("p", {className: "muted note"}, tl.note));
@@ -87,7 +87,8 @@
   async function refresh() {
     timer = null;
     if (!root || root.dataset.view !== "timeline") return;
-    const team = Legion.ctx.params[0] || Legion.ctx.team; // #timeline/TEAM, else the picked team
+    const team = Legion.ctx.params[0] || Legion.ctx.team; // #timeline/TEAM[/HOURS], else the picked team
+    if (Number(Legion.ctx.params[1]) > 0) hours = Number(Legion.ctx.params[1]);
     if (!team) { root.textContent = "No team configured."; return; }
     try {
       draw(await Legion.api("/api/timeline/" + encodeURIComponent(team) + "?hours=" + hours));
