@@ -56,6 +56,9 @@ func TestDependencyRules(t *testing.T) {
 		{module + "/activation/tmuxview", func(d string) bool {
 			return d == module+"/activation"
 		}, "legion tmux's view and follower are a client (activation/api), not the helper's server"},
+		{module + "/activation/web", func(d string) bool {
+			return d == module+"/activation"
+		}, "the dashboard is a client (activation/api), not the helper's server"},
 	}
 	// The helper reads no legion.toml of its own for a launch: the caller
 	// sends every value. (It links package config through units, which

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -52,7 +54,12 @@ type hub struct {
 	sessions map[string]api.Session // by name: the helper's view, live
 	synced   bool                   // a snapshot arrived
 	pages    map[*page]struct{}
-	wake     chan struct{} // a page connected: refresh the trackers now
+	// dirty are teams whose sessions changed since their tracker was last
+	// read (a phase ends with its session); all: a page connected, read
+	// every tracker. wake tells refreshLoop.
+	dirty map[string]bool
+	all   bool
+	wake  chan struct{}
 }
 
 // page is one connected /api/events WebSocket.
@@ -63,7 +70,7 @@ type page struct {
 }
 
 func newHub(s *Server) *hub {
-	return &hub{s: s, sessions: map[string]api.Session{}, pages: map[*page]struct{}{}, wake: make(chan struct{}, 1)}
+	return &hub{s: s, sessions: map[string]api.Session{}, pages: map[*page]struct{}{}, dirty: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // Publish sends ev to every connected page (Seq and Time are set here).
@@ -135,6 +142,8 @@ func (h *hub) onSession(ev api.SessionEvent) error {
 		for t := range teams {
 			h.publishLocked(Event{Type: "board", Team: t})
 		}
+		h.all = true
+		h.poke()
 		return nil
 	}
 	if ev.Session == nil {
@@ -146,34 +155,68 @@ func (h *hub) onSession(ev api.SessionEvent) error {
 	h.publishLocked(Event{Type: "session", Session: &ss, Team: ss.Team})
 	if ss.Team != "" {
 		h.publishLocked(Event{Type: "board", Team: ss.Team})
+		h.dirty[ss.Team] = true
+		h.poke()
 	}
 	return nil
 }
 
-// refreshLoop reads the trackers again every TrackerRefresh while a page
-// is connected, and at once when one connects, and tells the pages of
-// each team whose board changed.
+// poke wakes refreshLoop (h.mu held or not).
+func (h *hub) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// refreshLoop reads the trackers again while a page is connected: every
+// TrackerRefresh and when a page connects, every team; a team whose
+// sessions changed, at once (after a short pause that gathers a burst of
+// changes). It tells the pages of each team whose board changed, and ends
+// with ctx.
 func (h *hub) refreshLoop(ctx context.Context) {
 	tick := time.NewTicker(h.s.opts.TrackerRefresh)
 	defer tick.Stop()
 	for {
+		all := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			all = true
 		case <-h.wake:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(coalesce):
+			}
 		}
 		h.mu.Lock()
 		n := len(h.pages)
+		var names []string
+		if all || h.all {
+			names = nil
+		} else {
+			names = make([]string, 0, len(h.dirty))
+			for t := range h.dirty {
+				names = append(names, t)
+			}
+		}
+		h.all = false
+		clear(h.dirty)
 		h.mu.Unlock()
-		if n == 0 {
+		if n == 0 || (names != nil && len(names) == 0) {
 			continue
 		}
-		for _, team := range h.s.refreshTrackers(ctx) {
+		for _, team := range h.s.refreshTrackers(ctx, names) {
 			h.publish(Event{Type: "board", Team: team})
 		}
 	}
 }
+
+// coalesce is the pause between a session change and the tracker read
+// it causes.
+const coalesce = 50 * time.Millisecond
 
 // events is GET /api/events: the page's one WebSocket. The server sends
 // Events; a page sends nothing but pings (any message it sends is read
@@ -198,16 +241,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		hello.Sessions = append(hello.Sessions, ss)
 	}
 	h.pages[p] = struct{}{}
+	h.all = true
+	h.poke()
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
 		delete(h.pages, p)
 		h.mu.Unlock()
 	}()
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
 	// The reader: it drops what the page sends and sees the close or a
 	// protocol error (a malformed frame, an oversize message), on which
 	// the library closes the connection with a reason. It ends when the
@@ -237,12 +278,32 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case err := <-readErr:
 			s.log.Debug("event socket closed", "err", err)
-			c.CloseNow()
+			closeBroken(c, err)
 			return
 		case <-ctx.Done():
 			c.Close(websocket.StatusGoingAway, "server stopping")
 			return
 		}
+	}
+}
+
+// closeBroken ends a connection whose read failed with err. A close from
+// the page ends it quietly; a frame the library refused without a close
+// frame of its own (an unmasked one) is answered with a protocol-error
+// close that says why; where the library already sent its close (too big,
+// reserved bits or opcode, a fragmented control frame), the connection
+// is only dropped.
+func closeBroken(c *websocket.Conn, err error) {
+	if websocket.CloseStatus(err) != -1 || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
+		c.CloseNow()
+		return
+	}
+	reason := err.Error()
+	if len(reason) > 120 { // a close reason fits in 123 bytes
+		reason = reason[:120]
+	}
+	if c.Close(websocket.StatusProtocolError, reason) != nil {
+		c.CloseNow()
 	}
 }
 

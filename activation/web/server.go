@@ -59,6 +59,8 @@ type Server struct {
 	hub  *hub
 	hist history // sessions' states seen on the stream, for the timeline (timeline.go)
 
+	boards boards
+
 	active   atomic.Int64 // requests in flight + connected pages
 	lastIdle atomic.Int64 // unix nanos when active last fell to 0
 }

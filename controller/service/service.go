@@ -174,6 +174,13 @@ func TeamSessions(ctx context.Context, c *api.Client, team string) ([]controller
 	return controllerSessions(team, res.Sessions), nil
 }
 
+// ControllerSessions are the sessions of team among ss (as the helper
+// lists them), as the controller sees them: for a client that has the
+// sessions already, e.g. from sessions.watch.
+func ControllerSessions(team string, ss []api.Session) []controller.Session {
+	return controllerSessions(team, ss)
+}
+
 // controllerSessions are the sessions of team among ss, as the controller
 // sees them.
 func controllerSessions(team string, ss []api.Session) []controller.Session {
