@@ -1,165 +1,139 @@
-package web
+package web_test
 
 import (
-	"context"
-	"net"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/activation/web"
+	"github.com/legion-dev/legion/activation/web/webtest"
+	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
-// startBrowser starts headless Chromium (Debian's chromium) with the
-// dashboard tests' flags and a fresh profile, and returns a chromedp
-// context for one tab; both end with the test.
-func startBrowser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	sdtest.Require(t, "chromium (apt-get install chromium; scripts/check-deps installs it)", err == nil)
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	}
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(cancelTab)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium %s: %v", path, err)
-	}
-	return ctx
-}
+// browserScript: DEMO-1's planner asks a question, DEMO-2's wants to run
+// a command that needs permission, DEMO-3's ends its turn without
+// worker-done, DEMO-4's turn fails at the API (a rate limit); each says
+// what it got, so its session file shows it.
+const browserScript = `
+if-env LEGION_ISSUE=DEMO-1 if-prompt plan once ask Which database? | Postgres | SQLite
+if-env LEGION_ISSUE=DEMO-1 if-prompt plan once say chose $ANSWER
+if-env LEGION_ISSUE=DEMO-2 if-prompt plan once bash touch approved.txt
+if-env LEGION_ISSUE=DEMO-2 if-prompt plan once say ran it
+if-env LEGION_ISSUE=DEMO-3 if-prompt plan once say I planned half of it; shall I go on?
+if-env LEGION_ISSUE=DEMO-4 if-prompt plan once apierror rate_limit
+if-prompt go-on say going on with $PROMPT
+`
 
-// artifactDir is where screenshots go: $LEGION_TEST_ARTIFACTS, else the
-// test's temporary directory.
-func artifactDir(t *testing.T) string {
+// waitNeed waits until the dashboard's queue lists a need of kind for
+// issue.
+func waitNeed(t *testing.T, f *webtest.Fixture, issue, kind string) {
 	t.Helper()
-	if d := os.Getenv("LEGION_TEST_ARTIFACTS"); d != "" {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
+	waitfor.Check(t, webtest.WaitFor, issue+" needs a "+kind, func() error {
+		req, _ := http.NewRequest("GET", f.URL+"/api/needs", nil)
+		req.Header.Set("Authorization", "Bearer "+f.Token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-		return d
-	}
-	return t.TempDir()
-}
-
-// serve runs the dashboard (Run: the event hub too) on a loopback port
-// until the test ends and returns its URL.
-func (e *needsEnv) serve() string {
-	e.t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.srv.Run(ctx, []net.Listener{l}) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("the dashboard's Run: %v", err)
+		defer res.Body.Close()
+		var nr web.NeedsResult
+		if err := json.NewDecoder(res.Body).Decode(&nr); err != nil {
+			return fmt.Errorf("GET /api/needs: %d: %w", res.StatusCode, err)
 		}
+		for _, n := range nr.Needs {
+			if n.Issue == issue && n.Kind == kind {
+				return nil
+			}
+		}
+		return fmt.Errorf("needs %+v, errors %v", nr.Needs, nr.Errors)
 	})
-	return "http://" + l.Addr().String()
 }
 
-// hash moves the page to another view (a same-document navigation: no
-// load to wait for).
-func hash(h string) func(context.Context, *chromedp.Target) error {
-	return func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Evaluate[any]("location.hash = "+strconv.Quote(h))(ctx, t)
-		return err
+// waitSessionFile waits until the planner's session file of issue shows
+// want.
+func waitSessionFile(t *testing.T, f *webtest.Fixture, issue, want string) {
+	t.Helper()
+	id := claude.SessionID(f.Team.ID, issue, "plan").String()
+	waitfor.Check(t, webtest.WaitFor, issue+"'s session file shows "+want, func() error {
+		files, _ := filepath.Glob(filepath.Join(f.SD.Home, ".claude", "projects", "*", id+".jsonl"))
+		if len(files) != 1 {
+			return fmt.Errorf("session files %v", files)
+		}
+		b, _ := os.ReadFile(files[0])
+		if !strings.Contains(string(b), want) {
+			return fmt.Errorf("no %q in %s", want, files[0])
+		}
+		return nil
+	})
+}
+
+// goTo shows the view of hash h (a same-document navigation: no load to
+// wait for).
+func goTo(t *testing.T, b *webtest.Browser, h string) {
+	t.Helper()
+	if err := b.Eval("location.hash = "+strconv.Quote(h), nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // TestNeedsInBrowser: in a real headless Chromium, the Needs-you page
-// shows the planner's question with its options and the other planner's
-// command; a choice clicked reaches the agent (its session file shows
-// the answer) and Approve lets the command run. Screenshots of the
-// Needs-you and Timeline views go to the artifact directory.
+// shows every wait of the demo team live; a choice clicked reaches the
+// agent (its session file shows the answer) and Approve lets the command
+// run. Screenshots of the Needs-you and Timeline views go to the artifact
+// dir.
 func TestNeedsInBrowser(t *testing.T) {
-	e := startNeedsEnv(t, needsScript, false)
-	url := e.serve()
-	bctx := startBrowser(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	e.addIssues(ctx, 4)
-	e.startController("demo")
-	e.need("DEMO-1", NeedQuestion)
-	e.need("DEMO-2", NeedPermission)
-	art := artifactDir(t)
-
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+	f := webtest.Start(t, webtest.Options{Script: browserScript, WIPLimit: 6, Issues: []string{"Pick a database", "Touch a file", "Plan half", "Hit the rate limit"}})
+	b := webtest.NewBrowser(t)
+	b.Navigate(f.LoginURL())
+	b.WaitJS("the page logged in", `document.body.dataset.state === "ready"`)
+	goTo(t, b, "#needs")
+	// The page is open before anything waits: what follows comes live.
+	f.StartController()
+	waitNeed(t, f, "DEMO-1", web.NeedQuestion)
+	waitNeed(t, f, "DEMO-2", web.NeedPermission)
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		tctx, cancel := context.WithTimeout(bctx, needsWait)
-		defer cancel()
-		if err := chromedp.Do(tctx, actions...); err != nil {
+		if err := b.Do(actions...); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	screenshot := func(name string) {
-		t.Helper()
-		tctx, cancel := context.WithTimeout(bctx, needsWait)
-		defer cancel()
-		png, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		p := filepath.Join(art, name)
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", p)
-	}
-	run("log in and open Needs you",
-		chromedp.Navigate(url+"/login#t="+e.srv.opts.Token),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"]`)),
-		chromedp.Func(hash("#needs")),
+	do("every wait shown",
 		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-1"][data-kind="question"] button.choice[data-choice="SQLite"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-2"][data-kind="permission"] button.approve`)),
 		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-3"][data-kind="turn"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-4"][data-kind="rate_limit"]`)),
-	)
-	screenshot("needs.png")
+		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-4"][data-kind="rate_limit"]`)))
+	if got := b.Text(`section.need[data-issue="DEMO-2"] pre.command`); got != "touch approved.txt" {
+		t.Errorf("the permission's command on the page = %q; want touch approved.txt", got)
+	}
+	b.Screenshot("needs")
 
-	run("pick SQLite", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-1"] button.choice[data-choice="SQLite"]`)),
+	do("pick SQLite", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-1"] button.choice[data-choice="SQLite"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-1"] .answer-status.ok`)))
-	e.sessionFileHas("DEMO-1", "chose SQLite")
+	waitSessionFile(t, f, "DEMO-1", "chose SQLite")
 
-	run("approve the command", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-2"] button.approve`)),
+	do("approve the command", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-2"] button.approve`)),
 		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-2"] .answer-status.ok`)))
-	e.sessionFileHas("DEMO-2", "ran it")
-	if _, err := os.Stat(filepath.Join(e.team.Worktrees.Path("DEMO-2"), "approved.txt")); err != nil {
+	waitSessionFile(t, f, "DEMO-2", "ran it")
+	if _, err := os.Stat(filepath.Join(f.Team.Worktrees.Path("DEMO-2"), "approved.txt")); err != nil {
 		t.Errorf("the command approved in the page did not run: %v", err)
 	}
+	// The queue follows live: the planner that chose now waits with its
+	// ended turn.
+	do("the queue updated live", chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-1"][data-kind="turn"]`)))
 
-	// The queue follows live: the answered question is gone, and the
-	// planner that chose now waits with its ended turn.
-	run("the queue updated live",
-		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-1"][data-kind="turn"]`)))
-
-	run("open the timeline",
-		chromedp.Func(hash("#timeline/demo/1")),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-timeline="loaded"] svg.timeline g.issue[data-issue="DEMO-1"] rect.phase`)),
-		// No journal here: the states come from what the dashboard saw.
+	goTo(t, b, "#timeline/demo/1")
+	// No journal here: the states come from what the dashboard saw.
+	do("the timeline drawn",
+		chromedp.WaitVisible(chromedp.CSS(`svg.timeline g.issue[data-issue="DEMO-1"] rect.phase`)),
 		chromedp.WaitVisible(chromedp.CSS(`svg.timeline g.issue[data-issue="DEMO-1"] rect.activity[data-state="waiting_answer"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`svg.timeline g.issue[data-issue="DEMO-2"] rect.activity[data-state="waiting_permission"]`)))
-	screenshot("timeline.png")
+	b.Screenshot("timeline")
 }
