@@ -7,23 +7,96 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/local"
 )
 
+// ownWrites tells the controller's own writes to its local tracker from
+// everyone else's. A wake on its own write would tick again at once, and
+// that tick would read an agent's state from before the write's effect:
+// right after a relay typed a prompt, the agent is still in api_error or
+// idle until its hook says it took the prompt, and the tick would escalate
+// again. So only others' writes wake the loop (the helper's session
+// events cover the agents).
+type ownWrites struct {
+	path string
+	mu   sync.Mutex // held across a write and its note, and across a check
+	last fileID     // the store file as the controller's last write left it
+}
+
+// fileID identifies one version of the store file: every write replaces
+// it by a rename, so a new inode (with its size and modification time).
+type fileID struct {
+	ino, size  int64
+	mtimeNanos int64
+}
+
+func statID(path string) fileID {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}
+	}
+	return fileID{ino: int64(st.Ino), size: st.Size, mtimeNanos: st.Mtim.Nano()}
+}
+
+// write runs a write of the controller's and notes the file it left.
+func (o *ownWrites) write(f func() error) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	err := f()
+	o.last = statID(o.path)
+	return err
+}
+
+// mine reports whether the store file is as the controller's last write
+// left it. A person's write that the controller's overwrote since is
+// taken for the controller's: the tick that wrote it may have read it
+// already, else the next wake or the interval does.
+func (o *ownWrites) mine() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return statID(o.path) == o.last
+}
+
+// ownTracker is the team's local tracker as the controller writes it:
+// every write is noted in own.
+type ownTracker struct {
+	*local.Store
+	own *ownWrites
+}
+
+func (t ownTracker) Move(ctx context.Context, id string, to controller.Status) error {
+	return t.own.write(func() error { return t.Store.Move(ctx, id, to) })
+}
+
+func (t ownTracker) AddLabel(ctx context.Context, id, label string) error {
+	return t.own.write(func() error { return t.Store.AddLabel(ctx, id, label) })
+}
+
+func (t ownTracker) RemoveLabel(ctx context.Context, id, label string) error {
+	return t.own.write(func() error { return t.Store.RemoveLabel(ctx, id, label) })
+}
+
+func (t ownTracker) Comment(ctx context.Context, id, text string) error {
+	return t.own.write(func() error { return t.Store.Comment(ctx, id, text) })
+}
+
 // watchTracker wakes the loop whenever the local tracker's store file,
-// path, is written (a person's `legion issue comment` or `label`, an
-// answer given on the dashboard, an agent's own label), so an answer
-// reaches its agent at once instead of at the next interval. It watches
-// the store's directory with inotify: every write replaces the file by a
-// rename (IN_MOVED_TO), and the directory, created here 0700 when missing,
-// outlives every rename. The controller's own writes wake it too, which
-// costs one tick that finds nothing more to do. It returns when ctx ends,
-// or at once with an error when inotify cannot be set up; the loop then
-// keeps its interval.
-func watchTracker(ctx context.Context, path string, wake chan<- struct{}) error {
+// path, is written by anyone but the controller itself (own; nil: by
+// anyone): a person's `legion issue comment` or `label`, an answer given
+// on the dashboard, an agent's own label. So an answer reaches its agent
+// at once instead of at the next interval. It watches the store's
+// directory with inotify: every write replaces the file by a rename
+// (IN_MOVED_TO), and the directory, created here 0700 when missing,
+// outlives every rename. It returns when ctx ends, or at once with an
+// error when inotify cannot be set up; the loop then keeps its interval.
+func watchTracker(ctx context.Context, path string, wake chan<- struct{}, own *ownWrites) error {
 	dir, name := filepath.Dir(path), filepath.Base(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("watch the local tracker %s: %w", path, err)
@@ -51,6 +124,9 @@ func watchTracker(ctx context.Context, path string, wake chan<- struct{}) error 
 			return fmt.Errorf("watch the local tracker %s: read inotify events: %w", path, err)
 		}
 		hit, gone := trackerEvents(buf[:n], name)
+		if hit && !gone && own != nil && own.mine() {
+			continue
+		}
 		if hit || gone {
 			select {
 			case wake <- struct{}{}:
@@ -97,9 +173,9 @@ func trimNUL(b []byte) []byte {
 // followTracker runs watchTracker for the whole of ctx, setting it up
 // again when the directory is removed (a person starting the tracker
 // afresh), and gives up, logging why, when inotify itself fails.
-func followTracker(ctx context.Context, path string, wake chan<- struct{}, log *slog.Logger) {
+func followTracker(ctx context.Context, path string, wake chan<- struct{}, own *ownWrites, log *slog.Logger) {
 	for ctx.Err() == nil {
-		err := watchTracker(ctx, path, wake)
+		err := watchTracker(ctx, path, wake, own)
 		if err == nil {
 			return
 		}

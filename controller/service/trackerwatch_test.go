@@ -11,14 +11,16 @@ import (
 )
 
 // TestWatchTracker: a write to the local tracker (as `legion issue
-// label` makes) wakes the loop; reads (every tick's) do not.
+// label` makes) wakes the loop; reads (every tick's) and the
+// controller's own writes do not.
 func TestWatchTracker(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tracker")
 	s := local.Open(dir, "DEMO")
 	ctx, cancel := context.WithCancel(t.Context())
 	wake := make(chan struct{}, 1)
 	done := make(chan error, 1)
-	go func() { done <- watchTracker(ctx, s.Path(), wake) }()
+	own := &ownWrites{path: s.Path()}
+	go func() { done <- watchTracker(ctx, s.Path(), wake, own) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -52,9 +54,22 @@ func TestWatchTracker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The controller's own writes: nothing more may come either.
+	ctl := ownTracker{Store: s, own: own}
+	if err := ctl.AddLabel(ctx, "DEMO-1", "user-input-needed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Comment(ctx, "DEMO-1", "asks"); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-wake:
-		t.Errorf("reads of the tracker woke the loop")
+		t.Errorf("reads of the tracker or the controller's own writes woke the loop")
 	case <-time.After(300 * time.Millisecond):
 	}
+	// A person's write after the controller's wakes it.
+	if err := s.CommentAs(ctx, "DEMO-1", "ana", "SQLite"); err != nil {
+		t.Fatal(err)
+	}
+	<-wake
 }
