@@ -173,6 +173,16 @@ func TestLoadErrors(t *testing.T) {
 			want: `@FILE@:2: team: unknown key: expected the tables [helper], [worker], [web], [defaults] and [teams.<name>]`,
 		},
 		{
+			name: "web address not an IP",
+			text: "[web]\naddress = \"localhost\"\n",
+			want: `@FILE@:2: web.address: invalid address "localhost": expected an IP address such as "127.0.0.1" or "::1"`,
+		},
+		{
+			name: "web port out of range",
+			text: "[web]\nport = 70000\n",
+			want: `@FILE@:2: web.port: 70000 is out of range: expected an integer from 1 to 65535`,
+		},
+		{
 			name: "unknown helper key",
 			text: "[helper]\n\n  idle = \"5m\" # comment\n",
 			want: `@FILE@:3: helper.idle: unknown key "idle" in [helper]: did you mean "idle_exit"?`,

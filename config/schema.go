@@ -62,9 +62,6 @@ func defaultHelper() Helper {
 	return Helper{IdleExit: 5 * time.Minute, LogLevel: slog.LevelInfo}
 }
 
-// DefaultWeb is [web] with nothing set: what a packaged install writes.
-func DefaultWeb() Web { return defaultWeb() }
-
 func defaultWeb() Web {
 	return Web{Address: "127.0.0.1", Port: 7787, IdleExit: 10 * time.Minute}
 }

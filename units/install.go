@@ -39,7 +39,8 @@ type InstallOptions struct {
 	// enabled (started at login); each must be one of Teams.
 	Enable []string
 	// Packaged writes only the static units (legion.socket, legion.service,
-	// legion@.service) into a system unit directory, for `make install` and
+	// legion@.service; the dashboard's units come with a user's own
+	// `legion install`, which knows its address) into a system unit directory, for `make install` and
 	// distribution packages: no teams, no removals, no manager, and
 	// directories created 0755 rather than 0700.
 	Packaged bool
@@ -59,6 +60,9 @@ type InstallResult struct {
 	Unchanged []string // files that already had these bytes
 	Removed   []string // Legion's files and links of teams no longer configured
 	Enabled   []string // units enabled
+	// WebError says why legion-web.socket could not be started (its
+	// address taken); the rest of the install is done.
+	WebError error
 }
 
 // Install writes Legion's unit files into o.UnitDir, removes Legion's
@@ -170,8 +174,10 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 				return res, fmt.Errorf("install: %w", err)
 			}
 		}
+		// The dashboard is optional: a port taken by another program
+		// must not keep the helper and the teams from being installed.
 		if err := o.Manager.Start(ctx, unitname.WebSocketUnit); err != nil {
-			return res, fmt.Errorf("install: %w (is another program listening on %s? set another [web] port in legion.toml)", err, o.Web.Listen)
+			res.WebError = fmt.Errorf("%w: is another program listening on %s? Set another port with [web] port in legion.toml, then run legion install again", err, o.Web.Listen)
 		}
 	}
 	return res, nil

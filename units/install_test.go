@@ -583,3 +583,27 @@ systemd-analyze --user verify legion.socket legion.service legion@x.service
 		t.Errorf("installed legion's doctor has no pty worker check: %+v", doctor.Checks)
 	}
 }
+
+// TestInstallWebPortTaken: a dashboard address another program holds
+// fails only the dashboard's socket, with a message naming the address;
+// the helper's socket and the rest are installed.
+func TestInstallWebPortTaken(t *testing.T) {
+	_, m, ctx := setup(t)
+	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	res, err := units.Install(ctx, units.InstallOptions{UnitDir: unitDir, Bin: fakeBinary(t), Defaults: defaults, Web: &units.WebUnits{Listen: l.Addr().String()}, Manager: m})
+	if err != nil {
+		t.Fatalf("Install with the dashboard's port taken: %v; want only WebError", err)
+	}
+	if res.WebError == nil || !strings.Contains(res.WebError.Error(), l.Addr().String()) {
+		t.Errorf("Install's WebError = %v; want an error naming %s", res.WebError, l.Addr())
+	}
+	waitState(t, ctx, m, unitname.SocketUnit, "listening", func(s units.State) bool { return s.ActiveState == "active" })
+	if _, err := units.Uninstall(ctx, units.UninstallOptions{UnitDir: unitDir, Manager: m}); err != nil {
+		t.Errorf("Uninstall: %v", err)
+	}
+}

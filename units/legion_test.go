@@ -42,7 +42,7 @@ var generateCases = []struct {
 	name string
 	opts units.GenerateOptions
 }{
-	{name: "packaged", opts: units.GenerateOptions{Bin: "/usr/bin/legion", Defaults: defaults, Web: &units.WebUnits{Listen: "127.0.0.1:7787"}}},
+	{name: "packaged", opts: units.GenerateOptions{Bin: "/usr/bin/legion", Defaults: defaults}},
 	{name: "teams", opts: units.GenerateOptions{Bin: "/opt/legion dir/100%/legion", Defaults: defaults, Teams: oddTeams, Web: &units.WebUnits{Listen: "[::1]:8080"}}},
 }
 

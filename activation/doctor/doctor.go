@@ -5,7 +5,8 @@
 // user read their own lines?), the
 // config, each team's agent binary as workers will find it (in the user
 // manager's PATH), the installed unit files, the helper's
-// socket, the pty-worker program) and reports ok, warn or fail, and with a problem what to do
+// socket, the pty-worker program, whether the dashboard listens only on
+// a loopback address) and reports ok, warn or fail, and with a problem what to do
 // about it.
 //
 // The checks only look: they never write a file, change a unit or the

@@ -444,11 +444,23 @@ func TestWithManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mgr.Close()
-	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: s.opts.UnitDir, Bin: bin, Defaults: config.DefaultTeam().Supervision(), Manager: mgr}); err != nil {
+	// The dashboard's socket on a port of its own: the default may be
+	// taken on a machine that runs tests side by side.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(web)
+	if err := os.WriteFile(s.opts.ConfigPath, []byte("[web]\nport = "+port+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: s.opts.UnitDir, Bin: bin, Defaults: config.DefaultTeam().Supervision(), Web: &units.WebUnits{Listen: web}, Manager: mgr}); err != nil {
 		t.Fatal(err)
 	}
 	checks = Run(t.Context(), s.opts)
-	expect(t, find(t, checks, CheckUnits), OK, "3 files current", "")
+	expect(t, find(t, checks, CheckUnits), OK, "5 files current", "")
 	expect(t, find(t, checks, CheckSocket), OK, "accepts connections", "")
 }
 

@@ -39,8 +39,8 @@ type Event struct {
 	Team     string        `json:"team,omitempty"`
 	// Seq numbers the server's events from 1 (hello carries the last).
 	Seq uint64 `json:"seq"`
-	// Time is when the server learned of the change (for the page's
-	// event → paint latency).
+	// Time is when the change happened (the helper's event time for a
+	// session), for the page's event → page latency.
 	Time time.Time `json:"time"`
 }
 
@@ -152,7 +152,8 @@ func (h *hub) onSession(ev api.SessionEvent) error {
 	ss := *ev.Session
 	h.sessions[ss.Name] = ss
 	h.s.hist.record(ss, time.Now())
-	h.publishLocked(Event{Type: "session", Session: &ss, Team: ss.Team})
+	// The helper's time of the change: the page's latency counts from it.
+	h.publishLocked(Event{Type: "session", Session: &ss, Team: ss.Team, Time: ev.Time})
 	if ss.Team != "" {
 		h.publishLocked(Event{Type: "board", Team: ss.Team})
 		h.dirty[ss.Team] = true

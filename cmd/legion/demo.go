@@ -33,7 +33,11 @@ scripts/install-claude-code installs, or $LEGION_CLAUDE_CODE), driven
 through its hooks, against a local fake of the Anthropic API that the demo
 serves on loopback with each phase's answers scripted: nothing leaves the
 machine and no key is needed. Like any Claude team, it records in
-~/.claude.json that the demo's workspace is trusted and onboarding done.`,
+~/.claude.json that the demo's workspace is trusted and onboarding done.
+
+With --web the dashboard (see legion web) is served from the demo's process
+on a free loopback port while it runs, and its login URL printed first: the
+board shows the issues moving. Add --keep to look at it after the end.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -53,6 +57,7 @@ machine and no key is needed. Like any Claude team, it records in
 		},
 	}
 	cmd.Flags().BoolVar(&noTTY, "no-tty", false, "print plain progress lines instead of a live board")
+	cmd.Flags().BoolVar(&o.Web, "web", false, "also serve the dashboard while the demo runs, and print its login URL")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "when done, keep everything up until Ctrl-C, and keep the temp dir")
 	cmd.Flags().BoolVar(&o.Sandbox, "sandbox", false, "use a private systemd manager even if yours is reachable (root only)")
 	cmd.Flags().StringVar(&o.Agent, "agent", demo.AgentScripted, "the agents: scripted (a stand-in) or claude (the real Claude Code CLI against a local fake API)")

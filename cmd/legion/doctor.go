@@ -23,7 +23,8 @@ write now?), the helper's socket, the legion-pty-worker program (the one
 beside the legion that the installed legion.service runs), git, tmux
 and each team's agent program (an absolute path, or a name looked up in the
 PATH of the user manager, which workers get, not in this shell's: see
-systemctl --user show-environment), and prints each check as ok, warn or FAIL with, for a problem, what to do.
+systemctl --user show-environment), whether the dashboard listens only on
+this machine (web.address: a warning otherwise), and prints each check as ok, warn or FAIL with, for a problem, what to do.
 
 It changes nothing. Connecting to the helper's socket starts legion.service
 through socket activation, as any client does.

@@ -94,10 +94,6 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 		return err
 	}
 	o.Bin = bin
-	if f.packaged {
-		web := config.DefaultWeb()
-		o.Web = &units.WebUnits{Listen: web.Listen()}
-	}
 	if !f.packaged {
 		cfg, err := config.LoadOrEmpty(g.configPath)
 		if err != nil {
@@ -148,6 +144,9 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 	}
 	if len(res.Written) == 0 && len(res.Removed) == 0 {
 		fmt.Fprintf(plan, "%s: unit files up to date\n", o.UnitDir)
+	}
+	if res.WebError != nil {
+		fmt.Fprintf(stderr, "warning: the dashboard's socket did not start: %v\n", res.WebError)
 	}
 	if !f.dryRun && !f.packaged {
 		lingerNote(ctx, stderr)

@@ -57,6 +57,10 @@ type Options struct {
 	Agent string
 	// ClaudeCode is the claude binary for AgentClaude (see ClaudeCode()).
 	ClaudeCode string
+	// Web serves the dashboard (package activation/web) from this process
+	// on a free loopback port while the demo runs, and prints its login
+	// URL before the issues start moving.
+	Web bool
 }
 
 // Issues are the demo's three issues.
@@ -127,6 +131,8 @@ type run struct {
 	left      *leftovers
 	worktrees string   // the team's worktree dir
 	issues    []string // the demo's issue IDs
+
+	stopWeb func() error // stops the dashboard of Options.Web; nil without
 }
 
 // watch polls the tracker and the helper until every issue is Done and no

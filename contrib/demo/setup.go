@@ -97,6 +97,11 @@ func (d *run) setUp(ctx context.Context) error {
 		scriptClaude(d.api, tm, d.o.Bin, d.issues)
 	}
 	fmt.Fprintf(d.o.Out, "team %s: workspace %s, %d issues in Todo\n", d.team, ws, len(Issues))
+	if d.o.Web {
+		if err := d.serveWeb(cfgPath); err != nil {
+			return err
+		}
+	}
 	if err := d.install(ctx, t, cfgPath); err != nil {
 		return err
 	}
@@ -364,6 +369,11 @@ func (d *run) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var errs []error
+	if d.stopWeb != nil {
+		if err := d.stopWeb(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if d.mgr != nil && d.started {
 		// The controller first: on stop it stops the team's workers.
 		if err := d.mgr.Stop(ctx, d.controllerUnit()); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {

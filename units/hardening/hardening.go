@@ -1,6 +1,7 @@
 // Package hardening is the catalog of systemd sandboxing directives that
 // Legion writes into its units: the fixed sets of the helper
-// (legion.service) and the controllers (legion@.service), and the worker
+// (legion.service), the controllers (legion@.service) and the dashboard
+// (legion-web.service), and the worker
 // set, which a team may relax or tighten in legion.toml
 // ([teams.<name>.hardening]). Each directive carries why it is there, or
 // why it is only optional for workers.

@@ -45,7 +45,7 @@
       s ? sessionLine(s) : null,
       (is.failed || []).map((f) => h("div", {className: "meta"},
         h("span", {className: "state failed", textContent: f.mode + " failed", title: f.cause || ""}))),
-      is.action && is.action !== "none" ? h("div", {className: "meta next", textContent: "next: " + is.action.replace(/_/g, " "), title: is.reason || ""}) : null);
+      is.action && !["none", "skip"].includes(is.action) ? h("div", {className: "meta next", textContent: "next: " + is.action.replace(/_/g, " "), title: is.reason || ""}) : null);
     return c;
   }
 
@@ -66,6 +66,12 @@
       root.appendChild(h("section", {className: "column other"}, h("h2", {textContent: "Other"}), b.other.map(card)));
     }
     root.dataset.loaded = String(Date.now());
+    // When the data is on screen (the frame after the DOM change), in ms
+    // since the navigation started: the bench's time to first paint.
+    const el = root;
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      if (!el.dataset.painted) el.dataset.painted = String(performance.now());
+    }));
   }
 
   async function load(ctx) {

@@ -58,6 +58,7 @@ type Fixture struct {
 	Team       *team.Team
 	Store      *local.Store
 	Issues     []string // the IDs of Options.Issues, in order
+	WebPort    int      // legion-web.socket's TCP port (web.port; idle_exit 3s)
 	Server     *web.Server
 	URL        string // http://127.0.0.1:PORT, the server
 	Token      string
@@ -106,6 +107,7 @@ func Start(t testing.TB, o Options) *Fixture {
 	if err := os.WriteFile(scriptFile, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	f.WebPort = freePort(t)
 	wip := o.WIPLimit
 	if wip == 0 {
 		wip = 2
@@ -120,6 +122,7 @@ startup_grace = "1s"
 
 [web]
 port = %d
+idle_exit = "3s"
 
 [teams.%s]
 id = "%s"
@@ -132,7 +135,7 @@ start_limit_burst = 20
 start_limit_interval = "10m"
 agent.new = [%s, "--session-id", "{session_id}", "{prompt}"]
 agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
-`, freePort(t), TeamName, TeamID, ws, wip, agent, agent)
+`, f.WebPort, TeamName, TeamID, ws, wip, agent, agent)
 	f.ConfigPath = filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion", "legion.toml")
 	if err := os.MkdirAll(filepath.Dir(f.ConfigPath), 0o700); err != nil {
 		t.Fatal(err)
@@ -167,6 +170,7 @@ agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
 	if f.Team, err = team.Open(ct, c.Path, state); err != nil {
 		t.Fatal(err)
 	}
+	f.Team.Legion = bin // what agents' hooks run, as the CLI sets it
 	if f.Store, err = f.Team.Local(); err != nil {
 		t.Fatal(err)
 	}
