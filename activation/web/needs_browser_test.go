@@ -115,12 +115,10 @@ func TestNeedsInBrowser(t *testing.T) {
 	}
 	b.Screenshot("needs")
 
-	do("pick SQLite", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-1"] button.choice[data-choice="SQLite"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-1"] .answer-status.ok`)))
+	do("pick SQLite", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-1"] button.choice[data-choice="SQLite"]`)))
 	waitSessionFile(t, f, "DEMO-1", "chose SQLite")
 
-	do("approve the command", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-2"] button.approve`)),
-		chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-2"] .answer-status.ok`)))
+	do("approve the command", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-2"] button.approve`)))
 	waitSessionFile(t, f, "DEMO-2", "ran it")
 	if _, err := os.Stat(filepath.Join(f.Team.Worktrees.Path("DEMO-2"), "approved.txt")); err != nil {
 		t.Errorf("the command approved in the page did not run: %v", err)

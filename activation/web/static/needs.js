@@ -16,6 +16,7 @@
   };
   let root = null;
   let timer = null;
+  let drawn = ""; // the queue last drawn, as JSON: an unchanged queue is not drawn again (a click must not land on a replaced button)
   let busy = false; // a text box has focus or an answer is in flight: do not redraw under the person
 
   function tokens(u) {
@@ -152,7 +153,12 @@
     if (!root || root.dataset.view !== "needs") return; // another view took the page
     if (busy) { later(1000); return; }
     try {
-      draw(await Legion.api("/api/needs"));
+      const res = await Legion.api("/api/needs");
+      const text = JSON.stringify(res);
+      if (text !== drawn || !root.querySelector(".view-title")) {
+        drawn = text;
+        draw(res);
+      }
       document.body.dataset.needs = "loaded";
     } catch (e) {
       root.textContent = "";
