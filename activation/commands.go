@@ -2,11 +2,14 @@ package activation
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/units"
 )
 
 // cmdList answers with every session; while recovery checks the workers,
@@ -130,6 +133,32 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 	v := s.view()
 	v.Resources = h.resources(ctx, s.unit, v.State)
 	return api.StatusResult{Session: v}, nil, nil
+}
+
+// cmdReset resets a failed session's unit, as `systemctl --user
+// reset-failed UNIT` does: systemd forgets the failure (and the start
+// limit's count), so the session is no longer failed and its team's
+// controller starts it again at its next tick. Only a failed session is
+// reset: any other is refused, so a reset never touches a live unit.
+func (h *Helper) cmdReset(ctx context.Context, _ *clientConn, req api.Request) (any, *os.File, error) {
+	name, err := nameArg(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := h.lookup(ctx, req.Cmd, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v := s.view(); v.State != api.StateFailed {
+		return nil, nil, api.Errorf(api.CodeBadRequest, "%s: session %s is %s, not failed: nothing to reset", req.Cmd, name, v.State)
+	}
+	if err := h.mgr.ResetFailed(ctx, s.unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
+		return nil, nil, fmt.Errorf("reset-failed %s: %w", s.unit, err)
+	}
+	h.sessions.refresh(ctx, []*session{s})
+	h.events.publish(s)
+	s.log.Info("failed session reset", "unit", s.unit)
+	return api.StatusResult{Session: s.view()}, nil, nil
 }
 
 // running returns an authenticated worker connection of a session that

@@ -493,6 +493,7 @@ var commands = map[string]handler{
 	api.CmdTeamStop:        (*Helper).cmdTeamStop,
 	api.CmdSessionsRespond: (*Helper).cmdRespond,
 	api.CmdSessionsEnd:     (*Helper).cmdEnd,
+	api.CmdSessionsReset:   (*Helper).cmdReset,
 }
 
 // dispatch runs req and sends its final response. It returns an error only
@@ -541,7 +542,7 @@ func (h *Helper) dispatch(ctx context.Context, cc *clientConn, req api.Request) 
 func commandList() string {
 	return api.CmdSessionsList + ", " + api.CmdSessionsStatus + ", " + api.CmdSessionsLogs + ", " + api.CmdSessionsKill + ", " +
 		api.CmdSend + ", " + api.CmdAttach + ", " + api.CmdSpawn + ", " + api.CmdSessionsWatch + ", " + api.CmdTeamStop + ", " +
-		api.CmdSessionsRespond + ", " + api.CmdSessionsEnd
+		api.CmdSessionsRespond + ", " + api.CmdSessionsEnd + ", " + api.CmdSessionsReset
 }
 
 // clientConn is one client connection's write side.

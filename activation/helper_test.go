@@ -269,6 +269,7 @@ func TestBadInput(t *testing.T) {
 		{"spawn no argv", `{"v":1,"id":"1","cmd":"spawn","args":{` + adhoc + `"name":"x","cwd":"/"}}` + "\n", api.CodeBadRequest, "field argv: empty"},
 		{"spawn without a cooldown", `{"v":1,"id":"1","cmd":"spawn","args":{` + adhoc + `"name":"x","cwd":"/","argv":["/bin/true"]}}` + "\n", api.CodeBadRequest, "field cooldown: missing"},
 		{"unknown session", `{"v":1,"id":"1","cmd":"sessions.status","args":{"name":"nobody"}}` + "\n", api.CodeNotFound, `no session named "nobody"`},
+		{"reset of an unknown session", `{"v":1,"id":"1","cmd":"sessions.reset","args":{"name":"nobody"}}` + "\n", api.CodeNotFound, `no session named "nobody"`},
 		{"state is the CLI's", `{"v":1,"id":"1","cmd":"state","args":{"team":"x"}}` + "\n", api.CodeUnknownCommand, `unknown command "state"`},
 		{"dispatch is the CLI's", `{"v":1,"id":"1","cmd":"dispatch","args":{"team":"x","issue":"X-1","mode":"plan"}}` + "\n", api.CodeUnknownCommand, `unknown command "dispatch"`},
 	}

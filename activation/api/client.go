@@ -450,6 +450,13 @@ func (c *Client) Respond(ctx context.Context, args RespondArgs) (Session, error)
 	return r.Session, err
 }
 
+// Reset resets the failed session's unit (see CmdSessionsReset).
+func (c *Client) Reset(ctx context.Context, name string) (Session, error) {
+	var r StatusResult
+	err := c.Call(ctx, CmdSessionsReset, NameArgs{Name: name}, &r)
+	return r.Session, err
+}
+
 // End ends the session's agent cleanly, its phase done (see CmdSessionsEnd).
 func (c *Client) End(ctx context.Context, name, reason string) (Session, error) {
 	var r StatusResult

@@ -43,6 +43,12 @@ const (
 	CmdSend           = "send"            // args: SendArgs; result: StatusResult
 	CmdAttach         = "attach"          // args: AttachArgs; result: AttachResult + one fd (SCM_RIGHTS)
 	CmdSpawn          = "spawn"           // args: SpawnArgs; result: SpawnResult
+	// CmdSessionsReset resets a failed session's unit (systemd's
+	// reset-failed): the session is no longer failed, so its team's
+	// controller (or a `legion dispatch`) starts it again. A session that
+	// is not failed is refused with bad_request. Args: NameArgs; result:
+	// StatusResult.
+	CmdSessionsReset = "sessions.reset"
 	// sessions.watch and team.stop: see events.go.
 )
 

@@ -135,6 +135,7 @@ func (h *hub) onSession(ev api.SessionEvent) error {
 		h.sessions = make(map[string]api.Session, len(ev.Sessions))
 		for _, ss := range ev.Sessions {
 			h.sessions[ss.Name] = ss
+			h.s.hist.record(ss, time.Now())
 			teams[ss.Team] = true
 		}
 		h.synced = true
@@ -150,6 +151,7 @@ func (h *hub) onSession(ev api.SessionEvent) error {
 	}
 	ss := *ev.Session
 	h.sessions[ss.Name] = ss
+	h.s.hist.record(ss, time.Now())
 	// The helper's time of the change: the page's latency counts from it.
 	h.publishLocked(Event{Type: "session", Session: &ss, Team: ss.Team, Time: ev.Time})
 	if ss.Team != "" {

@@ -57,6 +57,7 @@ type Server struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	hub  *hub
+	hist history // sessions' states seen on the stream, for the timeline (timeline.go)
 
 	boards boards
 
@@ -102,6 +103,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/teams", s.teams)
 	s.mux.HandleFunc("GET /api/board", s.board)
 	s.sessionAPI().register(s.mux)
+	s.mux.HandleFunc("GET /api/needs", s.needs)
+	s.mux.HandleFunc("POST /api/needs/{team}/{id}/answer", s.answer)
+	s.mux.HandleFunc("GET /api/timeline/{team}", s.timeline)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no API route %s %s", r.Method, r.URL.Path)
 	})

@@ -1,7 +1,9 @@
 // Package service runs a team's controller as the main process of
 // legion@<team>.service: the auto kind's collect → decide → apply loop fed
 // by the helper and woken by the helper's session events (sessions.watch),
-// its watchdog fed from the loop's heartbeat, and, on `systemctl --user
+// and by others' writes to its local tracker (inotify on the store's
+// directory, so an answer a person gives is relayed at once; Linear is
+// read at the interval), its watchdog fed from the loop's heartbeat, and, on `systemctl --user
 // stop`, the stop of the team's workers.
 //
 // It reaches systemd only through the helper: it links no D-Bus client
@@ -30,6 +32,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
 )
 
@@ -60,15 +63,31 @@ func Run(ctx context.Context, o Options) error {
 		defer close(followed)
 		followSessions(fctx, o.Team.Name, wake, o.Log)
 	}()
+	sessions := &helperSessions{team: o.Team.Name}
+	sources := o.Team.Sources(sessions)
+	watched := make(chan struct{})
+	var own *ownWrites
+	if s, ok := o.Team.Tracker.(*local.Store); ok {
+		own = &ownWrites{path: s.Path()}
+		sources.Tracker = ownTracker{Store: s, own: own}
+	}
+	// Ends when fctx does, or at once for a tracker that is not local
+	// (Linear is read at the interval).
+	go func() {
+		defer close(watched)
+		if own != nil {
+			followTracker(fctx, own.path, wake, own, o.Log)
+		}
+	}()
 	defer func() {
 		stopFollowing()
 		<-followed
+		<-watched
 	}()
-	sessions := &helperSessions{team: o.Team.Name}
 	disp := &helperDispatcher{team: o.Team, worker: o.Worker}
 	ready := false
 	err := controller.Loop(ctx, controller.LoopOptions{
-		Sources:     o.Team.Sources(sessions),
+		Sources:     sources,
 		Dispatcher:  disp,
 		Interval:    o.Interval,
 		Wake:        wake,

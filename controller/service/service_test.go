@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -357,5 +359,37 @@ func (e *env) waitTicks(ctx context.Context, n int) {
 			last, seen = p, seen+1
 		}
 		return seen >= n, fmt.Sprintf("%d ticks, last watchdog ping at %s", seen, last)
+	})
+}
+
+// TestTrackerChangeWakesController: with a tick interval of an hour and
+// no watchdog, the planner's question is escalated on the helper's
+// session event, and the person's answer, a comment and
+// user-feedback-given through the CLI, is relayed because the write to
+// the local tracker woke the loop (inotify): no session changes in
+// between, so without the tracker watch it would wait an hour.
+func TestTrackerChangeWakesController(t *testing.T) {
+	script := `
+if-prompt plan ask Which database? | Postgres | SQLite
+if-prompt plan say chose $ANSWER
+if-prompt plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+`
+	e := start(t, script, teamOptions{wipLimit: 1, interval: "1h"})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Pick a database")
+	e.startController()
+	e.poll(ctx, "the question escalated", func() (bool, string) {
+		is := e.issue(ctx, id)
+		return slices.Contains(is.Labels, controller.LabelInputNeeded), fmt.Sprintf("labels %v comments %v", is.Labels, is.Comments)
+	})
+	e.legion(ctx, "issue", "comment", "--author", "ana", teamName, id, "SQLite")
+	e.legion(ctx, "issue", "label", teamName, id, controller.LabelFeedbackGiven)
+	e.poll(ctx, "the answer in the planner's session", func() (bool, string) {
+		files, _ := filepath.Glob(filepath.Join(e.sd.Home, ".claude", "projects", "*", sessionID(id, controller.ModePlan)+".jsonl"))
+		if len(files) != 1 {
+			return false, fmt.Sprintf("session files %v", files)
+		}
+		b, _ := os.ReadFile(files[0])
+		return strings.Contains(string(b), "chose SQLite"), tail(string(b), 5)
 	})
 }
