@@ -1,0 +1,226 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/atomicfile"
+	"github.com/legion-dev/legion/internal/privdir"
+	"github.com/legion-dev/legion/internal/shellquote"
+	"github.com/legion-dev/legion/ptyworker/claude"
+)
+
+// Gemini is Google's Gemini CLI (agent.kind = "gemini"), as probed in
+// ptyworker/gemini/FACTS.md (cited below as G<n>). Every conversation gets
+// a Gemini home of its own, [GeminiHome], passed as GEMINI_CLI_HOME (the
+// CLI then keeps all of its state in <home>/.gemini, G14), so the user's
+// ~/.gemini is never written. Prepare gives every session:
+//
+//   - the home's .gemini/settings.json (0600, in 0700 directories): the
+//     user's own settings.json (~/.gemini) with, replaced, a hook for each
+//     of [GeminiHookEvents] running `<legion> hook` (which reads Gemini's
+//     events as Claude Code's, see ptyworker.RelayHook), the auth type
+//     gemini-api-key unless the user chose another (no auth dialog, G4,
+//     G5), no auto-update, update nag or usage statistics, and for the
+//     allowlist policy the shell commands Legion's worker skill runs in
+//     tools.allowed;
+//   - trustedFolders.json trusting the session's worktree (no trust
+//     dialog, which would restart the CLI and lose the prompt, G4) and
+//     projects.json naming its project "legion", so that its files are in
+//     <home>/.gemini/tmp/legion;
+//   - a link to the user's oauth_creds.json, when there is one (a Google
+//     login); an API key comes from the environment (GEMINI_API_KEY), and
+//     is never written;
+//   - for the bypass policy --approval-mode yolo after the program;
+//   - GEMINI_CLI_HOME and GEMINI_CLI_NO_RELAUNCH=true (one node process
+//     instead of two, G1, so the worker's SIGINT ends it cleanly, G3).
+//
+// The session id is Legion's own (--session-id on a new run, --resume on a
+// restart, G7). The worker runs it as kind claude ([Launch].Agent is
+// "claude"). Approvals cannot be answered by a hook (G11): the worker sees
+// the dialog by its Notification (G10), and a person's answer goes in by
+// keys (1 allows, Esc denies). The session file is the project's logs.json,
+// which the CLI writes at every prompt: once it exists a restart resumes.
+//
+// Limits: agent.allow is not used (Claude Code's rule syntax); the
+// finisher runs in the worktree it removes; questions (ask_user, G12) are
+// not relayed; a stalled stream is only seen by the missing hooks (G13).
+type Gemini struct {
+	Config config.Agent // the team's agent table
+}
+
+// GeminiHookEvents are the Gemini hook events a session's settings send to
+// its worker (G9): not AfterModel (once per streamed chunk) nor
+// PreCompress (before every model call), which say nothing of the state.
+var GeminiHookEvents = []string{
+	"SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "Notification", "SessionEnd",
+}
+
+// geminiProject is the project name Legion gives a session's worktree in
+// its Gemini home (projects.json): the CLI's files for it are in
+// <home>/.gemini/tmp/<geminiProject>.
+const geminiProject = "legion"
+
+// GeminiLogsFile is the file of a project that the Gemini CLI writes at
+// every prompt (relative to the Gemini home): a Gemini session's session
+// file.
+var GeminiLogsFile = filepath.Join(".gemini", "tmp", geminiProject, "logs.json")
+
+// geminiAllowed are the shell commands the allowlist policy lets a gemini
+// agent run without asking (tools.allowed takes a command prefix):
+// Legion's reports and git, as for Claude Code.
+func geminiAllowed(legion string) []string {
+	return []string{
+		"run_shell_command(" + legion + ")", "run_shell_command(legion)", "run_shell_command(git)",
+	}
+}
+
+// Name is "gemini".
+func (*Gemini) Name() string { return string(config.AgentGemini) }
+
+// SessionID is Legion's id of the conversation, as for Claude; the CLI
+// takes it as its own (G7).
+func (*Gemini) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
+	return claude.SessionID(team, issue, mode)
+}
+
+// SessionFile is "": a Gemini session's file is in its Gemini home, which
+// depends on the session's directory; Plan names it.
+func (*Gemini) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
+
+// GeminiHome is the Gemini home (GEMINI_CLI_HOME) of conversation id whose
+// sessions keep their directories in dir's parent: "gemini-<id>" beside
+// them, shared by the sessions of one conversation (an implementer and its
+// retro).
+func GeminiHome(dir string, id uuid.UUID) string {
+	return filepath.Join(filepath.Dir(dir), "gemini-"+id.String())
+}
+
+// Plan expands agent.new and agent.resume and names the session file.
+func (g *Gemini) Plan(s Session) (Launch, error) {
+	argvNew, argvResume, err := expand(g.Config, s.Vars)
+	if err != nil {
+		return Launch{}, err
+	}
+	return Launch{
+		Agent: string(config.AgentClaude), ArgvNew: argvNew, ArgvResume: argvResume,
+		SessionFile: filepath.Join(GeminiHome(s.Dir, s.ID), GeminiLogsFile),
+	}, nil
+}
+
+// Prepare writes the Gemini home's settings, trust and project files and
+// the credentials link, and adds the arguments and environment to l.
+func (g *Gemini) Prepare(ctx context.Context, s Session, l Launch) (Launch, error) {
+	fail := func(err error) (Launch, error) {
+		return Launch{}, fmt.Errorf("prepare gemini session %s: %w", s.ID, err)
+	}
+	if !filepath.IsAbs(s.Legion) {
+		return fail(fmt.Errorf("the hooks need the legion binary's absolute path, got %q", s.Legion))
+	}
+	if !filepath.IsAbs(s.Dir) || !filepath.IsAbs(s.Cwd) || !filepath.IsAbs(s.Home) {
+		return fail(fmt.Errorf("want absolute paths, got dir %q, cwd %q, home %q", s.Dir, s.Cwd, s.Home))
+	}
+	policy := g.Config.Policy(s.Mode)
+	switch policy {
+	case config.PermissionsAllowlist, config.PermissionsAsk, config.PermissionsBypass, "":
+	default:
+		return fail(fmt.Errorf("unknown permission policy %q", policy))
+	}
+	home := GeminiHome(s.Dir, s.ID)
+	dot := filepath.Join(home, ".gemini")
+	for _, d := range []string{home, dot} {
+		if err := privdir.Ensure(d); err != nil {
+			return fail(err)
+		}
+	}
+	user := filepath.Join(s.Home, ".gemini")
+	settings, err := GeminiSettingsFor(filepath.Join(user, "settings.json"), s.Legion, policy)
+	if err != nil {
+		return fail(err)
+	}
+	cwd := physical(s.Cwd)
+	trust, _ := json.Marshal(map[string]string{cwd: "TRUST_FOLDER"})
+	projects, _ := json.Marshal(map[string]any{"projects": map[string]string{cwd: geminiProject}})
+	for name, data := range map[string][]byte{"settings.json": settings, "trustedFolders.json": trust, "projects.json": projects} {
+		path := filepath.Join(dot, name)
+		if err := atomicfile.WritePrivate(path, data); err != nil {
+			return fail(fmt.Errorf("write %s: %w", path, err))
+		}
+	}
+	if err := linkAuth(filepath.Join(user, "oauth_creds.json"), filepath.Join(dot, "oauth_creds.json")); err != nil {
+		return fail(err)
+	}
+	if policy == config.PermissionsBypass {
+		l.ArgvNew = InsertArgs(g.Config.New, l.ArgvNew, "--approval-mode", "yolo")
+		if l.ArgvResume != nil {
+			l.ArgvResume = InsertArgs(g.Config.Resume, l.ArgvResume, "--approval-mode", "yolo")
+		}
+	}
+	l.Env = append(l.Env, "GEMINI_CLI_HOME="+home, "GEMINI_CLI_NO_RELAUNCH=true")
+	return l, nil
+}
+
+// GeminiSettingsFor is the settings.json of a Gemini home: the user's
+// settings file userSettings (none when it does not exist) with its hooks
+// replaced by Legion's (each of GeminiHookEvents running `<legion> hook`),
+// the API key's auth type unless it names one, no auto-update, update nag
+// or usage statistics, and for the allowlist policy Legion's commands
+// allowed without asking.
+func GeminiSettingsFor(userSettings, legion string, policy config.PermissionPolicy) ([]byte, error) {
+	cfg := map[string]any{}
+	data, err := os.ReadFile(userSettings)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read your Gemini settings %s: %w", userSettings, err)
+	default:
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			return nil, fmt.Errorf("read your Gemini settings %s: want a JSON object (Legion does not read comments in it): %w", userSettings, err)
+		}
+	}
+	table := func(parent map[string]any, key string) map[string]any {
+		t, _ := parent[key].(map[string]any)
+		if t == nil {
+			t = map[string]any{}
+			parent[key] = t
+		}
+		return t
+	}
+	auth := table(table(cfg, "security"), "auth")
+	if _, ok := auth["selectedType"].(string); !ok {
+		auth["selectedType"] = "gemini-api-key"
+	}
+	general := table(cfg, "general")
+	general["disableAutoUpdate"], general["disableUpdateNag"] = true, true
+	table(cfg, "privacy")["usageStatisticsEnabled"] = false
+	hook := map[string]any{"type": "command", "command": shellquote.Quote(legion) + " hook", "name": "legion"}
+	hooks := map[string]any{}
+	for _, ev := range GeminiHookEvents {
+		hooks[ev] = []any{map[string]any{"hooks": []any{hook}}}
+	}
+	cfg["hooks"] = hooks
+	if policy == config.PermissionsAllowlist || policy == "" {
+		tools := table(cfg, "tools")
+		allowed, _ := tools["allowed"].([]any)
+		for _, a := range geminiAllowed(legion) {
+			allowed = append(allowed, a)
+		}
+		tools["allowed"] = allowed
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(cfg); err != nil {
+		return nil, fmt.Errorf("encode Gemini settings: %w", err)
+	}
+	return b.Bytes(), nil
+}
