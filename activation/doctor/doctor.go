@@ -126,6 +126,9 @@ func Run(ctx context.Context, o Options) []Check {
 			if t.Agent.Kind == config.AgentCodex {
 				checks = append(checks, checkCodexKey(o.ConfigPath, t, w))
 			}
+			if len(geminiModes(t)) > 0 {
+				checks = append(checks, checkGemini(o.ConfigPath, t, w))
+			}
 		}
 	}
 	return checks
