@@ -40,7 +40,11 @@ import (
 //   - a link to the user's oauth_creds.json, when there is one (a Google
 //     login); an API key comes from the environment (GEMINI_API_KEY), and
 //     is never written;
-//   - for the bypass policy --approval-mode yolo after the program;
+//   - for the bypass policy --approval-mode yolo after the program, and
+//     for the finish mode `/usr/bin/env -C <main checkout>` before it (its
+//     worktree goes away while it runs, and with it the CLI's hooks, which
+//     run in its working directory: so the main checkout is the one
+//     trusted and named then);
 //   - GEMINI_CLI_HOME and GEMINI_CLI_NO_RELAUNCH=true (one node process
 //     instead of two, G1, so the worker's SIGINT ends it cleanly, G3).
 //
@@ -51,8 +55,7 @@ import (
 // keys (1 allows, Esc denies). The session file is the project's logs.json,
 // which the CLI writes at every prompt: once it exists a restart resumes.
 //
-// Limits: agent.allow is not used (Claude Code's rule syntax); the
-// finisher runs in the worktree it removes; questions (ask_user, G12) are
+// Limits: agent.allow is not used (Claude Code's rule syntax); questions (ask_user, G12) are
 // not relayed; a stalled stream is only seen by the missing hooks (G13).
 type Gemini struct {
 	Config config.Agent // the team's agent table
@@ -148,6 +151,13 @@ func (g *Gemini) Prepare(ctx context.Context, s Session, l Launch) (Launch, erro
 		return fail(err)
 	}
 	cwd := physical(s.Cwd)
+	if s.Mode == codexFinishMode {
+		// The finisher removes the worktree it starts in; the CLI runs
+		// its hooks in its working directory, and fails them once that
+		// is gone (like Codex, X21): the finisher runs in the main
+		// checkout, as for Codex.
+		cwd = physical(s.Repo)
+	}
 	trust, _ := json.Marshal(map[string]string{cwd: "TRUST_FOLDER"})
 	projects, _ := json.Marshal(map[string]any{"projects": map[string]string{cwd: geminiProject}})
 	for name, data := range map[string][]byte{"settings.json": settings, "trustedFolders.json": trust, "projects.json": projects} {
@@ -163,6 +173,13 @@ func (g *Gemini) Prepare(ctx context.Context, s Session, l Launch) (Launch, erro
 		l.ArgvNew = InsertArgs(g.Config.New, l.ArgvNew, "--approval-mode", "yolo")
 		if l.ArgvResume != nil {
 			l.ArgvResume = InsertArgs(g.Config.Resume, l.ArgvResume, "--approval-mode", "yolo")
+		}
+	}
+	if s.Mode == codexFinishMode {
+		// The Gemini CLI has no option for its directory: env(1) -C.
+		l.ArgvNew = append([]string{"/usr/bin/env", "-C", cwd}, l.ArgvNew...)
+		if l.ArgvResume != nil {
+			l.ArgvResume = append([]string{"/usr/bin/env", "-C", cwd}, l.ArgvResume...)
 		}
 	}
 	l.Env = append(l.Env, "GEMINI_CLI_HOME="+home, "GEMINI_CLI_NO_RELAUNCH=true")

@@ -129,7 +129,7 @@ func TestGeminiPrepare(t *testing.T) {
 		t.Errorf("the retro's Gemini home is %s; want the implementer's %s", GeminiHome(retro.Dir, retro.ID), gh)
 	}
 	_, lf := prepare("finish", "w-finish")
-	if want := []string{"gemini", "--approval-mode", "yolo", "--session-id", id, "do it"}; !slices.Equal(lf.ArgvNew, want) {
+	if want := []string{"/usr/bin/env", "-C", physical(repo), "gemini", "--approval-mode", "yolo", "--session-id", id, "do it"}; !slices.Equal(lf.ArgvNew, want) {
 		t.Errorf("finisher ArgvNew = %q; want %q", lf.ArgvNew, want)
 	}
 

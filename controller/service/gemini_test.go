@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,6 +65,18 @@ func (e *env) geminiPhase(issue string, mode controller.Mode) []geminitest.Turn 
 	return turns
 }
 
+// waitGeminiFinished is assertFinished for the implementer's file of
+// geminiPhase, waiting for each phase's worker first: every start of the
+// Gemini CLI takes seconds of node start-up under load, more than
+// assertFinished's one wait gives all five phases.
+func (e *env) waitGeminiFinished(ctx context.Context, id string) {
+	e.t.Helper()
+	for _, m := range allModes {
+		e.waitCompleted(ctx, id, m)
+	}
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+}
+
 // assertGeminiCompleted checks that session s ended as completed, never
 // restarted.
 func assertGeminiCompleted(t *testing.T, s api.Session) {
@@ -104,7 +117,7 @@ func TestGeminiTodoToDone(t *testing.T) {
 	}
 	start := time.Now()
 	e.startController()
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	e.waitGeminiFinished(ctx, id)
 	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
 	for _, m := range allModes {
 		assertGeminiCompleted(t, e.waitCompleted(ctx, id, m))
@@ -130,7 +143,7 @@ func TestGeminiStallResumed(t *testing.T) {
 		srv.Script(e.geminiPhase(id, m)...)
 	}
 	e.startController()
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	e.waitGeminiFinished(ctx, id)
 
 	s := e.waitCompleted(ctx, id, controller.ModePlan)
 	if s.Restarts == 0 {
