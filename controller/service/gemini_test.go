@@ -131,8 +131,10 @@ func TestGeminiTodoToDone(t *testing.T) {
 // systemd restarts the worker, which resumes the conversation (`gemini
 // --resume <id>`: the session file exists), whose next request carries
 // the stalled turn's prompt as history; the issue still reaches Done.
+// stale_after is 20 s, not Codex's 5 s: the CLI's node start-up alone
+// takes seconds under load, before its first hook.
 func TestGeminiStallResumed(t *testing.T) {
-	e, srv := startGemini(t, teamOptions{wipLimit: 1, staleAfter: "5s"})
+	e, srv := startGemini(t, teamOptions{wipLimit: 1, staleAfter: "20s"})
 	ctx := claudeCtx(t, 6*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	plan := e.geminiPhase(id, controller.ModePlan)
