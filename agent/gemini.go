@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/BurntSushi/toml"
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/config"
@@ -30,9 +31,10 @@ import (
 //     of [GeminiHookEvents] running `<legion> hook` (which reads Gemini's
 //     events as Claude Code's, see ptyworker.RelayHook), the auth type
 //     gemini-api-key unless the user chose another (no auth dialog, G4,
-//     G5), no auto-update, update nag or usage statistics, and for the
-//     allowlist policy the shell commands Legion's worker skill runs in
-//     tools.allowed;
+//     G5), no auto-update, update nag or usage statistics;
+//   - for the allowlist and ask policies, a policy file (.gemini/policies/
+//     legion.toml, [GeminiPolicyFor]) that allows the shell commands of
+//     Legion's worker skill: legion and git, or only legion issue;
 //   - trustedFolders.json trusting the session's worktree (no trust
 //     dialog, which would restart the CLI and lose the prompt, G4) and
 //     projects.json naming its project "legion", so that its files are in
@@ -78,13 +80,38 @@ const geminiProject = "legion"
 // file.
 var GeminiLogsFile = filepath.Join(".gemini", "tmp", geminiProject, "logs.json")
 
-// geminiAllowed are the shell commands the allowlist policy lets a gemini
-// agent run without asking (tools.allowed takes a command prefix):
-// Legion's reports and git, as for Claude Code.
-func geminiAllowed(legion string) []string {
-	return []string{
-		"run_shell_command(" + legion + ")", "run_shell_command(legion)", "run_shell_command(git)",
+// geminiAllowed are the command prefixes of the shell commands policy
+// lets a gemini agent run without asking: for allowlist Legion's own
+// commands (by name and by legion's absolute path) and git, for ask only
+// Legion's reports (legion issue), as for Claude Code; none for bypass,
+// which asks nothing.
+func geminiAllowed(legion string, policy config.PermissionPolicy) []string {
+	switch policy {
+	case config.PermissionsAllowlist, "":
+		return []string{legion, "legion", "git"}
+	case config.PermissionsAsk:
+		return []string{legion + " issue", "legion issue"}
 	}
+	return nil
+}
+
+// GeminiPolicyFor is the policy file (the Gemini CLI's policy engine, its
+// user tier: <home>/.gemini/policies) that allows the shell commands of
+// geminiAllowed; nil when there are none. tools.allowed of the settings
+// is not used: with it, 0.61.0 denied every other shell command instead of
+// asking (gemini FACTS G15).
+func GeminiPolicyFor(legion string, policy config.PermissionPolicy) ([]byte, error) {
+	allowed := geminiAllowed(legion, policy)
+	if len(allowed) == 0 {
+		return nil, nil
+	}
+	rule := map[string]any{"toolName": "run_shell_command", "commandPrefix": allowed, "decision": "allow", "priority": 100}
+	var b bytes.Buffer
+	b.WriteString("# Written by Legion for one conversation (agent.kind = \"gemini\"): the shell\n# commands its permission policy runs without asking; rewritten at every start.\n")
+	if err := toml.NewEncoder(&b).Encode(map[string]any{"rule": []any{rule}}); err != nil {
+		return nil, fmt.Errorf("encode Gemini policy: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
 // Name is "gemini".
@@ -146,7 +173,7 @@ func (g *Gemini) Prepare(ctx context.Context, s Session, l Launch) (Launch, erro
 		}
 	}
 	user := filepath.Join(s.Home, ".gemini")
-	settings, err := GeminiSettingsFor(filepath.Join(user, "settings.json"), s.Legion, policy)
+	settings, err := GeminiSettingsFor(filepath.Join(user, "settings.json"), s.Legion)
 	if err != nil {
 		return fail(err)
 	}
@@ -165,6 +192,21 @@ func (g *Gemini) Prepare(ctx context.Context, s Session, l Launch) (Launch, erro
 		if err := atomicfile.WritePrivate(path, data); err != nil {
 			return fail(fmt.Errorf("write %s: %w", path, err))
 		}
+	}
+	rules, err := GeminiPolicyFor(s.Legion, policy)
+	if err != nil {
+		return fail(err)
+	}
+	policies := filepath.Join(dot, "policies")
+	rulesPath := filepath.Join(policies, "legion.toml")
+	if rules == nil {
+		if err := os.Remove(rulesPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fail(err)
+		}
+	} else if err := privdir.Ensure(policies); err != nil {
+		return fail(err)
+	} else if err := atomicfile.WritePrivate(rulesPath, rules); err != nil {
+		return fail(fmt.Errorf("write %s: %w", rulesPath, err))
 	}
 	if err := linkAuth(filepath.Join(user, "oauth_creds.json"), filepath.Join(dot, "oauth_creds.json")); err != nil {
 		return fail(err)
@@ -189,10 +231,9 @@ func (g *Gemini) Prepare(ctx context.Context, s Session, l Launch) (Launch, erro
 // GeminiSettingsFor is the settings.json of a Gemini home: the user's
 // settings file userSettings (none when it does not exist) with its hooks
 // replaced by Legion's (each of GeminiHookEvents running `<legion> hook`),
-// the API key's auth type unless it names one, no auto-update, update nag
-// or usage statistics, and for the allowlist policy Legion's commands
-// allowed without asking.
-func GeminiSettingsFor(userSettings, legion string, policy config.PermissionPolicy) ([]byte, error) {
+// the API key's auth type unless it names one, and no auto-update, update
+// nag or usage statistics.
+func GeminiSettingsFor(userSettings, legion string) ([]byte, error) {
 	cfg := map[string]any{}
 	data, err := os.ReadFile(userSettings)
 	switch {
@@ -225,14 +266,6 @@ func GeminiSettingsFor(userSettings, legion string, policy config.PermissionPoli
 		hooks[ev] = []any{map[string]any{"hooks": []any{hook}}}
 	}
 	cfg["hooks"] = hooks
-	if policy == config.PermissionsAllowlist || policy == "" {
-		tools := table(cfg, "tools")
-		allowed, _ := tools["allowed"].([]any)
-		for _, a := range geminiAllowed(legion) {
-			allowed = append(allowed, a)
-		}
-		tools["allowed"] = allowed
-	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")

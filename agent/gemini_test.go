@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/BurntSushi/toml"
+
 	"github.com/legion-dev/legion/config"
 )
 
@@ -101,9 +103,24 @@ func TestGeminiPrepare(t *testing.T) {
 		cfg.Privacy.UsageStatisticsEnabled == nil || *cfg.Privacy.UsageStatisticsEnabled {
 		t.Errorf("settings = %+v; want the API key's auth, no update, no statistics", cfg)
 	}
-	if want := []string{"run_shell_command(make)", "run_shell_command(" + legion + ")", "run_shell_command(legion)", "run_shell_command(git)"}; !slices.Equal(cfg.Tools.Allowed, want) {
-		t.Errorf("tools.allowed = %q; want %q", cfg.Tools.Allowed, want)
+	if want := []string{"run_shell_command(make)"}; !slices.Equal(cfg.Tools.Allowed, want) {
+		t.Errorf("tools.allowed = %q; want the user's own %q", cfg.Tools.Allowed, want)
 	}
+	var rules struct {
+		Rule []struct {
+			ToolName, Decision string
+			CommandPrefix      []string
+			Priority           int
+		}
+	}
+	if _, err := toml.DecodeFile(filepath.Join(gh, ".gemini", "policies", "legion.toml"), &rules); err != nil {
+		t.Fatal(err)
+	}
+	if len(rules.Rule) != 1 || rules.Rule[0].ToolName != "run_shell_command" || rules.Rule[0].Decision != "allow" ||
+		!slices.Equal(rules.Rule[0].CommandPrefix, []string{legion, "legion", "git"}) {
+		t.Errorf("policy rules = %+v; want legion and git allowed", rules)
+	}
+	fileMode(t, filepath.Join(gh, ".gemini", "policies", "legion.toml"), 0o600)
 	if len(cfg.Hooks) != len(GeminiHookEvents) {
 		t.Errorf("hooks for %d events; want %d", len(cfg.Hooks), len(GeminiHookEvents))
 	}
@@ -129,6 +146,9 @@ func TestGeminiPrepare(t *testing.T) {
 		t.Errorf("the retro's Gemini home is %s; want the implementer's %s", GeminiHome(retro.Dir, retro.ID), gh)
 	}
 	_, lf := prepare("finish", "w-finish")
+	if _, err := os.Stat(filepath.Join(gh, ".gemini", "policies", "legion.toml")); !os.IsNotExist(err) {
+		t.Errorf("the policy file after a bypass start: %v; want none (yolo asks nothing)", err)
+	}
 	if want := []string{"/usr/bin/env", "-C", physical(repo), "gemini", "--approval-mode", "yolo", "--session-id", id, "do it"}; !slices.Equal(lf.ArgvNew, want) {
 		t.Errorf("finisher ArgvNew = %q; want %q", lf.ArgvNew, want)
 	}
