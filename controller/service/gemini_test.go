@@ -66,7 +66,7 @@ func (e *env) geminiPhase(issue string, mode controller.Mode) []geminitest.Turn 
 }
 
 // waitGeminiFinished is assertFinished for the implementer's file of
-// geminiPhase, waiting for each phase's worker first: every start of the
+// geminiPhase (and of phaseTurns), waiting for each phase's worker first: every start of the
 // Gemini CLI takes seconds of node start-up under load, more than
 // assertFinished's one wait gives all five phases.
 func (e *env) waitGeminiFinished(ctx context.Context, id string) {
@@ -241,7 +241,7 @@ func TestGeminiPlansClaudeImplements(t *testing.T) {
 	srv.Script(e.geminiPhase(id, controller.ModePlan)...)
 	e.scriptAll(id, controller.ModePlan)
 	e.startController()
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	e.waitGeminiFinished(ctx, id)
 
 	assertGeminiCompleted(t, e.waitCompleted(ctx, id, controller.ModePlan))
 	for _, m := range allModes[1:] {
