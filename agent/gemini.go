@@ -34,7 +34,8 @@ import (
 //     G5), no auto-update, update nag or usage statistics;
 //   - for the allowlist and ask policies, a policy file (.gemini/policies/
 //     legion.toml, [GeminiPolicyFor]) that allows the shell commands of
-//     Legion's worker skill: legion and git, or only legion issue;
+//     Legion's worker skill: legion, git and file edits in the worktree,
+//     or only legion issue;
 //   - trustedFolders.json trusting the session's worktree (no trust
 //     dialog, which would restart the CLI and lose the prompt, G4) and
 //     projects.json naming its project "legion", so that its files are in
@@ -97,7 +98,9 @@ func geminiAllowed(legion string, policy config.PermissionPolicy) []string {
 
 // GeminiPolicyFor is the policy file (the Gemini CLI's policy engine, its
 // user tier: <home>/.gemini/policies) that allows the shell commands of
-// geminiAllowed; nil when there are none. tools.allowed of the settings
+// geminiAllowed and, for allowlist, the file tools write_file and replace
+// (which keep to the worktree, as Claude Code's allowlist does); nil when
+// there are none. tools.allowed of the settings
 // is not used: with it, 0.61.0 denied every other shell command instead of
 // asking (gemini FACTS G15).
 func GeminiPolicyFor(legion string, policy config.PermissionPolicy) ([]byte, error) {
@@ -105,10 +108,17 @@ func GeminiPolicyFor(legion string, policy config.PermissionPolicy) ([]byte, err
 	if len(allowed) == 0 {
 		return nil, nil
 	}
-	rule := map[string]any{"toolName": "run_shell_command", "commandPrefix": allowed, "decision": "allow", "priority": 100}
+	rules := []any{map[string]any{"toolName": "run_shell_command", "commandPrefix": allowed, "decision": "allow", "priority": 100}}
+	if policy != config.PermissionsAsk {
+		// Editing files: the CLI's file tools refuse paths outside its
+		// workspace, the worktree.
+		for _, tool := range []string{"write_file", "replace"} {
+			rules = append(rules, map[string]any{"toolName": tool, "decision": "allow", "priority": 100})
+		}
+	}
 	var b bytes.Buffer
 	b.WriteString("# Written by Legion for one conversation (agent.kind = \"gemini\"): the shell\n# commands its permission policy runs without asking; rewritten at every start.\n")
-	if err := toml.NewEncoder(&b).Encode(map[string]any{"rule": []any{rule}}); err != nil {
+	if err := toml.NewEncoder(&b).Encode(map[string]any{"rule": rules}); err != nil {
 		return nil, fmt.Errorf("encode Gemini policy: %w", err)
 	}
 	return b.Bytes(), nil

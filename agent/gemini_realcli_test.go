@@ -23,7 +23,8 @@ import (
 // in a new worktree, with the user's settings naming the fake's model,
 // starts with no dialog (trust, auth), sends the prompt at once with
 // Legion's session id and runs Legion's hooks; git, allowed by the
-// allowlist's policy file, runs unasked; SIGINT (the worker's clean end)
+// allowlist's policy file, runs unasked, and so does a file write in the
+// worktree; SIGINT (the worker's clean end)
 // ends it with 0; the session file then exists at the path Plan named, and
 // the resume argv continues the same conversation (same session id, the
 // first prompt sent again as history). The key is in no argv and no file.
@@ -43,6 +44,7 @@ func TestRealGeminiNewAndResume(t *testing.T) {
 	srv := geminitest.NewServer(t)
 	srv.Script(
 		geminitest.Turn{Shell: "git tag allowed-by-policy"},
+		geminitest.Turn{Call: &geminitest.Call{Name: "write_file", Args: map[string]any{"file_path": filepath.Join(wt, "written.txt"), "content": "hello\n"}}},
 		geminitest.Turn{Text: "First turn done."},
 		geminitest.Turn{Text: "Second turn done."},
 	)
@@ -124,6 +126,9 @@ func TestRealGeminiNewAndResume(t *testing.T) {
 	}
 	if out, err := exec.Command("git", "-C", repo, "tag", "--list", "allowed-by-policy").Output(); err != nil || strings.TrimSpace(string(out)) == "" {
 		t.Errorf("the git command the policy allows did not run: %q, %v", out, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(wt, "written.txt")); err != nil || string(b) != "hello\n" {
+		t.Errorf("the file write the policy allows did not happen: %q, %v", b, err)
 	}
 	if code := end(run); code != 0 {
 		t.Errorf("gemini exit code after SIGINT = %d; want 0", code)

@@ -116,9 +116,10 @@ func TestGeminiPrepare(t *testing.T) {
 	if _, err := toml.DecodeFile(filepath.Join(gh, ".gemini", "policies", "legion.toml"), &rules); err != nil {
 		t.Fatal(err)
 	}
-	if len(rules.Rule) != 1 || rules.Rule[0].ToolName != "run_shell_command" || rules.Rule[0].Decision != "allow" ||
-		!slices.Equal(rules.Rule[0].CommandPrefix, []string{legion, "legion", "git"}) {
-		t.Errorf("policy rules = %+v; want legion and git allowed", rules)
+	if len(rules.Rule) != 3 || rules.Rule[0].ToolName != "run_shell_command" || rules.Rule[0].Decision != "allow" ||
+		!slices.Equal(rules.Rule[0].CommandPrefix, []string{legion, "legion", "git"}) ||
+		rules.Rule[1].ToolName != "write_file" || rules.Rule[2].ToolName != "replace" || rules.Rule[2].Decision != "allow" {
+		t.Errorf("policy rules = %+v; want legion and git allowed, and the file tools", rules)
 	}
 	fileMode(t, filepath.Join(gh, ".gemini", "policies", "legion.toml"), 0o600)
 	if len(cfg.Hooks) != len(GeminiHookEvents) {

@@ -51,17 +51,27 @@ func (s *Server) Env() []string {
 	return []string{"GOOGLE_GEMINI_BASE_URL=" + s.URL, "GEMINI_API_KEY=" + Key}
 }
 
-// Turn is one scripted answer: a text, or a call of the CLI's
-// run_shell_command tool running Shell (a shell command line).
+// Turn is one scripted answer: a text, a call of the CLI's
+// run_shell_command tool running Shell (a shell command line), or a call
+// of another tool.
 type Turn struct {
 	Text  string
 	Shell string
+	// Call calls the tool Call.Name with Call.Args (e.g. write_file with
+	// file_path and content).
+	Call *Call
 	// Stall stops the stream after the first chunk of Text and holds the
 	// connection open until the client goes away (or the server closes):
 	// a hung stream.
 	Stall bool
 	// Match says whether a request may take the turn (nil: any).
 	Match func(body []byte) bool
+}
+
+// Call is a function call of a Turn.
+type Call struct {
+	Name string
+	Args map[string]any
 }
 
 // Request is a request the server received.
@@ -164,7 +174,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, turn 
 		w.(http.Flusher).Flush()
 	}
 	if turn.Shell != "" {
-		call := map[string]any{"name": "run_shell_command", "args": map[string]any{"command": turn.Shell, "description": "Run " + turn.Shell}}
+		turn.Call = &Call{Name: "run_shell_command", Args: map[string]any{"command": turn.Shell, "description": "Run " + turn.Shell}}
+	}
+	if turn.Call != nil {
+		call := map[string]any{"name": turn.Call.Name, "args": turn.Call.Args}
 		send([]any{map[string]any{"functionCall": call}}, true)
 		return
 	}
