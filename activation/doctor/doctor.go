@@ -4,7 +4,9 @@
 // enforces memory and CPU limits for it, tmux, git, the journal (can the
 // user read their own lines?), the
 // config, each team's agent binary as workers will find it (in the user
-// manager's PATH), the installed unit files, the helper's
+// manager's PATH), a Codex team's credentials, a team running the Gemini
+// CLI in any mode its program, node and key (present, never read), the
+// installed unit files, the helper's
 // socket, the pty-worker program) and reports ok, warn or fail, and with a problem what to do
 // about it.
 //
