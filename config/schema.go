@@ -396,8 +396,10 @@ var Schema = []Setting{
 			"\"allowlist\" and \"ask\" leave Codex's own defaults (its workspace-write sandbox; a command the model " +
 			"must run outside it waits for a person and is escalated as for Claude Code); agent.allow is not used. " +
 			"A gemini agent: \"bypass\" adds --approval-mode yolo; \"allowlist\" allows the shell commands legion " +
-			"(by name and absolute path) and git (tools.allowed of its settings), and \"ask\" nothing, besides what " +
-			"the Gemini CLI runs unasked (reading files); every other call waits for a person; agent.allow is not used.",
+			"(by name and absolute path) and git and the file edits (which the Gemini CLI keeps to the worktree), " +
+			"\"ask\" only legion issue, besides what the CLI runs unasked (reading files): a policy file of its " +
+			"policy engine in the conversation's Gemini home; every other call opens its dialog, is escalated, and " +
+			"a person's answer is typed into it; agent.allow is not used, nor your own ~/.gemini/policies.",
 		set: onTeam(func(t *Team, v any) error {
 			p, err := policyValue(v)
 			t.Agent.Permissions = p
