@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
 )
 
@@ -65,14 +67,36 @@ func (e *env) geminiPhase(issue string, mode controller.Mode) []geminitest.Turn 
 	return turns
 }
 
+// geminiWait bounds the wait for one phase of a Gemini agent: every start
+// of the CLI takes seconds of node start-up, up to 20 s on a loaded
+// machine (gemini FACTS G19), and a restarted phase starts twice.
+const geminiWait = 3 * time.Minute
+
+// waitGeminiCompleted is waitCompleted with geminiWait.
+func (e *env) waitGeminiCompleted(ctx context.Context, issue string, mode controller.Mode) api.Session {
+	e.t.Helper()
+	var s api.Session
+	waitfor.Check(e.t, geminiWait, fmt.Sprintf("the %s worker of %s completed", mode, issue), func() error {
+		var ok bool
+		if s, ok = e.session(ctx, issue, mode); !ok {
+			return errors.New("no session")
+		}
+		if s.State != api.StateExited || s.Exit == nil {
+			return fmt.Errorf("%s exit %v agent %+v", s.State, s.Exit, s.Agent)
+		}
+		return nil
+	})
+	return s
+}
+
 // waitGeminiFinished is assertFinished for the implementer's file of
-// geminiPhase (and of phaseTurns), waiting for each phase's worker first: every start of the
-// Gemini CLI takes seconds of node start-up under load, more than
-// assertFinished's one wait gives all five phases.
+// geminiPhase (and of phaseTurns), waiting for each phase's worker first
+// (waitGeminiCompleted): assertFinished's one wait is too short for five
+// phases of the Gemini CLI.
 func (e *env) waitGeminiFinished(ctx context.Context, id string) {
 	e.t.Helper()
 	for _, m := range allModes {
-		e.waitCompleted(ctx, id, m)
+		e.waitGeminiCompleted(ctx, id, m)
 	}
 	e.assertFinished(ctx, id, id+".txt", "impl "+id)
 }
@@ -110,7 +134,7 @@ func assertGeminiScripted(t *testing.T, srv *geminitest.Server) {
 // restarts, and the implementer's file lands on main.
 func TestGeminiTodoToDone(t *testing.T) {
 	e, srv := startGemini(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 6*time.Minute)
+	ctx := claudeCtx(t, 12*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	for _, m := range allModes {
 		srv.Script(e.geminiPhase(id, m)...)
@@ -120,7 +144,7 @@ func TestGeminiTodoToDone(t *testing.T) {
 	e.waitGeminiFinished(ctx, id)
 	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
 	for _, m := range allModes {
-		assertGeminiCompleted(t, e.waitCompleted(ctx, id, m))
+		assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, m))
 	}
 	assertGeminiScripted(t, srv)
 }
@@ -135,7 +159,7 @@ func TestGeminiTodoToDone(t *testing.T) {
 // takes seconds under load, before its first hook.
 func TestGeminiStallResumed(t *testing.T) {
 	e, srv := startGemini(t, teamOptions{wipLimit: 1, staleAfter: "20s"})
-	ctx := claudeCtx(t, 6*time.Minute)
+	ctx := claudeCtx(t, 12*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	plan := e.geminiPhase(id, controller.ModePlan)
 	stall := plan[0]
@@ -147,7 +171,7 @@ func TestGeminiStallResumed(t *testing.T) {
 	e.startController()
 	e.waitGeminiFinished(ctx, id)
 
-	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
 	if s.Restarts == 0 {
 		t.Errorf("the plan worker never restarted; want a restart for the hung stream")
 	}
@@ -167,7 +191,7 @@ func TestGeminiStallResumed(t *testing.T) {
 		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
 	}
 	for _, m := range allModes[1:] {
-		assertGeminiCompleted(t, e.waitCompleted(ctx, id, m))
+		assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, m))
 	}
 }
 
@@ -180,7 +204,7 @@ func TestGeminiStallResumed(t *testing.T) {
 // prompt, which the model gets); the phase then completes.
 func TestGeminiPermissionApprovedAndDenied(t *testing.T) {
 	e, srv := startGemini(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
-	ctx := claudeCtx(t, 4*time.Minute)
+	ctx := claudeCtx(t, 6*time.Minute)
 	id := e.addIssue(ctx, "Touch two files")
 	plan := e.geminiPhase(id, controller.ModePlan)
 	ok, no := plan[0], plan[0]
@@ -202,7 +226,7 @@ func TestGeminiPermissionApprovedAndDenied(t *testing.T) {
 	})
 	e.waitEscalated(ctx, id, 1, "Bash", "touch denied.txt")
 	e.answer(ctx, id, "deny: not now")
-	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
 	e.stopController()
 	assertGeminiCompleted(t, s)
 	e.assertAnswered(ctx, id)
@@ -236,16 +260,16 @@ func TestGeminiPlansClaudeImplements(t *testing.T) {
 	if err := geminitest.WriteUserSettings(home); err != nil {
 		t.Fatal(err)
 	}
-	ctx := claudeCtx(t, 6*time.Minute)
+	ctx := claudeCtx(t, 12*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	srv.Script(e.geminiPhase(id, controller.ModePlan)...)
 	e.scriptAll(id, controller.ModePlan)
 	e.startController()
 	e.waitGeminiFinished(ctx, id)
 
-	assertGeminiCompleted(t, e.waitCompleted(ctx, id, controller.ModePlan))
+	assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, controller.ModePlan))
 	for _, m := range allModes[1:] {
-		assertCompleted(t, e.waitCompleted(ctx, id, m))
+		assertCompleted(t, e.waitGeminiCompleted(ctx, id, m))
 	}
 	assertGeminiScripted(t, srv)
 	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "gemini") {
