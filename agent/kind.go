@@ -16,7 +16,7 @@ import (
 type Kind interface {
 	// Name is the kind as legion.toml's agent.kind spells it: "claude",
 	// "codex" or "custom". The worker is told Launch.Agent, which is the
-	// name of the worker's half that serves the kind ("claude" for codex).
+	// name of the worker's half that serves the kind ("claude" for codex and gemini).
 	Name() string
 	// SessionID is the deterministic id of the agent's conversation on
 	// issue in mode for team: the same inputs give the same id, so a
