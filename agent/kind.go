@@ -15,8 +15,9 @@ import (
 // filled in; Prepare takes the [Launch] that Plan returned for it.
 type Kind interface {
 	// Name is the kind as legion.toml's agent.kind spells it: "claude",
-	// "codex" or "custom". The worker is told Launch.Agent, which is the
-	// name of the worker's half that serves the kind ("claude" for codex and gemini).
+	// "codex", "gemini" or "custom". The worker is told Launch.Agent, which
+	// is the name of the worker's half that serves the kind ("claude" for
+	// codex and gemini).
 	Name() string
 	// SessionID is the deterministic id of the agent's conversation on
 	// issue in mode for team: the same inputs give the same id, so a
