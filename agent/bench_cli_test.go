@@ -20,34 +20,41 @@ import (
 	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
 	"github.com/legion-dev/legion/ptyworker/codex/codextest"
 	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
 )
 
 // BenchmarkAgentCLIs starts each real agent CLI as its kind's Prepare says
-// (Claude Code, Codex), in a real PTY, against its local fake API, three
-// times each, and reports the medians of: the time from the start to its
-// first turn request at the API (start_ms), and the resident memory of
-// the agent's whole process tree (VmRSS summed, MB) once its first turn
-// has ended (the Stop hook) and it idles at its prompt. The worker's own
-// memory is not in it (the same for every kind). Claude Code is the
-// baseline: codex_vs_claude_start and _rss are the ratios.
+// (Claude Code, Codex, the Gemini CLI), in a real PTY, against its local
+// fake API, three times each, and reports the medians of: the time from
+// the start to its first turn request at the API (start_ms), and the
+// resident memory of the agent's whole process tree (VmRSS summed, MB)
+// once its first turn has ended (the Stop hook, Gemini's AfterAgent) and
+// it idles at its prompt. The worker's own memory is not in it (the same
+// for every kind). Claude Code is the baseline: codex_vs_claude_start and
+// _rss, gemini_vs_claude_start and _rss are the ratios.
 func BenchmarkAgentCLIs(b *testing.B) {
-	claudeBin, codexBin := claudetest.Binary(b), codextest.Binary(b)
+	claudeBin, codexBin, geminiBin := claudetest.Binary(b), codextest.Binary(b), geminitest.Binary(b)
 	const runs = 3
-	var cStart, xStart []time.Duration
-	var cRSS, xRSS []time.Duration // kB, as durations so Median sorts them
+	var cStart, xStart, gStart []time.Duration
+	var cRSS, xRSS, gRSS []time.Duration // kB, as durations so Median sorts them
 	for range b.N {
 		for range runs {
 			d, kb := benchCLI(b, config.AgentClaude, claudeBin)
 			cStart, cRSS = append(cStart, d), append(cRSS, time.Duration(kb))
 			d, kb = benchCLI(b, config.AgentCodex, codexBin)
 			xStart, xRSS = append(xStart, d), append(xRSS, time.Duration(kb))
+			d, kb = benchCLI(b, config.AgentGemini, geminiBin)
+			gStart, gRSS = append(gStart, d), append(gRSS, time.Duration(kb))
 		}
 	}
 	benchreport.Vs(b, xStart, "codex_start_ms", cStart, "claude_start_ms", "codex_vs_claude_start")
-	mc, mx := benchreport.Median(cRSS), benchreport.Median(xRSS)
+	benchreport.Vs(b, gStart, "gemini_start_ms", cStart, "claude_start_ms", "gemini_vs_claude_start")
+	mc, mx, mg := benchreport.Median(cRSS), benchreport.Median(xRSS), benchreport.Median(gRSS)
 	b.ReportMetric(float64(mc)/1024, "claude_idle_rss_MB")
 	b.ReportMetric(float64(mx)/1024, "codex_idle_rss_MB")
+	b.ReportMetric(float64(mg)/1024, "gemini_idle_rss_MB")
 	b.ReportMetric(float64(mx)/float64(mc), "codex_vs_claude_rss")
+	b.ReportMetric(float64(mg)/float64(mc), "gemini_vs_claude_rss")
 }
 
 // benchCLI runs one agent of kind once: the time to its first turn request
@@ -77,6 +84,7 @@ func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, i
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}
 	a := config.Agent{Kind: kind, Permissions: config.PermissionsAllowlist}
 	var first func() (time.Time, bool)
+	stop := "Stop" // the hook event that ends a turn
 	switch kind {
 	case config.AgentClaude:
 		srv := anthropictest.NewServer(b)
@@ -107,6 +115,22 @@ func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, i
 			}
 			return time.Time{}, false
 		}
+	case config.AgentGemini:
+		srv := geminitest.NewServer(b)
+		srv.Script(geminitest.Turn{Text: "Ready."})
+		if err := geminitest.WriteUserSettings(home); err != nil {
+			b.Fatal(err)
+		}
+		env = append(env, srv.Env()...)
+		argvNew, argvResume, _ := config.KindArgv(kind)
+		a.New, a.Resume = append([]string{bin}, argvNew[1:]...), append([]string{bin}, argvResume[1:]...)
+		stop = "AfterAgent"
+		first = func() (time.Time, bool) {
+			if reqs := srv.Requests(); len(reqs) > 0 {
+				return reqs[0].Time, true
+			}
+			return time.Time{}, false
+		}
 	}
 	k, err := For(a)
 	if err != nil {
@@ -124,8 +148,8 @@ func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, i
 	}
 	start := time.Now()
 	run := startCodex(b, l.ArgvNew, wt, append(env, l.Env...))
-	waitfor.Check(b, 2*time.Minute, string(kind)+"'s first turn to end (Stop hook)", func() error {
-		if countEvents(hookEvents(b, hookLog), "Stop") == 0 {
+	waitfor.Check(b, 2*time.Minute, string(kind)+"'s first turn to end ("+stop+" hook)", func() error {
+		if countEvents(hookEvents(b, hookLog), stop) == 0 {
 			return fmt.Errorf("screen:\n%s", lastLines(run.text(), 10))
 		}
 		return nil

@@ -18,7 +18,7 @@
 // clean end of an agent whose phase is done (sessions.end). This package
 // never starts, signals or talks to an agent, a worker or the helper.
 //
-// Three kinds exist:
+// Four kinds exist:
 //
 //   - [Claude] (agent.kind = "claude", the default): Claude Code. Prepare
 //     writes the session's own settings file (hooks for every event running
@@ -31,18 +31,27 @@
 //     hooks and the repository's trust), whose history.jsonl is the session
 //     file; the worker runs it as kind claude, since Codex's hooks have
 //     Claude Code's names and payloads (ptyworker/codex/FACTS.md).
+//   - [Gemini] (agent.kind = "gemini"): Google's Gemini CLI. Prepare writes
+//     a Gemini home per conversation (GEMINI_CLI_HOME: the user's
+//     settings.json with Legion's hooks, the worktree's trust, a policy
+//     file allowing Legion's commands); the session id is Legion's own
+//     (--session-id, --resume); logs.json, written at every prompt, is the
+//     session file; the worker runs it as kind claude, `legion hook`
+//     renaming its events to Claude Code's, and types a person's approval
+//     into its dialog (ptyworker/gemini/FACTS.md).
 //   - [Custom] (agent.kind = "custom"): any terminal program, run as the
 //     team's agent.new says. No settings, no session file (so no resume),
 //     liveness from its output, no state and no completion detection: the
 //     program must exit by itself when its phase is done.
 //
 // Prepare runs on the controller's side, as the user, before the worker is
-// spawned; it writes only below the session's own directory (for Codex,
-// the conversation's Codex home beside it) and, for
+// spawned; it writes only below the session's own directory (for Codex
+// and Gemini, the conversation's home beside it) and, for
 // Claude, the few entries of ~/.claude.json that Claude Code reads from
 // nowhere else (under Legion's lock file ~/.claude.json.legion-lock and
 // Claude Code's own lock directory ~/.claude.json.lock, which it removes
 // again). It never logs or stores an API key: only the last 20 characters
 // of ANTHROPIC_API_KEY go in ~/.claude.json, where Claude Code itself
-// keeps them.
+// keeps them; GEMINI_API_KEY and a Codex provider's key stay in the
+// environment the agent inherits.
 package agent

@@ -15,8 +15,9 @@ import (
 // filled in; Prepare takes the [Launch] that Plan returned for it.
 type Kind interface {
 	// Name is the kind as legion.toml's agent.kind spells it: "claude",
-	// "codex" or "custom". The worker is told Launch.Agent, which is the
-	// name of the worker's half that serves the kind ("claude" for codex).
+	// "codex", "gemini" or "custom". The worker is told Launch.Agent, which
+	// is the name of the worker's half that serves the kind ("claude" for
+	// codex and gemini).
 	Name() string
 	// SessionID is the deterministic id of the agent's conversation on
 	// issue in mode for team: the same inputs give the same id, so a
@@ -86,7 +87,7 @@ func (s Session) Getenv(key string) (string, bool) {
 // Launch is what the worker gets for one session.
 type Launch struct {
 	// Agent is the worker's kind, for api.SpawnArgs.Agent: the kind's Name,
-	// but "claude" for codex, whose hooks the worker reads as Claude Code's.
+	// but "claude" for codex and gemini, whose hooks the worker reads as Claude Code's.
 	Agent string
 	// ArgvNew starts a new conversation; ArgvResume resumes one (nil:
 	// ArgvNew always).
@@ -108,6 +109,8 @@ func For(a config.Agent) (Kind, error) {
 		return &Custom{Config: a}, nil
 	case config.AgentCodex:
 		return &Codex{Config: a}, nil
+	case config.AgentGemini:
+		return &Gemini{Config: a}, nil
 	}
-	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentCustom)
+	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentGemini, config.AgentCustom)
 }

@@ -213,7 +213,7 @@ type Agent struct {
 	MemoryMax uint64 // bytes, MemoryMax= of each worker unit
 	CPUWeight int    // CPUWeight= of each worker unit, 1 to 10000
 
-	// KindByMode runs some modes with another kind (claude or codex) than
+	// KindByMode runs some modes with another kind (claude, codex or gemini) than
 	// Kind, with that kind's default argvs. Use [Agent.ForMode].
 	KindByMode map[string]AgentKind
 }
@@ -280,13 +280,19 @@ const (
 	// AgentCodex is OpenAI's Codex CLI: a Codex home per conversation with
 	// hooks that report its state (package agent's Codex).
 	AgentCodex AgentKind = "codex"
+	// AgentGemini is Google's Gemini CLI: a Gemini home per conversation
+	// with hooks that report its state (package agent's Gemini).
+	AgentGemini AgentKind = "gemini"
 )
 
 // KindArgv is the default agent.new and agent.resume of kind, and whether
 // kind has defaults of its own (otherwise Claude Code's are the defaults).
 func KindArgv(kind AgentKind) (argvNew, argvResume []string, ok bool) {
-	if kind == AgentCodex {
+	switch kind {
+	case AgentCodex:
 		return slices.Clone(codexAgentNew), slices.Clone(codexAgentResume), true
+	case AgentGemini:
+		return slices.Clone(geminiAgentNew), slices.Clone(geminiAgentResume), true
 	}
 	return nil, nil, false
 }

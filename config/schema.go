@@ -54,6 +54,9 @@ var (
 	// of its own, whose last session is the one to resume.
 	codexAgentNew    = []string{"codex", "{prompt}"}
 	codexAgentResume = []string{"codex", "resume", "--last", "{prompt}"}
+
+	geminiAgentNew    = []string{"gemini", "--session-id", "{session_id}", "{prompt}"}
+	geminiAgentResume = []string{"gemini", "--resume", "{session_id}", "{prompt}"}
 )
 
 // defaultHelper, defaultWorker and defaultTeam are the built-in defaults; a
@@ -381,7 +384,7 @@ var Schema = []Setting{
 		set:     onTeam(func(t *Team, v any) (err error) { t.Agent.Resume, err = argvValue(v); return err }),
 	},
 	{
-		Table: TableTeam, Key: "agent.kind", Type: `"claude", "codex" or "custom"`, Default: `"claude"`,
+		Table: TableTeam, Key: "agent.kind", Type: `"claude", "codex", "gemini" or "custom"`, Default: `"claude"`,
 		Doc: "What the team's agents are. \"claude\": Claude Code. Before a worker starts, Legion writes the " +
 			"session's own settings file (hooks that tell the worker the agent's state, the rules of " +
 			"agent.permissions) and passes it as --settings FILE, just before the session flag of agent.new and " +
@@ -401,11 +404,21 @@ var Schema = []Setting{
 			"team sets them, agent.new is [\"codex\", \"{prompt}\"] and agent.resume [\"codex\", \"resume\", " +
 			"\"--last\", \"{prompt}\"] (the last session of the conversation's own Codex home); a restart resumes " +
 			"once Codex has written the home's history.jsonl (at the first prompt). Not yet relayed: Codex's " +
-			"questions (its plan mode's request_user_input). \"custom\": any terminal program, run as agent.new says: no settings, " +
+			"questions (its plan mode's request_user_input). \"gemini\": Google's Gemini CLI (npm @google/gemini-cli; facts in " +
+			"ptyworker/gemini/FACTS.md). Each conversation gets a Gemini home of its own (GEMINI_CLI_HOME, beside the " +
+			"session's directory under Legion's state): your own ~/.gemini/settings.json copied with its hooks replaced by " +
+			"Legion's, the API key's auth type unless you chose another, no auto-update, update nag or usage statistics; " +
+			"the worktree trusted; a link to your oauth_creds.json when you signed in with Google. The key comes from " +
+			"GEMINI_API_KEY in the user manager's environment (`systemctl --user set-environment`) and is never written. " +
+			"Unless the team sets them, agent.new is [\"gemini\", \"--session-id\", \"{session_id}\", \"{prompt}\"] and " +
+			"agent.resume [\"gemini\", \"--resume\", \"{session_id}\", \"{prompt}\"]; a restart resumes once the CLI has " +
+			"written the project's logs.json (at the first prompt). The worker reads its hooks as Claude Code's; its " +
+			"approvals cannot be answered by a hook, so a person's answer is typed into its dialog. Not relayed: its " +
+			"questions (ask_user). \"custom\": any terminal program, run as agent.new says: no settings, " +
 			"no session file (agent.resume is unused), liveness from its output, and no completion detection: " +
 			"the program must exit by itself when its phase is done.",
 		set: onTeam(func(t *Team, v any) error {
-			s, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentCustom))
+			s, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentCustom))
 			t.Agent.Kind = AgentKind(s)
 			return err
 		}),
@@ -425,7 +438,12 @@ var Schema = []Setting{
 			"(allowlist, ask) or bypassPermissions; your own Claude Code settings still add their rules. " +
 			"A codex agent: \"bypass\" adds --dangerously-bypass-approvals-and-sandbox (nothing asked, no sandbox); " +
 			"\"allowlist\" and \"ask\" leave Codex's own defaults (its workspace-write sandbox; a command the model " +
-			"must run outside it waits for a person and is escalated as for Claude Code); agent.allow is not used.",
+			"must run outside it waits for a person and is escalated as for Claude Code); agent.allow is not used. " +
+			"A gemini agent: \"bypass\" adds --approval-mode yolo; \"allowlist\" allows the shell commands legion " +
+			"(by name and absolute path) and git and the file edits (which the Gemini CLI keeps to the worktree), " +
+			"\"ask\" only legion issue, besides what the CLI runs unasked (reading files): a policy file of its " +
+			"policy engine in the conversation's Gemini home; every other call opens its dialog, is escalated, and " +
+			"a person's answer is typed into it; agent.allow is not used, nor your own ~/.gemini/policies.",
 		set: onTeam(func(t *Team, v any) error {
 			p, err := policyValue(v)
 			t.Agent.Permissions = p
@@ -445,8 +463,8 @@ var Schema = []Setting{
 	},
 	{
 		Table: TableTeam, Key: "agent.kind_by_mode", Type: "table of mode = kind", Example: `{ plan = "codex" }`,
-		Doc: "Another agent kind for some modes: keys plan, implement, review, retro and finish, values \"claude\" " +
-			"or \"codex\", e.g. { plan = \"codex\", review = \"codex\" } to plan and review with Codex and implement " +
+		Doc: "Another agent kind for some modes: keys plan, implement, review, retro and finish, values \"claude\", " +
+			"\"codex\" or \"gemini\", e.g. { plan = \"codex\", review = \"codex\" } to plan and review with Codex and implement " +
 			"with Claude Code. Such a mode runs with its kind's default agent.new and agent.resume (the program " +
 			"looked up in the user manager's PATH), and the team's agent.permissions. The retro resumes the " +
 			"implementer's conversation, so implement and retro must have the same kind. Unset: every mode has agent.kind.",

@@ -228,7 +228,7 @@ func policyByModeValue(v any) (map[string]PermissionPolicy, error) {
 // (claude, codex; a custom agent has no default argv to switch to).
 func kindByModeValue(v any) (map[string]AgentKind, error) {
 	return byModeValue(v, `a table such as { plan = "codex" }`, func(v any) (AgentKind, error) {
-		k, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex))
+		k, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini))
 		return AgentKind(k), err
 	})
 }

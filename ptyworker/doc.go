@@ -11,7 +11,8 @@
 // (registry.go), the agent's state from its hooks (agent kind claude:
 // hook.go takes them on hook connections and answers permission requests,
 // agentstate.go is the state machine, hookpayload.go reads Claude Code's
-// payloads, relay.go is `legion hook`), the answers a person gives and the
+// payloads, geminihook.go reads the Gemini CLI's as Claude Code's, relay.go
+// is `legion hook`), the answers a person gives and the
 // clean end of a finished agent (hook.go), and the sd_notify/watchdog loop
 // with its rules by agent kind (notify.go). Run (worker.go) ties them
 // together. The transient unit that runs a worker is

@@ -354,7 +354,8 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 		h.c.reply(h.id, HookResult{Output: permissionDecision(p.Decision, msg)})
 	} else {
 		// Claude Code's permission dialog: 1 is "Yes"; Esc declines, and
-		// the reason then goes as the next message.
+		// the reason then goes as the next message. The same keys answer
+		// the Gemini CLI's ("1. Allow once", "No, suggest changes (esc)").
 		delivered = DeliveredKeys
 		if e := w.waitDialog(); e != nil {
 			return nil, e
@@ -456,11 +457,23 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, h *hold, now 
 	return w.respondResult(DeliveredKeys), nil
 }
 
-// dialogMarker is on the screen while one of Claude Code's dialogs is
-// open: a question's ("Enter to select · ↑/↓ to navigate · Esc to
-// cancel", or "Tab/Arrow keys" with several questions) or a permission's
-// ("Esc to cancel · Tab to amend").
-const dialogMarker = "Esc to cancel"
+// dialogMarkers are on the screen while an agent's dialog is open, one of
+// them at least: Claude Code's for a question ("Enter to select · ↑/↓ to
+// navigate · Esc to cancel", or "Tab/Arrow keys" with several questions)
+// or a permission ("Esc to cancel · Tab to amend"), and the Gemini CLI's
+// approval dialog ("3. No, suggest changes (esc)", gemini FACTS G10),
+// whose 1 also allows and Esc also declines.
+var dialogMarkers = []string{"Esc to cancel", "suggest changes (esc)"}
+
+// dialogOpen reports whether the screen text shows a dialog.
+func dialogOpen(text string) bool {
+	for _, m := range dialogMarkers {
+		if strings.Contains(text, m) {
+			return true
+		}
+	}
+	return false
+}
 
 // Bounds of the waits for the screen while an answer is typed: for a
 // dialog to be drawn (Claude Code draws it a moment after the hook that
@@ -475,10 +488,15 @@ const (
 // (or, with gone, no longer shows it). Claude Code draws its prompt with
 // a no-break space after ❯: the screen is matched with plain spaces.
 func (w *worker) waitScreen(want string, gone bool, timeout time.Duration) (bool, *RPCError) {
+	return w.waitScreenFunc(func(text string) bool { return strings.Contains(text, want) }, gone, timeout)
+}
+
+// waitScreenFunc is waitScreen for a screen that shows(text).
+func (w *worker) waitScreenFunc(shows func(text string) bool, gone bool, timeout time.Duration) (bool, *RPCError) {
 	deadline := time.Now().Add(timeout)
 	for {
 		text := strings.ReplaceAll(w.scr.text(w.out), "\u00a0", " ")
-		if strings.Contains(text, want) != gone {
+		if shows(text) != gone {
 			return true, nil
 		}
 		if time.Now().After(deadline) {
@@ -493,9 +511,9 @@ func (w *worker) waitScreen(want string, gone bool, timeout time.Duration) (bool
 
 // waitDialog waits until a dialog is on the agent's screen.
 func (w *worker) waitDialog() *RPCError {
-	ok, e := w.waitScreen(dialogMarker, false, dialogWait)
+	ok, e := w.waitScreenFunc(dialogOpen, false, dialogWait)
 	if e == nil && !ok {
-		e = &RPCError{Code: CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no %q line); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, dialogMarker)}
+		e = &RPCError{Code: CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no line with %q); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, dialogMarkers)}
 	}
 	return e
 }
@@ -538,7 +556,7 @@ func (w *worker) escapeThenPrompt(text string) *RPCError {
 	if e := w.typeKeys("\x1b"); e != nil {
 		return e
 	}
-	if ok, e := w.waitScreen(dialogMarker, true, keyWait); e != nil {
+	if ok, e := w.waitScreenFunc(dialogOpen, true, keyWait); e != nil {
 		return e
 	} else if !ok {
 		w.log.Warn("the dialog is still on the screen after Esc; typing the text all the same", "wait", keyWait)

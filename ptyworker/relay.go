@@ -17,8 +17,9 @@ const (
 )
 
 // RelayHook is `legion hook`: Claude Code runs it for a hook event with
-// the event's JSON payload on stdin. It reads the payload (at most
-// MaxHookPayload bytes), forwards it to the session's worker (getenv's
+// the event's JSON payload on stdin (so do Codex and the Gemini CLI, whose
+// events it first renames to Claude Code's, see fromGemini). It reads the
+// payload (at most MaxHookPayload bytes), forwards it to the session's worker (getenv's
 // EnvHookSocket, hello with its EnvHookToken) and writes what the worker
 // answers to stdout: nothing, or a PermissionRequest's decision for
 // Claude Code to read. A PermissionRequest waits for the worker's answer
@@ -43,10 +44,11 @@ func RelayHook(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv fu
 	if len(payload) > MaxHookPayload {
 		return fmt.Errorf("hook: the payload on stdin is over %d bytes; not forwarded", MaxHookPayload)
 	}
-	payload = ShrinkHookPayload(bytes.TrimSpace(payload))
+	payload = bytes.TrimSpace(payload)
 	if !json.Valid(payload) {
 		return fmt.Errorf("hook: the payload on stdin is not JSON (%s); not forwarded", describeJSON(payload))
 	}
+	payload = ShrinkHookPayload(fromGemini(payload))
 	dctx, cancel := context.WithTimeout(ctx, relayDialTimeout)
 	defer cancel()
 	c, err := Dial(dctx, socket)

@@ -4,9 +4,11 @@
 // enforces memory and CPU limits for it, tmux, git, the journal (can the
 // user read their own lines?), the
 // config, each team's agent binary as workers will find it (in the user
-// manager's PATH), the installed unit files, the helper's
-// socket, the pty-worker program, whether the dashboard listens only on
-// a loopback address) and reports ok, warn or fail, and with a problem what to do
+// manager's PATH), a Codex team's credentials, a team running the Gemini
+// CLI in any mode its program, node and key (present, never read), the
+// installed unit files, the helper's socket, the pty-worker program,
+// whether the dashboard listens only on a loopback address) and reports
+// ok, warn or fail, and with a problem what to do
 // about it.
 //
 // The checks only look: they never write a file, change a unit or the
@@ -128,6 +130,9 @@ func Run(ctx context.Context, o Options) []Check {
 			checks = append(checks, checkAgent(o.ConfigPath, t, w))
 			if t.Agent.Kind == config.AgentCodex {
 				checks = append(checks, checkCodexKey(o.ConfigPath, t, w))
+			}
+			if len(geminiModes(t)) > 0 {
+				checks = append(checks, checkGemini(o.ConfigPath, t, w))
 			}
 		}
 	}

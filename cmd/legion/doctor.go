@@ -23,8 +23,12 @@ write now?), the helper's socket, the legion-pty-worker program (the one
 beside the legion that the installed legion.service runs), git, tmux
 and each team's agent program (an absolute path, or a name looked up in the
 PATH of the user manager, which workers get, not in this shell's: see
-systemctl --user show-environment), whether the dashboard listens only on
-this machine (web.address: a warning otherwise), and prints each check as ok, warn or FAIL with, for a problem, what to do.
+systemctl --user show-environment); for a team that runs Codex, its
+credentials, and for one that runs the Gemini CLI in any mode, the gemini
+program and node in that PATH and GEMINI_API_KEY there or a Google sign-in;
+whether the dashboard listens only on this machine (web.address: a warning
+otherwise). It prints each check as ok, warn or FAIL with, for a problem,
+what to do.
 
 It changes nothing. Connecting to the helper's socket starts legion.service
 through socket activation, as any client does.

@@ -22,6 +22,9 @@ agent: Claude Code runs it with the event's JSON payload on stdin, as the
 per-session settings file that Legion writes tells it to. The worker
 authenticates it by LEGION_HOOK_TOKEN and listens on LEGION_HOOK_SOCKET; both
 are in the agent's environment, and the token changes at every start of the agent.
+Codex and the Gemini CLI run it too; the Gemini CLI's events (BeforeAgent,
+AfterAgent, BeforeTool, AfterTool, Notification ToolPermission) are forwarded
+under Claude Code's names.
 
 The worker turns the events into the agent's state (legion sessions status).
 For a PermissionRequest it may answer with Claude Code's decision, which hook

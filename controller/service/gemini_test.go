@@ -1,0 +1,279 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
+)
+
+// startGemini is start for a team whose agent is the real Gemini CLI (kind
+// gemini, its default argvs, the bypass policy unless o.extra says
+// otherwise), served by a fake Gemini API (the returned server). The
+// user's ~/.gemini/settings.json names the fake's model; the base URL and
+// the key are in the manager's environment, as a user would put them.
+func startGemini(t *testing.T, o teamOptions) (*env, *geminitest.Server) {
+	t.Helper()
+	o.gemini = geminitest.Binary(t)
+	if o.idleGrace == "" {
+		o.idleGrace = "2s"
+	}
+	if o.staleAfter == "" {
+		o.staleAfter = "1m"
+	}
+	srv := geminitest.NewServer(t)
+	e := start(t, "", o)
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := geminitest.WriteUserSettings(home); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.sd.Systemctl(t, append([]string{"set-environment"}, srv.Env()...)...); err != nil {
+		t.Fatalf("systemctl --user set-environment: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { logGeminiRequests(t, srv) })
+	return e, srv
+}
+
+// logGeminiRequests logs the fake's requests when t failed.
+func logGeminiRequests(t *testing.T, srv *geminitest.Server) {
+	if !t.Failed() {
+		return
+	}
+	for _, r := range srv.Requests() {
+		t.Logf("API request %s unscripted %v: turn %+v", r.Time.Format("15:04:05.000"), r.Unscripted, r.Turn)
+	}
+}
+
+// geminiPhase is what a Gemini agent does in each phase: codexPhase's
+// commands as calls of the CLI's run_shell_command.
+func (e *env) geminiPhase(issue string, mode controller.Mode) []geminitest.Turn {
+	var turns []geminitest.Turn
+	for _, c := range e.codexPhase(issue, mode) {
+		turns = append(turns, geminitest.Turn{Text: c.Text, Shell: c.Exec, Match: c.Match})
+	}
+	return turns
+}
+
+// geminiWait bounds the wait for one phase of a Gemini agent: every start
+// of the CLI takes seconds of node start-up, up to 20 s on a loaded
+// machine (gemini FACTS G19), and a restarted phase starts twice.
+const geminiWait = 3 * time.Minute
+
+// waitGeminiCompleted is waitCompleted with geminiWait.
+func (e *env) waitGeminiCompleted(ctx context.Context, issue string, mode controller.Mode) api.Session {
+	e.t.Helper()
+	var s api.Session
+	waitfor.Check(e.t, geminiWait, fmt.Sprintf("the %s worker of %s completed", mode, issue), func() error {
+		var ok bool
+		if s, ok = e.session(ctx, issue, mode); !ok {
+			return errors.New("no session")
+		}
+		if s.State != api.StateExited || s.Exit == nil {
+			return fmt.Errorf("%s exit %v agent %+v", s.State, s.Exit, s.Agent)
+		}
+		return nil
+	})
+	return s
+}
+
+// waitGeminiFinished is assertFinished for the implementer's file of
+// geminiPhase (and of phaseTurns), waiting for each phase's worker first
+// (waitGeminiCompleted): assertFinished's one wait is too short for five
+// phases of the Gemini CLI.
+func (e *env) waitGeminiFinished(ctx context.Context, id string) {
+	e.t.Helper()
+	for _, m := range allModes {
+		e.waitGeminiCompleted(ctx, id, m)
+	}
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+}
+
+// assertGeminiCompleted checks that session s ended as completed, never
+// restarted.
+func assertGeminiCompleted(t *testing.T, s api.Session) {
+	t.Helper()
+	if s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") {
+		t.Errorf("session %s ended %v; want a reason starting with \"completed:\"", s.Name, s.Exit)
+	}
+	if s.Restarts != 0 {
+		t.Errorf("session %s restarted %d times; want 0", s.Name, s.Restarts)
+	}
+}
+
+// assertGeminiScripted checks that every scripted turn was taken and no
+// request went unscripted.
+func assertGeminiScripted(t *testing.T, srv *geminitest.Server) {
+	t.Helper()
+	if left := srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
+	}
+	for _, r := range srv.Requests() {
+		if r.Unscripted {
+			t.Errorf("an unscripted request at %s", r.Time.Format("15:04:05.000"))
+		}
+	}
+}
+
+// TestGeminiTodoToDone (issue 21): an issue goes from Todo to Done through
+// all five phases with the real Gemini CLI as the team's agent (kind
+// gemini, bypass policy: --approval-mode yolo) against a local Gemini
+// API: every phase's commands run, each worker ends as completed, none
+// restarts, and the implementer's file lands on main.
+func TestGeminiTodoToDone(t *testing.T) {
+	e, srv := startGemini(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 12*time.Minute)
+	id := e.addIssue(ctx, "Write a file")
+	for _, m := range allModes {
+		srv.Script(e.geminiPhase(id, m)...)
+	}
+	start := time.Now()
+	e.startController()
+	e.waitGeminiFinished(ctx, id)
+	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
+	for _, m := range allModes {
+		assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, m))
+	}
+	assertGeminiScripted(t, srv)
+}
+
+// TestGeminiStallResumed (issue 21): the plan phase's first stream hangs
+// (the fake sends one chunk of text, then nothing; no hook fires, gemini
+// FACTS G13); the worker's watchdog sees no hook for stale_after and
+// systemd restarts the worker, which resumes the conversation (`gemini
+// --resume <id>`: the session file exists), whose next request carries
+// the stalled turn's prompt as history; the issue still reaches Done.
+// stale_after is 20 s, not Codex's 5 s: the CLI's node start-up alone
+// takes seconds under load, before its first hook.
+func TestGeminiStallResumed(t *testing.T) {
+	e, srv := startGemini(t, teamOptions{wipLimit: 1, staleAfter: "20s"})
+	ctx := claudeCtx(t, 12*time.Minute)
+	id := e.addIssue(ctx, "Write a file")
+	plan := e.geminiPhase(id, controller.ModePlan)
+	stall := plan[0]
+	stall.Shell, stall.Text, stall.Stall = "", "Thinking about the plan", true
+	srv.Script(append([]geminitest.Turn{stall}, plan...)...)
+	for _, m := range allModes[1:] {
+		srv.Script(e.geminiPhase(id, m)...)
+	}
+	e.startController()
+	e.waitGeminiFinished(ctx, id)
+
+	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
+	if s.Restarts == 0 {
+		t.Errorf("the plan worker never restarted; want a restart for the hung stream")
+	}
+	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "start (resume)") {
+		t.Errorf("the plan worker's restart did not resume the conversation; its transcript:\n%s", tail(tr, 20))
+	}
+	var after []geminitest.Request
+	for _, r := range srv.Requests() {
+		if bytes.Contains(r.Body, []byte("in plan mode for issue "+id)) {
+			after = append(after, r)
+		}
+	}
+	if len(after) < 2 || !after[0].Turn.Stall {
+		t.Fatalf("plan requests: %d, the first stalled %v; want the stalled one, then more", len(after), len(after) > 0 && after[0].Turn.Stall)
+	}
+	if n := bytes.Count(after[1].Body, []byte("in plan mode for issue "+id)); n < 2 {
+		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
+	}
+	for _, m := range allModes[1:] {
+		assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, m))
+	}
+}
+
+// TestGeminiPermissionApprovedAndDenied (issue 21): under the allowlist
+// policy Legion's commands run unasked (tools.allowed), and two other
+// shell commands open the CLI's approval dialog: each is escalated with
+// the tool and the exact command (the worker sees the dialog by Gemini's
+// Notification hook). The first, approved, runs (the key 1); the second,
+// denied with "deny: not now", does not (Esc, then the reason as the next
+// prompt, which the model gets); the phase then completes.
+func TestGeminiPermissionApprovedAndDenied(t *testing.T) {
+	e, srv := startGemini(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
+	ctx := claudeCtx(t, 6*time.Minute)
+	id := e.addIssue(ctx, "Touch two files")
+	plan := e.geminiPhase(id, controller.ModePlan)
+	ok, no := plan[0], plan[0]
+	ok.Shell, no.Shell = "touch approved.txt", "touch denied.txt"
+	// After the denial the reason is the next prompt: the plan's steps
+	// then go on.
+	srv.Script(append([]geminitest.Turn{ok, no}, plan...)...)
+	e.startController()
+	wt := e.team.Worktrees.Path(id)
+
+	e.waitEscalated(ctx, id, 0, "Bash", "touch approved.txt")
+	if s, found := e.session(ctx, id, controller.ModePlan); !found || s.Agent == nil || s.Agent.State != api.AgentWaitingPermission || s.Agent.Command != "touch approved.txt" {
+		t.Errorf("the planner while its permission is escalated: %+v; want its agent waiting_permission for touch approved.txt", s.Agent)
+	}
+	e.answer(ctx, id, "approve")
+	e.poll(ctx, "approved.txt made", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(wt, "approved.txt"))
+		return err == nil, fmt.Sprint(err)
+	})
+	e.waitEscalated(ctx, id, 1, "Bash", "touch denied.txt")
+	e.answer(ctx, id, "deny: not now")
+	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertGeminiCompleted(t, s)
+	e.assertAnswered(ctx, id)
+	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
+		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
+	}
+	told := false
+	for _, r := range srv.Requests() {
+		told = told || bytes.Contains(r.Body, []byte("not now"))
+	}
+	if !told {
+		t.Errorf("no request tells the model \"not now\"")
+	}
+	assertGeminiScripted(t, srv)
+}
+
+// TestGeminiPlansClaudeImplements (issue 21): a team that plans with the
+// Gemini CLI (agent.kind_by_mode) and implements, reviews, retros and
+// finishes with Claude Code completes an issue: each phase's agent is its
+// kind's real CLI against its own fake API.
+func TestGeminiPlansClaudeImplements(t *testing.T) {
+	geminiBin := geminitest.Binary(t)
+	srv := geminitest.NewServer(t)
+	e := startClaude(t, teamOptions{wipLimit: 1, extra: "agent.kind_by_mode = { plan = \"gemini\" }\n"},
+		append([]string{"PATH=" + filepath.Dir(geminiBin) + ":" + os.Getenv("PATH")}, srv.Env()...)...)
+	t.Cleanup(func() { logGeminiRequests(t, srv) })
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := geminitest.WriteUserSettings(home); err != nil {
+		t.Fatal(err)
+	}
+	ctx := claudeCtx(t, 12*time.Minute)
+	id := e.addIssue(ctx, "Write a file")
+	srv.Script(e.geminiPhase(id, controller.ModePlan)...)
+	e.scriptAll(id, controller.ModePlan)
+	e.startController()
+	e.waitGeminiFinished(ctx, id)
+
+	assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, controller.ModePlan))
+	for _, m := range allModes[1:] {
+		assertCompleted(t, e.waitGeminiCompleted(ctx, id, m))
+	}
+	assertGeminiScripted(t, srv)
+	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "gemini") {
+		t.Errorf("the plan worker did not run Gemini; its transcript:\n%s", tail(tr, 10))
+	}
+	e.assertScripted()
+}
