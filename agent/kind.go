@@ -108,6 +108,8 @@ func For(a config.Agent) (Kind, error) {
 		return &Custom{Config: a}, nil
 	case config.AgentCodex:
 		return &Codex{Config: a}, nil
+	case config.AgentOpencode:
+		return &Opencode{Config: a}, nil
 	}
-	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentCustom)
+	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentOpencode, config.AgentCustom)
 }

@@ -255,13 +255,19 @@ const (
 	// AgentCodex is OpenAI's Codex CLI: a Codex home per conversation with
 	// hooks that report its state (package agent's Codex).
 	AgentCodex AgentKind = "codex"
+	// AgentOpencode is the opencode CLI: an opencode home per conversation
+	// with a plugin that reports its state (package agent's Opencode).
+	AgentOpencode AgentKind = "opencode"
 )
 
 // KindArgv is the default agent.new and agent.resume of kind, and whether
 // kind has defaults of its own (otherwise Claude Code's are the defaults).
 func KindArgv(kind AgentKind) (argvNew, argvResume []string, ok bool) {
-	if kind == AgentCodex {
+	switch kind {
+	case AgentCodex:
 		return slices.Clone(codexAgentNew), slices.Clone(codexAgentResume), true
+	case AgentOpencode:
+		return slices.Clone(opencodeAgentNew), slices.Clone(opencodeAgentResume), true
 	}
 	return nil, nil, false
 }

@@ -52,6 +52,10 @@ var (
 	// of its own, whose last session is the one to resume.
 	codexAgentNew    = []string{"codex", "{prompt}"}
 	codexAgentResume = []string{"codex", "resume", "--last", "{prompt}"}
+	// opencode picks its own session ids too; each conversation has its
+	// own session database, whose last session is the one to continue.
+	opencodeAgentNew    = []string{"opencode", "--prompt", "{prompt}"}
+	opencodeAgentResume = []string{"opencode", "--continue", "--prompt", "{prompt}"}
 )
 
 // defaultHelper, defaultWorker and defaultTeam are the built-in defaults; a
