@@ -188,8 +188,9 @@ type Agent struct {
 	MemoryMax uint64 // bytes, MemoryMax= of each worker unit
 	CPUWeight int    // CPUWeight= of each worker unit, 1 to 10000
 
-	// KindByMode runs some modes with another kind (claude or codex) than
-	// Kind, with that kind's default argvs. Use [Agent.ForMode].
+	// KindByMode runs some modes with another kind (claude, codex or
+	// opencode) than Kind, with that kind's default argvs. Use
+	// [Agent.ForMode].
 	KindByMode map[string]AgentKind
 }
 
