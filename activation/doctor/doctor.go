@@ -126,6 +126,9 @@ func Run(ctx context.Context, o Options) []Check {
 			if t.Agent.Kind == config.AgentCodex {
 				checks = append(checks, checkCodexKey(o.ConfigPath, t, w))
 			}
+			if runs, _ := runsOpencode(t); runs {
+				checks = append(checks, checkOpencode(o.ConfigPath, t, w))
+			}
 		}
 	}
 	return checks

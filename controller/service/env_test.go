@@ -76,6 +76,10 @@ type teamOptions struct {
 	// codex is the real Codex CLI's path (startCodex sets it): the team's
 	// agent, kind codex with its default argvs and the bypass policy.
 	codex string
+	// opencode is the real opencode CLI's path (startOpencode sets it):
+	// the team's agent, kind opencode with its default argvs and the
+	// bypass policy.
+	opencode string
 	// extra is more TOML for the team's table.
 	extra string
 }
@@ -137,6 +141,9 @@ func start(t testing.TB, script string, o teamOptions) *env {
 	argv := fmt.Sprintf("agent.new = [%s, \"--session-id\", \"{session_id}\", \"{prompt}\"]\nagent.resume = [%s, \"--resume\", \"{session_id}\", \"{prompt}\"]", agent, agent)
 	if o.codex != "" {
 		argv = fmt.Sprintf("agent.kind = \"codex\"\nagent.permissions = \"bypass\"\nagent.new = [%q, \"{prompt}\"]\nagent.resume = [%q, \"resume\", \"--last\", \"{prompt}\"]", o.codex, o.codex)
+	}
+	if o.opencode != "" {
+		argv = fmt.Sprintf("agent.kind = \"opencode\"\nagent.permissions = \"bypass\"\nagent.new = [%q, \"--prompt\", \"{prompt}\"]\nagent.resume = [%q, \"--continue\", \"--prompt\", \"{prompt}\"]", o.opencode, o.opencode)
 	}
 	toml := fmt.Sprintf(`[helper]
 log_level = "debug"
