@@ -93,13 +93,17 @@ esac
 	withBin := func(argv []string) []string { return append([]string{bin}, argv[1:]...) }
 
 	l := plan("first prompt")
-	run := startCodex(t, withBin(l.ArgvNew), wt, env(l))
+	start := time.Now()
+	run := startCodex(t, withBin(l.ArgvNew), wt, append(env(l), "OPENCODE_PRINT_LOGS=1"))
 	waitfor.Check(t, 3*time.Minute, "the first turn's Stop", func() error {
 		if evs := hookEvents(t, hookLog); countEvents(evs, "Stop") < 1 {
 			return fmt.Errorf("hooks so far: %d; screen:\n%s", len(evs), lastLines(run.text(), 15))
 		}
 		return nil
 	})
+	if reqs := srv.Requests(); len(reqs) > 0 {
+		t.Logf("first API request %s after the start", reqs[0].Time.Sub(start).Round(time.Millisecond))
+	}
 	if _, err := os.Stat(filepath.Join(wt, "approved")); err != nil {
 		t.Errorf("the command the hook approved did not run: %v", err)
 	}
