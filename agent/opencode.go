@@ -9,10 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -148,7 +146,7 @@ func (o *Opencode) Prepare(ctx context.Context, s Session, l Launch) (Launch, er
 	if v, ok := s.Getenv("XDG_STATE_HOME"); ok && filepath.IsAbs(v) {
 		state = v
 	}
-	if _, err := RemoveStaleOpencodeLocks(filepath.Join(state, "opencode", "locks"), time.Now()); err != nil {
+	if _, err := RemoveStaleOpencodeLocks(filepath.Join(state, "opencode", "locks")); err != nil {
 		return Launch{}, fmt.Errorf("prepare opencode session %s: %w", s.ID, err)
 	}
 	if policy == config.PermissionsBypass {
@@ -245,16 +243,14 @@ func bashPattern(rule string) (string, bool) {
 	return in, in != ""
 }
 
-// opencodeLockStale is how old a lock's heartbeat must be before Legion
-// takes it for one left behind.
-const opencodeLockStale = 2 * time.Minute
-
 // RemoveStaleOpencodeLocks removes the locks in dir
 // (~/.local/state/opencode/locks/<hash>.lock/, O4) left by an opencode
-// that is gone: its meta.json names a pid that no longer runs and its
-// heartbeat is older than opencodeLockStale. A lock that cannot be read is
-// left alone. It returns the locks it removed.
-func RemoveStaleOpencodeLocks(dir string, now time.Time) ([]string, error) {
+// that is gone: its meta.json ({token, pid, hostname, createdAt}) names
+// this host and a pid that no longer runs. opencode itself breaks a lock
+// only once its heartbeat file is a minute old (O10); a start that finds
+// one sooner waits. A lock whose meta.json cannot be read, or of another
+// host, is left to opencode. It returns the locks it removed.
+func RemoveStaleOpencodeLocks(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -262,6 +258,7 @@ func RemoveStaleOpencodeLocks(dir string, now time.Time) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read opencode's locks %s: %w", dir, err)
 	}
+	host, _ := os.Hostname()
 	var removed []string
 	for _, e := range entries {
 		if !e.IsDir() || !strings.HasSuffix(e.Name(), ".lock") {
@@ -272,8 +269,8 @@ func RemoveStaleOpencodeLocks(dir string, now time.Time) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		pid, beat, ok := parseOpencodeLock(meta)
-		if !ok || processAlive(pid) || now.Sub(beat) < opencodeLockStale {
+		m, ok := parseOpencodeLock(meta)
+		if !ok || m.Hostname != host || processAlive(m.PID) {
 			continue
 		}
 		if err := os.RemoveAll(lock); err != nil {
@@ -284,34 +281,19 @@ func RemoveStaleOpencodeLocks(dir string, now time.Time) ([]string, error) {
 	return removed, nil
 }
 
-// parseOpencodeLock reads a lock's meta.json: its pid and its newest
-// heartbeat (a time in milliseconds or RFC 3339; the directory's
-// own time is not used).
-func parseOpencodeLock(meta []byte) (pid int, beat time.Time, ok bool) {
-	var m map[string]any
-	if json.Unmarshal(meta, &m) != nil {
-		return 0, time.Time{}, false
+// opencodeLock is a lock's meta.json.
+type opencodeLock struct {
+	PID      int    `json:"pid"`
+	Hostname string `json:"hostname"`
+}
+
+// parseOpencodeLock reads a lock's meta.json; ok is false unless it is a
+// JSON object with a positive pid and a hostname.
+func parseOpencodeLock(meta []byte) (m opencodeLock, ok bool) {
+	if err := json.Unmarshal(meta, &m); err != nil {
+		return opencodeLock{}, false
 	}
-	switch v := m["pid"].(type) {
-	case float64:
-		pid = int(v)
-	case string:
-		pid, _ = strconv.Atoi(v)
-	}
-	if pid <= 0 {
-		return 0, time.Time{}, false
-	}
-	for _, k := range []string{"heartbeat", "heartbeatAt", "updatedAt", "time", "createdAt"} {
-		switch v := m[k].(type) {
-		case float64:
-			return pid, time.UnixMilli(int64(v)), true
-		case string:
-			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				return pid, t, true
-			}
-		}
-	}
-	return pid, time.Time{}, true // no heartbeat: the pid decides
+	return m, m.PID > 0 && m.Hostname != ""
 }
 
 // processAlive reports whether pid runs (or cannot be signalled for want
