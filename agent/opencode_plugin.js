@@ -69,12 +69,19 @@ export const Legion = async (ctx) => {
   }
   const main = (id) => id && !children.has(id)
 
-  // post sends body to opencode's own server (the TUI's, ctx.serverUrl)
-  // and reports whether it took it.
+  // post sends body to opencode's own server through ctx.client's
+  // in-process fetch (ctx.serverUrl is only a base, http://localhost:4096/,
+  // where nothing of this opencode listens: O11) and reports whether it
+  // took it. Without that fetch it sends nothing: the TUI's dialog stays
+  // for a person at the terminal.
   const post = async (path, body) => {
     const url = new URL(path, ctx.serverUrl)
     url.searchParams.set("directory", ctx.directory)
-    const f = ctx.client?._client?.getConfig?.().fetch ?? fetch
+    const f = ctx.client?._client?.getConfig?.().fetch
+    if (typeof f !== "function") {
+      log("POST", path, "skipped: no in-process client")
+      return false
+    }
     try {
       const r = await f(new Request(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) }))
       log("POST", path, "->", r.status)

@@ -88,7 +88,7 @@ func assertOpencodeCompleted(t *testing.T, s api.Session) {
 // restarts, and the implementer's file lands on main.
 func TestOpencodeTodoToDone(t *testing.T) {
 	e, srv := startOpencode(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 10*time.Minute)
+	ctx := claudeCtx(t, 25*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	for _, m := range allModes {
 		srv.Script(e.opencodePhase(id, m)...)
@@ -119,7 +119,7 @@ func TestOpencodeTodoToDone(t *testing.T) {
 // the issue still reaches Done.
 func TestOpencodeStallResumed(t *testing.T) {
 	e, srv := startOpencode(t, teamOptions{wipLimit: 1, staleAfter: "20s"})
-	ctx := claudeCtx(t, 10*time.Minute)
+	ctx := claudeCtx(t, 25*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	plan := e.opencodePhase(id, controller.ModePlan)
 	stall := plan[0]
@@ -164,7 +164,7 @@ func TestOpencodeStallResumed(t *testing.T) {
 // message), and the model is told; the phase then completes.
 func TestOpencodePermissionApprovedAndDenied(t *testing.T) {
 	e, srv := startOpencode(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
-	ctx := claudeCtx(t, 6*time.Minute)
+	ctx := claudeCtx(t, 15*time.Minute)
 	id := e.addIssue(ctx, "Touch two files")
 	plan := e.opencodePhase(id, controller.ModePlan)
 	ok, no := openaitest.Bash("touch approved.txt"), openaitest.Bash("touch denied.txt")
@@ -220,7 +220,7 @@ func TestMixedOpencodeTodoToDone(t *testing.T) {
 	if err := srv.WriteOpencodeUserConfig(home); err != nil {
 		t.Fatal(err)
 	}
-	ctx := claudeCtx(t, 10*time.Minute)
+	ctx := claudeCtx(t, 25*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	srv.Script(e.opencodePhase(id, controller.ModePlan)...)
 	e.scriptAll(id, controller.ModePlan)
