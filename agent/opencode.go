@@ -40,7 +40,9 @@ import (
 //     session file once it appears;
 //   - OPENCODE_DB, and the variables that keep opencode off the network
 //     (no auto-update, no models.dev fetch, no share, no LSP download);
-//   - for the bypass policy, --auto right after the program;
+//   - for the finish mode the main checkout as opencode's project (its
+//     worktree goes away while it runs) and for the bypass policy --auto,
+//     right after the program;
 //   - the removal of opencode's lock left by a killed run (O4), when its
 //     process is gone.
 //
@@ -149,10 +151,20 @@ func (o *Opencode) Prepare(ctx context.Context, s Session, l Launch) (Launch, er
 	if _, err := RemoveStaleOpencodeLocks(filepath.Join(state, "opencode", "locks")); err != nil {
 		return Launch{}, fmt.Errorf("prepare opencode session %s: %w", s.ID, err)
 	}
+	var args []string
+	if s.Mode == codexFinishMode && filepath.IsAbs(s.Repo) {
+		// The finisher removes the worktree it starts in: its project is
+		// the main checkout (opencode's positional [project]), as for
+		// Codex (codex FACTS X21).
+		args = append(args, physical(s.Repo))
+	}
 	if policy == config.PermissionsBypass {
-		l.ArgvNew = InsertArgs(nil, l.ArgvNew, "--auto")
+		args = append(args, "--auto")
+	}
+	if len(args) > 0 {
+		l.ArgvNew = InsertArgs(nil, l.ArgvNew, args...)
 		if l.ArgvResume != nil {
-			l.ArgvResume = InsertArgs(nil, l.ArgvResume, "--auto")
+			l.ArgvResume = InsertArgs(nil, l.ArgvResume, args...)
 		}
 	}
 	l.Env = append(l.Env, OpencodeEnv...)
@@ -168,7 +180,7 @@ func OpencodePluginFor(legion, home string) []byte {
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	return []byte("// Written by Legion for one conversation (agent.kind = \"opencode\"); rewritten at every start.\n" +
 		"const LEGION = " + q(legion) + "\nconst SESSION_FILE = " + q(filepath.Join(home, OpencodeSessionFile)) +
-		"\nconst PROMPT_FILE = " + q(filepath.Join(home, "resume-prompt")) + "\nconst LOG = " + q(filepath.Join(home, "plugin.log")) +
+		"\nconst HOME_DIR = " + q(home) + "\nconst PROMPT_FILE = " + q(filepath.Join(home, "resume-prompt")) + "\nconst LOG = " + q(filepath.Join(home, "plugin.log")) +
 		"\n" + opencodePlugin)
 }
 

@@ -30,7 +30,9 @@ function hook(payload) {
     let out = ""
     let child
     try {
-      child = spawn(LEGION, ["hook"], { stdio: ["pipe", "pipe", "inherit"] })
+      // Not in opencode's cwd: the finisher's worktree goes away while it
+      // runs, and a spawn in a removed directory fails.
+      child = spawn(LEGION, ["hook"], { cwd: HOME_DIR, stdio: ["pipe", "pipe", "inherit"] })
     } catch {
       resolve("")
       return

@@ -104,7 +104,7 @@ func TestOpencodePrepare(t *testing.T) {
 	}
 
 	_, l = prepare("finish", "w2")
-	if want := []string{"opencode", "--auto", "--continue", "--prompt", "do it finish"}; !slices.Equal(l.ArgvResume, want) {
+	if want := []string{"opencode", physical(filepath.Join(root, "repo")), "--auto", "--continue", "--prompt", "do it finish"}; !slices.Equal(l.ArgvResume, want) {
 		t.Errorf("the finisher's (bypass) ArgvResume = %q; want %q", l.ArgvResume, want)
 	}
 	if _, l2 := prepare("retro", "w3"); !slices.Contains(l2.Env, "OPENCODE_DB="+filepath.Join(ocHome, "opencode.db")) {
