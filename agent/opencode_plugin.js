@@ -186,6 +186,9 @@ export const Legion = async (ctx) => {
         case "session.error": {
           if (p.sessionID && !main(p.sessionID)) return
           const e = p.error || {}
+          // An abort is an interruption (a SIGINT, Esc), not the API's
+          // failure: seen when a run was ended in a hung stream.
+          if (e.name === "MessageAbortedError") return
           send("StopFailure", { error: e.name || "error", error_message: e.data?.message || e.message || "" })
           return
         }

@@ -118,7 +118,7 @@ func TestOpencodeTodoToDone(t *testing.T) {
 // resumed prompt; the next request carries the earlier prompt as history;
 // the issue still reaches Done.
 func TestOpencodeStallResumed(t *testing.T) {
-	e, srv := startOpencode(t, teamOptions{wipLimit: 1, staleAfter: "20s"})
+	e, srv := startOpencode(t, teamOptions{wipLimit: 1, staleAfter: "30s"})
 	ctx := claudeCtx(t, 25*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	plan := e.opencodePhase(id, controller.ModePlan)
