@@ -21,22 +21,23 @@ import (
 	"github.com/legion-dev/legion/ptyworker/codex/codextest"
 	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
 	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
+	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
 )
 
 // BenchmarkAgentCLIs starts each real agent CLI as its kind's Prepare says
-// (Claude Code, Codex, the Gemini CLI), in a real PTY, against its local
+// (Claude Code, Codex, the Gemini CLI, opencode), in a real PTY, against its local
 // fake API, three times each, and reports the medians of: the time from
 // the start to its first turn request at the API (start_ms), and the
 // resident memory of the agent's whole process tree (VmRSS summed, MB)
 // once its first turn has ended (the Stop hook, Gemini's AfterAgent) and
 // it idles at its prompt. The worker's own memory is not in it (the same
 // for every kind). Claude Code is the baseline: codex_vs_claude_start and
-// _rss, gemini_vs_claude_start and _rss are the ratios.
+// _rss, gemini_vs_claude_start and _rss, opencode's likewise, are the ratios.
 func BenchmarkAgentCLIs(b *testing.B) {
-	claudeBin, codexBin, geminiBin := claudetest.Binary(b), codextest.Binary(b), geminitest.Binary(b)
+	claudeBin, codexBin, geminiBin, opencodeBin := claudetest.Binary(b), codextest.Binary(b), geminitest.Binary(b), opencodetest.Binary(b)
 	const runs = 3
-	var cStart, xStart, gStart []time.Duration
-	var cRSS, xRSS, gRSS []time.Duration // kB, as durations so Median sorts them
+	var cStart, xStart, gStart, oStart []time.Duration
+	var cRSS, xRSS, gRSS, oRSS []time.Duration // kB, as durations so Median sorts them
 	for range b.N {
 		for range runs {
 			d, kb := benchCLI(b, config.AgentClaude, claudeBin)
@@ -45,6 +46,8 @@ func BenchmarkAgentCLIs(b *testing.B) {
 			xStart, xRSS = append(xStart, d), append(xRSS, time.Duration(kb))
 			d, kb = benchCLI(b, config.AgentGemini, geminiBin)
 			gStart, gRSS = append(gStart, d), append(gRSS, time.Duration(kb))
+			d, kb = benchCLI(b, config.AgentOpencode, opencodeBin)
+			oStart, oRSS = append(oStart, d), append(oRSS, time.Duration(kb))
 		}
 	}
 	benchreport.Vs(b, xStart, "codex_start_ms", cStart, "claude_start_ms", "codex_vs_claude_start")
@@ -55,6 +58,10 @@ func BenchmarkAgentCLIs(b *testing.B) {
 	b.ReportMetric(float64(mg)/1024, "gemini_idle_rss_MB")
 	b.ReportMetric(float64(mx)/float64(mc), "codex_vs_claude_rss")
 	b.ReportMetric(float64(mg)/float64(mc), "gemini_vs_claude_rss")
+	benchreport.Vs(b, oStart, "opencode_start_ms", cStart, "claude_start_ms", "opencode_vs_claude_start")
+	mo := benchreport.Median(oRSS)
+	b.ReportMetric(float64(mo)/1024, "opencode_idle_rss_MB")
+	b.ReportMetric(float64(mo)/float64(mc), "opencode_vs_claude_rss")
 }
 
 // benchCLI runs one agent of kind once: the time to its first turn request
@@ -98,10 +105,14 @@ func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, i
 			}
 			return time.Time{}, false
 		}
-	case config.AgentCodex:
+	case config.AgentCodex, config.AgentOpencode:
 		srv := openaitest.NewServer(b)
 		srv.Script(openaitest.Turn{Text: "Ready."})
-		if err := srv.WriteUserConfig(home); err != nil {
+		write := srv.WriteUserConfig
+		if kind == config.AgentOpencode {
+			write = srv.WriteOpencodeUserConfig
+		}
+		if err := write(home); err != nil {
 			b.Fatal(err)
 		}
 		env = append(env, openaitest.KeyEnv+"="+openaitest.Key)

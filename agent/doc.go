@@ -39,6 +39,15 @@
 //     session file; the worker runs it as kind claude, `legion hook`
 //     renaming its events to Claude Code's, and types a person's approval
 //     into its dialog (ptyworker/gemini/FACTS.md).
+//   - [Opencode] (agent.kind = "opencode"): the opencode CLI. Prepare
+//     writes an opencode home per conversation: an opencode.json passed as
+//     OPENCODE_CONFIG (merged by opencode over the user's own), with the
+//     team's permission rules and Legion's plugin, which relays opencode's
+//     events to `legion hook` as Claude Code's hook payloads, answers
+//     permission requests through opencode's own API and records
+//     opencode's session id in the session file; and a session database
+//     of its own (OPENCODE_DB), whose last session a restart continues.
+//     The worker runs it as kind claude (ptyworker/opencode/FACTS.md).
 //   - [Custom] (agent.kind = "custom"): any terminal program, run as the
 //     team's agent.new says. No settings, no session file (so no resume),
 //     liveness from its output, no state and no completion detection: the
@@ -46,7 +55,8 @@
 //
 // Prepare runs on the controller's side, as the user, before the worker is
 // spawned; it writes only below the session's own directory (for Codex
-// and Gemini, the conversation's home beside it) and, for
+// Codex, Gemini and opencode, the conversation's home beside it; for opencode
+// it also removes opencode's own lock left by a run that is gone) and, for
 // Claude, the few entries of ~/.claude.json that Claude Code reads from
 // nowhere else (under Legion's lock file ~/.claude.json.legion-lock and
 // Claude Code's own lock directory ~/.claude.json.lock, which it removes

@@ -111,6 +111,8 @@ func For(a config.Agent) (Kind, error) {
 		return &Codex{Config: a}, nil
 	case config.AgentGemini:
 		return &Gemini{Config: a}, nil
+	case config.AgentOpencode:
+		return &Opencode{Config: a}, nil
 	}
-	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentGemini, config.AgentCustom)
+	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q, %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentGemini, config.AgentOpencode, config.AgentCustom)
 }

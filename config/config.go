@@ -213,8 +213,9 @@ type Agent struct {
 	MemoryMax uint64 // bytes, MemoryMax= of each worker unit
 	CPUWeight int    // CPUWeight= of each worker unit, 1 to 10000
 
-	// KindByMode runs some modes with another kind (claude, codex or gemini) than
-	// Kind, with that kind's default argvs. Use [Agent.ForMode].
+	// KindByMode runs some modes with another kind (claude, codex, gemini
+	// or opencode) than Kind, with that kind's default argvs. Use
+	// [Agent.ForMode].
 	KindByMode map[string]AgentKind
 }
 
@@ -283,6 +284,9 @@ const (
 	// AgentGemini is Google's Gemini CLI: a Gemini home per conversation
 	// with hooks that report its state (package agent's Gemini).
 	AgentGemini AgentKind = "gemini"
+	// AgentOpencode is the opencode CLI: an opencode home per conversation
+	// with a plugin that reports its state (package agent's Opencode).
+	AgentOpencode AgentKind = "opencode"
 )
 
 // KindArgv is the default agent.new and agent.resume of kind, and whether
@@ -293,6 +297,8 @@ func KindArgv(kind AgentKind) (argvNew, argvResume []string, ok bool) {
 		return slices.Clone(codexAgentNew), slices.Clone(codexAgentResume), true
 	case AgentGemini:
 		return slices.Clone(geminiAgentNew), slices.Clone(geminiAgentResume), true
+	case AgentOpencode:
+		return slices.Clone(opencodeAgentNew), slices.Clone(opencodeAgentResume), true
 	}
 	return nil, nil, false
 }

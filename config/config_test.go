@@ -341,7 +341,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown agent kind",
 			text: team + "agent.kind = \"aider\"\n",
-			want: `@FILE@:4: teams.demo.agent.kind: unknown agent kind "aider": expected "claude", "codex", "gemini" or "custom"`,
+			want: `@FILE@:4: teams.demo.agent.kind: unknown agent kind "aider": expected "claude", "codex", "gemini", "opencode" or "custom"`,
 		},
 		{
 			name: "unknown permission policy",
@@ -610,7 +610,7 @@ agent.kind_by_mode = { plan = "codex", review = "claude" }
 	}
 	for text, want := range map[string]string{
 		`agent.kind_by_mode = { retro = "codex" }`: `teams.demo.agent.kind_by_mode: the retro (codex) resumes the implementer's (claude) conversation: give implement and retro the same kind`,
-		`agent.kind_by_mode = { plan = "custom" }`: `teams.demo.agent.kind_by_mode: plan: unknown agent kind "custom": expected "claude", "codex" or "gemini"`,
+		`agent.kind_by_mode = { plan = "custom" }`: `teams.demo.agent.kind_by_mode: plan: unknown agent kind "custom": expected "claude", "codex", "gemini" or "opencode"`,
 		`agent.kind_by_mode = { build = "codex" }`: `teams.demo.agent.kind_by_mode: unknown mode "build"`,
 	} {
 		path, _ := writeConfig(t, "[teams.demo]\nid = \""+demoID+"\"\nworkspace = \"@WS@\"\n"+text+"\n")

@@ -57,6 +57,10 @@ var (
 
 	geminiAgentNew    = []string{"gemini", "--session-id", "{session_id}", "{prompt}"}
 	geminiAgentResume = []string{"gemini", "--resume", "{session_id}", "{prompt}"}
+	// opencode picks its own session ids too; each conversation has its
+	// own session database, whose last session is the one to continue.
+	opencodeAgentNew    = []string{"opencode", "--prompt", "{prompt}"}
+	opencodeAgentResume = []string{"opencode", "--continue", "--prompt", "{prompt}"}
 )
 
 // defaultHelper, defaultWorker and defaultTeam are the built-in defaults; a
@@ -384,7 +388,7 @@ var Schema = []Setting{
 		set:     onTeam(func(t *Team, v any) (err error) { t.Agent.Resume, err = argvValue(v); return err }),
 	},
 	{
-		Table: TableTeam, Key: "agent.kind", Type: `"claude", "codex", "gemini" or "custom"`, Default: `"claude"`,
+		Table: TableTeam, Key: "agent.kind", Type: `"claude", "codex", "gemini", "opencode" or "custom"`, Default: `"claude"`,
 		Doc: "What the team's agents are. \"claude\": Claude Code. Before a worker starts, Legion writes the " +
 			"session's own settings file (hooks that tell the worker the agent's state, the rules of " +
 			"agent.permissions) and passes it as --settings FILE, just before the session flag of agent.new and " +
@@ -414,11 +418,23 @@ var Schema = []Setting{
 			"agent.resume [\"gemini\", \"--resume\", \"{session_id}\", \"{prompt}\"]; a restart resumes once the CLI has " +
 			"written the project's logs.json (at the first prompt). The worker reads its hooks as Claude Code's; its " +
 			"approvals cannot be answered by a hook, so a person's answer is typed into its dialog. Not relayed: its " +
-			"questions (ask_user). \"custom\": any terminal program, run as agent.new says: no settings, " +
+			"questions (ask_user). \"opencode\": the opencode CLI (npm opencode-ai; facts in " +
+			"ptyworker/opencode/FACTS.md). Each conversation gets an opencode home of its own beside the session's " +
+			"directory: an opencode.json passed as OPENCODE_CONFIG, which opencode merges over your own " +
+			"~/.config/opencode/opencode.json (your provider, model and key stay yours: give the key by {env:VAR} " +
+			"there, in the user manager's environment), with Legion's plugin and the permission rules of " +
+			"agent.permissions; its own session database (OPENCODE_DB); and OPENCODE_DISABLE_AUTOUPDATE, " +
+			"_MODELS_FETCH, _SHARE and _LSP_DOWNLOAD set. The plugin relays opencode's events to the worker as " +
+			"Claude Code's hooks (state, permission requests held and answered through opencode's own API, turn " +
+			"end), and records opencode's session id. Unless the team sets them, agent.new is [\"opencode\", " +
+			"\"--prompt\", \"{prompt}\"] and agent.resume [\"opencode\", \"--continue\", \"--prompt\", " +
+			"\"{prompt}\"] (the conversation's own last session, once its id is recorded; the plugin sends the " +
+			"resumed prompt, which opencode ignores on the command line). Not yet relayed: opencode's questions. " +
+			"\"custom\": any terminal program, run as agent.new says: no settings, " +
 			"no session file (agent.resume is unused), liveness from its output, and no completion detection: " +
 			"the program must exit by itself when its phase is done.",
 		set: onTeam(func(t *Team, v any) error {
-			s, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentCustom))
+			s, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode), string(AgentCustom))
 			t.Agent.Kind = AgentKind(s)
 			return err
 		}),
@@ -443,7 +459,11 @@ var Schema = []Setting{
 			"(by name and absolute path) and git and the file edits (which the Gemini CLI keeps to the worktree), " +
 			"\"ask\" only legion issue, besides what the CLI runs unasked (reading files): a policy file of its " +
 			"policy engine in the conversation's Gemini home; every other call opens its dialog, is escalated, and " +
-			"a person's answer is typed into it; agent.allow is not used, nor your own ~/.gemini/policies.",
+			"a person's answer is typed into it; agent.allow is not used, nor your own ~/.gemini/policies. " +
+			"An opencode agent: \"bypass\" adds --auto and allows every permission; \"allowlist\" allows legion's " +
+			"commands, git, file edits inside the worktree and agent.allow's Bash rules, and asks for every other " +
+			"command, outside directory and web fetch; \"ask\" allows only legion issue. A request that asks is " +
+			"escalated as for Claude Code.",
 		set: onTeam(func(t *Team, v any) error {
 			p, err := policyValue(v)
 			t.Agent.Permissions = p
@@ -464,7 +484,7 @@ var Schema = []Setting{
 	{
 		Table: TableTeam, Key: "agent.kind_by_mode", Type: "table of mode = kind", Example: `{ plan = "codex" }`,
 		Doc: "Another agent kind for some modes: keys plan, implement, review, retro and finish, values \"claude\", " +
-			"\"codex\" or \"gemini\", e.g. { plan = \"codex\", review = \"codex\" } to plan and review with Codex and implement " +
+			"\"codex\", \"gemini\" or \"opencode\", e.g. { plan = \"codex\", review = \"codex\" } to plan and review with Codex and implement " +
 			"with Claude Code. Such a mode runs with its kind's default agent.new and agent.resume (the program " +
 			"looked up in the user manager's PATH), and the team's agent.permissions. The retro resumes the " +
 			"implementer's conversation, so implement and retro must have the same kind. Unset: every mode has agent.kind.",

@@ -225,10 +225,11 @@ func policyByModeValue(v any) (map[string]PermissionPolicy, error) {
 }
 
 // kindByModeValue is agent.kind_by_mode: modes to kinds with hooks
-// (claude, codex; a custom agent has no default argv to switch to).
+// (claude, codex, opencode; a custom agent has no default argv to switch
+// to).
 func kindByModeValue(v any) (map[string]AgentKind, error) {
 	return byModeValue(v, `a table such as { plan = "codex" }`, func(v any) (AgentKind, error) {
-		k, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini))
+		k, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode))
 		return AgentKind(k), err
 	})
 }

@@ -134,6 +134,9 @@ func Run(ctx context.Context, o Options) []Check {
 			if len(geminiModes(t)) > 0 {
 				checks = append(checks, checkGemini(o.ConfigPath, t, w))
 			}
+			if runs, _ := runsOpencode(t); runs {
+				checks = append(checks, checkOpencode(o.ConfigPath, t, w))
+			}
 		}
 	}
 	return checks

@@ -80,6 +80,10 @@ type teamOptions struct {
 	// team's agent, kind gemini with its default argvs (the program
 	// replaced) and the bypass policy.
 	gemini string
+	// opencode is the real opencode CLI's path (startOpencode sets it):
+	// the team's agent, kind opencode with its default argvs and the
+	// bypass policy.
+	opencode string
 	// extra is more TOML for the team's table.
 	extra string
 }
@@ -144,6 +148,9 @@ func start(t testing.TB, script string, o teamOptions) *env {
 	}
 	if o.gemini != "" {
 		argv = fmt.Sprintf("agent.kind = \"gemini\"\nagent.permissions = \"bypass\"\nagent.new = [%q, \"--session-id\", \"{session_id}\", \"{prompt}\"]\nagent.resume = [%q, \"--resume\", \"{session_id}\", \"{prompt}\"]", o.gemini, o.gemini)
+	}
+	if o.opencode != "" {
+		argv = fmt.Sprintf("agent.kind = \"opencode\"\nagent.permissions = \"bypass\"\nagent.new = [%q, \"--prompt\", \"{prompt}\"]\nagent.resume = [%q, \"--continue\", \"--prompt\", \"{prompt}\"]", o.opencode, o.opencode)
 	}
 	toml := fmt.Sprintf(`[helper]
 log_level = "debug"
@@ -286,7 +293,11 @@ func (e *env) issue(ctx context.Context, id string) controller.TrackedIssue {
 // with what cond said last.
 func (e *env) poll(ctx context.Context, what string, cond func() (bool, string)) {
 	e.t.Helper()
-	waitfor.Check(e.t, waitFor, what, func() error {
+	d := waitFor
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > d {
+		d = time.Until(dl) // a slow real CLI's test gives itself longer
+	}
+	waitfor.Check(e.t, d, what, func() error {
 		ok, last := cond()
 		if ok {
 			return nil

@@ -64,6 +64,10 @@ type Turn struct {
 	// connection open until the client goes away (or the server closes):
 	// a hung stream.
 	Stall bool
+	// Tool and Args are a call of another tool by name, e.g. opencode's
+	// bash with {"command", "description"} (when Exec is empty).
+	Tool string
+	Args map[string]any
 	// Match says whether a request may take the turn (nil: any).
 	Match func(body []byte) bool
 }
@@ -119,6 +123,35 @@ wire_api = "responses"
 	return os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(cfg), 0o600)
 }
 
+// WriteOpencodeUserConfig writes home/.config/opencode/opencode.json as a
+// user's own opencode config whose openai provider is s (opencode FACTS
+// O2: model "openai/gpt-5", also as the small model of title requests),
+// with the key read from KeyEnv ({env:…}, opencode's substitution).
+func (s *Server) WriteOpencodeUserConfig(home string) error {
+	cfg := map[string]any{
+		"$schema":     "https://opencode.ai/config.json",
+		"model":       "openai/gpt-5",
+		"small_model": "openai/gpt-5",
+		"provider": map[string]any{"openai": map[string]any{"options": map[string]any{
+			"baseURL": s.URL + "/v1", "apiKey": "{env:" + KeyEnv + "}",
+		}}},
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(home, ".config", "opencode")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "opencode.json"), b, 0o600)
+}
+
+// Bash is a turn that calls opencode's bash tool with command.
+func Bash(command string) Turn {
+	return Turn{Tool: "bash", Args: map[string]any{"command": command, "description": "Run " + command}}
+}
+
 // Script queues turns.
 func (s *Server) Script(turns ...Turn) {
 	s.mu.Lock()
@@ -140,8 +173,18 @@ func (s *Server) Left() []Turn {
 	return append([]Turn(nil), s.turns...)
 }
 
-// titleMarker is in the input of Codex's title requests.
-var titleMarker = []byte("Generate a concise, single-line task title")
+// titleMarkers are in the input of Codex's and opencode's title
+// requests (codex FACTS X12, opencode FACTS O2).
+var titleMarkers = [][]byte{[]byte("Generate a concise, single-line task title"), []byte("You are a title generator")}
+
+func isTitle(body []byte) bool {
+	for _, m := range titleMarkers {
+		if bytes.Contains(body, m) {
+			return true
+		}
+	}
+	return false
+}
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -157,7 +200,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`)
 		return
 	}
-	req := Request{Time: time.Now(), Path: r.URL.Path, Body: body, Title: bytes.Contains(body, titleMarker)}
+	req := Request{Time: time.Now(), Path: r.URL.Path, Body: body, Title: isTitle(body)}
 	s.mu.Lock()
 	switch {
 	case req.Title:
@@ -193,13 +236,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, turn 
 	resp := map[string]any{"id": "resp_" + id, "object": "response", "created_at": time.Now().Unix(), "status": "in_progress", "model": "fake-model", "output": []any{}}
 	send("response.created", map[string]any{"response": resp})
 	var item map[string]any
-	if turn.Exec != "" {
-		in := map[string]any{"cmd": turn.Exec}
-		if turn.Escalate {
-			in["sandbox_permissions"], in["justification"] = "require_escalated", "Run "+turn.Exec+"?"
+	if turn.Exec != "" || turn.Tool != "" {
+		name, in := turn.Tool, turn.Args
+		if turn.Exec != "" {
+			name, in = "exec_command", map[string]any{"cmd": turn.Exec}
+			if turn.Escalate {
+				in["sandbox_permissions"], in["justification"] = "require_escalated", "Run "+turn.Exec+"?"
+			}
 		}
 		args, _ := json.Marshal(in)
-		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id, "name": "exec_command", "arguments": string(args), "status": "completed"}
+		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id, "name": name, "arguments": string(args), "status": "completed"}
 		send("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 		send("response.function_call_arguments.done", map[string]any{"item_id": "fc_" + id, "output_index": 0, "arguments": string(args)})
 	} else {

@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/shellquote"
+	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
+)
+
+// TestRealOpencodeNewAndResume: the real opencode CLI, started as Prepare
+// says in a new worktree, with the user's opencode.json naming the fake as
+// its openai provider, sends the prompt and relays its events through
+// Legion's plugin as Claude Code's hook payloads; the stand-in hook allows
+// its permission request and the command runs; Ctrl-C ends it; the session
+// file then holds opencode's ses_ id, and the resume argv continues the
+// same conversation with the new prompt.
+func TestRealOpencodeNewAndResume(t *testing.T) {
+	bin := opencodetest.Binary(t)
+	root := t.TempDir()
+	repo, wt, home := filepath.Join(root, "repo"), filepath.Join(root, "worktrees", "X-1"), filepath.Join(root, "home")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", repo},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
+		{"-C", repo, "worktree", "add", "-q", "-b", "legion/X-1", wt},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	srv := openaitest.NewServer(t)
+	srv.Script(
+		openaitest.Bash("touch approved"),
+		openaitest.Turn{Text: "First turn done."},
+		openaitest.Turn{Text: "Second turn done."},
+	)
+	if err := srv.WriteOpencodeUserConfig(home); err != nil {
+		t.Fatal(err)
+	}
+	hookLog := filepath.Join(root, "hooks.log")
+	legion := filepath.Join(root, "my bin", "legion")
+	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+in=$(cat)
+printf '%%s %%s\n' "$1" "$in" >> %s
+case $in in *'"hook_event_name":"PermissionRequest"'*)
+	echo '{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}' ;;
+esac
+`, shellquote.Quote(hookLog))
+	if err := os.WriteFile(legion, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	argvNew, argvResume, _ := config.KindArgv(config.AgentOpencode)
+	a := config.Agent{Kind: config.AgentOpencode, New: argvNew, Resume: argvResume, Permissions: config.PermissionsAsk}
+	k, err := For(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Session{
+		ID: k.SessionID(teamID, "X-1", "implement"), Mode: "implement", Cwd: wt, Repo: repo, Home: home,
+		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion,
+	}
+	plan := func(prompt string) Launch {
+		s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: prompt}
+		l, err := k.Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err = k.Prepare(t.Context(), s, l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Agent != string(config.AgentClaude) {
+			t.Errorf("Launch.Agent = %q; want the worker's claude half", l.Agent)
+		}
+		return l
+	}
+	env := func(l Launch) []string {
+		return append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color",
+			openaitest.KeyEnv + "=" + openaitest.Key}, l.Env...)
+	}
+	withBin := func(argv []string) []string { return append([]string{bin}, argv[1:]...) }
+
+	l := plan("first prompt")
+	start := time.Now()
+	run := startCodex(t, withBin(l.ArgvNew), wt, append(env(l), "OPENCODE_PRINT_LOGS=1"))
+	waitfor.Check(t, 3*time.Minute, "the first turn's Stop", func() error {
+		if evs := hookEvents(t, hookLog); countEvents(evs, "Stop") < 1 {
+			return fmt.Errorf("hooks so far: %d; screen:\n%s", len(evs), lastLines(run.text(), 15))
+		}
+		return nil
+	})
+	if reqs := srv.Requests(); len(reqs) > 0 {
+		t.Logf("first API request %s after the start", reqs[0].Time.Sub(start).Round(time.Millisecond))
+	}
+	if _, err := os.Stat(filepath.Join(wt, "approved")); err != nil {
+		t.Errorf("the command the hook approved did not run: %v", err)
+	}
+	code := run.end(t)
+	t.Logf("opencode exit code after Ctrl-C: %d", code)
+	evs := hookEvents(t, hookLog)
+	for _, name := range []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop"} {
+		if countEvents(evs, name) == 0 {
+			t.Errorf("no %s hook; hooks: %v", name, evs)
+		}
+	}
+	id, err := os.ReadFile(l.SessionFile)
+	if err != nil || !strings.HasPrefix(string(id), "ses_") {
+		t.Fatalf("session file after the first turn: %q, %v; want opencode's ses_ id", id, err)
+	}
+	for _, ev := range evs {
+		if ev["session_id"] != strings.TrimSpace(string(id)) {
+			t.Errorf("hook %v has session_id %v; want %s", ev["hook_event_name"], ev["session_id"], id)
+		}
+	}
+
+	l = plan("second prompt")
+	before := len(evs)
+	run = startCodex(t, withBin(l.ArgvResume), wt, env(l))
+	waitfor.Check(t, 3*time.Minute, "the resumed turn's Stop", func() error {
+		if evs := hookEvents(t, hookLog)[before:]; countEvents(evs, "Stop") < 1 {
+			return fmt.Errorf("hooks so far: %d; screen:\n%s", len(evs), lastLines(run.text(), 15))
+		}
+		return nil
+	})
+	run.end(t)
+	for _, ev := range hookEvents(t, hookLog)[before:] {
+		if ev["hook_event_name"] == "SessionStart" && ev["source"] != "resume" {
+			t.Errorf("resumed SessionStart: source %v; want resume", ev["source"])
+		}
+	}
+	var last []byte
+	for _, r := range srv.Requests() {
+		if !r.Title {
+			last = r.Body
+		}
+	}
+	if !bytes.Contains(last, []byte("second prompt")) || !bytes.Contains(last, []byte("first prompt")) {
+		t.Errorf("the resumed turn's request does not carry both prompts:\n%.2000s", last)
+	}
+}
