@@ -57,6 +57,7 @@ func TestHardeningAsUser(t *testing.T) {
 	var got strings.Builder
 	for _, u := range []struct{ unit, as string }{
 		{unitname.HelperUnit, unitname.HelperUnit},
+		{unitname.WebUnit, unitname.WebUnit},
 		{controllerUnit, "legion@TEAM.service"},
 		{worker, "legion-SHORT-ISSUE-MODE.service"},
 	} {
