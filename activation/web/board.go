@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -61,6 +62,9 @@ type BoardIssue struct {
 	// `legion state` suggests).
 	Action controller.Action `json:"action"`
 	Reason string            `json:"reason,omitempty"`
+	// Usage is the tokens and cost of the issue's agents so far, from
+	// their session files (IssueUsage); nil when none could be read.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // teamState is what the server keeps of one team: its tracker, opened
@@ -162,6 +166,16 @@ func (s *Server) board(w http.ResponseWriter, r *http.Request) {
 	sessions, live := s.Sessions()
 	b := buildBoard(name, rep, sessions)
 	b.Refreshed, b.Live = refreshed, live
+	if ts.t != nil {
+		home, _ := os.UserHomeDir()
+		for _, col := range b.Columns {
+			for i := range col.Issues {
+				if u, err := IssueUsage(ts.t, home, col.Issues[i].ID); err == nil && (u.Total() > 0 || u.CostUSD != nil) {
+					col.Issues[i].Usage = &u
+				}
+			}
+		}
+	}
 	if rerr != nil {
 		b.Error = rerr.Error()
 	}

@@ -59,6 +59,8 @@ func TestBoardInBrowser(t *testing.T) {
 	b.Screenshot("board-working")
 
 	b.WaitJS("every issue Done", columnJS("Done")+` === 3`)
+	// The agents' tokens, summed from their session files.
+	b.WaitJS("tokens on every Done card", `[...document.querySelectorAll('.column[data-status="Done"] .card')].every(c => /^[0-9,]+ tokens/.test((c.querySelector('.usage') || {}).textContent || ""))`)
 	b.Screenshot("board-done")
 	for _, status := range []string{"Todo", "In Progress", "Needs Review", "Retro"} {
 		var n int

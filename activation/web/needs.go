@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/service"
@@ -74,23 +73,23 @@ type NeedsResult struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// openTeams opens every team of the configured legion.toml.
+// openTeams is every team of the configured legion.toml, read again,
+// with the trackers the board keeps open (a team whose tracker could not
+// be opened is an error naming it).
 func (s *Server) openTeams() ([]*team.Team, error) {
-	cfg, err := config.LoadOrEmpty(s.opts.ConfigPath)
-	if err != nil {
-		return nil, err
-	}
-	state, err := config.StateDir()
+	s.boards.mu.Lock()
+	defer s.boards.mu.Unlock()
+	cfg, err := s.loadConfig()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*team.Team, 0, len(cfg.Teams))
 	for _, ct := range cfg.Teams {
-		t, err := team.Open(ct, cfg.Path, state)
-		if err != nil {
-			return nil, err
+		ts := s.boards.teams[ct.Name]
+		if ts.t == nil {
+			return nil, ts.err
 		}
-		out = append(out, t)
+		out = append(out, ts.t)
 	}
 	return out, nil
 }

@@ -58,12 +58,7 @@ const (
 // HelperSocket and the teams of ConfigPath.
 func (s *Server) sessionAPI() *sessionAPI {
 	return &sessionAPI{
-		dial: func(ctx context.Context) (*api.Client, error) {
-			if s.opts.HelperSocket != "" {
-				return api.DialPath(ctx, s.opts.HelperSocket)
-			}
-			return api.Dial(ctx)
-		},
+		dial: s.dialHelper,
 		worktrees: func(name string) (*workspace.Manager, error) {
 			cfg, err := config.Load(s.opts.ConfigPath)
 			if err != nil {

@@ -1,6 +1,6 @@
 // The Board view: the team's issues by phase (Todo, In Progress, Needs
 // Review, Retro, Done), each card with its live session: the session's and
-// the agent's state, labels, last activity, restarts. Drawn from
+// the agent's state, labels, last activity, restarts, tokens and cost. Drawn from
 // /api/board; a session event updates its card at once, a board event
 // fetches the board again.
 "use strict";
@@ -36,6 +36,17 @@
       s.last_activity ? h("span", {className: "activity", textContent: ago(s.last_activity), title: s.last_activity}) : null);
   }
 
+  // usageLine is the tokens (and cost, when the agent reported one) that
+  // the issue's agents used so far.
+  function usageLine(u) {
+    const n = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_creation_tokens;
+    let text = n.toLocaleString() + " tokens";
+    if (u.cost_usd != null) text += " · $" + u.cost_usd.toFixed(2);
+    return h("div", {className: "meta usage", textContent: text,
+      title: "input " + u.input_tokens + ", output " + u.output_tokens +
+        ", cache read " + u.cache_read_tokens + ", cache write " + u.cache_creation_tokens});
+  }
+
   function card(is) {
     const s = is.session;
     const c = h("div", {className: "card", data: {issue: is.id, session: s ? s.name : ""}},
@@ -43,6 +54,7 @@
       h("div", {className: "title", textContent: is.title}),
       is.labels.length ? h("div", {className: "meta"}, is.labels.map((l) => h("span", {className: "label", textContent: l}))) : null,
       s ? sessionLine(s) : null,
+      is.usage ? usageLine(is.usage) : null,
       (is.failed || []).map((f) => h("div", {className: "meta"},
         h("span", {className: "state failed", textContent: f.mode + " failed", title: f.cause || ""}))),
       is.action && !["none", "skip"].includes(is.action) ? h("div", {className: "meta next", textContent: "next: " + is.action.replace(/_/g, " "), title: is.reason || ""}) : null);
