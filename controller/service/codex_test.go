@@ -98,10 +98,11 @@ func (e *env) codexPhase(issue string, mode controller.Mode) []openaitest.Turn {
 	return turns
 }
 
-// assertCodexCompleted checks that session s ended as completed, never
-// restarted. Its exit is SIGINT's: the worker ends an agent with SIGINT,
-// which Codex does not catch (codex FACTS X2), where Claude Code exits 0.
-func assertCodexCompleted(t *testing.T, s api.Session) {
+// assertCompletedAnyCode checks that session s ended as completed, never
+// restarted, whatever its exit code (assertCompleted wants 0). Codex's
+// exit is SIGINT's: the worker ends an agent with SIGINT, which Codex
+// does not catch (codex FACTS X2).
+func assertCompletedAnyCode(t *testing.T, s api.Session) {
 	t.Helper()
 	if s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") {
 		t.Errorf("session %s ended %v; want a reason starting with \"completed:\"", s.Name, s.Exit)
@@ -114,7 +115,7 @@ func assertCodexCompleted(t *testing.T, s api.Session) {
 // TestCodexTodoToDone (issue 21): an issue goes from Todo to Done through
 // all five phases with the real Codex CLI as the team's agent (kind codex,
 // bypass policy) against a local Responses API: every phase's commands
-// run, each worker ends as completed (by SIGINT, see assertCodexCompleted),
+// run, each worker ends as completed (by SIGINT, see assertCompletedAnyCode),
 // none restarts, and the implementer's file lands on main. The finisher
 // runs with --cd <main checkout>: its hooks would fail once its worktree
 // is gone (codex FACTS X21).
@@ -130,7 +131,7 @@ func TestCodexTodoToDone(t *testing.T) {
 	e.assertFinished(ctx, id, id+".txt", "impl "+id)
 	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
 	for _, m := range allModes {
-		assertCodexCompleted(t, e.waitCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
 	}
 	if left := srv.Left(); len(left) != 0 {
 		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
@@ -184,7 +185,7 @@ func TestCodexStallResumed(t *testing.T) {
 		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
 	}
 	for _, m := range allModes[1:] {
-		assertCodexCompleted(t, e.waitCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
 	}
 }
 
@@ -219,7 +220,7 @@ func TestCodexPermissionApprovedAndDenied(t *testing.T) {
 	e.answer(ctx, id, "deny: not now")
 	s := e.waitCompleted(ctx, id, controller.ModePlan)
 	e.stopController()
-	assertCodexCompleted(t, s)
+	assertCompletedAnyCode(t, s)
 	e.assertAnswered(ctx, id)
 	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
 		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
@@ -259,9 +260,9 @@ func TestMixedKindsTodoToDone(t *testing.T) {
 	e.startController()
 	e.assertFinished(ctx, id, id+".txt", "impl "+id)
 
-	assertCodexCompleted(t, e.waitCompleted(ctx, id, controller.ModePlan))
+	assertCompletedAnyCode(t, e.waitCompleted(ctx, id, controller.ModePlan))
 	for _, m := range allModes[1:] {
-		assertCompleted(t, e.waitCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
 	}
 	if left := srv.Left(); len(left) != 0 {
 		t.Errorf("%d scripted Codex turns were never asked for: %+v", len(left), left)

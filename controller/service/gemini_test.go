@@ -101,18 +101,6 @@ func (e *env) waitGeminiFinished(ctx context.Context, id string) {
 	e.assertFinished(ctx, id, id+".txt", "impl "+id)
 }
 
-// assertGeminiCompleted checks that session s ended as completed, never
-// restarted.
-func assertGeminiCompleted(t *testing.T, s api.Session) {
-	t.Helper()
-	if s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") {
-		t.Errorf("session %s ended %v; want a reason starting with \"completed:\"", s.Name, s.Exit)
-	}
-	if s.Restarts != 0 {
-		t.Errorf("session %s restarted %d times; want 0", s.Name, s.Restarts)
-	}
-}
-
 // assertGeminiScripted checks that every scripted turn was taken and no
 // request went unscripted.
 func assertGeminiScripted(t *testing.T, srv *geminitest.Server) {
@@ -144,7 +132,7 @@ func TestGeminiTodoToDone(t *testing.T) {
 	e.waitGeminiFinished(ctx, id)
 	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
 	for _, m := range allModes {
-		assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, m))
 	}
 	assertGeminiScripted(t, srv)
 }
@@ -191,7 +179,7 @@ func TestGeminiStallResumed(t *testing.T) {
 		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
 	}
 	for _, m := range allModes[1:] {
-		assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, m))
 	}
 }
 
@@ -228,7 +216,7 @@ func TestGeminiPermissionApprovedAndDenied(t *testing.T) {
 	e.answer(ctx, id, "deny: not now")
 	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
 	e.stopController()
-	assertGeminiCompleted(t, s)
+	assertCompletedAnyCode(t, s)
 	e.assertAnswered(ctx, id)
 	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
 		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
@@ -267,9 +255,9 @@ func TestGeminiPlansClaudeImplements(t *testing.T) {
 	e.startController()
 	e.waitGeminiFinished(ctx, id)
 
-	assertGeminiCompleted(t, e.waitGeminiCompleted(ctx, id, controller.ModePlan))
+	assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, controller.ModePlan))
 	for _, m := range allModes[1:] {
-		assertCompleted(t, e.waitGeminiCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, m))
 	}
 	assertGeminiScripted(t, srv)
 	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "gemini") {

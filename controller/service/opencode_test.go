@@ -69,18 +69,6 @@ func (e *env) opencodePhase(issue string, mode controller.Mode) []openaitest.Tur
 	return turns
 }
 
-// assertOpencodeCompleted checks that session s ended as completed,
-// never restarted.
-func assertOpencodeCompleted(t *testing.T, s api.Session) {
-	t.Helper()
-	if s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") {
-		t.Errorf("session %s ended %v; want a reason starting with \"completed:\"", s.Name, s.Exit)
-	}
-	if s.Restarts != 0 {
-		t.Errorf("session %s restarted %d times; want 0", s.Name, s.Restarts)
-	}
-}
-
 // TestOpencodeTodoToDone (issue 21): an issue goes from Todo to Done
 // through all five phases with the real opencode CLI as the team's agent
 // (kind opencode, bypass policy: --auto) against a local Responses API:
@@ -98,7 +86,7 @@ func TestOpencodeTodoToDone(t *testing.T) {
 	e.assertFinished(ctx, id, id+".txt", "impl "+id)
 	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
 	for _, m := range allModes {
-		assertOpencodeCompleted(t, e.waitCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
 	}
 	if left := srv.Left(); len(left) != 0 {
 		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
@@ -151,7 +139,7 @@ func TestOpencodeStallResumed(t *testing.T) {
 		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
 	}
 	for _, m := range allModes[1:] {
-		assertOpencodeCompleted(t, e.waitCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
 	}
 }
 
@@ -186,7 +174,7 @@ func TestOpencodePermissionApprovedAndDenied(t *testing.T) {
 	e.answer(ctx, id, "deny: not now")
 	s := e.waitCompleted(ctx, id, controller.ModePlan)
 	e.stopController()
-	assertOpencodeCompleted(t, s)
+	assertCompletedAnyCode(t, s)
 	e.assertAnswered(ctx, id)
 	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
 		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
@@ -232,7 +220,7 @@ func TestMixedOpencodeTodoToDone(t *testing.T) {
 		t.Errorf("plan session ended %v; want completed", s.Exit)
 	}
 	for _, m := range allModes[1:] {
-		assertCompleted(t, e.waitCompleted(ctx, id, m))
+		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
 	}
 	if left := srv.Left(); len(left) != 0 {
 		t.Errorf("%d scripted opencode turns were never asked for: %+v", len(left), left)
