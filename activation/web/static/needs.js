@@ -120,32 +120,70 @@
     return parts;
   }
 
+  // cards are the cards drawn, by need (team, issue, kind), with the need
+  // they show: a need that did not change keeps its card, so a click in
+  // progress never lands on a replaced button; only its tokens are
+  // brought up to date.
+  let cards = new Map();
+
+  function needKey(n) { return n.team + "\u0000" + n.issue + "\u0000" + n.kind; }
+  function needSig(n) { return JSON.stringify(Object.assign({}, n, {usage: null})); }
+
+  function newCard(n) {
+    const card = E("section", {className: "need card " + n.kind, data: {team: n.team, issue: n.issue, kind: n.kind}});
+    const head = E("div", {className: "need-head"},
+      E("span", {className: "kind " + n.kind}, n.kind.replace("_", " ")),
+      E("span", {className: "id"}, n.team + " · " + n.issue),
+      E("span", {className: "title"}, n.title || ""),
+      E("span", {className: "muted"}, (n.mode ? "the " + n.mode + " agent " : "") + (kindTitles[n.kind] || "")),
+      n.since ? E("span", {className: "muted since"}, "since " + new Date(n.since).toLocaleTimeString()) : null,
+      n.session ? E("a", {className: "session", href: "#session/" + encodeURIComponent(n.session), textContent: n.session}) : null,
+      tokens(n.usage));
+    card.appendChild(head);
+    for (const p of body(card, n)) card.appendChild(p);
+    return card;
+  }
+
   function draw(res) {
     if (!root || root.dataset.view !== "needs") return;
-    root.textContent = "";
     const needs = res.needs || [];
-    root.appendChild(E("h1", {className: "view-title"}, "Needs you ", E("span", {className: "count"}, String(needs.length))));
-    for (const err of res.errors || []) root.appendChild(E("p", {className: "error"}, err));
+    let title = root.querySelector(".view-title");
+    if (!title) {
+      root.textContent = "";
+      title = root.appendChild(E("h1", {className: "view-title"}));
+    }
+    title.replaceChildren("Needs you ", E("span", {className: "count"}, String(needs.length)));
+    for (const old of root.querySelectorAll(":scope > .error, :scope > .empty")) old.remove();
+    for (const err of res.errors || []) title.after(E("p", {className: "error"}, err));
+    let list = root.querySelector(":scope > .needs");
     if (!needs.length) {
+      if (list) list.remove();
+      cards = new Map();
       root.appendChild(E("p", {className: "muted empty"}, "Nothing waits for you."));
       return;
     }
-    const list = E("div", {className: "needs"});
+    if (!list) list = root.appendChild(E("div", {className: "needs"}));
+    const next = new Map();
+    const order = [];
     for (const n of needs) {
-      const card = E("section", {className: "need card " + n.kind, data: {team: n.team, issue: n.issue, kind: n.kind}});
-      const head = E("div", {className: "need-head"},
-        E("span", {className: "kind " + n.kind}, n.kind.replace("_", " ")),
-        E("span", {className: "id"}, n.team + " · " + n.issue),
-        E("span", {className: "title"}, n.title || ""),
-        E("span", {className: "muted"}, (n.mode ? "the " + n.mode + " agent " : "") + (kindTitles[n.kind] || "")),
-        n.since ? E("span", {className: "muted since"}, "since " + new Date(n.since).toLocaleTimeString()) : null,
-        n.session ? E("a", {className: "session", href: "#session/" + encodeURIComponent(n.session), textContent: n.session}) : null,
-        tokens(n.usage));
-      card.appendChild(head);
-      for (const p of body(card, n)) card.appendChild(p);
-      list.appendChild(card);
+      const key = needKey(n), sig = needSig(n);
+      let c = cards.get(key);
+      if (!c || c.sig !== sig) {
+        c = {sig, el: newCard(n)};
+      } else {
+        const t = c.el.querySelector(".need-head .usage"), u = tokens(n.usage);
+        if (t && u) t.replaceWith(u);
+        else if (u) c.el.querySelector(".need-head").appendChild(u);
+      }
+      next.set(key, c);
+      order.push(c.el);
     }
-    root.appendChild(list);
+    cards = next;
+    // Put the cards in order, moving only those out of place.
+    order.forEach((el, i) => {
+      if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null);
+    });
+    while (list.children.length > order.length) list.lastElementChild.remove();
   }
 
   async function refresh() {
