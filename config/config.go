@@ -217,6 +217,28 @@ type Agent struct {
 	// or opencode) than Kind, with that kind's default argvs. Use
 	// [Agent.ForMode].
 	KindByMode map[string]AgentKind
+
+	// Env is more environment for every agent of the team (agent.env),
+	// and EnvByKind more for the agents of one kind (agent.env_by_kind),
+	// which wins. Use [Agent.Environment].
+	Env       map[string]string
+	EnvByKind map[AgentKind]map[string]string
+}
+
+// Environment is the environment a's agents get from legion.toml, as
+// sorted NAME=value: agent.env, then agent.env_by_kind of a's kind, which
+// wins. Call it on [Agent.ForMode]'s agent for a mode's kind.
+func (a Agent) Environment() []string {
+	m := maps.Clone(a.Env)
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, a.EnvByKind[a.Kind])
+	out := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return out
 }
 
 // Hardening is [teams.<name>.hardening]: directives of package
@@ -263,6 +285,8 @@ func (a Agent) clone() Agent {
 	a.New, a.Resume, a.Allow = slices.Clone(a.New), slices.Clone(a.Resume), slices.Clone(a.Allow)
 	a.PermissionsByMode = maps.Clone(a.PermissionsByMode)
 	a.KindByMode = maps.Clone(a.KindByMode)
+	a.Env = maps.Clone(a.Env)
+	a.EnvByKind = maps.Clone(a.EnvByKind)
 	return a
 }
 

@@ -620,6 +620,44 @@ agent.kind_by_mode = { plan = "codex", review = "claude" }
 	}
 }
 
+// TestLoadAgentEnv: agent.env gives every agent of the team more
+// environment, agent.env_by_kind more to one kind's, which wins, and
+// follows agent.kind_by_mode; bad names and values are refused by name.
+func TestLoadAgentEnv(t *testing.T) {
+	path, _ := writeConfig(t, `
+[teams.demo]
+id = "`+demoID+`"
+workspace = "@WS@"
+agent.kind_by_mode = { plan = "gemini" }
+agent.env = { GOFLAGS = "-mod=mod", MODEL = "all" }
+agent.env_by_kind = { gemini = { MODEL = "gemini-2.5-pro" }, codex = { X = "1" } }
+`)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	demo, _ := cfg.Team("demo")
+	if got, want := demo.Agent.ForMode("plan").Environment(), []string{"GOFLAGS=-mod=mod", "MODEL=gemini-2.5-pro"}; !slices.Equal(got, want) {
+		t.Errorf("plan (gemini) environment = %q; want %q", got, want)
+	}
+	if got, want := demo.Agent.ForMode("implement").Environment(), []string{"GOFLAGS=-mod=mod", "MODEL=all"}; !slices.Equal(got, want) {
+		t.Errorf("implement (claude) environment = %q; want %q", got, want)
+	}
+	for text, want := range map[string]string{
+		`agent.env = { LEGION_TEAM = "x" }`:              `teams.demo.agent.env: LEGION_TEAM: LEGION_* variables are Legion's own`,
+		`agent.env = { "1X" = "x" }`:                     `teams.demo.agent.env: "1X": not a variable name`,
+		`agent.env = { X = 1 }`:                          `teams.demo.agent.env: X: `,
+		`agent.env = ["X=1"]`:                            `teams.demo.agent.env: `,
+		`agent.env_by_kind = { aider = { X = "1" } }`:    `teams.demo.agent.env_by_kind: unknown agent kind "aider"`,
+		`agent.env_by_kind = { codex = { "A-B" = "" } }`: `teams.demo.agent.env_by_kind: codex: "A-B": not a variable name`,
+	} {
+		path, _ := writeConfig(t, "[teams.demo]\nid = \""+demoID+"\"\nworkspace = \"@WS@\"\n"+text+"\n")
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s) = %v; want an error containing %q", text, err, want)
+		}
+	}
+}
+
 // TestWorkerRelax: a team that runs Codex in any mode keeps the
 // capability bounding set (its sandbox needs capabilities in a user
 // namespace of its own), unless its hardening.add asks for an empty one;

@@ -495,6 +495,31 @@ var Schema = []Setting{
 		}),
 	},
 	{
+		Table: TableTeam, Key: "agent.env", Type: "table of NAME = value", Example: `{ GOFLAGS = "-mod=mod" }`,
+		Doc: "More environment for every agent of the team, besides the user manager's (which every worker " +
+			"inherits) and what its kind sets itself (a kind's own variables, such as CODEX_HOME or " +
+			"GEMINI_CLI_HOME, win). Not for secrets: legion.toml is a file people share and copy; give API keys " +
+			"to the user manager (`systemctl --user set-environment NAME=...` or an environment.d file). LEGION_* " +
+			"names are Legion's own and refused.",
+		set: onTeam(func(t *Team, v any) error {
+			m, err := envValue(v)
+			t.Agent.Env = m
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "agent.env_by_kind", Type: "table of kind = { NAME = value }",
+		Example: `{ gemini = { GEMINI_MODEL = "gemini-2.5-pro" } }`,
+		Doc: "More environment for the agents of one kind (\"claude\", \"codex\", \"gemini\", \"opencode\" or " +
+			"\"custom\"), over agent.env: with agent.kind_by_mode, the modes run with a kind get its variables, so " +
+			"a phase's environment follows the agent that runs it. Same rules as agent.env.",
+		set: onTeam(func(t *Team, v any) error {
+			m, err := envByKindValue(v)
+			t.Agent.EnvByKind = m
+			return err
+		}),
+	},
+	{
 		Table: TableTeam, Key: "agent.allow", Type: "array of strings", Example: `["Bash(make test)", "Bash(go test:*)"]`,
 		Doc: "More tool calls a claude agent may make without asking, with the allowlist policy: permission rules " +
 			"in Claude Code's syntax, a tool name with an optional specifier in parentheses: \"Bash(make test)\" " +

@@ -316,3 +316,58 @@ func directiveList(set []hardening.Directive) string {
 	}
 	return strings.Join(items, "; ") + "."
 }
+
+// envNameRE is an environment variable's name as a shell takes it.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// envValue is agent.env: a table of NAME = "value". LEGION_* names are
+// Legion's own (each worker's LEGION_TEAM, LEGION_SESSION, ...) and are
+// refused, as are values with a NUL byte, which no environment can hold.
+func envValue(v any) (map[string]string, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, wrongType(`a table such as { GOFLAGS = "-mod=mod" }`, v)
+	}
+	out := make(map[string]string, len(m))
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		s, ok := m[name].(string)
+		switch {
+		case !envNameRE.MatchString(name):
+			errs = append(errs, fmt.Errorf("%q: not a variable name (letters, digits and _, not first a digit)", name))
+		case strings.HasPrefix(name, "LEGION_"):
+			errs = append(errs, fmt.Errorf("%s: LEGION_* variables are Legion's own", name))
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: %w", name, wrongType("a string", m[name])))
+		case strings.ContainsRune(s, 0):
+			errs = append(errs, fmt.Errorf("%s: a NUL byte in the value", name))
+		default:
+			out[name] = s
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// envByKindValue is agent.env_by_kind: a table of kind = { NAME = "value" }.
+func envByKindValue(v any) (map[AgentKind]map[string]string, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, wrongType(`a table such as { gemini = { GEMINI_MODEL = "gemini-2.5-pro" } }`, v)
+	}
+	out := make(map[AgentKind]map[string]string, len(m))
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		kind, err := enumValue(k, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode), string(AgentCustom))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		env, err := envValue(m[k])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			continue
+		}
+		out[AgentKind(kind)] = env
+	}
+	return out, errors.Join(errs...)
+}

@@ -104,7 +104,8 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
-	kind, err := agent.For(t.Agent.ForMode(string(mode)))
+	am := t.Agent.ForMode(string(mode))
+	kind, err := agent.For(am)
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
 	}
@@ -113,9 +114,11 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
 	workerID := kind.SessionID(t.ID, issue, string(mode))
-	env := append([]string{
-		"LEGION_TEAM=" + t.Name, "LEGION_ISSUE=" + issue, "LEGION_MODE=" + string(mode),
-	}, wt.Env()...)
+	// legion.toml's agent.env and agent.env_by_kind first, so that
+	// Legion's own variables and the kind's (l.Env) come after and win.
+	env := append(am.Environment(),
+		"LEGION_TEAM="+t.Name, "LEGION_ISSUE="+issue, "LEGION_MODE="+string(mode))
+	env = append(env, wt.Env()...)
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)
 	}

@@ -84,6 +84,20 @@ func TestPlanDispatch(t *testing.T) {
 		!slices.Contains(d.Env, "LEGION_CONFIG=/etc/legion-test.toml") || !slices.Contains(d.Env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1") {
 		t.Errorf("Env = %q; want LEGION_ISSUE, LEGION_PORT_OFFSET, LEGION_CONFIG and the CLI's traffic off", d.Env)
 	}
+	// agent.env and agent.env_by_kind reach the agent; Legion's own
+	// variables come after them (the last of a name wins).
+	tm.Agent.Env = map[string]string{"GOFLAGS": "-mod=mod"}
+	tm.Agent.EnvByKind = map[config.AgentKind]map[string]string{config.AgentClaude: {"ANTHROPIC_MODEL": "m"}, config.AgentCodex: {"X": "1"}}
+	de, err := tm.PlanDispatch(t.Context(), "DEMO-1", "plan", home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(de.Env, "GOFLAGS=-mod=mod") || !slices.Contains(de.Env, "ANTHROPIC_MODEL=m") || slices.Contains(de.Env, "X=1") ||
+		slices.Index(de.Env, "GOFLAGS=-mod=mod") > slices.Index(de.Env, "LEGION_ISSUE=DEMO-1") {
+		t.Errorf("Env = %q; want agent.env and the claude kind's env_by_kind before Legion's own, not codex's", de.Env)
+	}
+	tm.Agent.Env, tm.Agent.EnvByKind = nil, nil
+
 	a := tm.DispatchLaunch(d, config.Worker{StartupGrace: time.Minute, RingSize: 1 << 20})
 	if a.Agent != "claude" || a.Watch != d.SessionFile || a.StartupGrace == nil || a.StaleAfter == 0 {
 		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want claude, the session file watched", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
