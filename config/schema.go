@@ -434,7 +434,7 @@ var Schema = []Setting{
 			"no session file (agent.resume is unused), liveness from its output, and no completion detection: " +
 			"the program must exit by itself when its phase is done.",
 		set: onTeam(func(t *Team, v any) error {
-			s, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode), string(AgentCustom))
+			s, err := agentKindValue(v)
 			t.Agent.Kind = AgentKind(s)
 			return err
 		}),

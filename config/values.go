@@ -357,7 +357,7 @@ func envByKindValue(v any) (map[AgentKind]map[string]string, error) {
 	out := make(map[AgentKind]map[string]string, len(m))
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		kind, err := enumValue(k, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode), string(AgentCustom))
+		kind, err := agentKindValue(k)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -370,4 +370,10 @@ func envByKindValue(v any) (map[AgentKind]map[string]string, error) {
 		out[AgentKind(kind)] = env
 	}
 	return out, errors.Join(errs...)
+}
+
+// agentKindValue is an agent kind, any of them (agent.kind, the keys of
+// agent.env_by_kind); agent.kind_by_mode takes only kinds with hooks.
+func agentKindValue(v any) (string, error) {
+	return enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode), string(AgentCustom))
 }
