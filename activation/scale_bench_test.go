@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +30,10 @@ const envScaleSessions = "LEGION_BENCH_SESSIONS"
 //
 //   - spawn throughput: n `legion spawn` against n `systemd-run --user` of
 //     the same command, in interleaved chunks with the same parallelism,
-//     each side until its CLI returned (target: ratio ≤1.2);
+//     each side until its CLI returned (target: ratio ≤1.2); and what a
+//     spawn costs in CPU, the whole machine's (cpu-ms/spawn-<side>, and
+//     their ratio spawn-cpu/systemd-run) and by part: the CLI, the
+//     helper, the user manager and the unit's processes (see spawnCost);
 //   - `sessions list --json` with n sessions (target: <100 ms), against
 //     `systemctl --user list-units legion-*` of the same units;
 //   - the first coherent list (all n listed running: checked by their
@@ -99,22 +103,29 @@ func BenchmarkScale(b *testing.B) {
 	hook1 := hookToEvent(b, ctx, e, hookEnv, "hookscale", hookRounds)
 	cold1 := coherentAfter(b, ctx, e, 1, rounds, false, nil, "cold-start-1")
 
-	// Spawn: interleaved chunks, systemd-run first in each.
+	// Spawn: interleaved chunks, systemd-run first in each, with the CPU
+	// each side costs (see spawnCost).
 	var sdTook, lgTook time.Duration
+	var sdCost, lgCost spawnCost
+	manager := ppid(b, e.helperPID(ctx))
 	spawned, stopped := 0, ""
 	for start := 0; start < n && stopped == ""; start += chunk {
 		end := min(start+chunk, n)
 		t0 := time.Now()
-		if err := spawnRange(ctx, parallel, start, end, func(i int) *exec.Cmd {
-			return exec.CommandContext(ctx, sdRun, "--user", "--quiet", "--collect", "--unit", fmt.Sprintf("bench-sd-%04d", i), "--", "/bin/sleep", "100000")
+		if err := sdCost.measure(b, manager, e.helperPID(ctx), func() (time.Duration, error) {
+			return spawnRange(ctx, parallel, start, end, func(i int) *exec.Cmd {
+				return exec.CommandContext(ctx, sdRun, "--user", "--quiet", "--collect", "--unit", fmt.Sprintf("bench-sd-%04d", i), "--", "/bin/sleep", "100000")
+			})
 		}); err != nil {
 			stopped = "systemd-run: " + err.Error()
 			break
 		}
 		sdTook += time.Since(t0)
 		t0 = time.Now()
-		if err := spawnRange(ctx, parallel, start, end, func(i int) *exec.Cmd {
-			return exec.CommandContext(ctx, e.bin, "spawn", "--name", fmt.Sprintf("s%04d", i), "--", "/bin/sleep", "100000")
+		if err := lgCost.measure(b, manager, e.helperPID(ctx), func() (time.Duration, error) {
+			return spawnRange(ctx, parallel, start, end, func(i int) *exec.Cmd {
+				return exec.CommandContext(ctx, e.bin, "spawn", "--name", fmt.Sprintf("s%04d", i), "--", "/bin/sleep", "100000")
+			})
 		}); err != nil {
 			stopped = "legion spawn: " + err.Error()
 			break
@@ -132,6 +143,11 @@ func BenchmarkScale(b *testing.B) {
 	metric(b, float64(lgTook.Milliseconds()), "ms/legion-spawn-all")
 	metric(b, float64(sdTook.Milliseconds()), "ms/systemd-run-all")
 	metric(b, float64(lgTook)/float64(sdTook), "spawn/systemd-run")
+	sdCost.units = cpuOf(unitPIDs(b, ctx, e, "bench-sd-*.service"))
+	lgCost.units = cpuOf(unitPIDs(b, ctx, e, "legion-*-s[0-9][0-9][0-9][0-9]-spawn.service")) // not hookscale
+	sdCost.report(b, spawned, "systemd-run")
+	lgCost.report(b, spawned, "legion")
+	metric(b, float64(lgCost.machine)/float64(sdCost.machine), "spawn-cpu/systemd-run")
 	// The baseline's units go: they would only load the manager.
 	if out, err := exec.CommandContext(ctx, "systemctl", "--user", "stop", "bench-sd-*").CombinedOutput(); err != nil {
 		b.Fatalf("stop the systemd-run units: %v: %s", err, out)
@@ -227,21 +243,108 @@ func stopAll(b *testing.B, e *testEnv) {
 }
 
 // spawnRange runs cmd(i) for i in [start, end), parallel at a time, each
-// to success; the first failure is returned with the command's output.
-func spawnRange(ctx context.Context, parallel, start, end int, cmd func(i int) *exec.Cmd) error {
+// to success, and returns the CPU time the commands used (their rusage);
+// the first failure is returned with the command's output.
+func spawnRange(ctx context.Context, parallel, start, end int, cmd func(i int) *exec.Cmd) (time.Duration, error) {
 	g, _ := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
+	var cpu atomic.Int64
 	for i := start; i < end; i++ {
 		g.Go(func() error {
 			c := cmd(i)
 			c.Env = os.Environ()
-			if out, err := c.CombinedOutput(); err != nil {
+			out, err := c.CombinedOutput()
+			if c.ProcessState != nil {
+				cpu.Add(int64(c.ProcessState.UserTime() + c.ProcessState.SystemTime()))
+			}
+			if err != nil {
 				return fmt.Errorf("%s: %w: %s", strings.Join(c.Args, " "), err, bytes.TrimSpace(out))
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	return time.Duration(cpu.Load()), err
+}
+
+// spawnCost is the CPU time one side of the spawn bench cost, in all
+// and by part: the whole machine (/proc/stat: every process and kernel
+// thread, this one too), the CLIs (their rusage), the helper and the
+// user manager (their own threads), and the units' processes once they
+// all run (the worker with its agent, or systemd-run's command; from
+// the fork in the manager on). Both sides run the same command, so what
+// legion's units cost over systemd-run's is the worker.
+type spawnCost struct {
+	machine, cli, helper, manager, units time.Duration
+}
+
+// measure runs spawn (which returns its CLIs' CPU) and adds what it cost.
+func (c *spawnCost) measure(b *testing.B, manager, helper int, spawn func() (time.Duration, error)) error {
+	b.Helper()
+	m0, mg0, h0 := machineCPU(b), threadsCPU(manager), threadsCPU(helper)
+	cli, err := spawn()
+	c.cli += cli
+	c.machine += machineCPU(b) - m0
+	c.manager += threadsCPU(manager) - mg0
+	c.helper += threadsCPU(helper) - h0
+	return err
+}
+
+// report reports the cost per spawn: cpu-ms/spawn-<side>-<part>.
+func (c *spawnCost) report(b *testing.B, n int, side string) {
+	b.Helper()
+	per := func(d time.Duration) float64 { return ms(d) / float64(n) }
+	metric(b, per(c.machine), "cpu-ms/spawn-"+side)
+	metric(b, per(c.cli), "cpu-ms/spawn-"+side+"-cli")
+	metric(b, per(c.helper), "cpu-ms/spawn-"+side+"-helper")
+	metric(b, per(c.manager), "cpu-ms/spawn-"+side+"-manager")
+	metric(b, per(c.units), "cpu-ms/spawn-"+side+"-unit")
+}
+
+// machineCPU is the CPU time all CPUs spent busy (not idle or waiting
+// for I/O) since boot, from /proc/stat.
+func machineCPU(b *testing.B) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 {
+			continue // idle, iowait
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / clockTicks
+}
+
+// threadsCPU is the run time of pid's live threads (not its children).
+func threadsCPU(pid int) time.Duration {
+	var sum time.Duration
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, t := range tasks {
+		sum += schedstat(t)
+	}
+	return sum
+}
+
+// ppid is pid's parent.
+func ppid(b *testing.B, pid int) int {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	p, err := strconv.Atoi(f[1])
+	if err != nil {
+		b.Fatalf("/proc/%d/stat: %v", pid, err)
+	}
+	return p
 }
 
 // coherentAfter times, rounds times, the first coherent list (total
@@ -398,7 +501,14 @@ func hookToEvent(b *testing.B, ctx context.Context, e *testEnv, env []string, na
 // workerPIDs is the main PID of every legion-* unit that runs.
 func workerPIDs(b *testing.B, ctx context.Context, e *testEnv) []int {
 	b.Helper()
-	listed, err := e.mgr.List(ctx, "legion-*.service")
+	return unitPIDs(b, ctx, e, "legion-*.service")
+}
+
+// unitPIDs is the main PID of every unit matching pattern that runs,
+// but legion.service.
+func unitPIDs(b *testing.B, ctx context.Context, e *testEnv, pattern string) []int {
+	b.Helper()
+	listed, err := e.mgr.List(ctx, pattern)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 const unitPathPrefix = "/org/freedesktop/systemd1/unit/"
 
 // Changes follows every unit whose name starts with prefix (for Legion's
-// workers, "legion-"), all on one connection of its own: one subscription
-// to the manager, however many units there are. The channel receives the
+// workers, "legion-") on the Manager's connection: one subscription to
+// the manager, however many units there are. The channel receives the
 // names of the units that changed since the last receive, sorted: their
 // Unit or Service properties changed, a job of theirs ended, or they were
 // loaded or unloaded. Names that change while a batch waits to be read
@@ -24,33 +24,38 @@ const unitPathPrefix = "/org/freedesktop/systemd1/unit/"
 // never misses a unit; read each unit's State to see what changed.
 //
 // The channel is closed when ctx ends, or earlier when the connection to
-// the manager is lost (then ctx.Err() is nil: call Changes again, and
-// read every unit, since changes in between were not seen). The
-// goroutine behind it closes the connection right before it closes the
-// channel. A receiver that stops reading must cancel ctx.
+// the manager is lost (then ctx.Err() is nil: call Changes again, which
+// reconnects, and read every unit, since changes in between were not
+// seen). A receiver that stops reading must cancel ctx.
 func (m *Manager) Changes(ctx context.Context, prefix string) (<-chan []string, error) {
-	if _, err := m.current(); err != nil {
+	// Buffered so the reader goroutine is rarely behind; godbus queues
+	// rather than blocks when it is full, so a slow receiver never holds
+	// up the connection's calls.
+	signals := make(chan *godbus.Signal, 256)
+	c, err := m.current()
+	for err == nil {
+		c.raw.Signal(signals)
+		// godbus ignores a channel added to a closed connection: it would
+		// never be closed. Added before the connection closed, it is.
+		if c.raw.Connected() {
+			break
+		}
+		c, err = m.reconnect(ctx, c)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("follow units %s*: %w", prefix, err)
 	}
-	conn, err := m.tr.dial(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("follow units %s*: connect via %s: %w", prefix, m.tr.via, err)
-	}
-	// Buffered so the reader goroutine is rarely behind; godbus queues
-	// rather than blocks when it is full.
-	signals := make(chan *godbus.Signal, 256)
-	conn.Signal(signals)
 	if m.tr.hello {
 		// On a bus, systemd signals only to subscribed clients and the bus
 		// delivers only what a match rule asks for. On the private socket
 		// every signal arrives anyway.
-		if err := subscribeAll(ctx, conn); err != nil {
-			conn.Close()
+		if err := subscribeAll(ctx, c.raw); err != nil {
+			c.raw.RemoveSignal(signals)
 			return nil, fmt.Errorf("follow units %s*: %w", prefix, err)
 		}
 	}
 	out := make(chan []string)
-	go followChanges(ctx, conn, signals, prefix, out)
+	go followChanges(ctx, c.raw, signals, prefix, out)
 	return out, nil
 }
 
@@ -70,12 +75,12 @@ func subscribeAll(ctx context.Context, conn *godbus.Conn) error {
 	return nil
 }
 
-// followChanges is Changes' goroutine. It exits when ctx ends or the
-// signal channel closes (the connection is gone); it closes conn and then
-// out.
-func followChanges(ctx context.Context, conn *godbus.Conn, signals <-chan *godbus.Signal, prefix string, out chan<- []string) {
+// followChanges is Changes' goroutine. It exits when ctx ends (and takes
+// signals off conn) or the signal channel closes (the connection is
+// gone); then it closes out.
+func followChanges(ctx context.Context, conn *godbus.Conn, signals chan *godbus.Signal, prefix string, out chan<- []string) {
 	defer close(out)
-	defer conn.Close()
+	defer conn.RemoveSignal(signals)
 	pending := map[string]bool{}
 	for {
 		var send chan<- []string // nil (disabled) while there is nothing new

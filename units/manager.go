@@ -108,8 +108,14 @@ type Manager struct {
 	closed bool
 }
 
-// conns is one connection to the manager: go-systemd's pair (calls and
-// job signals) and, for calls go-systemd lacks, its call connection.
+// conns is one connection to the manager, seen two ways: go-systemd's
+// client (calls and job results) and the raw godbus connection, for calls
+// go-systemd lacks and for Changes. One connection, not go-systemd's pair
+// nor one more for Changes: on the private socket systemd sends every
+// signal of every unit to every connection, unconditionally, and each
+// connection decodes each signal in full. Three connections cost the
+// helper three decodes of every unit change on the machine, the units of
+// other programs too, and systemd three sends.
 type conns struct {
 	sd  *sddbus.Conn
 	raw *godbus.Conn
@@ -193,26 +199,26 @@ func (tr transport) dialLife(life context.Context) (*godbus.Conn, error) {
 	return conn, nil
 }
 
-// connect makes go-systemd's connection pair and checks that a manager
-// answers (a bus accepts connections with no manager on it).
+// connect makes the connection and checks that a manager answers (a bus
+// accepts connections with no manager on it).
 func (tr transport) connect(ctx context.Context) (*conns, error) {
-	var first *godbus.Conn
-	sd, err := sddbus.NewConnection(func() (*godbus.Conn, error) {
-		// Called twice, in sequence: each call needs a fresh connection.
-		conn, err := tr.dial(ctx)
-		if err == nil && first == nil {
-			first = conn
-		}
-		return conn, err
-	})
+	conn, err := tr.dial(ctx)
 	if err != nil {
+		return nil, err
+	}
+	// go-systemd dials twice, for calls and for job signals; both are
+	// this connection (see conns). Its Close closes it twice, which
+	// godbus allows.
+	sd, err := sddbus.NewConnection(func() (*godbus.Conn, error) { return conn, nil })
+	if err != nil {
+		conn.Close()
 		return nil, err
 	}
 	if _, err := sd.SystemStateContext(ctx); err != nil {
 		sd.Close()
 		return nil, err
 	}
-	return &conns{sd: sd, raw: first}, nil
+	return &conns{sd: sd, raw: conn}, nil
 }
 
 // Close closes the connection. Changes channels end on their own contexts.

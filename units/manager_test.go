@@ -438,6 +438,79 @@ func TestChangesEndsWithContext(t *testing.T) {
 	}
 }
 
+// TestOneConnection: the manager client and its Changes share one
+// connection: on the private socket systemd sends every signal to every
+// connection, and each one decodes them all.
+func TestOneConnection(t *testing.T) {
+	sdtest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	before := socketFDs(t)
+	m, err := units.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Changes(ctx, "legion-"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.State(ctx, "default.target"); err != nil {
+		t.Fatal(err)
+	}
+	if got := socketFDs(t) - before; got != 1 {
+		t.Errorf("Connect and Changes opened %d sockets; want 1", got)
+	}
+}
+
+// socketFDs counts this process's open sockets.
+func socketFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestChangesAfterReexec: daemon-reexec drops the connection, which closes
+// the channel; Changes again reconnects and follows units as before.
+func TestChangesAfterReexec(t *testing.T) {
+	sd, m, ctx := setup(t)
+	const name = "legion-test-changes-reexec.service"
+	ch, err := m.Changes(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sd.Systemctl(t, "daemon-reexec"); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(60 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-ch:
+		case <-timeout:
+			t.Fatal("the Changes channel is still open 60s after daemon-reexec dropped the connection")
+		}
+	}
+	if ch, err = m.Changes(ctx, name); err != nil {
+		t.Fatalf("Changes after daemon-reexec: %v", err)
+	}
+	if err := m.StartTransient(ctx, helperUnit(t, name, "sleep", nil, units.String("Service", "Type", "notify"))); err != nil {
+		t.Fatalf("StartTransient(%s): %v", name, err)
+	}
+	nextState(t, ctx, m, ch, name, "the unit to run", func(s units.State) bool { return s.ActiveState == "active" })
+	if err := m.Stop(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	nextState(t, ctx, m, ch, name, "the unit to go", func(s units.State) bool { return !s.Exists() })
+}
+
 // TestChangesSessionBus: Changes (and the rest) also work through the
 // session bus, where signals need a subscription.
 func TestChangesSessionBus(t *testing.T) {
