@@ -147,7 +147,7 @@ func BenchmarkScale(b *testing.B) {
 	lgCost.units = cpuOf(unitPIDs(b, ctx, e, "legion-*-s[0-9][0-9][0-9][0-9]-spawn.service")) // not hookscale
 	sdCost.report(b, spawned, "systemd-run")
 	lgCost.report(b, spawned, "legion")
-	metric(b, float64(lgCost.machine)/float64(sdCost.machine), "spawn-cpu/systemd-run")
+	metric(b, float64(lgCost.machine.Busy)/float64(sdCost.machine.Busy), "spawn-cpu/systemd-run")
 	// The baseline's units go: they would only load the manager.
 	if out, err := exec.CommandContext(ctx, "systemctl", "--user", "stop", "bench-sd-*").CombinedOutput(); err != nil {
 		b.Fatalf("stop the systemd-run units: %v: %s", err, out)
@@ -268,23 +268,24 @@ func spawnRange(ctx context.Context, parallel, start, end int, cmd func(i int) *
 }
 
 // spawnCost is the CPU time one side of the spawn bench cost, in all
-// and by part: the whole machine (/proc/stat: every process and kernel
-// thread, this one too), the CLIs (their rusage), the helper and the
+// and by part: the whole machine (busy time in /proc/stat: every process
+// and kernel thread, this one too), the CLIs (their rusage), the helper and the
 // user manager (their own threads), and the units' processes once they
 // all run (the worker with its agent, or systemd-run's command; from
 // the fork in the manager on). Both sides run the same command, so what
 // legion's units cost over systemd-run's is the worker.
 type spawnCost struct {
-	machine, cli, helper, manager, units time.Duration
+	machine                     benchreport.MachineTime
+	cli, helper, manager, units time.Duration
 }
 
 // measure runs spawn (which returns its CLIs' CPU) and adds what it cost.
 func (c *spawnCost) measure(b *testing.B, manager, helper int, spawn func() (time.Duration, error)) error {
 	b.Helper()
-	m0, mg0, h0 := machineCPU(b), threadsCPU(manager), threadsCPU(helper)
+	m0, mg0, h0 := benchreport.MachineNow(b), threadsCPU(manager), threadsCPU(helper)
 	cli, err := spawn()
 	c.cli += cli
-	c.machine += machineCPU(b) - m0
+	c.machine = c.machine.Add(benchreport.MachineNow(b).Sub(m0))
 	c.manager += threadsCPU(manager) - mg0
 	c.helper += threadsCPU(helper) - h0
 	return err
@@ -294,32 +295,11 @@ func (c *spawnCost) measure(b *testing.B, manager, helper int, spawn func() (tim
 func (c *spawnCost) report(b *testing.B, n int, side string) {
 	b.Helper()
 	per := func(d time.Duration) float64 { return ms(d) / float64(n) }
-	metric(b, per(c.machine), "cpu-ms/spawn-"+side)
+	metric(b, per(c.machine.Busy), "cpu-ms/spawn-"+side)
 	metric(b, per(c.cli), "cpu-ms/spawn-"+side+"-cli")
 	metric(b, per(c.helper), "cpu-ms/spawn-"+side+"-helper")
 	metric(b, per(c.manager), "cpu-ms/spawn-"+side+"-manager")
 	metric(b, per(c.units), "cpu-ms/spawn-"+side+"-unit")
-}
-
-// machineCPU is the CPU time all CPUs spent busy (not idle or waiting
-// for I/O) since boot, from /proc/stat.
-func machineCPU(b *testing.B) time.Duration {
-	b.Helper()
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		b.Fatal(err)
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
-	var busy int64
-	for i, v := range f[1:] {
-		if i == 3 || i == 4 {
-			continue // idle, iowait
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		busy += n
-	}
-	return time.Duration(busy) * time.Second / clockTicks
 }
 
 // threadsCPU is the run time of pid's live threads (not its children).

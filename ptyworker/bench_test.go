@@ -63,6 +63,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/internal/benchreport"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/sdtest"
 	"golang.org/x/sys/unix"
@@ -144,11 +145,11 @@ func rawPTYRead(b *testing.B, argv []string) (int64, time.Duration) {
 
 // rawPTYReadCPU is rawPTYRead that also returns the CPU time this process
 // (the reader) spent meanwhile, and the whole machine's.
-func rawPTYReadCPU(b *testing.B, argv []string) (int64, time.Duration, time.Duration, machineTime) {
+func rawPTYReadCPU(b *testing.B, argv []string) (int64, time.Duration, time.Duration, benchreport.MachineTime) {
 	b.Helper()
 	c := startDirect(b, argv, os.Environ())
 	buf := make([]byte, 64<<10)
-	cpu0, m0 := selfCPU(b), machineNow(b)
+	cpu0, m0 := selfCPU(b), benchreport.MachineNow(b)
 	start := time.Now()
 	if _, err := c.ptm.Write([]byte("go\n")); err != nil {
 		b.Fatal(err)
@@ -162,58 +163,9 @@ func rawPTYReadCPU(b *testing.B, argv []string) (int64, time.Duration, time.Dura
 		}
 	}
 	d := time.Since(start)
-	cpu, m := selfCPU(b)-cpu0, machineNow(b).sub(m0)
+	cpu, m := selfCPU(b)-cpu0, benchreport.MachineNow(b).Sub(m0)
 	c.close()
 	return n, d, cpu, m
-}
-
-// machineTime is CPU time of the whole machine, all CPUs together: busy
-// (user, nice, system, irq and softirq time) and idle (idle and iowait).
-// Time the hypervisor gave to other guests (steal) is in neither.
-type machineTime struct{ busy, idle time.Duration }
-
-// machineNow is the machine's CPU time so far, from the first line of
-// /proc/stat. Its unit is USER_HZ, 1/100 s on Linux: a run of a few
-// hundred milliseconds is off by a tick or two at either end, which the
-// sum over many runs evens out.
-func machineNow(b *testing.B) machineTime {
-	b.Helper()
-	s, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		b.Fatal(err)
-	}
-	line, _, _ := strings.Cut(string(s), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		b.Fatalf("/proc/stat: first line %q: want cpu user nice system idle iowait irq softirq ...", line)
-	}
-	var v [7]int64
-	for i := range v {
-		if v[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
-			b.Fatalf("/proc/stat: first line %q: %v", line, err)
-		}
-	}
-	const tick = 10 * time.Millisecond // USER_HZ
-	return machineTime{
-		busy: time.Duration(v[0]+v[1]+v[2]+v[5]+v[6]) * tick,
-		idle: time.Duration(v[3]+v[4]) * tick,
-	}
-}
-
-func (m machineTime) sub(o machineTime) machineTime {
-	return machineTime{busy: m.busy - o.busy, idle: m.idle - o.idle}
-}
-
-func (m machineTime) add(o machineTime) machineTime {
-	return machineTime{busy: m.busy + o.busy, idle: m.idle + o.idle}
-}
-
-// idlePercent is the share of the machine's CPU time that was idle.
-func (m machineTime) idlePercent() float64 {
-	if m.busy+m.idle <= 0 {
-		return 0
-	}
-	return 100 * float64(m.idle) / float64(m.busy+m.idle)
 }
 
 // selfCPU is the CPU time (user and system) of this process so far.
@@ -312,7 +264,7 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 	var rawTime, wTime, rawCPU, workerCPU, clientCPU time.Duration
 	var pairRatios []float64
 	var rawWakeups, workerWakeups, clientWakeups int64
-	var rawMachine, wMachine machineTime
+	var rawMachine, wMachine benchreport.MachineTime
 	dropped := 0
 	// Raw/worker pairs, interleaved, so that load from elsewhere on the
 	// machine weighs on both sides alike: on a small VM the raw figure
@@ -322,7 +274,7 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 		rw0 := selfWakeups(b)
 		n, d, cpu, m := rawPTYReadCPU(b, argv)
 		rawWakeups += selfWakeups(b) - rw0
-		rawMachine = rawMachine.add(m)
+		rawMachine = rawMachine.Add(m)
 		rawBytes += n
 		rawTime += d
 		rawCPU += cpu
@@ -349,7 +301,7 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 		runtime.GC()
 		wcpu0, ccpu0 := procCPU(b, wp.cmd.Process.Pid), selfCPU(b)
 		ww0, cw0 := procWakeups(b, wp.cmd.Process.Pid), selfWakeups(b)
-		m0 := machineNow(b)
+		m0 := benchreport.MachineNow(b)
 		start := time.Now()
 		if err := c.SendInput([]byte("go\n")); err != nil {
 			b.Fatal(err)
@@ -369,7 +321,7 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 					clientCPU += selfCPU(b) - ccpu0
 					workerWakeups += procWakeups(b, wp.cmd.Process.Pid) - ww0
 					clientWakeups += selfWakeups(b) - cw0
-					wMachine = wMachine.add(machineNow(b).sub(m0))
+					wMachine = wMachine.Add(benchreport.MachineNow(b).Sub(m0))
 					pairRatios = append(pairRatios, float64(d)/float64(wd)) // same bytes: a ratio of rates
 				}
 				ev.Release() // as legion attach does once written out
@@ -408,10 +360,10 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 	b.ReportMetric(perMB(workerCPU), "worker-cpu-ms/MB")
 	b.ReportMetric(perMB(clientCPU), "client-cpu-ms/MB")
 	b.ReportMetric(float64(workerCPU+clientCPU)/float64(rawCPU), "cpu-x")
-	b.ReportMetric(rawMachine.idlePercent(), "raw-idle-%")
-	b.ReportMetric(wMachine.idlePercent(), "worker-idle-%")
-	b.ReportMetric(perMB(rawMachine.busy-rawCPU), "raw-rest-cpu-ms/MB")
-	b.ReportMetric(perMB(wMachine.busy-workerCPU-clientCPU), "worker-rest-cpu-ms/MB")
+	b.ReportMetric(rawMachine.IdlePercent(), "raw-idle-%")
+	b.ReportMetric(wMachine.IdlePercent(), "worker-idle-%")
+	b.ReportMetric(perMB(rawMachine.Busy-rawCPU), "raw-rest-cpu-ms/MB")
+	b.ReportMetric(perMB(wMachine.Busy-workerCPU-clientCPU), "worker-rest-cpu-ms/MB")
 	b.ReportMetric(float64(rawWakeups)/mb, "raw-wakeups/MB")
 	b.ReportMetric(float64(workerWakeups)/mb, "worker-wakeups/MB")
 	b.ReportMetric(float64(clientWakeups)/mb, "client-wakeups/MB")

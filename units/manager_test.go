@@ -501,14 +501,7 @@ func TestChangesAfterReexec(t *testing.T) {
 	if ch, err = m.Changes(ctx, name); err != nil {
 		t.Fatalf("Changes after daemon-reexec: %v", err)
 	}
-	if err := m.StartTransient(ctx, helperUnit(t, name, "sleep", nil, units.String("Service", "Type", "notify"))); err != nil {
-		t.Fatalf("StartTransient(%s): %v", name, err)
-	}
-	nextState(t, ctx, m, ch, name, "the unit to run", func(s units.State) bool { return s.ActiveState == "active" })
-	if err := m.Stop(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	nextState(t, ctx, m, ch, name, "the unit to go", func(s units.State) bool { return !s.Exists() })
+	startStopFollowed(t, ctx, m, ch, name)
 }
 
 // TestChangesSessionBus: Changes (and the rest) also work through the
@@ -529,14 +522,21 @@ func TestChangesSessionBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startStopFollowed(t, ctx, m, ch, name)
+}
+
+// startStopFollowed starts name (a notify unit running the sleep helper)
+// and stops it, and sees each change through changes, from Changes.
+func startStopFollowed(t *testing.T, ctx context.Context, m *units.Manager, changes <-chan []string, name string) {
+	t.Helper()
 	if err := m.StartTransient(ctx, helperUnit(t, name, "sleep", nil, units.String("Service", "Type", "notify"))); err != nil {
 		t.Fatalf("StartTransient(%s): %v", name, err)
 	}
-	nextState(t, ctx, m, ch, name, "the unit to run", func(s units.State) bool { return s.ActiveState == "active" })
+	nextState(t, ctx, m, changes, name, "the unit to run", func(s units.State) bool { return s.ActiveState == "active" })
 	if err := m.Stop(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	nextState(t, ctx, m, ch, name, "the unit to go", func(s units.State) bool { return !s.Exists() })
+	nextState(t, ctx, m, changes, name, "the unit to go", func(s units.State) bool { return !s.Exists() })
 }
 
 func TestConnectNoManager(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package benchreport holds what Legion's benchmarks share: medians,
 // metrics in milliseconds, a run reported as a ratio against its baseline
-// from the same run, and the bare unix-socket round trip several of them
-// take as that baseline. It is for _test.go files only.
+// from the same run, the bare unix-socket round trip several of them
+// take as that baseline, and the whole machine's CPU time. It is for
+// _test.go files only.
 package benchreport
 
 import (
@@ -9,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,4 +85,55 @@ func SocketRoundTrips(b *testing.B, n int) []time.Duration {
 		c.Close()
 	}
 	return out
+}
+
+// MachineTime is CPU time of the whole machine, all CPUs together: busy
+// (user, nice, system, irq and softirq time) and idle (idle and iowait).
+// Time the hypervisor gave to other guests (steal) is in neither.
+type MachineTime struct{ Busy, Idle time.Duration }
+
+// MachineNow is the machine's CPU time so far, from the first line of
+// /proc/stat. Its unit is USER_HZ, 1/100 s on Linux: a run of a few
+// hundred milliseconds is off by a tick or two at either end, which the
+// sum over many runs evens out.
+func MachineNow(b *testing.B) MachineTime {
+	b.Helper()
+	s, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(s), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		b.Fatalf("/proc/stat: first line %q: want cpu user nice system idle iowait irq softirq ...", line)
+	}
+	var v [7]int64
+	for i := range v {
+		if v[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			b.Fatalf("/proc/stat: first line %q: %v", line, err)
+		}
+	}
+	const tick = 10 * time.Millisecond // USER_HZ
+	return MachineTime{
+		Busy: time.Duration(v[0]+v[1]+v[2]+v[5]+v[6]) * tick,
+		Idle: time.Duration(v[3]+v[4]) * tick,
+	}
+}
+
+// Sub is m minus o.
+func (m MachineTime) Sub(o MachineTime) MachineTime {
+	return MachineTime{Busy: m.Busy - o.Busy, Idle: m.Idle - o.Idle}
+}
+
+// Add is m plus o.
+func (m MachineTime) Add(o MachineTime) MachineTime {
+	return MachineTime{Busy: m.Busy + o.Busy, Idle: m.Idle + o.Idle}
+}
+
+// IdlePercent is the share of the machine's CPU time that was idle.
+func (m MachineTime) IdlePercent() float64 {
+	if m.Busy+m.Idle <= 0 {
+		return 0
+	}
+	return 100 * float64(m.Idle) / float64(m.Busy+m.Idle)
 }
