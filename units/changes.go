@@ -36,7 +36,7 @@ func (m *Manager) Changes(ctx context.Context, prefix string) (<-chan []string, 
 	for err == nil {
 		c.raw.Signal(signals)
 		// godbus ignores a channel added to a closed connection: it would
-		// never be closed. Added before the connection closed, it is.
+		// never be closed (followChanges also watches the connection).
 		if c.raw.Connected() {
 			break
 		}
@@ -76,8 +76,9 @@ func subscribeAll(ctx context.Context, conn *godbus.Conn) error {
 }
 
 // followChanges is Changes' goroutine. It exits when ctx ends (and takes
-// signals off conn) or the signal channel closes (the connection is
-// gone); then it closes out.
+// signals off conn), or when the connection is gone: the signal channel
+// closes, or (if the channel was added as the connection closed, and
+// godbus ignored it) the connection's context ends. Then it closes out.
 func followChanges(ctx context.Context, conn *godbus.Conn, signals chan *godbus.Signal, prefix string, out chan<- []string) {
 	defer close(out)
 	defer conn.RemoveSignal(signals)
@@ -94,6 +95,8 @@ func followChanges(ctx context.Context, conn *godbus.Conn, signals chan *godbus.
 		}
 		select {
 		case <-ctx.Done():
+			return
+		case <-conn.Context().Done():
 			return
 		case send <- batch:
 			clear(pending)
