@@ -221,7 +221,7 @@ func (tr transport) connect(ctx context.Context) (*conns, error) {
 	return &conns{sd: sd, raw: conn}, nil
 }
 
-// Close closes the connection. Changes channels end on their own contexts.
+// Close closes the connection; the channels of Changes close with it.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
