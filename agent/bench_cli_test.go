@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,17 +67,7 @@ func BenchmarkAgentCLIs(b *testing.B) {
 // and its tree's RSS in kB once idle.
 func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, int64) {
 	b.Helper()
-	root := b.TempDir()
-	repo, wt, home := filepath.Join(root, "repo"), filepath.Join(root, "worktrees", "X-1"), filepath.Join(root, "home")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main", repo},
-		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
-		{"-C", repo, "worktree", "add", "-q", "-b", "legion/X-1", wt},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			b.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	root, repo, wt, home := gitWorktree(b)
 	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
 		b.Fatal(err)
 	}

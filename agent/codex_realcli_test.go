@@ -148,17 +148,7 @@ func countEvents(evs []map[string]any, name string) int {
 // history.
 func TestRealCodexNewAndResume(t *testing.T) {
 	bin := codextest.Binary(t)
-	root := t.TempDir()
-	repo, wt, home := filepath.Join(root, "repo"), filepath.Join(root, "worktrees", "X-1"), filepath.Join(root, "home")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main", repo},
-		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
-		{"-C", repo, "worktree", "add", "-q", "-b", "legion/X-1", wt},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	root, repo, wt, home := gitWorktree(t)
 	srv := openaitest.NewServer(t)
 	srv.Script(
 		openaitest.Turn{Exec: "touch " + filepath.Join(root, "approved"), Escalate: true},

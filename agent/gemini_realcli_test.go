@@ -30,17 +30,7 @@ import (
 // first prompt sent again as history). The key is in no argv and no file.
 func TestRealGeminiNewAndResume(t *testing.T) {
 	bin := geminitest.Binary(t)
-	root := t.TempDir()
-	repo, wt, home := filepath.Join(root, "repo"), filepath.Join(root, "worktrees", "X-1"), filepath.Join(root, "home")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main", repo},
-		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
-		{"-C", repo, "worktree", "add", "-q", "-b", "legion/X-1", wt},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	root, repo, wt, home := gitWorktree(t)
 	srv := geminitest.NewServer(t)
 	srv.Script(
 		geminitest.Turn{Shell: "git tag allowed-by-policy"},

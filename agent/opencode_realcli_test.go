@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,17 +25,7 @@ import (
 // same conversation with the new prompt.
 func TestRealOpencodeNewAndResume(t *testing.T) {
 	bin := opencodetest.Binary(t)
-	root := t.TempDir()
-	repo, wt, home := filepath.Join(root, "repo"), filepath.Join(root, "worktrees", "X-1"), filepath.Join(root, "home")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main", repo},
-		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
-		{"-C", repo, "worktree", "add", "-q", "-b", "legion/X-1", wt},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	root, repo, wt, home := gitWorktree(t)
 	srv := openaitest.NewServer(t)
 	srv.Script(
 		openaitest.Bash("touch approved"),

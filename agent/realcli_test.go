@@ -45,6 +45,26 @@ func realClaude(t *testing.T) string {
 
 var ansi = regexp.MustCompile(`\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78MDEc])`)
 
+// gitWorktree makes a temp dir, root, with a git repository in it (branch
+// main, one commit) and its worktree worktrees/X-1 on branch legion/X-1,
+// as Legion lays out an issue's worktree, and names a home beside them
+// (not made).
+func gitWorktree(tb testing.TB) (root, repo, wt, home string) {
+	tb.Helper()
+	root = tb.TempDir()
+	repo, wt, home = filepath.Join(root, "repo"), filepath.Join(root, "worktrees", "X-1"), filepath.Join(root, "home")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", repo},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
+		{"-C", repo, "worktree", "add", "-q", "-b", "legion/X-1", wt},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			tb.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return root, repo, wt, home
+}
+
 // TestRealClaudeStartsWithoutDialog: the real CLI, started as Prepare says
 // in a new worktree of a repository it never saw, with a custom API key in
 // a home with no ~/.claude.json, reaches its prompt in manual mode with no
@@ -53,17 +73,7 @@ var ansi = regexp.MustCompile(`\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07
 // space in it).
 func TestRealClaudeStartsWithoutDialog(t *testing.T) {
 	bin := realClaude(t)
-	root := t.TempDir()
-	repo, wt, home := filepath.Join(root, "repo"), filepath.Join(root, "worktrees", "X-1"), filepath.Join(root, "home")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main", repo},
-		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
-		{"-C", repo, "worktree", "add", "-q", "-b", "legion/X-1", wt},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	root, repo, wt, home := gitWorktree(t)
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
