@@ -91,7 +91,14 @@ func (*Codex) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 // directories in dir's parent: "codex-<id>" beside them, shared by the
 // sessions of one conversation (an implementer and its retro).
 func CodexHome(dir string, id uuid.UUID) string {
-	return filepath.Join(filepath.Dir(dir), "codex-"+id.String())
+	return conversationHome(dir, "codex", id)
+}
+
+// conversationHome is the agent home of a kind whose CLI keeps its state
+// per conversation: "<kind>-<id>" beside the sessions' directories (dir's
+// parent), shared by the sessions of one conversation.
+func conversationHome(dir, kind string, id uuid.UUID) string {
+	return filepath.Join(filepath.Dir(dir), kind+"-"+id.String())
 }
 
 // Plan expands agent.new and agent.resume and names the session file.

@@ -142,7 +142,7 @@ func (*Gemini) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 // them, shared by the sessions of one conversation (an implementer and its
 // retro).
 func GeminiHome(dir string, id uuid.UUID) string {
-	return filepath.Join(filepath.Dir(dir), "gemini-"+id.String())
+	return conversationHome(dir, "gemini", id)
 }
 
 // Plan expands agent.new and agent.resume and names the session file.

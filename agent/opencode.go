@@ -90,7 +90,7 @@ func (*Opencode) SessionFile(home, cwd string, id uuid.UUID) string { return "" 
 // their directories in dir's parent: "opencode-<id>" beside them, shared
 // by the sessions of one conversation (an implementer and its retro).
 func OpencodeHome(dir string, id uuid.UUID) string {
-	return filepath.Join(filepath.Dir(dir), "opencode-"+id.String())
+	return conversationHome(dir, "opencode", id)
 }
 
 // Plan expands agent.new and agent.resume and names the session file.
