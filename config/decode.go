@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -24,9 +25,10 @@ const sep = "\x00"
 
 func joinKey(parts []string) string { return strings.Join(parts, sep) }
 
-// index maps each table of the schema to its settings by joined key, and
-// subtables to the table prefixes that hold settings ("linear", "agent").
-var index, subtables = func() (map[string]map[string]*Setting, map[string]map[string]bool) {
+// schemaIndex maps each table of the schema to its settings by joined key,
+// and to the table prefixes that hold settings ("linear", "agent"). It is
+// built on first use rather than at start: most commands read no file.
+var schemaIndex = sync.OnceValues(func() (map[string]map[string]*Setting, map[string]map[string]bool) {
 	idx := map[string]map[string]*Setting{}
 	sub := map[string]map[string]bool{}
 	for i := range Schema {
@@ -41,7 +43,7 @@ var index, subtables = func() (map[string]map[string]*Setting, map[string]map[st
 		}
 	}
 	return idx, sub
-}()
+})
 
 // decoder collects every problem of one file.
 type decoder struct {
@@ -133,6 +135,7 @@ func (d *decoder) section(raw map[string]any, name, table string, dst any) bool 
 // table decodes m, found at path+rel, into dst with the settings of table.
 // perTeam says whether PerTeam keys are allowed.
 func (d *decoder) table(path, rel []string, m map[string]any, table string, dst any, perTeam bool) {
+	index, subtables := schemaIndex()
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v := m[k]
 		r := append(slices.Clip(rel), k)
@@ -327,9 +330,9 @@ func CheckTeamName(name string) error {
 	return nil
 }
 
-var issuePrefixRE = regexp.MustCompile(`^[A-Z][A-Z0-9]{0,9}$`)
+var issuePrefixRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Z0-9]{0,9}$`) })
 
-func validIssuePrefix(s string) bool { return issuePrefixRE.MatchString(s) }
+func validIssuePrefix(s string) bool { return issuePrefixRE().MatchString(s) }
 
 // defaultIssuePrefix derives an issue prefix from a team name.
 func defaultIssuePrefix(name string) string {
@@ -348,9 +351,11 @@ func defaultIssuePrefix(name string) string {
 	return b.String()
 }
 
-var repoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$`)
+var repoRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$`)
+})
 
-func validRepo(s string) bool { return repoRE.MatchString(s) }
+func validRepo(s string) bool { return repoRE().MatchString(s) }
 
 // editDistance is the Levenshtein distance of a and b, in bytes.
 func editDistance(a, b string) int {

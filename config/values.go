@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -261,7 +262,7 @@ func byModeValue[T any](v any, example string, value func(any) (T, error)) (map[
 
 // permissionRuleRE is a Claude Code permission rule: a tool name (MCP
 // tools have "__" in theirs), optionally a specifier in parentheses.
-var permissionRuleRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*(\(.+\))?$`)
+var permissionRuleRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*(\(.+\))?$`) })
 
 // rulesValue takes an array of permission rules.
 func rulesValue(v any) ([]string, error) {
@@ -275,7 +276,7 @@ func rulesValue(v any) ([]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("rule %d: %w", i, wrongType("a string", a))
 		}
-		if !permissionRuleRE.MatchString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		if !permissionRuleRE().MatchString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
 			return nil, fmt.Errorf(`rule %d: invalid permission rule %q: expected a tool name with an optional specifier in parentheses, e.g. "Bash(make test)" or "Bash(go test:*)"`, i, s)
 		}
 		rules = append(rules, s)
@@ -318,7 +319,7 @@ func directiveList(set []hardening.Directive) string {
 }
 
 // envNameRE is an environment variable's name as a shell takes it.
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // envValue is agent.env: a table of NAME = "value". LEGION_* names are
 // Legion's own (each worker's LEGION_TEAM, LEGION_SESSION, ...) and are
@@ -333,7 +334,7 @@ func envValue(v any) (map[string]string, error) {
 	for _, name := range slices.Sorted(maps.Keys(m)) {
 		s, ok := m[name].(string)
 		switch {
-		case !envNameRE.MatchString(name):
+		case !envNameRE().MatchString(name):
 			errs = append(errs, fmt.Errorf("%q: not a variable name (letters, digits and _, not first a digit)", name))
 		case strings.HasPrefix(name, "LEGION_"):
 			errs = append(errs, fmt.Errorf("%s: LEGION_* variables are Legion's own", name))

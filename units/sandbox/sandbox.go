@@ -72,7 +72,7 @@ type Sandbox struct {
 	finalLog *string // Log's text once Stop removed the files
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$`)
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$`) })
 
 // Start starts a private systemd user manager and returns once it is
 // ready. It changes nothing in the calling process's environment: use
@@ -103,7 +103,7 @@ func start(ctx context.Context, o Options, check func() (prereqs, error)) (*Sand
 	if name == "" {
 		name = DefaultName
 	}
-	if !namePattern.MatchString(name) || strings.HasSuffix(name, "-") {
+	if !namePattern().MatchString(name) || strings.HasSuffix(name, "-") {
 		return nil, fmt.Errorf("sandbox name %q: want letters, digits, '.', '_' and '-', at most 32 bytes, not starting with a punctuation mark or ending in '-'", name)
 	}
 	p, err := check()
