@@ -23,7 +23,8 @@ const (
 	logStateCheck = 500 * time.Millisecond // how often it asks whether the session ended
 )
 
-// cmdLogs streams the session's transcript from args.Offset. Without
+// cmdLogs streams the session's transcript from args.Offset (or its last
+// args.Tail bytes, taken when the file is first opened). Without
 // follow it stops at the end of the file as it is now; with follow it
 // keeps going, across unit restarts (the worker appends every run to the
 // same file), until the session has ended for good and every byte was
@@ -33,8 +34,11 @@ func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req api.Request) (
 	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
-	if a.Offset < 0 {
-		return nil, nil, api.Errorf(api.CodeBadRequest, "%s: offset %d is negative", req.Cmd, a.Offset)
+	if a.Offset < 0 || a.Tail < 0 {
+		return nil, nil, api.Errorf(api.CodeBadRequest, "%s: offset %d, tail %d: want 0 or more", req.Cmd, a.Offset, a.Tail)
+	}
+	if a.Offset > 0 && a.Tail > 0 {
+		return nil, nil, api.Errorf(api.CodeBadRequest, "%s: offset and tail both given: want one of them", req.Cmd)
 	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
 	if err != nil {
@@ -66,6 +70,13 @@ func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req api.Request) (
 			}
 			if err != nil {
 				f = nil
+			}
+			if f != nil && a.Tail > 0 {
+				fi, err := f.Stat()
+				if err != nil {
+					return nil, nil, err
+				}
+				off, a.Tail = max(0, fi.Size()-a.Tail), 0
 			}
 		}
 		if f != nil {

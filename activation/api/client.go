@@ -141,28 +141,33 @@ type OutputError struct{ Err error }
 func (e *OutputError) Error() string { return "write output: " + e.Err.Error() }
 func (e *OutputError) Unwrap() error { return e.Err }
 
-// Logs writes a session's transcript to w from args.Offset: up to its
-// current end, or with args.Follow until the session ends for good (it is
-// followed across unit restarts) or ctx is done. The result's Offset is
-// where a later call would continue. A failed write to w ends it with an
+// Logs writes a session's transcript to w from args.Offset (or its last
+// args.Tail bytes): up to its current end, or with args.Follow until the
+// session ends for good (it is followed across unit restarts) or ctx is
+// done. The result's Offset is where a later call would continue (with
+// Tail, still 0 if no byte came). A failed write to w ends it with an
 // *OutputError.
 func (c *Client) Logs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, error) {
-	var wrote int64
+	next := args.Offset       // the offset of the next byte w needs
+	started := args.Tail <= 0 // with Tail, the first event says where w starts
 	onEvent := func(raw json.RawMessage) error {
 		var ev LogEvent
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			return fmt.Errorf("decode log event: %w", err)
 		}
+		if !started {
+			next, started = ev.Offset, true
+		}
 		// A retried request restarts at args.Offset; skip what w has.
 		data := ev.Data
-		if skip := args.Offset + wrote - ev.Offset; skip > 0 {
+		if skip := next - ev.Offset; skip > 0 {
 			if skip >= int64(len(data)) {
 				return nil
 			}
 			data = data[skip:]
 		}
 		n, err := w.Write(data)
-		wrote += int64(n)
+		next += int64(n)
 		if err != nil {
 			return &OutputError{Err: err}
 		}
@@ -171,7 +176,7 @@ func (c *Client) Logs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResu
 	resp, fds, err := c.retry(ctx, CmdSessionsLogs, args, onEvent)
 	closeAll(fds)
 	if err != nil {
-		return LogsResult{Offset: args.Offset + wrote}, err
+		return LogsResult{Offset: next}, err
 	}
 	var r LogsResult
 	err = decodeResult(CmdSessionsLogs, resp, &r)
@@ -422,6 +427,7 @@ func FollowLogs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResult, er
 			}
 			if res.Offset > args.Offset {
 				deadline = time.Time{} // progress: a fresh budget
+				args.Tail = 0          // continue from the next byte
 			}
 			args.Offset = res.Offset
 		}

@@ -160,6 +160,10 @@ type LogsArgs struct {
 	Name   string `json:"name"`
 	Follow bool   `json:"follow,omitempty"` // keep streaming, across unit restarts, until the session ends or the client closes
 	Offset int64  `json:"offset,omitempty"` // transcript byte offset to start from
+	// Tail, instead of Offset, starts at most this many bytes before the
+	// transcript's end as it is when the stream begins, so the end of a
+	// long transcript costs what it shows, not the whole file.
+	Tail int64 `json:"tail,omitempty"`
 }
 
 // LogEvent is one stream item of sessions.logs: a chunk of transcript bytes

@@ -246,8 +246,12 @@ func (s *Server) needs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// excerptLines is how many lines a failed session's excerpt shows.
-const excerptLines = 20
+// excerptLines is how many lines a failed session's excerpt shows, taken
+// from at most the transcript's last excerptBytes.
+const (
+	excerptLines = 20
+	excerptBytes = 64 << 10
+)
 
 // failedExcerpt returns the last lines about a failed session: its unit's
 // and the lines about it in the journal, or, where the journal cannot be
@@ -267,7 +271,7 @@ func failedExcerpt(ctx context.Context, c *api.Client, teamName string, n Need) 
 	var b bytes.Buffer
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := c.Logs(lctx, api.LogsArgs{Name: n.Session}, &b); err != nil && b.Len() == 0 {
+	if _, err := c.Logs(lctx, api.LogsArgs{Name: n.Session, Tail: excerptBytes}, &b); err != nil && b.Len() == 0 {
 		return []string{"no journal or transcript lines: " + err.Error()}, ""
 	}
 	tr := strings.Split(strings.TrimRight(stripANSI(b.String()), "\n"), "\n")

@@ -156,11 +156,15 @@ func (s *sessionAPI) handleTranscript(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.Close()
-	keep := &tailBuffer{max: defaultTranscriptTail, head: !tail}
-	if !tail {
-		keep.max = maxTranscriptChunk
+	args := api.LogsArgs{Name: name, Offset: from}
+	keep := &tailBuffer{max: maxTranscriptChunk, head: true}
+	if tail {
+		// The helper starts near the end; the buffer keeps the last bytes
+		// should the file grow meanwhile.
+		args.Tail = defaultTranscriptTail
+		keep = &tailBuffer{max: defaultTranscriptTail}
 	}
-	res, err := c.Logs(r.Context(), api.LogsArgs{Name: name, Offset: from}, keep)
+	res, err := c.Logs(r.Context(), args, keep)
 	var out *api.OutputError
 	if errors.As(err, &out) && errors.Is(err, errChunkFull) {
 		err = nil // the chunk is full: the page asks again from next
@@ -170,7 +174,8 @@ func (s *sessionAPI) handleTranscript(w http.ResponseWriter, r *http.Request) {
 		helperError(w, "transcript of "+name, err)
 		return
 	}
-	chunk := transcriptChunk{Offset: res.Offset - int64(len(keep.buf)), Next: res.Offset, Data: string(keep.buf), Truncated: keep.dropped}
+	start := res.Offset - int64(len(keep.buf))
+	chunk := transcriptChunk{Offset: start, Next: res.Offset, Data: string(keep.buf), Truncated: tail && start > 0}
 	writeJSON(w, http.StatusOK, chunk)
 }
 
@@ -180,10 +185,9 @@ var errChunkFull = errors.New("chunk full")
 // tailBuffer keeps the last max bytes written to it, or with head the
 // first max (then a write beyond them fails with errChunkFull).
 type tailBuffer struct {
-	max     int
-	head    bool
-	buf     []byte
-	dropped bool // bytes before buf were dropped
+	max  int
+	head bool
+	buf  []byte
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
@@ -199,7 +203,6 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.buf = append(t.buf, p...)
 	if over := len(t.buf) - t.max; over > 0 {
 		t.buf = t.buf[:copy(t.buf, t.buf[over:])]
-		t.dropped = true
 	}
 	return len(p), nil
 }

@@ -243,6 +243,25 @@ func TestSessionEndpoints(t *testing.T) {
 		}
 	})
 
+	t.Run("long transcript", func(t *testing.T) {
+		// More than the default tail: the answer is its last bytes, with
+		// the whole's offsets, and says there is more before.
+		f.spawn(t, "long", nil, "/bin/sh", "-c", "seq -f 'line %06g' 0 29999; echo DONE; exec sleep 100000")
+		var full string
+		waitfor.Check(t, termWait, "the long transcript to end with DONE", func() error {
+			if full = f.transcript(t, "long"); !strings.Contains(full, "DONE\r\n") {
+				return fmt.Errorf("%d bytes so far", len(full))
+			}
+			return nil
+		})
+		var tr transcriptChunk
+		f.get(t, "/api/sessions/long/transcript", &tr)
+		if len(full) <= defaultTranscriptTail || tr.Data != full[len(full)-defaultTranscriptTail:] ||
+			tr.Offset != int64(len(full)-defaultTranscriptTail) || tr.Next != int64(len(full)) || !tr.Truncated {
+			t.Errorf("transcript = offset %d next %d (%d bytes) truncated %v; want the last %d of %d bytes, truncated", tr.Offset, tr.Next, len(tr.Data), tr.Truncated, defaultTranscriptTail, len(full))
+		}
+	})
+
 	t.Run("journal", func(t *testing.T) {
 		var j journalLines
 		code, msg := f.get(t, "/api/sessions/detail/journal?lines=50", &j)

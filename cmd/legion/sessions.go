@@ -244,25 +244,33 @@ func oneLine(s string, n int) string {
 }
 
 func newSessionsLogsCmd() *cobra.Command {
-	var follow bool
+	var (
+		follow bool
+		last   int64
+	)
 	cmd := &cobra.Command{
-		Use:   "logs [-f] NAME",
+		Use:   "logs [-f] [-c N] NAME",
 		Short: "Print a session's transcript (with -f, follow it across restarts)",
 		Args:  exactArgs(1, "a session name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSessionsLogs(cmd.Context(), cmd.OutOrStdout(), args[0], follow)
+			if last < 0 {
+				return usageError{fmt.Errorf("--bytes %d: want a byte count, 0 or more", last)}
+			}
+			return runSessionsLogs(cmd.Context(), cmd.OutOrStdout(), api.LogsArgs{Name: args[0], Tail: last}, follow)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the session ends (or Ctrl-C)")
+	cmd.Flags().Int64VarP(&last, "bytes", "c", 0, "print only the transcript's last `N` bytes (as tail -c; then, with -f, what follows); 0: all of it")
 	return cmd
 }
 
-func runSessionsLogs(ctx context.Context, out io.Writer, name string, follow bool) error {
+func runSessionsLogs(ctx context.Context, out io.Writer, args api.LogsArgs, follow bool) error {
+	name := args.Name
 	if err := checkName(name); err != nil {
 		return err
 	}
 	if follow {
-		_, err := api.FollowLogs(ctx, api.LogsArgs{Name: name}, out)
+		_, err := api.FollowLogs(ctx, args, out)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("logs of session %s: %w", name, err)
 		}
@@ -273,7 +281,7 @@ func runSessionsLogs(ctx context.Context, out io.Writer, name string, follow boo
 		return err
 	}
 	defer c.Close()
-	if _, err := c.Logs(ctx, api.LogsArgs{Name: name}, out); err != nil {
+	if _, err := c.Logs(ctx, args, out); err != nil {
 		return fmt.Errorf("logs of session %s: %w", name, err)
 	}
 	return nil
