@@ -32,10 +32,10 @@ import (
 //     events as Claude Code's, see ptyworker.RelayHook), the auth type
 //     gemini-api-key unless the user chose another (no auth dialog, G4,
 //     G5), no auto-update, update nag or usage statistics;
-//   - for the allowlist and ask policies, a policy file (.gemini/policies/
-//     legion.toml, [GeminiPolicyFor]) that allows the shell commands of
-//     Legion's worker skill: legion, git and file edits in the worktree,
-//     or only legion issue;
+//   - a policy file (.gemini/policies/legion.toml, [GeminiPolicyFor])
+//     that denies the question tool ask_user and, for the allowlist and
+//     ask policies, allows the shell commands of Legion's worker skill:
+//     legion, git and file edits in the worktree, or only legion issue;
 //   - trustedFolders.json trusting the session's worktree (no trust
 //     dialog, which would restart the CLI and lose the prompt, G4) and
 //     projects.json naming its project "legion", so that its files are in
@@ -58,8 +58,11 @@ import (
 // keys (1 allows, Esc denies). The session file is the project's logs.json,
 // which the CLI writes at every prompt: once it exists a restart resumes.
 //
-// Limits: agent.allow is not used (Claude Code's rule syntax); questions (ask_user, G12) are
-// not relayed; a stalled stream is only seen by the missing hooks (G13).
+// Questions come as text: ask_user is denied (G12, G21), so the model asks
+// in its answer and ends its turn, which the controller escalates.
+//
+// Limits: agent.allow is not used (Claude Code's rule syntax); a stalled
+// stream is only seen by the missing hooks (G13).
 type Gemini struct {
 	Config config.Agent // the team's agent table
 }
@@ -97,27 +100,33 @@ func geminiAllowed(legion string, policy config.PermissionPolicy) []string {
 }
 
 // GeminiPolicyFor is the policy file (the Gemini CLI's policy engine, its
-// user tier: <home>/.gemini/policies) that allows the shell commands of
-// geminiAllowed and, for allowlist, the file tools write_file and replace
-// (which keep to the worktree, as Claude Code's allowlist does); nil when
-// there are none. tools.allowed of the settings
-// is not used: with it, 0.61.0 denied every other shell command instead of
-// asking (gemini FACTS G15).
+// user tier: <home>/.gemini/policies) of every session. It denies the
+// question tool ask_user: its dialog is answered by no hook (G12) and
+// opens even under --approval-mode yolo, so a question would wait on a
+// screen nobody sees; denied, the tool is not offered to the model, which
+// asks in text and ends its turn, and the controller escalates what it
+// said like any turn that ended without worker-done (G21). It allows the
+// shell commands of geminiAllowed and, for allowlist, the file tools
+// write_file and replace (which keep to the worktree, as Claude Code's
+// allowlist does). tools.allowed of the settings is not used: with it,
+// 0.61.0 denied every other shell command instead of asking (gemini FACTS
+// G15).
 func GeminiPolicyFor(legion string, policy config.PermissionPolicy) ([]byte, error) {
-	allowed := geminiAllowed(legion, policy)
-	if len(allowed) == 0 {
-		return nil, nil
-	}
-	rules := []any{map[string]any{"toolName": "run_shell_command", "commandPrefix": allowed, "decision": "allow", "priority": 100}}
-	if policy != config.PermissionsAsk {
-		// Editing files: the CLI's file tools refuse paths outside its
-		// workspace, the worktree.
-		for _, tool := range []string{"write_file", "replace"} {
-			rules = append(rules, map[string]any{"toolName": tool, "decision": "allow", "priority": 100})
+	// Above yolo's own rule for ask_user (priority 999 of the default
+	// tier): a user-tier rule wins over every default-tier one.
+	rules := []any{map[string]any{"toolName": "ask_user", "decision": "deny", "priority": 100}}
+	if allowed := geminiAllowed(legion, policy); len(allowed) > 0 {
+		rules = append(rules, map[string]any{"toolName": "run_shell_command", "commandPrefix": allowed, "decision": "allow", "priority": 100})
+		if policy != config.PermissionsAsk {
+			// Editing files: the CLI's file tools refuse paths outside its
+			// workspace, the worktree.
+			for _, tool := range []string{"write_file", "replace"} {
+				rules = append(rules, map[string]any{"toolName": tool, "decision": "allow", "priority": 100})
+			}
 		}
 	}
 	var b bytes.Buffer
-	b.WriteString("# Written by Legion for one conversation (agent.kind = \"gemini\"): the shell\n# commands its permission policy runs without asking; rewritten at every start.\n")
+	b.WriteString("# Written by Legion for one conversation (agent.kind = \"gemini\"): no question\n# tool (its dialog is answered by no hook), and the shell commands its\n# permission policy runs without asking; rewritten at every start.\n")
 	if err := toml.NewEncoder(&b).Encode(map[string]any{"rule": rules}); err != nil {
 		return nil, fmt.Errorf("encode Gemini policy: %w", err)
 	}
@@ -209,13 +218,10 @@ func (g *Gemini) Prepare(ctx context.Context, s Session, l Launch) (Launch, erro
 	}
 	policies := filepath.Join(dot, "policies")
 	rulesPath := filepath.Join(policies, "legion.toml")
-	if rules == nil {
-		if err := os.Remove(rulesPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fail(err)
-		}
-	} else if err := privdir.Ensure(policies); err != nil {
+	if err := privdir.Ensure(policies); err != nil {
 		return fail(err)
-	} else if err := atomicfile.WritePrivate(rulesPath, rules); err != nil {
+	}
+	if err := atomicfile.WritePrivate(rulesPath, rules); err != nil {
 		return fail(fmt.Errorf("write %s: %w", rulesPath, err))
 	}
 	if err := linkAuth(filepath.Join(user, "oauth_creds.json"), filepath.Join(dot, "oauth_creds.json")); err != nil {

@@ -3,10 +3,12 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +247,76 @@ func TestGeminiPermissionApprovedAndDenied(t *testing.T) {
 		t.Errorf("no request tells the model \"not now\"")
 	}
 	assertGeminiScripted(t, srv)
+}
+
+// TestGeminiQuestionAsText: the Gemini CLI's question tool, ask_user,
+// opens a dialog that no hook can answer (gemini FACTS G12), even under
+// --approval-mode yolo, so Legion's policy file denies it: the CLI does
+// not offer it to the model, and a call of it fails at once instead of
+// waiting on a dialog nobody sees. The model asks in text and ends its
+// turn; the controller escalates what it said, and the person's answer is
+// its next prompt; the phase then completes.
+func TestGeminiQuestionAsText(t *testing.T) {
+	e, srv := startGemini(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 6*time.Minute)
+	id := e.addIssue(ctx, "Ask first")
+	plan := e.geminiPhase(id, controller.ModePlan)
+	call := geminitest.Turn{Call: &geminitest.Call{Name: "ask_user", Args: map[string]any{"questions": []any{
+		map[string]any{"header": "Scope", "question": "Cover the tests too?", "type": "yesno"},
+	}}}, Match: plan[0].Match}
+	question := "Should the plan cover the tests too?"
+	srv.Script(append([]geminitest.Turn{call, {Text: question}}, plan...)...)
+	e.startController()
+
+	e.waitEscalated(ctx, id, 0, question)
+	reply := "Yes, cover the tests too."
+	e.answer(ctx, id, reply)
+	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompletedAnyCode(t, s)
+	e.assertAnswered(ctx, id)
+	reqs := srv.Requests()
+	// The call fails at once (gemini FACTS G20): the next request answers
+	// it with an error.
+	if len(reqs) < 2 || !bytes.Contains(reqs[1].Body, []byte(`"functionResponse":{"name":"ask_user","response":{"error":`)) {
+		t.Errorf("the request after the ask_user call does not answer it with an error")
+	}
+	for i, r := range reqs {
+		if tools := declaredTools(t, r.Body); slices.Contains(tools, "ask_user") || !slices.Contains(tools, "run_shell_command") {
+			t.Errorf("request %d offers the tools %q; want run_shell_command and not ask_user", i, tools)
+		}
+	}
+	told := false
+	for _, r := range reqs {
+		told = told || bytes.Contains(r.Body, []byte(reply))
+	}
+	if !told {
+		t.Errorf("no request carries the answer %q", reply)
+	}
+	assertGeminiScripted(t, srv)
+}
+
+// declaredTools are the names of the functions a Gemini API request body
+// offers the model.
+func declaredTools(t *testing.T, body []byte) []string {
+	t.Helper()
+	var req struct {
+		Tools []struct {
+			FunctionDeclarations []struct {
+				Name string `json:"name"`
+			} `json:"functionDeclarations"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatalf("a Gemini API request that is not JSON: %v", err)
+	}
+	var names []string
+	for _, tl := range req.Tools {
+		for _, f := range tl.FunctionDeclarations {
+			names = append(names, f.Name)
+		}
+	}
+	return names
 }
 
 // TestGeminiPlansClaudeImplements (issue 21): a team that plans with the
