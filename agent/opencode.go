@@ -52,9 +52,11 @@ import (
 // resumes, and the plugin sends the resumed start's prompt (O7: with
 // --continue or -s the TUI ignores --prompt).
 //
-// Limits: opencode's questions (its question tool) are not relayed;
-// agent.allow's Bash rules become opencode bash patterns, its other rules
-// are not used.
+// Questions come as text: the question tool is denied (O19), so the model
+// asks in its answer and ends its turn, which the controller escalates.
+//
+// Limits: agent.allow's Bash rules become opencode bash patterns, its
+// other rules are not used.
 type Opencode struct {
 	Config config.Agent // the team's agent table
 }
@@ -200,7 +202,8 @@ func argValue(argv []string, flag string) string {
 
 // OpencodeConfigFor is the opencode.json Legion passes as OPENCODE_CONFIG:
 // the plugin, and the permissions of policy (allow: Claude Code rules of
-// agent.allow; only Bash(...) ones are used).
+// agent.allow; only Bash(...) ones are used), the question tool denied
+// under every policy.
 func OpencodeConfigFor(plugin, legion string, policy config.PermissionPolicy, allow []string) ([]byte, error) {
 	var perm map[string]any
 	switch policy {
@@ -227,6 +230,13 @@ func OpencodeConfigFor(plugin, legion string, policy config.PermissionPolicy, al
 		perm = map[string]any{"bash": bash, "edit": "allow", "read": "allow", "glob": "allow", "grep": "allow",
 			"list": "allow", "webfetch": "ask", "external_directory": "ask"}
 	}
+	// The TUI offers the model its question tool, whose dialog no hook or
+	// plugin event answers: a question would wait unseen until the
+	// watchdog restarts the worker (FACTS O19). Denied, the tool is not
+	// offered; the model asks in text and ends its turn, which the
+	// controller escalates. ("question" sorts after "*", so this rule is
+	// the last that matches the tool, the one opencode applies.)
+	perm["question"] = "deny"
 	cfg := map[string]any{
 		"$schema":    "https://opencode.ai/config.json",
 		"plugin":     []string{"file://" + plugin},

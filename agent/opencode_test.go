@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -144,6 +145,22 @@ func TestOpencodePolicies(t *testing.T) {
 	}
 	if cfg.Permission["bash"] != "allow" || cfg.Permission["*"] != "allow" {
 		t.Errorf("bypass policy: %v", cfg.Permission)
+	}
+	// The question tool is denied under every policy, by a rule after "*"
+	// (opencode applies the last rule that matches a tool).
+	for _, p := range []config.PermissionPolicy{config.PermissionsAsk, config.PermissionsAllowlist, config.PermissionsBypass} {
+		b, err := OpencodeConfigFor("/p/legion.js", "/bin/legion", p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Permission = nil
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		star, q := bytes.Index(b, []byte(`"*":`)), bytes.Index(b, []byte(`"question": "deny"`))
+		if cfg.Permission["question"] != "deny" || q < 0 || star > q {
+			t.Errorf("%s policy: permission %v; want question denied, after any \"*\" rule", p, cfg.Permission)
+		}
 	}
 }
 

@@ -2,9 +2,11 @@ package service_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +191,74 @@ func TestOpencodePermissionApprovedAndDenied(t *testing.T) {
 	if left := srv.Left(); len(left) != 0 {
 		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
 	}
+}
+
+// TestOpencodeQuestionAsText: opencode's TUI offers the model its
+// question tool, whose dialog Legion's plugin does not answer, so Legion's
+// opencode.json denies it (permission question: deny): opencode does not
+// offer it, and a call of it fails at once instead of waiting on a dialog
+// nobody sees. The model asks in text and ends its turn; the controller
+// escalates what it said, and the person's answer is its next prompt; the
+// phase then completes.
+func TestOpencodeQuestionAsText(t *testing.T) {
+	e, srv := startOpencode(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 10*time.Minute)
+	id := e.addIssue(ctx, "Ask first")
+	plan := e.opencodePhase(id, controller.ModePlan)
+	call := openaitest.Turn{Tool: "question", Args: map[string]any{"questions": []any{map[string]any{
+		"question": "Cover the tests too?", "header": "Scope",
+		"options": []any{map[string]any{"label": "Yes", "description": "plan them"}, map[string]any{"label": "No", "description": "leave them"}},
+	}}}, Match: plan[0].Match}
+	question := "Should the plan cover the tests too?"
+	srv.Script(append([]openaitest.Turn{call, {Text: question, Match: plan[0].Match}}, plan...)...)
+	e.startController()
+
+	e.waitEscalated(ctx, id, 0, question)
+	reply := "Yes, cover the tests too."
+	e.answer(ctx, id, reply)
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompletedAnyCode(t, s)
+	e.assertAnswered(ctx, id)
+	told, answered := false, false
+	for i, r := range srv.Requests() {
+		if r.Title {
+			continue
+		}
+		if tools := responsesTools(t, r.Body); slices.Contains(tools, "question") || !slices.Contains(tools, "bash") {
+			t.Errorf("request %d offers the tools %q; want bash and not question", i, tools)
+		}
+		answered = answered || bytes.Contains(r.Body, []byte(`"function_call_output"`)) && bytes.Contains(r.Body, []byte("question"))
+		told = told || bytes.Contains(r.Body, []byte(reply))
+	}
+	if !answered {
+		t.Errorf("no request answers the question call (a function_call_output)")
+	}
+	if !told {
+		t.Errorf("no request carries the answer %q", reply)
+	}
+	if left := srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
+	}
+}
+
+// responsesTools are the names of the tools a Responses API request body
+// offers the model.
+func responsesTools(t *testing.T, body []byte) []string {
+	t.Helper()
+	var req struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatalf("a Responses API request that is not JSON: %v", err)
+	}
+	var names []string
+	for _, tl := range req.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
 }
 
 // TestMixedOpencodeTodoToDone (issue 21): a team that plans with opencode
