@@ -53,8 +53,10 @@ import (
 //
 // Limits: the allowlist and ask policies run Codex with its own default
 // approvals (a workspace-write sandbox; the model asks for escalation),
-// agent.allow is not used; Codex's questions (request_user_input) exist
-// in its plan mode only (X16) and are not relayed.
+// agent.allow is not used. Codex's question tool (request_user_input)
+// exists in its plan mode only (X16): in the default mode Legion runs, a
+// call of it fails at once (X24), so questions come as text at the end of
+// a turn, which the controller escalates.
 type Codex struct {
 	Config config.Agent // the team's agent table
 }

@@ -237,6 +237,51 @@ func TestCodexPermissionApprovedAndDenied(t *testing.T) {
 	}
 }
 
+// TestCodexQuestionAsText: Codex offers the model request_user_input,
+// which its description keeps to Plan mode (codex FACTS X16); Legion runs
+// Codex in its default mode, where a call of it must fail at once rather
+// than open a dialog that no hook shows: the model then asks in text and
+// ends its turn, the controller escalates what it said, and the person's
+// answer is its next prompt; the phase completes without a restart.
+func TestCodexQuestionAsText(t *testing.T) {
+	e, srv := startCodex(t, teamOptions{wipLimit: 1})
+	ctx := claudeCtx(t, 6*time.Minute)
+	id := e.addIssue(ctx, "Ask first")
+	plan := e.codexPhase(id, controller.ModePlan)
+	call := openaitest.Turn{Tool: "request_user_input", Args: map[string]any{"questions": []any{map[string]any{
+		"id": "scope", "header": "Scope", "question": "Cover the tests too?",
+		"options": []any{map[string]any{"label": "Yes", "description": "plan them"}, map[string]any{"label": "No", "description": "leave them"}},
+	}}}, Match: plan[0].Match}
+	question := "Should the plan cover the tests too?"
+	srv.Script(append([]openaitest.Turn{call, {Text: question, Match: plan[0].Match}}, plan...)...)
+	e.startController()
+
+	e.waitEscalated(ctx, id, 0, question)
+	reply := "Yes, cover the tests too."
+	e.answer(ctx, id, reply)
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompletedAnyCode(t, s)
+	e.assertAnswered(ctx, id)
+	told, answered := false, false
+	for _, r := range srv.Requests() {
+		if i := bytes.Index(r.Body, []byte(`"function_call_output"`)); i >= 0 && !answered {
+			t.Logf("the answer to the request_user_input call: %s", r.Body[i:min(len(r.Body), i+300)])
+			answered = true
+		}
+		told = told || bytes.Contains(r.Body, []byte(reply))
+	}
+	if !answered {
+		t.Errorf("no request answers the request_user_input call (a function_call_output)")
+	}
+	if !told {
+		t.Errorf("no request carries the answer %q", reply)
+	}
+	if left := srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
+	}
+}
+
 // TestMixedKindsTodoToDone (issue 21): a team that plans with Codex
 // (agent.kind_by_mode) and implements, reviews, retros and finishes with
 // Claude Code completes an issue: each phase's agent is its kind's real
