@@ -407,8 +407,9 @@ var Schema = []Setting{
 			"held and answered, clean end once the phase is done. Codex picks its session ids itself: unless the " +
 			"team sets them, agent.new is [\"codex\", \"{prompt}\"] and agent.resume [\"codex\", \"resume\", " +
 			"\"--last\", \"{prompt}\"] (the last session of the conversation's own Codex home); a restart resumes " +
-			"once Codex has written the home's history.jsonl (at the first prompt). Not yet relayed: Codex's " +
-			"questions (its plan mode's request_user_input). \"gemini\": Google's Gemini CLI (npm @google/gemini-cli; facts in " +
+			"once Codex has written the home's history.jsonl (at the first prompt). Codex's question tool " +
+			"(request_user_input) exists in its plan mode only: in the default mode Legion runs, a call of it fails at " +
+			"once, so the agent asks in text and ends its turn, which the controller escalates. \"gemini\": Google's Gemini CLI (npm @google/gemini-cli; facts in " +
 			"ptyworker/gemini/FACTS.md). Each conversation gets a Gemini home of its own (GEMINI_CLI_HOME, beside the " +
 			"session's directory under Legion's state): your own ~/.gemini/settings.json copied with its hooks replaced by " +
 			"Legion's, the API key's auth type unless you chose another, no auto-update, update nag or usage statistics; " +
@@ -417,8 +418,9 @@ var Schema = []Setting{
 			"Unless the team sets them, agent.new is [\"gemini\", \"--session-id\", \"{session_id}\", \"{prompt}\"] and " +
 			"agent.resume [\"gemini\", \"--resume\", \"{session_id}\", \"{prompt}\"]; a restart resumes once the CLI has " +
 			"written the project's logs.json (at the first prompt). The worker reads its hooks as Claude Code's; its " +
-			"approvals cannot be answered by a hook, so a person's answer is typed into its dialog. Not relayed: its " +
-			"questions (ask_user). \"opencode\": the opencode CLI (npm opencode-ai; facts in " +
+			"approvals cannot be answered by a hook, so a person's answer is typed into its dialog. Its question " +
+			"tool (ask_user), whose dialog no hook answers, is denied by a policy file Legion writes into the home: " +
+			"the agent asks in text and ends its turn, which the controller escalates. \"opencode\": the opencode CLI (npm opencode-ai; facts in " +
 			"ptyworker/opencode/FACTS.md). Each conversation gets an opencode home of its own beside the session's " +
 			"directory: an opencode.json passed as OPENCODE_CONFIG, which opencode merges over your own " +
 			"~/.config/opencode/opencode.json (your provider, model and key stay yours: give the key by {env:VAR} " +
@@ -429,7 +431,9 @@ var Schema = []Setting{
 			"end), and records opencode's session id. Unless the team sets them, agent.new is [\"opencode\", " +
 			"\"--prompt\", \"{prompt}\"] and agent.resume [\"opencode\", \"--continue\", \"--prompt\", " +
 			"\"{prompt}\"] (the conversation's own last session, once its id is recorded; the plugin sends the " +
-			"resumed prompt, which opencode ignores on the command line). Not yet relayed: opencode's questions. " +
+			"resumed prompt, which opencode ignores on the command line). Its question tool, whose dialog reaches no " +
+			"plugin event, is denied by those permission rules: the agent asks in text and ends its turn, which the " +
+			"controller escalates. " +
 			"\"custom\": any terminal program, run as agent.new says: no settings, " +
 			"no session file (agent.resume is unused), liveness from its output, and no completion detection: " +
 			"the program must exit by itself when its phase is done.",
