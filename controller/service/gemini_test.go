@@ -264,34 +264,24 @@ func TestGeminiQuestionAsText(t *testing.T) {
 	call := geminitest.Turn{Call: &geminitest.Call{Name: "ask_user", Args: map[string]any{"questions": []any{
 		map[string]any{"header": "Scope", "question": "Cover the tests too?", "type": "yesno"},
 	}}}, Match: plan[0].Match}
-	question := "Should the plan cover the tests too?"
-	srv.Script(append([]geminitest.Turn{call, {Text: question}}, plan...)...)
+	srv.Script(append([]geminitest.Turn{call, {Text: textQuestion}}, plan...)...)
 	e.startController()
-
-	e.waitEscalated(ctx, id, 0, question)
-	reply := "Yes, cover the tests too."
-	e.answer(ctx, id, reply)
-	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
-	e.stopController()
-	assertCompletedAnyCode(t, s)
-	e.assertAnswered(ctx, id)
+	e.answerTextQuestion(ctx, id, e.waitGeminiCompleted)
 	reqs := srv.Requests()
-	// The call fails at once (gemini FACTS G20): the next request answers
+	// The call fails at once (gemini FACTS G21): the next request answers
 	// it with an error.
 	if len(reqs) < 2 || !bytes.Contains(reqs[1].Body, []byte(`"functionResponse":{"name":"ask_user","response":{"error":`)) {
 		t.Errorf("the request after the ask_user call does not answer it with an error")
 	}
+	told := false
 	for i, r := range reqs {
 		if tools := declaredTools(t, r.Body); slices.Contains(tools, "ask_user") || !slices.Contains(tools, "run_shell_command") {
 			t.Errorf("request %d offers the tools %q; want run_shell_command and not ask_user", i, tools)
 		}
-	}
-	told := false
-	for _, r := range reqs {
-		told = told || bytes.Contains(r.Body, []byte(reply))
+		told = told || bytes.Contains(r.Body, []byte(textAnswer))
 	}
 	if !told {
-		t.Errorf("no request carries the answer %q", reply)
+		t.Errorf("no request carries the answer %q", textAnswer)
 	}
 	assertGeminiScripted(t, srv)
 }

@@ -206,40 +206,17 @@ func TestOpencodeQuestionAsText(t *testing.T) {
 	id := e.addIssue(ctx, "Ask first")
 	plan := e.opencodePhase(id, controller.ModePlan)
 	call := openaitest.Turn{Tool: "question", Args: map[string]any{"questions": []any{map[string]any{
-		"question": "Cover the tests too?", "header": "Scope",
-		"options": []any{map[string]any{"label": "Yes", "description": "plan them"}, map[string]any{"label": "No", "description": "leave them"}},
+		"question": "Cover the tests too?", "header": "Scope", "options": questionOptions,
 	}}}, Match: plan[0].Match}
-	question := "Should the plan cover the tests too?"
-	srv.Script(append([]openaitest.Turn{call, {Text: question, Match: plan[0].Match}}, plan...)...)
+	srv.Script(append([]openaitest.Turn{call, {Text: textQuestion, Match: plan[0].Match}}, plan...)...)
 	e.startController()
-
-	e.waitEscalated(ctx, id, 0, question)
-	reply := "Yes, cover the tests too."
-	e.answer(ctx, id, reply)
-	s := e.waitCompleted(ctx, id, controller.ModePlan)
-	e.stopController()
-	assertCompletedAnyCode(t, s)
-	e.assertAnswered(ctx, id)
-	told, answered := false, false
+	e.answerTextQuestion(ctx, id, e.waitCompleted)
 	for i, r := range srv.Requests() {
-		if r.Title {
-			continue
-		}
-		if tools := responsesTools(t, r.Body); slices.Contains(tools, "question") || !slices.Contains(tools, "bash") {
+		if tools := responsesTools(t, r.Body); !r.Title && (slices.Contains(tools, "question") || !slices.Contains(tools, "bash")) {
 			t.Errorf("request %d offers the tools %q; want bash and not question", i, tools)
 		}
-		answered = answered || bytes.Contains(r.Body, []byte(`"function_call_output"`)) && bytes.Contains(r.Body, []byte("question"))
-		told = told || bytes.Contains(r.Body, []byte(reply))
 	}
-	if !answered {
-		t.Errorf("no request answers the question call (a function_call_output)")
-	}
-	if !told {
-		t.Errorf("no request carries the answer %q", reply)
-	}
-	if left := srv.Left(); len(left) != 0 {
-		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
-	}
+	assertToolRefused(t, srv, "question")
 }
 
 // responsesTools are the names of the tools a Responses API request body
