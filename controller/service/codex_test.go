@@ -248,10 +248,7 @@ func TestCodexQuestionAsText(t *testing.T) {
 	ctx := claudeCtx(t, 6*time.Minute)
 	id := e.addIssue(ctx, "Ask first")
 	plan := e.codexPhase(id, controller.ModePlan)
-	call := openaitest.Turn{Tool: "request_user_input", Args: map[string]any{"questions": []any{map[string]any{
-		"id": "scope", "header": "Scope", "question": "Cover the tests too?", "options": questionOptions,
-	}}}, Match: plan[0].Match}
-	srv.Script(append([]openaitest.Turn{call, {Text: textQuestion, Match: plan[0].Match}}, plan...)...)
+	scriptToolQuestion(srv, plan, "request_user_input", map[string]any{"id": "scope", "header": "Scope"})
 	e.startController()
 	e.answerTextQuestion(ctx, id, e.waitCompleted)
 	assertToolRefused(t, srv, "request_user_input")

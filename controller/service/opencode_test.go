@@ -205,10 +205,7 @@ func TestOpencodeQuestionAsText(t *testing.T) {
 	ctx := claudeCtx(t, 10*time.Minute)
 	id := e.addIssue(ctx, "Ask first")
 	plan := e.opencodePhase(id, controller.ModePlan)
-	call := openaitest.Turn{Tool: "question", Args: map[string]any{"questions": []any{map[string]any{
-		"question": "Cover the tests too?", "header": "Scope", "options": questionOptions,
-	}}}, Match: plan[0].Match}
-	srv.Script(append([]openaitest.Turn{call, {Text: textQuestion, Match: plan[0].Match}}, plan...)...)
+	scriptToolQuestion(srv, plan, "question", map[string]any{"header": "Scope"})
 	e.startController()
 	e.answerTextQuestion(ctx, id, e.waitCompleted)
 	for i, r := range srv.Requests() {

@@ -26,6 +26,16 @@ var questionOptions = []any{
 	map[string]any{"label": "No", "description": "leave them"},
 }
 
+// scriptToolQuestion scripts, on a fake Responses API, the plan phase
+// plan after two turns that take its requests: a call of the kind's
+// question tool with one question (q: the tool's own fields, with the
+// question and questionOptions added), then textQuestion as text.
+func scriptToolQuestion(srv *openaitest.Server, plan []openaitest.Turn, tool string, q map[string]any) {
+	q["question"], q["options"] = "Cover the tests too?", questionOptions
+	call := openaitest.Turn{Tool: tool, Args: map[string]any{"questions": []any{q}}, Match: plan[0].Match}
+	srv.Script(append([]openaitest.Turn{call, {Text: textQuestion, Match: plan[0].Match}}, plan...)...)
+}
+
 // answerTextQuestion is what the question tests share once the controller
 // runs: the turn that ended with textQuestion is escalated with it, the
 // person answers textAnswer in the tracker, and the plan phase (waited for
