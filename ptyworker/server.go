@@ -326,8 +326,7 @@ func (c *conn) dispatch(m *message) {
 	case MethodWatch:
 		var p struct{}
 		if e = params(m, &p); e == nil {
-			c.watching.Store(true)
-			c.reply(m.ID, w.info())
+			c.watch(m.ID)
 			return
 		}
 	case MethodAttach:
@@ -514,6 +513,31 @@ func (c *conn) attach(id uint64, p *AttachParams) *RPCError {
 		c.enqueueExit(w.exit)
 	}
 	return nil
+}
+
+// watch subscribes c to state and exit events and answers with the
+// session's info. As with attach, the subscription and finish meet under
+// w.mu: a watch that comes after the agent ended (the worker still serves
+// while it lingers) gets the exit event after its answer, so linger does
+// not wait for it in vain. The info is read before the lock (it reads
+// files); if the run changed meanwhile it is read again.
+func (c *conn) watch(id uint64) {
+	w := c.w
+	for {
+		in := w.info()
+		w.mu.Lock()
+		if in.State != w.state || in.Run != w.run || in.Exit != w.exit {
+			w.mu.Unlock()
+			continue
+		}
+		c.watching.Store(true)
+		c.reply(id, in)
+		if w.exit != nil {
+			c.enqueueExit(w.exit)
+		}
+		w.mu.Unlock()
+		return
+	}
 }
 
 // detach ends the current attachment, if any.
