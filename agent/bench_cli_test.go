@@ -104,6 +104,9 @@ func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, i
 		if err := write(home); err != nil {
 			b.Fatal(err)
 		}
+		if kind == config.AgentOpencode {
+			opencodetest.SeedConfigDir(b, home) // as after a user's first start
+		}
 		env = append(env, openaitest.KeyEnv+"="+openaitest.Key)
 		argvNew, argvResume, _ := config.KindArgv(kind)
 		a.New, a.Resume = append([]string{bin}, argvNew[1:]...), append([]string{bin}, argvResume[1:]...)

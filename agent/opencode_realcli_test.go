@@ -35,6 +35,7 @@ func TestRealOpencodeNewAndResume(t *testing.T) {
 	if err := srv.WriteOpencodeUserConfig(home); err != nil {
 		t.Fatal(err)
 	}
+	opencodetest.SeedConfigDir(t, home)
 	hookLog := filepath.Join(root, "hooks.log")
 	legion := filepath.Join(root, "my bin", "legion")
 	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {

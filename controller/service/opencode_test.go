@@ -40,6 +40,7 @@ func startOpencode(t *testing.T, o teamOptions) (*env, *openaitest.Server) {
 	if err := srv.WriteOpencodeUserConfig(home); err != nil {
 		t.Fatal(err)
 	}
+	opencodetest.SeedConfigDir(t, home)
 	if out, err := e.sd.Systemctl(t, "set-environment", openaitest.KeyEnv+"="+openaitest.Key); err != nil {
 		t.Fatalf("systemctl --user set-environment: %v\n%s", err, out)
 	}
@@ -252,6 +253,7 @@ func TestMixedOpencodeTodoToDone(t *testing.T) {
 	if err := srv.WriteOpencodeUserConfig(home); err != nil {
 		t.Fatal(err)
 	}
+	opencodetest.SeedConfigDir(t, home)
 	ctx := claudeCtx(t, 25*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	srv.Script(e.opencodePhase(id, controller.ModePlan)...)

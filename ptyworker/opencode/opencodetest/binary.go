@@ -6,6 +6,8 @@
 package opencodetest
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -43,4 +45,50 @@ func InstalledPath() string {
 func Binary(t testing.TB) string {
 	t.Helper()
 	return cli.Path(t)
+}
+
+// SeedDir is where scripts/install-agent-clis puts what opencode's first
+// start installs into a config directory (FACTS O4a):
+// @opencode-ai/plugin@Version with its package.json, package-lock.json and
+// node_modules.
+func SeedDir() string {
+	return filepath.Join(sdtest.StartCacheDir, "legion", "opencode", Version, "config-seed")
+}
+
+// SeedConfigDir copies SeedDir into home/.config/opencode, as a user's
+// config directory is after opencode's first start there, so that opencode
+// finds its plugin package installed and does not install it from
+// registry.npmjs.org at its start (about 20 s, and a test that depends on
+// the network). It skips the test when the seed is missing (fails it with
+// CI=true).
+func SeedConfigDir(t testing.TB, home string) {
+	t.Helper()
+	seed := SeedDir()
+	if _, err := os.Stat(filepath.Join(seed, "package-lock.json")); err != nil {
+		sdtest.Require(t, "opencode's config seed in "+seed+" (run scripts/install-agent-clis): "+err.Error(), false)
+	}
+	dir := filepath.Join(home, ".config", "opencode")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// node_modules (64 MB) is linked file by file (cp -al), as a copy
+	// would cost every test; opencode does not write to it when its
+	// package-lock.json says the package is installed. Across file
+	// systems it is copied.
+	for _, name := range []string{"package.json", "package-lock.json", "node_modules"} {
+		src := filepath.Join(seed, name)
+		if name == "node_modules" {
+			if exec.Command("cp", "-al", src, dir).Run() == nil {
+				continue
+			}
+			// What was linked goes before the copy, which would write
+			// through the links into the seed.
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := exec.Command("cp", "-a", src, dir).CombinedOutput(); err != nil {
+			t.Fatalf("seed %s: cp -a %s: %v\n%s", dir, src, err, out)
+		}
+	}
 }
