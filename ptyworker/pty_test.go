@@ -465,6 +465,9 @@ func TestBackgroundJobDoesNotHoldExit(t *testing.T) {
 	if err := tw.wait(); err != nil {
 		t.Errorf("Run() = %v; want nil (the agent exited 0)", err)
 	}
+	// The worker wrote the exit event, after all output, before Run
+	// returned; this client may not have read it yet.
+	waitFor(t, "the exit event", func() bool { return s.exitInfo() != nil })
 	if !strings.Contains(s.output(), "agent-done") {
 		t.Errorf("output %q lacks the agent's last words", s.output())
 	}
