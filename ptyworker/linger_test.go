@@ -14,18 +14,7 @@ import (
 // session that exits at once and should hit its start limit of 2 starts
 // in 1 s never did.
 func TestWatchAfterExit(t *testing.T) {
-	// Output beyond what the socket buffers hold, so that the client that
-	// does not read keeps the worker lingering.
-	spec := testSpec(t, "sh", "-c", `read x; head -c 600000 /dev/zero | tr '\0' x; exit 3`)
-	tw := startWorker(t, spec, Options{ExitLinger: time.Minute})
-
-	stalled := tw.raw()
-	stalled.hello(spec)
-	stalled.request(2, MethodAttach, AttachParams{})
-	if m := stalled.next(); m == nil || m.Error != nil {
-		t.Fatalf("attach: %+v", m)
-	}
-	// From here on stalled is not read until it is closed.
+	tw, _, stalled := lingeringWorker(t)
 
 	c := tw.dial()
 	if err := c.Input(ctxT(t), []byte("go\r")); err != nil {
@@ -51,4 +40,21 @@ func TestWatchAfterExit(t *testing.T) {
 	// worker ends, ExitLinger (a minute) or not.
 	stalled.nc.Close()
 	tw.wait() // fails the test if the worker is still running after waitTimeout
+}
+
+// lingeringWorker starts a worker (ExitLinger a minute) whose agent, once
+// it reads a line, writes more than the socket buffers hold and exits 3,
+// with a client attached that reads nothing from then on: once the agent
+// ended, the worker lingers until that client is closed.
+func lingeringWorker(t *testing.T) (*testWorker, *Spec, *rawConn) {
+	t.Helper()
+	spec := testSpec(t, "sh", "-c", `read x; head -c 600000 /dev/zero | tr '\0' x; exit 3`)
+	tw := startWorker(t, spec, Options{ExitLinger: time.Minute})
+	stalled := tw.raw()
+	stalled.hello(spec)
+	stalled.request(2, MethodAttach, AttachParams{})
+	if m := stalled.next(); m == nil || m.Error != nil {
+		t.Fatalf("attach: %+v", m)
+	}
+	return tw, spec, stalled
 }

@@ -3,7 +3,6 @@ package ptyworker
 import (
 	"errors"
 	"testing"
-	"time"
 )
 
 // TestRemoveAfterExit sends remove once the agent has exited with a
@@ -13,19 +12,7 @@ import (
 // ignored left the registry saying exited and Run failing, so systemd
 // restarted a session that was told to go away.
 func TestRemoveAfterExit(t *testing.T) {
-	// Output beyond what the socket buffers hold, so that the client that
-	// does not read keeps the worker lingering.
-	spec := testSpec(t, "sh", "-c", `read x; head -c 600000 /dev/zero | tr '\0' x; exit 3`)
-	tw := startWorker(t, spec, Options{ExitLinger: time.Minute})
-
-	stalled := tw.raw()
-	stalled.hello(spec)
-	stalled.request(2, MethodAttach, AttachParams{})
-	if m := stalled.next(); m == nil || m.Error != nil {
-		t.Fatalf("attach: %+v", m)
-	}
-	// From here on stalled is not read until the end.
-
+	tw, spec, stalled := lingeringWorker(t)
 	c := tw.dial()
 	s := follow(c, 0, 0)
 	if _, err := c.Watch(ctxT(t)); err != nil {
