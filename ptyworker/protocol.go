@@ -55,7 +55,11 @@ package ptyworker
 // hello, info, attach, detach, input, resize, signal, remove, health, watch,
 // respond and end (rpc 1.1); see the *Params and *Result types below.
 // Events: "state", "exit", "desync" (this connection fell too far behind
-// and is being dropped; the connection is closed after it).
+// and is being dropped; the connection is closed after it). Every attached
+// or watching connection gets the exit event of the run, after all output
+// before it; one that attaches or watches after the agent ended (the
+// worker serves a while longer) gets it right after its answer. The worker
+// waits at most its exit linger for them to be sent before it exits.
 //
 // # Hook connections (rpc 1.1)
 //
