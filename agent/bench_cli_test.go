@@ -97,15 +97,10 @@ func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, i
 	case config.AgentCodex, config.AgentOpencode:
 		srv := openaitest.NewServer(b)
 		srv.Script(openaitest.Turn{Text: "Ready."})
-		write := srv.WriteUserConfig
 		if kind == config.AgentOpencode {
-			write = srv.WriteOpencodeUserConfig
-		}
-		if err := write(home); err != nil {
+			opencodetest.WriteUserConfig(b, srv, home) // as after a user's first start
+		} else if err := srv.WriteUserConfig(home); err != nil {
 			b.Fatal(err)
-		}
-		if kind == config.AgentOpencode {
-			opencodetest.SeedConfigDir(b, home) // as after a user's first start
 		}
 		env = append(env, openaitest.KeyEnv+"="+openaitest.Key)
 		argvNew, argvResume, _ := config.KindArgv(kind)

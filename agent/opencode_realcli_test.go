@@ -32,10 +32,7 @@ func TestRealOpencodeNewAndResume(t *testing.T) {
 		openaitest.Turn{Text: "First turn done."},
 		openaitest.Turn{Text: "Second turn done."},
 	)
-	if err := srv.WriteOpencodeUserConfig(home); err != nil {
-		t.Fatal(err)
-	}
-	opencodetest.SeedConfigDir(t, home)
+	opencodetest.WriteUserConfig(t, srv, home)
 	hookLog := filepath.Join(root, "hooks.log")
 	legion := filepath.Join(root, "my bin", "legion")
 	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {

@@ -37,10 +37,7 @@ func startOpencode(t *testing.T, o teamOptions) (*env, *openaitest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.WriteOpencodeUserConfig(home); err != nil {
-		t.Fatal(err)
-	}
-	opencodetest.SeedConfigDir(t, home)
+	opencodetest.WriteUserConfig(t, srv, home)
 	if out, err := e.sd.Systemctl(t, "set-environment", openaitest.KeyEnv+"="+openaitest.Key); err != nil {
 		t.Fatalf("systemctl --user set-environment: %v\n%s", err, out)
 	}
@@ -250,10 +247,7 @@ func TestMixedOpencodeTodoToDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.WriteOpencodeUserConfig(home); err != nil {
-		t.Fatal(err)
-	}
-	opencodetest.SeedConfigDir(t, home)
+	opencodetest.WriteUserConfig(t, srv, home)
 	ctx := claudeCtx(t, 25*time.Minute)
 	id := e.addIssue(ctx, "Write a file")
 	srv.Script(e.opencodePhase(id, controller.ModePlan)...)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -55,14 +56,18 @@ func SeedDir() string {
 	return filepath.Join(sdtest.StartCacheDir, "legion", "opencode", Version, "config-seed")
 }
 
-// SeedConfigDir copies SeedDir into home/.config/opencode, as a user's
-// config directory is after opencode's first start there, so that opencode
-// finds its plugin package installed and does not install it from
-// registry.npmjs.org at its start (about 20 s, and a test that depends on
-// the network). It skips the test when the seed is missing (fails it with
-// CI=true).
-func SeedConfigDir(t testing.TB, home string) {
+// WriteUserConfig makes home/.config/opencode a user's config directory
+// as it is after opencode's first start there: srv's opencode.json
+// (openaitest.Server.WriteOpencodeUserConfig) and SeedDir's files, so that
+// opencode finds its plugin package installed and does not install it
+// from registry.npmjs.org at its start (about 20 s, and a test that
+// depends on the network). It skips the test when the seed is missing
+// (fails it with CI=true).
+func WriteUserConfig(t testing.TB, srv *openaitest.Server, home string) {
 	t.Helper()
+	if err := srv.WriteOpencodeUserConfig(home); err != nil {
+		t.Fatal(err)
+	}
 	seed := SeedDir()
 	if _, err := os.Stat(filepath.Join(seed, "package-lock.json")); err != nil {
 		sdtest.Require(t, "opencode's config seed in "+seed+" (run scripts/install-agent-clis): "+err.Error(), false)
