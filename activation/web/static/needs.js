@@ -123,11 +123,13 @@
   // cards are the cards drawn, by need (team, issue, kind), with the need
   // they show: a need that did not change keeps its card, so a click in
   // progress never lands on a replaced button; only its tokens are
-  // brought up to date.
+  // brought up to date. What a card does not show is no change: the
+  // issue's status, and whether the controller has escalated the wait in
+  // the tracker, which it does while the person may be clicking.
   let cards = new Map();
 
   function needKey(n) { return n.team + "\u0000" + n.issue + "\u0000" + n.kind; }
-  function needSig(n) { return JSON.stringify(Object.assign({}, n, {usage: null})); }
+  function needSig(n) { return JSON.stringify(Object.assign({}, n, {usage: null, status: null, escalated: null})); }
 
   function newCard(n) {
     const card = E("section", {className: "need card " + n.kind, data: {team: n.team, issue: n.issue, kind: n.kind}});
