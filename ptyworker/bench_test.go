@@ -246,17 +246,31 @@ func procCPU(b *testing.B, pid int) time.Duration {
 }
 
 func BenchmarkOutputThroughput(b *testing.B) {
-	benchOutput(b, benchPairs, false)
+	benchOutput(b, benchPairs, false, true)
 }
 
+func BenchmarkOutputThroughputFrames(b *testing.B) {
+	benchOutput(b, benchPairs, false, false)
+}
+
+// BenchmarkOutputStalledClient attaches with data frames: that is the
+// path on which a client that stops reading could cost the worker
+// something (a full socket, its drop). A mapped client costs the worker a
+// few bytes per batch whether it reads or not (TestMappedClientLapped).
 func BenchmarkOutputStalledClient(b *testing.B) {
-	benchOutput(b, 5, true)
+	benchOutput(b, 5, true, false)
 }
 
 // benchOutput runs pairs raw/worker pairs per iteration of `cat FILE` and
 // reports the figures of BenchmarkOutputThroughput; with stalled, a second
 // client that never reads is attached too (BenchmarkOutputStalledClient).
-func benchOutput(b *testing.B, pairs int, stalled bool) {
+// With mapped the clients attach mapped, as `legion attach` and the helper
+// do; without, they take data frames, as a client older than rpc 1.2 or
+// one on another architecture does.
+func benchOutput(b *testing.B, pairs int, stalled, mapped bool) {
+	if mapped && !ringMappable {
+		b.Skip("mapped attach is for amd64 only")
+	}
 	file := benchFile(b)
 	// The echo of "go" is part of the output in both runs.
 	argv := []string{"sh", "-c", "read go; exec cat " + file}
@@ -289,8 +303,8 @@ func benchOutput(b *testing.B, pairs int, stalled bool) {
 		spec.RingSize = 8 << 20
 		wp := startWorkerProcess(b, spec)
 		c := wp.client
-		if _, err := c.Attach(context.Background(), AttachParams{}); err != nil {
-			b.Fatal(err)
+		if res, err := c.Attach(context.Background(), AttachParams{Mapped: mapped}); err != nil || res.Mapped != mapped {
+			b.Fatalf("attach (mapped %v): %+v, %v", mapped, res, err)
 		}
 		var stall *stallingClient
 		if stalled {

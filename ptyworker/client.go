@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrClientClosed is returned by calls on a closed or broken client.
@@ -173,8 +176,18 @@ func (c *Client) readLoop() {
 	// Small frames (control messages, keystroke echoes) come whole in one
 	// read(2); the payload of a large data frame, read into the event's
 	// own slice, mostly bypasses the buffer (bufio reads straight into a
-	// destination at least its size).
-	br := bufio.NewReaderSize(c.nc, 16<<10)
+	// destination at least its size). On a unix socket the reads keep the
+	// descriptor of a mapped attach's ring.
+	var src io.Reader = c.nc
+	var rights *rightsReader
+	if uc, ok := c.nc.(*net.UnixConn); ok {
+		rights = newRightsReader(uc)
+		src = rights
+		defer rights.close()
+	}
+	var ring *ringView // the mapped ring, from an 'M' frame
+	defer func() { ring.unmap() }()
+	br := bufio.NewReaderSize(src, 16<<10)
 	for {
 		var typ byte
 		var n int
@@ -215,8 +228,80 @@ func (c *Client) readLoop() {
 			if !c.deliver(ev) {
 				return
 			}
+		case FrameRing, FrameHead:
+			var off [offsetLen]byte
+			if n != offsetLen {
+				err = fmt.Errorf("worker sent a %q frame of %d bytes; want %d", typ, n, offsetLen)
+				return
+			}
+			if err = readFull(br, off[:]); err != nil {
+				err = fmt.Errorf("%w: %w", ErrClientClosed, err)
+				return
+			}
+			at := binary.BigEndian.Uint64(off[:])
+			if typ == FrameRing {
+				if ring, err = c.mapRing(rights, ring, at); err != nil {
+					return
+				}
+				continue
+			}
+			if ring == nil {
+				err = errors.New("worker sent a head frame before its ring")
+				return
+			}
+			if !c.deliverRing(ring, at) {
+				err = ErrClientClosed
+				return
+			}
 		}
 	}
+}
+
+// mapRing maps the ring an 'M' frame announced (its descriptor came with
+// the frame's bytes), replacing old.
+func (c *Client) mapRing(rights *rightsReader, old *ringView, from uint64) (*ringView, error) {
+	fd := -1
+	if rights != nil {
+		fd = rights.takeFD()
+	}
+	if fd < 0 {
+		return old, errors.New("worker sent a ring frame without the ring's descriptor")
+	}
+	v, err := mapRing(fd, from)
+	unix.Close(fd)
+	if err != nil {
+		return old, err
+	}
+	old.unmap()
+	return v, nil
+}
+
+// deliverRing delivers the output of a mapped ring up to head, in events
+// of at most dataChunk bytes. A client that fell more than the ring behind
+// gets a desync event, as one the worker drops does, and the connection is
+// closed; false then, or when Close was called.
+func (c *Client) deliverRing(v *ringView, head uint64) bool {
+	for v.pos < head {
+		from := v.pos
+		data := eventData(int(min(head-from, dataChunk)))
+		n, ok := v.take(data, head)
+		if !ok {
+			d := &DesyncEventData{
+				Offset: from,
+				Reason: fmt.Sprintf("client fell more than the %d-byte ring behind the output (head %d); reattach from offset %d or take a snapshot", len(v.data), head, from),
+			}
+			c.deliver(Event{Kind: EventKindDesync, Desync: d})
+			c.nc.Close()
+			return false
+		}
+		if n == 0 {
+			return true // a head frame never runs ahead of the ring's head
+		}
+		if !c.deliver(Event{Kind: EventKindOutput, Offset: from, Data: data[:n]}) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Client) dispatch(m *message) {
@@ -442,6 +527,7 @@ func (c *Client) Info(ctx context.Context) (*Info, error) {
 // Attach starts the output stream (see AttachParams); output, a snapshot
 // and the exit event arrive on Events().
 func (c *Client) Attach(ctx context.Context, p AttachParams) (*AttachResult, error) {
+	p.Mapped = p.Mapped && canMap(c.nc)
 	var res AttachResult
 	if err := c.call(ctx, MethodAttach, p, &res); err != nil {
 		return nil, err

@@ -4,7 +4,8 @@
 //
 // It owns, for its session: the spec file format (spec.go), the PTY and the
 // agent's process group (pty.go), the output ring addressed by a monotonic byte
-// offset and its consumers (ring.go, output.go), the VT screen kept beside it
+// offset and its consumers (ring.go, output.go; in a sealed memfd that local
+// clients map read-only, ringmap.go), the VT screen kept beside it
 // for snapshots (screen.go, render.go), the transcript file (transcript.go),
 // the RPC protocol, server and client on a unix socket (protocol.go,
 // server.go, writer.go, session.go, client.go), the registry file

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/legion-dev/legion/internal/waitfor"
+	"golang.org/x/sys/unix"
 )
 
 func frameSeed(typ byte, payload string) []byte {
@@ -26,6 +28,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(append(frameSeed(FrameData, "\x00\x00\x00\x00\x00\x00\x00\x05hello"), frameSeed(FrameControl, `{"id":2,"result":{}}`)...))
 	f.Add([]byte("J\xff\xff\xff\xff"))
 	f.Add([]byte(`{"id":1}` + "\n"))
+	f.Add(append(frameSeed(FrameRing, "\x00\x00\x00\x00\x00\x00\x00\x00"), frameSeed(FrameHead, "\x00\x00\x00\x00\x00\x00\x10\x00")...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := bytes.NewReader(in)
 		for {
@@ -62,6 +65,40 @@ func FuzzReadFrame(f *testing.F) {
 				params(m, v)
 			}
 		}
+	})
+}
+
+// FuzzClientFrames feeds arbitrary bytes, as a worker's side of a unix
+// socket, to a Client: whatever comes (a head frame before any ring, a
+// ring frame without its descriptor, data frames, events), the client
+// neither panics nor hangs, and its events end with the connection.
+func FuzzClientFrames(f *testing.F) {
+	f.Add(frameSeed(FrameHead, "\x00\x00\x00\x00\x00\x00\x10\x00"))
+	f.Add(frameSeed(FrameRing, "\x00\x00\x00\x00\x00\x00\x00\x00"))
+	f.Add(append(frameSeed(FrameData, "\x00\x00\x00\x00\x00\x00\x00\x05hello"), frameSeed(FrameControl, `{"event":"exit","data":{"code":3}}`)...))
+	f.Add(frameSeed(FrameControl, `{"event":"desync","data":{"offset":7}}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worker := os.NewFile(uintptr(fds[0]), "worker")
+		cf := os.NewFile(uintptr(fds[1]), "client")
+		nc, err := net.FileConn(cf)
+		cf.Close()
+		if err != nil {
+			worker.Close()
+			t.Fatal(err)
+		}
+		c := NewClient(nc)
+		go func() {
+			worker.Write(in)
+			worker.Close()
+		}()
+		for ev := range c.Events() {
+			ev.Release()
+		}
+		c.Close()
 	})
 }
 

@@ -41,6 +41,8 @@ type subscriber struct {
 	batch uint64        // pending bytes that wake a lazy consumer; set by subscribe
 	lazy  atomic.Bool   // see above; set and cleared by the consumer
 
+	mapped bool // a mapped client: gets head frames, not data (ringmap.go)
+
 	dropped atomic.Bool
 	onDrop  func() // called under output.mu when dropped; must not block
 }
@@ -69,7 +71,11 @@ func (s *subscriber) poke() {
 }
 
 func newOutput(size int) *output {
-	return &output{ring: NewRing(size), subs: map[*subscriber]struct{}{}}
+	return newOutputOn(NewRing(size))
+}
+
+func newOutputOn(r *Ring) *output {
+	return &output{ring: r, subs: map[*subscriber]struct{}{}}
 }
 
 // write appends p (the reader's buffer, copied) and wakes consumers,

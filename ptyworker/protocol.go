@@ -24,6 +24,19 @@ package ptyworker
 //     offset had been written (ANSI sequences for an xterm-like terminal).
 //     At most MaxDataFrame bytes: a screen too big for that in colour comes
 //     as plain text, and if need be without its top rows.
+//   - 'M' ring, worker to client only, to a client that attached with
+//     mapped (rpc 1.2): 8 bytes big-endian offset the client reads from,
+//     with the output ring's memfd in SCM_RIGHTS on the same bytes. The
+//     memfd starts with a header page (magic "LGNRING1" as a little-endian
+//     uint64, data size, head, reserve: uint64s in native order), then the
+//     data; it is sealed against writes, so clients can only map it
+//     read-only. Sent before the attach response. See ringmap.go.
+//   - 'H' head, worker to client only, after 'M' instead of data frames:
+//     8 bytes big-endian offset; the output before it is in the ring.
+//
+// A client may ask for mapped only on a unix socket and where its loads
+// keep their order (amd64); a worker that cannot share its ring (no memfd
+// or seals) answers with data frames and mapped false in the result.
 //
 // A frame of an unknown type or over its limit gets a bad_request error
 // response (id 0) and the connection is closed: the stream cannot be trusted
@@ -90,7 +103,7 @@ import (
 // worker accepts.
 const (
 	RPCMajor    = 1
-	RPCMinor    = 1 // 1.1: hook connections, respond, end, Info.Agent
+	RPCMinor    = 2 // 1.1: hook connections, respond, end, Info.Agent; 1.2: mapped attach
 	RPCMinorMin = 0
 )
 
@@ -99,6 +112,8 @@ const (
 	FrameControl  byte = 'J'
 	FrameData     byte = 'D'
 	FrameSnapshot byte = 'S'
+	FrameRing     byte = 'M'
+	FrameHead     byte = 'H'
 )
 
 // Hard limits on frame payloads.
@@ -320,6 +335,10 @@ type AttachParams struct {
 	Cols     int     `json:"cols,omitempty"`
 	Rows     int     `json:"rows,omitempty"`
 	ReadOnly bool    `json:"read_only,omitempty"`
+	// Mapped asks for the output ring itself ('M', then 'H' frames)
+	// instead of data frames (rpc 1.2; Client.Attach clears it where it
+	// cannot map). A worker that cannot share its ring ignores it.
+	Mapped bool `json:"mapped,omitempty"`
 }
 
 // Attach modes.
@@ -339,6 +358,7 @@ type AttachResult struct {
 	Running bool      `json:"running"`
 	Exit    *ExitInfo `json:"exit,omitempty"`
 	Epoch   string    `json:"epoch"`
+	Mapped  bool      `json:"mapped,omitempty"` // output comes as 'M' and 'H' frames
 }
 
 // InputParams writes bytes to the PTY.
@@ -454,6 +474,8 @@ func frameLimit(typ byte) int {
 		return MaxControlFrame
 	case FrameData, FrameSnapshot:
 		return MaxDataFrame + offsetLen
+	case FrameRing, FrameHead:
+		return offsetLen
 	}
 	return -1
 }
@@ -484,7 +506,7 @@ func readFrameHeader(r io.Reader) (typ byte, n int, err error) {
 	size := binary.BigEndian.Uint32(h[1:])
 	limit := frameLimit(typ)
 	if limit < 0 {
-		return typ, 0, fmt.Errorf("frame type %q: %w (want 'J', 'D' or 'S')", typ, ErrFrameType)
+		return typ, 0, fmt.Errorf("frame type %q: %w (want 'J', 'D', 'S', 'M' or 'H')", typ, ErrFrameType)
 	}
 	if uint64(size) > uint64(limit) {
 		return typ, 0, fmt.Errorf("frame type %q of %d bytes: %w (limit %d)", typ, size, ErrFrameTooLarge, limit)

@@ -3,6 +3,8 @@ package ptyworker
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"unsafe"
 )
 
 // ErrTooOld is returned (wrapped) by Ring.ReadAt for an offset whose bytes
@@ -10,78 +12,116 @@ import (
 var ErrTooOld = errors.New("offset no longer in the ring")
 
 // Ring keeps the last Size() bytes of a stream, addressed by the stream's
-// monotonic byte offset: the first byte ever written is offset 0. It is not
-// safe for concurrent use; the worker guards it with its output lock.
+// monotonic byte offset: the first byte ever written is offset 0. One
+// goroutine writes (the worker guards the ring with its output lock);
+// ReadAt must not run concurrently with Write either.
+//
+// A ring from NewSharedRing lives in a sealed memfd that clients map
+// read-only (see ringmap.go): its head and the end of the write in
+// progress are published in a header, so that a reader in another process
+// can tell the bytes it copied from bytes overwritten meanwhile.
 type Ring struct {
-	buf  []byte
-	head uint64 // offset of the next byte to be written
+	buf []byte      // the data
+	hdr *ringHeader // in the mapping for a shared ring, else on the heap
+
+	shared *sharedRing // nil for a heap ring
 }
 
-// NewRing returns a ring holding the last size bytes.
+// ringHeader is the start of a shared ring's mapping (one page); a heap
+// ring has one too, so both write the same way.
+type ringHeader struct {
+	magic   uint64        // ringMagic
+	size    uint64        // data bytes, which start at ringDataOffset
+	head    atomic.Uint64 // offset of the next byte to be written
+	reserve atomic.Uint64 // end of the write in progress (>= head): bytes below reserve-size may be overwritten
+}
+
+// ringMagic marks a ring mapping ("LGNRING1").
+const ringMagic = 0x4c474e52494e4731
+
+// NewRing returns a ring holding the last size bytes, on the heap.
 func NewRing(size int) *Ring {
 	if size <= 0 {
 		panic("ptyworker: ring size must be positive")
 	}
-	return &Ring{buf: make([]byte, size)}
+	return &Ring{buf: make([]byte, size), hdr: &ringHeader{magic: ringMagic, size: uint64(size)}}
 }
 
 // Size is the ring's capacity in bytes.
 func (r *Ring) Size() int { return len(r.buf) }
 
 // Head is the offset of the next byte to be written (= bytes written so far).
-func (r *Ring) Head() uint64 { return r.head }
+func (r *Ring) Head() uint64 { return r.hdr.head.Load() }
 
 // Oldest is the smallest offset still held.
 func (r *Ring) Oldest() uint64 {
-	if r.head <= uint64(len(r.buf)) {
+	head := r.Head()
+	if head <= uint64(len(r.buf)) {
 		return 0
 	}
-	return r.head - uint64(len(r.buf))
+	return head - uint64(len(r.buf))
 }
 
 // Write appends p, overwriting the oldest bytes when full. It never fails.
+// The header's reserve moves before the copy and its head after, so a
+// reader that copied bytes below reserve-size knows they may be torn.
 func (r *Ring) Write(p []byte) {
 	n := len(r.buf)
+	head := r.hdr.head.Load()
+	end := head + uint64(len(p))
 	if len(p) >= n {
-		r.head += uint64(len(p) - n)
+		head = end - uint64(n)
 		p = p[len(p)-n:]
 	}
-	pos := int(r.head % uint64(n))
+	r.hdr.reserve.Store(end)
+	pos := int(head % uint64(n))
 	c := copy(r.buf[pos:], p)
 	copy(r.buf, p[c:])
-	r.head += uint64(len(p))
+	r.hdr.head.Store(end)
 }
 
 // ReadAt copies bytes from offset off into dst and returns how many; 0 when
 // off is the head. An offset older than Oldest wraps ErrTooOld; one past the
 // head is an error too.
 func (r *Ring) ReadAt(dst []byte, off uint64) (int, error) {
-	if off > r.head {
-		return 0, fmt.Errorf("offset %d is past the head %d", off, r.head)
+	head := r.Head()
+	if off > head {
+		return 0, fmt.Errorf("offset %d is past the head %d", off, head)
 	}
 	if off < r.Oldest() {
 		return 0, fmt.Errorf("offset %d (oldest is %d): %w", off, r.Oldest(), ErrTooOld)
 	}
-	avail := r.head - off
-	if uint64(len(dst)) > avail {
+	return ringCopy(dst, r.buf, off, head), nil
+}
+
+// ringCopy copies from data, a ring's bytes, the stream from off up to at
+// most head into dst, and returns how many bytes it copied.
+func ringCopy(dst, data []byte, off, head uint64) int {
+	if avail := head - off; uint64(len(dst)) > avail {
 		dst = dst[:avail]
 	}
-	n := len(r.buf)
+	n := len(data)
 	pos := int(off % uint64(n))
-	c := copy(dst, r.buf[pos:])
-	copy(dst[c:], r.buf)
-	return len(dst), nil
+	c := copy(dst, data[pos:])
+	copy(dst[c:], data)
+	return len(dst)
 }
 
 // ReadFrom returns a copy of every byte from offset off to the head, or an
 // error wrapping ErrTooOld when off is no longer held.
 func (r *Ring) ReadFrom(off uint64) ([]byte, error) {
-	if off > r.head {
-		return nil, fmt.Errorf("offset %d is past the head %d", off, r.head)
+	head := r.Head()
+	if off > head {
+		return nil, fmt.Errorf("offset %d is past the head %d", off, head)
 	}
-	out := make([]byte, r.head-off)
+	out := make([]byte, head-off)
 	if _, err := r.ReadAt(out, off); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// headerAt is the ring header at the start of a mapping.
+func headerAt(mem []byte) *ringHeader {
+	return (*ringHeader)(unsafe.Pointer(unsafe.SliceData(mem)))
 }

@@ -88,6 +88,8 @@ type conn struct {
 
 // ctrlItem is one step for the writer, done in queue order.
 type ctrlItem struct {
+	ring       bool        // first an 'M' frame with the ring's memfd, from ringOff
+	ringOff    uint64      //
 	frame      []byte      // a complete 'J' frame, or nil
 	flush      bool        // first send the attachment's output up to flushTo
 	flushTo    uint64      //
@@ -469,9 +471,16 @@ func (c *conn) attach(id uint64, p *AttachParams) *RPCError {
 		}
 	}
 	c.detach()
+	// A mapped client reads the ring itself and sees for itself when it
+	// fell behind, so the worker never drops it.
+	mapped := p.Mapped && w.out.ring.FD() >= 0
 	limit := uint64(w.clientQueue)
+	if mapped {
+		limit = 0
+	}
 	sub := newSubscriber(limit, func() { c.nc.SetWriteDeadline(time.Now().Add(dropDeadline)) })
-	res := AttachResult{}
+	sub.mapped = mapped
+	res := AttachResult{Mapped: mapped}
 	var snap []byte
 	oldest, head, _ := w.out.bounds()
 	if p.Offset != nil && (p.Epoch == "" || p.Epoch == w.lease.Nonce) && *p.Offset >= oldest && *p.Offset <= head {
@@ -503,7 +512,7 @@ func (c *conn) attach(id uint64, p *AttachParams) *RPCError {
 		w.out.unsubscribe(sub)
 		return &RPCError{Code: CodeInternalError, Message: err.Error()}
 	}
-	it := ctrlItem{frame: f, activate: sub}
+	it := ctrlItem{frame: f, activate: sub, ring: mapped, ringOff: res.Offset}
 	if res.Mode == AttachSnapshot {
 		it.snapshot, it.snapOff = snap, res.Offset
 	}

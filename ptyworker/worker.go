@@ -222,7 +222,12 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	defer ln.Close() // also unlinks the socket
 
 	cols, rows := s.size()
-	w.out = newOutput(s.ringSize())
+	ring, err := NewSharedRing(s.ringSize())
+	if err != nil {
+		w.log.Warn("clients get output in data frames, not mapped", "err", err)
+		ring = NewRing(s.ringSize())
+	}
+	w.out = newOutputOn(ring)
 	w.scr = newScreen(cols, rows)
 	w.argvKind = ""
 	kind, argv := s.ChooseArgv()

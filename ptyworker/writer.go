@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // writeLoop writes queued control items and the attachment's output, in
@@ -118,6 +120,11 @@ func (c *conn) writeItem(it ctrlItem, active **subscriber, buf *[]byte) bool {
 			}
 		}
 	}
+	if it.ring {
+		if err := c.writeRing(it.ringOff); err != nil {
+			return false
+		}
+	}
 	if it.frame != nil {
 		if _, err := c.nc.Write(it.frame); err != nil {
 			return false
@@ -152,6 +159,9 @@ func (c *conn) sendOutput(s *subscriber, limit uint64, buf *[]byte) (int, error)
 	if off >= limit {
 		return 0, nil
 	}
+	if s.mapped {
+		return c.sendHead(s, min(c.w.out.head(), limit))
+	}
 	want := min(uint64(len(*buf)), limit-off)
 	n, err := c.w.out.readAt((*buf)[:want], off)
 	if errors.Is(err, ErrTooOld) {
@@ -169,6 +179,31 @@ func (c *conn) sendOutput(s *subscriber, limit uint64, buf *[]byte) (int, error)
 	}
 	s.next.Store(off + uint64(n))
 	return n, nil
+}
+
+// writeRing sends a mapped client the ring: an 'M' frame with the memfd.
+func (c *conn) writeRing(from uint64) error {
+	h := offsetHeader(FrameRing, from, 0)
+	n, _, err := c.nc.WriteMsgUnix(h[:], unix.UnixRights(c.w.out.ring.FD()), nil)
+	if err == nil && n < len(h) { // the descriptor went with the first bytes
+		_, err = c.nc.Write(h[n:])
+	}
+	return err
+}
+
+// sendHead tells a mapped subscriber that output reaches head; it returns
+// how many output bytes that covers.
+func (c *conn) sendHead(s *subscriber, head uint64) (int, error) {
+	off := s.next.Load()
+	if head <= off {
+		return 0, nil
+	}
+	h := offsetHeader(FrameHead, head, 0)
+	if _, err := c.nc.Write(h[:]); err != nil {
+		return 0, err
+	}
+	s.next.Store(head)
+	return int(head - off), nil
 }
 
 // writeDesync tells a dropped client where it stopped; the caller closes.

@@ -133,7 +133,7 @@ func (a *attacher) connect(ctx context.Context, offset *uint64) error {
 		return fmt.Errorf("attach %s: %w", a.o.Name, err)
 	}
 	wc := ptyworker.NewClient(conn) // the helper already said hello on it
-	p := ptyworker.AttachParams{Offset: offset, ReadOnly: a.o.ReadOnly}
+	p := ptyworker.AttachParams{Offset: offset, ReadOnly: a.o.ReadOnly, Mapped: true}
 	if cols, rows, err := term.GetSize(int(a.o.Out.Fd())); err == nil && cols > 0 && rows > 0 {
 		p.Cols, p.Rows = cols, rows
 	}

@@ -409,7 +409,7 @@ func (t *termConn) reattach(ctx context.Context) (done bool, err error) {
 // attachWorker attaches wc from offset (nil: a snapshot), read-only
 // unless the page has control.
 func (t *termConn) attachWorker(ctx context.Context, wc *ptyworker.Client, from *uint64) error {
-	p := ptyworker.AttachParams{ReadOnly: !t.control}
+	p := ptyworker.AttachParams{ReadOnly: !t.control, Mapped: true}
 	if from != nil {
 		off := *from
 		p.Offset, p.Epoch = &off, t.epoch
