@@ -5,7 +5,9 @@ package ptyworker
 // b.ReportMetric so one run prints the comparison:
 //
 //   - BenchmarkOutputThroughput: MB/s of `cat FILE` (32 MiB) read straight
-//     from a PTY and received by an attached client through the worker, and
+//     from a PTY and received by an attached client through the worker (a
+//     mapped attach, as `legion attach` and the dashboard make; see
+//     ringmap.go), and
 //     their ratio (target >= 0.95 on a quiet machine): of all bytes over all
 //     time ("ratio"), and the median of the pairs' own ratios ("ratio-p50",
 //     which one unlucky raw run moves less); sixteen interleaved pairs per
@@ -33,6 +35,8 @@ package ptyworker
 //     the kernel's tty work; more idle time during the worker's runs than
 //     during the raw ones says the relay's path also waits (wake-ups)
 //     rather than computes.
+//   - BenchmarkOutputThroughputFrames: the same with a client that takes
+//     data frames (rpc 1.1, or not amd64).
 //   - BenchmarkOutputStalledClient: the same flood with a second client
 //     attached that never reads: MB/s of the client that keeps up against
 //     the raw read ("ratio"), and how many stalled clients were dropped
