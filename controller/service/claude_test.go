@@ -62,12 +62,38 @@ func startClaude(t *testing.T, o teamOptions, managerEnv ...string) *env {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, r := range srv.MessageRequests("") {
-				t.Logf("API request %s session %s unscripted %v: last user text %q",
-					r.Time.Format("15:04:05.000"), r.Session, r.Unscripted, clip(r.LastUserText(), 200))
+				t.Logf("API request %s session %s unscripted %v: last user text %q%s",
+					r.Time.Format("15:04:05.000"), r.Session, r.Unscripted, clip(r.LastUserText(), 200), toolResults(r))
 			}
 		}
 	})
 	return e
+}
+
+// toolResults lists, for a failure's log, the tool results the last
+// user message of r carries: what each tool call of the scripted turns
+// (a legion command, say) answered.
+func toolResults(r *anthropictest.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role != "user" {
+			continue
+		}
+		var blocks []struct {
+			Type      string `json:"type"`
+			ToolUseID string `json:"tool_use_id"`
+		}
+		if json.Unmarshal(r.Messages[i].Content, &blocks) != nil {
+			return ""
+		}
+		var out strings.Builder
+		for _, b := range blocks {
+			if res, ok := r.ToolResult(b.ToolUseID); ok && b.Type == "tool_result" {
+				fmt.Fprintf(&out, "; tool result %s error %v: %q", b.ToolUseID, res.IsError, clip(res.Content, 300))
+			}
+		}
+		return out.String()
+	}
+	return ""
 }
 
 func clip(s string, n int) string {
