@@ -267,13 +267,15 @@ func TestRPCBadInput(t *testing.T) {
 			t.Errorf("HelloAs() minor = %d; want %d", res.RPCMinor, RPCMinor)
 		}
 	})
-	t.Run("snapshot frame from a client", func(t *testing.T) {
-		r := tw.raw()
-		r.hello(spec)
-		r.send(FrameSnapshot, make([]byte, 8))
-		wantError(t, r.next(), 0, CodeBadRequest)
-		checkServing(t, tw)
-	})
+	for _, typ := range []byte{FrameSnapshot, FrameRing, FrameHead} {
+		t.Run(fmt.Sprintf("%q frame from a client", typ), func(t *testing.T) {
+			r := tw.raw()
+			r.hello(spec)
+			r.send(typ, make([]byte, 8))
+			wantError(t, r.next(), 0, CodeBadRequest)
+			checkServing(t, tw)
+		})
+	}
 	t.Run("read-only attach refuses input", func(t *testing.T) {
 		c := tw.dial()
 		follow(c, 0, 0)

@@ -189,8 +189,8 @@ func (c *conn) readLoop() {
 			c.handleControl(payload)
 		case FrameData:
 			c.handleInputFrame(payload)
-		case FrameSnapshot:
-			c.replyErr(0, CodeBadRequest, "snapshot frames only go from the worker to clients", false)
+		case FrameSnapshot, FrameRing, FrameHead:
+			c.replyErr(0, CodeBadRequest, fmt.Sprintf("%q frames only go from the worker to clients", typ), false)
 		}
 		if c.closing.Load() {
 			return // the answer says the connection ends; nothing after it is served
