@@ -29,6 +29,10 @@
 // something a person matches on. Which unit wrote a line is journald's own
 // trusted field _SYSTEMD_USER_UNIT (legion.service: the helper,
 // legion@TEAM.service: a controller, a worker's unit: that worker).
+// journald reads it from the sender's cgroup in /proc when it handles the
+// line, so a line a process sends just before it exits can lack it (seen
+// once in CI on a worker's last lines); ParseEntry then takes a worker's
+// unit from its LEGION_UNIT, which the worker sets to its own unit.
 //
 // Every line about an issue carries LEGION_TEAM and LEGION_ISSUE, so
 // `journalctl --user LEGION_ISSUE=WEB-1` (or `legion logs TEAM WEB-1`) is

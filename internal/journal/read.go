@@ -20,7 +20,11 @@ type Entry struct {
 	Cursor   string    `json:"cursor"`
 	Priority int       `json:"priority"` // syslog priority 0..7; 6 (info) when the entry has none
 	// Unit is the unit that wrote the entry (_SYSTEMD_USER_UNIT, else
-	// _SYSTEMD_UNIT); Ident is its SYSLOG_IDENTIFIER, else _COMM.
+	// _SYSTEMD_UNIT); Ident is its SYSLOG_IDENTIFIER, else _COMM. A
+	// worker's line that journald could not attribute (it reads the
+	// sender's cgroup from /proc when it handles the line, and a worker
+	// that has just exited has none) gets the unit the worker named
+	// itself in, LEGION_UNIT.
 	Unit    string `json:"unit,omitempty"`
 	Ident   string `json:"ident,omitempty"`
 	PID     int    `json:"pid,omitempty"`
@@ -85,6 +89,9 @@ func ParseEntry(line []byte) (Entry, error) {
 	str(&e.About, FieldUnit)
 	if err := errors.Join(errs...); err != nil {
 		return Entry{}, err
+	}
+	if e.Unit == "" && e.Ident == IdentWorker {
+		e.Unit = e.About
 	}
 	us, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || us < 0 {

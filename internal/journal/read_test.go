@@ -23,6 +23,18 @@ func TestParseEntry(t *testing.T) {
 			About: "legion-0a1b2c3d-web-1-implement.service",
 		},
 	}, {
+		// journald read no cgroup for the sender: the worker had exited.
+		name: "worker line without the trusted unit",
+		line: `{"__REALTIME_TIMESTAMP":"2","_PID":"42","SYSLOG_IDENTIFIER":"legion-pty-worker","MESSAGE":"agent ended","LEGION_TEAM":"web","LEGION_UNIT":"legion-0a1b2c3d-web-1-implement.service"}`,
+		want: Entry{
+			Time: time.UnixMicro(2), Priority: 6, PID: 42, Unit: "legion-0a1b2c3d-web-1-implement.service", Ident: "legion-pty-worker",
+			Message: "agent ended", Team: "web", About: "legion-0a1b2c3d-web-1-implement.service",
+		},
+	}, {
+		name: "helper line without the trusted unit",
+		line: `{"__REALTIME_TIMESTAMP":"3","SYSLOG_IDENTIFIER":"legion","MESSAGE":"spawn","LEGION_UNIT":"legion-0a1b2c3d-web-1-implement.service"}`,
+		want: Entry{Time: time.UnixMicro(3), Priority: 6, Ident: "legion", Message: "spawn", About: "legion-0a1b2c3d-web-1-implement.service"},
+	}, {
 		name: "byte arrays, repeated fields, null, no priority",
 		line: `{"__REALTIME_TIMESTAMP":"1","MESSAGE":[104,105,10,255],"LEGION_TEAM":["web","web"],"LEGION_ISSUE":[[87,45,49],"x"],"LEGION_MODE":null,"_SYSTEMD_UNIT":"legion.service","_COMM":"legion"}`,
 		want: Entry{Time: time.UnixMicro(1), Priority: 6, Unit: "legion.service", Ident: "legion", Message: "hi\n\xff", Team: "web", Issue: "W-1"},

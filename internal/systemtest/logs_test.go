@@ -44,7 +44,8 @@ func testIssueLogs(t *testing.T, s *sys, id string) {
 		case strings.HasPrefix(e.Source, "legion-") && e.Source == e.Unit:
 			seen["worker"]++
 		default:
-			t.Errorf("entry %d: source %q (unit %q); want controller, helper or a worker unit", i, e.Source, e.Unit)
+			t.Errorf("entry %d: source %q (unit %q); want controller, helper or a worker unit; the entry:\n%s", i, e.Source, e.Unit,
+				strings.SplitN(s.login("journalctl", "--user", "--no-pager", "-o", "json", "--cursor", e.Cursor), "\n", 2)[0])
 		}
 		if e.Team != teamName || e.Issue != id {
 			t.Errorf("entry %d (%s): team %q, issue %q; want %s, %s: %s", i, e.Source, e.Team, e.Issue, teamName, id, e.Message)
