@@ -210,8 +210,24 @@ start_limit_interval = "10m"
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
+			// The tests poll sessions.list many times a second: its debug
+			// lines would hide the controller's decisions.
 			b, _ := os.ReadFile(e.logFile)
-			t.Logf("legion log (%s):\n%s", e.logFile, tail(string(b), 150))
+			var kept []string
+			polls := 0
+			for line := range strings.Lines(string(b)) {
+				if strings.Contains(line, `msg="command done"`) && strings.Contains(line, "cmd=sessions.list") {
+					polls++
+					continue
+				}
+				kept = append(kept, line)
+			}
+			t.Logf("legion log (%s), without its %d debug lines of sessions.list:\n%s", e.logFile, polls, tail(strings.Join(kept, ""), 150))
+			// What the controller would do now, and why.
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			out, err := exec.CommandContext(sctx, e.bin, "state", teamName).CombinedOutput()
+			cancel()
+			t.Logf("legion state %s (err %v):\n%s", teamName, err, out)
 			trs, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", "*.log"))
 			for _, tr := range trs {
 				b, _ := os.ReadFile(tr)
