@@ -17,7 +17,10 @@ package ptyworker
 //
 // Every event sets LastEvent and Event; other events and fields are
 // ignored. The machine is pure: the worker (hook.go) holds the permission
-// hooks that wait for a person and says what respond changed.
+// hooks that wait for a person and says what respond changed: an answered
+// permission or question, and a prompt typed to an idle agent (or one
+// stopped at an API error), leave the agent working (Event "respond")
+// until its next event.
 
 import (
 	"bytes"

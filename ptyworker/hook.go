@@ -326,6 +326,24 @@ func (w *worker) respond(p *RespondParams) (*RespondResult, *RPCError) {
 	if e := w.typeKeys(p.Text, "\r"); e != nil {
 		return nil, e
 	}
+	// The prompt starts a turn: an agent that was idle or stopped at an
+	// API error is working from now on, as after an answered question,
+	// until its hooks say more. Else, until the agent's own turn-start
+	// event came (UserPromptSubmit; later still on a loaded machine), the
+	// old turn's end would stand for this one's, and a controller tick in
+	// between would count the person's answer as more idle time and
+	// escalate the answered question again. An event that came meanwhile
+	// (the agent was quicker) is newer, and stands.
+	w.mu.Lock()
+	changed := false
+	if cur := w.agent.cur; a != nil && cur != nil && (st == api.AgentIdle || st == api.AgentAPIError) &&
+		cur.State == st && cur.LastEvent.Equal(a.LastEvent) {
+		changed = w.agent.moveOn(now, "")
+	}
+	w.mu.Unlock()
+	if changed {
+		w.agentChanged(now)
+	}
 	return w.respondResult(DeliveredKeys), nil
 }
 

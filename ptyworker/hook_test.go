@@ -122,6 +122,13 @@ func bufferLogger(t testing.TB) (*slog.Logger, *logBuffer) {
 // agentIn waits until the agent's state (from info) is want, and returns it.
 func agentIn(t *testing.T, c *Client, want api.AgentState) *api.Agent {
 	t.Helper()
+	return agentInAfter(t, c, want, time.Time{})
+}
+
+// agentInAfter waits for the agent state want set by an event after
+// since: not one left from before.
+func agentInAfter(t *testing.T, c *Client, want api.AgentState, since time.Time) *api.Agent {
+	t.Helper()
 	var a *api.Agent
 	waitFor(t, "agent state "+string(want), func() bool {
 		in, err := c.Info(ctxT(t))
@@ -129,7 +136,7 @@ func agentIn(t *testing.T, c *Client, want api.AgentState) *api.Agent {
 			t.Fatalf("info: %v", err)
 		}
 		a = in.Agent
-		return a != nil && a.State == want
+		return a != nil && a.State == want && a.LastEvent.After(since)
 	})
 	return a
 }
@@ -395,13 +402,15 @@ func TestRespondByKeys(t *testing.T) {
 			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, false, true, "", "got:not that one", api.AgentWorking},
 		{"a permission dialog without its hook, denied without a reason: Esc, the agent idle", "notify-perm", api.AgentWaitingPermission,
 			RespondParams{Decision: api.DecisionDeny}, false, true, "", "declined", api.AgentIdle},
-		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, false, "", "got:now the docs", api.AgentIdle},
+		// Working from the prompt on, though this agent sends no hook for it.
+		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, false, "", "got:now the docs", api.AgentWorking},
 		{"working: queued as the next prompt", "work", api.AgentWorking, RespondParams{Text: "and the tests"}, false, false, "", "got:and the tests", api.AgentWorking},
 	}
 	rc := tw.dial()
 	dialogs := 0
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			sent := time.Now()
 			if err := c.Input(ctx, []byte(tt.step+"\r")); err != nil {
 				t.Fatal(err)
 			}
@@ -410,7 +419,7 @@ func TestRespondByKeys(t *testing.T) {
 					t.Logf("the agent's output:\n%q", s.output())
 				}
 			})
-			agentIn(t, c, tt.state)
+			agentInAfter(t, c, tt.state, sent)
 			if tt.drop {
 				if err := c.Input(ctx, []byte("drop\r")); err != nil {
 					t.Fatal(err)
