@@ -17,6 +17,7 @@ package ptyworker
 // as a dropped client would be.
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -178,8 +179,13 @@ func newRightsReader(uc *net.UnixConn) *rightsReader {
 }
 
 func (r *rightsReader) Read(p []byte) (int, error) {
-	n, oobn, _, _, err := r.uc.ReadMsgUnix(p, r.oob)
+	n, oobn, flags, _, err := r.uc.ReadMsgUnix(p, r.oob)
 	n = max(n, 0) // it may say -1 with an error, which io.Reader must not
+	if err == nil && flags&unix.MSG_CTRUNC != 0 {
+		// The kernel closed what did not fit: a frame's descriptor may be
+		// among them, and the stream is not to be trusted.
+		err = errors.New("worker connection: the descriptors passed with its bytes were truncated (a worker passes one, with a mapped attach)")
+	}
 	if oobn > 0 {
 		if msgs, perr := unix.ParseSocketControlMessage(r.oob[:oobn]); perr == nil {
 			for i := range msgs {

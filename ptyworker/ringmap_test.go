@@ -2,6 +2,8 @@ package ptyworker
 
 import (
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -247,5 +249,36 @@ func TestMapRingRefusesBadInput(t *testing.T) {
 	}
 	if _, err := mapRing(r.FD(), 10); err == nil || !strings.Contains(err.Error(), "past its head") {
 		t.Errorf("mapRing(from past the head) = %v; want an error", err)
+	}
+}
+
+// TestRightsReaderTruncated: descriptors beyond what the client expects
+// (the kernel truncates them) end the stream with an error that says so,
+// instead of a frame read without its descriptor.
+func TestRightsReaderTruncated(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	f := os.NewFile(uintptr(fds[1]), "client")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pass := make([]int, 8) // more than the client's room for four
+	for i := range pass {
+		pass[i] = fds[0]
+	}
+	if err := unix.Sendmsg(fds[0], []byte("M"), unix.UnixRights(pass...), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := newRightsReader(c.(*net.UnixConn))
+	defer r.close()
+	n, err := r.Read(make([]byte, 16))
+	if err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("Read = %d, %v; want an error saying the descriptors were truncated", n, err)
 	}
 }
