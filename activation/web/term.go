@@ -209,7 +209,9 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 
 // journalLines is GET /api/sessions/{name}/journal: the last lines
 // (?lines=N, default 200, at most 5000) of the session's worker unit and
-// of the helper and controller about it, oldest first.
+// of the helper and controller about it, oldest first; with
+// ?after=CURSOR (an entry's cursor from an earlier answer) the lines
+// since that one instead, at most 5000: the Session view polls with it.
 type journalLines struct {
 	Unit    string          `json:"unit"`
 	Entries []journal.Entry `json:"entries"`
@@ -229,18 +231,26 @@ func (s *sessionAPI) handleJournal(w http.ResponseWriter, r *http.Request) {
 		}
 		lines = n
 	}
+	after := r.URL.Query().Get("after")
+	if after != "" && !journal.ValidCursor(after) {
+		writeError(w, http.StatusBadRequest, "%s", fmt.Sprintf("journal of %s: after %q: want a journal cursor (an entry's \"cursor\")", name, clipQuery(after)))
+		return
+	}
 	sess, err := s.status(r.Context(), name)
 	if err != nil {
 		helperError(w, "journal of "+name, err)
 		return
 	}
 	out := journalLines{Unit: sess.Unit, Entries: []journal.Entry{}}
-	q := journal.Query{Team: sess.Team, Unit: sess.Unit, UID: os.Getuid(), Lines: lines, Journalctl: s.journalctl}
+	q := journal.Query{Team: sess.Team, Unit: sess.Unit, UID: os.Getuid(), Lines: lines, After: after, Journalctl: s.journalctl}
 	err = journal.Read(r.Context(), q, func(e journal.Entry) error {
 		out.Entries = append(out.Entries, e)
+		if len(out.Entries) == maxJournalLines {
+			return errEnough // the next poll goes on from the last one
+		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errEnough) {
 		code := http.StatusInternalServerError
 		if errors.Is(err, journal.ErrNoJournald) || errors.Is(err, journal.ErrPermission) {
 			code = http.StatusServiceUnavailable
@@ -249,6 +259,17 @@ func (s *sessionAPI) handleJournal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// errEnough stops a journal read that has all the entries one answer holds.
+var errEnough = errors.New("enough entries")
+
+// clipQuery shortens a query value quoted in an error.
+func clipQuery(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "…"
+	}
+	return v
 }
 
 // sessionName is the {name} of the request, checked as the helper would;

@@ -299,6 +299,8 @@ func TestSessionEndpoints(t *testing.T) {
 		{"/api/sessions/detail/transcript?offset=-1", http.StatusBadRequest, "offset"},
 		{"/api/sessions/detail/journal?lines=0", http.StatusBadRequest, "lines"},
 		{"/api/sessions/detail/journal?lines=x", http.StatusBadRequest, "lines"},
+		{"/api/sessions/detail/journal?after=--lines%3D9", http.StatusBadRequest, "cursor"},
+		{"/api/sessions/detail/journal?after=s%3D1%3Bi%3Dzz", http.StatusBadRequest, "cursor"},
 	} {
 		if code, msg := f.get(t, tc.path, nil); code != tc.code || !strings.Contains(msg, tc.want) {
 			t.Errorf("GET %s = %d %q; want %d naming %q", tc.path, code, msg, tc.code, tc.want)

@@ -169,16 +169,44 @@ type Query struct {
 	Follow bool // wait for new entries until ctx ends
 	// Lines is how many of the last entries to start with; 0 is all.
 	Lines int
+	// After, a cursor of an entry read before (Entry.Cursor), starts with
+	// the entry after it instead of the last Lines: the new ones since
+	// (ValidCursor says whether a cursor given from outside looks like one).
+	After string
 	// Journalctl is the program; "" is journalctl from PATH.
 	Journalctl string
+}
+
+// ValidCursor reports whether c looks like a journal cursor
+// ("s=…;i=…;b=…;m=…;t=…;x=…"): key=value pairs of letters and hex digits,
+// split by semicolons, at most 256 bytes.
+func ValidCursor(c string) bool {
+	if c == "" || len(c) > 256 {
+		return false
+	}
+	for _, kv := range strings.Split(c, ";") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || len(k) != 1 || k[0] < 'a' || k[0] > 'z' || v == "" {
+			return false
+		}
+		for _, r := range v {
+			if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Args is journalctl's command line for q.
 func (q Query) Args() []string {
 	args := []string{"--output=json", "--all", "--no-pager", "--quiet"}
-	if q.Lines > 0 {
+	switch {
+	case q.After != "":
+		args = append(args, "--after-cursor="+q.After)
+	case q.Lines > 0:
 		args = append(args, "--lines="+strconv.Itoa(q.Lines))
-	} else if q.Follow {
+	case q.Follow:
 		args = append(args, "--no-tail")
 	}
 	if q.Follow {

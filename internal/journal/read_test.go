@@ -95,10 +95,50 @@ func TestQueryArgs(t *testing.T) {
 		{Query{Team: "web", Issue: "WEB-1", UID: 1000, Follow: true}, "--output=json --all --no-pager --quiet --no-tail --follow _UID=1000 LEGION_TEAM=web LEGION_ISSUE=WEB-1"},
 		{Query{Team: "web", Unit: "legion-0a1b2c3d-WEB\\x2d1-plan.service", UID: 1000, Lines: 50}, "--output=json --all --no-pager --quiet --lines=50 _UID=1000 LEGION_TEAM=web LEGION_UNIT=legion-0a1b2c3d-WEB\\x2d1-plan.service"},
 		{Query{Team: "web", UID: 0, Lines: 20, Follow: true}, "--output=json --all --no-pager --quiet --lines=20 --follow _UID=0 LEGION_TEAM=web"},
+		// After wins over Lines: the entries since.
+		{Query{Team: "web", UID: 1000, Lines: 20, After: "s=1;i=2"}, "--output=json --all --no-pager --quiet --after-cursor=s=1;i=2 _UID=1000 LEGION_TEAM=web"},
 	}
 	for _, tt := range tests {
 		if got := strings.Join(tt.q.Args(), " "); got != tt.want {
 			t.Errorf("%+v.Args() = %s; want %s", tt.q, got, tt.want)
 		}
 	}
+}
+
+func TestValidCursor(t *testing.T) {
+	for _, c := range []string{
+		"s=739ad463348b4ceca5a9e69c95a3c93f;i=4ece7;b=6c7c6013a8674ab39b9e1e7fd2a4f2e1;m=a5b6c7;t=5e8c0a1b2c3d4;x=f2d1c0b9a8e7d6c5",
+		"s=1;i=2",
+	} {
+		if !ValidCursor(c) {
+			t.Errorf("ValidCursor(%q) = false; want true", c)
+		}
+	}
+	for _, c := range []string{"", "s", "s=", "=1", "s=1;", "s=1;;i=2", "ss=1", "s=1 i=2", "s=x", "--lines=5", "s=1\ni=2", strings.Repeat("s=1;", 70) + "i=2"} {
+		if ValidCursor(c) {
+			t.Errorf("ValidCursor(%q) = true; want false", c)
+		}
+	}
+}
+
+// FuzzValidCursor: whatever ValidCursor lets through is one journalctl
+// argument that cannot be read as another option or a match: no dash at
+// its start, no space, '=' or '+' outside its key=value pairs.
+func FuzzValidCursor(f *testing.F) {
+	for _, c := range []string{"s=1;i=2", "--lines=5", "s=1;;i=2", "s=x", ""} {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, c string) {
+		if !ValidCursor(c) {
+			return
+		}
+		if len(c) > 256 || strings.HasPrefix(c, "-") || strings.ContainsAny(c, " \t\r\n+_/") {
+			t.Fatalf("ValidCursor(%q) = true", c)
+		}
+		for _, kv := range strings.Split(c, ";") {
+			if k, v, _ := strings.Cut(kv, "="); len(k) != 1 || v == "" || strings.Contains(v, "=") {
+				t.Fatalf("ValidCursor(%q) = true: pair %q", c, kv)
+			}
+		}
+	})
 }

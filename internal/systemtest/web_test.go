@@ -3,6 +3,7 @@ package systemtest_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -88,6 +89,41 @@ func TestWebSessionJournal(t *testing.T) {
 	if lines.Unit != unit {
 		t.Errorf("journal unit = %q; want %s", lines.Unit, unit)
 	}
+
+	// Live: the lines after the last one shown are the new ones, as the
+	// Session view polls for them (what a person types makes one).
+	seen := map[string]bool{}
+	for _, e := range lines.Entries {
+		seen[e.Cursor] = true
+	}
+	last := lines.Entries[len(lines.Entries)-1]
+	s.login("legion", "send", name, "keep going")
+	s.until("the lines after the last one shown to hold the sent input's", func() error {
+		out, err := get("/api/sessions/" + name + "/journal?after=" + url.QueryEscape(last.Cursor))
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		var since struct {
+			Entries []journal.Entry `json:"entries"`
+		}
+		if err := json.Unmarshal([]byte(out), &since); err != nil {
+			return fmt.Errorf("decode %q: %w", out, err)
+		}
+		sent := false
+		for _, e := range since.Entries {
+			if seen[e.Cursor] || e.Time.Before(last.Time) {
+				t.Fatalf("the lines after %s hold %+v, shown before", last.Cursor, e)
+			}
+			if e.About != unit {
+				t.Fatalf("journal entry %+v is about %q; want only %s", e, e.About, unit)
+			}
+			sent = sent || strings.Contains(e.Message, "sent input")
+		}
+		if !sent {
+			return fmt.Errorf("%d lines since, none of the sent input", len(since.Entries))
+		}
+		return nil
+	})
 
 	// The issue's diff: git, run by the hardened service in the team's
 	// workspace, compares the branch the controller made with main.

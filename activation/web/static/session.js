@@ -3,7 +3,7 @@
 // the stream; read-only until "Take control", then keys and size go to the
 // agent), its state and resources (/api/sessions/NAME), its transcript
 // (/api/sessions/NAME/transcript, followed by offset), its unit's journal
-// lines (/api/sessions/NAME/journal) and, for an issue's session, the
+// lines (/api/sessions/NAME/journal, followed by cursor) and, for an issue's session, the
 // issue's diff against the default branch with the files a merge would
 // leave in conflict (/api/issues/TEAM/ID/diff). Without a name it lists the
 // sessions to pick from.
@@ -160,21 +160,45 @@
       }
     }
 
-    // Journal: the unit's last lines, on demand and on state changes.
+    // Journal: the unit's last lines when the panel opens, then, while it
+    // is shown, the lines after the last one every 3 s and on state
+    // changes (?after=its cursor).
+    const maxJournal = 2000;
+    let journalCursor = null;
+    let journalBusy = false;
+    function journalLine(e) {
+      return h("div", {className: "jline p" + e.priority},
+        h("span", {className: "jtime"}, new Date(e.time).toLocaleTimeString()), " ",
+        h("span", {className: "jsrc"}, e.ident || e.unit || ""), " ",
+        e.message);
+    }
     async function loadJournal() {
+      journalCursor = null;
+      await pollJournal();
+    }
+    async function pollJournal() {
+      if (journalBusy) return;
+      journalBusy = true;
       try {
-        const r = await Legion.api("/api/sessions/" + encodeURIComponent(name) + "/journal?lines=200");
-        journal.textContent = "";
-        if (!r.entries.length) journal.appendChild(h("p", {className: "muted"}, "No journal lines for " + r.unit + "."));
-        for (const e of r.entries) {
-          journal.appendChild(h("div", {className: "jline p" + e.priority},
-            h("span", {className: "jtime"}, new Date(e.time).toLocaleTimeString()), " ",
-            h("span", {className: "jsrc"}, e.ident || e.unit || ""), " ",
-            e.message));
+        const q = journalCursor == null ? "?lines=200" : "?after=" + encodeURIComponent(journalCursor);
+        const r = await Legion.api("/api/sessions/" + encodeURIComponent(name) + "/journal" + q);
+        const stick = journal.scrollTop + journal.clientHeight >= journal.scrollHeight - 4;
+        if (journalCursor == null) {
+          journal.textContent = "";
+          if (!r.entries.length) journal.appendChild(h("p", {className: "muted empty"}, "No journal lines for " + r.unit + "."));
+        } else if (r.entries.length) {
+          for (const n of journal.querySelectorAll(".empty, .error")) n.remove();
         }
+        for (const e of r.entries) journal.appendChild(journalLine(e));
+        while (journal.childElementCount > maxJournal) journal.firstElementChild.remove();
+        if (r.entries.length) journalCursor = r.entries[r.entries.length - 1].cursor;
+        if (stick) journal.scrollTop = journal.scrollHeight;
       } catch (e) {
-        journal.textContent = "";
+        if (journalCursor == null) journal.textContent = "";
+        for (const n of journal.querySelectorAll(".error")) n.remove();
         journal.appendChild(h("p", {className: "error"}, e.message));
+      } finally {
+        journalBusy = false;
       }
     }
 
@@ -325,13 +349,14 @@
     loadDetail();
     loadTranscript();
     every(2000, loadTranscript);
+    every(3000, () => { if (shownPanel === "journal") pollJournal(); });
     every(5000, loadDetail);
 
     return {
       name, term,
       sessionChanged(s) {
         drawDetail(Object.assign({}, s, {resources: session && session.resources}));
-        if (shownPanel === "journal") loadJournal();
+        if (shownPanel === "journal") pollJournal();
       },
       dispose() {
         closed = true;
