@@ -164,8 +164,9 @@
     // is shown, the lines after the last one every 3 s and on state
     // changes (?after=its cursor).
     const maxJournal = 2000;
-    let journalCursor = null;
+    let journalCursor = null; // the last line's; null: load the last lines anew
     let journalBusy = false;
+    let journalAgain = false; // asked for while a request was out
     function journalLine(e) {
       return h("div", {className: "jline p" + e.priority},
         h("span", {className: "jtime"}, new Date(e.time).toLocaleTimeString()), " ",
@@ -177,13 +178,20 @@
       await pollJournal();
     }
     async function pollJournal() {
-      if (journalBusy) return;
+      if (journalBusy) {
+        journalAgain = true; // once the answer out now is drawn
+        return;
+      }
       journalBusy = true;
+      const fresh = journalCursor == null;
       try {
-        const q = journalCursor == null ? "?lines=200" : "?after=" + encodeURIComponent(journalCursor);
+        const q = fresh ? "?lines=200" : "?after=" + encodeURIComponent(journalCursor);
         const r = await Legion.api("/api/sessions/" + encodeURIComponent(name) + "/journal" + q);
+        // The panel was opened anew meanwhile: this answer holds only the
+        // lines since, and the next request (journalAgain) loads them all.
+        if (!fresh && journalCursor == null) return;
         const stick = journal.scrollTop + journal.clientHeight >= journal.scrollHeight - 4;
-        if (journalCursor == null) {
+        if (fresh) {
           journal.textContent = "";
           if (!r.entries.length) journal.appendChild(h("p", {className: "muted empty"}, "No journal lines for " + r.unit + "."));
         } else if (r.entries.length) {
@@ -194,11 +202,15 @@
         if (r.entries.length) journalCursor = r.entries[r.entries.length - 1].cursor;
         if (stick) journal.scrollTop = journal.scrollHeight;
       } catch (e) {
-        if (journalCursor == null) journal.textContent = "";
+        if (fresh) journal.textContent = "";
         for (const n of journal.querySelectorAll(".error")) n.remove();
         journal.appendChild(h("p", {className: "error"}, e.message));
       } finally {
         journalBusy = false;
+        if (journalAgain) {
+          journalAgain = false;
+          pollJournal();
+        }
       }
     }
 
