@@ -203,7 +203,7 @@ func argValue(argv []string, flag string) string {
 // OpencodeConfigFor is the opencode.json Legion passes as OPENCODE_CONFIG:
 // the plugin, and the permissions of policy (allow: Claude Code rules of
 // agent.allow; only Bash(...) ones are used), the question tool denied
-// under every policy.
+// under every policy, whatever the user's own opencode.json says of it.
 func OpencodeConfigFor(plugin, legion string, policy config.PermissionPolicy, allow []string) ([]byte, error) {
 	var perm map[string]any
 	switch policy {
@@ -234,9 +234,14 @@ func OpencodeConfigFor(plugin, legion string, policy config.PermissionPolicy, al
 	// plugin event answers: a question would wait unseen until the
 	// watchdog restarts the worker (FACTS O19). Denied, the tool is not
 	// offered; the model asks in text and ends its turn, which the
-	// controller escalates. ("question" sorts after "*", so this rule is
-	// the last that matches the tool, the one opencode applies.)
+	// controller escalates. opencode applies the last rule that matches
+	// a tool, in the merged config's key order, where a key keeps the
+	// place of the file that named it first: a "question" key in the
+	// user's own opencode.json puts this rule before their "*" or ours
+	// (FACTS O19a). "question*" matches the tool too, and a key their
+	// configs do not name is placed after all of theirs.
 	perm["question"] = "deny"
+	perm["question*"] = "deny"
 	cfg := map[string]any{
 		"$schema":    "https://opencode.ai/config.json",
 		"plugin":     []string{"file://" + plugin},

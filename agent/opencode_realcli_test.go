@@ -2,9 +2,11 @@ package agent
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +137,89 @@ esac
 	}
 	if !bytes.Contains(last, []byte("second prompt")) || !bytes.Contains(last, []byte("first prompt")) {
 		t.Errorf("the resumed turn's request does not carry both prompts:\n%.2000s", last)
+	}
+}
+
+// TestRealOpencodeUserQuestionRule: a "question" permission in the user's
+// own opencode.json does not bring the question tool back (its dialog
+// reaches no hook or plugin event, FACTS O19). The merged config keeps the
+// user's key order, so their "question" rule comes before any "*" (theirs
+// or Legion's), and the last rule that matches is what opencode applies
+// (O19a): the real CLI's first turn request must offer no question tool.
+func TestRealOpencodeUserQuestionRule(t *testing.T) {
+	for _, tc := range []struct {
+		policy config.PermissionPolicy
+		user   string // the user's "permission", in its key order
+	}{
+		{config.PermissionsBypass, `{"question": "allow"}`},
+		{config.PermissionsAllowlist, `{"question": "allow", "*": "allow"}`},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			bin := opencodetest.Binary(t)
+			root, repo, wt, home := gitWorktree(t)
+			srv := openaitest.NewServer(t)
+			srv.Script(openaitest.Turn{Text: "Done."})
+			opencodetest.WriteUserConfig(t, srv, home)
+			userConfig := filepath.Join(home, ".config", "opencode", "opencode.json")
+			b, err := os.ReadFile(userConfig)
+			if err != nil || !bytes.HasPrefix(b, []byte("{")) {
+				t.Fatalf("read %s: %q, %v", userConfig, b, err)
+			}
+			b = append([]byte("{\n  \"permission\": "+tc.user+","), b[1:]...)
+			if err := os.WriteFile(userConfig, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			legion := filepath.Join(root, "legion")
+			if err := os.WriteFile(legion, []byte("#!/bin/sh\ncat >/dev/null\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+
+			argvNew, argvResume, _ := config.KindArgv(config.AgentOpencode)
+			k, err := For(config.Agent{Kind: config.AgentOpencode, New: argvNew, Resume: argvResume, Permissions: tc.policy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := Session{
+				ID: k.SessionID(teamID, "X-1", "implement"), Mode: "implement", Cwd: wt, Repo: repo, Home: home,
+				Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion,
+			}
+			s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: "a prompt"}
+			l, err := k.Plan(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l, err = k.Prepare(t.Context(), s, l); err != nil {
+				t.Fatal(err)
+			}
+			env := append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color",
+				openaitest.KeyEnv + "=" + openaitest.Key}, l.Env...)
+			run := startCodex(t, append([]string{bin}, l.ArgvNew[1:]...), wt, env)
+			var turn []byte
+			waitfor.Check(t, 3*time.Minute, "the first turn's request", func() error {
+				for _, r := range srv.Requests() {
+					if !r.Title {
+						turn = r.Body
+						return nil
+					}
+				}
+				return fmt.Errorf("no turn request yet; screen:\n%s", lastLines(run.text(), 15))
+			})
+			run.end(t)
+			var req struct {
+				Tools []struct {
+					Name string `json:"name"`
+				} `json:"tools"`
+			}
+			if err := json.Unmarshal(turn, &req); err != nil {
+				t.Fatalf("decode the turn request: %v\n%.2000s", err, turn)
+			}
+			var names []string
+			for _, tool := range req.Tools {
+				names = append(names, tool.Name)
+			}
+			if !slices.Contains(names, "bash") || slices.Contains(names, "question") {
+				t.Errorf("%s policy, the user's permission %s: the request offers %v; want bash and no question", tc.policy, tc.user, names)
+			}
+		})
 	}
 }

@@ -147,7 +147,9 @@ func TestOpencodePolicies(t *testing.T) {
 		t.Errorf("bypass policy: %v", cfg.Permission)
 	}
 	// The question tool is denied under every policy, by a rule after "*"
-	// (opencode applies the last rule that matches a tool).
+	// (opencode applies the last rule that matches a tool), and by
+	// "question*", which comes after every key of the user's own config
+	// (TestRealOpencodeUserQuestionRule).
 	for _, p := range []config.PermissionPolicy{config.PermissionsAsk, config.PermissionsAllowlist, config.PermissionsBypass} {
 		b, err := OpencodeConfigFor("/p/legion.js", "/bin/legion", p, nil)
 		if err != nil {
@@ -158,8 +160,8 @@ func TestOpencodePolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		star, q := bytes.Index(b, []byte(`"*":`)), bytes.Index(b, []byte(`"question": "deny"`))
-		if cfg.Permission["question"] != "deny" || q < 0 || star > q {
-			t.Errorf("%s policy: permission %v; want question denied, after any \"*\" rule", p, cfg.Permission)
+		if cfg.Permission["question"] != "deny" || q < 0 || star > q || cfg.Permission["question*"] != "deny" {
+			t.Errorf("%s policy: permission %v; want question and question* denied, after any \"*\" rule", p, cfg.Permission)
 		}
 	}
 }
