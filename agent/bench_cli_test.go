@@ -137,13 +137,7 @@ func benchCLI(b *testing.B, kind config.AgentKind, bin string) (time.Duration, i
 	s := Session{ID: k.SessionID(teamID, "X-1", "plan"), Mode: "plan", Cwd: wt, Repo: repo, Home: home,
 		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion}
 	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: "say you are ready"}
-	l, err := k.Plan(s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if l, err = k.Prepare(b.Context(), s, l); err != nil {
-		b.Fatal(err)
-	}
+	l := prepared(b, k, s)
 	start := time.Now()
 	run := startCodex(b, l.ArgvNew, wt, append(env, l.Env...))
 	waitfor.Check(b, 2*time.Minute, string(kind)+"'s first turn to end ("+stop+" hook)", func() error {

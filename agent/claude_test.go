@@ -17,6 +17,20 @@ import (
 
 var teamID = uuid.MustParse("6f1c2b9e-8d4a-4c3b-9e2f-1a2b3c4d5e6f")
 
+// prepared is the launch of s by k, planned and prepared as the helper
+// would (Kind.Plan, then Kind.Prepare).
+func prepared(tb testing.TB, k Kind, s Session) Launch {
+	tb.Helper()
+	l, err := k.Plan(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if l, err = k.Prepare(tb.Context(), s, l); err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
 // testSession is a session of DEMO-1 in mode, with every directory in a
 // temp dir of its own.
 func testSession(t *testing.T, k Kind, mode string) Session {
@@ -144,13 +158,7 @@ func TestClaudeArgvWithWrapper(t *testing.T) {
 	a.Permissions = config.PermissionsAsk
 	k, _ := For(a)
 	s := testSession(t, k, "plan")
-	l, err := k.Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l, err = k.Prepare(t.Context(), s, l); err != nil {
-		t.Fatal(err)
-	}
+	l := prepared(t, k, s)
 	settings := filepath.Join(s.Dir, SettingsFileName)
 	id := s.ID.String()
 	wantNew := []string{"/usr/bin/env", "LEGION_SCRIPT_FILE=/s", "/bin/legion", "scripted-agent", "--settings", settings, "--permission-mode", "manual", "--session-id", id, "do it"}
@@ -211,13 +219,7 @@ func TestCustom(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := testSession(t, k, "implement")
-	l, err := k.Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l, err = k.Prepare(t.Context(), s, l); err != nil {
-		t.Fatal(err)
-	}
+	l := prepared(t, k, s)
 	want := Launch{Agent: "custom", ArgvNew: []string{"my-agent", "--id", s.ID.String(), "do it"}}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("custom launch (-want +got):\n%s", diff)

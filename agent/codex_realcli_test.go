@@ -190,13 +190,7 @@ esac
 	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: "first prompt"}
 	plan := func(prompt string) Launch {
 		s.Vars.Prompt = prompt
-		l, err := k.Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, err = k.Prepare(t.Context(), s, l); err != nil {
-			t.Fatal(err)
-		}
+		l := prepared(t, k, s)
 		if l.Agent != string(config.AgentClaude) {
 			t.Errorf("Launch.Agent = %q; want the worker's claude half", l.Agent)
 		}

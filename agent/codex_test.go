@@ -55,14 +55,7 @@ command = "/usr/bin/my-own-hook"
 			Dir: filepath.Join(root, "state", "agents", dirName), Legion: legion,
 		}
 		s.Vars = config.Vars{SessionID: s.ID.String(), Prompt: "do it"}
-		l, err := k.Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, err = k.Prepare(t.Context(), s, l); err != nil {
-			t.Fatal(err)
-		}
-		return s, l
+		return s, prepared(t, k, s)
 	}
 	s, l := prepare("implement", "w-impl")
 	codexHome := CodexHome(s.Dir, s.ID)

@@ -62,14 +62,7 @@ func TestRealGeminiNewAndResume(t *testing.T) {
 	}
 	plan := func(prompt string) Launch {
 		s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: prompt}
-		l, err := k.Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, err = k.Prepare(t.Context(), s, l); err != nil {
-			t.Fatal(err)
-		}
-		return l
+		return prepared(t, k, s)
 	}
 	env := func(l Launch) []string {
 		return append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, srv.Env()...), l.Env...)

@@ -49,14 +49,7 @@ func TestGeminiPrepare(t *testing.T) {
 			Env: []string{"GEMINI_API_KEY=secret-key-value"},
 		}
 		s.Vars = config.Vars{SessionID: s.ID.String(), Prompt: "do it"}
-		l, err := k.Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, err = k.Prepare(t.Context(), s, l); err != nil {
-			t.Fatal(err)
-		}
-		return s, l
+		return s, prepared(t, k, s)
 	}
 	s, l := prepare("implement", "w-impl")
 	gh := GeminiHome(s.Dir, s.ID)

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,13 +62,7 @@ esac
 	}
 	plan := func(prompt string) Launch {
 		s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: prompt}
-		l, err := k.Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, err = k.Prepare(t.Context(), s, l); err != nil {
-			t.Fatal(err)
-		}
+		l := prepared(t, k, s)
 		if l.Agent != string(config.AgentClaude) {
 			t.Errorf("Launch.Agent = %q; want the worker's claude half", l.Agent)
 		}
@@ -184,38 +177,24 @@ func TestRealOpencodeUserQuestionRule(t *testing.T) {
 				Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion,
 			}
 			s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: "a prompt"}
-			l, err := k.Plan(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l, err = k.Prepare(t.Context(), s, l); err != nil {
-				t.Fatal(err)
-			}
+			l := prepared(t, k, s)
 			env := append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color",
 				openaitest.KeyEnv + "=" + openaitest.Key}, l.Env...)
 			run := startCodex(t, append([]string{bin}, l.ArgvNew[1:]...), wt, env)
-			var turn []byte
+			var turn openaitest.Request
 			waitfor.Check(t, 3*time.Minute, "the first turn's request", func() error {
 				for _, r := range srv.Requests() {
 					if !r.Title {
-						turn = r.Body
+						turn = r
 						return nil
 					}
 				}
 				return fmt.Errorf("no turn request yet; screen:\n%s", lastLines(run.text(), 15))
 			})
 			run.end(t)
-			var req struct {
-				Tools []struct {
-					Name string `json:"name"`
-				} `json:"tools"`
-			}
-			if err := json.Unmarshal(turn, &req); err != nil {
-				t.Fatalf("decode the turn request: %v\n%.2000s", err, turn)
-			}
-			var names []string
-			for _, tool := range req.Tools {
-				names = append(names, tool.Name)
+			names, err := turn.Tools()
+			if err != nil {
+				t.Fatalf("the turn request: %v\n%.2000s", err, turn.Body)
 			}
 			if !slices.Contains(names, "bash") || slices.Contains(names, "question") {
 				t.Errorf("%s policy, the user's permission %s: the request offers %v; want bash and no question", tc.policy, tc.user, names)

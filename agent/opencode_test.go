@@ -36,14 +36,7 @@ func TestOpencodePrepare(t *testing.T) {
 			Env: []string{"OPENAI_API_KEY=sk-secret-key"},
 		}
 		s.Vars = config.Vars{SessionID: s.ID.String(), Prompt: "do it " + mode}
-		l, err := k.Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, err = k.Prepare(t.Context(), s, l); err != nil {
-			t.Fatal(err)
-		}
-		return s, l
+		return s, prepared(t, k, s)
 	}
 	s, l := prepare("implement", "w1")
 	ocHome := OpencodeHome(s.Dir, s.ID)

@@ -99,13 +99,7 @@ func TestRealClaudeStartsWithoutDialog(t *testing.T) {
 		Env: []string{"ANTHROPIC_API_KEY=" + key},
 	}
 	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt}
-	l, err := k.Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l, err = k.Prepare(t.Context(), s, l); err != nil {
-		t.Fatal(err)
-	}
+	l := prepared(t, k, s)
 
 	cmd := exec.Command(l.ArgvNew[0], l.ArgvNew[1:]...)
 	cmd.Dir = wt

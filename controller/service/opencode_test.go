@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -207,7 +206,7 @@ func TestOpencodeQuestionAsText(t *testing.T) {
 	e.startController()
 	e.answerTextQuestion(ctx, id, e.waitCompleted)
 	for i, r := range srv.Requests() {
-		if tools := responsesTools(t, r.Body); !r.Title && (slices.Contains(tools, "question") || !slices.Contains(tools, "bash")) {
+		if tools := responsesTools(t, r); !r.Title && (slices.Contains(tools, "question") || !slices.Contains(tools, "bash")) {
 			t.Errorf("request %d offers the tools %q; want bash and not question", i, tools)
 		}
 	}
@@ -216,21 +215,13 @@ func TestOpencodeQuestionAsText(t *testing.T) {
 
 // responsesTools are the names of the tools a Responses API request body
 // offers the model.
-func responsesTools(t *testing.T, body []byte) []string {
+func responsesTools(t *testing.T, r openaitest.Request) []string {
 	t.Helper()
-	var req struct {
-		Tools []struct {
-			Name string `json:"name"`
-		} `json:"tools"`
+	tools, err := r.Tools()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		t.Fatalf("a Responses API request that is not JSON: %v", err)
-	}
-	var names []string
-	for _, tl := range req.Tools {
-		names = append(names, tl.Name)
-	}
-	return names
+	return tools
 }
 
 // TestMixedOpencodeTodoToDone (issue 21): a team that plans with opencode

@@ -82,6 +82,23 @@ type Request struct {
 	Turn       Turn // the turn it took
 }
 
+// Tools are the names of the tools the request offers the model.
+func (r Request) Tools() ([]string, error) {
+	var req struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(r.Body, &req); err != nil {
+		return nil, fmt.Errorf("a Responses API request that is not JSON: %w", err)
+	}
+	var names []string
+	for _, tl := range req.Tools {
+		names = append(names, tl.Name)
+	}
+	return names, nil
+}
+
 // Server is the fake API.
 type Server struct {
 	URL    string
