@@ -232,9 +232,11 @@ func (s *sessionAPI) handleJournal(w http.ResponseWriter, r *http.Request) {
 		lines = n
 	}
 	after := r.URL.Query().Get("after")
-	if after != "" && !journal.ValidCursor(after) {
-		writeError(w, http.StatusBadRequest, "%s", fmt.Sprintf("journal of %s: after %q: want a journal cursor (an entry's \"cursor\")", name, clipQuery(after)))
-		return
+	if after != "" {
+		if err := journal.CheckCursor(after); err != nil {
+			writeError(w, http.StatusBadRequest, "%s", fmt.Sprintf("journal of %s: after %v", name, err))
+			return
+		}
 	}
 	sess, err := s.status(r.Context(), name)
 	if err != nil {
@@ -263,14 +265,6 @@ func (s *sessionAPI) handleJournal(w http.ResponseWriter, r *http.Request) {
 
 // errEnough stops a journal read that has all the entries one answer holds.
 var errEnough = errors.New("enough entries")
-
-// clipQuery shortens a query value quoted in an error.
-func clipQuery(v string) string {
-	if len(v) > 64 {
-		return v[:64] + "…"
-	}
-	return v
-}
 
 // sessionName is the {name} of the request, checked as the helper would;
 // a bad name is answered with 400.

@@ -171,7 +171,7 @@ type Query struct {
 	Lines int
 	// After, a cursor of an entry read before (Entry.Cursor), starts with
 	// the entry after it instead of the last Lines: the new ones since
-	// (ValidCursor says whether a cursor given from outside looks like one).
+	// (CheckCursor says whether a cursor given from outside looks like one).
 	After string
 	// Journalctl is the program; "" is journalctl from PATH.
 	Journalctl string
@@ -196,6 +196,15 @@ func ValidCursor(c string) bool {
 		}
 	}
 	return true
+}
+
+// CheckCursor is nil for a cursor that ValidCursor accepts, else an error
+// that quotes it (clipped) and says what a cursor looks like.
+func CheckCursor(c string) error {
+	if ValidCursor(c) {
+		return nil
+	}
+	return fmt.Errorf("%q: want a journal cursor (an entry's \"cursor\")", clip(c))
 }
 
 // Args is journalctl's command line for q.

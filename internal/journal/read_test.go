@@ -110,13 +110,16 @@ func TestValidCursor(t *testing.T) {
 		"s=739ad463348b4ceca5a9e69c95a3c93f;i=4ece7;b=6c7c6013a8674ab39b9e1e7fd2a4f2e1;m=a5b6c7;t=5e8c0a1b2c3d4;x=f2d1c0b9a8e7d6c5",
 		"s=1;i=2",
 	} {
-		if !ValidCursor(c) {
-			t.Errorf("ValidCursor(%q) = false; want true", c)
+		if !ValidCursor(c) || CheckCursor(c) != nil {
+			t.Errorf("ValidCursor(%q) = false (%v); want true", c, CheckCursor(c))
 		}
 	}
 	for _, c := range []string{"", "s", "s=", "=1", "s=1;", "s=1;;i=2", "ss=1", "s=1 i=2", "s=x", "--lines=5", "s=1\ni=2", strings.Repeat("s=1;", 70) + "i=2"} {
 		if ValidCursor(c) {
 			t.Errorf("ValidCursor(%q) = true; want false", c)
+		}
+		if err := CheckCursor(c); err == nil || !strings.Contains(err.Error(), "journal cursor") {
+			t.Errorf("CheckCursor(%q) = %v; want an error saying what a cursor looks like", c, err)
 		}
 	}
 }
