@@ -532,6 +532,25 @@ var Schema = []Setting{
 		set: onTeam(func(t *Team, v any) (err error) { t.Agent.Allow, err = rulesValue(v); return err }),
 	},
 	{
+		Table: TableTeam, Key: "agent.instructions_dir", Type: "path", Example: `"~/src/web/.legion/instructions"`,
+		Doc: "A directory of your own instructions for the team's agents, replacing Legion's built-in ones " +
+			"phase by phase: plan.md, implement.md, review.md, retro.md, finish.md and controller.md, each a Go " +
+			"text/template rendered with .Team, .Issue, .Mode, .Role, .Branch, .Worktree, .Base, .Review, .AskTool " +
+			"and .Legion (`legion instructions show TEAM MODE` prints the built-in one to start from). A file that " +
+			"is missing keeps the built-in text. A template that loses a command its phase must run (worker-done; " +
+			"the review's two outcome labels; the finisher's worktree finish; the controller's state) is refused " +
+			"with the file and the command (so is a directory that does not exist), when the controller or a dispatch loads them and by legion doctor. Unset: the built-in " +
+			"instructions.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := pathValue(v)
+			if err != nil {
+				return err
+			}
+			t.Agent.InstructionsDir = s
+			return nil
+		}),
+	},
+	{
 		Table: TableTeam, Key: "memory_max", Type: "size", Example: `"4G"`,
 		Doc: "MemoryMax= of the team's slice (all its agents together), in bytes or with a " +
 			"K, M, G or T suffix (base 1024), e.g. \"4G\". Unset: no limit.",
