@@ -27,7 +27,6 @@ type AgentOptions struct {
 	Log                        *slog.Logger // nil: discard
 }
 
-
 // AgentSpec is the pty-worker spec of a team's controller agent: its
 // deterministic session (UUIDv5 of the team and "controller") in the
 // team's workspace, planned and prepared by the team's agent kind (for
