@@ -213,12 +213,12 @@ func TestCLIVersionCheck(t *testing.T) {
 		{"not the CLI", "", config.AgentClaude, `echo "opencode 1.18.33"`, Warn,
 			`cannot tell the version of DIR/claude: claude --version printed "opencode 1.18.33"; want "VERSION (Claude Code)"`, "make sure agent.new starts Claude Code"},
 		{"fails", "", config.AgentClaude, `echo "no such option" >&2; exit 3`, Warn,
-			"cannot tell the version of DIR/claude: `DIR/claude --version`: exit status 3: no such option", "must print \"2.1.330 (Claude Code)\""},
+			"cannot tell the version of DIR/claude: `DIR/claude --version`: exit status 3: no such option", "must print \"" + cliversion.Claude.Want(cliversion.ClaudeTested) + "\""},
 		{"kind_by_mode missing", "agent.kind_by_mode = { plan = \"codex\", review = \"codex\" }\n", config.AgentCodex, "", Fail,
 			"codex (agent.kind_by_mode of plan, review) not found in the user manager's PATH (DIR), which workers get", "install Codex " + cliversion.CodexTested},
 		{"own missing", "", config.AgentClaude, "", Fail, "claude (agent.new) not found", `see the check "agent of team demo"`},
 		{"placeholder", `agent.new = ["{workspace}/bin/claude", "{prompt}"]` + "\n", config.AgentClaude, "", Warn,
-			"is filled in per session (a placeholder)", "2.1.330 (Claude Code)"},
+			"is filled in per session (a placeholder)", cliversion.Claude.Want(cliversion.ClaudeTested)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
