@@ -108,8 +108,11 @@ func checkCLI(ctx context.Context, o Options, t config.Team, u kindUse, w worker
 		cli.Package, cli.Tested, cli.Script)
 	own := u.kind == t.Agent.Kind || (t.Agent.Kind == "" && u.kind == config.AgentClaude)
 	where := "agent.new"
+	point := "start agent.new and agent.resume with its path" // how to make workers run another build
 	if !own {
 		where = "agent.kind_by_mode of " + strings.Join(u.modes, ", ")
+		point = fmt.Sprintf("put its directory before the others in the PATH of the user manager (a file of %s, then `systemctl --user daemon-reload`): "+
+			"a mode that agent.kind_by_mode gives %s runs %s from there", w.environmentDir(), u.kind, cli.Program)
 	}
 
 	prog := u.prog
@@ -188,13 +191,13 @@ func checkCLI(ctx context.Context, o Options, t config.Team, u kindUse, w worker
 		c.Status = Warn
 		c.Detail = fmt.Sprintf("%s %s installed (%s%s), Legion was tested with %s: newer releases change hooks and dialogs; run the tests or pin it",
 			cli.Program, v, info.Path, shellNote, cli.Tested)
-		c.Fix = fmt.Sprintf("run Legion's tests against it (`%s=%s make test` in Legion's source), or pin %s %s (%s) and start %s with its path",
-			cli.TestEnv, info.Path, cli.Name, cli.Tested, install, where)
+		c.Fix = fmt.Sprintf("run Legion's tests against it (`%s=%s make test` in Legion's source), or pin %s %s (%s) and %s",
+			cli.TestEnv, info.Path, cli.Name, cli.Tested, install, point)
 	default:
 		c.Status = Warn
 		c.Detail = fmt.Sprintf("%s %s installed (%s%s), Legion was tested with %s: older releases lack hooks and options Legion uses; update it or pin it",
 			cli.Program, v, info.Path, shellNote, cli.Tested)
-		c.Fix = fmt.Sprintf("install %s %s (%s) and start %s with its path", cli.Name, cli.Tested, install, where)
+		c.Fix = fmt.Sprintf("install %s %s (%s) and %s", cli.Name, cli.Tested, install, point)
 	}
 	return c, true
 }

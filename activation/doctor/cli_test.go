@@ -15,6 +15,7 @@ import (
 	"github.com/legion-dev/legion/ptyworker/codex/codextest"
 	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
 	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
+	"github.com/legion-dev/legion/units/sdtest"
 )
 
 // parseTeam is team "demo" of a legion.toml with the given lines in its
@@ -216,6 +217,8 @@ func TestCLIVersionCheck(t *testing.T) {
 			"cannot tell the version of DIR/claude: `DIR/claude --version`: exit status 3: no such option", "must print \"" + cliversion.Claude.Want(cliversion.ClaudeTested) + "\""},
 		{"kind_by_mode missing", "agent.kind_by_mode = { plan = \"codex\", review = \"codex\" }\n", config.AgentCodex, "", Fail,
 			"codex (agent.kind_by_mode of plan, review) not found in the user manager's PATH (DIR), which workers get", "install Codex " + cliversion.CodexTested},
+		{"kind_by_mode newer", "agent.kind_by_mode = { review = \"codex\" }\n", config.AgentCodex, `echo "codex-cli 0.171.0"`, Warn,
+			"codex 0.171.0 installed (DIR/codex)", "a mode that agent.kind_by_mode gives codex runs codex from there"},
 		{"own missing", "", config.AgentClaude, "", Fail, "claude (agent.new) not found", `see the check "agent of team demo"`},
 		{"placeholder", `agent.new = ["{workspace}/bin/claude", "{prompt}"]` + "\n", config.AgentClaude, "", Warn,
 			"is filled in per session (a placeholder)", cliversion.Claude.Want(cliversion.ClaudeTested)},
@@ -243,5 +246,33 @@ func TestCLIVersionCheck(t *testing.T) {
 			}
 			expect(t, c, tt.status, strings.ReplaceAll(tt.detail, "DIR", dir), strings.ReplaceAll(tt.fix, "DIR", dir))
 		})
+	}
+}
+
+// TestCLIVersionManagerPath: under a real user manager, the version check
+// finds each kind's program where workers find it, in the manager's PATH
+// (set with set-environment), not in this shell's, for the team's own
+// kind and for a kind that only agent.kind_by_mode names.
+func TestCLIVersionManagerPath(t *testing.T) {
+	m := sdtest.Start(t)
+	s := newSandbox(t)
+	s.useManager(t, m)
+	w := realCLIs(t, config.AgentClaude, config.AgentCodex)
+	dir := filepath.Dir(lookIn("codex", w.get("PATH")))
+	if _, err := m.Systemctl(t, "set-environment", "PATH="+dir+":/usr/local/bin:/usr/bin:/bin"); err != nil {
+		t.Fatal(err)
+	}
+	s.writeConfig(t, "agent.kind_by_mode = { plan = \"codex\" }\n")
+	checks := Run(t.Context(), s.opts)
+	for _, k := range []config.AgentKind{config.AgentClaude, config.AgentCodex} {
+		cli, _ := cliversion.For(string(k))
+		c := find(t, checks, cliCheckName("demo", k))
+		expect(t, c, OK, cli.Name+" "+cli.Tested+" at "+filepath.Join(dir, cli.Program)+", the release", "")
+		if strings.Contains(c.Detail, "this shell") {
+			t.Errorf("check %q found the program in this shell's PATH: %s", c.Name, c.Detail)
+		}
+	}
+	if strings.Contains(os.Getenv("PATH"), dir) {
+		t.Fatalf("this shell's PATH %s has %s: the test proves nothing", os.Getenv("PATH"), dir)
 	}
 }
