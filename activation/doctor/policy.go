@@ -1,0 +1,103 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/legion-dev/legion/config"
+)
+
+// modes are the phases a worker runs in, in order: the keys of
+// agent.kind_by_mode and agent.permissions_by_mode.
+var modes = []string{"plan", "implement", "review", "retro", "finish"}
+
+// policyCheckName names the permission-policy check of a team.
+func policyCheckName(team string) string { return "permissions of team " + team }
+
+// PolicyUse is a permission policy some modes of a team run under, with
+// the kind that runs them, in a check's JSON.
+type PolicyUse struct {
+	Policy config.PermissionPolicy `json:"policy"`
+	Kind   config.AgentKind        `json:"kind"`
+	Modes  []string                `json:"modes"`
+	// Unasked is what the policy lets that kind's agent do without asking
+	// a person, in one line.
+	Unasked string `json:"unasked"`
+}
+
+// policySandbox is the policy whose agents' own prompts are off inside
+// the worker unit's sandbox. Its config value is being added beside the
+// others (config.Permissions*); doctor describes it once a team can name it.
+const policySandbox config.PermissionPolicy = "sandbox"
+
+// unasked says in one line what policy p lets an agent of kind k do
+// without asking a person, as package agent sets p up for k (see
+// agent.permissions in config's schema).
+func unasked(p config.PermissionPolicy, k config.AgentKind) string {
+	if k == config.AgentCustom {
+		return "Legion sets no policy for a custom agent: its program asks what it asks"
+	}
+	switch {
+	case p == config.PermissionsBypass:
+		return "everything, unconfined: any command with your rights, any file, the network"
+	case p == policySandbox:
+		return "everything, with the agent's prompts off, confined by the worker unit: " +
+			"writes only to the worktree, the git dir, the agent's state and caches, secrets hidden " +
+			"(where the host cannot confine it, the agent's prompts stay on)"
+	case k == config.AgentCodex && (p == config.PermissionsAllowlist || p == config.PermissionsAsk):
+		return "what Codex's own workspace-write sandbox allows (commands that write only in the worktree), " +
+			"anything else waits for a person (agent.allow is not used)"
+	case p == config.PermissionsAllowlist && k == config.AgentGemini:
+		return "Legion's own commands, git, file edits in the worktree (agent.allow is not used), " +
+			"anything else waits for a person"
+	case p == config.PermissionsAllowlist:
+		return "Legion's own commands, git, file edits in the worktree and agent.allow, anything else waits for a person"
+	case p == config.PermissionsAsk:
+		return "only legion issue, every other call waits for a person"
+	}
+	return fmt.Sprintf("unknown to this legion doctor (%q)", p)
+}
+
+// policies groups the modes of t by the policy and kind they run with,
+// in mode order.
+func policies(t config.Team) []PolicyUse {
+	var out []PolicyUse
+	for _, m := range modes {
+		p, k := t.Agent.Policy(m), t.Agent.ForMode(m).Kind
+		if k == "" {
+			k = config.AgentClaude
+		}
+		i := slices.IndexFunc(out, func(u PolicyUse) bool { return u.Policy == p && u.Kind == k })
+		if i < 0 {
+			out = append(out, PolicyUse{Policy: p, Kind: k, Unasked: unasked(p, k)})
+			i = len(out) - 1
+		}
+		out[i].Modes = append(out[i].Modes, m)
+	}
+	return out
+}
+
+// checkPolicy says which permission policy the agents of team t run in
+// each mode (agent.permissions, agent.permissions_by_mode), with which
+// kind (agent.kind, agent.kind_by_mode), and what each lets the agent do
+// without asking. It is information: always OK.
+func checkPolicy(t config.Team) Check {
+	uses := policies(t)
+	kinds := map[config.AgentKind]bool{}
+	for _, u := range uses {
+		kinds[u.Kind] = true
+	}
+	parts := make([]string, 0, len(uses))
+	for _, u := range uses {
+		where := "every mode"
+		if len(u.Modes) < len(modes) {
+			where = strings.Join(u.Modes, ", ")
+		}
+		if len(kinds) > 1 {
+			where += " (" + string(u.Kind) + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%s in %s: %s", u.Policy, where, u.Unasked))
+	}
+	return Check{Name: policyCheckName(t.Name), Status: OK, Detail: strings.Join(parts, "; "), Team: t.Name, Policies: uses}
+}
