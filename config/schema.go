@@ -311,7 +311,7 @@ var Schema = []Setting{
 		Table: TableTeam, Key: "controller", Type: `"auto" or "agent"`, Default: `"auto"`,
 		Doc: "What `legion controller TEAM` (legion@TEAM.service) runs: \"auto\", the built-in " +
 			"deterministic loop, or \"agent\", a controller agent (the team's agent.kind, prompted with " +
-			"the legion-controller skill) hosted in a pty-worker, one pass per turn: a Claude agent is " +
+			"the controller's instructions, legion instructions show TEAM controller) hosted in a pty-worker, one pass per turn: a Claude agent is " +
 			"ended when its turn ends and resumed for the next pass after restart_cooldown.",
 		set: onTeam(func(t *Team, v any) error {
 			s, err := enumValue(v, "controller kind", string(ControllerAuto), string(ControllerAgent))
@@ -446,7 +446,7 @@ var Schema = []Setting{
 	{
 		Table: TableTeam, Key: "agent.permissions", Type: `"allowlist", "ask" or "bypass"`, Default: `"allowlist"`,
 		Doc: "Which tool calls of a claude agent run without asking a person (a custom agent is not asked about). " +
-			"\"allowlist\": Legion's own commands that the worker skill runs (legion issue, legion state, " +
+			"\"allowlist\": Legion's own commands that the instructions name (legion issue, legion state, " +
 			"legion worktree finish, by name and by legion's absolute path), git (any git command: Claude Code's " +
 			"rules match the command, not its directory), reading and editing files inside the issue's worktree, and " +
 			"the rules of agent.allow. \"ask\": only legion issue (the agent must be able to report). " +

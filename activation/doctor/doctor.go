@@ -154,6 +154,9 @@ func Run(ctx context.Context, o Options) []Check {
 // key; opencode's key).
 func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, versions versionCache) []Check {
 	checks := []Check{checkAgent(o.ConfigPath, t, w), checkPolicy(t)}
+	if c, ok := checkInstructions(o.ConfigPath, t); ok {
+		checks = append(checks, c)
+	}
 	seen := map[config.AgentKind]bool{}
 	for _, u := range kindUses(t) {
 		if c, ok := checkCLI(ctx, o, t, u, w, versions); ok {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/instructions"
 )
 
 // modes are the phases a worker runs in, in order: the keys of
@@ -100,4 +101,38 @@ func checkPolicy(t config.Team) Check {
 		parts = append(parts, fmt.Sprintf("%s in %s: %s", u.Policy, where, u.Unasked))
 	}
 	return Check{Name: policyCheckName(t.Name), Status: OK, Detail: strings.Join(parts, "; "), Team: t.Name, Policies: uses}
+}
+
+// checkInstructions loads the team's own instruction templates
+// (agent.instructions_dir), if it names a directory, as the controller
+// will: a template that does not parse or lost a command its phase must
+// run fails, naming the file and the command.
+func checkInstructions(configPath string, t config.Team) (Check, bool) {
+	dir := t.Agent.InstructionsDir
+	if dir == "" {
+		return Check{}, false
+	}
+	c := Check{Name: "instructions of team " + t.Name, Team: t.Name}
+	s, err := instructions.Load(dir)
+	if err != nil {
+		c.Status, c.Detail = Fail, err.Error()
+		c.Fix = fmt.Sprintf("mend the file (legion instructions show %s MODE prints the built-in text to start from), or remove agent.instructions_dir from team %s in %s", t.Name, t.Name, configPath)
+		return c, true
+	}
+	var own []string
+	for _, m := range append(slices.Clone(instructions.Modes), instructions.ModeController) {
+		if src := s.Source(m); !strings.HasPrefix(src, "built-in") {
+			own = append(own, m)
+		}
+	}
+	c.Status = OK
+	c.Detail = fmt.Sprintf("%s: your own for %s, built-in for the rest", dir, orNone(own))
+	return c, true
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "no phase"
+	}
+	return strings.Join(s, ", ")
 }
