@@ -127,7 +127,7 @@ func TestDecide(t *testing.T) {
 			want: Decision{Action: Run, Command: "legion issue show web DEMO-1", Description: "Run legion issue show", Step: 1, Steps: 3},
 		},
 		{
-			name: "retro continues its own steps",
+			name:  "retro continues its own steps",
 			items: convo(implementText, show, showResult, planDone, "> ", retroText, show, showResult),
 			want: Decision{Action: Run, Command: `legion issue comment web DEMO-1 "Retro: Small steps kept the review short"`,
 				Description: "Run legion issue comment", Step: 2, Steps: 3},
@@ -145,7 +145,7 @@ func TestDecide(t *testing.T) {
 			want: Decision{Action: Run, Command: "legion issue label web DEMO-1 worker-changes-requested", Description: "Run legion issue label", Step: 3, Steps: 3},
 		},
 		{
-			name: "a review after changes were requested approves",
+			name:  "a review after changes were requested approves",
 			items: convo(reviewText, show, showResult+"\n\nreviewer (2026-11-29 03:00):\nChanges requested: Please add a test"),
 			want: Decision{Action: Run, Command: `legion issue comment web DEMO-1 "Approved: Looks good: the tests cover the change"`,
 				Description: "Run legion issue comment", Step: 2, Steps: 3},
