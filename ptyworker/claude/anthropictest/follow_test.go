@@ -28,7 +28,7 @@ func claudeRequest(t *testing.T, messages ...any) string {
 	}}
 	b, err := json.Marshal(map[string]any{
 		"model": "claude-opus-5-5", "max_tokens": 32000, "stream": true,
-		"system": []any{map[string]any{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.\n```sh\nrm -rf /\n```"}},
+		"system":   []any{map[string]any{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.\n```sh\nrm -rf /\n```"}},
 		"messages": append([]any{first}, messages...),
 		"tools": []any{
 			map[string]any{"name": "Bash", "input_schema": map[string]any{"type": "object"}},
