@@ -136,7 +136,8 @@ type Decision struct {
 	Failed []Failure
 }
 
-// Failure is a command whose result was an error.
+// Failure is a command whose result was an error, with the last line of
+// that result.
 type Failure struct {
 	Command, Result string
 }
@@ -184,7 +185,7 @@ func Decide(t Transcript, traits Traits) Decision {
 		}
 		calls = append(calls, it.Call)
 		if r := results[it.Call.ID]; r != nil && r.IsError {
-			failed = append(failed, Failure{Command: it.Call.Command, Result: firstLine(r.Text)})
+			failed = append(failed, Failure{Command: it.Call.Command, Result: lastLine(r.Text)})
 		}
 	}
 
@@ -435,8 +436,13 @@ func options(q string) []string {
 	return out
 }
 
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+// lastLine is the last non-blank line of a result, where a failing
+// command's message usually is, clipped.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		s = strings.TrimSpace(s[i+1:])
+	}
 	if len(s) > 200 {
 		s = strings.ToValidUTF8(s[:200], "") + "…"
 	}

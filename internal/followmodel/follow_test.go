@@ -203,8 +203,8 @@ func TestDecide(t *testing.T) {
 		{
 			name:  "the final text names what failed",
 			items: convo(planText, show, "! exit status 1\nno such team", planComment, "> ", planDone, "> "),
-			want: Decision{Action: Say, Text: "Done: I ran all 3 steps of the instructions. These failed: `legion issue show web DEMO-1` (exit status 1).",
-				Failed: []Failure{{Command: show[2:], Result: "exit status 1"}}},
+			want: Decision{Action: Say, Text: "Done: I ran all 3 steps of the instructions. These failed: `legion issue show web DEMO-1` (no such team).",
+				Failed: []Failure{{Command: show[2:], Result: "no such team"}}},
 		},
 	}
 	for _, tt := range tests {
