@@ -60,6 +60,7 @@ package followmodel
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -434,6 +435,27 @@ func options(q string) []string {
 		out = append(out, strings.TrimSpace(o))
 	}
 	return out
+}
+
+// exitCode is how a shell tool's text output says how its command ended:
+// Codex's exec_command "Process exited with code N" (older "Exit code:
+// N"), Gemini CLI's "Exit Code: N", Claude Code's "Exit code N".
+var exitCode = regexp.MustCompile(`(?mi)^(?:Process exited with code|Exit code:?)\s*(-?\d+)`)
+
+// FailedOutput says whether a shell tool's text output, in an API that
+// has no error flag for it, is an error: a non-zero exit code, or the tool
+// failing to run the command (Codex's "exec_command failed: …", codex
+// FACTS X15). For the fake APIs whose wire result has no is_error.
+func FailedOutput(output string) bool {
+	if strings.HasPrefix(output, "exec_command failed") {
+		return true
+	}
+	m := exitCode.FindStringSubmatch(output)
+	if m == nil {
+		return false
+	}
+	n, err := strconv.Atoi(m[1])
+	return err == nil && n != 0
 }
 
 // lastLine is the last non-blank line of a result, where a failing

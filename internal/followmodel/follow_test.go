@@ -273,3 +273,22 @@ func TestFill(t *testing.T) {
 		}
 	}
 }
+
+func TestFailedOutput(t *testing.T) {
+	for _, tt := range []struct {
+		out  string
+		want bool
+	}{
+		{"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 0\nOutput:\nok", false},
+		{"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 2\nOutput:\n", true},
+		{"Exit code: 1\nWall time: 0 seconds\nOutput:\n", true},
+		{"Command: false\nDirectory: (root)\nOutput: (empty)\nError: (none)\nExit Code: 1", true},
+		{`exec_command failed: CreateProcess { message: "Rejected(\"no\")" }`, true},
+		{"the exit code 1 of a test output", false},
+		{"hello", false},
+	} {
+		if got := FailedOutput(tt.out); got != tt.want {
+			t.Errorf("FailedOutput(%q) = %v; want %v", tt.out, got, tt.want)
+		}
+	}
+}

@@ -3,9 +3,7 @@ package openaitest
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/legion-dev/legion/internal/followmodel"
@@ -19,26 +17,6 @@ func (s *Server) Follow(traits followmodel.Traits) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.follow = &traits
-}
-
-// exitCode is how a shell tool's output says its command failed: Codex's
-// exec_command "Process exited with code N" (older "Exit code: N"), or
-// opencode's bash "exit code N".
-var exitCode = regexp.MustCompile(`(?mi)^(?:Process exited with code|Exit code:?|exit code)\s*(-?\d+)`)
-
-// failed says whether a shell tool's output is an error: a non-zero exit
-// code, or the tool failing to run the command (Codex's
-// "exec_command failed: …", FACTS X15).
-func failed(output string) bool {
-	if strings.HasPrefix(output, "exec_command failed") {
-		return true
-	}
-	m := exitCode.FindStringSubmatch(output)
-	if m == nil {
-		return false
-	}
-	n, err := strconv.Atoi(m[1])
-	return err == nil && n != 0
 }
 
 // Transcript is the conversation of a Responses API request body as the
@@ -94,7 +72,7 @@ func Transcript(body []byte) (followmodel.Transcript, error) {
 		case it.Type == "function_call_output":
 			out := contentText(it.Output)
 			t.Items = append(t.Items, followmodel.Item{Role: followmodel.User, Result: &followmodel.Result{
-				CallID: it.CallID, Text: out, IsError: failed(out),
+				CallID: it.CallID, Text: out, IsError: followmodel.FailedOutput(out),
 			}})
 		case (it.Type == "message" || it.Type == "") && (it.Role == "user" || it.Role == "assistant"):
 			var s string
