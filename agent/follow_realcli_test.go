@@ -1,0 +1,220 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/followmodel"
+	"github.com/legion-dev/legion/internal/shellquote"
+	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
+	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
+	"github.com/legion-dev/legion/ptyworker/codex/codextest"
+	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
+	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
+)
+
+// followPrompt is a prompt in Legion's instruction format whose only step
+// is followCommand.
+const (
+	followCommand = "echo hello-follow"
+	followPrompt  = "# Legion: plan X-1 (team t)\n\nRun this command, then end your turn:\n\n```sh\n" + followCommand + "\n```\n"
+)
+
+// followProbe is one real CLI run against a fake API in follow mode.
+type followProbe struct {
+	kind   config.AgentKind
+	policy config.PermissionPolicy
+	argv   []string // the kind's argv, the binary first
+	// setup points the CLI at its fake in home (user config) and returns the
+	// environment for it and the transcripts of the requests so far.
+	setup func(t *testing.T, home string) (env []string, transcripts func() []followmodel.Transcript)
+}
+
+// runFollow starts the real CLI as Prepare says, with followPrompt, and
+// waits until a request carries the result of followCommand; it returns
+// that result.
+func runFollow(t *testing.T, p followProbe) *followmodel.Result {
+	root, repo, wt, home := gitWorktree(t)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hookLog := filepath.Join(root, "hooks.log")
+	legion := filepath.Join(root, "bin", "legion")
+	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+in=$(cat)
+printf '%%s %%s\n' "$1" "$in" >> %s
+case $in in *'"hook_event_name":"PermissionRequest"'*)
+	echo '{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}' ;;
+esac
+`, shellquote.Quote(hookLog))
+	if err := os.WriteFile(legion, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env, transcripts := p.setup(t, home)
+	argvResume := append([]string{p.argv[0]}, "--resume", "{session_id}", "{prompt}")
+	k, err := For(config.Agent{Kind: p.kind, New: p.argv, Resume: argvResume, Permissions: p.policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Session{
+		ID: k.SessionID(teamID, "X-1", "plan"), Mode: "plan", Cwd: wt, Repo: repo, Home: home,
+		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion, Env: env,
+	}
+	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: followPrompt}
+	l := prepared(t, k, s)
+	env = append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, env...), l.Env...)
+	run := startCodex(t, l.ArgvNew, wt, env)
+	var got *followmodel.Result
+	err = waitfor.Until(3*time.Minute, "a request carrying the result of "+followCommand, func() error {
+		ts := transcripts()
+		for _, tr := range ts {
+			if got = resultOf(tr, followCommand); got != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d requests, none with the result; hooks: %d; screen:\n%s", len(ts), len(hookEvents(t, hookLog)), lastLines(run.text(), 20))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: the result of %q: %+v", p.kind, followCommand, *got)
+	return got
+}
+
+// resultOf is the result of the shell call of command in tr, or nil.
+func resultOf(tr followmodel.Transcript, command string) *followmodel.Result {
+	id := ""
+	for _, it := range tr.Items {
+		if it.Call != nil && it.Call.Command == command {
+			id = it.Call.ID
+		}
+		if it.Result != nil && id != "" && it.Result.CallID == id {
+			return it.Result
+		}
+	}
+	return nil
+}
+
+// checkHello fails t unless r is a successful result printing hello-follow.
+func checkHello(t *testing.T, r *followmodel.Result) {
+	t.Helper()
+	if r.IsError || !strings.Contains(r.Text, "hello-follow") {
+		t.Errorf("the result of %q = %+v; want its output, no error", followCommand, *r)
+	}
+}
+
+// TestRealFollowClaude: the real Claude Code, told by its prompt to run one
+// command, runs it when the fake API follows the prompt (allowlist policy:
+// a read-only echo needs no permission, FACTS F6a).
+func TestRealFollowClaude(t *testing.T) {
+	bin := claudetest.Binary(t)
+	srv := anthropictest.NewServer(t)
+	srv.Follow(followmodel.Traits{})
+	r := runFollow(t, followProbe{
+		kind: config.AgentClaude, policy: config.PermissionsAllowlist,
+		argv: []string{bin, "--session-id", "{session_id}", "{prompt}"},
+		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
+			return []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-ant-api03-legion-test-0123456789abcdefghijklmnop",
+					"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, func() []followmodel.Transcript {
+					var ts []followmodel.Transcript
+					for _, r := range srv.MessageRequests("") {
+						ts = append(ts, r.Transcript())
+					}
+					return ts
+				}
+		},
+	})
+	checkHello(t, r)
+}
+
+// openaiTranscripts are the transcripts of srv's requests.
+func openaiTranscripts(t *testing.T, srv *openaitest.Server) func() []followmodel.Transcript {
+	return func() []followmodel.Transcript {
+		var ts []followmodel.Transcript
+		for _, r := range srv.Requests() {
+			tr, err := openaitest.Transcript(r.Body)
+			if err != nil {
+				t.Errorf("request %s: %v", r.Path, err)
+				continue
+			}
+			ts = append(ts, tr)
+		}
+		return ts
+	}
+}
+
+// TestRealFollowCodex: the real Codex CLI (allowlist policy: Codex's own
+// sandbox and approvals) runs the prompt's command the fake asks for.
+func TestRealFollowCodex(t *testing.T) {
+	bin := codextest.Binary(t)
+	srv := openaitest.NewServer(t)
+	srv.Follow(followmodel.Traits{})
+	argv, _, _ := config.KindArgv(config.AgentCodex)
+	r := runFollow(t, followProbe{
+		kind: config.AgentCodex, policy: config.PermissionsAllowlist, argv: append([]string{bin}, argv[1:]...),
+		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
+			if err := srv.WriteUserConfig(home); err != nil {
+				t.Fatal(err)
+			}
+			return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiTranscripts(t, srv)
+		},
+	})
+	checkHello(t, r)
+}
+
+// TestRealFollowOpencode: the real opencode (allowlist policy) runs the
+// prompt's command with its bash tool.
+func TestRealFollowOpencode(t *testing.T) {
+	bin := opencodetest.Binary(t)
+	srv := openaitest.NewServer(t)
+	srv.Follow(followmodel.Traits{})
+	argv, _, _ := config.KindArgv(config.AgentOpencode)
+	r := runFollow(t, followProbe{
+		kind: config.AgentOpencode, policy: config.PermissionsAllowlist, argv: append([]string{bin}, argv[1:]...),
+		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
+			opencodetest.WriteUserConfig(t, srv, home)
+			return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiTranscripts(t, srv)
+		},
+	})
+	checkHello(t, r)
+}
+
+// TestRealFollowGemini: the real Gemini CLI (allowlist policy) runs the
+// prompt's command with run_shell_command.
+func TestRealFollowGemini(t *testing.T) {
+	bin := geminitest.Binary(t)
+	srv := geminitest.NewServer(t)
+	srv.Follow(followmodel.Traits{})
+	argv, _, _ := config.KindArgv(config.AgentGemini)
+	r := runFollow(t, followProbe{
+		kind: config.AgentGemini, policy: config.PermissionsAllowlist, argv: append([]string{bin}, argv[1:]...),
+		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
+			if err := geminitest.WriteUserSettings(home); err != nil {
+				t.Fatal(err)
+			}
+			return srv.Env(), func() []followmodel.Transcript {
+				var ts []followmodel.Transcript
+				for _, r := range srv.Requests() {
+					tr, err := geminitest.Transcript(r.Body)
+					if err != nil {
+						t.Errorf("request %s: %v", r.Path, err)
+						continue
+					}
+					ts = append(ts, tr)
+				}
+				return ts
+			}
+		},
+	})
+	checkHello(t, r)
+}
