@@ -20,12 +20,19 @@ import (
 	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
 )
 
-// followPrompt is a prompt in Legion's instruction format whose only step
-// is followCommand.
+// followCommand is the only step of the probes' prompt; failCommand is
+// one that fails, a git command, which every kind's allowlist policy runs
+// unasked (Gemini CLI asked before `ls /nonexistent…`).
 const (
 	followCommand = "echo hello-follow"
-	followPrompt  = "# Legion: plan X-1 (team t)\n\nRun this command, then end your turn:\n\n```sh\n" + followCommand + "\n```\n"
+	failCommand   = "git rev-parse --verify nonexistent-legion-follow"
 )
+
+// followPrompt is a prompt in Legion's instruction format whose only step
+// is command.
+func followPrompt(command string) string {
+	return "# Legion: plan X-1 (team t)\n\nRun this command, then end your turn:\n\n```sh\n" + command + "\n```\n"
+}
 
 // followProbe is one real CLI run against a fake API in follow mode.
 type followProbe struct {
@@ -35,12 +42,35 @@ type followProbe struct {
 	// setup points the CLI at its fake in home (user config) and returns the
 	// environment for it and the transcripts of the requests so far.
 	setup func(t *testing.T, home string) (env []string, transcripts func() []followmodel.Transcript)
+	stop  string // the hook event of a turn's end
+	// noExitCode: the CLI sends a failed command's output with no exit
+	// code or error flag (opencode), so no model can tell it failed.
+	noExitCode bool
 }
 
-// runFollow starts the real CLI as Prepare says, with followPrompt, and
-// waits until a request carries the result of followCommand; it returns
-// that result.
-func runFollow(t *testing.T, p followProbe) *followmodel.Result {
+// probe runs p with followCommand, then with failCommand, and checks what
+// the CLI sent back: the output without an error, then an error the fake
+// reads as one (none for a CLI that sends no exit code); each time the
+// turn ends after the model's final text.
+func probe(t *testing.T, p followProbe) {
+	t.Run("echo", func(t *testing.T) {
+		r := runFollow(t, p, followCommand)
+		if r.IsError || !strings.Contains(r.Text, "hello-follow") {
+			t.Errorf("the result of %q = %+v; want its output, no error", followCommand, *r)
+		}
+	})
+	t.Run("fail", func(t *testing.T) {
+		r := runFollow(t, p, failCommand)
+		if r.IsError == p.noExitCode || !strings.Contains(r.Text, "Needed a single revision") {
+			t.Errorf("the result of %q = %+v; want git's message, an error: %v", failCommand, *r, !p.noExitCode)
+		}
+	})
+}
+
+// runFollow starts the real CLI as Prepare says, with followPrompt(command),
+// and waits until a request carries the result of command and the turn
+// ended; it returns that result.
+func runFollow(t *testing.T, p followProbe, command string) *followmodel.Result {
 	root, repo, wt, home := gitWorktree(t)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
@@ -70,15 +100,15 @@ esac
 		ID: k.SessionID(teamID, "X-1", "plan"), Mode: "plan", Cwd: wt, Repo: repo, Home: home,
 		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion, Env: env,
 	}
-	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: followPrompt}
+	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: followPrompt(command)}
 	l := prepared(t, k, s)
 	env = append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, env...), l.Env...)
 	run := startCodex(t, l.ArgvNew, wt, env)
 	var got *followmodel.Result
-	err = waitfor.Until(3*time.Minute, "a request carrying the result of "+followCommand, func() error {
+	err = waitfor.Until(3*time.Minute, "a request carrying the result of "+command, func() error {
 		ts := transcripts()
 		for _, tr := range ts {
-			if got = resultOf(tr, followCommand); got != nil {
+			if got = resultOf(tr, command); got != nil {
 				return nil
 			}
 		}
@@ -87,7 +117,17 @@ esac
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: the result of %q: %+v", p.kind, followCommand, *got)
+	t.Logf("%s: the result of %q: %+v", p.kind, command, *got)
+	waitfor.Check(t, 3*time.Minute, "the turn's "+p.stop+" hook", func() error {
+		if evs := hookEvents(t, hookLog); countEvents(evs, p.stop) < 1 {
+			return fmt.Errorf("hooks so far: %d; screen:\n%s", len(evs), lastLines(run.text(), 15))
+		}
+		return nil
+	})
+	ts := transcripts()
+	if d := followmodel.Decide(ts[len(ts)-1], followmodel.Traits{}); d.Action != followmodel.Say || !strings.HasPrefix(d.Text, "Done:") {
+		t.Errorf("the last request's answer = %+v; want the final text", d)
+	}
 	return got
 }
 
@@ -105,14 +145,6 @@ func resultOf(tr followmodel.Transcript, command string) *followmodel.Result {
 	return nil
 }
 
-// checkHello fails t unless r is a successful result printing hello-follow.
-func checkHello(t *testing.T, r *followmodel.Result) {
-	t.Helper()
-	if r.IsError || !strings.Contains(r.Text, "hello-follow") {
-		t.Errorf("the result of %q = %+v; want its output, no error", followCommand, *r)
-	}
-}
-
 // TestRealFollowClaude: the real Claude Code, told by its prompt to run one
 // command, runs it when the fake API follows the prompt (allowlist policy:
 // a read-only echo needs no permission, FACTS F6a).
@@ -120,8 +152,8 @@ func TestRealFollowClaude(t *testing.T) {
 	bin := claudetest.Binary(t)
 	srv := anthropictest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
-	r := runFollow(t, followProbe{
-		kind: config.AgentClaude, policy: config.PermissionsAllowlist,
+	probe(t, followProbe{
+		kind: config.AgentClaude, policy: config.PermissionsAllowlist, stop: "Stop",
 		argv: []string{bin, "--session-id", "{session_id}", "{prompt}"},
 		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
 			return []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-ant-api03-legion-test-0123456789abcdefghijklmnop",
@@ -134,7 +166,6 @@ func TestRealFollowClaude(t *testing.T) {
 				}
 		},
 	})
-	checkHello(t, r)
 }
 
 // openaiTranscripts are the transcripts of srv's requests.
@@ -160,8 +191,8 @@ func TestRealFollowCodex(t *testing.T) {
 	srv := openaitest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
 	argv, _, _ := config.KindArgv(config.AgentCodex)
-	r := runFollow(t, followProbe{
-		kind: config.AgentCodex, policy: config.PermissionsAllowlist, argv: append([]string{bin}, argv[1:]...),
+	probe(t, followProbe{
+		kind: config.AgentCodex, policy: config.PermissionsAllowlist, stop: "Stop", argv: append([]string{bin}, argv[1:]...),
 		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
 			if err := srv.WriteUserConfig(home); err != nil {
 				t.Fatal(err)
@@ -169,24 +200,23 @@ func TestRealFollowCodex(t *testing.T) {
 			return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiTranscripts(t, srv)
 		},
 	})
-	checkHello(t, r)
 }
 
 // TestRealFollowOpencode: the real opencode (allowlist policy) runs the
-// prompt's command with its bash tool.
+// prompt's command with its bash tool. A failed command's output comes
+// back with no exit code (opencode FACTS O20).
 func TestRealFollowOpencode(t *testing.T) {
 	bin := opencodetest.Binary(t)
 	srv := openaitest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
 	argv, _, _ := config.KindArgv(config.AgentOpencode)
-	r := runFollow(t, followProbe{
-		kind: config.AgentOpencode, policy: config.PermissionsAllowlist, argv: append([]string{bin}, argv[1:]...),
+	probe(t, followProbe{
+		kind: config.AgentOpencode, policy: config.PermissionsAllowlist, stop: "Stop", noExitCode: true, argv: append([]string{bin}, argv[1:]...),
 		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
 			opencodetest.WriteUserConfig(t, srv, home)
 			return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiTranscripts(t, srv)
 		},
 	})
-	checkHello(t, r)
 }
 
 // TestRealFollowGemini: the real Gemini CLI (allowlist policy) runs the
@@ -196,8 +226,8 @@ func TestRealFollowGemini(t *testing.T) {
 	srv := geminitest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
 	argv, _, _ := config.KindArgv(config.AgentGemini)
-	r := runFollow(t, followProbe{
-		kind: config.AgentGemini, policy: config.PermissionsAllowlist, argv: append([]string{bin}, argv[1:]...),
+	probe(t, followProbe{
+		kind: config.AgentGemini, policy: config.PermissionsAllowlist, stop: "AfterAgent", argv: append([]string{bin}, argv[1:]...),
 		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
 			if err := geminitest.WriteUserSettings(home); err != nil {
 				t.Fatal(err)
@@ -216,5 +246,4 @@ func TestRealFollowGemini(t *testing.T) {
 			}
 		},
 	})
-	checkHello(t, r)
 }

@@ -23,7 +23,10 @@ func (s *Server) Follow(traits followmodel.Traits) {
 // follow model sees it: the user and assistant messages' text parts (the
 // developer and system messages, Codex's permissions and opencode's system
 // prompt, are left out), function_call items (exec_command by its cmd,
-// bash by its command) and function_call_output items, in order. Codex
+// bash by its command) and function_call_output items, in order (an error
+// when its output says a non-zero exit code, codex FACTS X25; opencode's
+// bash output says none, opencode FACTS O20, so its failures are not
+// seen). Codex
 // writes message items with "type":"message", opencode (the AI SDK) with
 // a role and no type; both are read. The request offers no question tool
 // the model may use (Codex's request_user_input is unavailable in Default
