@@ -267,14 +267,14 @@ func matches(template, command string) bool {
 
 // Fill returns command with each placeholder replaced by text (see
 // PlaceholderText), in double quotes when the placeholder stood outside
-// them.
+// quotes.
 func Fill(command string) string {
 	var b strings.Builder
 	last := 0
 	for _, loc := range placeholder.FindAllStringIndex(command, -1) {
 		b.WriteString(command[last:loc[0]])
 		text := PlaceholderText(command[loc[0]:loc[1]])
-		if strings.Count(command[:loc[0]], `"`)%2 == 0 {
+		if !quoted(command[:loc[0]]) {
 			text = `"` + text + `"`
 		}
 		b.WriteString(text)
@@ -282,6 +282,25 @@ func Fill(command string) string {
 	}
 	b.WriteString(command[last:])
 	return b.String()
+}
+
+// quoted says whether the end of prefix, a command's start, is inside
+// single or double quotes, as a POSIX shell reads it.
+func quoted(prefix string) bool {
+	var q byte
+	for i := 0; i < len(prefix); i++ {
+		switch c := prefix[i]; {
+		case q == 0 && c == '\\' && i+1 < len(prefix):
+			i++
+		case q == '"' && c == '\\' && i+1 < len(prefix):
+			i++
+		case q == 0 && (c == '"' || c == '\''):
+			q = c
+		case q != 0 && c == q:
+			q = 0
+		}
+	}
+	return q != 0
 }
 
 // fills are the texts of placeholders, by the first word group found in

@@ -261,6 +261,8 @@ func TestFill(t *testing.T) {
 		{`git commit -m <message>`, `git commit -m "Do what the issue asks"`},
 		{`echo "<summary>" "<anything>"`, `echo "Implemented as planned; the tests pass" "Done as asked"`},
 		{`echo "a < b"`, `echo "a < b"`},
+		{`echo '<why>' <why>`, `echo 'Looks good: the tests cover the change' "Looks good: the tests cover the change"`},
+		{`echo "it's \"<why>\"" <why>`, `echo "it's \"Looks good: the tests cover the change\"" "Looks good: the tests cover the change"`},
 		{`legion issue show web DEMO-1`, `legion issue show web DEMO-1`},
 	} {
 		if got := Fill(tt.in); got != tt.want {
