@@ -290,9 +290,7 @@ func quoted(prefix string) bool {
 	var q byte
 	for i := 0; i < len(prefix); i++ {
 		switch c := prefix[i]; {
-		case q == 0 && c == '\\' && i+1 < len(prefix):
-			i++
-		case q == '"' && c == '\\' && i+1 < len(prefix):
+		case q != '\'' && c == '\\': // escapes the next byte, but not in single quotes
 			i++
 		case q == 0 && (c == '"' || c == '\''):
 			q = c
