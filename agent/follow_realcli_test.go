@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -246,4 +248,96 @@ func TestRealFollowGemini(t *testing.T) {
 			}
 		},
 	})
+}
+
+// TestRealFollowClaudeResumeContinues: Claude Code resumed with the same
+// prompt (a worker's restart) sends the conversation with the prompt
+// again, and the follow model continues with the step not yet run instead
+// of starting over. The first turn is cut after step one by a scripted
+// text, then the CLI is ended with SIGINT and started again with the
+// resume argv.
+func TestRealFollowClaudeResumeContinues(t *testing.T) {
+	bin := claudetest.Binary(t)
+	root, repo, wt, home := gitWorktree(t)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	srv := anthropictest.NewServer(t)
+	srv.Follow(followmodel.Traits{})
+	const one, two = "echo one-follow", "echo two-follow"
+	srv.Script(anthropictest.AnySession, anthropictest.Turn{
+		Match: func(r *anthropictest.Request) bool {
+			tr := r.Transcript()
+			return resultOf(tr, one) != nil && resultOf(tr, two) == nil
+		},
+		Blocks: []anthropictest.Block{anthropictest.Text("Pausing after the first step.")},
+	})
+	hookLog := filepath.Join(root, "hooks.log")
+	legion := filepath.Join(root, "bin", "legion")
+	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\nin=$(cat)\nprintf '%%s %%s\\n' \"$1\" \"$in\" >> %s\n", shellquote.Quote(hookLog))
+	if err := os.WriteFile(legion, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k, err := For(config.Agent{Kind: config.AgentClaude, New: []string{bin, "--session-id", "{session_id}", "{prompt}"},
+		Resume: []string{bin, "--resume", "{session_id}", "{prompt}"}, Permissions: config.PermissionsAllowlist})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-ant-api03-legion-test-0123456789abcdefghijklmnop", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	s := Session{
+		ID: k.SessionID(teamID, "X-1", "plan"), Mode: "plan", Cwd: wt, Repo: repo, Home: home,
+		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion, Env: env,
+	}
+	prompt := "# Legion: plan X-1 (team t)\n\n```sh\n" + one + "\n```\n\n```sh\n" + two + "\n```\n"
+	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: prompt}
+	l := prepared(t, k, s)
+	cliEnv := append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, env...), l.Env...)
+	stops := func() int { return countEvents(hookEvents(t, hookLog), "Stop") }
+
+	run := startCodex(t, l.ArgvNew, wt, cliEnv)
+	waitfor.Check(t, 3*time.Minute, "the first turn's Stop", func() error {
+		if stops() < 1 {
+			return fmt.Errorf("screen:\n%s", lastLines(run.text(), 15))
+		}
+		return nil
+	})
+	if n := srv.Pending(anthropictest.AnySession); n != 0 {
+		t.Fatalf("the pause was not taken (%d turns left); screen:\n%s", n, lastLines(run.text(), 15))
+	}
+	run.cmd.Process.Signal(syscall.SIGINT) // Claude Code exits at once (FACTS F4b)
+	waitfor.Check(t, time.Minute, "claude to end after SIGINT", func() error {
+		select {
+		case <-run.done:
+			return nil
+		default:
+			return errors.New(lastLines(run.text(), 6))
+		}
+	})
+
+	run = startCodex(t, l.ArgvResume, wt, cliEnv)
+	var last *anthropictest.Request
+	waitfor.Check(t, 3*time.Minute, "a request carrying the result of "+two, func() error {
+		for _, r := range srv.MessageRequests("") {
+			if resultOf(r.Transcript(), two) != nil {
+				last = r
+				return nil
+			}
+		}
+		return fmt.Errorf("screen:\n%s", lastLines(run.text(), 15))
+	})
+	prompts, ones := 0, 0
+	for _, it := range last.Transcript().Items {
+		if it.Text == prompt {
+			prompts++
+		}
+		if it.Call != nil && it.Call.Command == one {
+			ones++
+		}
+	}
+	if prompts != 2 || ones != 1 {
+		t.Errorf("the resumed conversation has the prompt %d times and %q run %d times; want 2 and 1", prompts, one, ones)
+	}
 }
