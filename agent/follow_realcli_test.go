@@ -22,62 +22,115 @@ import (
 	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
 )
 
-// followCommand is the only step of the probes' prompt; failCommand is
-// one that fails, a git command, which every kind's allowlist policy runs
-// unasked (Gemini CLI asked before `ls /nonexistent…`).
+// The commands of the probes: followCommand is the only step of the first
+// prompt; failCommand one that fails, a git command, which every kind's
+// allowlist policy runs unasked (Gemini CLI asked before `ls
+// /nonexistent…`, FACTS G23); stepOne and stepTwo the steps of the resume
+// probe.
 const (
 	followCommand = "echo hello-follow"
 	failCommand   = "git rev-parse --verify nonexistent-legion-follow"
+	stepOne       = "echo one-follow"
+	stepTwo       = "echo two-follow"
 )
 
-// followPrompt is a prompt in Legion's instruction format whose only step
-// is command.
-func followPrompt(command string) string {
-	return "# Legion: plan X-1 (team t)\n\nRun this command, then end your turn:\n\n```sh\n" + command + "\n```\n"
+// followPrompt is a prompt in Legion's instruction format whose steps are
+// commands.
+func followPrompt(commands ...string) string {
+	p := "# Legion: plan X-1 (team t)\n\nRun these commands in order, then end your turn:\n"
+	for _, c := range commands {
+		p += "\n```sh\n" + c + "\n```\n"
+	}
+	return p
 }
 
-// followProbe is one real CLI run against a fake API in follow mode.
+// followProbe is a real CLI against a fake API in follow mode.
 type followProbe struct {
-	kind   config.AgentKind
-	policy config.PermissionPolicy
-	argv   []string // the kind's argv, the binary first
-	// setup points the CLI at its fake in home (user config) and returns the
-	// environment for it and the transcripts of the requests so far.
-	setup func(t *testing.T, home string) (env []string, transcripts func() []followmodel.Transcript)
-	stop  string // the hook event of a turn's end
+	kind             config.AgentKind
+	argv, argvResume []string // the kind's argv, the binary first
+	// setup points the CLI at its fake in home (user config) and returns
+	// the environment for it.
+	setup func(t *testing.T, home string) (env []string)
+	// transcripts are those of the fake's requests so far.
+	transcripts func(t *testing.T) []followmodel.Transcript
+	// pause scripts a text answer, once, for the request that carries the
+	// result of stepOne and not of stepTwo; taken says whether it was
+	// taken.
+	pause func(t *testing.T) (taken func() bool)
+	end   func(t *testing.T, run *codexRun) // ends the CLI cleanly
+	stop  string                            // the hook event of a turn's end
 	// noExitCode: the CLI sends a failed command's output with no exit
 	// code or error flag (opencode), so no model can tell it failed.
 	noExitCode bool
 }
 
-// probe runs p with followCommand, then with failCommand, and checks what
-// the CLI sent back: the output without an error, then an error the fake
-// reads as one (none for a CLI that sends no exit code); each time the
-// turn ends after the model's final text.
+// probe runs the CLI, allowlist policy, with followCommand, then with
+// failCommand, and checks what the CLI sent back: the output without an
+// error, then an error the fake reads as one (none for a CLI that sends no
+// exit code); each time the turn ends after the model's final text. Then
+// it cuts a two-step run after step one and resumes it with the same
+// prompt: the model continues with step two.
 func probe(t *testing.T, p followProbe) {
 	t.Run("echo", func(t *testing.T) {
-		r := runFollow(t, p, followCommand)
+		r := newFollowRun(t, p, followPrompt(followCommand)).result(t, followCommand, 1)
 		if r.IsError || !strings.Contains(r.Text, "hello-follow") {
 			t.Errorf("the result of %q = %+v; want its output, no error", followCommand, *r)
 		}
 	})
 	t.Run("fail", func(t *testing.T) {
-		r := runFollow(t, p, failCommand)
+		r := newFollowRun(t, p, followPrompt(failCommand)).result(t, failCommand, 1)
 		if r.IsError == p.noExitCode || !strings.Contains(r.Text, "Needed a single revision") {
 			t.Errorf("the result of %q = %+v; want git's message, an error: %v", failCommand, *r, !p.noExitCode)
 		}
 	})
+	t.Run("resume", func(t *testing.T) {
+		taken := p.pause(t)
+		prompt := followPrompt(stepOne, stepTwo)
+		fr := newFollowRun(t, p, prompt)
+		fr.waitStop(t, 1)
+		if !taken() {
+			t.Fatalf("the pause after step one was not taken; screen:\n%s", lastLines(fr.run.text(), 15))
+		}
+		p.end(t, fr.run)
+		fr.run = startCodex(t, fr.launch.ArgvResume, fr.wt, fr.env)
+		fr.result(t, stepTwo, 2)
+		ts := p.transcripts(t)
+		prompts, ones := 0, 0
+		for _, it := range ts[len(ts)-1].Items {
+			if it.Text == strings.TrimSpace(prompt) { // Gemini CLI trims it (FACTS G24)
+				prompts++
+			}
+			if it.Call != nil && it.Call.Command == stepOne {
+				ones++
+			}
+		}
+		if prompts != 2 || ones != 1 {
+			t.Errorf("the resumed conversation has the prompt %d times and %q run %d times; want 2 and 1", prompts, stepOne, ones)
+		}
+	})
 }
 
-// runFollow starts the real CLI as Prepare says, with followPrompt(command),
-// and waits until a request carries the result of command and the turn
-// ended; it returns that result.
-func runFollow(t *testing.T, p followProbe, command string) *followmodel.Result {
+// followRun is one start of the CLI.
+type followRun struct {
+	p       followProbe
+	wt      string
+	env     []string
+	hookLog string
+	launch  Launch
+	run     *codexRun
+}
+
+// newFollowRun starts the real CLI as Prepare says, allowlist policy, with
+// prompt, in a new worktree and home, with a stand-in legion that logs its
+// hook calls and allows every PermissionRequest (as a person's approval
+// would).
+func newFollowRun(t *testing.T, p followProbe, prompt string) *followRun {
+	t.Helper()
 	root, repo, wt, home := gitWorktree(t)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	hookLog := filepath.Join(root, "hooks.log")
+	fr := &followRun{p: p, wt: wt, hookLog: filepath.Join(root, "hooks.log")}
 	legion := filepath.Join(root, "bin", "legion")
 	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {
 		t.Fatal(err)
@@ -88,13 +141,12 @@ printf '%%s %%s\n' "$1" "$in" >> %s
 case $in in *'"hook_event_name":"PermissionRequest"'*)
 	echo '{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}' ;;
 esac
-`, shellquote.Quote(hookLog))
+`, shellquote.Quote(fr.hookLog))
 	if err := os.WriteFile(legion, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env, transcripts := p.setup(t, home)
-	argvResume := append([]string{p.argv[0]}, "--resume", "{session_id}", "{prompt}")
-	k, err := For(config.Agent{Kind: p.kind, New: p.argv, Resume: argvResume, Permissions: p.policy})
+	env := p.setup(t, home)
+	k, err := For(config.Agent{Kind: p.kind, New: p.argv, Resume: p.argvResume, Permissions: config.PermissionsAllowlist})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,35 +154,46 @@ esac
 		ID: k.SessionID(teamID, "X-1", "plan"), Mode: "plan", Cwd: wt, Repo: repo, Home: home,
 		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion, Env: env,
 	}
-	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: followPrompt(command)}
-	l := prepared(t, k, s)
-	env = append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, env...), l.Env...)
-	run := startCodex(t, l.ArgvNew, wt, env)
+	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: prompt}
+	fr.launch = prepared(t, k, s)
+	fr.env = append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, env...), fr.launch.Env...)
+	fr.run = startCodex(t, fr.launch.ArgvNew, wt, fr.env)
+	return fr
+}
+
+// result waits until a request carries the result of command and the
+// turn-end hook fired stops times in all, and checks that the model's
+// answer to the last request is its final text; it returns the result.
+func (fr *followRun) result(t *testing.T, command string, stops int) *followmodel.Result {
+	t.Helper()
 	var got *followmodel.Result
-	err = waitfor.Until(3*time.Minute, "a request carrying the result of "+command, func() error {
-		ts := transcripts()
+	waitfor.Check(t, 3*time.Minute, "a request carrying the result of "+command, func() error {
+		ts := fr.p.transcripts(t)
 		for _, tr := range ts {
 			if got = resultOf(tr, command); got != nil {
 				return nil
 			}
 		}
-		return fmt.Errorf("%d requests, none with the result; hooks: %d; screen:\n%s", len(ts), len(hookEvents(t, hookLog)), lastLines(run.text(), 20))
+		return fmt.Errorf("%d requests, none with the result; hooks: %d; screen:\n%s", len(ts), len(hookEvents(t, fr.hookLog)), lastLines(fr.run.text(), 20))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s: the result of %q: %+v", p.kind, command, *got)
-	waitfor.Check(t, 3*time.Minute, "the turn's "+p.stop+" hook", func() error {
-		if evs := hookEvents(t, hookLog); countEvents(evs, p.stop) < 1 {
-			return fmt.Errorf("hooks so far: %d; screen:\n%s", len(evs), lastLines(run.text(), 15))
-		}
-		return nil
-	})
-	ts := transcripts()
+	t.Logf("%s: the result of %q: %+v", fr.p.kind, command, *got)
+	fr.waitStop(t, stops)
+	ts := fr.p.transcripts(t)
 	if d := followmodel.Decide(ts[len(ts)-1], followmodel.Traits{}); d.Action != followmodel.Say || !strings.HasPrefix(d.Text, "Done:") {
 		t.Errorf("the last request's answer = %+v; want the final text", d)
 	}
 	return got
+}
+
+// waitStop waits until the turn-end hook fired n times in all.
+func (fr *followRun) waitStop(t *testing.T, n int) {
+	t.Helper()
+	waitfor.Check(t, 3*time.Minute, fmt.Sprintf("%d %s hooks", n, fr.p.stop), func() error {
+		if evs := hookEvents(t, fr.hookLog); countEvents(evs, fr.p.stop) < n {
+			return fmt.Errorf("hooks so far: %d; screen:\n%s", len(evs), lastLines(fr.run.text(), 15))
+		}
+		return nil
+	})
 }
 
 // resultOf is the result of the shell call of command in tr, or nil.
@@ -147,34 +210,73 @@ func resultOf(tr followmodel.Transcript, command string) *followmodel.Result {
 	return nil
 }
 
-// TestRealFollowClaude: the real Claude Code, told by its prompt to run one
-// command, runs it when the fake API follows the prompt (allowlist policy:
-// a read-only echo needs no permission, FACTS F6a).
+// pausing reports whether tr carries the result of stepOne and not of
+// stepTwo: the request the resume probe answers with a pause.
+func pausing(tr followmodel.Transcript) bool {
+	return resultOf(tr, stepOne) != nil && resultOf(tr, stepTwo) == nil
+}
+
+// interrupt ends the CLI with SIGINT (Claude Code and Gemini CLI exit
+// cleanly on it).
+func interrupt(t *testing.T, run *codexRun) {
+	t.Helper()
+	if err := run.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Check(t, time.Minute, "the CLI to end after SIGINT", func() error {
+		select {
+		case <-run.done:
+			return nil
+		default:
+			return errors.New(lastLines(run.text(), 6))
+		}
+	})
+	run.cmd.Wait()
+}
+
+// ctrlC ends Codex or opencode with Ctrl-C at the idle prompt.
+func ctrlC(t *testing.T, run *codexRun) { run.end(t) }
+
+// TestRealFollowClaude: the real Claude Code, told by its prompt what to
+// run, runs it when the fake API follows the prompt (FACTS F8a, F8b).
 func TestRealFollowClaude(t *testing.T) {
 	bin := claudetest.Binary(t)
 	srv := anthropictest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
 	probe(t, followProbe{
-		kind: config.AgentClaude, policy: config.PermissionsAllowlist, stop: "Stop",
-		argv: []string{bin, "--session-id", "{session_id}", "{prompt}"},
-		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
+		kind: config.AgentClaude, stop: "Stop", end: interrupt,
+		argv:       []string{bin, "--session-id", "{session_id}", "{prompt}"},
+		argvResume: []string{bin, "--resume", "{session_id}", "{prompt}"},
+		setup: func(t *testing.T, home string) []string {
 			return []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-ant-api03-legion-test-0123456789abcdefghijklmnop",
-					"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, func() []followmodel.Transcript {
-					var ts []followmodel.Transcript
-					for _, r := range srv.MessageRequests("") {
-						ts = append(ts, r.Transcript())
-					}
-					return ts
-				}
+				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+		},
+		transcripts: func(t *testing.T) []followmodel.Transcript {
+			var ts []followmodel.Transcript
+			for _, r := range srv.MessageRequests("") {
+				ts = append(ts, r.Transcript())
+			}
+			return ts
+		},
+		pause: func(t *testing.T) func() bool {
+			srv.Script(anthropictest.AnySession, anthropictest.Turn{
+				Match:  func(r *anthropictest.Request) bool { return pausing(r.Transcript()) },
+				Blocks: []anthropictest.Block{anthropictest.Text("Pausing after the first step.")},
+			})
+			return func() bool { return srv.Pending(anthropictest.AnySession) == 0 }
 		},
 	})
 }
 
-// openaiTranscripts are the transcripts of srv's requests.
-func openaiTranscripts(t *testing.T, srv *openaitest.Server) func() []followmodel.Transcript {
-	return func() []followmodel.Transcript {
+// openaiProbe is the part of a probe of a CLI that speaks the Responses
+// API to srv.
+func openaiProbe(srv *openaitest.Server, p followProbe) followProbe {
+	p.transcripts = func(t *testing.T) []followmodel.Transcript {
 		var ts []followmodel.Transcript
 		for _, r := range srv.Requests() {
+			if r.Title {
+				continue
+			}
 			tr, err := openaitest.Transcript(r.Body)
 			if err != nil {
 				t.Errorf("request %s: %v", r.Path, err)
@@ -184,160 +286,87 @@ func openaiTranscripts(t *testing.T, srv *openaitest.Server) func() []followmode
 		}
 		return ts
 	}
+	p.pause = func(t *testing.T) func() bool {
+		srv.Script(openaitest.Turn{Text: "Pausing after the first step.", Match: func(body []byte) bool {
+			tr, err := openaitest.Transcript(body)
+			return err == nil && pausing(tr)
+		}})
+		return func() bool { return len(srv.Left()) == 0 }
+	}
+	return p
 }
 
-// TestRealFollowCodex: the real Codex CLI (allowlist policy: Codex's own
-// sandbox and approvals) runs the prompt's command the fake asks for.
+// TestRealFollowCodex: the real Codex CLI (Codex's own sandbox and
+// approvals) runs what the prompt says (FACTS X25).
 func TestRealFollowCodex(t *testing.T) {
 	bin := codextest.Binary(t)
 	srv := openaitest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
-	argv, _, _ := config.KindArgv(config.AgentCodex)
-	probe(t, followProbe{
-		kind: config.AgentCodex, policy: config.PermissionsAllowlist, stop: "Stop", argv: append([]string{bin}, argv[1:]...),
-		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
+	argv, argvResume, _ := config.KindArgv(config.AgentCodex)
+	probe(t, openaiProbe(srv, followProbe{
+		kind: config.AgentCodex, stop: "Stop", end: ctrlC,
+		argv: append([]string{bin}, argv[1:]...), argvResume: append([]string{bin}, argvResume[1:]...),
+		setup: func(t *testing.T, home string) []string {
 			if err := srv.WriteUserConfig(home); err != nil {
 				t.Fatal(err)
 			}
-			return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiTranscripts(t, srv)
+			return []string{openaitest.KeyEnv + "=" + openaitest.Key}
 		},
-	})
+	}))
 }
 
-// TestRealFollowOpencode: the real opencode (allowlist policy) runs the
-// prompt's command with its bash tool. A failed command's output comes
-// back with no exit code (opencode FACTS O20).
+// TestRealFollowOpencode: the real opencode runs what the prompt says with
+// its bash tool. A failed command's output comes back with no exit code
+// (opencode FACTS O20).
 func TestRealFollowOpencode(t *testing.T) {
 	bin := opencodetest.Binary(t)
 	srv := openaitest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
-	argv, _, _ := config.KindArgv(config.AgentOpencode)
-	probe(t, followProbe{
-		kind: config.AgentOpencode, policy: config.PermissionsAllowlist, stop: "Stop", noExitCode: true, argv: append([]string{bin}, argv[1:]...),
-		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
+	argv, argvResume, _ := config.KindArgv(config.AgentOpencode)
+	probe(t, openaiProbe(srv, followProbe{
+		kind: config.AgentOpencode, stop: "Stop", end: ctrlC, noExitCode: true,
+		argv: append([]string{bin}, argv[1:]...), argvResume: append([]string{bin}, argvResume[1:]...),
+		setup: func(t *testing.T, home string) []string {
 			opencodetest.WriteUserConfig(t, srv, home)
-			return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiTranscripts(t, srv)
+			return []string{openaitest.KeyEnv + "=" + openaitest.Key}
 		},
-	})
+	}))
 }
 
-// TestRealFollowGemini: the real Gemini CLI (allowlist policy) runs the
-// prompt's command with run_shell_command.
+// TestRealFollowGemini: the real Gemini CLI runs what the prompt says with
+// run_shell_command (FACTS G22).
 func TestRealFollowGemini(t *testing.T) {
 	bin := geminitest.Binary(t)
 	srv := geminitest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
-	argv, _, _ := config.KindArgv(config.AgentGemini)
+	argv, argvResume, _ := config.KindArgv(config.AgentGemini)
 	probe(t, followProbe{
-		kind: config.AgentGemini, policy: config.PermissionsAllowlist, stop: "AfterAgent", argv: append([]string{bin}, argv[1:]...),
-		setup: func(t *testing.T, home string) ([]string, func() []followmodel.Transcript) {
+		kind: config.AgentGemini, stop: "AfterAgent", end: interrupt,
+		argv: append([]string{bin}, argv[1:]...), argvResume: append([]string{bin}, argvResume[1:]...),
+		setup: func(t *testing.T, home string) []string {
 			if err := geminitest.WriteUserSettings(home); err != nil {
 				t.Fatal(err)
 			}
-			return srv.Env(), func() []followmodel.Transcript {
-				var ts []followmodel.Transcript
-				for _, r := range srv.Requests() {
-					tr, err := geminitest.Transcript(r.Body)
-					if err != nil {
-						t.Errorf("request %s: %v", r.Path, err)
-						continue
-					}
-					ts = append(ts, tr)
+			return srv.Env()
+		},
+		transcripts: func(t *testing.T) []followmodel.Transcript {
+			var ts []followmodel.Transcript
+			for _, r := range srv.Requests() {
+				tr, err := geminitest.Transcript(r.Body)
+				if err != nil {
+					t.Errorf("request %s: %v", r.Path, err)
+					continue
 				}
-				return ts
+				ts = append(ts, tr)
 			}
+			return ts
+		},
+		pause: func(t *testing.T) func() bool {
+			srv.Script(geminitest.Turn{Text: "Pausing after the first step.", Match: func(body []byte) bool {
+				tr, err := geminitest.Transcript(body)
+				return err == nil && pausing(tr)
+			}})
+			return func() bool { return len(srv.Left()) == 0 }
 		},
 	})
-}
-
-// TestRealFollowClaudeResumeContinues: Claude Code resumed with the same
-// prompt (a worker's restart) sends the conversation with the prompt
-// again, and the follow model continues with the step not yet run instead
-// of starting over. The first turn is cut after step one by a scripted
-// text, then the CLI is ended with SIGINT and started again with the
-// resume argv.
-func TestRealFollowClaudeResumeContinues(t *testing.T) {
-	bin := claudetest.Binary(t)
-	root, repo, wt, home := gitWorktree(t)
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	srv := anthropictest.NewServer(t)
-	srv.Follow(followmodel.Traits{})
-	const one, two = "echo one-follow", "echo two-follow"
-	srv.Script(anthropictest.AnySession, anthropictest.Turn{
-		Match: func(r *anthropictest.Request) bool {
-			tr := r.Transcript()
-			return resultOf(tr, one) != nil && resultOf(tr, two) == nil
-		},
-		Blocks: []anthropictest.Block{anthropictest.Text("Pausing after the first step.")},
-	})
-	hookLog := filepath.Join(root, "hooks.log")
-	legion := filepath.Join(root, "bin", "legion")
-	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	script := fmt.Sprintf("#!/bin/sh\nin=$(cat)\nprintf '%%s %%s\\n' \"$1\" \"$in\" >> %s\n", shellquote.Quote(hookLog))
-	if err := os.WriteFile(legion, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	k, err := For(config.Agent{Kind: config.AgentClaude, New: []string{bin, "--session-id", "{session_id}", "{prompt}"},
-		Resume: []string{bin, "--resume", "{session_id}", "{prompt}"}, Permissions: config.PermissionsAllowlist})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-ant-api03-legion-test-0123456789abcdefghijklmnop", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
-	s := Session{
-		ID: k.SessionID(teamID, "X-1", "plan"), Mode: "plan", Cwd: wt, Repo: repo, Home: home,
-		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion, Env: env,
-	}
-	prompt := "# Legion: plan X-1 (team t)\n\n```sh\n" + one + "\n```\n\n```sh\n" + two + "\n```\n"
-	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: prompt}
-	l := prepared(t, k, s)
-	cliEnv := append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, env...), l.Env...)
-	stops := func() int { return countEvents(hookEvents(t, hookLog), "Stop") }
-
-	run := startCodex(t, l.ArgvNew, wt, cliEnv)
-	waitfor.Check(t, 3*time.Minute, "the first turn's Stop", func() error {
-		if stops() < 1 {
-			return fmt.Errorf("screen:\n%s", lastLines(run.text(), 15))
-		}
-		return nil
-	})
-	if n := srv.Pending(anthropictest.AnySession); n != 0 {
-		t.Fatalf("the pause was not taken (%d turns left); screen:\n%s", n, lastLines(run.text(), 15))
-	}
-	run.cmd.Process.Signal(syscall.SIGINT) // Claude Code exits at once (FACTS F4b)
-	waitfor.Check(t, time.Minute, "claude to end after SIGINT", func() error {
-		select {
-		case <-run.done:
-			return nil
-		default:
-			return errors.New(lastLines(run.text(), 6))
-		}
-	})
-
-	run = startCodex(t, l.ArgvResume, wt, cliEnv)
-	var last *anthropictest.Request
-	waitfor.Check(t, 3*time.Minute, "a request carrying the result of "+two, func() error {
-		for _, r := range srv.MessageRequests("") {
-			if resultOf(r.Transcript(), two) != nil {
-				last = r
-				return nil
-			}
-		}
-		return fmt.Errorf("screen:\n%s", lastLines(run.text(), 15))
-	})
-	prompts, ones := 0, 0
-	for _, it := range last.Transcript().Items {
-		if it.Text == prompt {
-			prompts++
-		}
-		if it.Call != nil && it.Call.Command == one {
-			ones++
-		}
-	}
-	if prompts != 2 || ones != 1 {
-		t.Errorf("the resumed conversation has the prompt %d times and %q run %d times; want 2 and 1", prompts, one, ones)
-	}
 }
