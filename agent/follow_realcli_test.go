@@ -32,6 +32,8 @@ const (
 	failCommand   = "git rev-parse --verify nonexistent-legion-follow"
 	stepOne       = "echo one-follow"
 	stepTwo       = "echo two-follow"
+	askCommand    = "echo 'Question: Ship it today? (yes|no)'"
+	afterAnswer   = "echo after-answer-follow"
 )
 
 // followPrompt is a prompt in Legion's instruction format whose steps are
@@ -69,7 +71,9 @@ type followProbe struct {
 // error, then an error the fake reads as one (none for a CLI that sends no
 // exit code); each time the turn ends after the model's final text. Then
 // it cuts a two-step run after step one and resumes it with the same
-// prompt: the model continues with step two.
+// prompt: the model continues with step two. Last, a command prints a
+// `Question:` line: the model asks it in text and ends its turn; resumed
+// with the answer as the prompt, it runs the next step.
 func probe(t *testing.T, p followProbe) {
 	t.Run("echo", func(t *testing.T) {
 		r := newFollowRun(t, p, followPrompt(followCommand)).result(t, followCommand, 1)
@@ -92,12 +96,12 @@ func probe(t *testing.T, p followProbe) {
 			t.Fatalf("the pause after step one was not taken; screen:\n%s", lastLines(fr.run.text(), 15))
 		}
 		p.end(t, fr.run)
-		fr.run = startCodex(t, fr.launch.ArgvResume, fr.wt, fr.env)
+		fr.resume(t, prompt)
 		fr.result(t, stepTwo, 2)
 		ts := p.transcripts(t)
 		prompts, ones := 0, 0
 		for _, it := range ts[len(ts)-1].Items {
-			if it.Text == strings.TrimSpace(prompt) { // Gemini CLI trims it (FACTS G24)
+			if it.Text == prompt || it.Text == strings.TrimSpace(prompt) { // Gemini CLI trims it (FACTS G24)
 				prompts++
 			}
 			if it.Call != nil && it.Call.Command == stepOne {
@@ -108,11 +112,25 @@ func probe(t *testing.T, p followProbe) {
 			t.Errorf("the resumed conversation has the prompt %d times and %q run %d times; want 2 and 1", prompts, stepOne, ones)
 		}
 	})
+	t.Run("question", func(t *testing.T) {
+		fr := newFollowRun(t, p, followPrompt(askCommand, afterAnswer))
+		fr.waitStop(t, 1)
+		ts := p.transcripts(t)
+		want := followmodel.Decision{Action: followmodel.Say, Text: "Before I go on I need an answer to this question: Ship it today? (yes|no)"}
+		if d := followmodel.Decide(ts[len(ts)-1], followmodel.Traits{}); d.Action != want.Action || d.Text != want.Text {
+			t.Fatalf("the answer that ended the turn = %+v; want %+v", d, want)
+		}
+		p.end(t, fr.run)
+		fr.resume(t, "yes")
+		fr.result(t, afterAnswer, 2)
+	})
 }
 
 // followRun is one start of the CLI.
 type followRun struct {
 	p       followProbe
+	kind    Kind
+	session Session
 	wt      string
 	env     []string
 	hookLog string
@@ -155,10 +173,20 @@ esac
 		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion, Env: env,
 	}
 	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: prompt}
+	fr.kind, fr.session = k, s
 	fr.launch = prepared(t, k, s)
 	fr.env = append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, env...), fr.launch.Env...)
 	fr.run = startCodex(t, fr.launch.ArgvNew, wt, fr.env)
 	return fr
+}
+
+// resume starts the CLI again with its resume argv and prompt, as a
+// worker does for a person's answer after the CLI ended.
+func (fr *followRun) resume(t *testing.T, prompt string) {
+	t.Helper()
+	fr.session.Vars.Prompt = prompt
+	fr.launch = prepared(t, fr.kind, fr.session)
+	fr.run = startCodex(t, fr.launch.ArgvResume, fr.wt, fr.env)
 }
 
 // result waits until a request carries the result of command and the

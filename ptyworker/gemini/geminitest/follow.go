@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/legion-dev/legion/internal/followmodel"
 )
@@ -22,8 +23,9 @@ func (s *Server) Follow(traits followmodel.Traits) {
 // follow model sees it: the text parts of its user and model contents (the
 // systemInstruction, the CLI's own prompt, is left out), functionCall
 // parts (run_shell_command by its command) and functionResponse parts
-// (an error when the response has an "error", or its output says a
-// non-zero exit code), in order. A functionResponse is paired with its
+// (its output without the CLI's wrapper, see shellOutput; an error when
+// the response has an "error", or its output says a non-zero exit code),
+// in order. A functionResponse is paired with its
 // call by id, else with the oldest unanswered call of the same name. The
 // request offers no question tool the model may use (Legion denies
 // ask_user, FACTS G21).
@@ -86,6 +88,7 @@ func Transcript(body []byte) (followmodel.Transcript, error) {
 					open = slices.Delete(open, i, i+1)
 				}
 				out, _ := fr.Response["output"].(string)
+				out = shellOutput(out)
 				if e, ok := fr.Response["error"]; ok && e != nil && e != "" {
 					res.IsError = true
 					if s, ok := e.(string); ok {
@@ -101,6 +104,25 @@ func Transcript(body []byte) (followmodel.Transcript, error) {
 		}
 	}
 	return t, nil
+}
+
+// shellOutput is run_shell_command's output as the model reads it: the
+// CLI's <untrusted_context> wrapper, its last line "Process Group PGID: N"
+// and the "Output: " before the command's first line taken off (FACTS
+// G22), so that a line the command printed starts its line.
+func shellOutput(out string) string {
+	if in, ok := strings.CutPrefix(out, "<untrusted_context>\n"); ok {
+		if in, ok := strings.CutSuffix(in, "\n</untrusted_context>"); ok {
+			out = in
+		}
+	}
+	if i := strings.LastIndex(out, "\nProcess Group PGID: "); i >= 0 && !strings.Contains(out[i+1:], "\n") {
+		out = out[:i]
+	}
+	if rest, ok := strings.CutPrefix(out, "Output: "); ok {
+		return rest
+	}
+	return strings.Replace(out, "\nOutput: ", "\n", 1)
 }
 
 // followTurn is the follow model's answer to a request body: a call of

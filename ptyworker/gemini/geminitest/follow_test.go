@@ -107,7 +107,7 @@ func TestFollow(t *testing.T) {
 		{"first step", geminiBody(t), shell("legion issue show web DEMO-1", "Run legion issue show")},
 		{"next step", geminiBody(t, call("legion issue show web DEMO-1"), response(map[string]any{"output": "DEMO-1  Plan it"})),
 			shell(comment, "Run legion issue comment")},
-		{"question in text", geminiBody(t, call("legion issue show web DEMO-1"), response(map[string]any{"output": "DEMO-1\nQuestion: Ship it?"})),
+		{"question in text", geminiBody(t, call("legion issue show web DEMO-1"), response(map[string]any{"output": "<untrusted_context>\nOutput: Question: Ship it?\nProcess Group PGID: 4445\n</untrusted_context>"})),
 			[]map[string]any{{"text": "Before I go on I need an answer to this question: Ship it?"}}},
 		{"done", geminiBody(t, call("legion issue show web DEMO-1"), response(map[string]any{"output": ""}),
 			call(`legion issue comment web DEMO-1 "Plan: x"`), response(map[string]any{"output": ""})),
@@ -127,7 +127,7 @@ func TestFollow(t *testing.T) {
 		output map[string]any
 		want   string
 	}{
-		{"exit code", map[string]any{"output": "Command: legion issue show web DEMO-1\nOutput: no such issue\nError: (none)\nExit Code: 1"}, "Exit Code: 1"},
+		{"exit code", map[string]any{"output": "<untrusted_context>\nOutput: fatal: Needed a single revision\nExit Code: 128\nProcess Group PGID: 3365\n</untrusted_context>"}, "Exit Code: 128"},
 		{"tool error", map[string]any{"error": "Tool execution denied by policy."}, "Tool execution denied by policy."},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
