@@ -64,6 +64,9 @@ type followProbe struct {
 	// noExitCode: the CLI sends a failed command's output with no exit
 	// code or error flag (opencode), so no model can tell it failed.
 	noExitCode bool
+	// askTool: the CLI offers AskUserQuestion, which the model uses when
+	// the prompt names it (Claude Code).
+	askTool bool
 }
 
 // probe runs the CLI, allowlist policy, with followCommand, then with
@@ -124,7 +127,35 @@ func probe(t *testing.T, p followProbe) {
 		fr.resume(t, "yes")
 		fr.result(t, afterAnswer, 2)
 	})
+	if !p.askTool {
+		return
+	}
+	t.Run("ask tool", func(t *testing.T) {
+		fr := newFollowRun(t, p, followPrompt(askCommand, afterAnswer)+"\nTo ask a person, use the AskUserQuestion tool.\n")
+		fr.result(t, afterAnswer, 1)
+		ts := p.transcripts(t)
+		var asked *followmodel.Call
+		var answer *followmodel.Result
+		for _, it := range ts[len(ts)-1].Items {
+			if it.Call != nil && it.Call.Tool == "AskUserQuestion" {
+				asked = it.Call
+			}
+			if it.Result != nil && asked != nil && it.Result.CallID == asked.ID {
+				answer = it.Result
+			}
+		}
+		if asked == nil || asked.Question != "Ship it today? (yes|no)" || answer == nil || !strings.Contains(answer.Text, `="yes"`) {
+			t.Errorf("the question asked with the tool: %+v, answered %+v; want the question, answered yes", asked, answer)
+		}
+	})
 }
+
+// askAnswer is the stand-in hook's answer "yes" to the follow model's
+// AskUserQuestion call of askCommand's question: its input echoed back
+// with the answers (FACTS F3k).
+const askAnswer = `{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow","updatedInput":{` +
+	`"questions":[{"question":"Ship it today? (yes|no)","header":"Question","options":[{"label":"yes","description":"Answer yes"},` +
+	`{"label":"no","description":"Answer no"}],"multiSelect":false}],"answers":{"Ship it today? (yes|no)":"yes"}}}}}`
 
 // followRun is one start of the CLI.
 type followRun struct {
@@ -156,10 +187,13 @@ func newFollowRun(t *testing.T, p followProbe, prompt string) *followRun {
 	script := fmt.Sprintf(`#!/bin/sh
 in=$(cat)
 printf '%%s %%s\n' "$1" "$in" >> %s
-case $in in *'"hook_event_name":"PermissionRequest"'*)
+case $in in
+*'"hook_event_name":"PermissionRequest"'*'"tool_name":"AskUserQuestion"'*)
+	echo '%s' ;;
+*'"hook_event_name":"PermissionRequest"'*)
 	echo '{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}' ;;
 esac
-`, shellquote.Quote(fr.hookLog))
+`, shellquote.Quote(fr.hookLog), askAnswer)
 	if err := os.WriteFile(legion, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +306,7 @@ func TestRealFollowClaude(t *testing.T) {
 	srv := anthropictest.NewServer(t)
 	srv.Follow(followmodel.Traits{})
 	probe(t, followProbe{
-		kind: config.AgentClaude, stop: "Stop", end: interrupt,
+		kind: config.AgentClaude, stop: "Stop", end: interrupt, askTool: true,
 		argv:       []string{bin, "--session-id", "{session_id}", "{prompt}"},
 		argvResume: []string{bin, "--resume", "{session_id}", "{prompt}"},
 		setup: func(t *testing.T, home string) []string {
