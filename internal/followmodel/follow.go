@@ -23,9 +23,11 @@
 //     user text identical to the instructions: a restart that sends the
 //     same instructions again continues where the conversation was; other
 //     instructions (the retro's, resuming the implementer's conversation)
-//     start afresh. A call counts for a step when it is the step's command
-//     with any text where the placeholders were; calls are matched in
-//     order.
+//     start afresh, and so do the same instructions again after a run of
+//     them that finished every step (a phase dispatched again into the
+//     same conversation, e.g. a second review). A call counts for a step
+//     when it is the step's command with any text where the placeholders
+//     were; calls are matched in order.
 //  3. The next step is the first not run: its command with each
 //     placeholder filled with a short fixed text chosen by the
 //     placeholder's words (no angle brackets, no double quotes; quoted if
@@ -164,11 +166,18 @@ func Decide(t Transcript, traits Traits) Decision {
 		return Decision{Action: Say, Text: NoInstructions + ": no message gives me commands to run, so I stop here."}
 	}
 	instructions := t.Items[last].Text
-	anchor := last
-	for i := 0; i < last; i++ {
+	// The run of these instructions starts at the earliest message that
+	// holds them, or at a later one when the run before it finished.
+	var anchors []int
+	for i := 0; i <= last; i++ {
 		if t.Items[i].Role == User && t.Items[i].Text == instructions {
-			anchor = i
-			break
+			anchors = append(anchors, i)
+		}
+	}
+	anchor := anchors[0]
+	for _, a := range anchors[1:] {
+		if next, _ := progress(steps, shellCalls(t.Items[anchor+1:a])); next < 0 {
+			anchor = a
 		}
 	}
 
@@ -178,40 +187,14 @@ func Decide(t Transcript, traits Traits) Decision {
 			results[it.Result.CallID] = it.Result
 		}
 	}
-	var calls []*Call // shell calls since the anchor
+	calls := shellCalls(t.Items[anchor+1:])
 	var failed []Failure
-	for _, it := range t.Items[anchor+1:] {
-		if it.Call == nil || it.Call.Command == "" {
-			continue
-		}
-		calls = append(calls, it.Call)
-		if r := results[it.Call.ID]; r != nil && r.IsError {
-			failed = append(failed, Failure{Command: it.Call.Command, Result: lastLine(r.Text)})
+	for _, c := range calls {
+		if r := results[c.ID]; r != nil && r.IsError {
+			failed = append(failed, Failure{Command: c.Command, Result: lastLine(r.Text)})
 		}
 	}
-
-	// Walk the steps over the calls, in order.
-	next, cursor := -1, 0
-	side := "" // the side a review choice took in this run
-	for i, st := range steps {
-		found := -1
-		for j := cursor; j < len(calls) && found < 0; j++ {
-			for _, alt := range st.Alternatives {
-				if matches(alt.Command, calls[j].Command) {
-					found = j
-					if s := reviewSide(alt.Condition); s != "" && isReview(st) {
-						side = s
-					}
-					break
-				}
-			}
-		}
-		if found < 0 {
-			next = i
-			break
-		}
-		cursor = found + 1
-	}
+	next, side := progress(steps, calls)
 	if next < 0 {
 		text := fmt.Sprintf("Done: I ran all %d steps of the instructions.", len(steps))
 		if len(failed) > 0 {
@@ -237,6 +220,44 @@ func Decide(t Transcript, traits Traits) Decision {
 		Action: Run, Command: cmd, Description: describe(cmd),
 		Step: next + 1, Steps: len(steps), Failed: failed,
 	}
+}
+
+// shellCalls are the shell calls among items.
+func shellCalls(items []Item) []*Call {
+	var calls []*Call
+	for _, it := range items {
+		if it.Call != nil && it.Call.Command != "" {
+			calls = append(calls, it.Call)
+		}
+	}
+	return calls
+}
+
+// progress walks steps over calls in order: a step is run by the first
+// later call that is one of its alternatives. It returns the index of the
+// first step not run (-1: all ran) and the side ("approve", "changes") a
+// review choice among them took ("" for none).
+func progress(steps []Step, calls []*Call) (next int, side string) {
+	cursor := 0
+	for i, st := range steps {
+		found := -1
+		for j := cursor; j < len(calls) && found < 0; j++ {
+			for _, alt := range st.Alternatives {
+				if matches(alt.Command, calls[j].Command) {
+					found = j
+					if s := reviewSide(alt.Condition); s != "" && isReview(st) {
+						side = s
+					}
+					break
+				}
+			}
+		}
+		if found < 0 {
+			return i, side
+		}
+		cursor = found + 1
+	}
+	return -1, side
 }
 
 // placeholder is a `<…>` of a command.

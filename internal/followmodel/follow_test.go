@@ -121,6 +121,24 @@ func TestDecide(t *testing.T) {
 			want:  Decision{Action: Run, Command: planDone[2:], Description: "Run legion issue label", Step: 3, Steps: 3},
 		},
 		{
+			name:  "the same instructions after a finished run start afresh",
+			items: convo(planText, show, showResult, planComment, "> ", planDone, "> ", "~ Done.", planText),
+			want:  Decision{Action: Run, Command: "legion issue show web DEMO-1", Description: "Run legion issue show", Step: 1, Steps: 3},
+		},
+		{
+			name: "a restart of the second run continues it",
+			items: convo(planText, show, showResult, planComment, "> ", planDone, "> ", "~ Done.", planText, show, showResult,
+				planText),
+			want: Decision{Action: Run, Command: planComment[2:], Description: "Run legion issue comment", Step: 2, Steps: 3},
+		},
+		{
+			name: "a second review in the same conversation approves",
+			items: convo(reviewText, show, showResult, `$ legion issue comment web DEMO-1 "Changes requested: x"`, "> ",
+				"$ legion issue label web DEMO-1 worker-changes-requested", "> ", "~ Done.", reviewText, show, showResult),
+			want: Decision{Action: Run, Command: `legion issue comment web DEMO-1 "Approved: Looks good: the tests cover the change"`,
+				Description: "Run legion issue comment", Step: 2, Steps: 3},
+		},
+		{
 			name: "retro after implement starts afresh",
 			items: convo(implementText, show, showResult, `$ git commit -am "Do what the issue asks"`, "> [main 1234567] x",
 				planDone, "> ", "~ Done.", retroText),
