@@ -25,7 +25,7 @@ import (
 // The commands of the probes: followCommand is the only step of the first
 // prompt; failCommand one that fails, a git command, which every kind's
 // allowlist policy runs unasked (Gemini CLI asked before `ls
-// /nonexistent…`, FACTS G23); stepOne and stepTwo the steps of the resume
+// /nonexistent…`, FACTS G24); stepOne and stepTwo the steps of the resume
 // probe.
 const (
 	followCommand = "echo hello-follow"
@@ -104,7 +104,7 @@ func probe(t *testing.T, p followProbe) {
 		ts := p.transcripts(t)
 		prompts, ones := 0, 0
 		for _, it := range ts[len(ts)-1].Items {
-			if it.Text == prompt || it.Text == strings.TrimSpace(prompt) { // Gemini CLI trims it (FACTS G24)
+			if it.Text == prompt || it.Text == strings.TrimSpace(prompt) { // Gemini CLI trims it (FACTS G25)
 				prompts++
 			}
 			if it.Call != nil && it.Call.Command == stepOne {
@@ -300,7 +300,7 @@ func interrupt(t *testing.T, run *codexRun) {
 func ctrlC(t *testing.T, run *codexRun) { run.end(t) }
 
 // TestRealFollowClaude: the real Claude Code, told by its prompt what to
-// run, runs it when the fake API follows the prompt (FACTS F8a, F8b).
+// run, runs it when the fake API follows the prompt (FACTS F9a, F9b).
 func TestRealFollowClaude(t *testing.T) {
 	bin := claudetest.Binary(t)
 	srv := anthropictest.NewServer(t)
@@ -359,7 +359,7 @@ func openaiProbe(srv *openaitest.Server, p followProbe) followProbe {
 }
 
 // TestRealFollowCodex: the real Codex CLI (Codex's own sandbox and
-// approvals) runs what the prompt says (FACTS X25).
+// approvals) runs what the prompt says (FACTS X26).
 func TestRealFollowCodex(t *testing.T) {
 	bin := codextest.Binary(t)
 	srv := openaitest.NewServer(t)
@@ -379,7 +379,7 @@ func TestRealFollowCodex(t *testing.T) {
 
 // TestRealFollowOpencode: the real opencode runs what the prompt says with
 // its bash tool. A failed command's output comes back with no exit code
-// (opencode FACTS O20).
+// (opencode FACTS O21).
 func TestRealFollowOpencode(t *testing.T) {
 	bin := opencodetest.Binary(t)
 	srv := openaitest.NewServer(t)
@@ -396,7 +396,7 @@ func TestRealFollowOpencode(t *testing.T) {
 }
 
 // TestRealFollowGemini: the real Gemini CLI runs what the prompt says with
-// run_shell_command (FACTS G22).
+// run_shell_command (FACTS G23).
 func TestRealFollowGemini(t *testing.T) {
 	bin := geminitest.Binary(t)
 	srv := geminitest.NewServer(t)

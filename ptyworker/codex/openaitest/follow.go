@@ -24,8 +24,8 @@ func (s *Server) Follow(traits followmodel.Traits) {
 // developer and system messages, Codex's permissions and opencode's system
 // prompt, are left out), function_call items (exec_command by its cmd,
 // bash by its command) and function_call_output items, in order (an error
-// when its output says a non-zero exit code, codex FACTS X25; opencode's
-// bash output says none, opencode FACTS O20, so its failures are not
+// when its output says a non-zero exit code, codex FACTS X26; opencode's
+// bash output says none, opencode FACTS O21, so its failures are not
 // seen). Codex
 // writes message items with "type":"message", opencode (the AI SDK) with
 // a role and no type; both are read. The request offers no question tool

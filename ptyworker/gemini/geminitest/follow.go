@@ -109,7 +109,7 @@ func Transcript(body []byte) (followmodel.Transcript, error) {
 // shellOutput is run_shell_command's output as the model reads it: the
 // CLI's <untrusted_context> wrapper, its last line "Process Group PGID: N"
 // and the "Output: " before the command's first line taken off (FACTS
-// G22), so that a line the command printed starts its line.
+// G23), so that a line the command printed starts its line.
 func shellOutput(out string) string {
 	if in, ok := strings.CutPrefix(out, "<untrusted_context>\n"); ok {
 		if in, ok := strings.CutSuffix(in, "\n</untrusted_context>"); ok {
