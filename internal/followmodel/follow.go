@@ -31,7 +31,8 @@
 //  3. The next step is the first not run: its command with each
 //     placeholder filled with a short fixed text chosen by the
 //     placeholder's words (no angle brackets, no double quotes; quoted if
-//     the template did not quote it). A result that is an error does not
+//     the template did not quote it); review notes say the review's
+//     outcome. A result that is an error does not
 //     stop it: the failure is recorded (Decision.Failed) and it goes on.
 //  4. Before its next command it asks each question once per conversation:
 //     a line starting with `Question:` in a tool result (e.g. an issue body
@@ -47,13 +48,16 @@
 //
 // The model's character, for the choices the instructions leave to it:
 //
-//   - A strict reviewer (the zero Traits): in a choice whose conditions
-//     mention approving and changes, it requests changes unless the
-//     conversation shows it asked for changes before (its own earlier
-//     command naming worker-changes-requested, or a tool result, e.g. the
-//     issue's comments, saying changes were requested); then it approves.
-//     Later choices of the same kind in one run take the same side.
-//     Traits.Lenient approves at once.
+//   - A strict reviewer (the zero Traits): in instructions with a choice
+//     whose conditions mention approving and changes, it requests changes
+//     unless the conversation shows it asked for changes before (its own
+//     earlier command naming worker-changes-requested, or a tool result,
+//     e.g. the issue's comments, saying changes were requested); then it
+//     approves. It judges on what it read before it first wrote its own
+//     words in this run, and its notes say the outcome ("Changes
+//     requested: …", "Approved: …"), so a later review, in this
+//     conversation or another, finds them. Every choice of the kind in
+//     one run takes the same side. Traits.Lenient approves at once.
 //   - Every other choice takes the first alternative.
 //   - Traits.AsksInText asks questions as text even when a question tool is
 //     offered (an unfinished turn, for the kinds that have such a tool).
@@ -214,8 +218,11 @@ func Decide(t Transcript, traits Traits) Decision {
 		return Decision{Action: Say, Text: "Before I go on I need an answer to this question: " + q, Failed: failed}
 	}
 
-	alt := choose(steps[next], side, traits, t.Items)
-	cmd := Fill(alt.Command)
+	if side == "" && hasReview(steps) {
+		side = strictSide(traits, t.Items[:writingStart(t.Items, anchor, steps)])
+	}
+	alt := choose(steps[next], side)
+	cmd := fill(alt.Command, side)
 	return Decision{
 		Action: Run, Command: cmd, Description: describe(cmd),
 		Step: next + 1, Steps: len(steps), Failed: failed,
@@ -289,12 +296,15 @@ func matches(template, command string) bool {
 // Fill returns command with each placeholder replaced by text (see
 // PlaceholderText), in double quotes when the placeholder stood outside
 // quotes.
-func Fill(command string) string {
+func Fill(command string) string { return fill(command, "") }
+
+// fill is Fill for a run whose review takes side ("" for none).
+func fill(command, side string) string {
 	var b strings.Builder
 	last := 0
 	for _, loc := range placeholder.FindAllStringIndex(command, -1) {
 		b.WriteString(command[last:loc[0]])
-		text := PlaceholderText(command[loc[0]:loc[1]])
+		text := placeholderText(command[loc[0]:loc[1]], side)
 		if !quoted(command[:loc[0]]) {
 			text = `"` + text + `"`
 		}
@@ -322,29 +332,48 @@ func quoted(prefix string) bool {
 	return q != 0
 }
 
-// fills are the texts of placeholders, by the first word group found in
-// the placeholder (lowercase); none holds angle brackets, quotes or
-// anything a shell expands inside double quotes.
+// fills are the texts of placeholders, by the first entry with a word
+// found in the placeholder (lowercase); none holds angle brackets, quotes
+// or anything a shell expands inside double quotes. Notes and reviews
+// depend on the side the review takes (reviewNotes).
 var fills = []struct {
 	words []string
 	text  string
 }{
 	{[]string{"plan"}, "Read the issue, write a failing test first, then make it pass"},
-	{[]string{"commit", "message", "title"}, "Do what the issue asks"},
-	{[]string{"change", "fix", "wrong", "missing", "problem"}, "Please add a test for the empty case"},
-	{[]string{"approv", "why", "good", "review"}, "Looks good: the tests cover the change"},
 	{[]string{"lesson", "learn", "retro", "went", "improve"}, "Small steps kept the review short"},
+	{[]string{"title"}, "Do what the issue asks"},
+	{[]string{"note", "review"}, ""},
+	{[]string{"changed", "did", "done", "tested", "summary", "result"}, "Implemented as planned; the tests pass"},
+	{[]string{"commit", "message"}, "Do what the issue asks"},
+	{[]string{"change", "fix", "wrong", "missing", "problem"}, "Please add a test for the empty case"},
+	{[]string{"approv", "why", "good"}, "Looks good: the tests cover the change"},
 	{[]string{"question", "ask"}, "Which way should this go"},
 	{[]string{"answer"}, "Yes"},
-	{[]string{"summary", "did", "done", "result", "what"}, "Implemented as planned; the tests pass"},
+	{[]string{"what"}, "Implemented as planned; the tests pass"},
 }
 
-// PlaceholderText is the text the model writes for placeholder (`<…>`).
-func PlaceholderText(placeholder string) string {
+// reviewNotes are the texts of a notes placeholder by the side the
+// review takes: notes that request changes say so in words a later
+// review finds (changesRequested).
+var reviewNotes = map[string]string{
+	"changes": "Changes requested: please add a test for the empty case",
+	"approve": "Approved: the tests cover the change",
+	"":        "Looks good: the tests cover the change",
+}
+
+// PlaceholderText is the text the model writes for placeholder (`<…>`)
+// outside a review.
+func PlaceholderText(placeholder string) string { return placeholderText(placeholder, "") }
+
+func placeholderText(placeholder, side string) string {
 	p := strings.ToLower(placeholder)
 	for _, f := range fills {
 		for _, w := range f.words {
 			if strings.Contains(p, w) {
+				if f.text == "" {
+					return reviewNotes[side]
+				}
 				return f.text
 			}
 		}
@@ -388,20 +417,56 @@ func reviewSide(condition string) string {
 	return ""
 }
 
-// choose picks the alternative of st the model runs.
-func choose(st Step, side string, traits Traits, items []Item) Block {
-	if len(st.Alternatives) == 1 || !isReview(st) {
-		return st.Alternatives[0]
-	}
-	if side == "" {
-		side = "changes"
-		if traits.Lenient || changesRequestedBefore(items) {
-			side = "approve"
+// hasReview says whether a step of steps is a review choice.
+func hasReview(steps []Step) bool {
+	for _, st := range steps {
+		if isReview(st) {
+			return true
 		}
 	}
-	for _, a := range st.Alternatives {
-		if reviewSide(a.Condition) == side {
-			return a
+	return false
+}
+
+// strictSide is the side a review takes, judged on evidence: "changes"
+// unless evidence shows changes were requested before, or the model is
+// lenient.
+func strictSide(traits Traits, evidence []Item) string {
+	if traits.Lenient || changesRequestedBefore(evidence) {
+		return "approve"
+	}
+	return "changes"
+}
+
+// writingStart is the index of the first item after anchor that is a call
+// of a step whose command has a placeholder: from there on the model
+// writes its own words (e.g. its review notes, which its outcome must
+// agree with), so the evidence of a review ends before it. len(items)
+// when there is none.
+func writingStart(items []Item, anchor int, steps []Step) int {
+	for i := anchor + 1; i < len(items); i++ {
+		c := items[i].Call
+		if c == nil || c.Command == "" {
+			continue
+		}
+		for _, st := range steps {
+			for _, a := range st.Alternatives {
+				if placeholder.MatchString(a.Command) && matches(a.Command, c.Command) {
+					return i
+				}
+			}
+		}
+	}
+	return len(items)
+}
+
+// choose picks the alternative of st the model runs: in a review choice
+// the one of side, else the first.
+func choose(st Step, side string) Block {
+	if isReview(st) {
+		for _, a := range st.Alternatives {
+			if reviewSide(a.Condition) == side {
+				return a
+			}
 		}
 	}
 	return st.Alternatives[0]
@@ -410,9 +475,8 @@ func choose(st Step, side string, traits Traits, items []Item) Block {
 // changesRequested is how a comment or label says changes were requested.
 var changesRequested = regexp.MustCompile(`(?i)changes[ _-]requested|requested changes`)
 
-// changesRequestedBefore says whether the conversation shows changes were
-// requested: the model's own command naming the label, or a tool result
-// saying so.
+// changesRequestedBefore says whether items show changes were requested:
+// the model's own command naming the label, or a tool result saying so.
 func changesRequestedBefore(items []Item) bool {
 	for _, it := range items {
 		if it.Call != nil && strings.Contains(it.Call.Command, "worker-changes-requested") {

@@ -32,6 +32,13 @@ var (
 		sh(`legion issue comment web DEMO-1 "Retro: <what you learned>"`) +
 		sh("legion issue label web DEMO-1 worker-done")
 
+	notesText = "# Legion: review DEMO-1 (team web)\n\n" +
+		sh("legion issue show web DEMO-1") +
+		sh(`legion issue comment web DEMO-1 "Review: <your notes>"`) +
+		"If you approve:\n\n" + sh("legion issue label web DEMO-1 worker-approved") +
+		"If changes are needed:\n\n" + sh("legion issue label web DEMO-1 worker-changes-requested") +
+		sh("legion issue label web DEMO-1 worker-done")
+
 	reviewText = "# Legion: review DEMO-1 (team web)\n\n" +
 		sh("legion issue show web DEMO-1") +
 		"Record the outcome:\n\n" +
@@ -183,6 +190,26 @@ func TestDecide(t *testing.T) {
 				Description: "Run legion issue comment", Step: 2, Steps: 3},
 		},
 		{
+			name:  "review notes say the outcome",
+			items: convo(notesText, show, showResult),
+			want: Decision{Action: Run, Command: `legion issue comment web DEMO-1 "Review: Changes requested: please add a test for the empty case"`,
+				Description: "Run legion issue comment", Step: 2, Steps: 4},
+		},
+		{
+			name: "the outcome agrees with the notes whatever their result says",
+			items: convo(notesText, show, showResult,
+				`$ legion issue comment web DEMO-1 "Review: Changes requested: please add a test for the empty case"`,
+				"> commented on DEMO-1: Review: Changes requested: please add a test for the empty case"),
+			want: Decision{Action: Run, Command: "legion issue label web DEMO-1 worker-changes-requested", Description: "Run legion issue label", Step: 3, Steps: 4},
+		},
+		{
+			name: "a new reviewer finds the earlier notes and approves",
+			items: convo(notesText, show,
+				showResult+"\n\nreviewer (2026-11-29 03:00):\nReview: Changes requested: please add a test for the empty case"),
+			want: Decision{Action: Run, Command: `legion issue comment web DEMO-1 "Review: Approved: the tests cover the change"`,
+				Description: "Run legion issue comment", Step: 2, Steps: 4},
+		},
+		{
 			name:    "a question with the question tool",
 			items:   convo(askText, show, withQuestion),
 			askTool: "AskUserQuestion",
@@ -287,10 +314,20 @@ func TestFill(t *testing.T) {
 			t.Errorf("Fill(%q) = %q; want %q", tt.in, got, tt.want)
 		}
 	}
+	texts := []string{}
 	for _, f := range fills {
-		if strings.ContainsAny(f.text, "<>\"`$\\") {
-			t.Errorf("placeholder text %q holds a character a shell or the contract treats specially", f.text)
+		texts = append(texts, f.text)
+	}
+	for _, n := range reviewNotes {
+		texts = append(texts, n)
+	}
+	for _, text := range texts {
+		if strings.ContainsAny(text, "<>\"`$\\") {
+			t.Errorf("placeholder text %q holds a character a shell or the contract treats specially", text)
 		}
+	}
+	if !changesRequested.MatchString(reviewNotes["changes"]) || changesRequested.MatchString(reviewNotes["approve"]) {
+		t.Errorf("review notes %q: only the changes' notes may say changes were requested", reviewNotes)
 	}
 }
 
