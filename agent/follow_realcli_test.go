@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/instructions"
 	"github.com/legion-dev/legion/internal/followmodel"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
@@ -76,7 +77,9 @@ type followProbe struct {
 // it cuts a two-step run after step one and resumes it with the same
 // prompt: the model continues with step two. Last, a command prints a
 // `Question:` line: the model asks it in text and ends its turn; resumed
-// with the answer as the prompt, it runs the next step.
+// with the answer as the prompt, it runs the next step. And the plan
+// phase's instructions as Legion renders them: the model runs the stand-in
+// legion's three commands, the plan comment's text one argument.
 func probe(t *testing.T, p followProbe) {
 	t.Run("echo", func(t *testing.T) {
 		r := newFollowRun(t, p, followPrompt(followCommand)).result(t, followCommand, 1)
@@ -127,6 +130,41 @@ func probe(t *testing.T, p followProbe) {
 		fr.resume(t, "yes")
 		fr.result(t, afterAnswer, 2)
 	})
+	t.Run("rendered plan", func(t *testing.T) {
+		set, err := instructions.Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var legion string
+		fr := newFollowRunFor(t, p, func(l, wt string) string {
+			legion = l
+			text, err := set.Render(instructions.Data{Team: "t", Issue: "X-1", Mode: "plan", Branch: "legion/X-1",
+				Worktree: wt, Base: "main", Review: "local", AskTool: p.askTool, Legion: l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return text
+		})
+		done := legion + " issue label t X-1 worker-done"
+		if r := fr.result(t, done, 1); r.IsError {
+			t.Errorf("the result of %q = %+v; want no error", done, *r)
+		}
+		var asked []any
+		for _, ev := range hookEvents(t, fr.hookLog) {
+			if ev["hook_event_name"] == "PermissionRequest" {
+				asked = append(asked, ev["tool_input"])
+			}
+		}
+		t.Logf("%s asked permission (answered allow by the stand-in) for: %v", p.kind, asked)
+		b, err := os.ReadFile(filepath.Join(fr.root, "argv.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "issue show t X-1\nissue comment t X-1 Plan: Read the issue, write a failing test first, then make it pass\nissue label t X-1 worker-done\n"
+		if string(b) != want {
+			t.Errorf("the stand-in legion ran with\n%s\nwant\n%s", b, want)
+		}
+	})
 	if !p.askTool {
 		return
 	}
@@ -160,6 +198,7 @@ const askAnswer = `{"hookSpecificOutput":{"hookEventName":"PermissionRequest","d
 // followRun is one start of the CLI.
 type followRun struct {
 	p       followProbe
+	root    string
 	kind    Kind
 	session Session
 	wt      string
@@ -175,16 +214,28 @@ type followRun struct {
 // would).
 func newFollowRun(t *testing.T, p followProbe, prompt string) *followRun {
 	t.Helper()
+	return newFollowRunFor(t, p, func(string, string) string { return prompt })
+}
+
+// newFollowRunFor is newFollowRun with the prompt made for the stand-in
+// legion's path and the worktree. The stand-in logs the argv of every
+// call that is not a hook's to argv.log beside hooks.log.
+func newFollowRunFor(t *testing.T, p followProbe, promptFor func(legion, wt string) string) *followRun {
+	t.Helper()
 	root, repo, wt, home := gitWorktree(t)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	fr := &followRun{p: p, wt: wt, hookLog: filepath.Join(root, "hooks.log")}
+	fr := &followRun{p: p, root: root, wt: wt, hookLog: filepath.Join(root, "hooks.log")}
 	legion := filepath.Join(root, "bin", "legion")
 	if err := os.MkdirAll(filepath.Dir(legion), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	script := fmt.Sprintf(`#!/bin/sh
+if [ "$1" != hook ]; then
+	printf '%%s\n' "$*" >> %s
+	exit 0
+fi
 in=$(cat)
 printf '%%s %%s\n' "$1" "$in" >> %s
 case $in in
@@ -193,7 +244,7 @@ case $in in
 *'"hook_event_name":"PermissionRequest"'*)
 	echo '{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}' ;;
 esac
-`, shellquote.Quote(fr.hookLog), askAnswer)
+`, shellquote.Quote(filepath.Join(root, "argv.log")), shellquote.Quote(fr.hookLog), askAnswer)
 	if err := os.WriteFile(legion, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +257,7 @@ esac
 		ID: k.SessionID(teamID, "X-1", "plan"), Mode: "plan", Cwd: wt, Repo: repo, Home: home,
 		Dir: filepath.Join(root, "state", "agents", "w"), Legion: legion, Env: env,
 	}
-	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: prompt}
+	s.Vars = config.Vars{SessionID: s.ID.String(), Workspace: wt, Prompt: promptFor(legion, wt)}
 	fr.kind, fr.session = k, s
 	fr.launch = prepared(t, k, s)
 	fr.env = append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TERM=xterm-256color"}, env...), fr.launch.Env...)
