@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,12 +211,12 @@ func (f *followed) answerAll(ctx context.Context, answer string, done func() boo
 		if ctx.Err() != nil {
 			return answered
 		}
-		list, err := f.store.List(ctx)
+		list, err := f.store.Issues(ctx)
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		for _, is := range list {
-			if is.HasLabel(controller.LabelInputNeeded) && !is.HasLabel(controller.LabelFeedbackGiven) {
+			if slices.Contains(is.Labels, controller.LabelInputNeeded) && !slices.Contains(is.Labels, controller.LabelFeedbackGiven) {
 				f.legion(ctx, "issue", "comment", teamName, is.ID, "Answer: "+answer)
 				f.legion(ctx, "issue", "label", teamName, is.ID, controller.LabelFeedbackGiven)
 				answered++

@@ -41,7 +41,9 @@
 //     when one is offered and the instructions name it, with the options
 //     of a trailing `(a|b|c)` or two generic ones; else as its whole reply,
 //     ending the turn. Any answer (a tool result, a new user message)
-//     lets it go on.
+//     lets it go on. A question with a line starting with `Answer:` after
+//     it in the same result (a person answered it in the issue's
+//     comments, which a later phase reads) is not asked.
 //  5. When every step ran, a short final text ends the turn.
 //
 // # Traits
@@ -496,16 +498,29 @@ func unasked(items []Item) string {
 		if it.Result == nil {
 			continue
 		}
-		for _, line := range strings.Split(it.Result.Text, "\n") {
+		lines := strings.Split(it.Result.Text, "\n")
+		for i, line := range lines {
 			q, ok := strings.CutPrefix(strings.TrimSpace(line), "Question:")
 			q = strings.TrimSpace(q)
-			if !ok || q == "" || asked(items, q) {
+			if !ok || q == "" || asked(items, q) || answeredBelow(lines[i+1:]) {
 				continue
 			}
 			return q
 		}
 	}
 	return ""
+}
+
+// answeredBelow says whether lines, those after a question in the same
+// tool result, hold its answer: a line starting with "Answer:" (a person's
+// answer in the issue's comments, which a later phase reads).
+func answeredBelow(lines []string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "Answer:") {
+			return true
+		}
+	}
+	return false
 }
 
 // asked says whether the assistant asked q: in a text, or with a question

@@ -222,6 +222,12 @@ func TestDecide(t *testing.T) {
 			want:    Decision{Action: Run, Command: planComment[2:], Description: "Run legion issue comment", Step: 2, Steps: 3},
 		},
 		{
+			name:    "a question answered in the issue's comments is not asked",
+			items:   convo(askText, show, withQuestion+"\n\nyou (2026-11-29 03:01):\nAnswer: sqlite"),
+			askTool: "AskUserQuestion",
+			want:    Decision{Action: Run, Command: planComment[2:], Description: "Run legion issue comment", Step: 2, Steps: 3},
+		},
+		{
 			name:    "a question tool the instructions do not name is not used",
 			items:   convo(planText, show, withQuestion),
 			askTool: "AskUserQuestion",
