@@ -268,6 +268,9 @@ func (f *followed) comments(ctx context.Context, id, prefix string) []string {
 // and no escalation but those the test expected (escalations).
 func (f *followed) assertWholeCycle(ctx context.Context, id string, escalations int) {
 	f.t.Helper()
+	for _, c := range f.issue(ctx, id).Comments {
+		f.t.Logf("%s: comment by %s: %s", id, c.Author, clip(c.Text, 160))
+	}
 	if c := f.comments(ctx, id, "Plan: "); len(c) != 1 {
 		f.t.Errorf("%s has %d plan comments; want 1: %q", id, len(c), c)
 	}
