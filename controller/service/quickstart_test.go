@@ -41,6 +41,22 @@ type followed struct {
 	// requests says, for a failure's log, what the fake API was asked
 	// and answered.
 	requests func() []string
+	// stepDone is when the fake API got the first request of issue's
+	// phase mode made after the phase's step-th command ran (its model
+	// then decides step+1 or ends), and whether it got one.
+	stepDone func(issue string, mode controller.Mode, step int) (time.Time, bool)
+	// managerEnv is what the user put into the user manager's
+	// environment: the provider's address and key.
+	managerEnv []string
+}
+
+// after is stepDone's test of one request: its body holds issue's
+// instructions for mode and its follow decision comes after step.
+func after(body []byte, d *followmodel.Decision, issue string, mode controller.Mode, step int) bool {
+	if d == nil || !strings.Contains(string(body), fmt.Sprintf("# Legion: %s %s ", mode, issue)) {
+		return false
+	}
+	return d.Step > step || d.Action != followmodel.Run
 }
 
 // startFollowed sets up what a user of kind gets from the README: the
@@ -53,7 +69,7 @@ type followed struct {
 // are the defaults. The only test additions are the units' output to a
 // log file (the private manager has no journal). The controller is not
 // started yet.
-func startFollowed(t *testing.T, kind config.AgentKind, traits followmodel.Traits) *followed {
+func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Traits) *followed {
 	t.Helper()
 	var cli string
 	switch kind {
@@ -107,6 +123,14 @@ func startFollowed(t *testing.T, kind config.AgentKind, traits followmodel.Trait
 		srv.Follow(traits)
 		e.api = srv
 		managerEnv = []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=" + claudetest.Token}
+		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+			for _, r := range srv.MessageRequests("") {
+				if after(r.Body, r.Followed, issue, mode, step) {
+					return r.Time, true
+				}
+			}
+			return time.Time{}, false
+		}
 		f.requests = func() []string {
 			var out []string
 			for _, r := range srv.MessageRequests("") {
@@ -125,6 +149,14 @@ func startFollowed(t *testing.T, kind config.AgentKind, traits followmodel.Trait
 			opencodetest.WriteUserConfig(t, srv, sd.Home)
 		}
 		managerEnv = []string{openaitest.KeyEnv + "=" + openaitest.Key}
+		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+			for _, r := range srv.Requests() {
+				if after(r.Body, r.Followed, issue, mode, step) {
+					return r.Time, true
+				}
+			}
+			return time.Time{}, false
+		}
 		f.requests = func() []string {
 			var out []string
 			for _, r := range srv.Requests() {
@@ -139,6 +171,14 @@ func startFollowed(t *testing.T, kind config.AgentKind, traits followmodel.Trait
 			t.Fatal(err)
 		}
 		managerEnv = srv.Env()
+		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+			for _, r := range srv.Requests() {
+				if after(r.Body, r.Followed, issue, mode, step) {
+					return r.Time, true
+				}
+			}
+			return time.Time{}, false
+		}
 		f.requests = func() []string {
 			var out []string
 			for _, r := range srv.Requests() {
@@ -147,6 +187,7 @@ func startFollowed(t *testing.T, kind config.AgentKind, traits followmodel.Trait
 			return out
 		}
 	}
+	f.managerEnv = managerEnv
 	if out, err := sd.Systemctl(t, append([]string{"set-environment"}, managerEnv...)...); err != nil {
 		t.Fatalf("systemctl --user set-environment: %v\n%s", err, out)
 	}
@@ -300,7 +341,7 @@ func hasGit() bool {
 }
 
 // followCtx bounds a followed run.
-func followCtx(t *testing.T) context.Context {
+func followCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
