@@ -240,15 +240,22 @@ func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Trait
 	return f
 }
 
+// maxAnswers bounds answerAll: more waits than this is a run that keeps
+// asking (a phase that cannot end), not one a person should keep feeding.
+const maxAnswers = 4
+
 // answerAll answers, as a person does in the tracker, every wait of the
 // team's issues until done says the run is over: a comment starting
 // "Answer:" (what the instructions-following model recognises as the
 // answer to the question it asked) and user-feedback-given. It returns
-// how many waits it answered.
+// how many waits it answered, and fails the test past maxAnswers.
 func (f *followed) answerAll(ctx context.Context, answer string, done func() bool) int {
 	f.t.Helper()
 	answered := 0
 	for !done() {
+		if answered > maxAnswers {
+			f.t.Fatalf("answered %d waits for a person and the run goes on asking: the last escalation is in the issue's comments", answered)
+		}
 		if ctx.Err() != nil {
 			return answered
 		}

@@ -120,11 +120,18 @@ func followTurn(body []byte, traits followmodel.Traits) (Turn, followmodel.Decis
 	if err != nil {
 		return Turn{Text: "openaitest: " + err.Error()}, followmodel.Decision{Action: followmodel.Say, Text: err.Error()}
 	}
+	tools, _ := Request{Body: body}.Tools()
+	if cmd, ok := sandboxRefused(body, t); ok && slices.Contains(tools, "exec_command") {
+		// What exec_command's description tells Codex's model to do when
+		// its sandbox refused a command: run it again, asking to run it
+		// outside (codex FACTS X15); the approval policy then decides.
+		d := followmodel.Decision{Action: followmodel.Run, Command: cmd, Description: "Run it outside the sandbox"}
+		return Turn{Exec: cmd, Escalate: true}, d
+	}
 	d := followmodel.Decide(t, traits)
 	if d.Action != followmodel.Run {
 		return Turn{Text: d.Text}, d
 	}
-	tools, _ := Request{Body: body}.Tools()
 	switch {
 	case slices.Contains(tools, "exec_command"):
 		return Turn{Exec: d.Command}, d
@@ -132,4 +139,53 @@ func followTurn(body []byte, traits followmodel.Traits) (Turn, followmodel.Decis
 		return Turn{Tool: "bash", Args: map[string]any{"command": d.Command, "description": d.Description}}, d
 	}
 	return Turn{Text: fmt.Sprintf("The next step is `%s`, but no shell tool is offered here.", d.Command)}, d
+}
+
+// sandboxRefusals are what a command refused by Codex's sandbox prints
+// (a write outside the workspace's roots, a socket it may not connect).
+var sandboxRefusals = []string{"Operation not permitted", "operation not permitted", "Permission denied", "Read-only file system", "cannot lock ref"}
+
+// sandboxRefused is the command of the transcript's last call when it ran
+// inside Codex's sandbox (no sandbox_permissions asked in the request
+// body's last exec_command call) and its result says the sandbox refused
+// it: the command to run again outside.
+func sandboxRefused(body []byte, t followmodel.Transcript) (string, bool) {
+	n := len(t.Items)
+	if n < 2 || t.Items[n-1].Result == nil || t.Items[n-2].Call == nil || t.Items[n-2].Call.Tool != "exec_command" {
+		return "", false
+	}
+	out, call := t.Items[n-1].Result.Text, t.Items[n-2].Call
+	refused := false
+	for _, r := range sandboxRefusals {
+		refused = refused || strings.Contains(out, r)
+	}
+	if !refused || escalated(body, call.ID) {
+		return "", false
+	}
+	return call.Command, true
+}
+
+// escalated says whether the body's exec_command call id asked to run
+// outside the sandbox.
+func escalated(body []byte, id string) bool {
+	var req struct {
+		Input []struct {
+			Type      string `json:"type"`
+			CallID    string `json:"call_id"`
+			Arguments string `json:"arguments"`
+		} `json:"input"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return false
+	}
+	for _, it := range req.Input {
+		if it.Type == "function_call" && it.CallID == id {
+			var args struct {
+				SandboxPermissions string `json:"sandbox_permissions"`
+			}
+			json.Unmarshal([]byte(it.Arguments), &args) // no such argument: not escalated
+			return args.SandboxPermissions == "require_escalated"
+		}
+	}
+	return false
 }

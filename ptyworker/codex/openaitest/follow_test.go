@@ -162,6 +162,18 @@ func TestFollow(t *testing.T) {
 	if d := reqs[len(reqs)-1].Followed; d == nil || !cmp.Equal(d.Failed, want) {
 		t.Errorf("Followed = %+v; want Failed %v", d, want)
 	}
+	// A command Codex's sandbox refused is run again outside it, once.
+	refused := codexBody(t, fc("exec_command", `{"cmd":"legion issue show web DEMO-1"}`, "call_1"),
+		out("call_1", "Process exited with code 1\nOutput:\nlegion: dial unix /run/legion.sock: connect: operation not permitted\n"))
+	want2 := call("exec_command", `{"cmd":"legion issue show web DEMO-1","justification":"Run legion issue show web DEMO-1?","sandbox_permissions":"require_escalated"}`)
+	if diff := cmp.Diff(want2, answer(t, s, refused)); diff != "" {
+		t.Errorf("answer after the sandbox refused a command (-want +got):\n%s", diff)
+	}
+	again := codexBody(t, fc("exec_command", `{"cmd":"legion issue show web DEMO-1","sandbox_permissions":"require_escalated"}`, "call_1"),
+		out("call_1", "Process exited with code 1\nOutput:\noperation not permitted\n"))
+	if diff := cmp.Diff(call("exec_command", `{"cmd":"`+comment+`"}`), answer(t, s, again)); diff != "" {
+		t.Errorf("answer after an escalated command failed too (-want +got):\n%s", diff)
+	}
 	// Scripted turns and title requests come first.
 	s.Script(openaitest.Turn{Text: "scripted"})
 	if diff := cmp.Diff(text("scripted"), answer(t, s, codexBody(t))); diff != "" {
