@@ -1,6 +1,8 @@
 // Package shellquote quotes words for a POSIX shell: for a command a
 // person copies from Legion's output into a shell, or a hook command a
-// shell runs. It never runs a shell.
+// shell runs; and it splits back the words of a command simple enough to
+// be read without a shell (an agent's command the worker decides on,
+// [Split]). It never runs a shell.
 package shellquote
 
 import "strings"
