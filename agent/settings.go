@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 )
@@ -80,6 +81,23 @@ func SettingsFor(policy config.PermissionPolicy, legion, cwd string, allow []str
 		return nil, fmt.Errorf("encode settings: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// OwnCommands are the groups of Legion's own commands (api.OwnIssue,
+// api.OwnState, api.OwnWorktreeFinish) whose permission requests the
+// worker of an agent under policy allows at once, for the session's own
+// team and issue, in whatever form the model writes them (a variable
+// such as $LEGION_ISSUE defeats a CLI's own rules, which read text):
+// under allowlist all three, as [AllowRules]; under ask Legion's reports
+// (legion issue); under bypass none, since nothing asks.
+func OwnCommands(policy config.PermissionPolicy) []string {
+	switch policy {
+	case config.PermissionsAllowlist, "":
+		return []string{api.OwnIssue, api.OwnState, api.OwnWorktreeFinish}
+	case config.PermissionsAsk:
+		return []string{api.OwnIssue}
+	}
+	return nil
 }
 
 // AllowRules are the permission rules, in Claude Code's syntax, that let

@@ -13,7 +13,9 @@ package ptyworker
 // the agent's state (agentstate.go); a change is logged, pushed to
 // watchers as a state event and shown in STATUS=.
 //
-// A PermissionRequest is held: its hook call is answered once a person
+// A PermissionRequest for one of Legion's own commands, for the
+// session's own team and issue (Spec.OwnCommands, owncommand.go), is
+// allowed at once. Any other PermissionRequest is held: its hook call is answered once a person
 // decides (respond with a decision), with Claude Code's PermissionRequest
 // decision; for an AskUserQuestion once a person answers (respond with
 // text), with an allow whose updatedInput carries the answers, so the
@@ -77,6 +79,18 @@ func (c *conn) handleHook(m *message) {
 	if err != nil {
 		c.replyErr(m.ID, CodeBadRequest, fmt.Sprintf("session %s: %v", w.spec.SessionID, err), false)
 		return
+	}
+	if ev.Name == HookPermissionRequest {
+		if cmd := bashCommand(ev.ToolName, ev.ToolInput); cmd != "" && w.spec.ownCommand(cmd, w.legion) {
+			// One of Legion's own commands for this session's issue: no
+			// person is asked, and the agent's state stays as it is.
+			w.mu.Lock()
+			w.lastHook = now
+			w.mu.Unlock()
+			w.log.Debug("allowed Legion's own command", "command", clipText(cmd, 500))
+			c.reply(m.ID, HookResult{Output: permissionDecision(api.DecisionAllow, "")})
+			return
+		}
 	}
 	w.mu.Lock()
 	w.lastHook = now

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -81,6 +82,12 @@ type Spec struct {
 	// has ended with no background task left: one pass of a controller
 	// agent, which its host then starts again. Kind claude only.
 	EndWhenIdle bool `json:"end_when_idle,omitempty"`
+	// OwnCommands are the groups of Legion's own commands (api.OwnIssue,
+	// api.OwnState, api.OwnWorktreeFinish) the worker allows at once when the
+	// agent asks permission to run one for the session's own team and
+	// issue (owncommand.go), as the team's permission policy says. Kind
+	// claude only; empty: every request waits for a person.
+	OwnCommands []string `json:"own_commands,omitempty"`
 
 	// SessionFile is the agent's session file (Claude Code layout). Empty
 	// means no session-file liveness: see notify.go for what feeds the
@@ -174,6 +181,14 @@ func (s *Spec) Validate() error {
 	}
 	if s.EndWhenIdle && s.Agent != AgentClaude {
 		return bad("end_when_idle", "needs agent %q (an agent without hooks has no turns to see end)", AgentClaude)
+	}
+	for _, g := range s.OwnCommands {
+		if !slices.Contains(ownCommandGroups, g) {
+			return bad("own_commands", "%q: want some of %q", clip(g, 32), ownCommandGroups)
+		}
+	}
+	if len(s.OwnCommands) > 0 && s.Agent != AgentClaude {
+		return bad("own_commands", "needs agent %q (an agent without hooks asks no permission the worker sees)", AgentClaude)
 	}
 	if s.SessionFile != "" && !filepath.IsAbs(s.SessionFile) {
 		return bad("session_file", "%q is not an absolute path", s.SessionFile)

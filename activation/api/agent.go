@@ -66,6 +66,15 @@ const (
 	DecisionDeny  = "deny"
 )
 
+// Groups of Legion's own commands, in SpawnArgs.OwnCommands: the tracker
+// commands Legion's instructions name, which a worker allows without
+// asking a person when the agent runs one for its own team and issue.
+const (
+	OwnIssue          = "issue"           // legion issue show|comment|label|unlabel|move TEAM ISSUE …
+	OwnState          = "state"           // legion state TEAM [--json]
+	OwnWorktreeFinish = "worktree finish" // legion worktree finish TEAM ISSUE
+)
+
 // RespondArgs are the args of sessions.respond: a person's answer to what
 // the agent waits on, delivered the way the agent's state needs (see
 // CmdSessionsRespond). By names who decided, for the journal.

@@ -243,6 +243,12 @@ type SpawnArgs struct {
 	// instructions, which its argv carries as the prompt), kept so that
 	// sessions.status can show them; empty for none.
 	Instructions string `json:"instructions,omitempty"`
+	// OwnCommands are the groups of Legion's own commands (OwnIssue,
+	// OwnState, OwnWorktreeFinish) whose permission requests the worker
+	// allows at once when the agent runs one for this session's own team
+	// and issue, as the team's permission policy says. Agent "claude"
+	// only; empty: every permission request waits for a person.
+	OwnCommands []string `json:"own_commands,omitempty"`
 
 	// Supervision, as the team's legion.toml says (the helper has no
 	// defaults): RestartSec=, StartLimitBurst=, StartLimitIntervalSec= of

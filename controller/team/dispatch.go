@@ -33,7 +33,11 @@ type Dispatch struct {
 	Issue    string
 	Mode     controller.Mode
 	Agent    string // the agent's kind (agent.kind): the worker's api.SpawnArgs.Agent
-	Cwd      string // the issue's worktree
+	// OwnCommands are the groups of Legion's own commands the worker
+	// allows without a person (agent.OwnCommands of the phase's policy),
+	// for a worker that sees the agent's permission requests.
+	OwnCommands []string
+	Cwd         string // the issue's worktree
 	// Env is LEGION_* for the agent (but LEGION_SESSION and the worker's
 	// hook socket) and what its kind adds; no secrets.
 	Env []string
@@ -223,9 +227,13 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if l, err = kind.Prepare(ctx, s, l); err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
 	}
+	var own []string
+	if l.Agent == string(config.AgentClaude) { // the worker reads its hooks
+		own = agent.OwnCommands(am.Policy(string(mode)))
+	}
 	return Dispatch{
 		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: workerID,
-		Issue: issue, Mode: mode, Agent: l.Agent,
+		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
 		Instructions:       prompt,
