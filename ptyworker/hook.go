@@ -81,7 +81,7 @@ func (c *conn) handleHook(m *message) {
 		return
 	}
 	if ev.Name == HookPermissionRequest {
-		if cmd := bashCommand(ev.ToolName, ev.ToolInput); cmd != "" && w.spec.ownCommand(cmd, w.legion) {
+		if cmd := bashCommand(ev.ToolName, ev.ToolInput); cmd != "" && w.spec.ownCommand(cmd) {
 			// One of Legion's own commands for this session's issue: no
 			// person is asked, and the agent's state stays as it is.
 			w.mu.Lock()

@@ -55,9 +55,8 @@ func (s *Spec) ownLookup(name string) (string, bool) {
 
 // ownCommand reports whether command, a shell command the agent asks to
 // run, is one of Legion's own commands of the groups in s.OwnCommands for
-// s's own team and issue, run as `legion` or as legion, the worker's own
-// binary (by its absolute path, or any path of the same file). The words
-// must be exactly:
+// s's own team and issue, run as `legion` or as s.Legion (by that path, or
+// any absolute path of the same file). The words must be exactly:
 //
 //	legion issue show TEAM ISSUE [--json]
 //	legion issue comment TEAM ISSUE TEXT
@@ -68,12 +67,12 @@ func (s *Spec) ownLookup(name string) (string, bool) {
 //
 // where TEXT, LABEL and STATUS do not start with '-' (a flag such as
 // --config would point the command elsewhere).
-func (s *Spec) ownCommand(command, legion string) bool {
+func (s *Spec) ownCommand(command string) bool {
 	if len(s.OwnCommands) == 0 {
 		return false
 	}
 	w, ok := shellquote.Split(command, s.ownLookup)
-	if !ok || len(w) < 3 || !isLegion(w[0], legion) {
+	if !ok || len(w) < 3 || !isLegion(w[0], s.Legion) {
 		return false
 	}
 	plain := func(word string) bool { return !strings.HasPrefix(word, "-") }

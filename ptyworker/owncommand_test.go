@@ -31,7 +31,7 @@ func TestOwnCommand(t *testing.T) {
 	}
 	all := []string{api.OwnIssue, api.OwnState, api.OwnWorktreeFinish}
 	spec := func(groups ...string) *Spec {
-		return &Spec{Team: "web", Issue: "DEMO-1", Mode: "plan", OwnCommands: groups,
+		return &Spec{Team: "web", Issue: "DEMO-1", Mode: "plan", OwnCommands: groups, Legion: legion,
 			Env: []string{"LEGION_TEAM=web", "LEGION_ISSUE=DEMO-1", "LEGION_MODE=plan", "HOME=/root"}}
 	}
 	tests := []struct {
@@ -91,14 +91,14 @@ func TestOwnCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := spec(tt.groups...).ownCommand(tt.command, legion); got != tt.want {
+			if got := spec(tt.groups...).ownCommand(tt.command); got != tt.want {
 				t.Errorf("ownCommand(%q) with %q = %v; want %v", tt.command, tt.groups, got, tt.want)
 			}
 		})
 	}
 
 	t.Run("no issue", func(t *testing.T) {
-		s := &Spec{Team: "web", OwnCommands: all}
+		s := &Spec{Team: "web", OwnCommands: all, Legion: legion}
 		for cmd, want := range map[string]bool{
 			`legion state $LEGION_TEAM`:           true,
 			`legion issue show web DEMO-1`:        false,
@@ -106,9 +106,19 @@ func TestOwnCommand(t *testing.T) {
 			`legion worktree finish web ""`:       false,
 			`legion issue comment web "" x`:       false,
 		} {
-			if got := s.ownCommand(cmd, legion); got != want {
+			if got := s.ownCommand(cmd); got != want {
 				t.Errorf("ownCommand(%q) without an issue = %v; want %v", cmd, got, want)
 			}
+		}
+	})
+	t.Run("no legion path", func(t *testing.T) {
+		s := spec(all...)
+		s.Legion = ""
+		if s.ownCommand(legion + ` issue show web DEMO-1`) {
+			t.Errorf("ownCommand by an absolute path with no Legion in the spec = true; want false")
+		}
+		if !s.ownCommand(`legion issue show web DEMO-1`) {
+			t.Errorf("ownCommand by name with no Legion in the spec = false; want true")
 		}
 	})
 	t.Run("env wins", func(t *testing.T) {
@@ -116,7 +126,7 @@ func TestOwnCommand(t *testing.T) {
 		// that is not the session's issue is not its own.
 		s := spec(all...)
 		s.Env = append(s.Env, "LEGION_ISSUE=DEMO-9")
-		if s.ownCommand(`legion issue comment web $LEGION_ISSUE x`, legion) {
+		if s.ownCommand(`legion issue comment web $LEGION_ISSUE x`) {
 			t.Errorf("ownCommand with LEGION_ISSUE=DEMO-9 in the env allowed DEMO-9's comment")
 		}
 	})

@@ -88,6 +88,10 @@ type Spec struct {
 	// issue (owncommand.go), as the team's permission policy says. Kind
 	// claude only; empty: every request waits for a person.
 	OwnCommands []string `json:"own_commands,omitempty"`
+	// Legion is the legion program's absolute path as the agent's hooks
+	// run it: a command that runs Legion by this path (or another of the
+	// same file) is one of Legion's own, as one that runs `legion` by name.
+	Legion string `json:"legion,omitempty"`
 
 	// SessionFile is the agent's session file (Claude Code layout). Empty
 	// means no session-file liveness: see notify.go for what feeds the
@@ -186,6 +190,9 @@ func (s *Spec) Validate() error {
 		if !slices.Contains(ownCommandGroups, g) {
 			return bad("own_commands", "%q: want some of %q", clip(g, 32), ownCommandGroups)
 		}
+	}
+	if s.Legion != "" && !filepath.IsAbs(s.Legion) {
+		return bad("legion", "%q is not an absolute path", s.Legion)
 	}
 	if len(s.OwnCommands) > 0 && s.Agent != AgentClaude {
 		return bad("own_commands", "needs agent %q (an agent without hooks asks no permission the worker sees)", AgentClaude)

@@ -1,6 +1,7 @@
 package ptyworker
 
 import (
+	"github.com/legion-dev/legion/activation/api"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,10 @@ func TestSpecValidate(t *testing.T) {
 		{"argv_new", func(s *Spec) { s.ArgvNew = nil }, "field argv_new"},
 		{"argv_resume", func(s *Spec) { s.ArgvResume = []string{""} }, "field argv_resume"},
 		{"end_when_idle", func(s *Spec) { s.EndWhenIdle = true }, "field end_when_idle"},
+		{"own_commands", func(s *Spec) { s.Agent = AgentClaude; s.OwnCommands = []string{"sessions"} }, "field own_commands"},
+		{"own_commands without hooks", func(s *Spec) { s.OwnCommands = []string{api.OwnIssue} }, "field own_commands"},
+		{"own_commands", func(s *Spec) { s.Agent = AgentClaude; s.OwnCommands = []string{api.OwnIssue, api.OwnState} }, ""},
+		{"legion relative", func(s *Spec) { s.Legion = "bin/legion" }, "field legion"},
 		{"session file relative", func(s *Spec) { s.SessionFile = "x.jsonl"; s.StaleAfter = Duration(time.Minute) }, "field session_file"},
 		{"stale_after needed", func(s *Spec) { s.SessionFile = "/x.jsonl" }, "field stale_after"},
 		{"ring too small", func(s *Spec) { s.RingSize = 100 }, "field ring_size"},

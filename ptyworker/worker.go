@@ -107,7 +107,6 @@ type worker struct {
 	tick        time.Duration
 	run         int
 	argvKind    string
-	legion      string // this binary's path: the agent may run Legion's commands by it (owncommand.go)
 
 	mu         sync.Mutex
 	state      string
@@ -170,9 +169,6 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 		w.clientQueue = min(opts.ClientQueue, w.clientQueue)
 	}
 	w.tick = tickInterval(spec, opts.Tick)
-	if exe, err := os.Executable(); err == nil {
-		w.legion = exe
-	}
 	return w.runSession(ctx)
 }
 

@@ -249,6 +249,11 @@ type SpawnArgs struct {
 	// and issue, as the team's permission policy says. Agent "claude"
 	// only; empty: every permission request waits for a person.
 	OwnCommands []string `json:"own_commands,omitempty"`
+	// Legion is the legion program's absolute path, as the agent's hooks
+	// run it: with OwnCommands, a command that runs Legion by this path
+	// (or another path of the same file) is Legion's own, as is one that
+	// runs `legion` by name.
+	Legion string `json:"legion,omitempty"`
 
 	// Supervision, as the team's legion.toml says (the helper has no
 	// defaults): RestartSec=, StartLimitBurst=, StartLimitIntervalSec= of

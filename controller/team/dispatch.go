@@ -37,7 +37,9 @@ type Dispatch struct {
 	// allows without a person (agent.OwnCommands of the phase's policy),
 	// for a worker that sees the agent's permission requests.
 	OwnCommands []string
-	Cwd         string // the issue's worktree
+	// Legion is the legion program the agent's hooks run (Team.Legion).
+	Legion string
+	Cwd    string // the issue's worktree
 	// Env is LEGION_* for the agent (but LEGION_SESSION and the worker's
 	// hook socket) and what its kind adds; no secrets.
 	Env []string
@@ -233,7 +235,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	}
 	return Dispatch{
 		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: workerID,
-		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own,
+		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, Legion: t.Legion,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
 		Instructions:       prompt,
