@@ -1,7 +1,6 @@
 package ptyworker
 
 import (
-	"github.com/legion-dev/legion/activation/api"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 func TestSpecRoundTrip(t *testing.T) {
