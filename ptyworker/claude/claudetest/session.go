@@ -177,3 +177,19 @@ func (l Line) Answers() map[string]string {
 	json.Unmarshal(l.ToolUseResult, &r)
 	return r.Answers
 }
+
+// PermissionSource is who decided the permission of the tool whose
+// result the line holds, as the CLI records it (permissionDecision.source:
+// "hook" for a PermissionRequest hook's decision); "" when the line
+// records none (a tool an allow rule let run, say).
+func (l Line) PermissionSource() string {
+	var r struct {
+		PermissionDecision struct {
+			Source string `json:"source"`
+		} `json:"permissionDecision"`
+	}
+	if json.Unmarshal(l.Raw, &r) != nil {
+		return ""
+	}
+	return r.PermissionDecision.Source
+}

@@ -1,0 +1,112 @@
+package service_test
+
+// Legion's own commands under the allowlist policy, with each real CLI:
+// the tracker commands Legion's instructions name run with no person
+// asked, in every form a model writes them. A CLI's own allow rules read
+// text, so a variable ($LEGION_TEAM) defeats them and the CLI asks; the
+// worker then decides the command in the permission hook (ptyworker's
+// owncommand.go). The scripted model writes the commands itself: these
+// are permission tests, not instruction-following ones.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
+)
+
+// ownForms are the commands of the planner's turns in these tests, in
+// the forms a model writes them: variables bare, quoted and braced,
+// literal ids, legion by name and by its path; the last one is the
+// phase's worker-done.
+func (e *env) ownForms(issue string) []string {
+	return []string{
+		`legion issue comment $LEGION_TEAM $LEGION_ISSUE "Plan: with variables"`,
+		`legion issue comment ` + teamName + ` ` + issue + ` "Plan: with literal ids"`,
+		e.bin + ` issue show "$LEGION_TEAM" "${LEGION_ISSUE}"`,
+		`legion state $LEGION_TEAM --json`,
+		`legion issue label "$LEGION_TEAM" "$LEGION_ISSUE" ` + controller.LabelWorkerDone,
+	}
+}
+
+// legionInPath puts the legion binary's directory first in the PATH of
+// the manager's environment, as the README's install does for a user, so
+// that an agent may run it by name.
+func (e *env) legionInPath() {
+	e.t.Helper()
+	if out, err := e.sd.Systemctl(e.t, "set-environment", "PATH="+filepath.Dir(e.bin)+":"+os.Getenv("PATH")); err != nil {
+		e.t.Fatalf("systemctl --user set-environment PATH: %v\n%s", err, out)
+	}
+}
+
+// assertOwnUnasked checks what ownForms did in issue's plan phase: both
+// comments are on the issue, the phase completed, and no agent ever
+// waited for a permission nor was anything escalated.
+func (e *env) assertOwnUnasked(ctx context.Context, issue string) {
+	e.t.Helper()
+	is := e.issue(ctx, issue)
+	var texts []string
+	for _, c := range is.Comments {
+		texts = append(texts, c.Text)
+	}
+	for _, want := range []string{"Plan: with variables", "Plan: with literal ids"} {
+		if !slices.Contains(texts, want) {
+			e.t.Errorf("comments of %s = %q; want one %q", issue, texts, want)
+		}
+	}
+	if cs := legionComments(is); len(cs) > 0 || slices.Contains(is.Labels, controller.LabelInputNeeded) {
+		e.t.Errorf("%s was escalated: labels %v, Legion's comments %q; want nothing asked", issue, is.Labels, cs)
+	}
+	if e.logged("agent state", "state=waiting_permission") {
+		e.t.Errorf("an agent waited for a permission (the log has state=waiting_permission); want none")
+	}
+}
+
+// TestClaudeOwnCommandsUnasked: under the default allowlist policy, the
+// real Claude Code runs every form of ownForms without a person: the
+// literal ones by its allow rules, those with a variable (which defeat
+// its rules: it asks, FACTS F6a) by the worker's allow in the
+// PermissionRequest hook, which the session file records as the hook's.
+func TestClaudeOwnCommandsUnasked(t *testing.T) {
+	e := startClaude(t, teamOptions{wipLimit: 1})
+	e.legionInPath()
+	ctx := claudeCtx(t, 3*time.Minute)
+	id := e.addIssue(ctx, "Report in every form")
+	forms := e.ownForms(id)
+	var turns []anthropictest.Turn
+	var ids []string
+	for i, f := range forms {
+		tid := toolID(id, controller.ModePlan, "own"+string(rune('a'+i)))
+		ids = append(ids, tid)
+		turns = append(turns, bash(tid, f))
+	}
+	e.script(id, controller.ModePlan, append(turns, say("Reported."))...)
+	e.startController()
+	sid := sessionID(id, controller.ModePlan)
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompleted(t, s)
+	for _, tid := range ids {
+		e.assertToolOK(sid, tid)
+	}
+	e.assertOwnUnasked(ctx, id)
+	e.assertSessionScripted(sid)
+
+	// The forms with a variable were asked for, and the hook allowed them.
+	sess := e.claudeSession(id, controller.ModePlan)
+	for i, f := range forms {
+		if !strings.Contains(f, "$") {
+			continue
+		}
+		_, line, ok := sess.ToolResult(ids[i])
+		if src := line.PermissionSource(); !ok || src != "hook" {
+			t.Errorf("the permission of %q in the session file (result found %v): decided by %q; want the hook\n%s", f, ok, src, line.Raw)
+		}
+	}
+}
