@@ -10,6 +10,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
+	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
 )
 
 // ownForms are the commands of the planner's turns in these tests, in
@@ -36,12 +38,18 @@ func (e *env) ownForms(issue string) []string {
 }
 
 // legionInPath puts the legion binary's directory first in the PATH of
-// the manager's environment, as the README's install does for a user, so
-// that an agent may run it by name.
+// the manager's environment, and of a login shell's ~/.profile (Codex
+// runs its commands in one, whose /etc/profile resets PATH), as a user's
+// install does, so that an agent may run it by name.
 func (e *env) legionInPath() {
 	e.t.Helper()
-	if out, err := e.sd.Systemctl(e.t, "set-environment", "PATH="+filepath.Dir(e.bin)+":"+os.Getenv("PATH")); err != nil {
+	dir := filepath.Dir(e.bin)
+	if out, err := e.sd.Systemctl(e.t, "set-environment", "PATH="+dir+":"+os.Getenv("PATH")); err != nil {
 		e.t.Fatalf("systemctl --user set-environment PATH: %v\n%s", err, out)
+	}
+	profile := filepath.Join(e.sd.Home, ".profile")
+	if err := os.WriteFile(profile, []byte("PATH="+dir+":\"$PATH\"\n"), 0o600); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
@@ -108,5 +116,95 @@ func TestClaudeOwnCommandsUnasked(t *testing.T) {
 		if src := line.PermissionSource(); !ok || src != "hook" {
 			t.Errorf("the permission of %q in the session file (result found %v): decided by %q; want the hook\n%s", f, ok, src, line.Raw)
 		}
+	}
+}
+
+// TestCodexOwnCommandsUnasked: under allowlist the real Codex runs its
+// commands in its sandbox unasked (codex FACTS X23) unless the model asks
+// to run one outside it, which asks a person through the PermissionRequest
+// hook (X15). Here the model asks that for every form of ownForms: the
+// worker allows each at once, nothing waits and nothing is escalated.
+func TestCodexOwnCommandsUnasked(t *testing.T) {
+	e, srv := startCodex(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
+	e.legionInPath()
+	ctx := claudeCtx(t, 3*time.Minute)
+	id := e.addIssue(ctx, "Report in every form")
+	match := e.codexPhase(id, controller.ModePlan)[0].Match
+	var turns []openaitest.Turn
+	for _, f := range e.ownForms(id) {
+		turns = append(turns, openaitest.Turn{Exec: f, Escalate: true, Match: match})
+	}
+	srv.Script(append(turns, openaitest.Turn{Text: "Reported.", Match: match})...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range srv.Requests() {
+				t.Logf("request %s: tool outputs %q", r.Time.Format("15:04:05.000"), functionOutputs(r.Body))
+			}
+		}
+	})
+	e.startController()
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompletedAnyCode(t, s)
+	e.assertOwnUnasked(ctx, id)
+	if left := srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
+	}
+}
+
+// functionOutputs are the outputs of the function calls a Responses API
+// request's input carries (what each command answered), for a failure's
+// log.
+func functionOutputs(body []byte) []string {
+	var req struct {
+		Input []struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+		} `json:"input"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	var out []string
+	for _, in := range req.Input {
+		if in.Type == "function_call_output" {
+			out = append(out, clip(string(in.Output), 400))
+		}
+	}
+	return out
+}
+
+// TestOpencodeOwnCommandsUnasked: under allowlist the real opencode runs
+// every form of ownForms with its bash tool unasked: by its own bash
+// patterns ("legion issue *", …) or, where it asks (permission.asked,
+// relayed by Legion's plugin as a PermissionRequest), by the worker's
+// allow, which the plugin answers through opencode's API.
+func TestOpencodeOwnCommandsUnasked(t *testing.T) {
+	e, srv := startOpencode(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
+	e.legionInPath()
+	ctx := claudeCtx(t, 5*time.Minute)
+	id := e.addIssue(ctx, "Report in every form")
+	match := e.codexPhase(id, controller.ModePlan)[0].Match
+	var turns []openaitest.Turn
+	for _, f := range e.ownForms(id) {
+		b := openaitest.Bash(f)
+		b.Match = match
+		turns = append(turns, b)
+	}
+	srv.Script(append(turns, openaitest.Turn{Text: "Reported.", Match: match})...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range srv.Requests() {
+				t.Logf("request %s: tool outputs %q", r.Time.Format("15:04:05.000"), functionOutputs(r.Body))
+			}
+		}
+	})
+	e.startController()
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompleted(t, s)
+	e.assertOwnUnasked(ctx, id)
+	if left := srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
 	}
 }
