@@ -85,18 +85,32 @@ const geminiProject = "legion"
 var GeminiLogsFile = filepath.Join(".gemini", "tmp", geminiProject, "logs.json")
 
 // geminiAllowed are the command prefixes of the shell commands policy
-// lets a gemini agent run without asking: for allowlist Legion's own
-// commands (by name and by legion's absolute path) and git, for ask only
-// Legion's reports (legion issue), as for Claude Code; none for bypass,
-// which asks nothing.
+// lets a gemini agent run without asking, as Claude Code's rules
+// ([AllowRules]): for allowlist Legion's own commands of the worker's
+// instructions (legion issue, legion state, legion worktree finish, by
+// name and by legion's absolute path) and git, for ask only Legion's
+// reports (legion issue); none for bypass, which asks nothing. A prefix
+// matches the command's text up to a blank or a quote, so a variable in
+// the rest ($LEGION_TEAM) does not defeat it, and the CLI checks each
+// command of a compound one apart (gemini FACTS G22).
 func geminiAllowed(legion string, policy config.PermissionPolicy) []string {
+	var subs []string
 	switch policy {
 	case config.PermissionsAllowlist, "":
-		return []string{legion, "legion", "git"}
+		subs = []string{"issue", "state", "worktree finish"}
 	case config.PermissionsAsk:
-		return []string{legion + " issue", "legion issue"}
+		subs = []string{"issue"}
+	default:
+		return nil
 	}
-	return nil
+	var out []string
+	for _, sub := range subs {
+		out = append(out, legion+" "+sub, "legion "+sub)
+	}
+	if policy != config.PermissionsAsk {
+		out = append(out, "git")
+	}
+	return out
 }
 
 // GeminiPolicyFor is the policy file (the Gemini CLI's policy engine, its

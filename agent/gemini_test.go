@@ -111,7 +111,7 @@ func TestGeminiPrepare(t *testing.T) {
 	}
 	if len(rules.Rule) != 4 || rules.Rule[0].ToolName != "ask_user" || rules.Rule[0].Decision != "deny" ||
 		rules.Rule[1].ToolName != "run_shell_command" || rules.Rule[1].Decision != "allow" ||
-		!slices.Equal(rules.Rule[1].CommandPrefix, []string{legion, "legion", "git"}) ||
+		!slices.Equal(rules.Rule[1].CommandPrefix, []string{legion + " issue", "legion issue", legion + " state", "legion state", legion + " worktree finish", "legion worktree finish", "git"}) ||
 		rules.Rule[2].ToolName != "write_file" || rules.Rule[3].ToolName != "replace" || rules.Rule[3].Decision != "allow" {
 		t.Errorf("policy rules = %+v; want ask_user denied, legion and git allowed, and the file tools", rules)
 	}

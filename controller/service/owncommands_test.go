@@ -21,6 +21,7 @@ import (
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
 )
 
 // ownForms are the commands of the planner's turns in these tests, in
@@ -207,4 +208,28 @@ func TestOpencodeOwnCommandsUnasked(t *testing.T) {
 	if left := srv.Left(); len(left) != 0 {
 		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
 	}
+}
+
+// TestGeminiOwnCommandsUnasked: under allowlist the real Gemini CLI runs
+// every form of ownForms with run_shell_command unasked: its policy
+// engine's command prefixes ("legion issue", …) match the command's text
+// up to a blank or a quote, variables and all (gemini FACTS G22), so no
+// approval dialog opens (the worker could answer one only by keys).
+func TestGeminiOwnCommandsUnasked(t *testing.T) {
+	e, srv := startGemini(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
+	e.legionInPath()
+	ctx := claudeCtx(t, geminiWait)
+	id := e.addIssue(ctx, "Report in every form")
+	match := e.codexPhase(id, controller.ModePlan)[0].Match
+	var turns []geminitest.Turn
+	for _, f := range e.ownForms(id) {
+		turns = append(turns, geminitest.Turn{Shell: f, Match: match})
+	}
+	srv.Script(append(turns, geminitest.Turn{Text: "Reported.", Match: match})...)
+	e.startController()
+	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
+	e.stopController()
+	assertCompleted(t, s)
+	e.assertOwnUnasked(ctx, id)
+	assertGeminiScripted(t, srv)
 }
