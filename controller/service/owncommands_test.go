@@ -176,10 +176,13 @@ func functionOutputs(body []byte) []string {
 }
 
 // TestOpencodeOwnCommandsUnasked: under allowlist the real opencode runs
-// every form of ownForms with its bash tool unasked: by its own bash
-// patterns ("legion issue *", …) or, where it asks (permission.asked,
-// relayed by Legion's plugin as a PermissionRequest), by the worker's
-// allow, which the plugin answers through opencode's API.
+// every form of ownForms with its bash tool unasked, by its own bash
+// patterns ("legion issue *", …), which match the forms with variables
+// too (opencode FACTS O20); and `'legion' issue show …`, which no
+// pattern matches, so opencode asks (permission.asked, relayed by
+// Legion's plugin as a PermissionRequest): the worker allows it at once
+// and the plugin answers through opencode's API. With the worker's
+// decision off that one waits for a person (waiting_permission).
 func TestOpencodeOwnCommandsUnasked(t *testing.T) {
 	e, srv := startOpencode(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
 	e.legionInPath()
@@ -187,7 +190,7 @@ func TestOpencodeOwnCommandsUnasked(t *testing.T) {
 	id := e.addIssue(ctx, "Report in every form")
 	match := e.codexPhase(id, controller.ModePlan)[0].Match
 	var turns []openaitest.Turn
-	for _, f := range e.ownForms(id) {
+	for _, f := range append([]string{`'legion' issue show $LEGION_TEAM $LEGION_ISSUE`}, e.ownForms(id)...) {
 		b := openaitest.Bash(f)
 		b.Match = match
 		turns = append(turns, b)
