@@ -450,6 +450,13 @@ var Schema = []Setting{
 			"legion worktree finish, by name and by legion's absolute path), git (any git command: Claude Code's " +
 			"rules match the command, not its directory), reading and editing files inside the issue's worktree, and " +
 			"the rules of agent.allow. \"ask\": only legion issue (the agent must be able to report). " +
+			"Those of Legion's commands run unasked in whatever form the model writes them, when they are for the " +
+			"session's own team and issue: a variable ($LEGION_TEAM, \"${LEGION_ISSUE}\") defeats the CLI's own " +
+			"rules, which read text, so the CLI asks, and the worker answers allow at once in the permission hook " +
+			"for exactly legion issue show|comment|label|unlabel|move TEAM ISSUE …, legion state TEAM [--json] and " +
+			"legion worktree finish TEAM ISSUE (ask: legion issue only), written as one command with nothing but " +
+			"quotes and the variables LEGION_TEAM, LEGION_ISSUE and LEGION_MODE (not another command, a pipe, a " +
+			"redirection, a substitution or another variable, nor another issue or team: those wait for a person). " +
 			"In both, every other call waits for a person: the worker shows it as waiting_permission and the " +
 			"controller escalates it with the tool and the exact command. \"bypass\": nothing is asked (Claude Code's " +
 			"bypassPermissions mode, with its warning pre-answered and, as root, IS_SANDBOX=1): the agent may run any " +
@@ -460,7 +467,8 @@ var Schema = []Setting{
 			"\"allowlist\" and \"ask\" leave Codex's own defaults (its workspace-write sandbox; a command the model " +
 			"must run outside it waits for a person and is escalated as for Claude Code); agent.allow is not used. " +
 			"A gemini agent: \"bypass\" adds --approval-mode yolo; \"allowlist\" allows the shell commands legion " +
-			"(by name and absolute path) and git and the file edits (which the Gemini CLI keeps to the worktree), " +
+			"issue, legion state and legion worktree finish (by name and absolute path; the CLI's prefixes match " +
+			"a command with variables too) and git and the file edits (which the Gemini CLI keeps to the worktree), " +
 			"\"ask\" only legion issue, besides what the CLI runs unasked (reading files): a policy file of its " +
 			"policy engine in the conversation's Gemini home; every other call opens its dialog, is escalated, and " +
 			"a person's answer is typed into it; agent.allow is not used, nor your own ~/.gemini/policies. " +
