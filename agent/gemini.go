@@ -35,7 +35,8 @@ import (
 //   - a policy file (.gemini/policies/legion.toml, [GeminiPolicyFor])
 //     that denies the question tool ask_user and, for the allowlist and
 //     ask policies, allows the shell commands of Legion's worker skill:
-//     legion, git and file edits in the worktree, or only legion issue;
+//     legion issue, legion state, legion worktree finish, git and file edits
+//     in the worktree, or only legion issue;
 //   - trustedFolders.json trusting the session's worktree (no trust
 //     dialog, which would restart the CLI and lose the prompt, G4) and
 //     projects.json naming its project "legion", so that its files are in
