@@ -12,6 +12,7 @@ import (
 
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/github/githubtest"
 	"github.com/legion-dev/legion/ptyworker/claude"
 )
@@ -102,6 +103,24 @@ func TestPlanDispatch(t *testing.T) {
 	if a.Agent != "claude" || a.Watch != d.SessionFile || a.StartupGrace == nil || a.StaleAfter == 0 {
 		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want claude, the session file watched", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
 	}
+	// The worker allows Legion's own commands of the phase's policy:
+	// all three groups under the default allowlist, legion issue under
+	// ask; by name or by the legion the hooks run.
+	allOwn := []string{api.OwnIssue, api.OwnState, api.OwnWorktreeFinish}
+	if !slices.Equal(a.OwnCommands, allOwn) || a.Legion != "/opt/legion/bin/legion" {
+		t.Errorf("DispatchLaunch = own commands %q, legion %q; want %q, /opt/legion/bin/legion", a.OwnCommands, a.Legion, allOwn)
+	}
+	tm.Agent.PermissionsByMode = map[string]config.PermissionPolicy{"review": config.PermissionsAsk, "retro": config.PermissionsBypass}
+	for mode, want := range map[string][]string{"review": {api.OwnIssue}, "retro": nil} {
+		dm, err := tm.PlanDispatch(t.Context(), "DEMO-1", controller.Mode(mode), home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(dm.OwnCommands, want) {
+			t.Errorf("PlanDispatch(%s) own commands = %q; want %q", mode, dm.OwnCommands, want)
+		}
+	}
+	tm.Agent.PermissionsByMode = nil
 
 	// The retro resumes the implementer's session in the same worktree.
 	impl, err := tm.PlanDispatch(t.Context(), "DEMO-1", "implement", home)
@@ -196,8 +215,8 @@ func TestPlanDispatchCustom(t *testing.T) {
 		t.Errorf("a custom dispatch wrote ~/.claude.json")
 	}
 	a := tm.DispatchLaunch(d, config.Worker{StartupGrace: time.Minute, RingSize: 1 << 20})
-	if a.Agent != "custom" || a.Watch != "" || a.StartupGrace != nil || a.StaleAfter != api.Duration(tm.StaleAfter) {
-		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want custom, nothing watched, the team's stale_after (judged by its output)", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
+	if a.Agent != "custom" || a.Watch != "" || a.StartupGrace != nil || a.StaleAfter != api.Duration(tm.StaleAfter) || a.OwnCommands != nil {
+		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want custom, nothing watched, the team's stale_after (judged by its output), no own commands (no hooks)", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
 	}
 }
 
