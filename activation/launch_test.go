@@ -2,6 +2,7 @@ package activation
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,10 @@ func TestCheckLaunch(t *testing.T) {
 	hooked.Agent, hooked.StaleAfter = "claude", api.Duration(time.Minute)
 	if l, err := checkLaunch(hooked); err != nil || l.agent != "claude" || l.staleAfter != time.Minute {
 		t.Errorf("checkLaunch(claude, stale_after without watch) = agent %q stale_after %s, %v; want claude, 1m0s, nil", l.agent, l.staleAfter, err)
+	}
+	hooked.OwnCommands, hooked.Legion = []string{api.OwnIssue}, "/opt/legion/bin/legion"
+	if l, err := checkLaunch(hooked); err != nil || !slices.Equal(l.ownCommands, hooked.OwnCommands) || l.legion != hooked.Legion {
+		t.Errorf("checkLaunch(own commands) = %q, legion %q, %v; want them as sent (the worker's spec checks them)", l.ownCommands, l.legion, err)
 	}
 
 	tests := []struct {
