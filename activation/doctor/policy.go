@@ -47,7 +47,7 @@ func unasked(p config.PermissionPolicy, k config.AgentKind) string {
 			"writes only to the worktree, the git dir, the agent's state and caches, secrets hidden " +
 			"(where the host cannot confine it, the agent's prompts stay on)"
 	case k == config.AgentCodex && (p == config.PermissionsAllowlist || p == config.PermissionsAsk):
-		return "what Codex's own workspace-write sandbox allows (commands that write only in the worktree), " +
+		return "what Codex's own workspace-write sandbox allows (commands that write only in the worktree) and Legion's own commands for its issue, " +
 			"anything else waits for a person (agent.allow is not used)"
 	case p == config.PermissionsAllowlist && k == config.AgentGemini:
 		return "Legion's own commands, git, file edits in the worktree (agent.allow is not used), " +
