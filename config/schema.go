@@ -455,8 +455,9 @@ var Schema = []Setting{
 			"rules, which read text, so the CLI asks, and the worker answers allow at once in the permission hook " +
 			"for exactly legion issue show|comment|label|unlabel|move TEAM ISSUE …, legion state TEAM [--json] and " +
 			"legion worktree finish TEAM ISSUE (ask: legion issue only), written as one command with nothing but " +
-			"quotes and the variables LEGION_TEAM, LEGION_ISSUE and LEGION_MODE (not another command, a pipe, a " +
-			"redirection, a substitution or another variable, nor another issue or team: those wait for a person). " +
+			"quotes, the variables LEGION_TEAM, LEGION_ISSUE and LEGION_MODE and a text as a here-document " +
+			"(\"$(cat <<'EOF' … EOF)\", the delimiter quoted); not another command, a pipe, a redirection, another " +
+			"substitution or variable, nor another issue or team: those wait for a person. " +
 			"In both, every other call waits for a person: the worker shows it as waiting_permission and the " +
 			"controller escalates it with the tool and the exact command. \"bypass\": nothing is asked (Claude Code's " +
 			"bypassPermissions mode, with its warning pre-answered and, as root, IS_SANDBOX=1): the agent may run any " +

@@ -46,6 +46,8 @@ func TestOwnCommand(t *testing.T) {
 		{"braced variables", all, `legion issue label ${LEGION_TEAM} "${LEGION_ISSUE}" worker-done`, true},
 		{"mode in text", all, `legion issue comment web DEMO-1 "done with $LEGION_MODE"`, true},
 		{"multi-line text", all, "legion issue comment web DEMO-1 \"Plan:\n- a\n- b\"", true},
+		{"here-document text", all, "legion issue comment $LEGION_TEAM $LEGION_ISSUE \"$(cat <<'EOF'\nPlan:\n1) write it; 2) test it\nEOF\n)\"", true},
+		{"here-document with expansion", all, "legion issue comment web DEMO-1 \"$(cat <<EOF\n$(id)\nEOF\n)\"", false},
 		{"show", all, `legion issue show web DEMO-1`, true},
 		{"show json", all, `legion issue show $LEGION_TEAM $LEGION_ISSUE --json`, true},
 		{"unlabel", all, `legion issue unlabel web DEMO-1 worker-done`, true},

@@ -38,6 +38,12 @@ func (e *env) ownForms(issue string) []string {
 	}
 }
 
+// heredocForm is a comment whose text is a here-document, as models
+// write text of several lines (Claude Code's own instructions say so for
+// commit messages): a command substitution, which every CLI but Gemini
+// asks for.
+const heredocForm = "legion issue comment $LEGION_TEAM $LEGION_ISSUE \"$(cat <<'EOF'\nPlan: in a here-document.\n1) one; 2) two\nEOF\n)\""
+
 // legionInPath puts the legion binary's directory first in the PATH of
 // the manager's environment, and of a login shell's ~/.profile (Codex
 // runs its commands in one, whose /etc/profile resets PATH), as a user's
@@ -52,6 +58,19 @@ func (e *env) legionInPath() {
 	if err := os.WriteFile(profile, []byte("PATH="+dir+":\"$PATH\"\n"), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// assertHeredocComment checks that heredocForm's comment is on issue,
+// its text the here-document's body.
+func (e *env) assertHeredocComment(ctx context.Context, issue string) {
+	e.t.Helper()
+	want := "Plan: in a here-document.\n1) one; 2) two"
+	for _, c := range e.issue(ctx, issue).Comments {
+		if c.Text == want {
+			return
+		}
+	}
+	e.t.Errorf("no comment of %s is %q", issue, want)
 }
 
 // assertOwnUnasked checks what ownForms did in issue's plan phase: both
@@ -87,7 +106,7 @@ func TestClaudeOwnCommandsUnasked(t *testing.T) {
 	e.legionInPath()
 	ctx := claudeCtx(t, 3*time.Minute)
 	id := e.addIssue(ctx, "Report in every form")
-	forms := e.ownForms(id)
+	forms := append([]string{heredocForm}, e.ownForms(id)...)
 	var turns []anthropictest.Turn
 	var ids []string
 	for i, f := range forms {
@@ -105,6 +124,7 @@ func TestClaudeOwnCommandsUnasked(t *testing.T) {
 		e.assertToolOK(sid, tid)
 	}
 	e.assertOwnUnasked(ctx, id)
+	e.assertHeredocComment(ctx, id)
 	e.assertSessionScripted(sid)
 
 	// The forms with a variable were asked for, and the hook allowed them.
@@ -132,7 +152,7 @@ func TestCodexOwnCommandsUnasked(t *testing.T) {
 	id := e.addIssue(ctx, "Report in every form")
 	match := e.codexPhase(id, controller.ModePlan)[0].Match
 	var turns []openaitest.Turn
-	for _, f := range e.ownForms(id) {
+	for _, f := range append([]string{heredocForm}, e.ownForms(id)...) {
 		turns = append(turns, openaitest.Turn{Exec: f, Escalate: true, Match: match})
 	}
 	srv.Script(append(turns, openaitest.Turn{Text: "Reported.", Match: match})...)
@@ -148,6 +168,7 @@ func TestCodexOwnCommandsUnasked(t *testing.T) {
 	e.stopController()
 	assertCompletedAnyCode(t, s)
 	e.assertOwnUnasked(ctx, id)
+	e.assertHeredocComment(ctx, id)
 	if left := srv.Left(); len(left) != 0 {
 		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
 	}
@@ -190,7 +211,7 @@ func TestOpencodeOwnCommandsUnasked(t *testing.T) {
 	id := e.addIssue(ctx, "Report in every form")
 	match := e.codexPhase(id, controller.ModePlan)[0].Match
 	var turns []openaitest.Turn
-	for _, f := range append([]string{`'legion' issue show $LEGION_TEAM $LEGION_ISSUE`}, e.ownForms(id)...) {
+	for _, f := range append([]string{`'legion' issue show $LEGION_TEAM $LEGION_ISSUE`, heredocForm}, e.ownForms(id)...) {
 		b := openaitest.Bash(f)
 		b.Match = match
 		turns = append(turns, b)
@@ -208,6 +229,7 @@ func TestOpencodeOwnCommandsUnasked(t *testing.T) {
 	e.stopController()
 	assertCompleted(t, s)
 	e.assertOwnUnasked(ctx, id)
+	e.assertHeredocComment(ctx, id)
 	if left := srv.Left(); len(left) != 0 {
 		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
 	}

@@ -21,7 +21,17 @@ import "strings"
 //   - an unterminated quote, a NUL byte.
 //
 // A newline inside quotes is part of its word, as in bash; blanks around
-// the command and newlines after it are ignored.
+// the command and newlines after it are ignored. One command substitution
+// is read, inside double quotes only: the here-document
+//
+//	"$(cat <<'EOF'
+//	any text, taken as it is
+//	EOF
+//	)"
+//
+// (the delimiter quoted, so that its body is literal), which models write
+// for text of several lines; it gives the body without its trailing
+// newlines, as bash does, provided cat is cat.
 func Split(cmd string, lookup func(name string) (string, bool)) (words []string, ok bool) {
 	var (
 		word    strings.Builder
@@ -109,6 +119,14 @@ func Split(cmd string, lookup func(name string) (string, bool)) (words []string,
 					continue
 				case c == '\\' && i+1 < len(s) && s[i+1] == '\n':
 					return nil, false
+				case c == '$' && strings.HasPrefix(s[i:], heredocOpen):
+					body, next, ok := heredoc(s, i)
+					if !ok {
+						return nil, false
+					}
+					word.WriteString(body)
+					i = next
+					continue
 				case c == '$':
 					v, next, ok := variable(i)
 					if !ok {
@@ -162,4 +180,50 @@ func isName(s string) bool {
 		}
 	}
 	return true
+}
+
+// heredocOpen begins the one command substitution Split reads.
+const heredocOpen = "$(cat <<"
+
+// heredoc reads, at s[i] inside double quotes, the command substitution
+// $(cat <<'D' newline body newline D newline ) (or <<"D", blanks allowed
+// before the delimiter): a quoted delimiter keeps the body literal. It
+// returns the body without its trailing newlines, as the substitution
+// gives it, and the index after the closing parenthesis. Any other form
+// (an unquoted delimiter, whose body bash expands; text after the
+// delimiter's word or line; no closing parenthesis right after the
+// delimiter's line) is not ok.
+func heredoc(s string, i int) (string, int, bool) {
+	j := i + len(heredocOpen)
+	for j < len(s) && s[j] == ' ' {
+		j++
+	}
+	if j >= len(s) || s[j] != '\'' && s[j] != '"' {
+		return "", 0, false
+	}
+	q := s[j]
+	j++
+	k := j
+	for k < len(s) && (s[k] == '_' || s[k] >= 'A' && s[k] <= 'Z' || s[k] >= 'a' && s[k] <= 'z' || k > j && s[k] >= '0' && s[k] <= '9') {
+		k++
+	}
+	if k == j || k+1 >= len(s) || s[k] != q || s[k+1] != '\n' {
+		return "", 0, false
+	}
+	delim := s[j:k]
+	start := k + 2
+	for line := start; ; {
+		nl := strings.IndexByte(s[line:], '\n')
+		if nl < 0 {
+			return "", 0, false
+		}
+		if s[line:line+nl] == delim {
+			after := line + nl + 1
+			if after >= len(s) || s[after] != ')' {
+				return "", 0, false
+			}
+			return strings.TrimRight(s[start:line], "\n"), after + 1, true
+		}
+		line += nl + 1
+	}
 }

@@ -2,7 +2,9 @@ package shellquote
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,6 +44,17 @@ func TestSplit(t *testing.T) {
 		{"flag with equals", `git log --format=%H`, []string{"git", "log", "--format=%H"}},
 		{"absolute path", `/usr/local/bin/legion issue show web DEMO-1`, []string{"/usr/local/bin/legion", "issue", "show", "web", "DEMO-1"}},
 
+		{"heredoc", "legion issue comment web DEMO-1 \"$(cat <<'EOF'\nPlan:\n- it's $HOME; `id` $(x)\n\nEOF\n)\"", []string{"legion", "issue", "comment", "web", "DEMO-1", "Plan:\n- it's $HOME; `id` $(x)"}},
+		{"heredoc double-quoted delimiter", "c \"$(cat << \"END_1\"\nx\n  END_1\nEND_1\n)\" d", []string{"c", "x\n  END_1", "d"}},
+		{"heredoc with text around", "c \"Plan: $(cat <<'EOF'\nx\nEOF\n) done\"", []string{"c", "Plan: x done"}},
+		{"heredoc unquoted delimiter", "c \"$(cat <<EOF\n$HOME\nEOF\n)\"", nil},
+		{"heredoc unquoted substitution", "c $(cat <<'EOF'\na b\nEOF\n)", nil},
+		{"heredoc not closed", "c \"$(cat <<'EOF'\nx\nEOF\n\"", nil},
+		{"heredoc no end", "c \"$(cat <<'EOF'\nx\n)\"", nil},
+		{"heredoc then command", "c \"$(cat <<'EOF'\nx\nEOF\nrm -rf y\n)\"", nil},
+		{"heredoc other program", "c \"$(sh <<'EOF'\nid\nEOF\n)\"", nil},
+		{"heredoc text after delimiter", "c \"$(cat <<'EOF' /etc/passwd\nx\nEOF\n)\"", nil},
+		{"heredoc dash", "c \"$(cat <<-'EOF'\nx\nEOF\n)\"", nil},
 		{"empty", ``, nil},
 		{"blank", " \t ", nil},
 		{"and", `legion issue label web DEMO-1 worker-done && touch x`, nil},
@@ -99,15 +112,28 @@ func TestSplit(t *testing.T) {
 func assertBash(t *testing.T, cmd string, words []string) {
 	t.Helper()
 	// printf prints the program's name too: it stands in as the program.
-	// No PATH and a directory of its own: should Split ever accept a
-	// command that runs something, bash finds nothing but its builtins.
+	// A directory of its own and a PATH with cat only: should Split ever
+	// accept a command that runs something else, bash finds nothing but
+	// its builtins.
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Fatalf("bash: %v", err)
 	}
+	// cat alone in the PATH: the here-document Split reads runs it.
 	c := exec.Command(bash, "-c", `printf '%s\0' `+cmd)
 	c.Dir = t.TempDir()
-	c.Env = []string{"PATH=/nonexistent"}
+	bin := filepath.Join(c.Dir, "bin")
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Fatalf("cat: %v", err)
+	}
+	if err := os.Mkdir(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cat, filepath.Join(bin, "cat")); err != nil {
+		t.Fatal(err)
+	}
+	c.Env = []string{"PATH=" + bin}
 	for k, v := range splitEnv {
 		c.Env = append(c.Env, k+"="+v)
 	}
@@ -140,6 +166,7 @@ func FuzzSplit(f *testing.F) {
 		`legion issue label "$LEGION_TEAM" "${LEGION_ISSUE}" worker-done`,
 		`a\ b "q\"d\\e\$f\x" 'c'`, "a \"b\nc\"", `x"$LEGION_MODE"'-'$LEGION_ISSUE`,
 		`a=b c`, `"a"=b c`, `a b=c`, `x $EMPTY`, `x "${EMPTY}"`,
+		"c \"$(cat <<'EOF'\nx ) y\nEOF\n)\"", "c \"a$(cat <<\"E\"\n\n\nE\n)b\"",
 	} {
 		f.Add(s)
 	}
