@@ -37,6 +37,8 @@ func fakeDialog(kind string) {
 			out("%s\r\n  %d. Chat about this\r\nEnter to select · ↑/↓ to navigate · Esc to cancel\r\n", field, options+2)
 		case "questions":
 			out("←  ☐ Colour  ☐ Size  ✔ Submit  →\r\nColour?\r\n❯ 1. Red\r\nEnter to select · Tab/Arrow keys to navigate · Esc to cancel\r\n")
+		case "gemini":
+			out("? Shell 'legion' issue show ENG-1\r\nAllow execution of [Shell]?\r\n● 1. Allow once\r\n  2. Allow for this session\r\n  3. No, suggest changes (esc)\r\n")
 		default:
 			out("Bash command\r\nDo you want to proceed?\r\n❯ 1. Yes\r\n  2. Yes, and always allow\r\n  3. No\r\nEsc to cancel · Tab to amend\r\n")
 		}

@@ -92,6 +92,27 @@ func (c *conn) handleHook(m *message) {
 			return
 		}
 	}
+	if ev.Name == HookNotification && ev.NotificationType == "permission_prompt" {
+		w.mu.Lock()
+		cmd := bashCommand(w.agent.lastTool, w.agent.lastInput)
+		var since time.Time
+		if w.agent.cur != nil {
+			since = w.agent.cur.LastEvent
+		}
+		own := len(w.holds) == 0 && cmd != "" && w.spec.ownCommand(cmd)
+		if own {
+			w.lastHook = now
+		}
+		w.mu.Unlock()
+		if own {
+			// A dialog no hook answers (the Gemini CLI's, gemini FACTS
+			// G10, G11) asks for one of Legion's own commands: the
+			// worker answers it by keys.
+			c.reply(m.ID, HookResult{})
+			go w.allowDialog(cmd, ev, since)
+			return
+		}
+	}
 	w.mu.Lock()
 	w.lastHook = now
 	changed := w.agent.apply(ev, now)
@@ -131,6 +152,44 @@ func (c *conn) handleHook(m *message) {
 		w.agentChanged(now)
 	}
 }
+
+// allowDialog answers the Gemini CLI's approval dialog for cmd, one of
+// Legion's own commands, with its key "1. Allow once", once the dialog is
+// on the screen (its line "suggest changes (esc)"; Claude Code's dialogs,
+// whose 1 may be a question's option, are not answered). When it does
+// not show within dialogWait, or the keys fail, the permission prompt ev
+// counts as any other: the agent waits for a person (unless the agent
+// moved on meanwhile: an event newer than since).
+func (w *worker) allowDialog(cmd string, ev *hookEvent, since time.Time) {
+	w.respondMu.Lock()
+	defer w.respondMu.Unlock()
+	ok, e := w.waitScreenFunc(func(text string) bool { return strings.Contains(text, geminiDialogMarker) }, false, dialogWait)
+	if e == nil && ok {
+		if e = w.typeKeys("1"); e == nil {
+			w.log.Debug("allowed Legion's own command in the agent's dialog", "command", clipText(cmd, 500))
+			return
+		}
+	}
+	reason := "its dialog is not on the screen"
+	if e != nil {
+		reason = e.Message
+	}
+	w.log.Warn("could not allow Legion's own command in the agent's dialog: a person must", "command", clipText(cmd, 500), "why", reason)
+	now := time.Now()
+	w.mu.Lock()
+	changed := false
+	if cur := w.agent.cur; cur != nil && cur.LastEvent.Equal(since) && len(w.holds) == 0 {
+		changed = w.agent.apply(ev, now)
+	}
+	w.mu.Unlock()
+	if changed {
+		w.agentChanged(now)
+	}
+}
+
+// geminiDialogMarker is on the screen while the Gemini CLI's approval
+// dialog is open ("3. No, suggest changes (esc)", gemini FACTS G10).
+const geminiDialogMarker = "suggest changes (esc)"
 
 // dropHolds lets go of the held requests of a connection that ended.
 // Claude Code kills a hook that waits when a person answers its dialog in
@@ -495,7 +554,7 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, h *hold, now 
 // or a permission ("Esc to cancel · Tab to amend"), and the Gemini CLI's
 // approval dialog ("3. No, suggest changes (esc)", gemini FACTS G10),
 // whose 1 also allows and Esc also declines.
-var dialogMarkers = []string{"Esc to cancel", "suggest changes (esc)"}
+var dialogMarkers = []string{"Esc to cancel", geminiDialogMarker}
 
 // dialogOpen reports whether the screen text shows a dialog.
 func dialogOpen(text string) bool {

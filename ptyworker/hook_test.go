@@ -20,6 +20,8 @@ import (
 // one step: work (a prompt), stop (its turn ends), perm (a Bash
 // permission request: it prints the hook's answer), notify-perm (a
 // permission prompt seen only as a notification, its dialog drawn),
+// gemini-own (the Gemini CLI's dialog for one of Legion's own commands,
+// seen only as a notification, drawn at once),
 // ask1 (a question: it prints the hook's answer), ask1k / ask2k (one or
 // two questions whose hook goes away once the next line is typed, as when
 // Claude Code kills it: their dialog is drawn), spin (a prompt,
@@ -53,6 +55,10 @@ while IFS= read -r l; do
         hook '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf y"}}'
         hook '{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"Claude needs your permission"}'
         echo notified; dialog permission;;
+  gemini-own) printf '\033[2J\033[H'
+        hook '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"'"'"'legion'"'"' issue show $LEGION_TEAM $LEGION_ISSUE"}}'
+        hook '{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"Tool Confirm Shell Command requires execution"}'
+        echo notified-own; stty raw -echo; LEGION_TEST_DIALOG=gemini "$HOOK_BIN"; stty sane; echo dialog-closed;;
   ask1) printf '\033[2J\033[H'; out=$(hook '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}')
         printf 'answers:%s\n' "$out";;
   ask1k) printf '\033[2J\033[H'; printf '%s' '{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}' | "$HOOK_BIN" & hp=$!

@@ -183,3 +183,26 @@ func TestOwnCommandAllowedAtOnce(t *testing.T) {
 		t.Errorf("waiting for %q; want the other issue's comment", a.Command)
 	}
 }
+
+// TestOwnCommandDialogAllowedByKeys: a dialog no hook answers (the Gemini
+// CLI's, seen as a permission_prompt notification after the tool's
+// PreToolUse) for one of Legion's own commands is answered with its key
+// 1 by the worker; the agent never waits for a person.
+func TestOwnCommandDialogAllowedByKeys(t *testing.T) {
+	spec := hookSpec(t, "LEGION_TEAM=testteam", "LEGION_ISSUE=ENG-1")
+	spec.OwnCommands = []string{api.OwnIssue}
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutput(t, "agent-ready")
+	if err := c.Input(ctxT(t), []byte("gemini-own\r")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutput(t, "answered-option:1")
+	if in, err := c.Info(ctxT(t)); err != nil || in.Agent == nil || in.Agent.State != api.AgentWorking || in.Waiting {
+		t.Errorf("agent after its own command's dialog was answered = %+v (waiting %v), %v; want working, not waiting", in.Agent, in.Waiting, err)
+	}
+}

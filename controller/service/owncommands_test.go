@@ -65,12 +65,14 @@ func (e *env) legionInPath() {
 func (e *env) assertHeredocComment(ctx context.Context, issue string) {
 	e.t.Helper()
 	want := "Plan: in a here-document.\n1) one; 2) two"
+	var got []string
 	for _, c := range e.issue(ctx, issue).Comments {
 		if c.Text == want {
 			return
 		}
+		got = append(got, c.Text)
 	}
-	e.t.Errorf("no comment of %s is %q", issue, want)
+	e.t.Errorf("no comment of %s is %q: %q", issue, want, got)
 }
 
 // assertOwnUnasked checks what ownForms did in issue's plan phase: both
@@ -247,14 +249,43 @@ func TestGeminiOwnCommandsUnasked(t *testing.T) {
 	id := e.addIssue(ctx, "Report in every form")
 	match := e.codexPhase(id, controller.ModePlan)[0].Match
 	var turns []geminitest.Turn
-	for _, f := range e.ownForms(id) {
+	for _, f := range append([]string{`'legion' issue show $LEGION_TEAM $LEGION_ISSUE`}, e.ownForms(id)...) {
 		turns = append(turns, geminitest.Turn{Shell: f, Match: match})
 	}
 	srv.Script(append(turns, geminitest.Turn{Text: "Reported.", Match: match})...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range srv.Requests() {
+				t.Logf("request %s: tool results %q", r.Time.Format("15:04:05.000"), geminiResponses(r.Body))
+			}
+		}
+	})
 	e.startController()
 	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
 	e.stopController()
 	assertCompleted(t, s)
 	e.assertOwnUnasked(ctx, id)
 	assertGeminiScripted(t, srv)
+}
+
+// geminiResponses are the function responses of a Gemini API request's
+// last content (what the last tool call answered), for a failure's log.
+func geminiResponses(body []byte) []string {
+	var req struct {
+		Contents []struct {
+			Parts []struct {
+				FunctionResponse json.RawMessage `json:"functionResponse"`
+			} `json:"parts"`
+		} `json:"contents"`
+	}
+	if json.Unmarshal(body, &req) != nil || len(req.Contents) == 0 {
+		return nil
+	}
+	var out []string
+	for _, p := range req.Contents[len(req.Contents)-1].Parts {
+		if len(p.FunctionResponse) > 0 {
+			out = append(out, clip(string(p.FunctionResponse), 500))
+		}
+	}
+	return out
 }
