@@ -56,8 +56,10 @@ import (
 // restart, G7). The worker runs it as kind claude ([Launch].Agent is
 // "claude"). Approvals cannot be answered by a hook (G11): the worker sees
 // the dialog by its Notification (G10), and a person's answer goes in by
-// keys (1 allows, Esc denies). The session file is the project's logs.json,
-// which the CLI writes at every prompt: once it exists a restart resumes.
+// keys (1 allows, Esc denies); for one of Legion's own commands the
+// worker types the allow itself (G22). The session file is the project's
+// logs.json, which the CLI writes at every prompt: once it exists a
+// restart resumes.
 //
 // Questions come as text: ask_user is denied (G12, G21), so the model asks
 // in its answer and ends its turn, which the controller escalates.

@@ -472,7 +472,8 @@ var Schema = []Setting{
 			"a command with variables too) and git and the file edits (which the Gemini CLI keeps to the worktree), " +
 			"\"ask\" only legion issue, besides what the CLI runs unasked (reading files): a policy file of its " +
 			"policy engine in the conversation's Gemini home; every other call opens its dialog, is escalated, and " +
-			"a person's answer is typed into it; agent.allow is not used, nor your own ~/.gemini/policies. " +
+			"a person's answer is typed into it (the worker types the allow itself for Legion's own commands); " +
+			"agent.allow is not used, nor your own ~/.gemini/policies. " +
 			"An opencode agent: \"bypass\" adds --auto and allows every permission; \"allowlist\" allows legion's " +
 			"commands, git, file edits inside the worktree and agent.allow's Bash rules, and asks for every other " +
 			"command, outside directory and web fetch; \"ask\" allows only legion issue. A request that asks is " +
