@@ -57,7 +57,7 @@ import (
 // "claude"). Approvals cannot be answered by a hook (G11): the worker sees
 // the dialog by its Notification (G10), and a person's answer goes in by
 // keys (1 allows, Esc denies); for one of Legion's own commands the
-// worker types the allow itself (G22). The session file is the project's
+// worker types the allow itself (G28). The session file is the project's
 // logs.json, which the CLI writes at every prompt: once it exists a
 // restart resumes.
 //
@@ -95,7 +95,7 @@ var GeminiLogsFile = filepath.Join(".gemini", "tmp", geminiProject, "logs.json")
 // reports (legion issue); none for bypass, which asks nothing. A prefix
 // matches the command's text up to a blank or a quote, so a variable in
 // the rest ($LEGION_TEAM) does not defeat it, and the CLI checks each
-// command of a compound one apart (gemini FACTS G22).
+// command of a compound one apart (gemini FACTS G28).
 func geminiAllowed(legion string, policy config.PermissionPolicy) []string {
 	var subs []string
 	switch policy {

@@ -201,7 +201,7 @@ func functionOutputs(body []byte) []string {
 // TestOpencodeOwnCommandsUnasked: under allowlist the real opencode runs
 // every form of ownForms with its bash tool unasked, by its own bash
 // patterns ("legion issue *", …), which match the forms with variables
-// too (opencode FACTS O20); and `'legion' issue show …`, which no
+// too (opencode FACTS O25); and `'legion' issue show …`, which no
 // pattern matches, so opencode asks (permission.asked, relayed by
 // Legion's plugin as a PermissionRequest): the worker allows it at once
 // and the plugin answers through opencode's API. With the worker's
@@ -240,7 +240,7 @@ func TestOpencodeOwnCommandsUnasked(t *testing.T) {
 // TestGeminiOwnCommandsUnasked: under allowlist the real Gemini CLI runs
 // every form of ownForms with run_shell_command unasked: its policy
 // engine's command prefixes ("legion issue", …) match the command's text
-// up to a blank or a quote, variables and all (gemini FACTS G22), so no
+// up to a blank or a quote, variables and all (gemini FACTS G28), so no
 // approval dialog opens (the worker could answer one only by keys).
 func TestGeminiOwnCommandsUnasked(t *testing.T) {
 	e, srv := startGemini(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
