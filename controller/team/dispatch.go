@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -118,10 +119,16 @@ func (t *Team) instructionSet() (*instructions.Set, error) {
 	return t.instr, t.instrErr
 }
 
+// systemBinDirs are the directories every shell's PATH holds, a login
+// shell's too (Debian's /etc/profile sets PATH anew, and Codex runs its
+// commands in a login shell: codex FACTS X30).
+var systemBinDirs = []string{"/usr/local/bin", "/usr/bin", "/bin"}
+
 // legionCommand is how the agent of s runs Legion in its instructions:
-// "legion" when that name finds t.Legion in the agent's PATH, else
-// t.Legion's absolute path (a binary from `go install` or a build tree is
-// seldom in the user manager's PATH).
+// "legion" when that name finds t.Legion in the agent's PATH in one of
+// systemBinDirs (where `make install` puts it), else t.Legion's absolute
+// path (a binary from `go install` or a build tree is seldom in the user
+// manager's PATH, and a login shell may drop what it adds).
 func (t *Team) legionCommand(s agent.Session) string {
 	if t.Legion == "" {
 		return "legion"
@@ -129,6 +136,12 @@ func (t *Team) legionCommand(s agent.Session) string {
 	path, _ := s.Getenv("PATH")
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		if !slices.Contains(systemBinDirs, filepath.Clean(dir)) {
+			if _, err := os.Stat(filepath.Join(dir, "legion")); err == nil {
+				break // a legion the agent's own shell may not find
+			}
 			continue
 		}
 		p := filepath.Join(dir, "legion")

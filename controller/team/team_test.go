@@ -246,8 +246,16 @@ func TestDispatchInstructions(t *testing.T) {
 		{"in PATH", "/usr/bin:" + bin, "legion issue label demo DEMO-1 worker-done"},
 		{"not in PATH", "/usr/bin", legion + " issue label demo DEMO-1 worker-done"},
 		{"another legion first", t.TempDir() + ":" + bin, legion + " issue label demo DEMO-1 worker-done"},
+		{"in PATH, not a system directory", "/usr/bin:" + bin, legion + " issue label demo DEMO-1 worker-done"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// bin stands for /usr/bin, where make install puts legion,
+			// but in the last case.
+			old := systemBinDirs
+			if !strings.HasSuffix(tc.name, "not a system directory") {
+				systemBinDirs = append(slices.Clone(old), bin)
+			}
+			t.Cleanup(func() { systemBinDirs = old })
 			if strings.HasPrefix(tc.name, "another") {
 				other := filepath.Join(strings.Split(tc.path, ":")[0], "legion")
 				if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
