@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/legion-dev/legion/activation/api"
+
+	"github.com/legion-dev/legion/ptyworker/confine"
 )
 
 // Exit codes, documented in legion(1).
@@ -25,6 +27,13 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == confine.ExecFlag {
+		// The trampoline of a sandboxed agent whose worker is this
+		// program (`legion pty-worker`, units of earlier versions).
+		code, err := confine.Exec(os.Args[1:])
+		fmt.Fprintf(os.Stderr, "legion: %v\n", err)
+		os.Exit(code)
+	}
 	// One root context, cancelled at the first SIGINT or SIGTERM with the
 	// signal as its cause. The goroutine ends then, or with the process.
 	ctx, cancel := context.WithCancelCause(context.Background())
