@@ -447,6 +447,11 @@ func (h *Helper) serveConn(ctx context.Context, c *net.UnixConn) {
 		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "cannot verify your credentials: %v", err)}, nil)
 		return
 	}
+	if msg := agentPeer(pid); msg != "" {
+		h.log.Warn("refused a client that is an agent of a session", "peer_pid", pid, "why", msg)
+		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "%s", msg)}, nil)
+		return
+	}
 	br := bufio.NewReaderSize(c, 16<<10)
 	for {
 		line, err := readLine(br, h.opts.MaxRequest)
@@ -614,4 +619,20 @@ func truncateText(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// agentPeer says why the process pid may not use the helper: it runs in a
+// worker's unit, as an agent of a dispatched session (or what it started),
+// which reaches Legion only through its own worker (`legion hook`). A
+// `legion spawn` session is a person's command and may. "" when it may;
+// a peer whose cgroup cannot be read may not.
+func agentPeer(pid int) string {
+	cg, err := unixsock.Cgroup(pid)
+	if err != nil {
+		return fmt.Sprintf("cannot tell whether pid %d is an agent of a session: %v", pid, err)
+	}
+	if unit, mode := unixsock.WorkerUnit(cg); unit != "" && mode != api.ModeSpawn {
+		return fmt.Sprintf("pid %d runs in the worker unit %s: an agent of a session may not use Legion's helper; it reaches Legion only through its own worker", pid, unit)
+	}
+	return ""
 }

@@ -59,6 +59,7 @@ type launch struct {
 	watch                 string
 	staleAfter            time.Duration
 	agent                 string // ptyworker.AgentClaude or AgentCustom ("": custom)
+	sandbox               *api.Sandbox
 	cooldown              time.Duration
 	startLimitBurst       uint32
 	startLimitInterval    time.Duration
@@ -138,7 +139,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	spec := &ptyworker.Spec{
 		Version: ptyworker.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
-		Agent: l.agent, SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
+		Agent: l.agent, Sandbox: l.sandbox, SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
 		Paths: ptyworker.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},
 	}

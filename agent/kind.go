@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 )
 
@@ -98,6 +99,12 @@ type Launch struct {
 	// SessionFile is the agent's session file, watched for liveness; ""
 	// for none.
 	SessionFile string
+	// Sandbox confines the agent (the policy "sandbox" where it holds);
+	// nil for none.
+	Sandbox *api.Sandbox
+	// PolicyNote says why the policy "sandbox" runs the agent unconfined
+	// with its prompts on (as allowlist); "" otherwise. For the log.
+	PolicyNote string
 }
 
 // For is the kind a team's agent config selects (agent.kind).

@@ -77,6 +77,7 @@ type conn struct {
 	// Read-side state, owned by readLoop.
 	authed   bool
 	hook     bool // a hook connection: hook calls only
+	ownAgent bool // the peer runs in this worker's own unit: a hook connection or nothing
 	readOnly bool
 	sub      *subscriber // current attachment
 
@@ -157,6 +158,11 @@ func (c *conn) readLoop() {
 	}
 	if err != nil {
 		c.replyErr(0, CodeInternalError, err.Error(), true)
+		return
+	}
+	if msg := c.checkAgentPeer(cred.PID); msg != "" {
+		c.log.Warn("refused a connection from an agent of a session", "peer_pid", cred.PID, "why", msg)
+		c.replyErr(0, CodeUnauthorized, msg, true)
 		return
 	}
 	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
@@ -433,6 +439,10 @@ func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
 		c.authed, c.hook = true, true
 		return c.helloResult(), nil
 	}
+	if c.ownAgent {
+		c.log.Warn("a process of the session's own unit tried the control token", "client", p.Client)
+		return nil, &RPCError{Code: CodeUnauthorized, Message: "a process of session " + w.spec.SessionID + "'s own unit (its agent) may only open a hook connection, with LEGION_HOOK_TOKEN"}
+	}
 	if !tokenEqual(p.Token, w.spec.Token) {
 		c.log.Warn("hello with a wrong token", "client", p.Client)
 		return nil, &RPCError{Code: CodeUnauthorized, Message: "wrong token for session " + w.spec.SessionID}
@@ -593,4 +603,25 @@ func eventFrame(name string, data any) ([]byte, error) {
 		return nil, fmt.Errorf("encode %s event: %w", name, err)
 	}
 	return encodeControl(&message{Event: name, Data: b})
+}
+
+// checkAgentPeer says why the process pid may not use this worker ("" when
+// it may): one in another worker's unit (another session's agent) never
+// may; one in this worker's own unit (its agent) may open a hook
+// connection only (c.ownAgent). A peer whose cgroup cannot be read may
+// not.
+func (c *conn) checkAgentPeer(pid int) string {
+	cg, err := unixsock.Cgroup(pid)
+	if err != nil {
+		return fmt.Sprintf("cannot tell whether pid %d is an agent of another session: %v", pid, err)
+	}
+	unit, _ := unixsock.WorkerUnit(cg)
+	if unit == "" {
+		return ""
+	}
+	if cg == c.w.cgroup {
+		c.ownAgent = true
+		return ""
+	}
+	return fmt.Sprintf("pid %d runs in the worker unit %s: another session's agent may not use session %s", pid, unit, c.w.spec.SessionID)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
@@ -42,6 +43,10 @@ type Dispatch struct {
 	// SessionFile is watched for liveness and its existence picks resume;
 	// "" for a kind without one (custom).
 	SessionFile string
+	// Sandbox confines the agent (the policy "sandbox" where it holds);
+	// PolicyNote says why that policy runs it unconfined, as allowlist.
+	Sandbox    *api.Sandbox
+	PolicyNote string
 
 	StaleAfter         time.Duration
 	Cooldown           time.Duration
@@ -141,6 +146,8 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		Issue: issue, Mode: mode, Agent: l.Agent,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
+		Sandbox:            l.Sandbox,
+		PolicyNote:         l.PolicyNote,
 		StaleAfter:         t.StaleAfter,
 		Cooldown:           t.RestartCooldown,
 		StartLimitBurst:    t.StartLimitBurst,
