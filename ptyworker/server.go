@@ -162,7 +162,18 @@ func (c *conn) readLoop() {
 	}
 	if msg := c.checkAgentPeer(cred.PID); msg != "" {
 		c.log.Warn("refused a connection from an agent of a session", "peer_pid", cred.PID, "why", msg)
-		c.replyErr(0, CodeUnauthorized, msg, true)
+		// Its hello is read first: a close with it unread would reset the
+		// connection, and the client would never see why.
+		// The answer is to it, so that the client's hello gets it.
+		var id uint64
+		c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
+		if typ, n, err := readFrameHeader(c.nc); err == nil && typ == FrameControl && n <= 64<<10 {
+			var payload []byte
+			if readPayload(c.nc, &payload, n) == nil {
+				id = bestEffortID(payload)
+			}
+		}
+		c.replyErr(id, CodeUnauthorized, msg, true)
 		return
 	}
 	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
