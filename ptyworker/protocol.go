@@ -133,6 +133,9 @@ const (
 	CodeSessionNotRunning  = "session_not_running"
 	CodeIOError            = "io_error"
 	CodeInternalError      = "internal_error"
+	// CodeNotRelayed: the worker does not run tracker commands for its
+	// agent (MethodIssue): its spec names no legion program.
+	CodeNotRelayed = "not_relayed"
 )
 
 // Methods.

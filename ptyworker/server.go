@@ -250,7 +250,7 @@ func (c *conn) replyRPCErr(id uint64, e *RPCError, closeAfter bool) {
 }
 
 // methods lists the methods for "unknown method" errors.
-var methods = []string{MethodHello, MethodInfo, MethodAttach, MethodDetach, MethodInput, MethodResize, MethodSignal, MethodRemove, MethodHealth, MethodWatch, MethodHook, MethodRespond, MethodEnd}
+var methods = []string{MethodHello, MethodInfo, MethodAttach, MethodDetach, MethodInput, MethodResize, MethodSignal, MethodRemove, MethodHealth, MethodWatch, MethodHook, MethodRespond, MethodEnd, MethodIssue}
 
 func (c *conn) handleControl(p []byte) {
 	m, err := decodeMessage(p)
@@ -271,11 +271,11 @@ func (c *conn) handleControl(p []byte) {
 	case !c.authed && m.Method != MethodHello:
 		c.replyErr(m.ID, CodeUnauthorized, "the first request must be hello", false)
 		return
-	case c.hook && m.Method != MethodHook && m.Method != MethodHello:
-		c.replyErr(m.ID, CodeUnauthorized, fmt.Sprintf("a hook connection may only call %s, not %s", MethodHook, m.Method), false)
+	case c.hook && m.Method != MethodHook && m.Method != MethodIssue && m.Method != MethodHello:
+		c.replyErr(m.ID, CodeUnauthorized, fmt.Sprintf("a hook connection may only call %s and %s, not %s", MethodHook, MethodIssue, m.Method), false)
 		return
-	case !c.hook && m.Method == MethodHook:
-		c.replyErr(m.ID, CodeUnauthorized, "hook is for hook connections (hello with the agent's LEGION_HOOK_TOKEN)", false)
+	case !c.hook && (m.Method == MethodHook || m.Method == MethodIssue):
+		c.replyErr(m.ID, CodeUnauthorized, m.Method+" is for hook connections (hello with the agent's LEGION_HOOK_TOKEN)", false)
 		return
 	}
 	c.dispatch(m)
@@ -401,6 +401,9 @@ func (c *conn) dispatch(m *message) {
 		}
 	case MethodHook:
 		c.handleHook(m)
+		return
+	case MethodIssue:
+		c.handleIssue(m)
 		return
 	case MethodRespond:
 		var p RespondParams

@@ -59,6 +59,10 @@ func exitCode(err, cause error, stderr io.Writer) int {
 	if errors.As(err, &outErr) && errors.Is(err, syscall.EPIPE) {
 		return exitError // the reader of the output went away (| head): nothing to say
 	}
+	var relayed relayedExit
+	if errors.As(err, &relayed) {
+		return relayed.code // its error is printed
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "legion:", err)
 	} else if !interrupted {

@@ -12,6 +12,7 @@ import (
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -126,6 +127,10 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	env = append(env, wt.Env()...)
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)
+	}
+	if t.Legion != "" {
+		// The program the worker runs the agent's tracker commands with.
+		env = append(env, ptyworker.EnvLegionBin+"="+t.Legion)
 	}
 	s := agent.Session{
 		ID: id, Mode: string(mode),

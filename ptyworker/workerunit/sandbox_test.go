@@ -39,6 +39,9 @@ try write-git-config sh -c 'echo "[core]" >> "$REPO/.git/config"'
 try read-ssh-key cat "$HOME/.ssh/id_x"
 try read-other-spec cat "$OTHER_SPEC"
 try other-worker sh -c 'echo "{\"hook_event_name\":\"SessionStart\"}" | LEGION_HOOK_SOCKET="$OTHER_SOCKET" "$LEGION" hook 2>"$WT/other-worker.err"; grep -q "runs in the worker unit" "$WT/other-worker.err"; test $? -ne 0'
+try tracker-own sh -c '"$LEGION" issue label itteam ITTEAM-1 worker-done && "$LEGION" issue comment itteam ITTEAM-1 "a comment from the sandbox"'
+try tracker-other sh -c '"$LEGION" issue label itteam ITTEAM-2 worker-done 2>"$WT/tracker-other.err"; grep -q "may act only on issue ITTEAM-1" "$WT/tracker-other.err"; test $? -ne 0'
+try read-tracker cat "$TRACKER"
 echo done >>"$RESULT"
 `
 
@@ -88,10 +91,24 @@ func TestSystemdSandbox(t *testing.T) {
 	git("-C", repo, "init", "-q", "-b", "main")
 	git("-C", repo, "add", "README")
 	git("-C", repo, "commit", "-qm", "init")
-	wt := filepath.Join(home, "wt", "ENG-7")
+	wt := filepath.Join(home, "wt", "ITTEAM-1")
 	other := filepath.Join(home, "wt", "ENG-8")
 	git("-C", repo, "worktree", "add", "-q", "-b", "eng-7", wt)
 	git("-C", repo, "worktree", "add", "-q", "-b", "eng-8", other)
+	cfg := filepath.Join(home, ".config", "legion", "legion.toml")
+	legionCmd := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--config", cfg}, args...)...)
+		cmd.Env = sd.Env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("legion %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	legionCmd("team", "add", "itteam", "--workspace", repo)
+	legionCmd("issue", "add", "itteam", "The agent's issue")
+	legionCmd("issue", "add", "itteam", "Another issue")
 	mustWrite(t, filepath.Join(home, ".ssh", "id_x"), "PRIVATE KEY\n")
 	mustWrite(t, filepath.Join(home, ".bashrc"), "# rc\n")
 	result := filepath.Join(wt, ".result")
@@ -140,9 +157,13 @@ func TestSystemdSandbox(t *testing.T) {
 	}
 	otherSpec := start("ENG-8", []string{"sleep", "600"}, nil, false)
 	otherSpecPath := filepath.Join(stateDir, "specs", otherSpec.SessionID+".json")
-	s := start("ENG-7", []string{"/bin/sh", "-c", sandboxScript}, []string{
-		"HOME=" + home, "WT=" + wt, "RESULT=" + result, "REPO=" + repo, "OTHER_WT=" + other, "LEGION=" + bin,
-		"OTHER_SPEC=" + otherSpecPath, "OTHER_SOCKET=" + otherSpec.SocketPath(),
+	trackers, _ := filepath.Glob(filepath.Join(stateDir, "teams", "*", "tracker", "issues.json"))
+	if len(trackers) != 1 {
+		t.Fatalf("the local tracker's issues.json below %s: found %v, want one", stateDir, trackers)
+	}
+	s := start("ITTEAM-1", []string{"/bin/sh", "-c", sandboxScript}, []string{
+		"HOME=" + home, ptyworker.EnvLegionBin + "=" + bin, "LEGION_CONFIG=" + cfg, "WT=" + wt, "RESULT=" + result, "REPO=" + repo, "OTHER_WT=" + other, "LEGION=" + bin,
+		"OTHER_SPEC=" + otherSpecPath, "TRACKER=" + trackers[0], "OTHER_SOCKET=" + otherSpec.SocketPath(),
 	}, true)
 
 	var got string
@@ -156,7 +177,7 @@ func TestSystemdSandbox(t *testing.T) {
 		"write-worktree": "ok", "git-commit": "ok", "write-cache": "ok", "write-tmp": "ok", "own-hook": "ok",
 		"write-bashrc": "denied", "write-ssh": "denied", "write-etc": "denied", "write-other-worktree": "denied",
 		"write-main-checkout": "denied", "write-git-config": "denied", "read-ssh-key": "denied", "read-other-spec": "denied",
-		"other-worker": "denied",
+		"other-worker": "denied", "tracker-own": "ok", "tracker-other": "denied", "read-tracker": "denied",
 	}
 	for name, w := range want {
 		if !strings.Contains(got, w+" "+name+"\n") {
@@ -171,6 +192,12 @@ func TestSystemdSandbox(t *testing.T) {
 	cmd := exec.Command("git", "-C", repo, "log", "-1", "--format=%s", "eng-7")
 	if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != "sandboxed" {
 		t.Errorf("git log eng-7 = %q, %v; want the agent's commit", out, err)
+	}
+	if out := legionCmd("issue", "show", "itteam", "ITTEAM-1"); !strings.Contains(out, "labels: worker-done") || !strings.Contains(out, "a comment from the sandbox") {
+		t.Errorf("legion issue show ITTEAM-1:\n%s\nwant the label and the comment the sandboxed agent made through its worker", out)
+	}
+	if out := legionCmd("issue", "show", "itteam", "ITTEAM-2"); strings.Contains(out, "worker-done") {
+		t.Errorf("legion issue show ITTEAM-2:\n%s\nwant no label: another issue is refused", out)
 	}
 	if b, _ := os.ReadFile(filepath.Join(wt, "other-worker.err")); !strings.Contains(string(b), "runs in the worker unit") {
 		t.Errorf("the other worker's refusal = %q; want it to say the peer runs in a worker unit", b)
