@@ -118,6 +118,7 @@ func SandboxFor(s Session, kind config.AgentKind) *api.Sandbox {
 	switch kind {
 	case config.AgentClaude:
 		sb.Write = append(sb.Write, h(".claude"), h(".claude.json"))
+		caches = append(caches, h(".claude")) // made when missing: the CLI cannot make it in the home
 	case config.AgentOpencode:
 		data := env("XDG_DATA_HOME", h(".local/share"))
 		state := env("XDG_STATE_HOME", h(".local/state"))

@@ -304,6 +304,14 @@ func childEnv(base []string, s *Spec, hookToken string) []string {
 	for _, kv := range s.Env {
 		set(kv)
 	}
+	if s.Sandbox != nil {
+		// The user's key agents would sign with keys the sandbox hides.
+		for _, k := range []string{"SSH_AUTH_SOCK", "GPG_AGENT_INFO"} {
+			if i, ok := idx[k]; ok {
+				env[i] = k + "="
+			}
+		}
+	}
 	if hookToken != "" {
 		env = append(env, EnvHookSocket+"="+s.SocketPath(), EnvHookToken+"="+hookToken)
 	}

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -89,15 +90,15 @@ func within(p, dir string) bool {
 const (
 	// Read: RODirs (read files and directories, execute).
 	// Write: RWDirs, plus moving and linking files between directories
-	// (refer), ioctl on devices (the terminal), and connecting to unix
-	// sockets made there (tests that start servers in /tmp).
+	// (refer) and ioctl on devices (the terminal). Not connecting to unix
+	// sockets made outside the sandbox (ABI 9), but those of Connect: a
+	// server the agent starts itself stays reachable to it.
 	dirWrite = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir |
 		ll.AccessFSWriteFile | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar |
 		ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo |
-		ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSTruncate | ll.AccessFSRefer | ll.AccessFSIoctlDev |
-		ll.AccessFSResolveUnix
+		ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSTruncate | ll.AccessFSRefer | ll.AccessFSIoctlDev
 	fileWrite = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSWriteFile | ll.AccessFSTruncate |
-		ll.AccessFSIoctlDev | ll.AccessFSResolveUnix
+		ll.AccessFSIoctlDev
 	fileRead = ll.AccessFSExecute | ll.AccessFSReadFile
 	dirRead  = fileRead | ll.AccessFSReadDir
 )
@@ -107,7 +108,7 @@ const (
 // (signals and abstract unix sockets reach only the agent's own
 // processes), each only where the kernel has it. Not the network: an
 // agent reaches its model's API.
-var config = landlock.Config{HandledAccessFS: dirWrite, Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}.BestEffort()
+var config = landlock.Config{HandledAccessFS: dirWrite | ll.AccessFSResolveUnix, Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}.BestEffort()
 
 // Ruleset creates the Landlock ruleset of s, to be passed to the
 // trampoline (see Command): the calling process stays unrestricted.
@@ -178,16 +179,21 @@ func rulesFor(s *api.Sandbox) ([]landlock.Rule, error) {
 			return nil, err
 		}
 	}
-	var reads []string
+	var reads, lists []string
 	for _, root := range s.Read {
-		rs, err := readable(root, s.Hide)
+		rs, ls, err := readable(root, s.Hide)
 		if err != nil {
 			return nil, err
 		}
-		reads = append(reads, rs...)
+		reads, lists = append(reads, rs...), append(lists, ls...)
 	}
 	for _, p := range reads {
 		if err := add(p, dirRead, fileRead); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range lists {
+		if err := add(p, ll.AccessFSReadDir, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -195,37 +201,41 @@ func rulesFor(s *api.Sandbox) ([]landlock.Rule, error) {
 }
 
 // readable is the paths to grant read on so that everything below root
-// is readable but hide and what is below it.
-func readable(root string, hide []string) ([]string, error) {
+// is readable but hide and what is below it, and the directories walked
+// through to reach what it hides, which may be listed: Landlock grants a
+// directory's right to everything below it, so a hidden directory's
+// entries can be listed (their names, not their content), as programs
+// that list the home (a shell's completion, Claude Code) need.
+func readable(root string, hide []string) (reads, lists []string, err error) {
 	var below bool
 	for _, h := range hide {
 		if within(root, h) {
-			return nil, nil // root itself is hidden
+			return nil, nil, nil // root itself is hidden
 		}
 		if within(h, root) {
 			below = true
 		}
 	}
 	if !below {
-		return []string{root}, nil
+		return []string{root}, nil, nil
 	}
 	ents, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: walk down to what it hides: %w", err)
+		return nil, nil, fmt.Errorf("sandbox: walk down to what it hides: %w", err)
 	}
-	var out []string
+	lists = []string{root}
 	for _, e := range ents {
 		if e.Type()&os.ModeSymlink != 0 {
 			continue
 		}
-		rs, err := readable(filepath.Join(root, e.Name()), hide)
+		rs, ls, err := readable(filepath.Join(root, e.Name()), hide)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, rs...)
+		reads, lists = append(reads, rs...), append(lists, ls...)
 	}
-	return out, nil
+	return reads, lists, nil
 }

@@ -80,6 +80,8 @@ func TestConfined(t *testing.T) {
 		{"write a cache", "mkdir -p cache/go-build && echo ok > cache/go-build/x"},
 		{"write a cache made for it", "echo ok > newcache/x"},
 		{"read the rest of the home", "cat .bashrc other/file"},
+		{"list the home", "ls -a . | grep -q bashrc"},
+		{"list ~/.ssh (names only)", "ls .ssh | grep -q id_x"},
 		{"read the system", "cat /etc/passwd >/dev/null"},
 		{"write /dev/null", "echo x > /dev/null"},
 		{"rename between its own dirs", "mkdir -p work/a work/b && echo x > work/a/f && mv work/a/f work/b/f"},
