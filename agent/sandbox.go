@@ -27,35 +27,39 @@ func SandboxStatus() confine.Status { return probeSandbox() }
 // which a sandbox keeps read-only: both keep allowlist.
 var sandboxModes = []string{"plan", "implement", "review", "retro"}
 
-// EffectivePolicy is the policy an agent of a in s.Mode runs under, and
-// whether it is confined: the policy "sandbox" is "bypass" (no prompts)
-// inside a sandbox where Landlock holds, and "allowlist" where it does not
-// (why says so) or for the controller agent.
-func EffectivePolicy(a config.Agent, mode string) (policy config.PermissionPolicy, confined bool, why string) {
-	p := a.Policy(mode)
+// EffectivePolicy is the policy an agent of kind in session s runs under
+// when its team's agent table is a, and its sandbox: the policy "sandbox"
+// is "bypass" (no prompts) inside the sandbox of SandboxFor where that
+// holds, and "allowlist" where it does not, with why: Landlock is missing
+// or too old here (SandboxStatus), the sandbox would not hide what it
+// must (a home below /tmp, which agents may write, as in tests), or the
+// mode is the finisher's or the controller agent's.
+func EffectivePolicy(a config.Agent, s Session, kind config.AgentKind) (policy config.PermissionPolicy, sandbox *api.Sandbox, why string) {
+	p := a.Policy(s.Mode)
 	if p != config.PermissionsSandbox {
-		return p, false, ""
+		return p, nil, ""
 	}
 	switch {
-	case mode == "finish":
-		return config.PermissionsAllowlist, false, "the finisher keeps allowlist: it merges into the main checkout, which a sandbox keeps read-only"
-	case !slices.Contains(sandboxModes, mode):
-		return config.PermissionsAllowlist, false, "the " + mode + " agent keeps allowlist: a sandbox would put the helper and the tracker out of its reach"
+	case s.Mode == "finish":
+		return config.PermissionsAllowlist, nil, "the finisher keeps allowlist: it merges into the main checkout, which a sandbox keeps read-only"
+	case !slices.Contains(sandboxModes, s.Mode):
+		return config.PermissionsAllowlist, nil, "the " + s.Mode + " agent keeps allowlist: a sandbox would put the helper and the tracker out of its reach"
 	}
 	if st := probeSandbox(); !st.Holds {
-		return config.PermissionsAllowlist, false, "the sandbox does not hold, so the agent keeps its prompts (allowlist): " + st.Why
+		return config.PermissionsAllowlist, nil, "the sandbox does not hold, so the agent keeps its prompts (allowlist): " + st.Why
 	}
-	return config.PermissionsBypass, true, ""
+	sb := SandboxFor(s, kind)
+	if err := confine.Check(sb); err != nil {
+		return config.PermissionsAllowlist, nil, "the sandbox does not hold, so the agent keeps its prompts (allowlist): " + err.Error()
+	}
+	return config.PermissionsBypass, sb, ""
 }
 
 // applyPolicy is the policy a kind prepares s with (see EffectivePolicy),
 // and records in l the sandbox, or why the policy "sandbox" is not one.
 func applyPolicy(a config.Agent, s Session, kind config.AgentKind, l *Launch) config.PermissionPolicy {
-	policy, confined, why := EffectivePolicy(a, s.Mode)
-	l.Sandbox, l.PolicyNote = nil, why
-	if confined {
-		l.Sandbox = SandboxFor(s, kind)
-	}
+	policy, sb, why := EffectivePolicy(a, s, kind)
+	l.Sandbox, l.PolicyNote = sb, why
 	return policy
 }
 
