@@ -517,8 +517,8 @@ workspace = "@WS@"
 			t.Errorf("Agent%+v.Policy(%q) = %q; want %q", tt.agent, tt.mode, got, tt.want)
 		}
 	}
-	if d := defaultTeam(); d.Agent.Kind != AgentClaude || d.Agent.Policy("plan") != PermissionsAllowlist || d.IdleGrace != 30*time.Second {
-		t.Errorf("default agent = %+v, idle_grace %v; want claude, allowlist, 30s", d.Agent, d.IdleGrace)
+	if d := defaultTeam(); d.Agent.Kind != AgentClaude || d.Agent.Policy("plan") != PermissionsSandbox || d.IdleGrace != 30*time.Second {
+		t.Errorf("default agent = %+v, idle_grace %v; want claude, sandbox, 30s", d.Agent, d.IdleGrace)
 	}
 }
 
