@@ -258,7 +258,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	w.mu.Lock()
 	w.child, w.state, w.startedAt, w.cols, w.rows = c, StateRunning, time.Now(), cols, rows
 	w.mu.Unlock()
-	w.log.Info("agent started", "pid", c.pid, "argv_kind", kind, "run", w.run)
+	w.log.Info("agent started", "pid", c.pid, "argv_kind", kind, "run", w.run, "sandboxed", s.Sandbox != nil)
 	w.writeRegistry(nil)
 
 	// Goroutines, each with its exit:

@@ -23,6 +23,7 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 
 	"github.com/legion-dev/legion/activation/api"
 )
@@ -41,8 +42,15 @@ type Status struct {
 	Why   string // one line a person can act on
 }
 
-// Probe asks the kernel for its Landlock ABI.
+// Probe asks the kernel for its Landlock ABI. A process under a seccomp
+// filter (Legion's controller: SystemCallFilter=@system-service, which
+// in systemd 252 leaves out Landlock's calls and kills the caller) does
+// not ask: it infers the ABI from the kernel's release and its list of
+// security modules, and the worker, which asks, has the last word.
 func Probe() Status {
+	if seccompFiltered() {
+		return inferred()
+	}
 	v, err := ll.LandlockGetABIVersion()
 	switch {
 	case err != nil:
@@ -51,6 +59,53 @@ func Probe() Status {
 		return Status{ABI: v, Why: fmt.Sprintf("the kernel's Landlock ABI is %d; the sandbox needs %d (Linux 6.2 or newer)", v, MinABI)}
 	}
 	return Status{ABI: v, Holds: true, Why: fmt.Sprintf("Landlock ABI %d (the sandbox needs %d)", v, MinABI)}
+}
+
+// seccompFiltered says whether this process runs under a seccomp filter
+// (/proc/self/status "Seccomp: 2").
+func seccompFiltered() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			return strings.TrimSpace(v) == "2"
+		}
+	}
+	return false
+}
+
+// abiByRelease is the Landlock ABI of each kernel release that raised it.
+var abiByRelease = []struct{ major, minor, abi int }{
+	{6, 15, 7}, {6, 12, 6}, {6, 10, 5}, {6, 7, 4}, {6, 2, 3}, {5, 19, 2}, {5, 13, 1},
+}
+
+// inferred is Probe's answer without Landlock's system calls: the ABI of
+// the kernel's release (uname), unless /sys/kernel/security/lsm, where
+// readable, does not list landlock.
+func inferred() Status {
+	if b, err := os.ReadFile("/sys/kernel/security/lsm"); err == nil && !slices.Contains(strings.Split(strings.TrimSpace(string(b)), ","), "landlock") {
+		return Status{Why: fmt.Sprintf("Landlock is not enabled at boot (security modules: %s; add landlock to the lsm= kernel parameter)", strings.TrimSpace(string(b)))}
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return Status{Why: fmt.Sprintf("cannot tell the kernel's Landlock ABI: uname: %v", err)}
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	fmt.Sscanf(release, "%d.%d", &major, &minor)
+	v := 0
+	for _, r := range abiByRelease {
+		if major > r.major || major == r.major && minor >= r.minor {
+			v = r.abi
+			break
+		}
+	}
+	if v < MinABI {
+		return Status{ABI: v, Why: fmt.Sprintf("kernel %s has Landlock ABI %d; the sandbox needs %d (Linux 6.2 or newer)", release, v, MinABI)}
+	}
+	return Status{ABI: v, Holds: true, Why: fmt.Sprintf("Landlock ABI %d, inferred from kernel %s (the sandbox needs %d)", v, release, MinABI)}
 }
 
 // Check reports a sandbox whose paths are not absolute and clean, or that

@@ -139,3 +139,12 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestInferred: the ABI inferred without Landlock's system calls (as the
+// seccomp-filtered controller must) agrees with the kernel's own answer.
+func TestInferred(t *testing.T) {
+	got, want := confine.Inferred(), confine.Probe()
+	if got.Holds != want.Holds || got.ABI != want.ABI {
+		t.Errorf("inferred %+v; the kernel says %+v", got, want)
+	}
+}

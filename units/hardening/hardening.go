@@ -85,6 +85,11 @@ var (
 		Doc: "only native system calls: 32-bit (i386) programs fail"}
 	systemCallFilterService = Directive{Key: "SystemCallFilter", Value: "@system-service",
 		Doc: "only the system calls of ordinary services: ptrace, mount, perf, reboot and the like fail (strace, gdb, containers)"}
+	// The workers' filter adds Landlock's calls, which systemd 252's
+	// @system-service leaves out: a worker builds its agent's sandbox,
+	// and the agent's trampoline enters it.
+	systemCallFilterWorker = Directive{Key: "SystemCallFilter", Value: "@system-service landlock_create_ruleset landlock_add_rule landlock_restrict_self",
+		Doc: "only the system calls of ordinary services (and Landlock's, for the sandbox policy): ptrace, mount, perf, reboot and the like fail (strace, gdb, containers)"}
 	restrictNamespaces = Directive{Key: "RestrictNamespaces", Value: "yes",
 		Doc: "no new namespaces: sandboxes such as bubblewrap and rootless containers fail"}
 	protectKernelLogs = Directive{Key: "ProtectKernelLogs", Value: "yes", NeedsPrivateUsers: true,
@@ -190,7 +195,7 @@ func WorkerOptional() []Directive {
 	return []Directive{
 		lockPersonality,
 		systemCallArchitectures,
-		systemCallFilterService,
+		systemCallFilterWorker,
 		restrictNamespaces,
 		addressFamiliesInet,
 		memoryDenyWriteExecute,

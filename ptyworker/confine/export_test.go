@@ -1,0 +1,4 @@
+package confine
+
+// Inferred is inferred, for the tests.
+var Inferred = inferred
