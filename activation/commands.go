@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
@@ -83,6 +84,9 @@ func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req api.Request) 
 	}
 	v := s.view()
 	v.Resources = h.resources(ctx, s.unit, v.State)
+	if spec, err := ptyworker.ReadSpec(filepath.Join(h.opts.StateDir, specDir, s.id+".json")); err == nil {
+		v.Instructions = spec.Instructions
+	}
 	return api.StatusResult{Session: v}, nil, nil
 }
 

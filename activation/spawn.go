@@ -54,6 +54,7 @@ type launch struct {
 	teamID                uuid.UUID
 	agentSession          string // the agent's conversation when not id (a retro's); see ptyworker.Spec.AgentSessionID
 	issue, mode, role     string
+	instructions          string // what the agent was told, for sessions.status
 	cwd                   string
 	env, argvNew, argvRes []string
 	watch                 string
@@ -139,7 +140,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	spec := &ptyworker.Spec{
 		Version: ptyworker.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
-		Agent: l.agent, Sandbox: l.sandbox, SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
+		Agent: l.agent, Sandbox: l.sandbox, Instructions: l.instructions, SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
 		Paths: ptyworker.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},
 	}

@@ -110,3 +110,32 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 		t.Errorf("pruned entries: %v, %v; want the earlier life's entry", pruned, err)
 	}
 }
+
+// TestStatusInstructions: what a worker's agent was told (the spawn's
+// Instructions) is what sessions.status shows, and only status: the list
+// stays small.
+func TestStatusInstructions(t *testing.T) {
+	sdtest.Start(t)
+	ip := startInProcessOn(t, nil, Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c := ip.client(t)
+	args := testLaunch("told", "/bin/sh", "-c", "exec sleep 60")
+	args.Instructions = "# Legion: plan DEMO-1 (team t)\n\n```sh\nlegion issue show t DEMO-1\n```\n"
+	if _, err := c.Spawn(ctx, args); err != nil {
+		t.Fatalf("Spawn: %v", err)
+	}
+	s, err := c.Status(ctx, "told")
+	if err != nil || s.Instructions != args.Instructions {
+		t.Errorf("Status(told).Instructions = %q, %v; want %q", s.Instructions, err, args.Instructions)
+	}
+	l, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.Sessions {
+		if s.Instructions != "" {
+			t.Errorf("List has the instructions of %s; want them in status only", s.Name)
+		}
+	}
+}

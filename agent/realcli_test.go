@@ -19,6 +19,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // realClaude is the real Claude Code CLI, or "" when it is not installed:
@@ -29,7 +30,7 @@ func realClaude(t *testing.T) string {
 	t.Helper()
 	candidates := []string{os.Getenv("LEGION_CLAUDE_CODE")}
 	if cache, err := os.UserCacheDir(); err == nil {
-		candidates = append(candidates, filepath.Join(cache, "legion", "claude-code", "2.1.330", "node_modules", ".bin", "claude"))
+		candidates = append(candidates, claude.InstalledCLI(cache))
 	}
 	for _, c := range candidates {
 		if c == "" {

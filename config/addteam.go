@@ -31,6 +31,17 @@ import (
 // workers look a bare name up in the user manager's PATH, which often
 // lacks the directory (~/.local/bin for Claude Code's installer).
 func AddTeam(path, name, workspace, agent string) (Team, error) {
+	return AddTeamOfKind(path, name, workspace, AgentClaude, agent)
+}
+
+// AddTeamOfKind is AddTeam for a team whose agents are of kind (agent.kind;
+// "" or claude for Claude Code): a kind other than claude is written as
+// agent.kind, and agent, if not empty, goes into that kind's default
+// agent.new and agent.resume (KindArgv).
+func AddTeamOfKind(path, name, workspace string, kind AgentKind, agent string) (Team, error) {
+	if _, err := agentKindValue(string(kind)); kind != "" && err != nil {
+		return Team{}, fmt.Errorf("add team %q: %w", name, err)
+	}
 	if err := CheckTeamName(name); err != nil {
 		return Team{}, fmt.Errorf("add team: %w", err)
 	}
@@ -86,8 +97,13 @@ func AddTeam(path, name, workspace, agent string) (Team, error) {
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "[teams.%s]\nid = %s\nworkspace = %s\n", quoteKey(name), quoteString(id.String()), quoteString(ws))
+	argvNew, argvResume := defaultAgentNew, defaultAgentResume
+	if n, r, ok := KindArgv(kind); ok {
+		argvNew, argvResume = n, r
+		fmt.Fprintf(&b, "agent.kind = %s\n", quoteString(string(kind)))
+	}
 	if agent != "" {
-		fmt.Fprintf(&b, "agent.new = %s\nagent.resume = %s\n", argvWithProgram(defaultAgentNew, agent), argvWithProgram(defaultAgentResume, agent))
+		fmt.Fprintf(&b, "agent.new = %s\nagent.resume = %s\n", argvWithProgram(argvNew, agent), argvWithProgram(argvResume, agent))
 	}
 
 	cfg, err = Parse(path, b.Bytes())
@@ -107,6 +123,18 @@ func AddTeam(path, name, workspace, agent string) (Team, error) {
 // DefaultAgentProgram is the program of the default agent.new and
 // agent.resume, Claude Code's CLI, which `legion team add` looks up.
 func DefaultAgentProgram() string { return defaultAgentNew[0] }
+
+// AgentProgram is the program kind runs unless a team says otherwise:
+// "claude", "codex", "gemini" or "opencode" ("" for custom, which has none).
+func AgentProgram(kind AgentKind) string {
+	if n, _, ok := KindArgv(kind); ok {
+		return n[0]
+	}
+	if kind == AgentCustom {
+		return ""
+	}
+	return defaultAgentNew[0]
+}
 
 // argvWithProgram writes argv as a TOML array with prog as its program.
 func argvWithProgram(argv []string, prog string) string {

@@ -198,3 +198,18 @@ func TestAddTeamAgentPath(t *testing.T) {
 		t.Errorf(`AddTeam(agent "claude") = %v; want an error asking for an absolute path`, err)
 	}
 }
+
+func TestAddTeamOfKind(t *testing.T) {
+	ws := t.TempDir()
+	path := filepath.Join(t.TempDir(), "legion.toml")
+	tm, err := AddTeamOfKind(path, "api", ws, AgentCodex, "/opt/codex/bin/codex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm.Agent.Kind != AgentCodex || !slices.Equal(tm.Agent.New, []string{"/opt/codex/bin/codex", "{prompt}"}) || tm.Agent.Resume[0] != "/opt/codex/bin/codex" {
+		t.Errorf("AddTeamOfKind(codex) = %+v; want kind codex with codex's argv and the program's path", tm.Agent)
+	}
+	if _, err := AddTeamOfKind(path, "x", ws, "aider", ""); err == nil || !strings.Contains(err.Error(), "agent kind") {
+		t.Errorf("AddTeamOfKind(aider) = %v; want an error naming the kinds", err)
+	}
+}

@@ -205,6 +205,9 @@ type Agent struct {
 	// finish). Use [Agent.Policy] to read them.
 	Permissions       PermissionPolicy
 	PermissionsByMode map[string]PermissionPolicy
+	// InstructionsDir holds the team's own instruction templates
+	// (<mode>.md), replacing the built-in ones; "" for none.
+	InstructionsDir string
 	// Allow are extra permission rules in Claude Code's syntax, e.g.
 	// "Bash(make test)", allowed with the allowlist policy.
 	Allow []string

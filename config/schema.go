@@ -311,7 +311,7 @@ var Schema = []Setting{
 		Table: TableTeam, Key: "controller", Type: `"auto" or "agent"`, Default: `"auto"`,
 		Doc: "What `legion controller TEAM` (legion@TEAM.service) runs: \"auto\", the built-in " +
 			"deterministic loop, or \"agent\", a controller agent (the team's agent.kind, prompted with " +
-			"the legion-controller skill) hosted in a pty-worker, one pass per turn: a Claude agent is " +
+			"the controller's instructions, legion instructions show TEAM controller) hosted in a pty-worker, one pass per turn: a Claude agent is " +
 			"ended when its turn ends and resumed for the next pass after restart_cooldown.",
 		set: onTeam(func(t *Team, v any) error {
 			s, err := enumValue(v, "controller kind", string(ControllerAuto), string(ControllerAgent))
@@ -460,7 +460,7 @@ var Schema = []Setting{
 			"logs why. Unix sockets by path (the user's D-Bus and systemd, tmux, ssh-agent) stay reachable below " +
 			"Landlock ABI 9. " +
 			"Which tool calls of a claude agent run without asking a person (a custom agent is not asked about). " +
-			"\"allowlist\": Legion's own commands that the worker skill runs (legion issue, legion state, " +
+			"\"allowlist\": Legion's own commands that the instructions name (legion issue, legion state, " +
 			"legion worktree finish, by name and by legion's absolute path), git (any git command: Claude Code's " +
 			"rules match the command, not its directory), reading and editing files inside the issue's worktree, and " +
 			"the rules of agent.allow. \"ask\": only legion issue (the agent must be able to report). " +
@@ -544,6 +544,25 @@ var Schema = []Setting{
 			"(that command), \"Bash(npm run test:*)\" (commands starting so), \"WebFetch(domain:example.com)\". " +
 			"Unset: none.",
 		set: onTeam(func(t *Team, v any) (err error) { t.Agent.Allow, err = rulesValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "agent.instructions_dir", Type: "path", Example: `"~/src/web/.legion/instructions"`,
+		Doc: "A directory of your own instructions for the team's agents, replacing Legion's built-in ones " +
+			"phase by phase: plan.md, implement.md, review.md, retro.md, finish.md and controller.md, each a Go " +
+			"text/template rendered with .Team, .Issue, .Mode, .Role, .Branch, .Worktree, .Base, .Review, .AskTool " +
+			"and .Legion (`legion instructions show TEAM MODE` prints the built-in one to start from). A file that " +
+			"is missing keeps the built-in text. A template that loses a command its phase must run (worker-done; " +
+			"the review's two outcome labels; the finisher's worktree finish; the controller's state) is refused " +
+			"with the file and the command (so is a directory that does not exist), when the controller or a dispatch loads them and by legion doctor. Unset: the built-in " +
+			"instructions.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := pathValue(v)
+			if err != nil {
+				return err
+			}
+			t.Agent.InstructionsDir = s
+			return nil
+		}),
 	},
 	{
 		Table: TableTeam, Key: "memory_max", Type: "size", Example: `"4G"`,

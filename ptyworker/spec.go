@@ -76,6 +76,9 @@ type Spec struct {
 	// see hook.go) or AgentCustom; empty means custom. It picks the
 	// watchdog's rules (notify.go).
 	Agent string `json:"agent,omitempty"`
+	// Instructions are what the agent was told (the prompt its argv
+	// carries), for `legion sessions status`; the worker does not read them.
+	Instructions string `json:"instructions,omitempty"`
 	// EndWhenIdle ends the agent cleanly (completed) as soon as its turn
 	// has ended with no background task left: one pass of a controller
 	// agent, which its host then starts again. Kind claude only.

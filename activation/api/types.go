@@ -69,6 +69,9 @@ type Session struct {
 	// Resources is the worker unit's memory and CPU use and limits, as
 	// systemd accounts them; only sessions.status fills it in.
 	Resources *Resources `json:"resources,omitempty"`
+	// Instructions are what the agent was told (SpawnArgs.Instructions);
+	// only sessions.status fills them in.
+	Instructions string `json:"instructions,omitempty"`
 }
 
 // Resources is a session's use of memory and CPU, read from its worker
@@ -240,6 +243,10 @@ type SpawnArgs struct {
 	// files with Landlock: the permission policy "sandbox". A worker that
 	// cannot confine it refuses to start it.
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	// Instructions are what the agent was told (its phase's rendered
+	// instructions, which its argv carries as the prompt), kept so that
+	// sessions.status can show them; empty for none.
+	Instructions string `json:"instructions,omitempty"`
 
 	// Supervision, as the team's legion.toml says (the helper has no
 	// defaults): RestartSec=, StartLimitBurst=, StartLimitIntervalSec= of

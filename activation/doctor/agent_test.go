@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -121,4 +122,26 @@ func TestAgentManagerPath(t *testing.T) {
 			t.Errorf("after %s in %s and a daemon-reload a unit does not find the agent", line[1], line[2])
 		}
 	})
+}
+
+func TestCheckInstructions(t *testing.T) {
+	dir := t.TempDir()
+	team := config.Team{Name: "web"}
+	if _, ok := checkInstructions("legion.toml", team); ok {
+		t.Errorf("checkInstructions without agent.instructions_dir: want no check")
+	}
+	team.Agent.InstructionsDir = dir
+	if err := os.WriteFile(filepath.Join(dir, "review.md"), []byte("{{template \"header\" .}}\nlook at it\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := checkInstructions("legion.toml", team)
+	if !ok || c.Status != Fail || !strings.Contains(c.Detail, filepath.Join(dir, "review.md")) || !strings.Contains(c.Detail, "worker-approved") || c.Fix == "" {
+		t.Errorf("checkInstructions(review.md without the outcomes) = %+v; want a failure naming the file and the command, with a fix", c)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "review.md"), []byte("ok\n```sh\n{{.Legion}} issue label {{.Team}} {{.Issue}} worker-approved\n```\n```sh\n{{.Legion}} issue label {{.Team}} {{.Issue}} worker-changes-requested\n```\n```sh\n{{.Legion}} issue label {{.Team}} {{.Issue}} worker-done\n```\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := checkInstructions("legion.toml", team); c.Status != OK || !strings.Contains(c.Detail, "your own for review") {
+		t.Errorf("checkInstructions(a good review.md) = %+v; want ok, naming review as the team's own", c)
+	}
 }

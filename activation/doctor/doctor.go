@@ -2,19 +2,23 @@
 // needs on this machine there and working? Each check looks at one thing
 // (the systemd user manager, lingering, the session bus, whether the kernel
 // enforces memory and CPU limits for it, tmux, git, the journal (can the
-// user read their own lines?), the
-// config, each team's agent binary as workers will find it (in the user
-// manager's PATH), a Codex team's credentials, a team running the Gemini
-// CLI in any mode its program, node and key (present, never read), the
-// installed unit files, the helper's socket, the pty-worker program,
-// whether the dashboard listens only on a loopback address) and reports
-// ok, warn or fail, and with a problem what to do
-// about it.
+// user read their own lines?), the config, the installed unit files, the
+// helper's socket, the pty-worker program, whether the dashboard listens
+// only on a loopback address; per team: its agent binary as workers will
+// find it (in the user manager's PATH), the permission policy of each mode
+// and what it lets the agent do unasked, and for every kind the team runs
+// in some mode the version of that kind's CLI against the release Legion
+// was tested with (package agent/cliversion), Codex's credentials, the
+// Gemini CLI's program, node and key, opencode's key (present, never read))
+// and reports ok, warn or fail, and with a problem what to do about it.
 //
-// The checks only look: they never write a file, change a unit or the
-// manager's environment, start or stop anything, or read a secret. The one side effect is the socket
-// check's connection, which (as any client's would) starts legion.service
-// through socket activation.
+// The checks only look: they never write a file of the user's, change a
+// unit or the manager's environment, start or stop anything, or read a
+// secret. Their side effects: the socket check's connection, which (as
+// any client's would) starts legion.service through socket activation;
+// and each agent CLI's `--version`, which runs with only PATH and a
+// temporary HOME that is removed afterwards (some CLIs write into their
+// home even then).
 package doctor
 
 import (
@@ -49,6 +53,15 @@ type Check struct {
 	Status Status `json:"status"`        // OK, Warn or Fail
 	Detail string `json:"detail"`        // what was found
 	Fix    string `json:"fix,omitempty"` // what to do; set when Status is not OK
+
+	// Team is the team a per-team check is about.
+	Team string `json:"team,omitempty"`
+	// Policies are the permission policies of the team's modes (the
+	// permissions check of a team).
+	Policies []PolicyUse `json:"policies,omitempty"`
+	// CLI is the agent CLI found and its version (the version check of
+	// a kind a team runs).
+	CLI *InstalledCLI `json:"cli,omitempty"`
 }
 
 // Options say where to look. ConfigPath, UnitDir, Bin and TeamUnits are
@@ -126,17 +139,40 @@ func Run(ctx context.Context, o Options) []Check {
 		ectx, cancel := context.WithTimeout(ctx, o.Timeout)
 		w := readWorkerEnv(ectx)
 		cancel()
+		versions := versionCache{}
 		for _, t := range cfg.Teams {
-			checks = append(checks, checkAgent(o.ConfigPath, t, w))
-			if t.Agent.Kind == config.AgentCodex {
-				checks = append(checks, checkCodexKey(o.ConfigPath, t, w))
-			}
-			if len(geminiModes(t)) > 0 {
-				checks = append(checks, checkGemini(o.ConfigPath, t, w))
-			}
-			if runs, _ := runsOpencode(t); runs {
-				checks = append(checks, checkOpencode(o.ConfigPath, t, w))
-			}
+			checks = append(checks, teamChecks(ctx, o, t, w, versions)...)
+		}
+	}
+	return checks
+}
+
+// teamChecks are the checks of team t: its agent program, its permission
+// policies, and for each kind it runs in some mode (agent.kind and
+// agent.kind_by_mode) the version of that kind's CLI and what the kind
+// needs besides (Codex's credentials; the Gemini CLI's program, node and
+// key; opencode's key).
+func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, versions versionCache) []Check {
+	checks := []Check{checkAgent(o.ConfigPath, t, w), checkPolicy(t)}
+	if c, ok := checkInstructions(o.ConfigPath, t); ok {
+		checks = append(checks, c)
+	}
+	seen := map[config.AgentKind]bool{}
+	for _, u := range kindUses(t) {
+		if c, ok := checkCLI(ctx, o, t, u, w, versions); ok {
+			checks = append(checks, c)
+		}
+		if seen[u.kind] {
+			continue
+		}
+		seen[u.kind] = true
+		switch u.kind {
+		case config.AgentCodex:
+			checks = append(checks, checkCodexKey(o.ConfigPath, t, w))
+		case config.AgentGemini:
+			checks = append(checks, checkGemini(o.ConfigPath, t, w))
+		case config.AgentOpencode:
+			checks = append(checks, checkOpencode(o.ConfigPath, t, w))
 		}
 	}
 	return checks

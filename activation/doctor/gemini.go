@@ -18,13 +18,13 @@ func geminiCheckName(team string) string { return "gemini of team " + team }
 
 // geminiModes are the modes in which team t runs the Gemini CLI.
 func geminiModes(t config.Team) []string {
-	var modes []string
-	for _, m := range []string{"plan", "implement", "review", "retro", "finish"} {
+	var in []string
+	for _, m := range modes {
 		if t.Agent.ForMode(m).Kind == config.AgentGemini {
-			modes = append(modes, m)
+			in = append(in, m)
 		}
 	}
-	return modes
+	return in
 }
 
 // checkGemini: can the Gemini agents of team t start and authenticate?

@@ -21,7 +21,7 @@ import (
 // sessionScript is the planner of TestSessionViewInBrowser: it answers
 // every prompt, the plan's and each line typed at it, and never says
 // worker-done, so the session stays at its prompt.
-const sessionScript = "say Got it: $PROMPT\n"
+const sessionScript = "say Got it: $PROMPT_TITLE\n"
 
 // typeLine types text into the focused terminal as a keyboard reaches
 // xterm.js (Input.insertText: one input event; synthesised key-down and
@@ -170,4 +170,10 @@ func TestSessionViewInBrowser(t *testing.T) {
 	b.WaitJS("the conflict's markers", has(`document.querySelector("#conflicts").textContent`, "<<<<<<< main"))
 	b.WaitJS("the patch", has(`(document.querySelector("#diff .patch") || {}).textContent || ""`, "+colour = green"))
 	b.Screenshot("session-view")
+
+	// What the agent was told: the planner's instructions for this issue.
+	if err := b.Do(chromedp.Click(chromedp.CSS(`.panel-tabs button[data-panel="instructions"]`))); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitJS("the planner's instructions", has(`document.querySelector("#instructions").textContent`, "# Legion: plan "+id+" (team "))
 }

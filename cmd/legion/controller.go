@@ -33,7 +33,7 @@ stops the team's workers first; a crash, a watchdog restart or a restart job
 leaves them running.
 
 With controller = "agent" in the team's config, the controller is an agent
-(the team's agent argv, prompted with the legion-controller skill) hosted in
+(the team's agent argv, prompted with the controller's instructions) hosted in
 the pty-worker runtime: its session file feeds this unit's watchdog, so
 systemd restarts a stale controller agent, which resumes its session.`,
 		Args: usageArgs(cobra.ExactArgs(1)),

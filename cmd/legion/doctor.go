@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation/doctor"
+	"github.com/legion-dev/legion/agent/cliversion"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -20,18 +21,33 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Long: `Doctor checks the config, the systemd user manager, lingering, the D-Bus
 session bus, the installed unit files (are they what legion install would
 write now?), the helper's socket, the legion-pty-worker program (the one
-beside the legion that the installed legion.service runs), git, tmux
-and each team's agent program (an absolute path, or a name looked up in the
-PATH of the user manager, which workers get, not in this shell's: see
-systemctl --user show-environment); for a team that runs Codex, its
-credentials, and for one that runs the Gemini CLI in any mode, the gemini
-program and node in that PATH and GEMINI_API_KEY there or a Google sign-in;
+beside the legion that the installed legion.service runs), git, tmux,
 whether the dashboard listens only on this machine (web.address: a warning
-otherwise). It prints each check as ok, warn or FAIL with, for a problem,
-what to do.
+otherwise), and for each team:
+
+  - its agent program (an absolute path, or a name looked up in the PATH of
+    the user manager, which workers get, not in this shell's: see
+    systemctl --user show-environment);
+  - which permission policy each mode runs (agent.permissions,
+    agent.permissions_by_mode) with which kind (agent.kind,
+    agent.kind_by_mode), and what it lets the agent do without asking:
+    allowlist: Legion's own commands, git, file edits in the worktree and
+    agent.allow; ask: only legion issue; bypass: everything, unconfined;
+  - for every kind it runs in some mode, the version of that kind's CLI
+    (the program agent.new names, found as workers find it, run with
+    --version) against the release Legion was tested with (Claude Code
+    ` + cliversion.ClaudeTested + `, Codex ` + cliversion.CodexTested + `, Gemini CLI ` + cliversion.GeminiTested + `, opencode ` + cliversion.OpencodeTested + `):
+    another release is a warning, since newer ones change hooks and
+    dialogs;
+  - for Codex, its credentials; for the Gemini CLI, its program, node and
+    GEMINI_API_KEY or a Google sign-in; for opencode, its provider's key
+    (present in the user manager's environment, never read).
+
+It prints each check as ok, warn or FAIL with, for a problem, what to do.
 
 It changes nothing. Connecting to the helper's socket starts legion.service
-through socket activation, as any client does.
+through socket activation, as any client does; each agent CLI's --version
+runs with a temporary HOME, removed afterwards.
 
 Exit status: 0 when no check failed (warnings allowed), 1 when one did.`,
 		Args: cobra.NoArgs,
@@ -39,7 +55,7 @@ Exit status: 0 when no check failed (warnings allowed), 1 when one did.`,
 			return runDoctor(cmd.Context(), g, asJSON, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"ok": BOOL, "checks": [{"name", "status", "detail", "fix"}...]}`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"ok": BOOL, "checks": [{"name", "status", "detail", "fix", "team", "policies", "cli"}...]}: a team's permissions check has "policies": [{"policy", "kind", "modes", "unasked"}...], a version check "cli": {"kind", "modes", "program", "path", "version", "tested"}`)
 	return cmd
 }
 

@@ -62,7 +62,7 @@ is given.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&f.skills, "skills", false, "also install the legion-controller and legion-worker skills into ~/.claude/skills")
+	fl.BoolVar(&f.skills, "skills", false, "also write legion-controller and legion-worker skills, generated from the agents' instructions, into ~/.claude/skills, for agents run by hand")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print every file install would write (---name--- then the text) and change nothing")
 	fl.StringVar(&f.unitDir, "unit-dir", "", "unit directory (default $XDG_CONFIG_HOME/systemd/user)")
 	fl.StringVar(&f.bin, "bin", "", "absolute path of the legion binary for ExecStart= (default: this binary)")

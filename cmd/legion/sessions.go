@@ -109,7 +109,9 @@ func newSessionsStatusCmd() *cobra.Command {
 		Long: `Status shows one session: its state, unit, restarts, last exit, what its
 agent is doing, and its worker unit's memory and CPU use with its limits
 (MemoryCurrent, CPUUsageNSec, MemoryMax=, CPUWeight= as systemd reports them;
-"not accounted", and why, where systemd reports no figure).`,
+"not accounted", and why, where systemd reports no figure). Last, for a
+dispatched worker, the instructions its agent was told (its prompt: the
+phase's instructions rendered for the issue).`,
 		Args: exactArgs(1, "a session name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSessionsStatus(cmd.Context(), cmd.OutOrStdout(), args[0], asJSON)
@@ -159,7 +161,27 @@ func runSessionsStatus(ctx context.Context, out io.Writer, name string, asJSON b
 			fmt.Fprintf(tw, "last message:\t%s\n", oneLine(a.LastMessage, 200))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if s.Instructions != "" {
+		// Last and whole: what the agent was told, as it was told.
+		fmt.Fprintf(out, "\ninstructions (the agent's prompt):\n%s", indent(s.Instructions, "  "))
+	}
+	return nil
+}
+
+// indent prefixes every line of text with prefix; text ends in a newline.
+func indent(text, prefix string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if l != "" {
+			b.WriteString(prefix)
+		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // memoryText is a session's memory use and limit: "12.5 MiB (max 2.0

@@ -40,8 +40,8 @@ limits. See legion.toml(5).`,
 
 func newTeamAddCmd(g *globals) *cobra.Command {
 	var (
-		workspace string
-		asJSON    bool
+		workspace, kind string
+		asJSON          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "add NAME --workspace DIR",
@@ -51,12 +51,16 @@ absolute path of DIR to legion.toml, creating the file if needed. The rest of
 the file is left as it is. NAME may hold spaces, '/' and any Unicode, but no
 control characters.
 
-When this shell's PATH finds the agent program (claude), its absolute path
-goes into the team's agent.new and agent.resume: workers run with the user
-manager's PATH (systemctl --user show-environment), which often lacks the
-directory Claude Code's installer uses (~/.local/bin). Otherwise they stay
-"claude", and legion doctor says how workers can find it.`,
-		Example: `  legion team add demo --workspace ~/src/demo`,
+--kind picks the team's agents (agent.kind): claude (Claude Code, the
+default), codex, gemini, opencode or custom (then edit agent.new yourself).
+When this shell's PATH finds the kind's program (claude, codex, gemini or
+opencode), its absolute path goes into the team's agent.new and
+agent.resume: workers run with the user manager's PATH (systemctl --user
+show-environment), which often lacks the directory an installer uses
+(~/.local/bin). Otherwise they stay the bare name, and legion doctor says
+how workers can find it.`,
+		Example: `  legion team add demo --workspace ~/src/demo
+  legion team add api --workspace ~/src/api --kind codex`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("team add: expected one NAME, got %d arguments", len(args))}
@@ -67,17 +71,19 @@ directory Claude Code's installer uses (~/.local/bin). Otherwise they stay
 			if workspace == "" {
 				return usageError{errors.New("team add: --workspace DIR is required: the team's git repository")}
 			}
-			prog := config.DefaultAgentProgram()
-			agent, err := exec.LookPath(prog)
-			if err != nil || !filepath.IsAbs(agent) {
-				agent = ""
+			prog := config.AgentProgram(config.AgentKind(kind))
+			agent := ""
+			if prog != "" {
+				if p, err := exec.LookPath(prog); err == nil && filepath.IsAbs(p) {
+					agent = p
+				}
 			}
-			t, err := config.AddTeam(g.configPath, args[0], workspace, agent)
+			t, err := config.AddTeamOfKind(g.configPath, args[0], workspace, config.AgentKind(kind), agent)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if agent == "" {
+			if agent == "" && prog != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s is not in this shell's PATH: the team's agent stays %q, which workers look up in the user manager's PATH; once it is installed, `legion doctor` checks that workers find it\n", prog, prog)
 			} else if !asJSON {
 				fmt.Fprintf(cmd.ErrOrStderr(), "agent: %s (found in this shell's PATH; workers do not get that PATH, so agent.new and agent.resume name it by its full path)\n", agent)
@@ -90,6 +96,7 @@ directory Claude Code's installer uses (~/.local/bin). Otherwise they stay
 		},
 	}
 	cmd.Flags().StringVar(&workspace, "workspace", "", "the team's git repository (required)")
+	cmd.Flags().StringVar(&kind, "kind", "claude", "the team's agents: claude, codex, gemini, opencode or custom (agent.kind)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"name","id","short_id","workspace","agent"} as JSON`)
 	return cmd
 }

@@ -88,8 +88,8 @@ func scriptClaude(api *anthropictest.Server, t *team.Team, bin string, issues []
 // holds the phase's prompt. The retro resumes the implementer's session,
 // so an implement turn never answers a conversation that reached its retro.
 func inPhase(issue string, mode controller.Mode) func(*anthropictest.Request) bool {
-	want := []byte(fmt.Sprintf("in %s mode for issue %s", mode, issue))
-	retro := []byte(fmt.Sprintf("in %s mode for issue %s", controller.ModeRetro, issue))
+	want := []byte(fmt.Sprintf("# Legion: %s %s ", mode, issue))
+	retro := []byte(fmt.Sprintf("# Legion: %s %s ", controller.ModeRetro, issue))
 	return func(r *anthropictest.Request) bool {
 		return bytes.Contains(r.Body, want) && (mode != controller.ModeImplement || !bytes.Contains(r.Body, retro))
 	}

@@ -27,11 +27,6 @@ type AgentOptions struct {
 	Log                        *slog.Logger // nil: discard
 }
 
-// ControllerPrompt is what the controller agent is told to do.
-func ControllerPrompt(teamName string) string {
-	return "Use legion-controller skill for team " + teamName
-}
-
 // AgentSpec is the pty-worker spec of a team's controller agent: its
 // deterministic session (UUIDv5 of the team and "controller") in the
 // team's workspace, planned and prepared by the team's agent kind (for
@@ -52,9 +47,13 @@ func AgentSpec(ctx context.Context, o AgentOptions) (*ptyworker.Spec, error) {
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)
 	}
+	prompt, err := t.ControllerInstructions(kind.Name(), env)
+	if err != nil {
+		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
+	}
 	as := agent.Session{
 		ID: id, Mode: "controller",
-		Vars: config.Vars{SessionID: id.String(), Prompt: ControllerPrompt(t.Name), Mode: "controller", Workspace: t.Workspace},
+		Vars: config.Vars{SessionID: id.String(), Prompt: prompt, Mode: "controller", Workspace: t.Workspace},
 		Cwd:  t.Workspace, Repo: t.Workspace, Home: o.Home,
 		Dir:    filepath.Join(t.StateDir, "agents", "controller"),
 		Legion: t.Legion, Env: env,

@@ -81,7 +81,7 @@ func TestRunAgentResumesItsSession(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("RunAgent = %v; want nil after ctx ends (no stop job: workers left alone)", err)
 	}
-	if !strings.Contains(transcript, "NEW-PASS Use legion-controller skill for team ops") {
+	if !strings.Contains(transcript, "NEW-PASS # Legion: controller (team ops)") {
 		t.Errorf("the first pass was not a new session prompted with the controller skill; transcript:\n%s", transcript)
 	}
 	if _, err := os.Stat(spec.SessionFile); err != nil {

@@ -143,8 +143,8 @@ func bash(id, command string) anthropictest.Turn {
 // resumes the implementer's session: an implement turn never answers a
 // conversation that has reached its retro.
 func inPhase(issue string, mode controller.Mode) func(*anthropictest.Request) bool {
-	want := []byte(fmt.Sprintf("in %s mode for issue %s", mode, issue))
-	retro := []byte(fmt.Sprintf("in %s mode for issue %s", controller.ModeRetro, issue))
+	want := []byte(fmt.Sprintf("# Legion: %s %s ", mode, issue))
+	retro := []byte(fmt.Sprintf("# Legion: %s %s ", controller.ModeRetro, issue))
 	return func(r *anthropictest.Request) bool {
 		return bytes.Contains(r.Body, want) && (mode != controller.ModeImplement || !bytes.Contains(r.Body, retro))
 	}
@@ -382,7 +382,7 @@ func TestClaudeTodoToDone(t *testing.T) {
 	// came with its prompt, and no transcript shows a dialog's text.
 	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
 		reqs := e.api.MessageRequests(sessionID(id, m))
-		if len(reqs) == 0 || !strings.Contains(reqs[0].FirstUserText(), fmt.Sprintf("in %s mode for issue %s", m, id)) {
+		if len(reqs) == 0 || !strings.Contains(reqs[0].FirstUserText(), fmt.Sprintf("# Legion: %s %s ", m, id)) {
 			t.Errorf("%s: the first API request is not the phase's prompt (%d requests)", m, len(reqs))
 		}
 	}
@@ -725,7 +725,7 @@ func TestClaudeStallRestartedAndResumed(t *testing.T) {
 	}
 	// The resumed CLI read its session file: the first request after the
 	// restart carries the first run's prompt and the new one.
-	prompt := fmt.Sprintf("in %s mode for issue %s", controller.ModeImplement, id)
+	prompt := fmt.Sprintf("# Legion: %s %s ", controller.ModeImplement, id)
 	var resumed *anthropictest.Request
 	for _, r := range e.api.MessageRequests(sid) {
 		if r.Time.After(restarted) {

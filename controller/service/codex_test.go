@@ -56,8 +56,8 @@ func startCodex(t *testing.T, o teamOptions) (*env, *openaitest.Server) {
 func (e *env) codexPhase(issue string, mode controller.Mode) []openaitest.Turn {
 	label := func(l string) string { return e.lcmd("issue", "label", teamName, issue, l) }
 	match := func(body []byte) bool {
-		want := []byte(fmt.Sprintf("in %s mode for issue %s", mode, issue))
-		retro := []byte(fmt.Sprintf("in %s mode for issue %s", controller.ModeRetro, issue))
+		want := []byte(fmt.Sprintf("# Legion: %s %s ", mode, issue))
+		retro := []byte(fmt.Sprintf("# Legion: %s %s ", controller.ModeRetro, issue))
 		return bytes.Contains(body, want) && (mode != controller.ModeImplement || !bytes.Contains(body, retro))
 	}
 	var turns []openaitest.Turn
@@ -174,14 +174,14 @@ func TestCodexStallResumed(t *testing.T) {
 	// the phase's prompt once, as history, and the resumed prompt.
 	var after []openaitest.Request
 	for _, r := range srv.Requests() {
-		if !r.Title && bytes.Contains(r.Body, []byte("in plan mode for issue "+id)) {
+		if !r.Title && bytes.Contains(r.Body, []byte("# Legion: plan "+id+" ")) {
 			after = append(after, r)
 		}
 	}
 	if len(after) < 2 || !after[0].Turn.Stall {
 		t.Fatalf("plan requests: %d, the first stalled %v; want the stalled one, then more", len(after), len(after) > 0 && after[0].Turn.Stall)
 	}
-	if n := bytes.Count(after[1].Body, []byte("in plan mode for issue "+id)); n < 2 {
+	if n := bytes.Count(after[1].Body, []byte("# Legion: plan "+id+" ")); n < 2 {
 		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
 	}
 	for _, m := range allModes[1:] {

@@ -186,14 +186,14 @@ func TestGeminiStallResumed(t *testing.T) {
 	}
 	var after []geminitest.Request
 	for _, r := range srv.Requests() {
-		if bytes.Contains(r.Body, []byte("in plan mode for issue "+id)) {
+		if bytes.Contains(r.Body, []byte("# Legion: plan "+id+" ")) {
 			after = append(after, r)
 		}
 	}
 	if len(after) < 2 || !after[0].Turn.Stall {
 		t.Fatalf("plan requests: %d, the first stalled %v; want the stalled one, then more", len(after), len(after) > 0 && after[0].Turn.Stall)
 	}
-	if n := bytes.Count(after[1].Body, []byte("in plan mode for issue "+id)); n < 2 {
+	if n := bytes.Count(after[1].Body, []byte("# Legion: plan "+id+" ")); n < 2 {
 		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
 	}
 	for _, m := range allModes[1:] {

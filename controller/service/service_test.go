@@ -99,7 +99,7 @@ if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 	}
 	// The worker started the agent with the team's resume argv.
 	tr := e.transcript(sid)
-	if want := "--resume " + sid + ` "Use legion-worker skill in implement mode`; !strings.Contains(tr, want) {
+	if want := "--resume " + sid + ` "# Legion: implement`; !strings.Contains(tr, want) {
 		t.Errorf("transcript of %s has no %q:\n%s", sid, want, tail(tr, 30))
 	}
 	if n := strings.Count(e.git(e.ws, "log", "--no-merges", "--format=%s", "main"), id); n != 2 {

@@ -3,6 +3,7 @@ package team
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/instructions"
+	"github.com/legion-dev/legion/controller/workspace"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -48,6 +51,9 @@ type Dispatch struct {
 	// PolicyNote says why that policy runs it unconfined, as allowlist.
 	Sandbox    *api.Sandbox
 	PolicyNote string
+	// Instructions are what the agent is told: its prompt, the phase's
+	// instructions rendered for the issue (package instructions).
+	Instructions string
 
 	StaleAfter         time.Duration
 	Cooldown           time.Duration
@@ -65,9 +71,85 @@ func SessionMode(mode controller.Mode) controller.Mode {
 	return mode
 }
 
-// Prompt is what a worker agent is told to do.
-func Prompt(issue string, mode controller.Mode) string {
-	return fmt.Sprintf("Use legion-worker skill in %s mode for issue %s", mode, issue)
+// Instructions are the phase's instructions for the worker of issue in
+// mode, rendered for this team (package instructions): what the agent is
+// told, as its prompt, new or resumed. wt is the issue's worktree, env the
+// agent's planned environment (its PATH decides how it runs legion).
+func (t *Team) Instructions(ctx context.Context, issue string, mode controller.Mode, wt workspace.Worktree, kind string, env agent.Session) (string, error) {
+	set, err := t.instructionSet()
+	if err != nil {
+		return "", err
+	}
+	base, err := t.Worktrees.DefaultBranch(ctx)
+	if err != nil {
+		return "", err
+	}
+	return set.Render(instructions.Data{
+		Team: t.Name, Issue: issue, Mode: string(mode),
+		Branch: wt.Branch, Worktree: wt.Path, Base: base,
+		Review: string(t.Review), AskTool: kind == string(config.AgentClaude),
+		Legion: t.legionCommand(env),
+	})
+}
+
+// ControllerInstructions are what the team's controller agent is told
+// (instructions.ModeController); env is its planned environment.
+func (t *Team) ControllerInstructions(kind string, env []string) (string, error) {
+	set, err := t.instructionSet()
+	if err != nil {
+		return "", err
+	}
+	return set.Render(instructions.Data{
+		Team: t.Name, Mode: instructions.ModeController, Worktree: t.Workspace,
+		Review: string(t.Review), AskTool: kind == string(config.AgentClaude),
+		Legion: t.legionCommand(agent.Session{Env: env}),
+	})
+}
+
+// instructionSet is the team's instruction templates: the built-in ones
+// and those of its agent.instructions_dir, loaded once.
+func (t *Team) instructionSet() (*instructions.Set, error) {
+	t.instrOnce.Do(func() {
+		t.instr, t.instrErr = instructions.Load(t.Agent.InstructionsDir)
+		if t.instrErr != nil {
+			t.instrErr = fmt.Errorf("team %s: %w", t.Name, t.instrErr)
+		}
+	})
+	return t.instr, t.instrErr
+}
+
+// legionCommand is how the agent of s runs Legion in its instructions:
+// "legion" when that name finds t.Legion in the agent's PATH, else
+// t.Legion's absolute path (a binary from `go install` or a build tree is
+// seldom in the user manager's PATH).
+func (t *Team) legionCommand(s agent.Session) string {
+	if t.Legion == "" {
+		return "legion"
+	}
+	path, _ := s.Getenv("PATH")
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, "legion")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			if same(p, t.Legion) {
+				return "legion"
+			}
+			break // the first legion in PATH is another binary
+		}
+	}
+	return t.Legion
+}
+
+// same reports whether a and b name the same file.
+func same(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }
 
 func checkMode(mode controller.Mode) error {
@@ -134,11 +216,16 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	}
 	s := agent.Session{
 		ID: id, Mode: string(mode),
-		Vars: config.Vars{SessionID: id.String(), Prompt: Prompt(issue, mode), Issue: issue, Mode: string(mode), Workspace: wt.Path},
+		Vars: config.Vars{SessionID: id.String(), Issue: issue, Mode: string(mode), Workspace: wt.Path},
 		Cwd:  wt.Path, Repo: t.Workspace, Home: home,
 		Dir:    filepath.Join(t.StateDir, "agents", workerID.String()),
 		Legion: t.Legion, Env: env,
 	}
+	prompt, err := t.Instructions(ctx, issue, mode, wt, kind.Name(), s)
+	if err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
+	}
+	s.Vars.Prompt = prompt
 	l, err := kind.Plan(s)
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
@@ -153,6 +240,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		SessionFile:        l.SessionFile,
 		Sandbox:            l.Sandbox,
 		PolicyNote:         l.PolicyNote,
+		Instructions:       prompt,
 		StaleAfter:         t.StaleAfter,
 		Cooldown:           t.RestartCooldown,
 		StartLimitBurst:    t.StartLimitBurst,

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/github"
+	"github.com/legion-dev/legion/controller/instructions"
 	"github.com/legion-dev/legion/controller/linear"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/workspace"
@@ -35,6 +37,10 @@ type Team struct {
 	Tracker   controller.Tracker
 	Reviews   controller.ReviewSource // nil: outcome labels on the issue
 	Worktrees *workspace.Manager
+
+	instrOnce sync.Once
+	instr     *instructions.Set
+	instrErr  error
 }
 
 // Worktrees is the manager of t's worktrees (one per issue, under

@@ -64,7 +64,7 @@ func TestPlanDispatch(t *testing.T) {
 	// The claude kind (the default) adds its settings file, written under
 	// the team's state for this worker, before the session flag.
 	settings := filepath.Join(tm.StateDir, "agents", d.WorkerID.String(), agent.SettingsFileName)
-	wantNew := []string{"my-agent", "--settings", settings, "--permission-mode", "manual", "--session-id", d.SessionID.String(), "Use legion-worker skill in plan mode for issue DEMO-1"}
+	wantNew := []string{"my-agent", "--settings", settings, "--permission-mode", "manual", "--session-id", d.SessionID.String(), d.Instructions}
 	if !slices.Equal(d.ArgvNew, wantNew) {
 		t.Errorf("ArgvNew = %q; want %q", d.ArgvNew, wantNew)
 	}
@@ -188,7 +188,7 @@ func TestPlanDispatchCustom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantNew := []string{"my-agent", "--session-id", d.SessionID.String(), "Use legion-worker skill in implement mode for issue DEMO-2"}
+	wantNew := []string{"my-agent", "--session-id", d.SessionID.String(), d.Instructions}
 	if !slices.Equal(d.ArgvNew, wantNew) || d.ArgvResume != nil || d.SessionFile != "" || d.Agent != "custom" {
 		t.Errorf("PlanDispatch = argv %q, resume %q, session file %q, agent %q; want %q, none, none, custom", d.ArgvNew, d.ArgvResume, d.SessionFile, d.Agent, wantNew)
 	}
@@ -206,5 +206,59 @@ func TestSourcesCarryTheTeamsLimits(t *testing.T) {
 	src := tm.Sources(nil)
 	if src.WIPLimit != tm.WIPLimit || src.IdleGrace != 30*time.Second {
 		t.Errorf("Sources = wip %d, idle grace %v; want the team's %d and the default idle_grace 30s", src.WIPLimit, src.IdleGrace, tm.WIPLimit)
+	}
+}
+
+// TestDispatchInstructions: the prompt is the phase's instructions for
+// this team and issue, with legion by name where the agent's PATH finds
+// the same binary, else by its absolute path.
+func TestDispatchInstructions(t *testing.T) {
+	tm := testTeam(t)
+	bin := t.TempDir()
+	legion := filepath.Join(bin, "legion")
+	if err := os.WriteFile(legion, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tm.Legion = legion
+	sys := os.Getenv("PATH")
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"in PATH", "/usr/bin:" + bin, "legion issue label demo DEMO-1 worker-done"},
+		{"not in PATH", "/usr/bin", legion + " issue label demo DEMO-1 worker-done"},
+		{"another legion first", t.TempDir() + ":" + bin, legion + " issue label demo DEMO-1 worker-done"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.name, "another") {
+				other := filepath.Join(strings.Split(tc.path, ":")[0], "legion")
+				if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv("PATH", tc.path+":"+sys)
+			d, err := tm.PlanDispatch(t.Context(), "DEMO-1", "plan", t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(d.Instructions, "# Legion: plan DEMO-1 (team demo)") || !strings.Contains(d.Instructions, "\n"+tc.want+"\n") {
+				t.Errorf("Instructions =\n%s\nwant the plan's header and %q on a line", d.Instructions, tc.want)
+			}
+			if d.ArgvNew[len(d.ArgvNew)-1] != d.Instructions {
+				t.Errorf("ArgvNew's {prompt} = %q; want the instructions", d.ArgvNew[len(d.ArgvNew)-1])
+			}
+		})
+	}
+}
+
+func TestDispatchBadInstructions(t *testing.T) {
+	tm := testTeam(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "plan.md"), []byte("# just think\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tm.Agent.InstructionsDir = dir
+	_, err := tm.PlanDispatch(t.Context(), "DEMO-1", "plan", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "plan.md")) || !strings.Contains(err.Error(), "worker-done") {
+		t.Errorf("PlanDispatch with a plan.md without worker-done = %v; want an error naming the file and the command", err)
 	}
 }

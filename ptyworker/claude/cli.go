@@ -1,11 +1,15 @@
 package claude
 
-import "path/filepath"
+import (
+	"path/filepath"
+
+	"github.com/legion-dev/legion/agent/cliversion"
+)
 
 // CLIVersion is the Claude Code CLI Legion is checked against and its
-// tests and `legion demo --agent claude` run; scripts/install-claude-code
-// installs it (keep the two in step).
-const CLIVersion = "2.1.330"
+// tests and `legion demo --agent claude` run: cliversion.Claude's pin,
+// which scripts/install-claude-code installs.
+const CLIVersion = cliversion.ClaudeTested
 
 // EnvCLI names the environment variable that, when set, is the path of
 // the claude binary the tests and the demo run instead of the installed

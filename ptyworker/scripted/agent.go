@@ -167,7 +167,7 @@ func Main(ctx context.Context, args []string, stdin *os.File, stdout io.Writer) 
 // for its end); a process running Run exits right after it.
 func Run(ctx context.Context, o Options) error {
 	if o.Script == "" {
-		o.Script = "say Got it: $PROMPT"
+		o.Script = "say Got it: $PROMPT_TITLE"
 	}
 	steps, err := parseScript(o.Script)
 	if err != nil {
@@ -460,6 +460,9 @@ func (a *agent) expand(s string) string {
 		switch name {
 		case "PROMPT":
 			return a.prompt
+		case "PROMPT_TITLE": // the prompt's first line: Legion's instructions are long
+			title, _, _ := strings.Cut(a.prompt, "\n")
+			return title
 		case "SESSION_ID":
 			return a.o.Args.SessionID.String()
 		case "ANSWER":

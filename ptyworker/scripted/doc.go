@@ -40,7 +40,7 @@
 // # Script
 //
 // The script is the text of $LEGION_SCRIPT, or else the file named by
-// $LEGION_SCRIPT_FILE; with neither, the agent says "Got it: PROMPT". One
+// $LEGION_SCRIPT_FILE; with neither, the agent says "Got it: PROMPT_TITLE". One
 // step per line; blank lines and lines starting with # are skipped. A line
 // may start with conditions, all of which must hold for its step to run:
 //
@@ -101,8 +101,9 @@
 //	exit CODE               ends the agent with exit code CODE (SessionEnd,
 //	                        no Stop): for tests that need an agent that exits
 //
-// Arguments may use $NAME and ${NAME}: PROMPT, SESSION_ID, ANSWER, CWD and
-// RESUMED ("1" or "") are the agent's own, anything else comes from the
+// Arguments may use $NAME and ${NAME}: PROMPT, PROMPT_TITLE (the prompt's
+// first line), SESSION_ID, ANSWER, CWD and RESUMED ("1" or "") are the
+// agent's own, anything else comes from the
 // environment (the pty-worker sets LEGION_TEAM, LEGION_ISSUE, LEGION_MODE,
 // LEGION_SESSION). A script with an unknown step or a bad argument is
 // rejected, naming the line, before anything is written.

@@ -71,10 +71,12 @@
     const transcript = h("pre", {id: "transcript", className: "transcript"});
     const journal = h("div", {id: "journal", className: "journal"});
     const diff = h("div", {id: "diff", className: "diff"});
+    // What the agent was told: its phase's instructions (its prompt).
+    const told = h("pre", {id: "instructions", className: "transcript"}, "");
 
-    const panels = {transcript, journal, diff};
+    const panels = {transcript, journal, diff, instructions: told};
     const tabs = h("div", {className: "panel-tabs"});
-    const panelBox = h("div", {className: "panel"}, transcript, journal, diff);
+    const panelBox = h("div", {className: "panel"}, transcript, journal, diff, told);
     let shownPanel = "transcript";
     function showPanel(p) {
       shownPanel = p;
@@ -83,7 +85,7 @@
       if (p === "journal") loadJournal();
       if (p === "diff") loadDiff();
     }
-    for (const [p, label] of [["transcript", "Transcript"], ["journal", "Journal"], ["diff", "Diff"]]) {
+    for (const [p, label] of [["transcript", "Transcript"], ["journal", "Journal"], ["diff", "Diff"], ["instructions", "Instructions"]]) {
       tabs.appendChild(h("button", {type: "button", data: {panel: p}, textContent: label, on: {click: () => showPanel(p)}}));
     }
 
@@ -136,6 +138,7 @@
       row("CPU time", r.cpu_nsec != null ? (r.cpu_nsec / 1e9).toFixed(2) + " s" : "—");
       row("CPU weight", r.cpu_weight != null ? String(r.cpu_weight) : "default (100)");
       if (r.not_accounted) res.append(h("dd", {className: "muted note"}, r.not_accounted));
+      told.textContent = s.instructions || "This session was started with no instructions from Legion (legion spawn, or a custom command).";
       if (issueChanged && shownPanel === "diff") loadDiff();
     }
 
@@ -367,7 +370,7 @@
     return {
       name, term,
       sessionChanged(s) {
-        drawDetail(Object.assign({}, s, {resources: session && session.resources}));
+        drawDetail(Object.assign({}, s, {resources: session && session.resources, instructions: session && session.instructions}));
         if (shownPanel === "journal") pollJournal();
       },
       dispose() {

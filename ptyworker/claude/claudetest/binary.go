@@ -1,15 +1,15 @@
 package claudetest
 
 import (
-	"strings"
 	"testing"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
-// Version is the Claude Code version the tests run, the one
-// scripts/install-claude-code installs (keep the two in step).
+// Version is the Claude Code version the tests run: cliversion.Claude's
+// pin, which scripts/install-claude-code installs.
 const Version = claude.CLIVersion
 
 // EnvBinary names the environment variable that, when set, is the path of
@@ -23,10 +23,7 @@ var cli = sdtest.PinnedCLI{
 	EnvVar:    EnvBinary,
 	Installed: InstalledPath(),
 	Install:   "run scripts/install-claude-code",
-	VersionOK: func(v string) bool {
-		version, _, _ := strings.Cut(v, " ")
-		return version == Version
-	},
+	VersionOK: func(v string) bool { got, err := cliversion.Claude.Parse(v); return err == nil && got == Version },
 }
 
 // InstalledPath returns where scripts/install-claude-code puts the claude

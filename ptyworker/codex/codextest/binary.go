@@ -8,16 +8,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
-// Version is the Codex CLI version the tests run, the one
-// scripts/install-agent-clis installs (keep the two in step).
-const Version = "0.169.0"
+// Version is the Codex CLI version the tests run: cliversion.Codex's pin,
+// which scripts/install-agent-clis installs.
+const Version = cliversion.CodexTested
 
 // EnvBinary names the environment variable that, when set, is the path of
 // the codex binary to run instead of the installed one.
-const EnvBinary = "LEGION_CODEX"
+var EnvBinary = cliversion.Codex.TestEnv
 
 // cli is the Codex CLI the tests run.
 var cli = sdtest.PinnedCLI{
@@ -26,7 +27,7 @@ var cli = sdtest.PinnedCLI{
 	EnvVar:    EnvBinary,
 	Installed: InstalledPath(),
 	Install:   "run scripts/install-agent-clis",
-	VersionOK: func(v string) bool { return v == "codex-cli "+Version },
+	VersionOK: func(v string) bool { got, err := cliversion.Codex.Parse(v); return err == nil && got == Version },
 }
 
 // InstalledPath is where scripts/install-agent-clis puts the codex binary:

@@ -37,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -194,13 +195,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, turn 
 	}
 }
 
-// Version is the Gemini CLI version the tests run, the one
-// scripts/install-agent-clis installs (keep the two in step).
-const Version = "0.61.0"
+// Version is the Gemini CLI version the tests run: cliversion.Gemini's
+// pin, which scripts/install-agent-clis installs.
+const Version = cliversion.GeminiTested
 
 // EnvBinary names the environment variable that, when set, is the path of
 // the gemini binary to run instead of the installed one.
-const EnvBinary = "LEGION_GEMINI"
+var EnvBinary = cliversion.Gemini.TestEnv
 
 // cli is the Gemini CLI the tests run.
 var cli = sdtest.PinnedCLI{
@@ -209,7 +210,7 @@ var cli = sdtest.PinnedCLI{
 	EnvVar:    EnvBinary,
 	Installed: InstalledPath(),
 	Install:   "run scripts/install-agent-clis",
-	VersionOK: func(v string) bool { return v == Version },
+	VersionOK: func(v string) bool { got, err := cliversion.Gemini.Parse(v); return err == nil && got == Version },
 }
 
 // InstalledPath is where scripts/install-agent-clis puts the gemini

@@ -11,17 +11,18 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
-// Version is the opencode version the tests run, the one
-// scripts/install-agent-clis installs (keep the two in step).
-const Version = "1.18.33"
+// Version is the opencode version the tests run: cliversion.Opencode's
+// pin, which scripts/install-agent-clis installs.
+const Version = cliversion.OpencodeTested
 
 // EnvBinary names the environment variable that, when set, is the path of
 // the opencode binary to run instead of the installed one.
-const EnvBinary = "LEGION_OPENCODE"
+var EnvBinary = cliversion.Opencode.TestEnv
 
 // cli is the opencode CLI the tests run.
 var cli = sdtest.PinnedCLI{
@@ -30,7 +31,7 @@ var cli = sdtest.PinnedCLI{
 	EnvVar:    EnvBinary,
 	Installed: InstalledPath(),
 	Install:   "run scripts/install-agent-clis",
-	VersionOK: func(v string) bool { return v == Version },
+	VersionOK: func(v string) bool { got, err := cliversion.Opencode.Parse(v); return err == nil && got == Version },
 }
 
 // InstalledPath is where scripts/install-agent-clis puts the opencode
