@@ -447,12 +447,20 @@ func (h *Helper) serveConn(ctx context.Context, c *net.UnixConn) {
 		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "cannot verify your credentials: %v", err)}, nil)
 		return
 	}
+	br := bufio.NewReaderSize(c, 16<<10)
 	if msg := agentPeer(pid); msg != "" {
 		h.log.Warn("refused a client that is an agent of a session", "peer_pid", pid, "why", msg)
-		cc.send(api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "%s", msg)}, nil)
+		// Its first request is read, and answered: a close with it unread
+		// would reset the connection, and the client would never see why.
+		resp := api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "%s", msg)}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if line, err := readLine(br, h.opts.MaxRequest); err == nil {
+			req, _ := decodeRequest(line)
+			resp.ID = req.ID
+		}
+		cc.send(resp, nil)
 		return
 	}
-	br := bufio.NewReaderSize(c, 16<<10)
 	for {
 		line, err := readLine(br, h.opts.MaxRequest)
 		if errors.Is(err, errLineTooLong) {
