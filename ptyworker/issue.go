@@ -91,7 +91,7 @@ func issueArgv(s *Spec, argv []string) ([]string, error) {
 
 // handleIssue runs MethodIssue: outside the agent's sandbox, with the
 // worker's environment and the spec's (no hook socket: the command must
-// not come back here), in the agent's directory.
+// not come back here), in the agent's directory, or / once that is gone.
 func (c *conn) handleIssue(m *message) {
 	w := c.w
 	var p IssueParams
@@ -115,6 +115,9 @@ func (c *conn) handleIssue(m *message) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, legion, argv...)
 		cmd.Dir = w.spec.Cwd
+		if _, err := os.Stat(cmd.Dir); err != nil {
+			cmd.Dir = "/" // the finisher's worktree, removed by legion worktree finish
+		}
 		cmd.Env = childEnv(os.Environ(), w.spec, "")
 		var stdout, stderr limitedBuffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
