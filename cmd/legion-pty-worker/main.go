@@ -47,6 +47,11 @@ func main() {
 	// instead. Not signal.Ignore: an ignored signal stays ignored across
 	// exec, and the agent's shell would get EPIPE errors from `yes | head`
 	// instead of the SIGPIPE that ends such pipelines.
+	if len(os.Args) == 2 && os.Args[1] == confine.ProbeFlag {
+		// A probe of Landlock run by a process under a seccomp filter
+		// (confine.Probe).
+		os.Exit(confine.ProbeMain(os.Stdout))
+	}
 	if len(os.Args) > 1 && os.Args[1] == confine.ExecFlag {
 		// The trampoline of a sandboxed agent (package confine): no signal
 		// handling of the worker's, which exec would reset anyway.

@@ -27,6 +27,11 @@ const (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == confine.ProbeFlag {
+		// A probe of Landlock run by a process under a seccomp filter
+		// (confine.Probe).
+		os.Exit(confine.ProbeMain(os.Stdout))
+	}
 	if len(os.Args) > 1 && os.Args[1] == confine.ExecFlag {
 		// The trampoline of a sandboxed agent whose worker is this
 		// program (`legion pty-worker`, units of earlier versions).

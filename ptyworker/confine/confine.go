@@ -13,13 +13,18 @@
 package confine
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -42,15 +47,28 @@ type Status struct {
 	Why   string // one line a person can act on
 }
 
+// ProbeFlag is the only argument of this process's program run as a
+// probe (ProbeMain): Probe's child under a seccomp filter.
+const ProbeFlag = "--landlock-probe"
+
 // Probe asks the kernel for its Landlock ABI. A process under a seccomp
-// filter (Legion's controller: SystemCallFilter=@system-service, which
-// in systemd 252 leaves out Landlock's calls and kills the caller) does
-// not ask: it infers the ABI from the kernel's release and its list of
-// security modules, and the worker, which asks, has the last word.
+// filter (Legion's controller: SystemCallFilter=, whose @system-service
+// in systemd 252 leaves out Landlock's calls and kills the caller; a
+// container's, which may refuse them) asks through a child, its own
+// program run with ProbeFlag, which the filter kills or answers as it
+// would the process itself; only when the child is killed (a unit written
+// before its filter allowed the probe) is the ABI inferred from the
+// kernel's release and its list of security modules. The worker, which
+// asks the kernel itself, has the last word.
 func Probe() Status {
 	if seccompFiltered() {
-		return inferred()
+		return probeChild()
 	}
+	return probeSelf()
+}
+
+// probeSelf is Probe by the system call.
+func probeSelf() Status {
 	v, err := ll.LandlockGetABIVersion()
 	switch {
 	case err != nil:
@@ -59,6 +77,31 @@ func Probe() Status {
 		return Status{ABI: v, Why: fmt.Sprintf("the kernel's Landlock ABI is %d; the sandbox needs %d (Linux 6.2 or newer)", v, MinABI)}
 	}
 	return Status{ABI: v, Holds: true, Why: fmt.Sprintf("Landlock ABI %d (the sandbox needs %d)", v, MinABI)}
+}
+
+// ProbeMain is the probe's main: it prints Probe's answer as JSON and
+// returns the exit status.
+func ProbeMain(w io.Writer) int {
+	if err := json.NewEncoder(w).Encode(probeSelf()); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// probeChild is Probe through a child (see Probe).
+func probeChild() Status {
+	self, err := os.Executable()
+	if err != nil {
+		return inferred()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, self, ProbeFlag).Output()
+	var st Status
+	if err != nil || json.Unmarshal(out, &st) != nil {
+		return inferred() // killed by the filter (SIGSYS), or an older program
+	}
+	return st
 }
 
 // seccompFiltered says whether this process runs under a seccomp filter

@@ -14,6 +14,9 @@ import (
 
 // TestMain makes the test binary the trampoline, as the worker's program is.
 func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == confine.ProbeFlag {
+		os.Exit(confine.ProbeMain(os.Stdout))
+	}
 	if len(os.Args) > 1 && os.Args[1] == confine.ExecFlag {
 		code, err := confine.Exec(os.Args[1:])
 		fmt.Fprintln(os.Stderr, err)
@@ -146,5 +149,13 @@ func TestInferred(t *testing.T) {
 	got, want := confine.Inferred(), confine.Probe()
 	if got.Holds != want.Holds || got.ABI != want.ABI {
 		t.Errorf("inferred %+v; the kernel says %+v", got, want)
+	}
+}
+
+// TestProbeChild: the probe through a child (as a seccomp-filtered
+// process asks) answers as the process itself would.
+func TestProbeChild(t *testing.T) {
+	if got, want := confine.ProbeChild(), confine.Probe(); got != want {
+		t.Errorf("through a child %+v; itself %+v", got, want)
 	}
 }
