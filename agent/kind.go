@@ -65,6 +65,11 @@ type Session struct {
 	// Env is the environment planned for the agent so far (KEY=VALUE),
 	// besides the user manager's that every worker inherits.
 	Env []string
+	// Pushes says the phase pushes to a remote and opens a pull request
+	// with the user's git and gh credentials (the implementer of a team
+	// whose review is on GitHub): a sandbox, which hides them, cannot
+	// hold for it.
+	Pushes bool
 	// LookupEnv reads the user manager's environment, which the agent
 	// inherits (ANTHROPIC_API_KEY); nil means this process's, right for the
 	// controller, which runs under the same manager as its workers.

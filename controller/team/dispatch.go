@@ -220,6 +220,9 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		Cwd:  wt.Path, Repo: t.Workspace, Home: home,
 		Dir:    filepath.Join(t.StateDir, "agents", workerID.String()),
 		Legion: t.Legion, Env: env,
+		// The implementer of a GitHub review pushes and opens the pull
+		// request itself, with the user's credentials.
+		Pushes: mode == controller.ModeImplement && t.Review == config.ReviewGitHub,
 	}
 	prompt, err := t.Instructions(ctx, issue, mode, wt, kind.Name(), s)
 	if err != nil {
