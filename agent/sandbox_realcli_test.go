@@ -53,6 +53,7 @@ func TestRealClaudeSandboxed(t *testing.T) {
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.Remove(scratch) }) // once empty: the last test to end removes it
 	t.Setenv("TMPDIR", scratch)
 	root, repo, wt, home := gitWorktree(t)
 	if err := os.Mkdir(home, 0o700); err != nil {

@@ -27,6 +27,7 @@ func holding(t *testing.T, holds bool) {
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.Remove(scratch) }) // once empty: the last test to end removes it
 	t.Setenv("TMPDIR", scratch)
 }
 

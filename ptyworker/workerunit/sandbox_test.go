@@ -66,6 +66,7 @@ func TestSystemdSandbox(t *testing.T) {
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.Remove(scratch) }) // once empty: the last test to end removes it
 	t.Setenv("TMPDIR", scratch)
 	bin := sdtest.LegionBinary(t) // built before the manager, in the real TMPDIR's cache
 	sd := sdtest.Start(t)
