@@ -65,6 +65,9 @@ type Session struct {
 	// Env is the environment planned for the agent so far (KEY=VALUE),
 	// besides the user manager's that every worker inherits.
 	Env []string
+	// Secrets are more files a sandbox hides (absolute): the team's
+	// tracker credentials files.
+	Secrets []string
 	// Pushes says the phase pushes to a remote and opens a pull request
 	// with the user's git and gh credentials (the implementer of a team
 	// whose review is on GitHub): a sandbox, which hides them, cannot

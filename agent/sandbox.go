@@ -99,8 +99,9 @@ var kindCredentials = map[config.AgentKind]string{
 //   - read: everything else, but what it hides;
 //   - hide: other tools' credentials (~/.ssh, ~/.gnupg, ~/.aws, gh's,
 //     docker's, kube's, ~/.netrc and the like), the other kinds' logins,
-//     Legion's state (every session's spec and token, the trackers) and
-//     its token files in its config directory.
+//     Legion's state (every session's spec and token, the trackers), its
+//     config directory (token files) and the team's tracker credentials
+//     files (Session.Secrets).
 func SandboxFor(s Session, kind config.AgentKind) *api.Sandbox {
 	home := s.Home
 	env := func(key, def string) string {
@@ -152,9 +153,15 @@ func SandboxFor(s Session, kind config.AgentKind) *api.Sandbox {
 	slices.Sort(sb.Hide[len(secrets):]) // the map's order is random
 	state := env("XDG_STATE_HOME", h(".local/state"))
 	sb.Hide = append(sb.Hide, filepath.Join(state, "legion"))
-	conf := filepath.Join(env("XDG_CONFIG_HOME", h(".config")), "legion")
-	if tokens, err := filepath.Glob(filepath.Join(conf, "*token*")); err == nil {
-		sb.Hide = append(sb.Hide, tokens...)
+	// Legion's config dir: its token files and any key kept beside
+	// legion.toml (the agent's legion commands need none of it: its
+	// tracker commands run in its worker, its hooks need only their
+	// environment), and the team's tracker credentials files.
+	sb.Hide = append(sb.Hide, filepath.Join(env("XDG_CONFIG_HOME", h(".config")), "legion"))
+	for _, p := range s.Secrets {
+		if filepath.IsAbs(p) {
+			sb.Hide = append(sb.Hide, filepath.Clean(p))
+		}
 	}
 	sb.Write = dedupe(sb.Write)
 	return sb

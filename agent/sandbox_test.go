@@ -128,7 +128,12 @@ func TestSandboxFor(t *testing.T) {
 			t.Errorf("write %v: want no %s", sb.Write, w)
 		}
 	}
-	for _, h := range []string{".ssh", ".gnupg", ".aws", ".config/gh", ".netrc", ".docker/config.json", ".kube", ".codex/auth.json", ".local/state/legion"} {
+	s.Secrets = []string{"/srv/keys/linear", ""}
+	sb = SandboxFor(s, config.AgentClaude)
+	if !slices.Contains(sb.Hide, "/srv/keys/linear") {
+		t.Errorf("hide %v: want the team's tracker credentials file in it", sb.Hide)
+	}
+	for _, h := range []string{".ssh", ".gnupg", ".aws", ".config/gh", ".netrc", ".docker/config.json", ".kube", ".codex/auth.json", ".local/state/legion", ".config/legion"} {
 		if !slices.Contains(sb.Hide, filepath.Join(home, h)) {
 			t.Errorf("hide %v: want ~/%s in it", sb.Hide, h)
 		}

@@ -453,7 +453,8 @@ var Schema = []Setting{
 			"toolchains' caches (~/.cache with Go's and pip's, the Go module cache, ~/.npm, cargo's registry) and " +
 			"/tmp; it reads the rest of the system and the home but not ~/.ssh, ~/.gnupg, other tools' credentials " +
 			"(~/.aws, gh's, docker's, kube's, ~/.netrc, ...), other kinds' logins, nor Legion's state (every " +
-			"session's spec and token, the trackers); its `legion issue` commands go through its worker, for its " +
+			"session's spec and token, the trackers), config directory and tracker credentials files; its " +
+			"`legion issue` commands go through its worker, for its " +
 			"own issue only; Legion's helper and other sessions' workers refuse it. Where it cannot hold (no " +
 			"Landlock, or older than ABI 3: Linux 6.2; a home below /tmp), for the finisher (it merges into the " +
 			"main checkout), the implementer of a team whose review is on GitHub (it pushes and opens the pull " +

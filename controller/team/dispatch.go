@@ -222,7 +222,8 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		Legion: t.Legion, Env: env,
 		// The implementer of a GitHub review pushes and opens the pull
 		// request itself, with the user's credentials.
-		Pushes: mode == controller.ModeImplement && t.Review == config.ReviewGitHub,
+		Pushes:  mode == controller.ModeImplement && t.Review == config.ReviewGitHub,
+		Secrets: []string{t.Linear.CredentialsFile, t.GitHub.CredentialsFile},
 	}
 	prompt, err := t.Instructions(ctx, issue, mode, wt, kind.Name(), s)
 	if err != nil {

@@ -42,6 +42,7 @@ try other-worker sh -c 'echo "{\"hook_event_name\":\"SessionStart\"}" | LEGION_H
 try tracker-own sh -c '"$LEGION" issue label itteam ITTEAM-1 worker-done && "$LEGION" issue comment itteam ITTEAM-1 "a comment from the sandbox"'
 try tracker-other sh -c '"$LEGION" issue label itteam ITTEAM-2 worker-done 2>"$WT/tracker-other.err"; grep -q "may act only on issue ITTEAM-1" "$WT/tracker-other.err"; test $? -ne 0'
 try read-tracker cat "$TRACKER"
+try read-legion-config cat "$LEGION_CONFIG"
 echo done >>"$RESULT"
 `
 
@@ -178,7 +179,7 @@ func TestSystemdSandbox(t *testing.T) {
 		"write-worktree": "ok", "git-commit": "ok", "write-cache": "ok", "write-tmp": "ok", "own-hook": "ok",
 		"write-bashrc": "denied", "write-ssh": "denied", "write-etc": "denied", "write-other-worktree": "denied",
 		"write-main-checkout": "denied", "write-git-config": "denied", "read-ssh-key": "denied", "read-other-spec": "denied",
-		"other-worker": "denied", "tracker-own": "ok", "tracker-other": "denied", "read-tracker": "denied",
+		"other-worker": "denied", "tracker-own": "ok", "tracker-other": "denied", "read-tracker": "denied", "read-legion-config": "denied",
 	}
 	for name, w := range want {
 		if !strings.Contains(got, w+" "+name+"\n") {
