@@ -131,7 +131,7 @@ func SandboxFor(s Session, kind config.AgentKind) *api.Sandbox {
 		state := env("XDG_STATE_HOME", h(".local/state"))
 		conf := env("XDG_CONFIG_HOME", h(".config"))
 		// Made when missing: the CLI makes them at its start (mkdir -p),
-		// which the home's parents do not allow (opencode FACTS O21).
+		// which the home's parents do not allow (opencode FACTS O25).
 		caches = append(caches, filepath.Join(data, "opencode"), filepath.Join(state, "opencode"), filepath.Join(conf, "opencode"))
 	case config.AgentCodex, config.AgentGemini:
 		sb.Write = append(sb.Write, h(kindCredentials[kind]))

@@ -3,15 +3,22 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"github.com/legion-dev/legion/internal/benchreport"
+	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/internal/benchreport"
+	"github.com/legion-dev/legion/internal/followmodel"
 )
 
 // BenchmarkPhaseHandoff measures what a finished phase costs: from the
@@ -95,4 +102,73 @@ func BenchmarkPhaseHandoff(b *testing.B) {
 	fmt.Printf("ms/handoff: median %v over %d; ms/systemd-run: median %v over %d\n",
 		benchreport.Median(handoffs), len(handoffs), benchreport.Median(baseline), len(baseline))
 	b.ReportMetric(float64(handoffs[len(handoffs)-1].Microseconds())/1000, "ms/handoff-max")
+}
+
+// BenchmarkDispatchToFirstCommand measures what Legion adds before an
+// agent does its job: for each kind, from `legion dispatch` of a planner
+// (set up by the README's quick start, default policy, the real CLI
+// against its fake API in follow mode) to the moment the agent's first
+// tracker command (legion issue show, step 1 of its instructions) has
+// run, seen as the API's next request. The baseline, in the same run, is
+// a bare start of the same CLI with the same prepared argv and
+// environment, straight from this process in a PTY, with no helper, unit
+// or worker, to the same moment. Three samples of each; medians and the
+// ratio per kind.
+func BenchmarkDispatchToFirstCommand(b *testing.B) {
+	for _, kind := range []config.AgentKind{config.AgentClaude, config.AgentCodex, config.AgentGemini, config.AgentOpencode} {
+		b.Run(string(kind), func(b *testing.B) {
+			var viaLegion, bare []time.Duration
+			for range b.N {
+				f := startFollowed(b, kind, followmodel.Traits{})
+				f.team.Legion = f.bin
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				// No controller: it would dispatch the bare issues' planners too.
+				for i := range 3 {
+					// Through Legion: the dispatch of a planner.
+					id := f.addIssue(ctx, fmt.Sprintf("Through Legion %d", i))
+					t0 := time.Now()
+					f.legion(ctx, "dispatch", teamName, id, "plan")
+					viaLegion = append(viaLegion, f.waitStep(ctx, id, controller.ModePlan, 1).Sub(t0))
+
+					// Bare: the same CLI, argv and environment, started here.
+					id = f.addIssue(ctx, fmt.Sprintf("Bare %d", i))
+					d, err := f.team.PlanDispatch(ctx, id, controller.ModePlan, f.sd.Home)
+					if err != nil {
+						b.Fatal(err)
+					}
+					cmd := exec.CommandContext(ctx, d.ArgvNew[0], d.ArgvNew[1:]...)
+					cmd.Dir = d.Cwd
+					cmd.Env = append(append(os.Environ(), f.managerEnv...), append(d.Env, "LEGION_SESSION="+d.SessionID.String())...)
+					t0 = time.Now()
+					ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+					if err != nil {
+						b.Fatalf("start %s: %v", d.ArgvNew[0], err)
+					}
+					go io.Copy(io.Discard, ptmx)
+					bare = append(bare, f.waitStep(ctx, id, controller.ModePlan, 1).Sub(t0))
+					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its process group (pty.Start: a session of its own)
+					cmd.Wait()
+					ptmx.Close()
+				}
+				cancel()
+			}
+			k := string(kind)
+			benchreport.Vs(b, viaLegion, k+"_dispatch_ms", bare, k+"_bare_ms", k+"_dispatch_vs_bare")
+		})
+	}
+}
+
+// waitStep waits until the fake API saw issue's phase mode go past step
+// and returns when.
+func (f *followed) waitStep(ctx context.Context, issue string, mode controller.Mode, step int) time.Time {
+	f.t.Helper()
+	for {
+		if t, ok := f.stepDone(issue, mode, step); ok {
+			return t
+		}
+		if ctx.Err() != nil {
+			f.t.Fatalf("%s %s: step %d never ran: %v", issue, mode, step, ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

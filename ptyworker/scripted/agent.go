@@ -433,7 +433,8 @@ func (a *agent) holds(s step) bool {
 		case "if-resumed":
 			ok = a.o.Args.Resume
 		case "if-prompt":
-			ok = strings.Contains(a.prompt, c.arg)
+			title, _, _ := strings.Cut(a.prompt, "\n")
+			ok = strings.Contains(title, c.arg)
 		case "if-answer":
 			ok = strings.Contains(a.answer, c.arg)
 		case "if-denied":

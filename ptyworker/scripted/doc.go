@@ -46,7 +46,9 @@
 //
 //	if-new                  the session was started with --session-id (or none)
 //	if-resumed              the session was started with --resume
-//	if-prompt WORD          the current prompt contains WORD
+//	if-prompt WORD          the current prompt's first line contains WORD
+//	                        (Legion's instructions name their phase there:
+//	                        "# Legion: plan DEMO-1 (team demo)")
 //	if-answer WORD          the last question's answer contains WORD
 //	if-denied               the last bash or ask step was denied or declined
 //	if-allowed              it was not

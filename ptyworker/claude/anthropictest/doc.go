@@ -24,6 +24,19 @@
 // Unauthorized, Overloaded); or a stream that stalls (Stall) after some
 // events until the test releases it or the client goes away.
 //
+// # Follow mode
+//
+// After Follow, a request that no scripted turn answers is answered by a
+// model that knows nothing but what the request holds
+// (internal/followmodel, whose doc says what it does and its traits): the
+// request's messages become a transcript (text blocks, Bash calls by their
+// command, AskUserQuestion calls by their first question, tool_results
+// with is_error; the system prompt is left out), and its decision becomes
+// a Bash call with a description, an AskUserQuestion call (when the
+// request offers the tool and the instructions name it; a header
+// "Question", each option described "Answer <label>"), or a text with
+// stop_reason end_turn. Request.Followed records the decision.
+//
 // # What is faithful
 //
 //   - The SSE stream, in framing and order as the API docs and the

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/internal/followmodel"
 )
 
 // SessionHeader is the request header by which Claude Code names its
@@ -45,6 +47,9 @@ type Request struct {
 	Metadata  json.RawMessage   `json:"metadata"`
 
 	Unscripted bool // no scripted turn answered it
+	// Followed is the follow model's decision that answered it (Follow);
+	// nil when a scripted turn did, or none.
+	Followed *followmodel.Decision
 }
 
 // ToolNames returns the names of the tools the request offers.
@@ -146,6 +151,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	scripts  map[string][]*queued
+	follow   *followmodel.Traits // the follow mode's model, nil when off
 	requests []*Request
 	nextID   int
 }
@@ -298,6 +304,13 @@ func (s *Server) decide(r *http.Request, req *Request) (Turn, *Failure) {
 		return Turn{}, &Failure{Status: http.StatusBadRequest, Error: APIError{Type: "invalid_request_error", Message: "model: Field required"}}
 	}
 	turn, ok := s.take(req)
+	s.mu.Lock()
+	follow := s.follow
+	s.mu.Unlock()
+	if !ok && follow != nil {
+		t, d := followTurn(req, *follow)
+		turn, ok, req.Followed = t, true, &d
+	}
 	if !ok {
 		req.Unscripted = true
 		turn = Turn{Blocks: []Block{Text(fmt.Sprintf("anthropictest: no scripted turn left for session %q", req.Session))}}

@@ -8,6 +8,18 @@
 // s.URL + "/v1", env_key naming a variable that holds Key, wire_api =
 // "responses".
 //
+// # Follow mode
+//
+// After Follow, a request that no scripted turn answers is answered by a
+// model that knows nothing but what the request holds
+// (internal/followmodel, whose doc says what it does and its traits): the
+// request's input becomes a transcript (see Transcript), and its decision
+// becomes a call of the shell tool the request offers (Codex's
+// exec_command with {"cmd"}, else opencode's bash with {"command",
+// "description"}) or a text. Questions come as text: neither CLI offers a
+// question tool Legion lets a model use. Request.Followed records the
+// decision. Title requests are answered as before.
+//
 // # What is faithful
 //
 // The SSE stream as Codex 0.169.0 reads it: "event: NAME\ndata: JSON\n\n"
@@ -42,6 +54,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/internal/followmodel"
 )
 
 // Key is the API key the server accepts.
@@ -80,6 +94,9 @@ type Request struct {
 	Title      bool // one of Codex's title requests
 	Unscripted bool // no turn matched: answered "nothing scripted"
 	Turn       Turn // the turn it took
+	// Followed is the follow model's decision that answered it (Follow);
+	// nil when a scripted turn did, or none.
+	Followed *followmodel.Decision
 }
 
 // Tools are the names of the tools the request offers the model.
@@ -105,9 +122,10 @@ type Server struct {
 	srv    *httptest.Server
 	closed chan struct{} // closed when the test ends: stalled streams end
 
-	mu    sync.Mutex
-	turns []Turn
-	reqs  []Request
+	mu     sync.Mutex
+	turns  []Turn
+	reqs   []Request
+	follow *followmodel.Traits // the follow mode's model, nil when off
 }
 
 // NewServer starts a server that t's cleanup closes.
@@ -231,6 +249,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				s.turns = append(s.turns[:i:i], s.turns[i+1:]...)
 				break
 			}
+		}
+		if req.Unscripted && s.follow != nil {
+			t, d := followTurn(body, *s.follow)
+			req.Turn, req.Unscripted, req.Followed = t, false, &d
 		}
 	}
 	s.reqs = append(s.reqs, req)

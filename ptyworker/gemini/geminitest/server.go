@@ -7,6 +7,16 @@
 // GEMINI_API_KEY=Key in its environment, and model.name set in its
 // settings (ptyworker/gemini/FACTS.md G2, G5).
 //
+// # Follow mode
+//
+// After Follow, a request that no scripted turn answers is answered by a
+// model that knows nothing but what the request holds
+// (internal/followmodel, whose doc says what it does and its traits): the
+// request's contents become a transcript (see Transcript), and its
+// decision becomes a run_shell_command call with {"command",
+// "description"} or a text. Questions come as text (Legion denies the
+// CLI's ask_user tool). Request.Followed records the decision.
+//
 // # What is faithful
 //
 // The stream as Gemini CLI 0.61.0 reads it: server-sent events
@@ -38,6 +48,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/agent/cliversion"
+	"github.com/legion-dev/legion/internal/followmodel"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -82,6 +93,9 @@ type Request struct {
 	Body       []byte
 	Unscripted bool // no turn matched: answered "nothing scripted"
 	Turn       Turn // the turn it took
+	// Followed is the follow model's decision that answered it (Follow);
+	// nil when a scripted turn did, or none.
+	Followed *followmodel.Decision
 }
 
 // Server is the fake API.
@@ -90,9 +104,10 @@ type Server struct {
 	srv    *httptest.Server
 	closed chan struct{} // closed when the test ends: stalled streams end
 
-	mu    sync.Mutex
-	turns []Turn
-	reqs  []Request
+	mu     sync.Mutex
+	turns  []Turn
+	reqs   []Request
+	follow *followmodel.Traits // the follow mode's model, nil when off
 }
 
 // NewServer starts a server that t's cleanup closes.
@@ -153,6 +168,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.turns = append(s.turns[:i:i], s.turns[i+1:]...)
 			break
 		}
+	}
+	if req.Unscripted && s.follow != nil {
+		t, d := followTurn(body, *s.follow)
+		req.Turn, req.Unscripted, req.Followed = t, false, &d
 	}
 	s.reqs = append(s.reqs, req)
 	n := len(s.reqs)

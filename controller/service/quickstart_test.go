@@ -1,0 +1,410 @@
+package service_test
+
+// The instruction-following end-to-end tests: a team set up only with the
+// README's quick start commands (legion team add, legion install
+// --enable, systemctl --user start legion@TEAM), under the default
+// permission policy, with the real CLI of each kind against a fake of its
+// provider's API in follow mode (internal/followmodel): the "model" knows
+// nothing but what the agent sent it, finds Legion's instructions in its
+// prompt and runs the commands they name. No turn is scripted by the test.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/internal/followmodel"
+	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
+	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
+	"github.com/legion-dev/legion/ptyworker/codex/codextest"
+	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
+	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
+	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/units/unitname"
+)
+
+// followed is a quick-start team whose agents' API follows instructions.
+type followed struct {
+	*env
+	kind config.AgentKind
+	// requests says, for a failure's log, what the fake API was asked
+	// and answered.
+	requests func() []string
+	// stepDone is when the fake API got the first request of issue's
+	// phase mode made after the phase's step-th command ran (its model
+	// then decides step+1 or ends), and whether it got one.
+	stepDone func(issue string, mode controller.Mode, step int) (time.Time, bool)
+	// managerEnv is what the user put into the user manager's
+	// environment: the provider's address and key.
+	managerEnv []string
+}
+
+// after is stepDone's test of one request: its body holds issue's
+// instructions for mode and its follow decision comes after step.
+func after(body []byte, d *followmodel.Decision, issue string, mode controller.Mode, step int) bool {
+	if d == nil || !strings.Contains(string(body), fmt.Sprintf("# Legion: %s %s ", mode, issue)) {
+		return false
+	}
+	return d.Step > step || d.Action != followmodel.Run
+}
+
+// startFollowed sets up what a user of kind gets from the README: the
+// kind's CLI installed and found in the shell's PATH, its credentials
+// where the user keeps them (the provider's key in the user manager's
+// environment; Codex's, Gemini's and opencode's own config files naming
+// the provider), a repository ~/src/web, then `legion team add demo
+// --workspace ~/src/web --kind KIND` and `legion install --enable demo`.
+// Nothing else is written into legion.toml: the policy and every timing
+// are the defaults. The only test additions are the units' output to a
+// log file (the private manager has no journal). The controller is not
+// started yet.
+func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Traits) *followed {
+	t.Helper()
+	var cli string
+	switch kind {
+	case config.AgentClaude:
+		cli = claudetest.Binary(t)
+	case config.AgentCodex:
+		cli = codextest.Binary(t)
+	case config.AgentGemini:
+		cli = geminitest.Binary(t)
+	case config.AgentOpencode:
+		cli = opencodetest.Binary(t)
+	}
+	sdtest.Require(t, "git (apt-get install git)", hasGit())
+	sd := sdtest.Start(t)
+	bin := sdtest.LegionBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	mgr, err := units.Connect(ctx)
+	if err != nil {
+		t.Fatalf("connect to the private manager: %v", err)
+	}
+	t.Cleanup(func() { mgr.Close() })
+	e := &env{t: t, sd: sd, bin: bin, mgr: mgr, logFile: filepath.Join(sd.Dir, "legion.log")}
+	f := &followed{env: e, kind: kind}
+
+	// The user's repository, with the user's git identity.
+	e.ws = filepath.Join(sd.Home, "src", "web")
+	if err := os.MkdirAll(e.ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.git(e.ws, "init", "-q", "-b", "main")
+	e.git(e.ws, "config", "user.name", "A User")
+	e.git(e.ws, "config", "user.email", "user@example.com")
+	if err := os.WriteFile(filepath.Join(e.ws, "README"), []byte("web\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.git(e.ws, "add", "README")
+	e.git(e.ws, "commit", "-q", "-m", "first")
+
+	// The CLI as its installer leaves it: in the shell's PATH (not the
+	// manager's), so `legion team add` writes its absolute path.
+	t.Setenv("PATH", filepath.Dir(cli)+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	// The provider: a fake of its API that follows instructions, and the
+	// user's credentials for it.
+	var managerEnv []string
+	switch kind {
+	case config.AgentClaude:
+		srv := anthropictest.NewServer(t)
+		srv.Key = claudetest.Token
+		srv.Follow(traits)
+		e.api = srv
+		managerEnv = []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=" + claudetest.Token}
+		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+			for _, r := range srv.MessageRequests("") {
+				if after(r.Body, r.Followed, issue, mode, step) {
+					return r.Time, true
+				}
+			}
+			return time.Time{}, false
+		}
+		f.requests = func() []string {
+			var out []string
+			for _, r := range srv.MessageRequests("") {
+				out = append(out, fmt.Sprintf("%s session %s: last user text %q%s", r.Time.Format("15:04:05.000"), r.Session, clip(r.LastUserText(), 300), toolResults(r)))
+			}
+			return out
+		}
+	case config.AgentCodex, config.AgentOpencode:
+		srv := openaitest.NewServer(t)
+		srv.Follow(traits)
+		if kind == config.AgentCodex {
+			if err := srv.WriteUserConfig(sd.Home); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			opencodetest.WriteUserConfig(t, srv, sd.Home)
+		}
+		managerEnv = []string{openaitest.KeyEnv + "=" + openaitest.Key}
+		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+			for _, r := range srv.Requests() {
+				if after(r.Body, r.Followed, issue, mode, step) {
+					return r.Time, true
+				}
+			}
+			return time.Time{}, false
+		}
+		f.requests = func() []string {
+			var out []string
+			for _, r := range srv.Requests() {
+				out = append(out, fmt.Sprintf("%s title %v: turn %+v", r.Time.Format("15:04:05.000"), r.Title, r.Turn))
+			}
+			return out
+		}
+	case config.AgentGemini:
+		srv := geminitest.NewServer(t)
+		srv.Follow(traits)
+		if err := geminitest.WriteUserSettings(sd.Home); err != nil {
+			t.Fatal(err)
+		}
+		managerEnv = srv.Env()
+		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+			for _, r := range srv.Requests() {
+				if after(r.Body, r.Followed, issue, mode, step) {
+					return r.Time, true
+				}
+			}
+			return time.Time{}, false
+		}
+		f.requests = func() []string {
+			var out []string
+			for _, r := range srv.Requests() {
+				out = append(out, fmt.Sprintf("%s: turn %+v", r.Time.Format("15:04:05.000"), r.Turn))
+			}
+			return out
+		}
+	}
+	f.managerEnv = managerEnv
+	if out, err := sd.Systemctl(t, append([]string{"set-environment"}, managerEnv...)...); err != nil {
+		t.Fatalf("systemctl --user set-environment: %v\n%s", err, out)
+	}
+
+	// The units' output to a file: the private manager has no journal.
+	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
+	ctl, err := unitname.ControllerUnit(teamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fmt.Sprintf("[Service]\nStandardOutput=append:%s\nStandardError=append:%s\n", e.logFile, e.logFile)
+	e.dropIn(filepath.Join(unitDir, unitname.HelperUnit+".d", "90-test.conf"), out)
+	e.dropIn(filepath.Join(unitDir, ctl+".d", "90-test.conf"), out)
+
+	// The README's quick start.
+	e.legion(ctx, "team", "add", teamName, "--workspace", e.ws, "--kind", string(kind))
+	e.legion(ctx, "install", "--enable", teamName)
+
+	e.configPath = filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion", "legion.toml")
+	cfg, err := config.Load(e.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, _ := cfg.Team(teamName)
+	stateDir, err := config.StateDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.team, err = team.Open(ct, cfg.Path, stateDir); err != nil {
+		t.Fatal(err)
+	}
+	if e.store, err = e.team.Local(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		b, _ := os.ReadFile(e.logFile)
+		t.Logf("legion log (%s):\n%s", e.logFile, tail(string(b), 200))
+		for _, r := range f.requests() {
+			t.Logf("API request %s", r)
+		}
+		trs, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", "*.log"))
+		for _, tr := range trs {
+			b, _ := os.ReadFile(tr)
+			t.Logf("transcript %s:\n%s", filepath.Base(tr), tail(string(b), 40))
+		}
+	})
+	return f
+}
+
+// maxAnswers bounds answerAll: more waits than this is a run that keeps
+// asking (a phase that cannot end), not one a person should keep feeding.
+const maxAnswers = 4
+
+// answerAll answers, as a person does in the tracker, every wait of the
+// team's issues until done says the run is over: a comment starting
+// "Answer:" (what the instructions-following model recognises as the
+// answer to the question it asked) and user-feedback-given. It returns
+// how many waits it answered, and fails the test past maxAnswers.
+func (f *followed) answerAll(ctx context.Context, answer string, done func() bool) int {
+	f.t.Helper()
+	answered := 0
+	for !done() {
+		if answered > maxAnswers {
+			f.t.Fatalf("answered %d waits for a person and the run goes on asking: the last escalation is in the issue's comments", answered)
+		}
+		if ctx.Err() != nil {
+			return answered
+		}
+		list, err := f.store.Issues(ctx)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, is := range list {
+			if slices.Contains(is.Labels, controller.LabelInputNeeded) && !slices.Contains(is.Labels, controller.LabelFeedbackGiven) {
+				f.legion(ctx, "issue", "comment", teamName, is.ID, "Answer: "+answer)
+				f.legion(ctx, "issue", "label", teamName, is.ID, controller.LabelFeedbackGiven)
+				answered++
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return answered
+}
+
+// waitDone waits until every one of ids is Done, answering every wait
+// for a person with answer on the way, and returns how many it answered.
+func (f *followed) waitDone(ctx context.Context, answer string, ids ...string) int {
+	f.t.Helper()
+	allDone := func() bool {
+		for _, id := range ids {
+			if f.issue(ctx, id).Status != controller.StatusDone {
+				return false
+			}
+		}
+		return true
+	}
+	n := f.answerAll(ctx, answer, allDone)
+	if !allDone() {
+		var states []string
+		for _, id := range ids {
+			is := f.issue(context.Background(), id)
+			states = append(states, fmt.Sprintf("%s %s %v", id, is.Status, is.Labels))
+		}
+		f.t.Fatalf("the issues did not reach Done: %s", strings.Join(states, "; "))
+	}
+	return n
+}
+
+// comments are the texts of id's comments that start with prefix.
+func (f *followed) comments(ctx context.Context, id, prefix string) []string {
+	var out []string
+	for _, c := range f.issue(ctx, id).Comments {
+		if strings.HasPrefix(c.Text, prefix) {
+			out = append(out, c.Text)
+		}
+	}
+	return out
+}
+
+// assertWholeCycle checks what a run through every phase leaves: the
+// plan, two reviews (the strict reviewer asked for changes, then
+// approved), the retro's lessons, the branch merged into main and gone,
+// and no escalation but those the test expected (escalations).
+func (f *followed) assertWholeCycle(ctx context.Context, id string, escalations int) {
+	f.t.Helper()
+	for _, c := range f.issue(ctx, id).Comments {
+		f.t.Logf("%s: comment by %s: %s", id, c.Author, clip(c.Text, 160))
+	}
+	if c := f.comments(ctx, id, "Plan: "); len(c) != 1 {
+		f.t.Errorf("%s has %d plan comments; want 1: %q", id, len(c), c)
+	}
+	if c := f.comments(ctx, id, "Review: "); len(c) != 2 {
+		f.t.Errorf("%s has %d review comments; want 2 (changes requested, then approved): %q", id, len(c), c)
+	}
+	if c := f.comments(ctx, id, "Retro: "); len(c) != 1 {
+		f.t.Errorf("%s has %d retro comments; want 1: %q", id, len(c), c)
+	}
+	if log := f.git(f.ws, "log", "--format=%s", "main"); !strings.Contains(log, id+": retro:") {
+		f.t.Errorf("main's log has no retro commit of %s (the branch was not merged):\n%s", id, log)
+	}
+	var legionComments []string
+	for _, c := range f.issue(ctx, id).Comments {
+		if c.Author == "legion" {
+			legionComments = append(legionComments, c.Text)
+		}
+	}
+	if len(legionComments) != escalations {
+		f.t.Errorf("%s has %d escalations by legion; want %d: %q", id, len(legionComments), escalations, legionComments)
+	}
+}
+
+func hasGit() bool {
+	_, err := exec.LookPath("git")
+	return err == nil
+}
+
+// followCtx bounds a followed run.
+func followCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestFollowClaude: the real Claude Code, told its phases by Legion and
+// nothing else, takes an issue from Todo to Done under the default
+// policy: the plan, a review that asks for changes, the implementer's
+// second round, an approval, the retro and the merge. The issue holds a
+// question for a person; the planner asks it with AskUserQuestion, the
+// test answers in the tracker, and the later phases, which read the answer
+// in the issue, ask nothing.
+func TestFollowClaude(t *testing.T) {
+	f := startFollowed(t, config.AgentClaude, followmodel.Traits{})
+	ctx := followCtx(t)
+	id := f.addIssue(ctx, "Greet the user")
+	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
+	f.startController()
+	n := f.waitDone(ctx, "hi", id)
+	if n != 1 {
+		t.Errorf("answered %d waits; want 1 (the planner's question)", n)
+	}
+	f.assertWholeCycle(ctx, id, 1)
+	f.waitNoWorkers(ctx)
+}
+
+// TestFollowClaudeUnfinishedTurn: a model that asks in text ends its turn
+// without worker-done; Legion escalates the unfinished turn after
+// idle_grace, the person's answer is typed in as the next prompt, and the
+// phase goes on to Done.
+func TestFollowClaudeUnfinishedTurn(t *testing.T) {
+	f := startFollowed(t, config.AgentClaude, followmodel.Traits{AsksInText: true})
+	ctx := followCtx(t)
+	id := f.addIssue(ctx, "Greet the user")
+	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
+	f.startController()
+	if n := f.waitDone(ctx, "hello", id); n != 1 {
+		t.Errorf("answered %d waits; want 1 (the planner's unfinished turn)", n)
+	}
+	f.assertWholeCycle(ctx, id, 1)
+}
+
+func testFollowKind(t *testing.T, kind config.AgentKind) {
+	f := startFollowed(t, kind, followmodel.Traits{})
+	ctx := followCtx(t)
+	id := f.addIssue(ctx, "Greet the user")
+	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
+	f.startController()
+	if n := f.waitDone(ctx, "hi", id); n != 1 {
+		t.Errorf("answered %d waits; want 1 (the planner's question, asked in text)", n)
+	}
+	f.assertWholeCycle(ctx, id, 1)
+}
+
+// TestFollowCodex, TestFollowGemini, TestFollowOpencode: TestFollowClaude
+// for the other kinds, which ask in text (an unfinished turn).
+func TestFollowCodex(t *testing.T)    { testFollowKind(t, config.AgentCodex) }
+func TestFollowGemini(t *testing.T)   { testFollowKind(t, config.AgentGemini) }
+func TestFollowOpencode(t *testing.T) { testFollowKind(t, config.AgentOpencode) }
