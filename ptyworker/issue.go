@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -26,8 +27,9 @@ const MethodIssue = "issue"
 const EnvLegionBin = "LEGION_BIN"
 
 // ErrNotRelayed is returned (wrapped) by RelayIssue when the worker does
-// not run tracker commands for its agent: an older worker, or one whose
-// spec names no legion program. The caller runs the command itself.
+// not run tracker commands for its agent (an older worker, or one whose
+// spec names no legion program), or cannot be reached from a sandbox of
+// the agent's own. The caller runs the command itself.
 var ErrNotRelayed = errors.New("the worker does not run tracker commands")
 
 // IssueParams are the arguments after `legion issue`: the verb, the team,
@@ -180,6 +182,12 @@ func RelayIssue(ctx context.Context, argv []string, getenv func(string) string) 
 	dctx, cancel := context.WithTimeout(ctx, relayDialTimeout)
 	defer cancel()
 	c, err := Dial(dctx, socket)
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		// A sandbox of the agent's own (Codex's under allowlist and ask
+		// filters connect) keeps the worker out of reach; Legion's
+		// sandbox never does (its worker's socket is granted).
+		return nil, fmt.Errorf("%w: %v", ErrNotRelayed, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("legion issue: %w", err)
 	}
