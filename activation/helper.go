@@ -448,6 +448,19 @@ func (h *Helper) serveConn(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	br := bufio.NewReaderSize(c, 16<<10)
+	if msg := agentPeer(pid); msg != "" {
+		h.log.Warn("refused a client that is an agent of a session", "peer_pid", pid, "why", msg)
+		// Its first request is read, and answered: a close with it unread
+		// would reset the connection, and the client would never see why.
+		resp := api.Response{V: api.ProtocolVersion, Error: api.Errorf(api.CodeUnauthorized, "%s", msg)}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if line, err := readLine(br, h.opts.MaxRequest); err == nil {
+			req, _ := decodeRequest(line)
+			resp.ID = req.ID
+		}
+		cc.send(resp, nil)
+		return
+	}
 	for {
 		line, err := readLine(br, h.opts.MaxRequest)
 		if errors.Is(err, errLineTooLong) {
@@ -614,4 +627,20 @@ func truncateText(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// agentPeer says why the process pid may not use the helper: it runs in a
+// worker's unit, as an agent of a dispatched session (or what it started),
+// which reaches Legion only through its own worker (`legion hook`). A
+// `legion spawn` session is a person's command and may. "" when it may;
+// a peer whose cgroup cannot be read may not.
+func agentPeer(pid int) string {
+	cg, err := unixsock.Cgroup(pid)
+	if err != nil {
+		return fmt.Sprintf("cannot tell whether pid %d is an agent of a session: %v", pid, err)
+	}
+	if unit, mode := unixsock.WorkerUnit(cg); unit != "" && mode != api.ModeSpawn {
+		return fmt.Sprintf("pid %d runs in the worker unit %s: an agent of a session may not use Legion's helper; it reaches Legion only through its own worker", pid, unit)
+	}
+	return ""
 }

@@ -62,6 +62,7 @@ type launch struct {
 	agent                 string // ptyworker.AgentClaude or AgentCustom ("": custom)
 	ownCommands           []string
 	legion                string
+	sandbox               *api.Sandbox
 	cooldown              time.Duration
 	startLimitBurst       uint32
 	startLimitInterval    time.Duration
@@ -141,7 +142,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	spec := &ptyworker.Spec{
 		Version: ptyworker.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
-		Agent: l.agent, Instructions: l.instructions, OwnCommands: l.ownCommands, Legion: l.legion, SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
+		Agent: l.agent, Sandbox: l.sandbox, Instructions: l.instructions, OwnCommands: l.ownCommands, Legion: l.legion, SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
 		Paths: ptyworker.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},
 	}

@@ -76,7 +76,7 @@ func (c *Claude) Prepare(ctx context.Context, s Session, l Launch) (Launch, erro
 	if !filepath.IsAbs(s.Dir) || !filepath.IsAbs(s.Cwd) || !filepath.IsAbs(s.Repo) || !filepath.IsAbs(s.Home) {
 		return Launch{}, fmt.Errorf("prepare claude session %s: want absolute paths, got dir %q, cwd %q, repo %q, home %q", s.ID, s.Dir, s.Cwd, s.Repo, s.Home)
 	}
-	policy := c.Config.Policy(s.Mode)
+	policy := applyPolicy(c.Config, s, config.AgentClaude, &l)
 	data, err := SettingsFor(policy, s.Legion, s.Cwd, c.Config.Allow)
 	if err != nil {
 		return Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)

@@ -124,7 +124,7 @@ func (c *Codex) Prepare(ctx context.Context, s Session, l Launch) (Launch, error
 	if !filepath.IsAbs(s.Dir) || !filepath.IsAbs(s.Repo) || !filepath.IsAbs(s.Home) {
 		return Launch{}, fmt.Errorf("prepare codex session %s: want absolute paths, got dir %q, repo %q, home %q", s.ID, s.Dir, s.Repo, s.Home)
 	}
-	policy := c.Config.Policy(s.Mode)
+	policy := applyPolicy(c.Config, s, config.AgentCodex, &l)
 	switch policy {
 	case config.PermissionsAllowlist, config.PermissionsAsk, config.PermissionsBypass, "":
 	default:

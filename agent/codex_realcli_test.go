@@ -34,8 +34,20 @@ type codexRun struct {
 
 func startCodex(t testing.TB, argv []string, dir string, env []string) *codexRun {
 	t.Helper()
+	return startCodexWith(t, argv, dir, env, nil)
+}
+
+// startCodexWith is startCodex with extra descriptors from 3 on (a
+// sandbox's ruleset for its trampoline).
+func startCodexWith(t testing.TB, argv []string, dir string, env []string, extra ...*os.File) *codexRun {
+	t.Helper()
 	r := &codexRun{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
 	r.cmd.Dir, r.cmd.Env = dir, env
+	for _, f := range extra {
+		if f != nil {
+			r.cmd.ExtraFiles = append(r.cmd.ExtraFiles, f)
+		}
+	}
 	var err error
 	if r.ptmx, err = pty.StartWithSize(r.cmd, &pty.Winsize{Rows: 40, Cols: 140}); err != nil {
 		t.Fatal(err)

@@ -43,5 +43,9 @@ func (c *Custom) Plan(s Session) (Launch, error) {
 	return Launch{Agent: c.Name(), ArgvNew: argv}, nil
 }
 
-// Prepare does nothing: a custom agent is run as it is.
-func (*Custom) Prepare(ctx context.Context, s Session, l Launch) (Launch, error) { return l, nil }
+// Prepare does nothing but, under the policy "sandbox", draw the agent's
+// sandbox: a custom agent is run as it is.
+func (c *Custom) Prepare(ctx context.Context, s Session, l Launch) (Launch, error) {
+	applyPolicy(c.Config, s, config.AgentCustom, &l)
+	return l, nil
+}

@@ -195,7 +195,7 @@ func (g *Gemini) Prepare(ctx context.Context, s Session, l Launch) (Launch, erro
 	if !filepath.IsAbs(s.Dir) || !filepath.IsAbs(s.Cwd) || !filepath.IsAbs(s.Home) {
 		return fail(fmt.Errorf("want absolute paths, got dir %q, cwd %q, home %q", s.Dir, s.Cwd, s.Home))
 	}
-	policy := g.Config.Policy(s.Mode)
+	policy := applyPolicy(g.Config, s, config.AgentGemini, &l)
 	switch policy {
 	case config.PermissionsAllowlist, config.PermissionsAsk, config.PermissionsBypass, "":
 	default:

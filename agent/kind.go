@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 )
 
@@ -64,6 +65,14 @@ type Session struct {
 	// Env is the environment planned for the agent so far (KEY=VALUE),
 	// besides the user manager's that every worker inherits.
 	Env []string
+	// Secrets are more files a sandbox hides (absolute): the team's
+	// tracker credentials files.
+	Secrets []string
+	// Pushes says the phase pushes to a remote and opens a pull request
+	// with the user's git and gh credentials (the implementer of a team
+	// whose review is on GitHub): a sandbox, which hides them, cannot
+	// hold for it.
+	Pushes bool
 	// LookupEnv reads the user manager's environment, which the agent
 	// inherits (ANTHROPIC_API_KEY); nil means this process's, right for the
 	// controller, which runs under the same manager as its workers.
@@ -98,6 +107,12 @@ type Launch struct {
 	// SessionFile is the agent's session file, watched for liveness; ""
 	// for none.
 	SessionFile string
+	// Sandbox confines the agent (the policy "sandbox" where it holds);
+	// nil for none.
+	Sandbox *api.Sandbox
+	// PolicyNote says why the policy "sandbox" runs the agent unconfined
+	// with its prompts on (as allowlist); "" otherwise. For the log.
+	PolicyNote string
 }
 
 // For is the kind a team's agent config selects (agent.kind).

@@ -116,7 +116,7 @@ func (o *Opencode) Prepare(ctx context.Context, s Session, l Launch) (Launch, er
 	if !filepath.IsAbs(s.Dir) || !filepath.IsAbs(s.Home) {
 		return Launch{}, fmt.Errorf("prepare opencode session %s: want absolute paths, got dir %q, home %q", s.ID, s.Dir, s.Home)
 	}
-	policy := o.Config.Policy(s.Mode)
+	policy := applyPolicy(o.Config, s, config.AgentOpencode, &l)
 	if policy == "" {
 		policy = config.PermissionsAllowlist
 	}

@@ -344,6 +344,12 @@ const (
 	PermissionsAsk PermissionPolicy = "ask"
 	// PermissionsBypass asks nobody about anything.
 	PermissionsBypass PermissionPolicy = "bypass"
+	// PermissionsSandbox asks nobody, as bypass, but the agent runs
+	// confined by Landlock: it writes only its worktree, the git objects
+	// and refs a commit needs, its own state, the toolchains' caches and
+	// /tmp, and reads no secrets (package agent's SandboxFor). Where
+	// Landlock cannot hold, and for the controller agent, it is allowlist.
+	PermissionsSandbox PermissionPolicy = "sandbox"
 )
 
 // workerModes are the phases a worker runs in, the keys of

@@ -346,7 +346,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown permission policy",
 			text: "[defaults]\nagent.permissions = \"yolo\"\n",
-			want: `@FILE@:2: defaults.agent.permissions: unknown permission policy "yolo": expected "allowlist", "ask" or "bypass"`,
+			want: `@FILE@:2: defaults.agent.permissions: unknown permission policy "yolo": expected "sandbox", "allowlist", "ask" or "bypass"`,
 		},
 		{
 			name: "permissions by unknown mode",
@@ -356,7 +356,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "permissions by mode with a bad policy",
 			text: team + "agent.permissions_by_mode.finish = \"never\"\n",
-			want: `@FILE@:4: teams.demo.agent.permissions_by_mode: finish: unknown permission policy "never": expected "allowlist", "ask" or "bypass"`,
+			want: `@FILE@:4: teams.demo.agent.permissions_by_mode: finish: unknown permission policy "never": expected "sandbox", "allowlist", "ask" or "bypass"`,
 		},
 		{
 			name: "permissions by mode not a table",
@@ -517,8 +517,8 @@ workspace = "@WS@"
 			t.Errorf("Agent%+v.Policy(%q) = %q; want %q", tt.agent, tt.mode, got, tt.want)
 		}
 	}
-	if d := defaultTeam(); d.Agent.Kind != AgentClaude || d.Agent.Policy("plan") != PermissionsAllowlist || d.IdleGrace != 30*time.Second {
-		t.Errorf("default agent = %+v, idle_grace %v; want claude, allowlist, 30s", d.Agent, d.IdleGrace)
+	if d := defaultTeam(); d.Agent.Kind != AgentClaude || d.Agent.Policy("plan") != PermissionsSandbox || d.IdleGrace != 30*time.Second {
+		t.Errorf("default agent = %+v, idle_grace %v; want claude, sandbox, 30s", d.Agent, d.IdleGrace)
 	}
 }
 

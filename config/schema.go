@@ -92,7 +92,7 @@ func defaultTeam() Team {
 			Kind:        AgentClaude,
 			New:         append([]string(nil), defaultAgentNew...),
 			Resume:      append([]string(nil), defaultAgentResume...),
-			Permissions: PermissionsAllowlist,
+			Permissions: PermissionsSandbox,
 		},
 		Linear: Linear{
 			APIKeyEnv:         "LINEAR_API_KEY",
@@ -444,8 +444,24 @@ var Schema = []Setting{
 		}),
 	},
 	{
-		Table: TableTeam, Key: "agent.permissions", Type: `"allowlist", "ask" or "bypass"`, Default: `"allowlist"`,
-		Doc: "Which tool calls of a claude agent run without asking a person (a custom agent is not asked about). " +
+		Table: TableTeam, Key: "agent.permissions", Type: `"sandbox", "allowlist", "ask" or "bypass"`, Default: `"sandbox"`,
+		Doc: "Which tool calls of an agent run without asking a person, and where it may act. " +
+			"\"sandbox\" (the default): nothing is asked (as with \"bypass\", for every kind), and the kernel confines " +
+			"the agent and all it starts (Landlock, which needs no user namespace, so it holds on Ubuntu 24.04 too): " +
+			"it writes only the issue's worktree, the git objects and refs a commit needs (not the repository's " +
+			"files, .git/config or hooks), its own state (~/.claude, ~/.claude.json, the conversation's home), the " +
+			"toolchains' caches (~/.cache with Go's and pip's, the Go module cache, ~/.npm, cargo's registry) and " +
+			"/tmp; it reads the rest of the system and the home but not ~/.ssh, ~/.gnupg, other tools' credentials " +
+			"(~/.aws, gh's, docker's, kube's, ~/.netrc, ...), other kinds' logins, nor Legion's state (every " +
+			"session's spec and token, the trackers), config directory and tracker credentials files; its " +
+			"`legion issue` commands go through its worker, for its " +
+			"own issue only; Legion's helper and other sessions' workers refuse it. Where it cannot hold (no " +
+			"Landlock, or older than ABI 3: Linux 6.2; a home below /tmp), for the finisher (it merges into the " +
+			"main checkout), the implementer of a team whose review is on GitHub (it pushes and opens the pull " +
+			"request with your credentials) and the controller agent, the agent runs as under \"allowlist\", and the controller " +
+			"logs why. Unix sockets by path (the user's D-Bus and systemd, tmux, ssh-agent) stay reachable below " +
+			"Landlock ABI 9. " +
+			"Which tool calls of a claude agent run without asking a person (a custom agent is not asked about). " +
 			"\"allowlist\": Legion's own commands that the instructions name (legion issue, legion state, " +
 			"legion worktree finish, by name and by legion's absolute path), git (any git command: Claude Code's " +
 			"rules match the command, not its directory), reading and editing files inside the issue's worktree, and " +

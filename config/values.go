@@ -214,10 +214,10 @@ func policyValue(v any) (PermissionPolicy, error) {
 		return "", err
 	}
 	switch p := PermissionPolicy(s); p {
-	case PermissionsAllowlist, PermissionsAsk, PermissionsBypass:
+	case PermissionsAllowlist, PermissionsAsk, PermissionsBypass, PermissionsSandbox:
 		return p, nil
 	}
-	return "", fmt.Errorf(`unknown permission policy %q: expected "allowlist", "ask" or "bypass"`, s)
+	return "", fmt.Errorf(`unknown permission policy %q: expected "sandbox", "allowlist", "ask" or "bypass"`, s)
 }
 
 // policyByModeValue takes a table of worker mode = permission policy.

@@ -116,7 +116,7 @@ type direct struct {
 
 func startDirect(b *testing.B, argv, env []string) *direct {
 	b.Helper()
-	c, err := startChild(argv, "/", env, 80, 24)
+	c, err := startChild(argv, "/", env, 80, 24, nil)
 	if err != nil {
 		b.Fatalf("start %s: %v", argv[0], err)
 	}

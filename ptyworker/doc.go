@@ -13,8 +13,12 @@
 // hook.go takes them on hook connections and answers permission requests,
 // agentstate.go is the state machine, hookpayload.go reads Claude Code's
 // payloads, geminihook.go reads the Gemini CLI's as Claude Code's, relay.go
-// is `legion hook`), the answers a person gives and the
-// clean end of a finished agent (hook.go), and the sd_notify/watchdog loop
+// is `legion hook`), the tracker commands it runs for its agent
+// (issue.go), the answers a person gives and the clean end of a finished
+// agent (hook.go), the agent's confinement under the sandbox policy
+// (package confine: the worker builds the Landlock ruleset and starts the
+// agent through its own program as a trampoline; the worker itself is
+// never confined), and the sd_notify/watchdog loop
 // with its rules by agent kind (notify.go). Run (worker.go) ties them
 // together. The transient unit that runs a worker is
 // built by the subpackage workerunit, so that this package, and with it the

@@ -76,10 +76,16 @@ package ptyworker
 //
 // # Hook connections (rpc 1.1)
 //
+// A peer that runs in another worker's unit (its cgroup, from the pid
+// SO_PEERCRED gives) is refused at once; one in this worker's own unit
+// (its agent) may only open a hook connection.
+//
 // A hello whose token is the run's hook token (the agent's
 // LEGION_HOOK_TOKEN; see hook.go), not the control token, opens a hook
 // connection: its daemon_instance_id is not checked, and it may call
-// only hook (every other method, and data frames, get unauthorized). A
+// only hook and issue (every other method, and data frames, get
+// unauthorized; issue runs the agent's `legion issue` on its own issue
+// outside its sandbox, see issue.go). A
 // hook call's params are the hook's JSON payload as Claude Code wrote it
 // (HookResult answers it). A PermissionRequest for a tool other than
 // AskUserQuestion is answered only once a person decided (respond), or
@@ -133,6 +139,9 @@ const (
 	CodeSessionNotRunning  = "session_not_running"
 	CodeIOError            = "io_error"
 	CodeInternalError      = "internal_error"
+	// CodeNotRelayed: the worker does not run tracker commands for its
+	// agent (MethodIssue): its spec names no legion program.
+	CodeNotRelayed = "not_relayed"
 )
 
 // Methods.

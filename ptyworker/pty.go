@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/confine"
 )
 
 // child is the agent process on its PTY (the master: see ptmx).
@@ -33,7 +37,30 @@ type child struct {
 
 // startChild starts argv in its own session with the PTY as controlling
 // terminal, the size set before exec.
-func startChild(argv []string, dir string, env []string, cols, rows int) (*child, error) {
+//
+// With a sandbox the agent is started through the trampoline (package
+// confine): this worker's own program, restricted by the ruleset it gets
+// as descriptor 3, execs argv.
+func startChild(argv []string, dir string, env []string, cols, rows int, sandbox *api.Sandbox) (*child, error) {
+	var ruleset *os.File
+	if sandbox != nil {
+		if _, err := lookPathIn(argv[0], env); err != nil {
+			return nil, startError(argv, dir, err)
+		}
+		fd, flags, err := confine.Ruleset(sandbox)
+		if err != nil {
+			// Its permission prompts are off: unconfined, it must not run,
+			// and a restart would not confine it.
+			return nil, fmt.Errorf("%w: %w", ErrAgentNotStartable, err)
+		}
+		ruleset = os.NewFile(uintptr(fd), "landlock-ruleset")
+		defer ruleset.Close()
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: find the worker's own program: %w", err)
+		}
+		argv = confine.Command(self, flags, argv)
+	}
 	ptm, tty, err := openPTY()
 	if err != nil {
 		return nil, err
@@ -53,6 +80,9 @@ func startChild(argv []string, dir string, env []string, cols, rows int) (*child
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if ruleset != nil {
+		cmd.ExtraFiles = []*os.File{ruleset}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, startError(argv, dir, err)
 	}
@@ -274,8 +304,40 @@ func childEnv(base []string, s *Spec, hookToken string) []string {
 	for _, kv := range s.Env {
 		set(kv)
 	}
+	if s.Sandbox != nil {
+		// The user's key agents would sign with keys the sandbox hides.
+		for _, k := range []string{"SSH_AUTH_SOCK", "GPG_AGENT_INFO"} {
+			if i, ok := idx[k]; ok {
+				env[i] = k + "="
+			}
+		}
+	}
 	if hookToken != "" {
 		env = append(env, EnvHookSocket+"="+s.SocketPath(), EnvHookToken+"="+hookToken)
 	}
 	return env
+}
+
+// lookPathIn finds prog as exec.LookPath would with env's PATH, so that a
+// sandboxed agent whose program is missing fails the start as an
+// unsandboxed one does (see startError), not in the trampoline.
+func lookPathIn(prog string, env []string) (string, error) {
+	if strings.Contains(prog, "/") {
+		return exec.LookPath(prog)
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		if p, err := exec.LookPath(filepath.Join(d, prog)); err == nil {
+			return p, nil
+		}
+	}
+	return "", &exec.Error{Name: prog, Err: exec.ErrNotFound}
 }

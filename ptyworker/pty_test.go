@@ -482,7 +482,7 @@ func TestExitedAgentHeldUntilReaped(t *testing.T) {
 	// The background sleep stays in the agent's process group and ignores
 	// the SIGHUP the kernel sends the group when the agent, the session
 	// leader, exits: only killAll can end it.
-	c, err := startChild([]string{"sh", "-c", "trap '' HUP; sleep 60 & echo $! >" + pidFile + "; exit 3"}, "/", os.Environ(), 80, 24)
+	c, err := startChild([]string{"sh", "-c", "trap '' HUP; sleep 60 & echo $! >" + pidFile + "; exit 3"}, "/", os.Environ(), 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func TestExitedAgentHeldUntilReaped(t *testing.T) {
 // read waiting when the master is closed ends with os.ErrClosed, as
 // os.File.Read's would, and so does every call after.
 func TestPTMXRead(t *testing.T) {
-	c, err := startChild([]string{"sh", "-c", "stty -onlcr; printf 'hello\nworld\n'"}, "/", os.Environ(), 80, 24)
+	c, err := startChild([]string{"sh", "-c", "stty -onlcr; printf 'hello\nworld\n'"}, "/", os.Environ(), 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +564,7 @@ func TestPTMXRead(t *testing.T) {
 		t.Errorf("read %q; want %q", got, "hello\nworld\n")
 	}
 
-	quiet, err := startChild([]string{"sleep", "60"}, "/", os.Environ(), 80, 24)
+	quiet, err := startChild([]string{"sleep", "60"}, "/", os.Environ(), 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestPTMXWrite(t *testing.T) {
 // closed, then it is reaped) and the state saying so, input, resize and
 // signal answer session_not_running, not io_error.
 func TestCallsAfterTheAgentEnded(t *testing.T) {
-	c, err := startChild([]string{"true"}, "/", os.Environ(), 80, 24)
+	c, err := startChild([]string{"true"}, "/", os.Environ(), 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -645,7 +645,7 @@ func TestPTMXWriteToGoneAgent(t *testing.T) {
 // holding the writer back.
 func startFullInput(t *testing.T) (*child, []byte) {
 	t.Helper()
-	c, err := startChild([]string{"sh", "-c", "stty raw -echo; echo ready; exec sleep 60"}, "/", os.Environ(), 80, 24)
+	c, err := startChild([]string{"sh", "-c", "stty raw -echo; echo ready; exec sleep 60"}, "/", os.Environ(), 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

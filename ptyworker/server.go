@@ -77,6 +77,7 @@ type conn struct {
 	// Read-side state, owned by readLoop.
 	authed   bool
 	hook     bool // a hook connection: hook calls only
+	ownAgent bool // the peer runs in this worker's own unit: a hook connection or nothing
 	readOnly bool
 	sub      *subscriber // current attachment
 
@@ -159,6 +160,22 @@ func (c *conn) readLoop() {
 		c.replyErr(0, CodeInternalError, err.Error(), true)
 		return
 	}
+	if msg := c.checkAgentPeer(cred.PID); msg != "" {
+		c.log.Warn("refused a connection from an agent of a session", "peer_pid", cred.PID, "why", msg)
+		// Its hello is read first: a close with it unread would reset the
+		// connection, and the client would never see why.
+		// The answer is to it, so that the client's hello gets it.
+		var id uint64
+		c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
+		if typ, n, err := readFrameHeader(c.nc); err == nil && typ == FrameControl && n <= 64<<10 {
+			var payload []byte
+			if readPayload(c.nc, &payload, n) == nil {
+				id = bestEffortID(payload)
+			}
+		}
+		c.replyErr(id, CodeUnauthorized, msg, true)
+		return
+	}
 	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
 	buf := make([]byte, 4096)
 	for {
@@ -233,7 +250,7 @@ func (c *conn) replyRPCErr(id uint64, e *RPCError, closeAfter bool) {
 }
 
 // methods lists the methods for "unknown method" errors.
-var methods = []string{MethodHello, MethodInfo, MethodAttach, MethodDetach, MethodInput, MethodResize, MethodSignal, MethodRemove, MethodHealth, MethodWatch, MethodHook, MethodRespond, MethodEnd}
+var methods = []string{MethodHello, MethodInfo, MethodAttach, MethodDetach, MethodInput, MethodResize, MethodSignal, MethodRemove, MethodHealth, MethodWatch, MethodHook, MethodRespond, MethodEnd, MethodIssue}
 
 func (c *conn) handleControl(p []byte) {
 	m, err := decodeMessage(p)
@@ -254,11 +271,11 @@ func (c *conn) handleControl(p []byte) {
 	case !c.authed && m.Method != MethodHello:
 		c.replyErr(m.ID, CodeUnauthorized, "the first request must be hello", false)
 		return
-	case c.hook && m.Method != MethodHook && m.Method != MethodHello:
-		c.replyErr(m.ID, CodeUnauthorized, fmt.Sprintf("a hook connection may only call %s, not %s", MethodHook, m.Method), false)
+	case c.hook && m.Method != MethodHook && m.Method != MethodIssue && m.Method != MethodHello:
+		c.replyErr(m.ID, CodeUnauthorized, fmt.Sprintf("a hook connection may only call %s and %s, not %s", MethodHook, MethodIssue, m.Method), false)
 		return
-	case !c.hook && m.Method == MethodHook:
-		c.replyErr(m.ID, CodeUnauthorized, "hook is for hook connections (hello with the agent's LEGION_HOOK_TOKEN)", false)
+	case !c.hook && (m.Method == MethodHook || m.Method == MethodIssue):
+		c.replyErr(m.ID, CodeUnauthorized, m.Method+" is for hook connections (hello with the agent's LEGION_HOOK_TOKEN)", false)
 		return
 	}
 	c.dispatch(m)
@@ -385,6 +402,9 @@ func (c *conn) dispatch(m *message) {
 	case MethodHook:
 		c.handleHook(m)
 		return
+	case MethodIssue:
+		c.handleIssue(m)
+		return
 	case MethodRespond:
 		var p RespondParams
 		if e = params(m, &p); e == nil {
@@ -432,6 +452,10 @@ func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
 	if p.RPCMinor >= 1 && w.hookToken != "" && tokenEqual(p.Token, w.hookToken) {
 		c.authed, c.hook = true, true
 		return c.helloResult(), nil
+	}
+	if c.ownAgent {
+		c.log.Warn("a process of the session's own unit tried the control token", "client", p.Client)
+		return nil, &RPCError{Code: CodeUnauthorized, Message: "a process of session " + w.spec.SessionID + "'s own unit (its agent) may only open a hook connection, with LEGION_HOOK_TOKEN"}
 	}
 	if !tokenEqual(p.Token, w.spec.Token) {
 		c.log.Warn("hello with a wrong token", "client", p.Client)
@@ -593,4 +617,25 @@ func eventFrame(name string, data any) ([]byte, error) {
 		return nil, fmt.Errorf("encode %s event: %w", name, err)
 	}
 	return encodeControl(&message{Event: name, Data: b})
+}
+
+// checkAgentPeer says why the process pid may not use this worker ("" when
+// it may): one in another worker's unit (another session's agent) never
+// may; one in this worker's own unit (its agent) may open a hook
+// connection only (c.ownAgent). A peer whose cgroup cannot be read may
+// not.
+func (c *conn) checkAgentPeer(pid int) string {
+	cg, err := unixsock.Cgroup(pid)
+	if err != nil {
+		return fmt.Sprintf("cannot tell whether pid %d is an agent of another session: %v", pid, err)
+	}
+	unit, _ := unixsock.WorkerUnit(cg)
+	if unit == "" {
+		return ""
+	}
+	if cg == c.w.cgroup {
+		c.ownAgent = true
+		return ""
+	}
+	return fmt.Sprintf("pid %d runs in the worker unit %s: another session's agent may not use session %s", pid, unit, c.w.spec.SessionID)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/atomicfile"
+	"github.com/legion-dev/legion/ptyworker/confine"
 )
 
 // SpecVersion is the version of the spec file format this package writes
@@ -92,6 +93,12 @@ type Spec struct {
 	// run it: a command that runs Legion by this path (or another of the
 	// same file) is one of Legion's own, as one that runs `legion` by name.
 	Legion string `json:"legion,omitempty"`
+
+	// Sandbox, when set, confines the agent with Landlock (package
+	// confine): the permission policy "sandbox". The worker adds its own
+	// socket to Sandbox.Connect (the agent's hooks), and refuses to start
+	// the agent when the kernel cannot confine it.
+	Sandbox *api.Sandbox `json:"sandbox,omitempty"`
 
 	// SessionFile is the agent's session file (Claude Code layout). Empty
 	// means no session-file liveness: see notify.go for what feeds the
@@ -196,6 +203,11 @@ func (s *Spec) Validate() error {
 	}
 	if len(s.OwnCommands) > 0 && s.Agent != AgentClaude {
 		return bad("own_commands", "needs agent %q (an agent without hooks asks no permission the worker sees)", AgentClaude)
+	}
+	if s.Sandbox != nil {
+		if err := confine.Check(s.Sandbox); err != nil {
+			return bad("sandbox", "%v", err)
+		}
 	}
 	if s.SessionFile != "" && !filepath.IsAbs(s.SessionFile) {
 		return bad("session_file", "%q is not an absolute path", s.SessionFile)
@@ -414,4 +426,15 @@ func ParseSpec(b []byte) (*Spec, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// agentSandbox is the agent's sandbox with the worker's own socket added to
+// what it may connect to (its hooks); nil without one.
+func (s *Spec) agentSandbox() *api.Sandbox {
+	if s.Sandbox == nil {
+		return nil
+	}
+	sb := *s.Sandbox
+	sb.Connect = append(slices.Clone(sb.Connect), s.SocketPath())
+	return &sb
 }

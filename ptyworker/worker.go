@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/internal/privdir"
+	"github.com/legion-dev/legion/internal/unixsock"
 )
 
 // Options tune a worker. The zero value is ready for production use.
@@ -125,6 +126,7 @@ type worker struct {
 
 	// The agent's state from its hooks (hook.go, agentstate.go).
 	hookToken string // this run's (kind claude; "" otherwise): only in the agent's environment
+	cgroup    string // the worker's own cgroup: a peer in it is its agent (see checkAgentPeer)
 	agent     agentMachine
 	lastHook  time.Time // the newest hook event: a sign of life
 	holds     []*hold   // permission requests waiting for a person, oldest first
@@ -215,6 +217,9 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		}
 	}()
 
+	if w.cgroup, err = unixsock.Cgroup(os.Getpid()); err != nil {
+		return fmt.Errorf("session %s: %w", s.SessionID, err)
+	}
 	ln, err := listen(s.SocketPath())
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
@@ -238,7 +243,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		}
 	}
 	w.tr.writeMarker(fmt.Sprintf("run %d start (%s): %s", w.run, kind, quoteArgv(argv)))
-	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s, w.hookToken), cols, rows)
+	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s, w.hookToken), cols, rows, s.agentSandbox())
 	if err != nil {
 		e := &ExitInfo{Code: -1, Reason: StartFailedPrefix + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
 		w.tr.writeMarker(fmt.Sprintf("run %d exit: %s", w.run, e.Reason))
@@ -253,7 +258,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	w.mu.Lock()
 	w.child, w.state, w.startedAt, w.cols, w.rows = c, StateRunning, time.Now(), cols, rows
 	w.mu.Unlock()
-	w.log.Info("agent started", "pid", c.pid, "argv_kind", kind, "run", w.run)
+	w.log.Info("agent started", "pid", c.pid, "argv_kind", kind, "run", w.run, "sandboxed", s.Sandbox != nil)
 	w.writeRegistry(nil)
 
 	// Goroutines, each with its exit:

@@ -239,6 +239,10 @@ type SpawnArgs struct {
 	// cleanly when done) or "custom" (any terminal program: liveness from
 	// its output). Empty means custom.
 	Agent string `json:"agent,omitempty"`
+	// Sandbox, when set, confines the agent (not its worker) to these
+	// files with Landlock: the permission policy "sandbox". A worker that
+	// cannot confine it refuses to start it.
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
 	// Instructions are what the agent was told (its phase's rendered
 	// instructions, which its argv carries as the prompt), kept so that
 	// sessions.status can show them; empty for none.
@@ -311,4 +315,26 @@ func ValidateName(name string) error {
 		}
 	}
 	return nil
+}
+
+// Sandbox is what an agent of the permission policy "sandbox" may touch,
+// enforced by its worker with Landlock on the agent's process tree (see
+// ptyworker/confine). Every path is absolute. A path that does not exist
+// when the agent starts is skipped, but for MakeDirs.
+type Sandbox struct {
+	// Write are the files and directories (each with everything below it)
+	// the agent may read, write, create and remove.
+	Write []string `json:"write"`
+	// MakeDirs are directories of Write that the worker creates (0700)
+	// when missing: the toolchains' caches.
+	MakeDirs []string `json:"make_dirs,omitempty"`
+	// Read are the trees the agent may read and execute, e.g. "/".
+	Read []string `json:"read"`
+	// Hide are files and directories below Read that it may not read:
+	// secrets. A path of Write below one of them stays writable.
+	Hide []string `json:"hide,omitempty"`
+	// Connect are the unix sockets it may connect to (its own worker's,
+	// for its hooks), where the kernel can say (Landlock ABI 9); an older
+	// kernel lets it connect to any socket it can name.
+	Connect []string `json:"connect,omitempty"`
 }

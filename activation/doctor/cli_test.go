@@ -13,6 +13,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
 	"github.com/legion-dev/legion/ptyworker/codex/codextest"
+	"github.com/legion-dev/legion/ptyworker/confine"
 	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
 	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -64,7 +65,7 @@ func realCLIs(t *testing.T, kinds ...config.AgentKind) workerEnv {
 // permissions check names each mode's policy and kind. The CLIs are the
 // real ones.
 func TestKindByMode(t *testing.T) {
-	team := parseTeam(t, "agent.kind_by_mode = { plan = \"codex\" }\nagent.permissions_by_mode = { finish = \"ask\" }\n")
+	team := parseTeam(t, "agent.permissions = \"allowlist\"\nagent.kind_by_mode = { plan = \"codex\" }\nagent.permissions_by_mode = { finish = \"ask\" }\n")
 	w := realCLIs(t, config.AgentClaude, config.AgentCodex)
 	opts := Options{ConfigPath: "/cfg/legion.toml"}.withDefaults()
 	checks := teamChecks(t.Context(), opts, team, w, versionCache{})
@@ -102,20 +103,25 @@ func TestPolicies(t *testing.T) {
 	tests := []struct {
 		name, config, want string
 	}{
-		{"default", "", "allowlist in every mode: Legion's own commands, git, file edits in the worktree and agent.allow, anything else waits for a person"},
+		{"default", "", "sandbox in every mode: everything, with the agent's prompts off, confined by Landlock: writes only to the worktree, " +
+			"the git objects and refs, the agent's state and caches, /tmp; secrets and Legion's state hidden (the finisher runs as allowlist; Landlock ABI 7)"},
+		{"allowlist", `agent.permissions = "allowlist"` + "\n", "allowlist in every mode: Legion's own commands, git, file edits in the worktree and agent.allow, anything else waits for a person"},
 		{"ask", `agent.permissions = "ask"` + "\n", "ask in every mode: only legion issue, every other call waits for a person"},
 		{"bypass but finish", `agent.permissions = "bypass"` + "\nagent.permissions_by_mode = { finish = \"ask\" }\n",
 			"bypass in plan, implement, review, retro: everything, unconfined: any command with your rights, any file, the network; " +
 				"ask in finish: only legion issue, every other call waits for a person"},
-		{"gemini", `agent.kind = "gemini"` + "\n", "allowlist in every mode: Legion's own commands, git, file edits in the worktree (agent.allow is not used), anything else waits for a person"},
+		{"gemini", `agent.permissions = "allowlist"` + "\n" + `agent.kind = "gemini"` + "\n", "allowlist in every mode: Legion's own commands, git, file edits in the worktree (agent.allow is not used), anything else waits for a person"},
 		{"codex ask", `agent.kind = "codex"` + "\n" + `agent.permissions = "ask"` + "\n",
 			"ask in every mode: what Codex's own workspace-write sandbox allows (commands that write only in the worktree) and Legion's own commands for its issue, anything else waits for a person (agent.allow is not used)"},
-		{"custom", `agent.kind = "custom"` + "\nagent.new = [\"true\"]\nagent.resume = [\"true\"]\n",
+		{"custom", `agent.permissions = "allowlist"` + "\n" + `agent.kind = "custom"` + "\nagent.new = [\"true\"]\nagent.resume = [\"true\"]\n",
 			"allowlist in every mode: Legion sets no policy for a custom agent: its program asks what it asks"},
-		{"opencode review", "agent.kind_by_mode = { review = \"opencode\" }\n",
+		{"opencode review", `agent.permissions = "allowlist"` + "\n" + "agent.kind_by_mode = { review = \"opencode\" }\n",
 			"allowlist in plan, implement, retro, finish (claude): Legion's own commands, git, file edits in the worktree and agent.allow, anything else waits for a person; " +
 				"allowlist in review (opencode): Legion's own commands, git, file edits in the worktree and agent.allow, anything else waits for a person"},
 	}
+	old := sandboxStatus
+	t.Cleanup(func() { sandboxStatus = old })
+	sandboxStatus = func() confine.Status { return confine.Status{ABI: 7, Holds: true, Why: "Landlock ABI 7"} }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := checkPolicy(parseTeam(t, tt.config))
@@ -124,10 +130,17 @@ func TestPolicies(t *testing.T) {
 			}
 		})
 	}
-	// The policy another change adds: described once legion.toml can name it.
-	for _, k := range []config.AgentKind{config.AgentClaude, config.AgentCodex, config.AgentGemini, config.AgentOpencode} {
-		if got := unasked(policySandbox, k); !strings.HasPrefix(got, "everything, with the agent's prompts off, confined by the worker unit: writes only to the worktree") {
-			t.Errorf("unasked(sandbox, %s) = %q", k, got)
+	// The sandbox policy, where it holds and where it does not.
+	for _, st := range []confine.Status{{ABI: 7, Holds: true, Why: "Landlock ABI 7"}, {ABI: 0, Why: "no Landlock"}} {
+		sandboxStatus = func() confine.Status { return st }
+		want := "everything, with the agent's prompts off, confined by Landlock: writes only to the worktree"
+		if !st.Holds {
+			want = "what allowlist allows, since the sandbox does not hold here: no Landlock"
+		}
+		for _, k := range []config.AgentKind{config.AgentClaude, config.AgentCodex, config.AgentGemini, config.AgentOpencode} {
+			if got := unasked(config.PermissionsSandbox, k); !strings.HasPrefix(got, want) {
+				t.Errorf("unasked(sandbox, %s) with %+v = %q; want it to start %q", k, st, got, want)
+			}
 		}
 	}
 }

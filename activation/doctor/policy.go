@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/instructions"
 )
@@ -27,25 +28,31 @@ type PolicyUse struct {
 	Unasked string `json:"unasked"`
 }
 
-// policySandbox is the policy whose agents' own prompts are off inside
-// the worker unit's sandbox. Its config value is being added beside the
-// others (config.Permissions*); doctor describes it once a team can name it.
-const policySandbox config.PermissionPolicy = "sandbox"
+// sandboxStatus says whether the policy "sandbox" holds on this machine;
+// a variable for tests.
+var sandboxStatus = agent.SandboxStatus
 
 // unasked says in one line what policy p lets an agent of kind k do
 // without asking a person, as package agent sets p up for k (see
 // agent.permissions in config's schema).
 func unasked(p config.PermissionPolicy, k config.AgentKind) string {
 	if k == config.AgentCustom {
+		if p == config.PermissionsSandbox && sandboxStatus().Holds {
+			return "Legion sets no policy for a custom agent: its program asks what it asks, confined by Landlock as under sandbox"
+		}
 		return "Legion sets no policy for a custom agent: its program asks what it asks"
 	}
 	switch {
 	case p == config.PermissionsBypass:
 		return "everything, unconfined: any command with your rights, any file, the network"
-	case p == policySandbox:
-		return "everything, with the agent's prompts off, confined by the worker unit: " +
-			"writes only to the worktree, the git dir, the agent's state and caches, secrets hidden " +
-			"(where the host cannot confine it, the agent's prompts stay on)"
+	case p == config.PermissionsSandbox:
+		st := sandboxStatus()
+		if !st.Holds {
+			return "what allowlist allows, since the sandbox does not hold here: " + st.Why
+		}
+		return "everything, with the agent's prompts off, confined by Landlock: writes only to the worktree, " +
+			"the git objects and refs, the agent's state and caches, /tmp; secrets and Legion's state hidden " +
+			"(the finisher runs as allowlist; " + st.Why + ")"
 	case k == config.AgentCodex && (p == config.PermissionsAllowlist || p == config.PermissionsAsk):
 		return "what Codex's own workspace-write sandbox allows (commands that write only in the worktree) and Legion's own commands for its issue, " +
 			"anything else waits for a person (agent.allow is not used)"

@@ -23,12 +23,12 @@ import (
 // worker-done, DEMO-4's turn fails at the API (a rate limit); each says
 // what it got, so its session file shows it.
 const browserScript = `
-if-env LEGION_ISSUE=DEMO-1 if-prompt plan once ask Which database? | Postgres | SQLite
-if-env LEGION_ISSUE=DEMO-1 if-prompt plan once say chose $ANSWER
-if-env LEGION_ISSUE=DEMO-2 if-prompt plan once bash touch approved.txt
-if-env LEGION_ISSUE=DEMO-2 if-prompt plan once say ran it
-if-env LEGION_ISSUE=DEMO-3 if-prompt plan once say I planned half of it; shall I go on?
-if-env LEGION_ISSUE=DEMO-4 if-prompt plan once apierror rate_limit
+if-env LEGION_ISSUE=DEMO-1 if-env LEGION_MODE=plan once ask Which database? | Postgres | SQLite
+if-env LEGION_ISSUE=DEMO-1 if-env LEGION_MODE=plan once say chose $ANSWER
+if-env LEGION_ISSUE=DEMO-2 if-env LEGION_MODE=plan once bash touch approved.txt
+if-env LEGION_ISSUE=DEMO-2 if-env LEGION_MODE=plan once say ran it
+if-env LEGION_ISSUE=DEMO-3 if-env LEGION_MODE=plan once say I planned half of it; shall I go on?
+if-env LEGION_ISSUE=DEMO-4 if-env LEGION_MODE=plan once apierror rate_limit
 if-prompt go-on say going on with $PROMPT
 `
 

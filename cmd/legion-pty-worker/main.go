@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/confine"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -46,6 +47,18 @@ func main() {
 	// instead. Not signal.Ignore: an ignored signal stays ignored across
 	// exec, and the agent's shell would get EPIPE errors from `yes | head`
 	// instead of the SIGPIPE that ends such pipelines.
+	if len(os.Args) == 2 && os.Args[1] == confine.ProbeFlag {
+		// A probe of Landlock run by a process under a seccomp filter
+		// (confine.Probe).
+		os.Exit(confine.ProbeMain(os.Stdout))
+	}
+	if len(os.Args) > 1 && os.Args[1] == confine.ExecFlag {
+		// The trampoline of a sandboxed agent (package confine): no signal
+		// handling of the worker's, which exec would reset anyway.
+		code, err := confine.Exec(os.Args[1:])
+		fmt.Fprintf(os.Stderr, "legion-pty-worker: %v\n", err)
+		os.Exit(code)
+	}
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

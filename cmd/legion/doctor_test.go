@@ -86,7 +86,7 @@ func TestDoctorKindByMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := fmt.Sprintf("[teams.web]\nid = \"6f1c2e0a-3b5d-4c8e-9a7f-2d4b6c8e0a1f\"\nworkspace = %q\n"+
-		"agent.kind_by_mode = { plan = \"codex\" }\nagent.permissions_by_mode = { finish = \"ask\" }\n", ws)
+		"agent.permissions = \"allowlist\"\nagent.kind_by_mode = { plan = \"codex\" }\nagent.permissions_by_mode = { finish = \"ask\" }\n", ws)
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/ptyworker"
 )
 
 // loadTeam loads the config and returns the named team.
@@ -67,10 +68,28 @@ whatever the team's tracker is; add and list manage the local tracker. On
 Linear a comment is posted as the API key's user, marked as Legion's.`,
 	}
 	var asJSON bool
+	var author string
 	withTracker := func(use, short string, args cobra.PositionalArgs, f func(cmd *cobra.Command, t *team.Team, args []string) error) *cobra.Command {
 		return &cobra.Command{
 			Use: use, Short: short, Args: args,
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if os.Getenv(ptyworker.EnvHookSocket) != "" && os.Getenv("LEGION_ISSUE") != "" && len(args) >= 2 {
+					// An agent of an issue's session: its worker runs the
+					// command (a sandboxed agent cannot read the tracker);
+					// an older worker, or one with no legion program to
+					// run, leaves it to this process.
+					argv := []string{cmd.Name()}
+					if asJSON {
+						argv = append(argv, "--json")
+					}
+					if cmd.Flags().Changed("author") {
+						argv = append(argv, "--author", author)
+					}
+					err := relayIssue(cmd, append(append(argv, "--"), args...))
+					if !errors.Is(err, ptyworker.ErrNotRelayed) {
+						return err
+					}
+				}
 				t, err := openTeam(g, args[0])
 				if err != nil {
 					return err
@@ -142,7 +161,6 @@ Linear a comment is posted as the API key's user, marked as Legion's.`,
 		func(cmd *cobra.Command, t *team.Team, args []string) error {
 			return t.Tracker.RemoveLabel(cmd.Context(), args[0], args[1])
 		})
-	var author string
 	comment := withTracker("comment TEAM ISSUE TEXT", "Comment on an issue", usageArgs(cobra.ExactArgs(3)),
 		func(cmd *cobra.Command, t *team.Team, args []string) error {
 			if s, ok := t.Tracker.(*local.Store); ok {
@@ -204,3 +222,24 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// relayIssue has the session's worker run `legion issue ARGV...` and
+// prints what it printed; a failure exits with the command's status.
+func relayIssue(cmd *cobra.Command, argv []string) error {
+	res, err := ptyworker.RelayIssue(cmd.Context(), argv, os.Getenv)
+	if err != nil {
+		return err
+	}
+	io.WriteString(cmd.OutOrStdout(), res.Stdout)
+	io.WriteString(cmd.ErrOrStderr(), res.Stderr)
+	if res.Code != 0 {
+		return relayedExit{res.Code}
+	}
+	return nil
+}
+
+// relayedExit is the exit status of a command another process ran and
+// whose error it printed already.
+type relayedExit struct{ code int }
+
+func (e relayedExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/legion-dev/legion/activation/api"
+
+	"github.com/legion-dev/legion/ptyworker/confine"
 )
 
 // Exit codes, documented in legion(1).
@@ -25,6 +27,18 @@ const (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == confine.ProbeFlag {
+		// A probe of Landlock run by a process under a seccomp filter
+		// (confine.Probe).
+		os.Exit(confine.ProbeMain(os.Stdout))
+	}
+	if len(os.Args) > 1 && os.Args[1] == confine.ExecFlag {
+		// The trampoline of a sandboxed agent whose worker is this
+		// program (`legion pty-worker`, units of earlier versions).
+		code, err := confine.Exec(os.Args[1:])
+		fmt.Fprintf(os.Stderr, "legion: %v\n", err)
+		os.Exit(code)
+	}
 	// One root context, cancelled at the first SIGINT or SIGTERM with the
 	// signal as its cause. The goroutine ends then, or with the process.
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -49,6 +63,10 @@ func exitCode(err, cause error, stderr io.Writer) int {
 	var outErr *api.OutputError
 	if errors.As(err, &outErr) && errors.Is(err, syscall.EPIPE) {
 		return exitError // the reader of the output went away (| head): nothing to say
+	}
+	var relayed relayedExit
+	if errors.As(err, &relayed) {
+		return relayed.code // its error is printed
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "legion:", err)

@@ -16,7 +16,7 @@ import (
 
 // slowPlanScript is the whole path to Done with a planner that works long
 // enough for a test to disturb the controller or the helper under it.
-const slowPlanScript = "if-prompt plan once work 20s\n" + planScript + implementScript + implementDone + approveScript + retroFinishScript
+const slowPlanScript = "if-env LEGION_MODE=plan once work 20s\n" + planScript + implementScript + implementDone + approveScript + retroFinishScript
 
 // liveWorker waits until unit is active with a main process and returns
 // that process's PID.

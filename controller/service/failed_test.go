@@ -83,7 +83,7 @@ func (e *env) legionErr(ctx context.Context, args ...string) (string, error) {
 // every start hits its start limit; `legion state` and `legion sessions
 // list` say so, with the last run's exit, and ten ticks leave it failed.
 func TestStartLimitHitStaysFailed(t *testing.T) {
-	e := start(t, "if-prompt plan exit 3\n", teamOptions{wipLimit: 1, staleAfter: "1m", startLimitBurst: 2})
+	e := start(t, "if-env LEGION_MODE=plan exit 3\n", teamOptions{wipLimit: 1, staleAfter: "1m", startLimitBurst: 2})
 	ctx := testCtx(t)
 	id := e.addIssue(ctx, "Crash at once")
 	unit := workerUnit(t, id, controller.ModePlan)

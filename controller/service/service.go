@@ -84,7 +84,7 @@ func Run(ctx context.Context, o Options) error {
 		<-followed
 		<-watched
 	}()
-	disp := &helperDispatcher{team: o.Team, worker: o.Worker}
+	disp := &helperDispatcher{team: o.Team, worker: o.Worker, log: o.Log}
 	ready := false
 	err := controller.Loop(ctx, controller.LoopOptions{
 		Sources:     sources,
@@ -208,6 +208,7 @@ func controllerSessions(team string, ss []api.Session) []controller.Session {
 type helperDispatcher struct {
 	team   *team.Team
 	worker config.Worker
+	log    *slog.Logger // nil: no log
 }
 
 func (d *helperDispatcher) Dispatch(ctx context.Context, issue string, mode controller.Mode) error {
@@ -216,7 +217,7 @@ func (d *helperDispatcher) Dispatch(ctx context.Context, issue string, mode cont
 		return err
 	}
 	defer c.Close()
-	_, err = Dispatch(ctx, c, d.team, d.worker, issue, mode)
+	_, err = dispatch(ctx, c, d.team, d.worker, issue, mode, d.log)
 	return err
 }
 
@@ -227,6 +228,12 @@ func (d *helperDispatcher) Dispatch(ctx context.Context, issue string, mode cont
 // already live is left alone (the result's Started is false); a live
 // session of another team that holds the name is an api.ErrExists.
 func Dispatch(ctx context.Context, c *api.Client, t *team.Team, w config.Worker, issue string, mode controller.Mode) (api.SpawnResult, error) {
+	return dispatch(ctx, c, t, w, issue, mode, nil)
+}
+
+// dispatch is Dispatch, logging to log (when not nil) why a policy
+// "sandbox" runs the agent unconfined, with its prompts on.
+func dispatch(ctx context.Context, c *api.Client, t *team.Team, w config.Worker, issue string, mode controller.Mode, log *slog.Logger) (api.SpawnResult, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return api.SpawnResult{}, fmt.Errorf("dispatch %s: %w", issue, err)
@@ -234,6 +241,9 @@ func Dispatch(ctx context.Context, c *api.Client, t *team.Team, w config.Worker,
 	d, err := t.PlanDispatch(ctx, issue, mode, home)
 	if err != nil {
 		return api.SpawnResult{}, err
+	}
+	if d.PolicyNote != "" && log != nil {
+		log.Warn("the sandbox policy runs this agent as allowlist", "issue", issue, "mode", string(mode), "why", d.PolicyNote)
 	}
 	res, err := c.Spawn(ctx, t.DispatchLaunch(d, w))
 	if err != nil {

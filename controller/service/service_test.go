@@ -22,29 +22,29 @@ import (
 // worker skill says.
 const (
 	planScript = `
-if-prompt plan say planning $LEGION_ISSUE
-if-prompt plan run @LEGION@ issue comment $LEGION_TEAM $LEGION_ISSUE "plan: write the file"
-if-prompt plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=plan say planning $LEGION_ISSUE
+if-env LEGION_MODE=plan run @LEGION@ issue comment $LEGION_TEAM $LEGION_ISSUE "plan: write the file"
+if-env LEGION_MODE=plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 `
 	implementScript = `
-if-prompt implement once work 300ms
-if-prompt implement once run sh -c "echo impl $LEGION_ISSUE > $LEGION_ISSUE.txt"
-if-prompt implement once run git add -A
-if-prompt implement once run git commit -qm "implement $LEGION_ISSUE"
+if-env LEGION_MODE=implement once work 300ms
+if-env LEGION_MODE=implement once run sh -c "echo impl $LEGION_ISSUE > $LEGION_ISSUE.txt"
+if-env LEGION_MODE=implement once run git add -A
+if-env LEGION_MODE=implement once run git commit -qm "implement $LEGION_ISSUE"
 `
 	// The implementer's first run adds worker-done (once: a resumed one,
 	// after changes were requested, adds its own).
 	implementDone = `
-if-prompt implement once run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=implement once run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 `
 	approveScript = `
-if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
-if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
+if-env LEGION_MODE=review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 `
 	retroFinishScript = `
-if-prompt retro say retro of $LEGION_ISSUE
-if-prompt retro run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
-if-prompt finish run sh -c "@LEGION@ worktree finish $LEGION_TEAM $LEGION_ISSUE && @LEGION@ issue move $LEGION_TEAM $LEGION_ISSUE Done"
+if-env LEGION_MODE=retro say retro of $LEGION_ISSUE
+if-env LEGION_MODE=retro run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=finish run sh -c "@LEGION@ worktree finish $LEGION_TEAM $LEGION_ISSUE && @LEGION@ issue move $LEGION_TEAM $LEGION_ISSUE Done"
 `
 )
 
@@ -79,14 +79,14 @@ func TestTodoToDone(t *testing.T) {
 // implementer session is resumed, fixes, and the second review approves.
 func TestChangesRequested(t *testing.T) {
 	script := planScript + implementScript + `
-if-prompt implement if-resumed say implementer-resumed $SESSION_ID
-if-prompt implement if-resumed run sh -c "echo fixed >> $LEGION_ISSUE.txt"
-if-prompt implement if-resumed run git commit -qam "fix $LEGION_ISSUE"
-if-prompt implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=implement if-resumed say implementer-resumed $SESSION_ID
+if-env LEGION_MODE=implement if-resumed run sh -c "echo fixed >> $LEGION_ISSUE.txt"
+if-env LEGION_MODE=implement if-resumed run git commit -qam "fix $LEGION_ISSUE"
+if-env LEGION_MODE=implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 ` + implementDone + `
-if-prompt review once run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-changes-requested
-if-prompt review if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
-if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=review once run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-changes-requested
+if-env LEGION_MODE=review if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
+if-env LEGION_MODE=review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 ` + retroFinishScript
 	e := start(t, script, teamOptions{wipLimit: 1})
 	ctx := testCtx(t)
@@ -112,10 +112,10 @@ if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 // the agent's terminal and the agent finishes with it.
 func TestBlockedQuestion(t *testing.T) {
 	script := planScript + `
-if-prompt implement ask Which database? | Postgres | SQLite
-if-prompt implement run sh -c "echo db=$ANSWER > $LEGION_ISSUE.txt"
-if-prompt implement run git add -A
-if-prompt implement run git commit -qm "db for $LEGION_ISSUE"
+if-env LEGION_MODE=implement ask Which database? | Postgres | SQLite
+if-env LEGION_MODE=implement run sh -c "echo db=$ANSWER > $LEGION_ISSUE.txt"
+if-env LEGION_MODE=implement run git add -A
+if-env LEGION_MODE=implement run git commit -qm "db for $LEGION_ISSUE"
 ` + implementDone + approveScript + retroFinishScript
 	e := start(t, script, teamOptions{wipLimit: 1})
 	ctx := testCtx(t)
@@ -145,9 +145,9 @@ if-prompt implement run git commit -qm "db for $LEGION_ISSUE"
 // finishes.
 func TestExitedWithoutWorkerDoneResumed(t *testing.T) {
 	script := planScript + implementScript + `
-if-prompt implement if-new exit 0
-if-prompt implement if-resumed say implementer-resumed $SESSION_ID
-if-prompt implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=implement if-new exit 0
+if-env LEGION_MODE=implement if-resumed say implementer-resumed $SESSION_ID
+if-env LEGION_MODE=implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 ` + approveScript + retroFinishScript
 	e := start(t, script, teamOptions{wipLimit: 1})
 	ctx := testCtx(t)
@@ -164,9 +164,9 @@ if-prompt implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISS
 // is resumed and finishes.
 func TestHungAgentResumed(t *testing.T) {
 	script := planScript + implementScript + `
-if-prompt implement if-new hang
-if-prompt implement if-resumed say implementer-resumed $SESSION_ID
-if-prompt implement if-resumed work 1500ms
+if-env LEGION_MODE=implement if-new hang
+if-env LEGION_MODE=implement if-resumed say implementer-resumed $SESSION_ID
+if-env LEGION_MODE=implement if-resumed work 1500ms
 ` + implementDone + approveScript + retroFinishScript
 	e := start(t, script, teamOptions{wipLimit: 1, staleAfter: "2s"})
 	ctx := testCtx(t)
@@ -240,7 +240,7 @@ func TestWIPLimit(t *testing.T) {
 // leaves the team's worker running untouched; `systemctl --user stop
 // legion@demo` stops it.
 func TestStopAndRestartController(t *testing.T) {
-	e := start(t, "if-prompt plan hang\n", teamOptions{wipLimit: 1, staleAfter: "1h"})
+	e := start(t, "if-env LEGION_MODE=plan hang\n", teamOptions{wipLimit: 1, staleAfter: "1h"})
 	ctx := testCtx(t)
 	id := e.addIssue(ctx, "Plan forever")
 	e.startController()
@@ -290,7 +290,7 @@ var runStart = regexp.MustCompile(`\[legion\] \S+ run \d+ start`)
 // the restart loop endless) and says why in `legion state`; once a person
 // runs reset-failed, the next tick dispatches the planner again.
 func TestFailedWorkerStaysFailed(t *testing.T) {
-	e := start(t, "if-prompt plan exit 3\n", teamOptions{wipLimit: 1, staleAfter: "1m", startLimitBurst: 2})
+	e := start(t, "if-env LEGION_MODE=plan exit 3\n", teamOptions{wipLimit: 1, staleAfter: "1m", startLimitBurst: 2})
 	ctx := testCtx(t)
 	id := e.addIssue(ctx, "Crash at once")
 	e.startController()
@@ -370,9 +370,9 @@ func (e *env) waitTicks(ctx context.Context, n int) {
 // between, so without the tracker watch it would wait an hour.
 func TestTrackerChangeWakesController(t *testing.T) {
 	script := `
-if-prompt plan ask Which database? | Postgres | SQLite
-if-prompt plan say chose $ANSWER
-if-prompt plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=plan ask Which database? | Postgres | SQLite
+if-env LEGION_MODE=plan say chose $ANSWER
+if-env LEGION_MODE=plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 `
 	e := start(t, script, teamOptions{wipLimit: 1, interval: "1h"})
 	ctx := testCtx(t)

@@ -10,11 +10,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/instructions"
 	"github.com/legion-dev/legion/controller/workspace"
+	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -52,6 +54,10 @@ type Dispatch struct {
 	// SessionFile is watched for liveness and its existence picks resume;
 	// "" for a kind without one (custom).
 	SessionFile string
+	// Sandbox confines the agent (the policy "sandbox" where it holds);
+	// PolicyNote says why that policy runs it unconfined, as allowlist.
+	Sandbox    *api.Sandbox
+	PolicyNote string
 	// Instructions are what the agent is told: its prompt, the phase's
 	// instructions rendered for the issue (package instructions).
 	Instructions string
@@ -223,12 +229,20 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)
 	}
+	if t.Legion != "" {
+		// The program the worker runs the agent's tracker commands with.
+		env = append(env, ptyworker.EnvLegionBin+"="+t.Legion)
+	}
 	s := agent.Session{
 		ID: id, Mode: string(mode),
 		Vars: config.Vars{SessionID: id.String(), Issue: issue, Mode: string(mode), Workspace: wt.Path},
 		Cwd:  wt.Path, Repo: t.Workspace, Home: home,
 		Dir:    filepath.Join(t.StateDir, "agents", workerID.String()),
 		Legion: t.Legion, Env: env,
+		// The implementer of a GitHub review pushes and opens the pull
+		// request itself, with the user's credentials.
+		Pushes:  mode == controller.ModeImplement && t.Review == config.ReviewGitHub,
+		Secrets: []string{t.Linear.CredentialsFile, t.GitHub.CredentialsFile},
 	}
 	prompt, err := t.Instructions(ctx, issue, mode, wt, kind.Name(), s)
 	if err != nil {
@@ -251,6 +265,8 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, Legion: t.Legion,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
+		Sandbox:            l.Sandbox,
+		PolicyNote:         l.PolicyNote,
 		Instructions:       prompt,
 		StaleAfter:         t.StaleAfter,
 		Cooldown:           t.RestartCooldown,

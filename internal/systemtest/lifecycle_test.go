@@ -80,10 +80,10 @@ func (s *sys) loginState() string {
 // longPlan is a planner that works until it is resumed: then it says so
 // and finishes its phase.
 const longPlan = `
-if-prompt plan if-new say Planning $LEGION_ISSUE
-if-prompt plan if-new work 30m
-if-prompt plan if-resumed say resumed $SESSION_ID
-if-prompt plan if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=plan if-new say Planning $LEGION_ISSUE
+if-env LEGION_MODE=plan if-new work 30m
+if-env LEGION_MODE=plan if-resumed say resumed $SESSION_ID
+if-env LEGION_MODE=plan if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 `
 
 // TestLogout: with lingering a worker survives the end of the user's

@@ -50,8 +50,8 @@ func readmeQuickStart(t *testing.T) []string {
 // quickStartPlan keeps the planner working at its prompt, so that the
 // quick start's session commands have a live session to show.
 const quickStartPlan = `
-if-prompt plan say Planning $LEGION_ISSUE
-if-prompt plan work 30m
+if-env LEGION_MODE=plan say Planning $LEGION_ISSUE
+if-env LEGION_MODE=plan work 30m
 `
 
 // attachScript runs `legion attach $1` in a terminal (script(1)) and

@@ -12,19 +12,19 @@ import (
 // rebootScript: the implementer works until it is resumed, then does its
 // phase; the other modes do theirs at once.
 const rebootScript = `
-if-prompt plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
-if-prompt implement if-new say Implementing $LEGION_ISSUE
-if-prompt implement if-new work 30m
-if-prompt implement if-resumed say resumed $SESSION_ID
-if-prompt implement if-resumed run sh -c "echo impl > $LEGION_ISSUE.txt"
-if-prompt implement if-resumed run git add -A
-if-prompt implement if-resumed run git commit -qm "Implement $LEGION_ISSUE"
-if-prompt implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
-if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
-if-prompt review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
-if-prompt retro run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
-if-prompt finish run @LEGION@ issue move $LEGION_TEAM $LEGION_ISSUE Done
-if-prompt finish run @LEGION@ worktree finish $LEGION_TEAM $LEGION_ISSUE
+if-env LEGION_MODE=plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=implement if-new say Implementing $LEGION_ISSUE
+if-env LEGION_MODE=implement if-new work 30m
+if-env LEGION_MODE=implement if-resumed say resumed $SESSION_ID
+if-env LEGION_MODE=implement if-resumed run sh -c "echo impl > $LEGION_ISSUE.txt"
+if-env LEGION_MODE=implement if-resumed run git add -A
+if-env LEGION_MODE=implement if-resumed run git commit -qm "Implement $LEGION_ISSUE"
+if-env LEGION_MODE=implement if-resumed run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
+if-env LEGION_MODE=review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=retro run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=finish run @LEGION@ issue move $LEGION_TEAM $LEGION_ISSUE Done
+if-env LEGION_MODE=finish run @LEGION@ worktree finish $LEGION_TEAM $LEGION_ISSUE
 `
 
 // TestRebootMidImplement: the machine reboots while the implementer

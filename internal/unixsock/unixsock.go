@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -130,4 +131,50 @@ func Peer(c *net.UnixConn, allowed ...uint32) (Cred, error) {
 		return cred, fmt.Errorf("uid %d (pid %d): %w", cred.UID, cred.PID, ErrPeerNotAllowed)
 	}
 	return cred, nil
+}
+
+// Cgroup is the cgroup of process pid as /proc/PID/cgroup names it: the
+// name=systemd hierarchy's path on a hybrid system, else the unified
+// one's ("0::"), relative to the reader's cgroup namespace.
+func Cgroup(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", fmt.Errorf("read the cgroup of pid %d: %w", pid, err)
+	}
+	var unified string
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "1:name=systemd:"); ok {
+			return p, nil
+		}
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			unified = p
+		}
+	}
+	if unified == "" {
+		return "", fmt.Errorf("pid %d: no systemd or unified cgroup in /proc/%d/cgroup", pid, pid)
+	}
+	return unified, nil
+}
+
+// WorkerUnit is the unit of a Legion worker that cgroup is, or is below:
+// a service legion-<short>-<issue>-<mode>.service in the team's slice
+// legion-<short>.slice, with the mode; "" when it is none.
+func WorkerUnit(cgroup string) (unit, mode string) {
+	parts := strings.Split(strings.Trim(cgroup, "/"), "/")
+	for i := len(parts) - 1; i >= 1; i-- {
+		rest, ok := strings.CutPrefix(parts[i], "legion-")
+		if !ok || !strings.HasSuffix(rest, ".service") || len(rest) < 9 || rest[8] != '-' {
+			continue
+		}
+		short := rest[:8]
+		if parts[i-1] != "legion-"+short+".slice" {
+			continue
+		}
+		fields := strings.Split(strings.TrimSuffix(rest, ".service"), "-")
+		if len(fields) != 3 || fields[1] == "" || fields[2] == "" {
+			continue
+		}
+		return parts[i], fields[2]
+	}
+	return "", ""
 }

@@ -303,3 +303,27 @@ func TestPeerOtherUID(t *testing.T) {
 		t.Errorf("Peer(allowed %d) of the child = %+v, %v; want uid %d pid %d and ErrPeerNotAllowed", os.Getuid(), cred, perr, nobody, cmd.Process.Pid)
 	}
 }
+
+func TestWorkerUnit(t *testing.T) {
+	for _, c := range []struct{ cgroup, unit, mode string }{
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/legion-0123abcd.slice/legion-0123abcd-DEMO\\x2d1-implement.service", "legion-0123abcd-DEMO\\x2d1-implement.service", "implement"},
+		{"/legion-0123abcd.slice/legion-0123abcd-x-spawn.service", "legion-0123abcd-x-spawn.service", "spawn"},
+		{"/app.slice/legion.service", "", ""},
+		{"/app.slice/legion-0123abcd-DEMO-1-plan.service", "", ""}, // not in the team's slice
+		{"/legion-0123abcd.slice/legion@web.service", "", ""},
+		{"/legion-ffffffff.slice/legion-0123abcd-x-plan.service", "", ""}, // another team's slice
+		{"/", "", ""},
+	} {
+		unit, mode := WorkerUnit(c.cgroup)
+		if unit != c.unit || mode != c.mode {
+			t.Errorf("WorkerUnit(%q) = %q, %q; want %q, %q", c.cgroup, unit, mode, c.unit, c.mode)
+		}
+	}
+}
+
+func TestCgroupSelf(t *testing.T) {
+	cg, err := Cgroup(os.Getpid())
+	if err != nil || !strings.HasPrefix(cg, "/") {
+		t.Fatalf("Cgroup(self) = %q, %v; want a path", cg, err)
+	}
+}

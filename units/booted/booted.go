@@ -245,7 +245,10 @@ func (s *System) bootOnce(ctx context.Context) error {
 	args = append(args, dirs.ProcsFiles()...)
 	args = append(args, s.p.nsenter, "-t", strconv.Itoa(s.holder.cmd.Process.Pid), "-m", "--",
 		s.p.nspawn, "--boot", "--quiet", "-D", filepath.Join(s.fsDir, "root"), "-M", s.Machine,
-		"--register=no", "--keep-unit", "--link-journal=no", "--private-network", "--console=read-only")
+		"--register=no", "--keep-unit", "--link-journal=no", "--private-network", "--console=read-only",
+		// nspawn's own seccomp filter refuses Landlock, which a host has
+		// (the sandbox policy confines agents with it).
+		"--system-call-filter=landlock_create_ruleset landlock_add_rule landlock_restrict_self")
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = minimalEnv()
 	cmd.Stdout, cmd.Stderr = log, log

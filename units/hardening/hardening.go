@@ -85,6 +85,17 @@ var (
 		Doc: "only native system calls: 32-bit (i386) programs fail"}
 	systemCallFilterService = Directive{Key: "SystemCallFilter", Value: "@system-service",
 		Doc: "only the system calls of ordinary services: ptrace, mount, perf, reboot and the like fail (strace, gdb, containers)"}
+	// The controllers and the dashboard probe whether the sandbox policy
+	// holds (ptyworker/confine's Probe, in a child under this filter):
+	// Landlock's version query, which systemd 252's @system-service
+	// leaves out.
+	systemCallFilterProbe = Directive{Key: "SystemCallFilter", Value: "landlock_create_ruleset",
+		Doc: "also landlock_create_ruleset, which asks the kernel's Landlock version: whether the sandbox policy holds"}
+	// The workers' filter adds Landlock's calls, which systemd 252's
+	// @system-service leaves out: a worker builds its agent's sandbox,
+	// and the agent's trampoline enters it.
+	systemCallFilterWorker = Directive{Key: "SystemCallFilter", Value: "@system-service landlock_create_ruleset landlock_add_rule landlock_restrict_self",
+		Doc: "only the system calls of ordinary services (and Landlock's, for the sandbox policy): ptrace, mount, perf, reboot and the like fail (strace, gdb, containers)"}
 	restrictNamespaces = Directive{Key: "RestrictNamespaces", Value: "yes",
 		Doc: "no new namespaces: sandboxes such as bubblewrap and rootless containers fail"}
 	protectKernelLogs = Directive{Key: "ProtectKernelLogs", Value: "yes", NeedsPrivateUsers: true,
@@ -120,7 +131,7 @@ func Helper() []Directive {
 // repository. It runs git in the team's workspace, anywhere under the home
 // directory, so the home stays writable.
 func Controller() []Directive {
-	return append(common(), addressFamiliesInet)
+	return append(common(), systemCallFilterProbe, addressFamiliesInet)
 }
 
 // Web is the set of legion-web.service, the dashboard's server. Like the
@@ -129,7 +140,7 @@ func Controller() []Directive {
 // the helper (it writes only its token). It listens on the sockets that
 // legion-web.socket hands it, so it creates no listening socket itself.
 func Web() []Directive {
-	return append(common(), umaskPrivate, addressFamiliesInet)
+	return append(common(), systemCallFilterProbe, umaskPrivate, addressFamiliesInet)
 }
 
 // common is what the helper and the controllers share: everything but the
@@ -190,7 +201,7 @@ func WorkerOptional() []Directive {
 	return []Directive{
 		lockPersonality,
 		systemCallArchitectures,
-		systemCallFilterService,
+		systemCallFilterWorker,
 		restrictNamespaces,
 		addressFamiliesInet,
 		memoryDenyWriteExecute,
