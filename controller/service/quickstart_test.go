@@ -83,6 +83,15 @@ func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Trait
 		cli = opencodetest.Binary(t)
 	}
 	sdtest.Require(t, "git (apt-get install git)", hasGit())
+	// A user's home is not below /tmp, which sandboxed agents may write
+	// (the policy sandbox would fall back to allowlist there): the
+	// private manager and its home go below this process's home.
+	scratch := filepath.Join(os.Getenv("HOME"), ".cache", "legion-test")
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(scratch) }) // once empty: the last test to end removes it
+	t.Setenv("TMPDIR", scratch)
 	sd := sdtest.Start(t)
 	bin := sdtest.LegionBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -330,6 +339,23 @@ func (f *followed) assertWholeCycle(ctx context.Context, id string, escalations 
 	}
 	if log := f.git(f.ws, "log", "--format=%s", "main"); !strings.Contains(log, id+": retro:") {
 		f.t.Errorf("main's log has no retro commit of %s (the branch was not merged):\n%s", id, log)
+	}
+	// The default policy confined every phase but the finisher's (which
+	// merges into the main checkout); the controller says when it does not.
+	log, _ := os.ReadFile(f.logFile)
+	finisher := false
+	for line := range strings.Lines(string(log)) {
+		if !strings.Contains(line, "the sandbox policy runs this agent as allowlist") {
+			continue
+		}
+		if strings.Contains(line, "mode=finish") {
+			finisher = true
+		} else {
+			f.t.Errorf("a phase ran unconfined under the default policy: %s", line)
+		}
+	}
+	if !finisher {
+		f.t.Errorf("the controller never said the finisher keeps allowlist: was the policy the default sandbox?")
 	}
 	var legionComments []string
 	for _, c := range f.issue(ctx, id).Comments {

@@ -258,7 +258,13 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	}
 	var own []string
 	if l.Agent == string(config.AgentClaude) { // the worker reads its hooks
-		own = agent.OwnCommands(am.Policy(string(mode)))
+		policy := am.Policy(string(mode))
+		if policy == config.PermissionsSandbox && l.Sandbox == nil {
+			// The sandbox does not hold for this agent (l.PolicyNote says
+			// why): it runs as under allowlist, and so do its own commands.
+			policy = config.PermissionsAllowlist
+		}
+		own = agent.OwnCommands(policy)
 	}
 	return Dispatch{
 		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: workerID,

@@ -110,8 +110,10 @@ func TestPlanDispatch(t *testing.T) {
 	if !slices.Equal(a.OwnCommands, allOwn) || a.Legion != "/opt/legion/bin/legion" {
 		t.Errorf("DispatchLaunch = own commands %q, legion %q; want %q, /opt/legion/bin/legion", a.OwnCommands, a.Legion, allOwn)
 	}
-	tm.Agent.PermissionsByMode = map[string]config.PermissionPolicy{"review": config.PermissionsAsk, "retro": config.PermissionsBypass}
-	for mode, want := range map[string][]string{"review": {api.OwnIssue}, "retro": nil} {
+	// The finisher, which the sandbox policy runs as allowlist, gets
+	// allowlist's own commands too.
+	tm.Agent.PermissionsByMode = map[string]config.PermissionPolicy{"review": config.PermissionsAsk, "retro": config.PermissionsBypass, "finish": config.PermissionsSandbox}
+	for mode, want := range map[string][]string{"review": {api.OwnIssue}, "retro": nil, "finish": allOwn} {
 		dm, err := tm.PlanDispatch(t.Context(), "DEMO-1", controller.Mode(mode), home)
 		if err != nil {
 			t.Fatal(err)
