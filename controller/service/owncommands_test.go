@@ -33,7 +33,6 @@ func (e *env) ownForms(issue string) []string {
 		`legion issue comment $LEGION_TEAM $LEGION_ISSUE "Plan: with variables"`,
 		`legion issue comment ` + teamName + ` ` + issue + ` "Plan: with literal ids"`,
 		e.bin + ` issue show "$LEGION_TEAM" "${LEGION_ISSUE}"`,
-		`legion state $LEGION_TEAM --json`,
 		`legion issue label "$LEGION_TEAM" "$LEGION_ISSUE" ` + controller.LabelWorkerDone,
 	}
 }

@@ -89,8 +89,8 @@ var (
 	// holds (ptyworker/confine's Probe, in a child under this filter):
 	// Landlock's version query, which systemd 252's @system-service
 	// leaves out.
-	systemCallFilterProbe = Directive{Key: "SystemCallFilter", Value: "landlock_create_ruleset",
-		Doc: "also landlock_create_ruleset, which asks the kernel's Landlock version: whether the sandbox policy holds"}
+	systemCallFilterProbe = Directive{Key: "SystemCallFilter", Value: "@system-service landlock_create_ruleset",
+		Doc: "only the system calls of ordinary services, and landlock_create_ruleset, which asks the kernel's Landlock version (whether the sandbox policy holds): ptrace, mount, perf, reboot and the like fail"}
 	// The workers' filter adds Landlock's calls, which systemd 252's
 	// @system-service leaves out: a worker builds its agent's sandbox,
 	// and the agent's trampoline enters it.
@@ -131,7 +131,7 @@ func Helper() []Directive {
 // repository. It runs git in the team's workspace, anywhere under the home
 // directory, so the home stays writable.
 func Controller() []Directive {
-	return append(common(), systemCallFilterProbe, addressFamiliesInet)
+	return append(withFilter(common(), systemCallFilterProbe), addressFamiliesInet)
 }
 
 // Web is the set of legion-web.service, the dashboard's server. Like the
@@ -140,7 +140,19 @@ func Controller() []Directive {
 // the helper (it writes only its token). It listens on the sockets that
 // legion-web.socket hands it, so it creates no listening socket itself.
 func Web() []Directive {
-	return append(common(), systemCallFilterProbe, umaskPrivate, addressFamiliesInet)
+	return append(withFilter(common(), systemCallFilterProbe), umaskPrivate, addressFamiliesInet)
+}
+
+// withFilter is set with its SystemCallFilter= replaced by filter: one
+// line per key, as systemd-analyze and people read a unit.
+func withFilter(set []Directive, filter Directive) []Directive {
+	out := slices.Clone(set)
+	for i, d := range out {
+		if d.Key == filter.Key {
+			out[i] = filter
+		}
+	}
+	return out
 }
 
 // common is what the helper and the controllers share: everything but the
