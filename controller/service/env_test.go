@@ -192,50 +192,62 @@ start_limit_interval = "10m"
 	}
 	e.dropIn(filepath.Join(unitDir, ctl+".d", "90-test.conf"), "[Service]\n"+ctlService+out)
 	e.legion(ctx, "install")
+	e.openTeam()
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.logFailure()
+		}
+	})
+	return e
+}
 
+// openTeam opens the team of e.configPath, and its local tracker.
+func (e *env) openTeam() {
+	e.t.Helper()
 	cfg, err := config.Load(e.configPath)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	ct, _ := cfg.Team(teamName)
 	stateDir, err := config.StateDir()
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	if e.team, err = team.Open(ct, cfg.Path, stateDir); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	if e.store, err = e.team.Local(); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			// The tests poll sessions.list many times a second: its debug
-			// lines would hide the controller's decisions.
-			b, _ := os.ReadFile(e.logFile)
-			var kept []string
-			polls := 0
-			for line := range strings.Lines(string(b)) {
-				if strings.Contains(line, `msg="command done"`) && strings.Contains(line, "cmd=sessions.list") {
-					polls++
-					continue
-				}
-				kept = append(kept, line)
-			}
-			t.Logf("legion log (%s), without its %d debug lines of sessions.list:\n%s", e.logFile, polls, tail(strings.Join(kept, ""), 150))
-			// What the controller would do now, and why.
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			out, err := exec.CommandContext(sctx, e.bin, "state", teamName).CombinedOutput()
-			cancel()
-			t.Logf("legion state %s (err %v):\n%s", teamName, err, out)
-			trs, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", "*.log"))
-			for _, tr := range trs {
-				b, _ := os.ReadFile(tr)
-				t.Logf("transcript %s:\n%s", filepath.Base(tr), tail(string(b), 30))
-			}
+}
+
+// logFailure logs, for a failed test, the helper's and controller's log,
+// what the controller would do now, and the end of each transcript.
+func (e *env) logFailure() {
+	t := e.t
+	// The tests poll sessions.list many times a second: its debug
+	// lines would hide the controller's decisions.
+	b, _ := os.ReadFile(e.logFile)
+	var kept []string
+	polls := 0
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, `msg="command done"`) && strings.Contains(line, "cmd=sessions.list") {
+			polls++
+			continue
 		}
-	})
-	return e
+		kept = append(kept, line)
+	}
+	t.Logf("legion log (%s), without its %d debug lines of sessions.list:\n%s", e.logFile, polls, tail(strings.Join(kept, ""), 150))
+	// What the controller would do now, and why.
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	out, err := exec.CommandContext(sctx, e.bin, "state", teamName).CombinedOutput()
+	cancel()
+	t.Logf("legion state %s (err %v):\n%s", teamName, err, out)
+	trs, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", "*.log"))
+	for _, tr := range trs {
+		b, _ := os.ReadFile(tr)
+		t.Logf("transcript %s:\n%s", filepath.Base(tr), tail(string(b), 30))
+	}
 }
 
 func tail(s string, n int) string {

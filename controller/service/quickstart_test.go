@@ -21,7 +21,6 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/followmodel"
 	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
@@ -41,22 +40,33 @@ type followed struct {
 	// requests says, for a failure's log, what the fake API was asked
 	// and answered.
 	requests func() []string
-	// stepDone is when the fake API got the first request of issue's
-	// phase mode made after the phase's step-th command ran (its model
-	// then decides step+1 or ends), and whether it got one.
-	stepDone func(issue string, mode controller.Mode, step int) (time.Time, bool)
+	// answered are the requests the fake API answered in follow mode.
+	answered func() []answered
 	// managerEnv is what the user put into the user manager's
 	// environment: the provider's address and key.
 	managerEnv []string
 }
 
-// after is stepDone's test of one request: its body holds issue's
-// instructions for mode and its follow decision comes after step.
-func after(body []byte, d *followmodel.Decision, issue string, mode controller.Mode, step int) bool {
-	if d == nil || !strings.Contains(string(body), fmt.Sprintf("# Legion: %s %s ", mode, issue)) {
-		return false
+// answered is a request of a fake API, whatever the kind: when it came,
+// its body and the follow model's decision that answered it.
+type answered struct {
+	time     time.Time
+	body     []byte
+	decision *followmodel.Decision
+}
+
+// stepDone is when the fake API got the first request of issue's phase
+// mode made after the phase's step-th command ran (its model then decides
+// step+1 or ends), and whether it got one.
+func (f *followed) stepDone(issue string, mode controller.Mode, step int) (time.Time, bool) {
+	header := fmt.Sprintf("# Legion: %s %s ", mode, issue)
+	for _, r := range f.answered() {
+		d := r.decision
+		if d != nil && strings.Contains(string(r.body), header) && (d.Step > step || d.Action != followmodel.Run) {
+			return r.time, true
+		}
 	}
-	return d.Step > step || d.Action != followmodel.Run
+	return time.Time{}, false
 }
 
 // startFollowed sets up what a user of kind gets from the README: the
@@ -132,13 +142,11 @@ func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Trait
 		srv.Follow(traits)
 		e.api = srv
 		managerEnv = []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=" + claudetest.Token}
-		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+		f.answered = func() (out []answered) {
 			for _, r := range srv.MessageRequests("") {
-				if after(r.Body, r.Followed, issue, mode, step) {
-					return r.Time, true
-				}
+				out = append(out, answered{r.Time, r.Body, r.Followed})
 			}
-			return time.Time{}, false
+			return out
 		}
 		f.requests = func() []string {
 			var out []string
@@ -158,13 +166,11 @@ func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Trait
 			opencodetest.WriteUserConfig(t, srv, sd.Home)
 		}
 		managerEnv = []string{openaitest.KeyEnv + "=" + openaitest.Key}
-		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+		f.answered = func() (out []answered) {
 			for _, r := range srv.Requests() {
-				if after(r.Body, r.Followed, issue, mode, step) {
-					return r.Time, true
-				}
+				out = append(out, answered{r.Time, r.Body, r.Followed})
 			}
-			return time.Time{}, false
+			return out
 		}
 		f.requests = func() []string {
 			var out []string
@@ -180,13 +186,11 @@ func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Trait
 			t.Fatal(err)
 		}
 		managerEnv = srv.Env()
-		f.stepDone = func(issue string, mode controller.Mode, step int) (time.Time, bool) {
+		f.answered = func() (out []answered) {
 			for _, r := range srv.Requests() {
-				if after(r.Body, r.Followed, issue, mode, step) {
-					return r.Time, true
-				}
+				out = append(out, answered{r.Time, r.Body, r.Followed})
 			}
-			return time.Time{}, false
+			return out
 		}
 		f.requests = func() []string {
 			var out []string
@@ -216,34 +220,14 @@ func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Trait
 	e.legion(ctx, "install", "--enable", teamName)
 
 	e.configPath = filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion", "legion.toml")
-	cfg, err := config.Load(e.configPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, _ := cfg.Team(teamName)
-	stateDir, err := config.StateDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.team, err = team.Open(ct, cfg.Path, stateDir); err != nil {
-		t.Fatal(err)
-	}
-	if e.store, err = e.team.Local(); err != nil {
-		t.Fatal(err)
-	}
+	e.openTeam()
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
-		b, _ := os.ReadFile(e.logFile)
-		t.Logf("legion log (%s):\n%s", e.logFile, tail(string(b), 200))
+		e.logFailure()
 		for _, r := range f.requests() {
 			t.Logf("API request %s", r)
-		}
-		trs, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", "*.log"))
-		for _, tr := range trs {
-			b, _ := os.ReadFile(tr)
-			t.Logf("transcript %s:\n%s", filepath.Base(tr), tail(string(b), 40))
 		}
 	})
 	return f
