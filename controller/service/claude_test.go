@@ -264,7 +264,7 @@ func (e *env) waitCompleted(ctx context.Context, issue string, mode controller.M
 
 // assertCompleted checks that session s ended as completed, exit code 0,
 // never restarted.
-func assertCompleted(t *testing.T, s api.Session) {
+func assertCompleted(t testing.TB, s api.Session) {
 	t.Helper()
 	if s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") || s.Exit.Code == nil || *s.Exit.Code != 0 {
 		t.Errorf("session %s ended %v; want exit code 0 with a reason starting with \"completed:\"", s.Name, s.Exit)

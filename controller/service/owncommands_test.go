@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
@@ -156,23 +157,7 @@ func TestCodexOwnCommandsUnasked(t *testing.T) {
 	for _, f := range append([]string{heredocForm}, e.ownForms(id)...) {
 		turns = append(turns, openaitest.Turn{Exec: f, Escalate: true, Match: match})
 	}
-	srv.Script(append(turns, openaitest.Turn{Text: "Reported.", Match: match})...)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, r := range srv.Requests() {
-				t.Logf("request %s: tool outputs %q", r.Time.Format("15:04:05.000"), functionOutputs(r.Body))
-			}
-		}
-	})
-	e.startController()
-	s := e.waitCompleted(ctx, id, controller.ModePlan)
-	e.stopController()
-	assertCompletedAnyCode(t, s)
-	e.assertOwnUnasked(ctx, id)
-	e.assertHeredocComment(ctx, id)
-	if left := srv.Left(); len(left) != 0 {
-		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
-	}
+	e.runOwnForms(ctx, srv, id, append(turns, openaitest.Turn{Text: "Reported.", Match: match}), assertCompletedAnyCode)
 }
 
 // functionOutputs are the outputs of the function calls a Responses API
@@ -217,7 +202,17 @@ func TestOpencodeOwnCommandsUnasked(t *testing.T) {
 		b.Match = match
 		turns = append(turns, b)
 	}
-	srv.Script(append(turns, openaitest.Turn{Text: "Reported.", Match: match})...)
+	e.runOwnForms(ctx, srv, id, append(turns, openaitest.Turn{Text: "Reported.", Match: match}), assertCompleted)
+}
+
+// runOwnForms runs issue's plan phase on srv's scripted turns (the forms
+// of Legion's own commands, then a final text) and checks that it
+// completed (as completed says), that nothing was asked, the
+// here-document's comment is there and every turn was taken.
+func (e *env) runOwnForms(ctx context.Context, srv *openaitest.Server, id string, turns []openaitest.Turn, completed func(testing.TB, api.Session)) {
+	t := e.t
+	t.Helper()
+	srv.Script(turns...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, r := range srv.Requests() {
@@ -228,7 +223,7 @@ func TestOpencodeOwnCommandsUnasked(t *testing.T) {
 	e.startController()
 	s := e.waitCompleted(ctx, id, controller.ModePlan)
 	e.stopController()
-	assertCompleted(t, s)
+	completed(t, s)
 	e.assertOwnUnasked(ctx, id)
 	e.assertHeredocComment(ctx, id)
 	if left := srv.Left(); len(left) != 0 {
