@@ -116,8 +116,8 @@ func BenchmarkBoard(b *testing.B) {
 
 		br.Navigate("about:blank")
 		br.Navigate(f.URL + "/#board")
-		br.WaitJS("the board painted", `document.getElementById("view").dataset.painted`)
-		if err := br.Eval(`Number(document.getElementById("view").dataset.painted)`, &ms); err != nil {
+		br.WaitJS("the board painted", `document.querySelector("#view > .view-body").dataset.painted`)
+		if err := br.Eval(`Number(document.querySelector("#view > .view-body").dataset.painted)`, &ms); err != nil {
 			b.Fatal(err)
 		}
 		var cards int

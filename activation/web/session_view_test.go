@@ -117,6 +117,42 @@ func TestSessionViewInBrowser(t *testing.T) {
 	state := `document.querySelector("#term-state").textContent`
 	has := func(expr, want string) string { return fmt.Sprintf("(%s).includes(%q)", expr, want) }
 
+	// A board fetch that ends after the user moved on to the Session view
+	// leaves the Session view on the page: the board's fetch is held until
+	// the Session view is shown, then let go.
+	b.Navigate(f.URL + "/#board")
+	b.WaitJS("the board", `document.querySelector('.card[data-issue="`+id+`"] a.session')`)
+	hold := `(() => {
+		const api = window.realAPI = Legion.ctx.api;
+		Legion.ctx.api = (path, init) => path.startsWith("/api/board")
+			? new Promise((go) => { window.letBoardGo = go; }).then(() => api(path, init)).then((v) => { window.boardFetched = true; return v; })
+			: api(path, init);
+		location.hash = "#timeline";
+		location.hash = "#board";
+	})()`
+	if err := b.Eval(hold, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitJS("the board's fetch to be held", `window.letBoardGo`)
+	if err := b.Eval(`location.hash = "#session/`+name+`"`, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitJS("the Session view of "+name+" while the board's fetch is held", has(`(document.querySelector(".session-name") || {}).textContent || ""`, name))
+	if err := b.Eval(`Legion.ctx.api = window.realAPI; window.letBoardGo()`, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitJS("the held board fetch to end", `window.boardFetched`)
+	var shown struct {
+		Session bool
+		Board   bool
+	}
+	if err := b.Eval(`({session: !!document.querySelector(".session-name"), board: !!document.querySelector("#view .board")})`, &shown); err != nil {
+		t.Fatal(err)
+	}
+	if !shown.Session || shown.Board {
+		t.Errorf("after a board fetch that ended on the Session view: Session view shown %v, board shown %v; want the Session view only", shown.Session, shown.Board)
+	}
+
 	// From the board: the issue's card links its session.
 	b.Navigate(f.URL + "/#board")
 	if err := b.Do(chromedp.Click(chromedp.CSS(`.card[data-issue="` + id + `"] a.session`))); err != nil {

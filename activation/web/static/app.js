@@ -3,8 +3,9 @@
 // login from /login#t=TOKEN, and the one event WebSocket (/api/events)
 // with reconnect. Views register with Legion.registerView(name, view):
 //   view.title            the tab's label
-//   view.render(el, ctx)  draw into el (called on navigation, team change,
-//                         and on the event socket's (re)connect)
+//   view.render(el, ctx)  draw into el, an element of this showing only
+//                         (called on navigation and team change); once the
+//                         view is left, el is off the page (el.isConnected)
 //   view.onEvent(ev, ctx) a live event while the view is shown
 // ctx: {team, teams, params (the hash's parts after the name), sessions
 // (Map name → session, live), api(path, init) → JSON (throws Error with
@@ -67,15 +68,20 @@ const Legion = (() => {
     }
   }
 
+  // show draws the routed view into an element made for this one showing:
+  // a view's fetch that ends after the user moved on draws into an element
+  // no longer on the page, never over the view now shown.
   function show() {
     const r = route();
     ctx.params = r.params;
     drawTabs();
-    const el = document.getElementById("view");
+    const main = document.getElementById("view");
     const view = views[r.name];
     current = view ? {name: r.name, view} : null;
-    el.textContent = "";
-    el.dataset.view = r.name;
+    const el = document.createElement("div");
+    el.className = "view-body";
+    main.dataset.view = el.dataset.view = r.name;
+    main.replaceChildren(el);
     if (!view) {
       const p = document.createElement("p");
       p.className = "muted";

@@ -62,7 +62,7 @@
   }
 
   function draw(b) {
-    if (!root) return;
+    if (!root || !root.isConnected) return; // the user moved on
     const cols = b.columns.map((col) => h("section", {className: "column", data: {status: col.status}},
       h("h2", {}, col.status, h("span", {className: "count", textContent: String(col.issues.length)})),
       col.issues.map(card)));
@@ -97,7 +97,7 @@
         }
         draw(await ctx.api("/api/board?team=" + encodeURIComponent(ctx.team)));
       } catch (e) {
-        if (root) { root.textContent = ""; root.appendChild(h("p", {className: "error", textContent: e.message})); }
+        if (root && root.isConnected) { root.textContent = ""; root.appendChild(h("p", {className: "error", textContent: e.message})); }
       } finally {
         fetching = null;
         if (again) { again = false; load(ctx); }

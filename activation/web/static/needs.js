@@ -147,7 +147,7 @@
   }
 
   function draw(res) {
-    if (!root || root.dataset.view !== "needs") return;
+    if (!root || !root.isConnected) return;
     const needs = res.needs || [];
     let title = root.querySelector(".view-title");
     if (!title) {
@@ -190,7 +190,7 @@
 
   async function refresh() {
     timer = null;
-    if (!root || root.dataset.view !== "needs") return; // another view took the page
+    if (!root || !root.isConnected) return; // another view took the page
     if (busy) { later(1000); return; }
     try {
       const res = await Legion.api("/api/needs");

@@ -11,6 +11,7 @@
 (() => {
   const h = (tag, attrs, ...kids) => Legion.el(tag, attrs, ...kids);
   let live = null; // the shown session's resources: {dispose()}
+  let listEl = null; // the list's element while the list is shown
 
   // Leaving the view (or showing another session) ends its socket and
   // timers.
@@ -26,15 +27,13 @@
     render(el, ctx) {
       dispose();
       const name = ctx.params[0];
-      if (!name) { renderList(el, ctx); return; }
+      listEl = null;
+      if (!name) { listEl = el; renderList(el, ctx); return; }
       live = open(el, ctx, name);
     },
     onEvent(ev, ctx) {
       if (live && ev.type === "session" && ev.session && ev.session.name === live.name) live.sessionChanged(ev.session);
-      if (!live && ev.type === "session" && !ctx.params[0]) {
-        const el = document.getElementById("view");
-        if (el.dataset.view === "session") renderList(el, ctx);
-      }
+      if (!live && ev.type === "session" && listEl && listEl.isConnected) renderList(listEl, ctx);
     },
   });
 

@@ -23,7 +23,7 @@
   }
 
   function draw(tl) {
-    if (!root || root.dataset.view !== "timeline") return;
+    if (!root || !root.isConnected) return;
     root.textContent = "";
     const picker = E("select", {className: "hours", on: {change: (e) => { hours = Number(e.target.value); refresh(); }}});
     for (const h of [...new Set([1, 3, 6, 12, 24, 72, hours])].sort((a, b) => a - b)) picker.appendChild(E("option", {value: String(h), textContent: h + " h", selected: h === hours}));
@@ -86,7 +86,7 @@
 
   async function refresh() {
     timer = null;
-    if (!root || root.dataset.view !== "timeline") return;
+    if (!root || !root.isConnected) return;
     const team = Legion.ctx.params[0] || Legion.ctx.team; // #timeline/TEAM[/HOURS], else the picked team
     if (Number(Legion.ctx.params[1]) > 0) hours = Number(Legion.ctx.params[1]);
     if (!team) { root.textContent = "No team configured."; return; }
