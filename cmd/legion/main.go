@@ -16,6 +16,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 
 	"github.com/legion-dev/legion/ptyworker/confine"
+	"github.com/legion-dev/legion/units/hostprobe"
 )
 
 // Exit codes, documented in legion(1).
@@ -31,6 +32,10 @@ func main() {
 		// A probe of Landlock run by a process under a seccomp filter
 		// (confine.Probe).
 		os.Exit(confine.ProbeMain(os.Stdout))
+	}
+	if len(os.Args) > 1 && os.Args[1] == hostprobe.EffectFlag {
+		// The program of a unit of the host probe (hostprobe.Probe).
+		os.Exit(hostprobe.EffectMain(os.Args[2:], os.Stdout))
 	}
 	if len(os.Args) > 1 && os.Args[1] == confine.ExecFlag {
 		// The trampoline of a sandboxed agent whose worker is this

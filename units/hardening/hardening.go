@@ -284,3 +284,34 @@ func CheckNames(list string, names []string, set []Directive) error {
 	}
 	return nil
 }
+
+// Unsupported is what the host's user manager cannot apply (package
+// units/hostprobe finds out): unit-file key → what a unit with it showed.
+// Besides the directives above it may name the resource keys (MemoryMax,
+// MemorySwapMax, CPUQuota, CPUWeight, TasksMax).
+type Unsupported map[string]string
+
+// Supported is set without the directives u names.
+func (u Unsupported) Supported(set []Directive) []Directive {
+	if len(u) == 0 {
+		return set
+	}
+	var out []Directive
+	for _, d := range set {
+		if _, no := u[d.Key]; !no {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Left is the keys of set that u leaves out, in set's order.
+func (u Unsupported) Left(set []Directive) []string {
+	var out []string
+	for _, d := range set {
+		if _, no := u[d.Key]; no {
+			out = append(out, d.Key)
+		}
+	}
+	return out
+}

@@ -120,7 +120,7 @@ exec "$systemd" --user --log-target=console --log-level=info`
 
 // launch starts the manager. The launcher's process becomes the manager's
 // through execs (unshare runs without --fork), so s.proc is systemd.
-func (s *Sandbox) launch(p prereqs, name string, log io.Writer) error {
+func (s *Sandbox) launch(p prereqs, name string, log io.Writer, wrap []string) error {
 	c, err := openConsole(s.managerLog, log)
 	if err != nil {
 		return err
@@ -129,6 +129,7 @@ func (s *Sandbox) launch(p prereqs, name string, log io.Writer) error {
 	procs := s.cgroups.ProcsFiles()
 	args := []string{"-c", launchScript, name + "-launch", strconv.Itoa(len(procs))}
 	args = append(args, procs...)
+	args = append(args, wrap...)
 	args = append(args, p.unshare, "-m", "-C", "/bin/sh", "-c", managerScript, name+"-manager", p.systemd, c.pts.Name())
 	for _, mt := range p.layout.Mounts {
 		args = append(args, mt.Target, mt.FSType, mt.Options)

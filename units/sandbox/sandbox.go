@@ -46,6 +46,11 @@ type Options struct {
 	// units print), written from one goroutine, never after Stop returns.
 	// A write error stops the copy to Log only.
 	Log io.Writer
+	// Wrap, when set, is a program with its arguments that the manager is
+	// started under: it is run with the rest of the launch command line
+	// appended and must exec it, keeping its PID. Tests run the manager
+	// under units/sdtest/denyuserns so.
+	Wrap []string
 }
 
 // Sandbox is a running private systemd user manager.
@@ -140,7 +145,7 @@ func start(ctx context.Context, o Options, check func() (prereqs, error)) (*Sand
 	s.BusAddress = "unix:path=" + filepath.Join(s.RuntimeDir, "bus")
 	s.Env = replaceEnv(os.Environ(), s.Vars())
 
-	if err := s.setUp(ctx, p, name, o.Log); err != nil {
+	if err := s.setUp(ctx, p, name, o); err != nil {
 		// Quote the log before Stop removes it.
 		if tail := s.logTail(60); tail != "" {
 			err = fmt.Errorf("manager in %s: %w\nmanager log, last lines:\n%s", dir, err, tail)
@@ -158,7 +163,7 @@ func start(ctx context.Context, o Options, check func() (prereqs, error)) (*Sand
 }
 
 // setUp does the steps of Start after the directory is made.
-func (s *Sandbox) setUp(ctx context.Context, p prereqs, name string, log io.Writer) error {
+func (s *Sandbox) setUp(ctx context.Context, p prereqs, name string, o Options) error {
 	if private := filepath.Join(s.RuntimeDir, "systemd", "private"); len(private) > 100 {
 		return fmt.Errorf("socket path %s is too long for a unix socket: use a shorter Dir (or TMPDIR)", private)
 	}
@@ -173,7 +178,7 @@ func (s *Sandbox) setUp(ctx context.Context, p prereqs, name string, log io.Writ
 		return err
 	}
 	s.cgroups = dirs
-	if err := s.launch(p, name, log); err != nil {
+	if err := s.launch(p, name, o.Log, o.Wrap); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)

@@ -38,7 +38,11 @@ var legion struct {
 // this package cannot import ptyworker, whose tests use it).
 const workerName = "legion-pty-worker"
 
-// LegionBinary builds ./cmd/legion and ./cmd/legion-pty-worker once per test
+// denyName is the test tool beside them: units/sdtest/denyuserns.
+const denyName = "denyuserns"
+
+// LegionBinary builds ./cmd/legion and ./cmd/legion-pty-worker (and the test
+// tool units/sdtest/denyuserns) once per test
 // process, as `make build` does (static, CGO_ENABLED=0), and returns the
 // absolute path of legion; the worker is beside it, where legion looks for
 // it (see WorkerBinary).
@@ -79,14 +83,14 @@ func buildLegion() (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", dir+"/", "./cmd/legion", "./cmd/"+workerName)
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", dir+"/", "./cmd/legion", "./cmd/"+workerName, "./units/sdtest/"+denyName)
 	cmd.Dir = root
 	cmd.Env = append(startEnv[:len(startEnv):len(startEnv)], "CGO_ENABLED=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		_ = os.RemoveAll(dir) // nothing useful in it
-		return "", fmt.Errorf("go build ./cmd/legion ./cmd/%s in %s: %w\n%s", workerName, root, err, out.String())
+		return "", fmt.Errorf("go build ./cmd/legion ./cmd/%s ./units/sdtest/%s in %s: %w\n%s", workerName, denyName, root, err, out.String())
 	}
 	return filepath.Join(dir, "legion"), nil
 }

@@ -20,6 +20,7 @@ package sdtest
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -60,7 +61,27 @@ type Manager struct {
 // quoting the manager's log, when the manager does not come up.
 func Start(t testing.TB) *Manager {
 	t.Helper()
-	sb, err := sandbox.Start(t.Context(), sandbox.Options{Name: sandboxName})
+	return StartWith(t, Options{})
+}
+
+// Options change the private manager of StartWith.
+type Options struct {
+	// DenyUserNamespaces runs the manager, and so every unit it starts,
+	// under a seccomp filter that refuses to create user namespaces
+	// (units/sdtest/denyuserns): the host of Ubuntu 24.04's
+	// kernel.apparmor_restrict_unprivileged_userns=1, where a user
+	// manager cannot apply PrivateUsers=.
+	DenyUserNamespaces bool
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Manager {
+	t.Helper()
+	so := sandbox.Options{Name: sandboxName}
+	if o.DenyUserNamespaces {
+		so.Wrap = []string{filepath.Join(filepath.Dir(LegionBinary(t)), denyName)}
+	}
+	sb, err := sandbox.Start(t.Context(), so)
 	var missing *sandbox.MissingError
 	if errors.As(err, &missing) {
 		Require(t, missing.What, false)
