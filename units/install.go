@@ -17,6 +17,7 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/atomicfile"
+	"github.com/legion-dev/legion/units/hardening"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -51,6 +52,9 @@ type InstallOptions struct {
 	// Manager reloads the user manager and enables units. Required unless
 	// DryRun or Packaged.
 	Manager *Manager
+	// Unsupported are the directives this host cannot apply (see
+	// GenerateOptions.Unsupported).
+	Unsupported hardening.Unsupported
 }
 
 // InstallResult says what Install did (or, with DryRun, would do). Paths
@@ -87,7 +91,7 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	if !o.DryRun && !o.Packaged && o.Manager == nil {
 		return res, errors.New("install: no user manager to reload")
 	}
-	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams, Web: o.Web})
+	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams, Web: o.Web, Unsupported: o.Unsupported})
 	if err != nil {
 		return res, fmt.Errorf("install: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/legion-dev/legion/config"
@@ -88,6 +89,10 @@ type GenerateOptions struct {
 	// Web, when set, adds the dashboard's units legion-web.socket and
 	// legion-web.service.
 	Web *WebUnits
+	// Unsupported are the directives this host's user manager cannot
+	// apply (units/hostprobe): they are left out of every unit, and each
+	// file that lost some says which in a comment under the header.
+	Unsupported hardening.Unsupported
 }
 
 // WebUnits is what the dashboard's units need: where the socket listens.
@@ -109,7 +114,8 @@ func Generate(o GenerateOptions) ([]File, error) {
 	if o.Defaults == (config.Supervision{}) {
 		return nil, fmt.Errorf("no restart policy for %s: want config's defaults (restart cooldown, start limit)", unitname.ControllerTemplate)
 	}
-	helper, template := helperUnit(o.Bin), controllerTemplate(o.Bin, o.Defaults)
+	u := o.Unsupported
+	helper, template := helperUnit(o.Bin, u), controllerTemplate(o.Bin, o.Defaults, u)
 	files := []File{
 		{Path: unitname.SocketUnit, Data: socketUnit().File()},
 		{Path: unitname.HelperUnit, Data: helper.File()},
@@ -121,7 +127,7 @@ func Generate(o GenerateOptions) ([]File, error) {
 		}
 		files = append(files,
 			File{Path: unitname.WebSocketUnit, Data: webSocketUnit(*o.Web).File()},
-			File{Path: unitname.WebUnit, Data: webUnit(o.Bin).File()})
+			File{Path: unitname.WebUnit, Data: webUnit(o.Bin, u).File()})
 	}
 	names := map[string]bool{}
 	shorts := map[string]string{}
@@ -134,7 +140,7 @@ func Generate(o GenerateOptions) ([]File, error) {
 			return nil, fmt.Errorf("teams %q and %q: same short id %s (first 8 hex characters of the id); give one a new id", other, t.Name, t.ShortID)
 		}
 		shorts[t.ShortID] = t.Name
-		tf, err := teamFiles(t)
+		tf, err := teamFiles(t, u)
 		if err != nil {
 			return nil, err
 		}
@@ -176,8 +182,8 @@ func socketUnit() Unit {
 // than leaving the restart to the next connection has the helper back (and
 // its recovery done) before its sessions.watch followers (controllers,
 // `legion tmux`) dial again; the helper keeps no tmux views of its own.
-func helperUnit(bin string) Unit {
-	return Unit{Name: unitname.HelperUnit, Options: append([]Option{
+func helperUnit(bin string, u hardening.Unsupported) Unit {
+	return withHardening(Unit{Name: unitname.HelperUnit, Options: []Option{
 		String("Unit", "Description", "Legion helper (control plane)"),
 		FileOnly("Unit", "Requires", unitname.SocketUnit, false),
 		FileOnly("Unit", "After", unitname.SocketUnit, false),
@@ -187,7 +193,7 @@ func helperUnit(bin string) Unit {
 		Exec("ExecStart", []string{bin, "helper"}),
 		String("Service", "Restart", "on-failure"),
 		Duration("Service", "RestartSec", "RestartUSec", 0),
-	}, hardeningOptions(hardening.Helper())...)}
+	}}, hardening.Helper(), u)
 }
 
 // webSocketUnit is legion-web.socket: the dashboard's TCP address and a
@@ -212,8 +218,8 @@ func webSocketUnit(w WebUnits) Unit {
 // by itself when no page was connected for web.idle_exit, and the socket
 // starts it again. Restarted on failure like the helper, with the same
 // start limit.
-func webUnit(bin string) Unit {
-	return Unit{Name: unitname.WebUnit, Options: append([]Option{
+func webUnit(bin string, u hardening.Unsupported) Unit {
+	return withHardening(Unit{Name: unitname.WebUnit, Options: []Option{
 		String("Unit", "Description", "Legion web dashboard"),
 		FileOnly("Unit", "Requires", unitname.WebSocketUnit, false),
 		FileOnly("Unit", "After", unitname.WebSocketUnit, false),
@@ -223,17 +229,26 @@ func webUnit(bin string) Unit {
 		Exec("ExecStart", []string{bin, "web", "serve"}),
 		String("Service", "Restart", "on-failure"),
 		Duration("Service", "RestartSec", "RestartUSec", time.Second),
-	}, hardeningOptions(hardening.Web())...)}
+	}}, hardening.Web(), u)
 }
 
-// hardeningOptions are the [Service] lines of a set of directives (see
-// package hardening for each one's reason).
-func hardeningOptions(ds []hardening.Directive) []Option {
-	opts := make([]Option, len(ds))
-	for i, d := range ds {
-		opts[i] = FileOnly("Service", d.Key, d.Value, false)
+// withHardening is unit with the [Service] lines of the directives of set
+// that the host supports (see package hardening for each one's reason)
+// appended, and a comment naming those it does not.
+func withHardening(unit Unit, set []hardening.Directive, u hardening.Unsupported) Unit {
+	for _, d := range u.Supported(set) {
+		unit.Options = append(unit.Options, FileOnly("Service", d.Key, d.Value, false))
 	}
-	return opts
+	if left := u.Left(set); len(left) > 0 {
+		unit.Comments = append(unit.Comments, LeftOutComment(left))
+	}
+	return unit
+}
+
+// LeftOutComment is the comment line of a unit file that lost the
+// directives keys on this host.
+func LeftOutComment(keys []string) string {
+	return "Left out: this user manager cannot apply " + strings.Join(keys, ", ") + " (see `legion doctor`; after a fix, run `legion install` again)"
 }
 
 // controllerTemplate is legion@.service, one instance per team. %i is the
@@ -248,7 +263,7 @@ func hardeningOptions(ds []hardening.Directive) []Option {
 // crash or a watchdog timeout (SIGABRT) the controller stops nothing, so
 // its restart finds every agent still running. No BindsTo= is needed, and
 // none would be right: it would stop workers on a crash too.
-func controllerTemplate(bin string, d config.Supervision) Unit {
+func controllerTemplate(bin string, d config.Supervision, u hardening.Unsupported) Unit {
 	opts := []Option{
 		FileOnly("Unit", "Description", "Legion controller for team %I", true),
 		FileOnly("Unit", "Wants", unitname.SocketUnit, false),
@@ -262,14 +277,14 @@ func controllerTemplate(bin string, d config.Supervision) Unit {
 		Duration("Service", "WatchdogSec", "WatchdogUSec", controllerWatchdog),
 		String("Service", "KillMode", "mixed"),
 	}
-	opts = append(opts, hardeningOptions(hardening.Controller())...)
-	opts = append(opts, FileOnly("Install", "WantedBy", "default.target", false))
-	return Unit{Name: unitname.ControllerTemplate, Options: opts}
+	unit := withHardening(Unit{Name: unitname.ControllerTemplate, Options: opts}, hardening.Controller(), u)
+	unit.Options = append(unit.Options, FileOnly("Install", "WantedBy", "default.target", false))
+	return unit
 }
 
 // teamFiles are one team's drop-in for its controller instance, its
 // slice, and the drop-in of its workers.
-func teamFiles(t TeamUnits) ([]File, error) {
+func teamFiles(t TeamUnits, u hardening.Unsupported) ([]File, error) {
 	controller, err := unitname.ControllerUnit(t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("team %q: %w", t.Name, err)
@@ -304,7 +319,7 @@ func teamFiles(t TeamUnits) ([]File, error) {
 	if t.TasksMax > 0 {
 		su.Options = append(su.Options, Uint64("Slice", "TasksMax", t.TasksMax))
 	}
-	workers, err := workerDropIn(t)
+	workers, err := workerDropIn(t, u)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +343,7 @@ func teamFiles(t TeamUnits) ([]File, error) {
 // every worker with its file, a person can override it with a drop-in of
 // their own (60-*.conf), and systemd-analyze verify checks it. A change
 // needs `legion install`, and applies to workers started after it.
-func workerDropIn(t TeamUnits) (File, error) {
+func workerDropIn(t TeamUnits, unsupported hardening.Unsupported) (File, error) {
 	path, err := unitname.WorkerDropInPath(t.ShortID)
 	if err != nil {
 		return File{}, fmt.Errorf("team %q: %w", t.Name, err)
@@ -353,7 +368,7 @@ func workerDropIn(t TeamUnits) (File, error) {
 	if t.AgentCPUWeight > 0 {
 		u.Options = append(u.Options, Uint64("Service", "CPUWeight", t.AgentCPUWeight))
 	}
-	u.Options = append(u.Options, hardeningOptions(ds)...)
+	u = withHardening(u, ds, unsupported)
 	return File{Path: path, Data: u.File()}, nil
 }
 

@@ -51,6 +51,8 @@ type Option struct {
 type Unit struct {
 	Name    string // full unit name, e.g. "legion.socket", "legion@.service"
 	Options []Option
+	// Comments are lines written under the header, each as "# TEXT".
+	Comments []string
 }
 
 // File renders the unit as unit-file text: the Legion header, then each
@@ -60,6 +62,9 @@ func (u Unit) File() []byte {
 	var b bytes.Buffer
 	b.WriteString(Header)
 	b.WriteByte('\n')
+	for _, c := range u.Comments {
+		b.WriteString("# " + c + "\n")
+	}
 	var sections []string
 	bySection := map[string][]Option{}
 	for _, o := range u.Options {

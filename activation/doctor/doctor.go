@@ -1,6 +1,7 @@
 // Package doctor holds the checks of `legion doctor`: is everything Legion
 // needs on this machine there and working? Each check looks at one thing
-// (the systemd user manager, lingering, the session bus, whether the kernel
+// (the systemd user manager, lingering, the session bus, which of the
+// directives of Legion's units the user manager can apply, whether the kernel
 // enforces memory and CPU limits for it, tmux, git, the journal (can the
 // user read their own lines?), the config, the installed unit files, the
 // helper's socket, the pty-worker program, whether the dashboard listens
@@ -13,8 +14,10 @@
 // and reports ok, warn or fail, and with a problem what to do about it.
 //
 // The checks only look: they never write a file of the user's, change a
-// unit or the manager's environment, start or stop anything, or read a
-// secret. Their side effects: the socket check's connection, which (as
+// unit or the manager's environment, start or stop anything of Legion's,
+// or read a secret. Their side effects: the host probe's transient units
+// (units/hostprobe: each runs one check and exits, and is collected);
+// the socket check's connection, which (as
 // any client's would) starts legion.service through socket activation;
 // and each agent CLI's `--version`, which runs with only PATH and a
 // temporary HOME that is removed afterwards (some CLIs write into their
@@ -33,6 +36,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/hostprobe"
 )
 
 // Status is a check's outcome.
@@ -98,6 +102,9 @@ type Options struct {
 	// Version is legion's own version; when set, a worker that reports
 	// another one is a warning (one was upgraded without the other).
 	Version string
+	// Probe finds out what the user manager can apply (units/hostprobe);
+	// default hostprobe.Probe with Bin.
+	Probe func(context.Context) hostprobe.Report
 }
 
 // Names of the checks that are always run (agent checks are named per
@@ -121,12 +128,16 @@ const (
 func Run(ctx context.Context, o Options) []Check {
 	o = o.withDefaults()
 	cfg, cfgCheck := checkConfig(o.ConfigPath)
+	pctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	rep := o.Probe(pctx)
+	cancel()
 	checks := []Check{
 		cfgCheck,
 		withTimeout(ctx, o.Timeout, checkManager),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkLinger(ctx, o) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkBus(ctx, o.RuntimeDir) }),
-		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkUnits(ctx, o, cfg) }),
+		checkSandboxing(rep),
+		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkUnits(ctx, o, cfg, rep) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkSocket(ctx, o.RuntimeDir) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkWorker(ctx, o.FindWorker, o.Version) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkLimits(ctx, cfg) }),
@@ -211,6 +222,10 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
+	}
+	if o.Probe == nil {
+		bin := o.Bin
+		o.Probe = func(ctx context.Context) hostprobe.Report { return hostprobe.Probe(ctx, hostprobe.Options{Bin: bin}) }
 	}
 	if o.FindWorker == nil {
 		unitDir, bin := o.UnitDir, o.Bin

@@ -12,6 +12,7 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/hostprobe"
 )
 
 // checkConfig loads legion.toml. It returns the config when it loaded
@@ -72,7 +73,7 @@ func tomlKey(name string) string {
 // checkUnits: are the unit files in the unit directory what `legion
 // install` would write now (this binary, the current config)? Asks
 // units.Install for a dry run, which compares byte for byte.
-func checkUnits(ctx context.Context, o Options, cfg *config.Config) Check {
+func checkUnits(ctx context.Context, o Options, cfg *config.Config, rep hostprobe.Report) Check {
 	c := Check{Name: CheckUnits}
 	if cfg == nil {
 		c.Status, c.Detail = Warn, "not checked: the config does not load"
@@ -86,6 +87,9 @@ func checkUnits(ctx context.Context, o Options, cfg *config.Config) Check {
 		Teams:    o.TeamUnits(cfg.Teams),
 		Web:      &units.WebUnits{Listen: cfg.Web.Listen()},
 		DryRun:   true,
+		// What this host supports now: after a fix, files written
+		// without a directive are out of date.
+		Unsupported: rep.Unsupported(),
 	})
 	if err != nil {
 		c.Status, c.Detail = Fail, err.Error()

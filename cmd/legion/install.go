@@ -15,6 +15,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/contrib"
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/hostprobe"
 )
 
 // installFlags are the flags of `legion install`.
@@ -108,6 +109,15 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 			if !slices.ContainsFunc(cfg.Teams, func(t config.Team) bool { return t.Name == team }) {
 				return usageError{fmt.Errorf("--enable %q: no team of that name in %s", team, cfg.Path)}
 			}
+		}
+	}
+	if !f.packaged {
+		// What this host's user manager can apply decides what is
+		// written; each directive left out is named, with its fix.
+		rep := hostprobe.Probe(ctx, hostprobe.Options{Bin: bin})
+		o.Unsupported = rep.Unsupported()
+		for _, n := range rep.Notes() {
+			fmt.Fprintf(stderr, "warning: %s\n", n)
 		}
 	}
 	if !f.dryRun && !f.packaged {

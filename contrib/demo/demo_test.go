@@ -120,6 +120,24 @@ func TestDemoOnUserManager(t *testing.T) {
 	}
 }
 
+// TestDemoDeniedUserNamespaces: `legion demo` on a user manager that may
+// not create user namespaces (sdtest's seccomp filter, as Ubuntu 24.04's
+// AppArmor restriction): every unit with PrivateUsers=yes would fail with
+// 217/USER, so the demo leaves it out, says why and how to lift it, and
+// all three issues still reach Done.
+func TestDemoDeniedUserNamespaces(t *testing.T) {
+	sdtest.StartWith(t, sdtest.Options{DenyUserNamespaces: true})
+	bin := sdtest.LegionBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out, _ := runDemo(t, ctx, bin, t.TempDir())
+	for _, want := range []string{"note: left out PrivateUsers (user namespaces)", "217/USER", "apparmor_restrict_unprivileged_userns", "all 3 issues are Done"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("legion demo's output does not say %q", want)
+		}
+	}
+}
+
 // tree lists every file and directory below roots, with a file's content.
 func tree(t *testing.T, roots ...string) map[string]string {
 	t.Helper()

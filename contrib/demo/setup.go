@@ -22,6 +22,7 @@ import (
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/hostprobe"
 	"github.com/legion-dev/legion/units/sandbox"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -206,14 +207,20 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 		StartLimitInterval: t.StartLimitInterval, StartLimitBurst: uint32(t.StartLimitBurst),
 	}
 	d.started = true
+	// As legion install does: what this user manager cannot apply is left
+	// out, and said.
+	rep := hostprobe.Probe(ctx, hostprobe.Options{Bin: d.o.Bin})
+	for _, n := range rep.Notes() {
+		fmt.Fprintf(d.o.Out, "note: %s\n", n)
+	}
 	if d.sb != nil {
-		if _, err := units.Install(ctx, units.InstallOptions{UnitDir: d.unitDir, Bin: d.o.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: []units.TeamUnits{tu}, Manager: d.mgr}); err != nil {
+		if _, err := units.Install(ctx, units.InstallOptions{UnitDir: d.unitDir, Bin: d.o.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: []units.TeamUnits{tu}, Manager: d.mgr, Unsupported: rep.Unsupported()}); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	} else {
 		// Not Install: it enables legion.socket, a link in the user's
 		// persistent configuration. Write the files, reload, start.
-		files, err := units.Generate(units.GenerateOptions{Bin: d.o.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: []units.TeamUnits{tu}})
+		files, err := units.Generate(units.GenerateOptions{Bin: d.o.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: []units.TeamUnits{tu}, Unsupported: rep.Unsupported()})
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}

@@ -293,6 +293,18 @@ func (e *env) legion(ctx context.Context, args ...string) string {
 	return o.String()
 }
 
+// legionAll is legion, returning what it printed on stdout and stderr.
+func (e *env) legionAll(ctx context.Context, args ...string) string {
+	e.t.Helper()
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("legion %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
 // startController starts legion@demo.
 func (e *env) startController() {
 	e.t.Helper()

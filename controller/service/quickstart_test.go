@@ -45,6 +45,9 @@ type followed struct {
 	// managerEnv is what the user put into the user manager's
 	// environment: the provider's address and key.
 	managerEnv []string
+	// installed is what `legion install --enable demo` printed, stdout
+	// and stderr.
+	installed string
 }
 
 // answered is a request of a fake API, whatever the kind: when it came,
@@ -81,6 +84,13 @@ func (f *followed) stepDone(issue string, mode controller.Mode, step int) (time.
 // started yet.
 func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Traits) *followed {
 	t.Helper()
+	return startFollowedOn(t, kind, traits, sdtest.Options{})
+}
+
+// startFollowedOn is startFollowed with the private manager started with
+// sdo (a host that denies user namespaces).
+func startFollowedOn(t testing.TB, kind config.AgentKind, traits followmodel.Traits, sdo sdtest.Options) *followed {
+	t.Helper()
 	var cli string
 	switch kind {
 	case config.AgentClaude:
@@ -102,7 +112,7 @@ func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Trait
 	}
 	t.Cleanup(func() { os.Remove(scratch) }) // once empty: the last test to end removes it
 	t.Setenv("TMPDIR", scratch)
-	sd := sdtest.Start(t)
+	sd := sdtest.StartWith(t, sdo)
 	bin := sdtest.LegionBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -217,7 +227,7 @@ func startFollowed(t testing.TB, kind config.AgentKind, traits followmodel.Trait
 
 	// The README's quick start.
 	e.legion(ctx, "team", "add", teamName, "--workspace", e.ws, "--kind", string(kind))
-	e.legion(ctx, "install", "--enable", teamName)
+	f.installed = e.legionAll(ctx, "install", "--enable", teamName)
 
 	e.configPath = filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion", "legion.toml")
 	e.openTeam()

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,6 +190,9 @@ func Probe(ctx context.Context, o Options) Report {
 	if err != nil {
 		return Report{Err: fmt.Errorf("systemd-run not found (it comes with systemd): %w", err)}
 	}
+	if st, err := os.Stat(o.Bin); err != nil || st.Mode()&0o111 == 0 || !filepath.IsAbs(o.Bin) {
+		return Report{Err: fmt.Errorf("the legion binary %q to run in the probe units: not an absolute path to an executable file (%v)", o.Bin, err)}
+	}
 	if _, err := os.Stat(trueBin); err != nil {
 		return Report{Err: fmt.Errorf("the program of the probes that only start: %w", err)}
 	}
@@ -306,4 +310,29 @@ func absent(c Check) string {
 		return "its output did not reach a journal (no systemd-journald socket)"
 	}
 	return "no effect"
+}
+
+// Notes are what install and doctor tell a person about r, one entry per
+// group that is not supported ("left out KEYS: why", "not enforced: ...",
+// "no journal: ..."), each with its fix on a second line; or why the
+// probe could not run.
+func (r Report) Notes() []string {
+	if r.Err != nil {
+		return []string{"the host probe did not run, so every directive is written: " + r.Err.Error() +
+			"\n  fix: see `legion doctor`, then run `legion install` again"}
+	}
+	var out []string
+	for _, res := range r.Failed() {
+		var head string
+		switch {
+		case len(res.Keys) == 0:
+			head = "no " + strings.TrimPrefix(res.Name, "the ")
+		case res.Kept:
+			head = "not enforced here: " + strings.Join(res.Keys, ", ") + " (" + res.Name + ")"
+		default:
+			head = "left out " + strings.Join(res.Keys, ", ") + " (" + res.Name + ")"
+		}
+		out = append(out, head+": "+res.Why+"\n  fix: "+res.Fix)
+	}
+	return out
 }
