@@ -140,7 +140,7 @@ func Run(ctx context.Context, o Options) []Check {
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkUnits(ctx, o, cfg, rep) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkSocket(ctx, o.RuntimeDir) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkWorker(ctx, o.FindWorker, o.Version) }),
-		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkLimits(ctx, cfg) }),
+		checkLimits(rep, cfg),
 		checkTool(CheckGit, "git", "Legion gives every issue a git worktree of the team's workspace"),
 		checkTool(CheckTmux, "tmux", "`legion tmux TEAM` shows a team's agents in tmux windows"),
 		checkJournal(),

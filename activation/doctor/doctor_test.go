@@ -14,6 +14,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/hostprobe"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -280,31 +281,40 @@ func TestLingerFile(t *testing.T) {
 	}
 }
 
-// TestLimits: the limits check says whether the kernel enforces
-// legion.toml's memory and CPU limits for a real user manager, naming the
-// keys a team sets when it does not.
+// TestLimits: the limits check says whether a real user manager enforces
+// legion.toml's memory and CPU limits, as a unit with them found in its
+// own cgroup, naming the keys a team sets when they are not.
 func TestLimits(t *testing.T) {
 	s := newSandbox(t)
 	m := sdtest.Start(t)
 	s.useManager(t, m)
+	s.opts.Bin = sdtest.LegionBinary(t)
 	s.writeConfig(t, "agent.memory_max = \"1G\"\n")
-	ctx, cancel := context.WithTimeout(t.Context(), sdtestTimeout)
-	defer cancel()
-	mgr, err := units.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mgr.Close()
-	ctl, err := mgr.Controllers(ctx)
-	if err != nil {
-		t.Fatal(err)
+	rep := hostprobe.Probe(t.Context(), hostprobe.Options{Bin: s.opts.Bin})
+	if rep.Err != nil {
+		t.Fatal(rep.Err)
 	}
 	got := find(t, Run(t.Context(), s.opts), CheckLimits)
-	if ctl.Memory && ctl.CPU {
-		expect(t, got, OK, "enforced", "")
-		return
+	var memory, cpu hostprobe.Result
+	for _, r := range rep.Results {
+		switch r.Check {
+		case hostprobe.CheckMemory:
+			memory = r
+		case hostprobe.CheckCPU:
+			cpu = r
+		}
 	}
-	expect(t, got, Warn, "not enforced here, though legion.toml sets teams.demo.agent.memory_max: "+ctl.Why, "cgroup2")
+	switch {
+	case memory.OK && cpu.OK:
+		expect(t, got, OK, "enforced", "")
+	case !cpu.OK:
+		expect(t, got, Warn, "not enforced here, though legion.toml sets teams.demo.agent.memory_max", "cgroup v2")
+		if !strings.Contains(got.Detail, "CPU limits (CPUQuota, CPUWeight): "+cpu.Why) {
+			t.Errorf("detail %q does not give the CPU probe's reason %q", got.Detail, cpu.Why)
+		}
+	default:
+		expect(t, got, Warn, "memory limits (MemoryMax, MemorySwapMax): "+memory.Why, "cgroup v2")
+	}
 }
 
 func TestNoManager(t *testing.T) {
@@ -522,4 +532,46 @@ func TestWorkerBesideInstalledLegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Fail, "legion-pty-worker not found in "+elsewhere, "make install")
+}
+
+// TestSandboxing: the unit sandboxing check reports the host probe. Where
+// the manager may create user namespaces it applies every directive; where
+// it may not (sdtest's seccomp filter), PrivateUsers is left out with the
+// unit's 217/USER and the fix, and units installed before, with
+// PrivateUsers=, are out of date.
+func TestSandboxing(t *testing.T) {
+	for _, deny := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deny=%v", deny), func(t *testing.T) {
+			s := newSandbox(t)
+			m := sdtest.StartWith(t, sdtest.Options{DenyUserNamespaces: deny})
+			s.useManager(t, m)
+			s.opts.Bin = sdtest.LegionBinary(t)
+			s.writeConfig(t, "")
+			if !deny {
+				expect(t, find(t, Run(t.Context(), s.opts), CheckSandboxing), OK, "applies every directive of Legion's units (user namespaces, mount and device namespaces", "")
+				return
+			}
+			// The units as a host with user namespaces gets them.
+			cfg, err := config.Load(s.opts.ConfigPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: teamUnits(cfg.Teams), Web: &units.WebUnits{Listen: cfg.Web.Listen()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				p := filepath.Join(s.opts.UnitDir, f.Path)
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, f.Data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checks := Run(t.Context(), s.opts)
+			expect(t, find(t, checks, CheckSandboxing), Warn, "leaves out what this user manager cannot apply: PrivateUsers (user namespaces: a unit with it failed to start with 217/USER", "apparmor_restrict_unprivileged_userns")
+			expect(t, find(t, checks, CheckUnits), Fail, "legion-web.service, legion.service, legion@.service (compared with", "legion install")
+		})
+	}
 }

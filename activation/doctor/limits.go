@@ -1,11 +1,10 @@
 package doctor
 
 import (
-	"context"
 	"strings"
 
 	"github.com/legion-dev/legion/config"
-	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/hostprobe"
 )
 
 // CheckLimits is the name of the check of resource limits.
@@ -14,35 +13,40 @@ const CheckLimits = "resource limits"
 // checkLimits: does the kernel enforce the memory and CPU limits of
 // legion.toml for the user manager (memory_max, cpu_quota of a team's
 // slice; agent.memory_max, agent.cpu_weight of each agent)? systemd
-// accepts them either way and applies them only with cgroup2's memory and
-// cpu controllers in the manager's cgroup. Not enforced is a warning, more
+// accepts them either way and applies them only where the manager has the
+// cgroup controller. The host probe tried them (a unit with MemoryMax= and
+// CPUQuota= read its own cgroup's limits). Not enforced is a warning, more
 // pointed when a team sets a limit: one runaway agent can then take the
 // machine's memory, and nobody is OOM-killed alone.
-func checkLimits(ctx context.Context, cfg *config.Config) Check {
+func checkLimits(rep hostprobe.Report, cfg *config.Config) Check {
 	c := Check{Name: CheckLimits}
-	m, err := units.Connect(ctx)
-	if err != nil {
-		c.Status, c.Detail, c.Fix = Warn, "cannot tell: "+err.Error(), "see the "+CheckManager+" check"
+	if rep.Err != nil {
+		c.Status, c.Detail, c.Fix = Warn, "cannot tell: not probed: "+rep.Err.Error(), "see the "+CheckManager+" check"
 		return c
 	}
-	defer m.Close()
-	ctl, err := m.Controllers(ctx)
-	if err != nil {
-		c.Status, c.Detail, c.Fix = Warn, "cannot tell: "+err.Error(), "see `systemctl --user status`"
+	var missing []hostprobe.Result
+	for _, r := range rep.Results {
+		if r.Check == hostprobe.CheckMemory || r.Check == hostprobe.CheckCPU {
+			if !r.OK {
+				missing = append(missing, r)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		c.Status, c.Detail = OK, "enforced: a unit with MemoryMax= and CPUQuota= had them in its cgroup (memory_max, cpu_quota, agent.memory_max, agent.cpu_weight apply)"
 		return c
 	}
-	if ctl.Memory && ctl.CPU {
-		c.Status, c.Detail = OK, "enforced: the user manager has cgroup2's memory and cpu controllers (memory_max, cpu_quota, agent.memory_max, agent.cpu_weight apply)"
-		return c
+	var why []string
+	for _, r := range missing {
+		why = append(why, r.Name+" ("+strings.Join(r.Keys, ", ")+"): "+r.Why)
 	}
 	c.Status = Warn
-	set := limitsSet(cfg)
-	if len(set) > 0 {
-		c.Detail = "not enforced here, though legion.toml sets " + strings.Join(set, ", ") + ": " + ctl.Why
+	if set := limitsSet(cfg); len(set) > 0 {
+		c.Detail = "not enforced here, though legion.toml sets " + strings.Join(set, ", ") + ": " + strings.Join(why, "; ")
 	} else {
-		c.Detail = "memory_max, cpu_quota, agent.memory_max and agent.cpu_weight would not be enforced here: " + ctl.Why
+		c.Detail = "not enforced here: " + strings.Join(why, "; ")
 	}
-	c.Fix = "until they are, an agent is not stopped at its memory_max: watch `legion sessions status NAME`; on a machine you control, boot with cgroup2 (systemd.unified_cgroup_hierarchy=1 on the kernel command line)"
+	c.Fix = "until they are, an agent is not stopped at its limits: watch `legion sessions status NAME`; " + missing[0].Fix
 	return c
 }
 
