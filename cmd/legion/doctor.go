@@ -19,8 +19,11 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Use:   "doctor [--json]",
 		Short: "Check that everything Legion needs is there and working",
 		Long: `Doctor checks the config, the systemd user manager, lingering, the D-Bus
-session bus, the installed unit files (are they what legion install would
-write now?), the helper's socket, the legion-pty-worker program (the one
+session bus, which of the directives of Legion's units the user manager can
+apply (it tries each group in a transient unit, as legion install does, and
+names what is left out with the fix), whether the kernel enforces memory and
+CPU limits for it, the installed unit files (are they what legion install
+would write now, on this host?), the journal, the helper's socket, the legion-pty-worker program (the one
 beside the legion that the installed legion.service runs), git, tmux,
 whether the dashboard listens only on this machine (web.address: a warning
 otherwise), and for each team:

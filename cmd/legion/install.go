@@ -50,6 +50,15 @@ at boot, without a login session, and keep every agent running after you
 log out; install says so when lingering is off, or unknown for want of
 systemd-logind).
 
+Before writing, install asks the user manager what it can apply: one transient
+unit per group of directives (systemd-run --user) looks for the group's effect
+from inside. What the manager cannot apply (PrivateUsers= where user
+namespaces are denied, as on Ubuntu 24.04) is left out of every unit, named on
+stderr with why and the fix, and noted in a comment in each file that lost it;
+resource limits the kernel does not enforce here are still written, and named.
+After a fix, run install again: it writes them back (legion doctor's unit
+files check says so).
+
 Only files that changed are written: running install twice changes nothing.
 A file Legion did not write is never overwritten.
 
