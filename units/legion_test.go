@@ -14,6 +14,7 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units"
+	"github.com/legion-dev/legion/units/hardening"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -211,4 +212,50 @@ func TestVerifyCatchesErrors(t *testing.T) {
 	if !strings.Contains(stderr, "NoSuchKey") {
 		t.Errorf("systemd-analyze verify of a unit with an unknown key: stderr %q; want a warning naming NoSuchKey", stderr)
 	}
+}
+
+// TestGenerateUnsupported: what the host cannot apply is left out of every
+// unit and worker drop-in, each file that lost something says which in a
+// comment under the header, the rest of each file is what a host with
+// everything gets, and systemd-analyze verify still accepts them.
+func TestGenerateUnsupported(t *testing.T) {
+	bin := fakeBinary(t)
+	o := units.GenerateOptions{Bin: bin, Defaults: defaults, Teams: oddTeams, Web: &units.WebUnits{Listen: "127.0.0.1:7787"}}
+	full, err := units.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Unsupported = hardening.Unsupported{"PrivateUsers": "a unit with it failed to start with 217/USER", "PrivateDevices": "218/CAPABILITIES"}
+	less, err := units.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(less) != len(full) {
+		t.Fatalf("%d files; want %d", len(less), len(full))
+	}
+	lost := 0
+	for i, f := range less {
+		want := string(full[i].Data)
+		var left []string
+		for _, k := range []string{"PrivateUsers", "PrivateDevices"} {
+			if strings.Contains(want, k+"=yes\n") {
+				left = append(left, k)
+				want = strings.Replace(want, k+"=yes\n", "", 1)
+			}
+		}
+		if len(left) > 0 {
+			lost++
+			want = strings.Replace(want, units.Header+"\n", units.Header+"\n# "+units.LeftOutComment(left)+"\n", 1)
+		}
+		if got := string(f.Data); got != want {
+			t.Errorf("%s:\n%s\nwant:\n%s", f.Path, got, want)
+		}
+	}
+	// The helper, the controllers, the dashboard, and each team's workers.
+	if lost != 3+len(oddTeams) {
+		t.Errorf("%d files had PrivateUsers=yes; want %d", lost, 3+len(oddTeams))
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, less)
+	verifyUnits(t, dir, unitNamesToVerify(t, dir, bin, less)...)
 }
