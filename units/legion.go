@@ -245,6 +245,26 @@ func withHardening(unit Unit, set []hardening.Directive, u hardening.Unsupported
 	return unit
 }
 
+// Keys are the unit-file keys of the sandboxing directives and resource
+// limits that Generate may write for teams: those of the helper, the
+// controllers, the dashboard and each team's workers, and the limits. A
+// host probe's findings about other keys concern no unit.
+func Keys(teams []TeamUnits) map[string]bool {
+	keys := map[string]bool{"MemoryMax": true, "MemorySwapMax": true, "CPUQuota": true, "CPUWeight": true, "TasksMax": true}
+	sets := [][]hardening.Directive{hardening.Helper(), hardening.Controller(), hardening.Web()}
+	for _, t := range teams {
+		if ds, err := hardening.Worker(t.HardeningRelax, t.HardeningAdd); err == nil {
+			sets = append(sets, ds)
+		}
+	}
+	for _, set := range sets {
+		for _, d := range set {
+			keys[d.Key] = true
+		}
+	}
+	return keys
+}
+
 // LeftOutComment is the comment line of a unit file that lost the
 // directives keys on this host.
 func LeftOutComment(keys []string) string {

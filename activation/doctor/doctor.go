@@ -136,7 +136,7 @@ func Run(ctx context.Context, o Options) []Check {
 		withTimeout(ctx, o.Timeout, checkManager),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkLinger(ctx, o) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkBus(ctx, o.RuntimeDir) }),
-		checkSandboxing(rep),
+		checkSandboxing(rep, usedKeys(o, cfg)),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkUnits(ctx, o, cfg, rep) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkSocket(ctx, o.RuntimeDir) }),
 		withTimeout(ctx, o.Timeout, func(ctx context.Context) Check { return checkWorker(ctx, o.FindWorker, o.Version) }),
@@ -198,6 +198,15 @@ func Failed(checks []Check) int {
 		}
 	}
 	return n
+}
+
+// usedKeys are the keys of the units install would write for cfg (nil
+// when the config does not load: all).
+func usedKeys(o Options, cfg *config.Config) map[string]bool {
+	if cfg == nil {
+		return nil
+	}
+	return units.Keys(o.TeamUnits(cfg.Teams))
 }
 
 func (o Options) withDefaults() Options {

@@ -15,7 +15,8 @@ const CheckSandboxing = "unit sandboxing"
 // directives of Legion's units this user manager cannot apply, so that
 // `legion install` leaves them out, with why and the fix. The resource
 // limits and the journal have checks of their own.
-func checkSandboxing(rep hostprobe.Report) Check {
+// used are the keys of the units install writes (nil: all).
+func checkSandboxing(rep hostprobe.Report, used map[string]bool) Check {
 	c := Check{Name: CheckSandboxing}
 	if rep.Err != nil {
 		c.Status, c.Detail, c.Fix = Warn, "not probed: "+rep.Err.Error(), "see the "+CheckManager+" check"
@@ -23,10 +24,11 @@ func checkSandboxing(rep hostprobe.Report) Check {
 	}
 	var left, fixes []string
 	for _, r := range rep.Failed() {
-		if r.Kept {
+		keys := r.UsedKeys(used)
+		if r.Kept || len(keys) == 0 {
 			continue
 		}
-		left = append(left, strings.Join(r.Keys, ", ")+" ("+r.Name+": "+r.Why+")")
+		left = append(left, strings.Join(keys, ", ")+" ("+r.Name+": "+r.Why+")")
 		if !slices.Contains(fixes, r.Fix) {
 			fixes = append(fixes, r.Fix)
 		}
@@ -34,7 +36,7 @@ func checkSandboxing(rep hostprobe.Report) Check {
 	if len(left) == 0 {
 		var names []string
 		for _, r := range rep.Results {
-			if !r.Kept {
+			if !r.Kept && len(r.UsedKeys(used)) > 0 {
 				names = append(names, r.Name)
 			}
 		}

@@ -125,7 +125,7 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 		// written; each directive left out is named, with its fix.
 		rep := hostprobe.Probe(ctx, hostprobe.Options{Bin: bin})
 		o.Unsupported = rep.Unsupported()
-		for _, n := range rep.Notes() {
+		for _, n := range rep.Notes(units.Keys(o.Teams)) {
 			fmt.Fprintf(stderr, "warning: %s\n", n)
 		}
 	}

@@ -210,7 +210,7 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 	// As legion install does: what this user manager cannot apply is left
 	// out, and said.
 	rep := hostprobe.Probe(ctx, hostprobe.Options{Bin: d.o.Bin})
-	for _, n := range rep.Notes() {
+	for _, n := range rep.Notes(units.Keys([]units.TeamUnits{tu})) {
 		fmt.Fprintf(d.o.Out, "note: %s\n", n)
 	}
 	if d.sb != nil {

@@ -65,9 +65,14 @@ func TestQuickStartDeniedUserNamespaces(t *testing.T) {
 	}
 
 	// The dashboard's server starts (the helper, the controller and the
-	// workers show by the cycle below).
-	if out, err := f.sd.Systemctl(t, "start", unitname.WebUnit); err != nil {
-		t.Errorf("start %s: %v\n%s", unitname.WebUnit, err, out)
+	// workers show by the cycle below). Its socket listens on its unix
+	// socket only: the TCP port is the machine's, which a test in another
+	// package may hold.
+	f.dropIn(filepath.Join(unitDir, unitname.WebSocketUnit+".d", "90-test.conf"), "[Socket]\nListenStream=\nListenStream=%t/"+units.WebSocketPath+"\n")
+	for _, args := range [][]string{{"daemon-reload"}, {"reset-failed", unitname.WebSocketUnit}, {"restart", unitname.WebSocketUnit}, {"start", unitname.WebUnit}} {
+		if out, err := f.sd.Systemctl(t, args...); err != nil {
+			t.Errorf("systemctl --user %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 
 	id := f.addIssue(ctx, "Greet the user")

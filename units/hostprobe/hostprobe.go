@@ -35,8 +35,6 @@ import (
 	"github.com/legion-dev/legion/units/hardening"
 )
 
-// trueBin is the program of the groups whose check is CheckStarted.
-const trueBin = "/bin/true"
 
 // Check is what `legion --probe-effect` looks for inside a probe unit.
 type Check string
@@ -44,6 +42,7 @@ type Check string
 // The checks (see Observe).
 const (
 	CheckStarted     Check = "started"      // the unit started at all
+	CheckMount       Check = "mount"        // awk(1) finds a line of its mount table for which ARG holds
 	CheckUserNS      Check = "userns"       // in a user namespace of its own
 	CheckReadOnlyUsr Check = "readonly-usr" // /usr is mounted read-only
 	CheckSeccomp     Check = "seccomp"      // no new privileges, a seccomp filter
@@ -69,6 +68,8 @@ const (
 	fixCgroup = "boot with the unified cgroup hierarchy (cgroup v2: systemd.unified_cgroup_hierarchy=1 on the kernel command line) " +
 		"with the controllers delegated to user managers (if `cat /sys/fs/cgroup/user.slice/user-$UID.slice/user@$UID.service/cgroup.controllers` lacks cpu, memory or pids: " +
 		"a drop-in for user@.service with Delegate=cpu memory pids). Then run `legion install` again"
+	fixNamespace = "the user manager could not set up the namespace the directives need (inside a container it may lack the privileges): " +
+		"run Legion where a user manager can, or accept the units without them"
 	fixJournal = "run systemd-journald (a booted system has it; a container may not): until then units' output goes to the manager's console, " +
 		"`legion logs` and `journalctl --user` show nothing, and Legion's own transcripts and log files are unaffected"
 )
@@ -102,16 +103,19 @@ func Groups() []Group {
 			Props: []string{"ProtectSystem=full", "PrivateDevices=yes", "ProtectKernelTunables=yes", "ProtectKernelModules=yes",
 				"ProtectControlGroups=yes", "ProtectClock=yes", "ProtectHostname=yes", "CapabilityBoundingSet="},
 			Check: CheckReadOnlyUsr, UserNS: true,
-			Fix: "a user manager applies these only in a user namespace: " + fixUserNS,
+			Fix: fixNamespace,
 		},
-		// Its own group, tried with true(1): a /tmp of its own hides a
-		// legion binary that lives in /tmp (as a test's does).
-		{Name: "a private /tmp", Keys: []string{"PrivateTmp"}, Props: []string{"PrivateTmp=yes"}, Check: CheckStarted, UserNS: true,
-			Fix: "a user manager applies it only in a user namespace: " + fixUserNS},
-		{Name: "a hidden kernel log", Keys: []string{"ProtectKernelLogs"}, Props: []string{"ProtectKernelLogs=yes"}, Check: CheckStarted, UserNS: true,
-			Fix: "inside a container a user manager cannot apply it (226/NAMESPACE); leave it out of hardening.add"},
-		{Name: "hidden processes", Keys: []string{"ProtectProc"}, Props: []string{"ProtectProc=invisible"}, Check: CheckStarted, UserNS: true,
-			Fix: "inside a container a user manager cannot apply it (226/NAMESPACE); leave it out of hardening.add"},
+		// Each its own group, looked for in the unit's mount table by
+		// awk(1) rather than legion: a /tmp of its own hides a legion
+		// binary that lives in /tmp (as a test's does). A user manager
+		// ignores them without a user namespace; inside a container it
+		// may fail them (226/NAMESPACE).
+		{Name: "a private /tmp", Keys: []string{"PrivateTmp"}, Props: []string{"PrivateTmp=yes"}, Check: CheckMount,
+			Arg: `$5 == "/tmp" && $4 ~ /systemd-private-/`, UserNS: true, Fix: fixNamespace},
+		{Name: "a hidden kernel log", Keys: []string{"ProtectKernelLogs"}, Props: []string{"ProtectKernelLogs=yes"}, Check: CheckMount,
+			Arg: `$5 == "/proc/kmsg"`, UserNS: true, Fix: fixNamespace + "; or leave it out of hardening.add"},
+		{Name: "hidden processes", Keys: []string{"ProtectProc"}, Props: []string{"ProtectProc=invisible"}, Check: CheckMount,
+			Arg: `$5 == "/proc" && /hidepid=(invisible|2)/`, UserNS: true, Fix: fixNamespace + "; or leave it out of hardening.add"},
 		{
 			Name: "system call filters",
 			Keys: []string{"NoNewPrivileges", "SystemCallFilter", "SystemCallArchitectures", "RestrictNamespaces", "RestrictRealtime",
@@ -193,11 +197,13 @@ func Probe(ctx context.Context, o Options) Report {
 	if st, err := os.Stat(o.Bin); err != nil || st.Mode()&0o111 == 0 || !filepath.IsAbs(o.Bin) {
 		return Report{Err: fmt.Errorf("the legion binary %q to run in the probe units: not an absolute path to an executable file (%v)", o.Bin, err)}
 	}
-	if _, err := os.Stat(trueBin); err != nil {
-		return Report{Err: fmt.Errorf("the program of the probes that only start: %w", err)}
+	awk, err := exec.LookPath("awk")
+	if err != nil {
+		return Report{Err: fmt.Errorf("awk(1), which reads the probe units' mount tables: %w", err)}
 	}
+	p := prober{o: o, run: run, awk: awk}
 	groups := Groups()
-	first := try(ctx, run, o, groups[0], false)
+	first := p.try(ctx, groups[0], false)
 	if first.err != nil {
 		return Report{Err: first.err}
 	}
@@ -207,8 +213,13 @@ func Probe(ctx context.Context, o Options) Report {
 	errs := make([]error, len(groups))
 	for i, g := range groups[1:] {
 		wg.Go(func() {
-			o := try(ctx, run, o, g, first.OK && g.UserNS)
-			rep.Results[i+1], errs[i+1] = o.Result, o.err
+			out := p.try(ctx, g, first.OK && g.UserNS)
+			if !out.OK && g.UserNS && !first.OK {
+				// Tried without a user namespace, which is what it
+				// lacked: the fix is the user namespaces'.
+				out.Fix = "they need a user namespace (" + first.Why + "): " + fixUserNS
+			}
+			rep.Results[i+1], errs[i+1] = out.Result, out.err
 		})
 	}
 	wg.Wait()
@@ -223,8 +234,14 @@ type outcome struct {
 	err error // the probe could not run at all
 }
 
+// prober runs the probe units: systemd-run, and in them legion or awk.
+type prober struct {
+	o        Options
+	run, awk string
+}
+
 // try runs one group's unit and reads its exit status.
-func try(ctx context.Context, run string, o Options, g Group, userns bool) outcome {
+func (p prober) try(ctx context.Context, g Group, userns bool) outcome {
 	props := slices.Clone(g.Props)
 	if userns {
 		props = append(props, "PrivateUsers=yes")
@@ -233,16 +250,17 @@ func try(ctx context.Context, run string, o Options, g Group, userns bool) outco
 	for _, p := range props {
 		args = append(args, "--property="+p)
 	}
-	if g.Check == CheckStarted {
-		args = append(args, trueBin)
-	} else {
-		args = append(args, o.Bin, EffectFlag, string(g.Check))
+	switch g.Check {
+	case CheckMount:
+		args = append(args, p.awk, g.Arg+" { found = 1 } END { exit found ? 0 : 3 }", "/proc/self/mountinfo")
+	default:
+		args = append(args, p.o.Bin, EffectFlag, string(g.Check))
 		if g.Arg != "" {
 			args = append(args, g.Arg)
 		}
 	}
-	cmd := exec.CommandContext(ctx, run, args...)
-	cmd.Env = o.Env
+	cmd := exec.CommandContext(ctx, p.run, args...)
+	cmd.Env = p.o.Env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -300,6 +318,8 @@ func absent(c Check) string {
 	switch c {
 	case CheckUserNS:
 		return "no user namespace"
+	case CheckMount:
+		return "its mount table does not show it (a user manager ignores it without a user namespace)"
 	case CheckReadOnlyUsr:
 		return "/usr stayed writable (a user manager ignores these without a user namespace)"
 	case CheckSeccomp:
@@ -313,26 +333,44 @@ func absent(c Check) string {
 }
 
 // Notes are what install and doctor tell a person about r, one entry per
-// group that is not supported ("left out KEYS: why", "not enforced: ...",
-// "no journal: ..."), each with its fix on a second line; or why the
-// probe could not run.
-func (r Report) Notes() []string {
+// group that is not supported and has a key in used (the keys the units
+// written have; nil means every key), or no keys (the journal): "left out
+// KEYS: why", "not enforced: ...", "no journal: ...", each with its fix on
+// a second line; or why the probe could not run.
+func (r Report) Notes(used map[string]bool) []string {
 	if r.Err != nil {
 		return []string{"the host probe did not run, so every directive is written: " + r.Err.Error() +
 			"\n  fix: see `legion doctor`, then run `legion install` again"}
 	}
 	var out []string
 	for _, res := range r.Failed() {
+		keys := res.UsedKeys(used)
 		var head string
 		switch {
 		case len(res.Keys) == 0:
 			head = "no " + strings.TrimPrefix(res.Name, "the ")
+		case len(keys) == 0:
+			continue
 		case res.Kept:
-			head = "not enforced here: " + strings.Join(res.Keys, ", ") + " (" + res.Name + ")"
+			head = "not enforced here: " + strings.Join(keys, ", ") + " (" + res.Name + ")"
 		default:
-			head = "left out " + strings.Join(res.Keys, ", ") + " (" + res.Name + ")"
+			head = "left out " + strings.Join(keys, ", ") + " (" + res.Name + ")"
 		}
 		out = append(out, head+": "+res.Why+"\n  fix: "+res.Fix)
+	}
+	return out
+}
+
+// UsedKeys are the group's keys in used; nil used means all.
+func (g Group) UsedKeys(used map[string]bool) []string {
+	if used == nil {
+		return g.Keys
+	}
+	var out []string
+	for _, k := range g.Keys {
+		if used[k] {
+			out = append(out, k)
+		}
 	}
 	return out
 }
