@@ -35,7 +35,6 @@ import (
 	"github.com/legion-dev/legion/units/hardening"
 )
 
-
 // Check is what `legion --probe-effect` looks for inside a probe unit.
 type Check string
 
