@@ -643,7 +643,8 @@ var Schema = []Setting{
 		Doc: "Sandboxing directives to take out of the team's worker units (systemd.exec(5)); each worker, " +
 			"the agent's home, has by default only what an agent cannot need: " + directiveList(hardening.WorkerDefaults()) +
 			" Relaxing PrivateUsers requires relaxing every directive marked \"needs PrivateUsers\", " +
-			"which a user manager ignores or refuses without it. Applied by `legion install`, to workers started after it.",
+			"which a user manager ignores or refuses without it. Applied by `legion install`, to workers started after it; " +
+			"install leaves out, and names, any directive this host's user manager cannot apply (see legion-install(1)).",
 		set: onTeam(func(t *Team, v any) (err error) {
 			t.Hardening.Relax, err = directivesValue(v, "relax", hardening.WorkerDefaults())
 			return err
@@ -653,7 +654,8 @@ var Schema = []Setting{
 		Table: TableTeam, Key: "hardening.add", Type: "array of strings", Example: `["PrivateTmp", "SystemCallArchitectures"]`,
 		Doc: "Sandboxing directives to add to the team's worker units, each of which takes away something " +
 			"some agents need: " + directiveList(hardening.WorkerOptional()) +
-			" Applied by `legion install`, to workers started after it.",
+			" Applied by `legion install`, to workers started after it; " +
+			"one this host's user manager cannot apply is left out, and named.",
 		set: onTeam(func(t *Team, v any) (err error) {
 			t.Hardening.Add, err = directivesValue(v, "add", hardening.WorkerOptional())
 			return err
