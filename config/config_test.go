@@ -285,12 +285,12 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "hardening unknown",
 			text: team + "hardening.add = [\"ProtectHome\"]\n",
-			want: `@FILE@:4: teams.demo.hardening.add: add: unknown directive "ProtectHome": expected one of LockPersonality, SystemCallArchitectures, SystemCallFilter, RestrictNamespaces, RestrictAddressFamilies, MemoryDenyWriteExecute, PrivateTmp, ProtectKernelLogs, ProtectProc, UMask`,
+			want: `@FILE@:4: teams.demo.hardening.add: add: unknown directive "ProtectHome": expected one of SystemCallFilter, RestrictNamespaces, RestrictAddressFamilies, MemoryDenyWriteExecute, PrivateTmp, ProtectKernelLogs, ProtectProc, UMask, LockPersonality, SystemCallArchitectures`,
 		},
 		{
 			name: "hardening not a default",
 			text: team + "hardening.relax = [\"PrivateTmp\"]\n",
-			want: `@FILE@:4: teams.demo.hardening.relax: relax: unknown directive "PrivateTmp": expected one of PrivateUsers, NoNewPrivileges, ProtectSystem, PrivateDevices, ProtectKernelTunables, ProtectKernelModules, ProtectControlGroups, ProtectClock, ProtectHostname, RestrictRealtime, RestrictSUIDSGID, KeyringMode, CapabilityBoundingSet`,
+			want: `@FILE@:4: teams.demo.hardening.relax: relax: unknown directive "PrivateTmp": expected one of PrivateUsers, NoNewPrivileges, ProtectSystem, PrivateDevices, ProtectKernelTunables, ProtectKernelModules, ProtectControlGroups, ProtectClock, ProtectHostname, RestrictRealtime, RestrictSUIDSGID, LockPersonality, SystemCallArchitectures, RestrictAddressFamilies, KeyringMode, CapabilityBoundingSet`,
 		},
 		{
 			name: "hardening twice",

@@ -657,7 +657,7 @@ var Schema = []Setting{
 			" Applied by `legion install`, to workers started after it; " +
 			"one this host's user manager cannot apply is left out, and named.",
 		set: onTeam(func(t *Team, v any) (err error) {
-			t.Hardening.Add, err = directivesValue(v, "add", hardening.WorkerOptional())
+			t.Hardening.Add, err = directivesValue(v, "add", hardening.WorkerAddable())
 			return err
 		}),
 	},

@@ -32,7 +32,7 @@ func TestWorker(t *testing.T) {
 		},
 		{name: "private users needed", relax: keys(WorkerDefaults())[:1], err: "relax: PrivateUsers is needed by ProtectSystem, PrivateDevices"},
 		{name: "private users needed by add", relax: []string{"PrivateUsers", "ProtectSystem", "PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectControlGroups", "ProtectClock", "ProtectHostname", "CapabilityBoundingSet"}, add: []string{"PrivateTmp"}, err: "PrivateUsers is needed by PrivateTmp"},
-		{name: "unknown", add: []string{"ProtectHome"}, err: `add: unknown directive "ProtectHome": expected one of LockPersonality`},
+		{name: "unknown", add: []string{"ProtectHome"}, err: `add: unknown directive "ProtectHome": expected one of SystemCallFilter`},
 		{name: "default in add", add: []string{"NoNewPrivileges"}, err: `add: unknown directive "NoNewPrivileges"`},
 		{name: "twice", relax: []string{"ProtectClock", "ProtectClock"}, err: "relax: ProtectClock is listed twice"},
 		{name: "empty name", relax: []string{""}, err: `relax: unknown directive ""`},
@@ -93,14 +93,50 @@ func TestSets(t *testing.T) {
 		}
 	}
 	w := keys(WorkerDefaults())
-	for _, agentNeeds := range []string{"MemoryDenyWriteExecute", "RestrictNamespaces", "SystemCallFilter", "RestrictAddressFamilies", "SystemCallArchitectures", "LockPersonality"} {
+	for _, agentNeeds := range []string{"MemoryDenyWriteExecute", "RestrictNamespaces", "SystemCallFilter"} {
 		if slices.Contains(w, agentNeeds) {
 			t.Errorf("worker defaults have %s, which agents need relaxed", agentNeeds)
 		}
 	}
+	for _, d := range WorkerDefaults() {
+		if d.Key != "RestrictAddressFamilies" {
+			continue
+		}
+		// Agents use the network, unix sockets, and netlink (Node.js
+		// lists the interfaces; bubblewrap brings up a loopback).
+		for _, f := range []string{"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"} {
+			if !slices.Contains(strings.Fields(d.Value), f) {
+				t.Errorf("worker default RestrictAddressFamilies=%s lacks %s", d.Value, f)
+			}
+		}
+	}
 	for _, d := range WorkerOptional() {
-		if slices.Contains(w, d.Key) {
+		// RestrictAddressFamilies in add narrows the default's.
+		if slices.Contains(w, d.Key) && d.Key != "RestrictAddressFamilies" {
 			t.Errorf("%s is both a worker default and optional", d.Key)
 		}
+	}
+}
+
+// TestWorkerAddNarrows: RestrictAddressFamilies in add replaces the
+// default's value (one line: systemd would merge two allow-lists into the
+// wider), and the defaults that were optional before still load in add,
+// changing nothing.
+func TestWorkerAddNarrows(t *testing.T) {
+	got, err := Worker(nil, []string{"RestrictAddressFamilies", "LockPersonality", "SystemCallArchitectures"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var families []string
+	for _, d := range got {
+		if d.Key == "RestrictAddressFamilies" {
+			families = append(families, d.Value)
+		}
+	}
+	if !slices.Equal(families, []string{"AF_UNIX AF_INET AF_INET6"}) {
+		t.Errorf("RestrictAddressFamilies lines %q; want the one narrower value", families)
+	}
+	if !slices.Equal(keys(got), keys(WorkerDefaults())) {
+		t.Errorf("keys %v; want the defaults' %v (nothing added twice)", keys(got), keys(WorkerDefaults()))
 	}
 }
