@@ -237,7 +237,7 @@ func webUnit(bin string, u hardening.Unsupported) Unit {
 // appended, and a comment naming those it does not.
 func withHardening(unit Unit, set []hardening.Directive, u hardening.Unsupported) Unit {
 	for _, d := range u.Supported(set) {
-		unit.Options = append(unit.Options, FileOnly("Service", d.Key, d.Value, false))
+		unit.Options = append(unit.Options, FileOnly("Service", d.Key, d.Value, d.Specifiers))
 	}
 	if left := u.Left(set); len(left) > 0 {
 		unit.Comments = append(unit.Comments, LeftOutComment(left))

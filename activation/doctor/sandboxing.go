@@ -1,9 +1,11 @@
 package doctor
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/legion-dev/legion/ptyworker/confine"
 	"github.com/legion-dev/legion/units/hostprobe"
 )
 
@@ -32,6 +34,12 @@ func checkSandboxing(rep hostprobe.Report, used map[string]bool) Check {
 		if !slices.Contains(fixes, r.Fix) {
 			fixes = append(fixes, r.Fix)
 		}
+	}
+	// Landlock confines connections to pathname unix sockets from ABI 9;
+	// below, the workers' InaccessiblePaths= keeps the session bus and the
+	// user manager out of a sandboxed agent's reach.
+	if st := confine.Probe(); st.Holds && st.ABI < 9 && slices.ContainsFunc(rep.Failed(), func(r hostprobe.Result) bool { return slices.Contains(r.Keys, "InaccessiblePaths") }) {
+		left = append(left, fmt.Sprintf("so an agent under the sandbox policy can reach your D-Bus session bus and the user manager (systemd-run --user runs anything outside the sandbox): Landlock ABI %d confines unix socket connections only from ABI 9", st.ABI))
 	}
 	if len(left) == 0 {
 		var names []string

@@ -19,7 +19,10 @@ func sandboxCheck(name, command string) string {
 // worktree, commit, write ~/.cache and /tmp and label its own issue
 // (through its worker); its writes to ~/.bashrc, ~/.ssh, /etc and the
 // main checkout fail, ~/.ssh/id_x and the tracker file cannot be read,
-// and Legion's helper refuses it.
+// Legion's helper refuses it, and the user's D-Bus and the user manager
+// are out of its reach (systemd-run --user would run anything outside the
+// sandbox; Landlock below ABI 9 does not stop connections to pathname
+// unix sockets, so the worker unit hides them).
 func TestSandboxAsUser(t *testing.T) {
 	t.Parallel()
 	script := strings.Join([]string{
@@ -35,6 +38,9 @@ func TestSandboxAsUser(t *testing.T) {
 		"once " + sandboxCheck("write-main-checkout", "echo x >> $HOME/src/web/README"),
 		"once " + sandboxCheck("read-tracker", "cat $HOME/.local/state/legion/teams/*/tracker/issues.json"),
 		"once " + sandboxCheck("helper", "legion sessions list"),
+		// systemd would run anything outside the sandbox for it.
+		"once " + sandboxCheck("systemd-run", "systemd-run --user --quiet --collect touch /tmp/escaped"),
+		"once " + sandboxCheck("user-bus", "busctl --user list"),
 		"once run sh -c 'echo done >> /tmp/sandbox.result'",
 		"",
 	}, "\n")
@@ -60,6 +66,7 @@ func TestSandboxAsUser(t *testing.T) {
 		"write-worktree": "ok", "git-commit": "ok", "write-cache": "ok", "write-tmp": "ok", "tracker-own": "ok",
 		"write-bashrc": "denied", "write-ssh": "denied", "read-ssh-key": "denied", "write-etc": "denied",
 		"write-main-checkout": "denied", "read-tracker": "denied", "helper": "denied",
+		"systemd-run": "denied", "user-bus": "denied",
 	}
 	for name, w := range want {
 		if !strings.Contains(got, w+" "+name+"\n") {

@@ -34,6 +34,9 @@ type Directive struct {
 	// NeedsPrivateUsers: a user manager ignores or refuses the directive
 	// unless PrivateUsers=yes is set too.
 	NeedsPrivateUsers bool
+	// Specifiers: Value holds systemd specifiers (%t), written as they
+	// are rather than escaped.
+	Specifiers bool
 }
 
 // String is the directive as a unit-file line without the newline.
@@ -109,6 +112,16 @@ var (
 	// The address families differ by unit; see Helper and Controller.
 	addressFamiliesUnix = Directive{Key: "RestrictAddressFamilies", Value: "AF_UNIX",
 		Doc: "unix sockets only: no network"}
+	// The sockets under $XDG_RUNTIME_DIR (%t) through which a process of
+	// the user's reaches beyond its unit: the session bus and the user
+	// manager's private socket (systemd-run --user runs anything, outside
+	// any sandbox), the key agents' (gpg-agent, gnome-keyring's ssh agent)
+	// and the container engines'. Landlock below ABI 9 does not stop
+	// connections to pathname unix sockets; a mount namespace does. The
+	// worker itself needs none of them (it talks to systemd by
+	// NOTIFY_SOCKET, to Legion by its own sockets).
+	runtimeSocketsHidden = Directive{Key: "InaccessiblePaths", Value: "-%t/bus -%t/systemd/private -%t/gnupg -%t/keyring -%t/podman -%t/docker.sock", NeedsPrivateUsers: true, Specifiers: true,
+		Doc: "the user's D-Bus session bus, the user manager's private socket and the key agents' and container engines' sockets under $XDG_RUNTIME_DIR out of reach: an agent cannot have systemd run something outside its unit (systemd-run --user), sign with your keys or drive your containers"}
 	// The workers' default: what agents use (netlink for the network
 	// interfaces that Node.js and ip(8) list, and that sandboxes such as
 	// bubblewrap use to bring up a loopback).
@@ -214,6 +227,7 @@ func WorkerDefaults() []Directive {
 		lockPersonality,
 		systemCallArchitectures,
 		addressFamiliesAgent,
+		runtimeSocketsHidden,
 		keyringModePrivate,
 		capabilityBoundingSetEmpty,
 	}

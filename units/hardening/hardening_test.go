@@ -27,11 +27,11 @@ func TestWorker(t *testing.T) {
 		{name: "add", add: []string{"PrivateTmp", "MemoryDenyWriteExecute"}, with: []string{"PrivateTmp", "MemoryDenyWriteExecute", "PrivateUsers"}},
 		{
 			name:    "no private users",
-			relax:   []string{"PrivateUsers", "ProtectSystem", "PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectControlGroups", "ProtectClock", "ProtectHostname", "CapabilityBoundingSet"},
+			relax:   []string{"PrivateUsers", "ProtectSystem", "PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectControlGroups", "ProtectClock", "ProtectHostname", "CapabilityBoundingSet", "InaccessiblePaths"},
 			without: []string{"PrivateUsers"}, with: []string{"NoNewPrivileges"},
 		},
 		{name: "private users needed", relax: keys(WorkerDefaults())[:1], err: "relax: PrivateUsers is needed by ProtectSystem, PrivateDevices"},
-		{name: "private users needed by add", relax: []string{"PrivateUsers", "ProtectSystem", "PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectControlGroups", "ProtectClock", "ProtectHostname", "CapabilityBoundingSet"}, add: []string{"PrivateTmp"}, err: "PrivateUsers is needed by PrivateTmp"},
+		{name: "private users needed by add", relax: []string{"PrivateUsers", "ProtectSystem", "PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectControlGroups", "ProtectClock", "ProtectHostname", "CapabilityBoundingSet", "InaccessiblePaths"}, add: []string{"PrivateTmp"}, err: "PrivateUsers is needed by PrivateTmp"},
 		{name: "unknown", add: []string{"ProtectHome"}, err: `add: unknown directive "ProtectHome": expected one of SystemCallFilter`},
 		{name: "default in add", add: []string{"NoNewPrivileges"}, err: `add: unknown directive "NoNewPrivileges"`},
 		{name: "twice", relax: []string{"ProtectClock", "ProtectClock"}, err: "relax: ProtectClock is listed twice"},

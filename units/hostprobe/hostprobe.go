@@ -91,6 +91,9 @@ type Group struct {
 	Fix  string
 }
 
+// runtimeDirMark stands for $XDG_RUNTIME_DIR in a group's Props and Arg.
+const runtimeDirMark = "@RUNTIME@"
+
 // Groups are the groups probed, user namespaces first (the others depend on
 // it). KeyringMode= and UMask= need no kernel feature and are not probed.
 func Groups() []Group {
@@ -104,6 +107,12 @@ func Groups() []Group {
 			Check: CheckReadOnlyUsr, UserNS: true,
 			Fix: fixNamespace,
 		},
+		// The workers hide the sockets under $XDG_RUNTIME_DIR (the session
+		// bus, the manager's private socket): tried on the private socket,
+		// which every user manager has. Props and Arg get the runtime dir
+		// (a transient unit's properties have no specifiers).
+		{Name: "hidden sockets", Keys: []string{"InaccessiblePaths"}, Props: []string{"InaccessiblePaths=-" + runtimeDirMark + "/systemd/private"}, Check: CheckMount,
+			Arg: `$5 == "` + runtimeDirMark + `/systemd/private"`, UserNS: true, Fix: fixNamespace},
 		// Each its own group, looked for in the unit's mount table by
 		// awk(1) rather than legion: a /tmp of its own hides a legion
 		// binary that lives in /tmp (as a test's does). A user manager
@@ -239,9 +248,34 @@ type prober struct {
 	run, awk string
 }
 
+// runtimeDir is XDG_RUNTIME_DIR of the environment systemd-run gets.
+func (p prober) runtimeDir() string {
+	env := p.o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	for _, kv := range slices.Backward(env) {
+		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // try runs one group's unit and reads its exit status.
 func (p prober) try(ctx context.Context, g Group, userns bool) outcome {
 	props := slices.Clone(g.Props)
+	arg := g.Arg
+	if strings.Contains(strings.Join(props, " ")+arg, runtimeDirMark) {
+		rt := p.runtimeDir()
+		if rt == "" || strings.ContainsAny(rt, "\" \\\n") {
+			return outcome{Result: Result{Group: g, Why: fmt.Sprintf("not tried: XDG_RUNTIME_DIR %q is not a plain path", rt)}}
+		}
+		for i := range props {
+			props[i] = strings.ReplaceAll(props[i], runtimeDirMark, rt)
+		}
+		arg = strings.ReplaceAll(arg, runtimeDirMark, rt)
+	}
 	if userns {
 		props = append(props, "PrivateUsers=yes")
 	}
@@ -251,11 +285,11 @@ func (p prober) try(ctx context.Context, g Group, userns bool) outcome {
 	}
 	switch g.Check {
 	case CheckMount:
-		args = append(args, p.awk, g.Arg+" { found = 1 } END { exit found ? 0 : 3 }", "/proc/self/mountinfo")
+		args = append(args, p.awk, arg+" { found = 1 } END { exit found ? 0 : 3 }", "/proc/self/mountinfo")
 	default:
 		args = append(args, p.o.Bin, EffectFlag, string(g.Check))
-		if g.Arg != "" {
-			args = append(args, g.Arg)
+		if arg != "" {
+			args = append(args, arg)
 		}
 	}
 	cmd := exec.CommandContext(ctx, p.run, args...)

@@ -77,7 +77,29 @@ func (s *Sandbox) writeFiles(dbusDaemon string) error {
 			return err
 		}
 	}
+	if err := makeSocketNode(filepath.Join(s.Dir, inaccessibleSock)); err != nil {
+		return err
+	}
 	return os.Symlink("../dbus.socket", filepath.Join(units, "sockets.target.wants", "dbus.socket"))
+}
+
+// inaccessibleSock is the sandbox's mode-0000 socket node (in its
+// directory), which the manager script binds over
+// /run/systemd/inaccessible/sock: a shell cannot make a socket node.
+const inaccessibleSock = "inaccessible-sock"
+
+// makeSocketNode makes a unix socket node at path, mode 0000, with nothing
+// listening on it: bound, then closed.
+func makeSocketNode(path string) error {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket node %s: %w", path, err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		return fmt.Errorf("socket node %s: %w", path, err)
+	}
+	return os.Chmod(path, 0)
 }
 
 // launchScript runs as the manager's future PID: it moves itself into the
@@ -103,18 +125,19 @@ exec "$@"`
 // On a booted system PID 1 makes /run/systemd/inaccessible/ (mode-0000
 // nodes of each type), and a user manager bind-mounts them over what a
 // unit's sandboxing hides (ProtectKernelTunables= hides /proc/kallsyms
-// so): without them such a unit fails with 226/NAMESPACE. The script makes
-// them as PID 1 does (but the socket node, which only hides sockets).
+// so, InaccessiblePaths= hides sockets so): without them such a unit fails
+// with 226/NAMESPACE. The script makes them as PID 1 does, binding the
+// socket node that Go made in the sandbox directory (its third argument).
 const managerScript = `set -e
 if grep -qv ':/$' /proc/self/cgroup; then echo "units/sandbox: not at the root of a new cgroup namespace" >&2; exit 1; fi
 mount --make-rprivate /
-systemd=$1 console=$2; shift 2
+systemd=$1 console=$2 sock=$3; shift 3
 if [ -e /dev/console ]; then mount --bind "$console" /dev/console; fi
 if [ -e /dev/kmsg ]; then mount --bind /dev/null /dev/kmsg; fi
 mount -t tmpfs -o mode=0755 tmpfs /run/systemd
 mkdir /run/systemd/system
 mkdir -m 0755 /run/systemd/inaccessible
-(cd /run/systemd/inaccessible && : > reg && chmod 0000 reg && mkdir -m 0000 dir && mkfifo -m 0000 fifo && mknod -m 0000 chr c 0 0 && mknod -m 0000 blk b 0 0)
+(cd /run/systemd/inaccessible && : > reg && chmod 0000 reg && mkdir -m 0000 dir && mkfifo -m 0000 fifo && mknod -m 0000 chr c 0 0 && mknod -m 0000 blk b 0 0 && : > sock && mount --bind "$sock" sock)
 while [ "$#" -ge 3 ]; do mkdir -p "$1"; mount -t "$2" -o "$3" "$2" "$1"; shift 3; done
 exec "$systemd" --user --log-target=console --log-level=info`
 
@@ -130,7 +153,7 @@ func (s *Sandbox) launch(p prereqs, name string, log io.Writer, wrap []string) e
 	args := []string{"-c", launchScript, name + "-launch", strconv.Itoa(len(procs))}
 	args = append(args, procs...)
 	args = append(args, wrap...)
-	args = append(args, p.unshare, "-m", "-C", "/bin/sh", "-c", managerScript, name+"-manager", p.systemd, c.pts.Name())
+	args = append(args, p.unshare, "-m", "-C", "/bin/sh", "-c", managerScript, name+"-manager", p.systemd, c.pts.Name(), filepath.Join(s.Dir, inaccessibleSock))
 	for _, mt := range p.layout.Mounts {
 		args = append(args, mt.Target, mt.FSType, mt.Options)
 	}
