@@ -138,7 +138,14 @@ func (c *Codex) Prepare(ctx context.Context, s Session, l Launch) (Launch, error
 	if v, ok := s.Getenv("CODEX_HOME"); ok && filepath.IsAbs(v) {
 		user = v
 	}
-	data, err := CodexConfigFor(filepath.Join(user, "config.toml"), s.Legion, physical(s.Repo))
+	var sb *CodexSandbox
+	if policy != config.PermissionsBypass {
+		// Codex's own workspace-write sandbox: a commit in the worktree
+		// writes the repository's git directory, and Legion's own
+		// commands reach the session's worker over its unix socket.
+		sb = &CodexSandbox{WritableRoots: gitWritable(s.Cwd), Network: true}
+	}
+	data, err := CodexConfigFor(filepath.Join(user, "config.toml"), s.Legion, physical(s.Repo), sb)
 	if err != nil {
 		return Launch{}, fmt.Errorf("prepare codex session %s: %w", s.ID, err)
 	}
@@ -173,7 +180,7 @@ func (c *Codex) Prepare(ctx context.Context, s Session, l Launch) (Launch, error
 // Legion's (each of CodexHookEvents running `<legion> hook`, the
 // PermissionRequest one with PermissionHookTimeout, SessionEnd with Codex's
 // own limit) and the main checkout repo trusted.
-func CodexConfigFor(userConfig, legion, repo string) ([]byte, error) {
+func CodexConfigFor(userConfig, legion, repo string, sb *CodexSandbox) ([]byte, error) {
 	cfg := map[string]any{}
 	if _, err := toml.DecodeFile(userConfig, &cfg); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read your Codex config %s: %w", userConfig, err)
@@ -203,12 +210,40 @@ func CodexConfigFor(userConfig, legion, repo string) ([]byte, error) {
 	p["trust_level"] = "trusted"
 	projects[repo] = p
 	cfg["projects"] = projects
+	if sb != nil {
+		ww, _ := cfg["sandbox_workspace_write"].(map[string]any)
+		if ww == nil {
+			ww = map[string]any{}
+		}
+		var roots []any
+		if old, ok := ww["writable_roots"].([]any); ok {
+			roots = old
+		}
+		for _, r := range sb.WritableRoots {
+			roots = append(roots, r)
+		}
+		if len(roots) > 0 {
+			ww["writable_roots"] = roots
+		}
+		if sb.Network {
+			ww["network_access"] = true
+		}
+		cfg["sandbox_workspace_write"] = ww
+	}
 	var b bytes.Buffer
 	b.WriteString("# Written by Legion for one conversation (agent.kind = \"codex\"), from your own\n# config.toml; rewritten at every start of its worker.\n")
 	if err := toml.NewEncoder(&b).Encode(cfg); err != nil {
 		return nil, fmt.Errorf("encode Codex config: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// CodexSandbox is what a Codex home's config.toml adds to Codex's own
+// workspace-write sandbox (sandbox_workspace_write), the sandbox of the
+// allowlist and ask policies.
+type CodexSandbox struct {
+	WritableRoots []string // writable besides the working root
+	Network       bool     // network_access: sockets, unix ones included
 }
 
 // linkAuth makes link a symlink to auth when auth exists, and removes a

@@ -290,7 +290,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "hardening not a default",
 			text: team + "hardening.relax = [\"PrivateTmp\"]\n",
-			want: `@FILE@:4: teams.demo.hardening.relax: relax: unknown directive "PrivateTmp": expected one of PrivateUsers, NoNewPrivileges, ProtectSystem, PrivateDevices, ProtectKernelTunables, ProtectKernelModules, ProtectControlGroups, ProtectClock, ProtectHostname, RestrictRealtime, RestrictSUIDSGID, LockPersonality, SystemCallArchitectures, RestrictAddressFamilies, KeyringMode, CapabilityBoundingSet`,
+			want: `@FILE@:4: teams.demo.hardening.relax: relax: unknown directive "PrivateTmp": expected one of PrivateUsers, NoNewPrivileges, ProtectSystem, PrivateDevices, ProtectKernelTunables, ProtectKernelModules, ProtectControlGroups, ProtectClock, ProtectHostname, RestrictRealtime, RestrictSUIDSGID, LockPersonality, SystemCallArchitectures, RestrictAddressFamilies, InaccessiblePaths, KeyringMode, CapabilityBoundingSet`,
 		},
 		{
 			name: "hardening twice",
@@ -300,7 +300,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "hardening private users",
 			text: team + "hardening.relax = [\"PrivateUsers\", \"ProtectSystem\"]\n",
-			want: `@FILE@:4: teams.demo.hardening.relax: relax: PrivateUsers is needed by PrivateDevices, ProtectKernelTunables, ProtectKernelModules, ProtectControlGroups, ProtectClock, ProtectHostname, CapabilityBoundingSet (a user manager ignores or refuses them without it): relax them too, or keep PrivateUsers`,
+			want: `@FILE@:4: teams.demo.hardening.relax: relax: PrivateUsers is needed by PrivateDevices, ProtectKernelTunables, ProtectKernelModules, ProtectControlGroups, ProtectClock, ProtectHostname, InaccessiblePaths, CapabilityBoundingSet (a user manager ignores or refuses them without it): relax them too, or keep PrivateUsers`,
 		},
 		{
 			name: "hardening not a list",

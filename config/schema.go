@@ -481,8 +481,9 @@ var Schema = []Setting{
 			"disposable machine. The rules go in the session's settings file, with --permission-mode manual " +
 			"(allowlist, ask) or bypassPermissions; your own Claude Code settings still add their rules. " +
 			"A codex agent: \"bypass\" adds --dangerously-bypass-approvals-and-sandbox (nothing asked, no sandbox); " +
-			"\"allowlist\" and \"ask\" leave Codex's own defaults (its workspace-write sandbox; a command the model " +
-			"must run outside it waits for a person and is escalated as for Claude Code); agent.allow is not used. " +
+			"\"allowlist\" and \"ask\" run Codex's own workspace-write sandbox, widened to the repository's git directory " +
+			"(a commit in the worktree writes it) and the network (Legion's own commands reach the session's worker over a unix socket; " +
+			"a command the model must run outside it waits for a person and is escalated as for Claude Code); agent.allow is not used. " +
 			"A gemini agent: \"bypass\" adds --approval-mode yolo; \"allowlist\" allows the shell commands legion " +
 			"issue, legion state and legion worktree finish (by name and absolute path; the CLI's prefixes match " +
 			"a command with variables too) and git and the file edits (which the Gemini CLI keeps to the worktree), " +

@@ -112,7 +112,7 @@ func TestPolicies(t *testing.T) {
 				"ask in finish: only legion issue, every other call waits for a person"},
 		{"gemini", `agent.permissions = "allowlist"` + "\n" + `agent.kind = "gemini"` + "\n", "allowlist in every mode: Legion's own commands, git, file edits in the worktree (agent.allow is not used), anything else waits for a person"},
 		{"codex ask", `agent.kind = "codex"` + "\n" + `agent.permissions = "ask"` + "\n",
-			"ask in every mode: what Codex's own workspace-write sandbox allows (commands that write only in the worktree) and Legion's own commands for its issue, anything else waits for a person (agent.allow is not used)"},
+			"ask in every mode: what Codex's own workspace-write sandbox allows (commands that write only in the worktree and the repository's git directory, with the network) and Legion's own commands for its issue, anything else waits for a person (agent.allow is not used)"},
 		{"custom", `agent.permissions = "allowlist"` + "\n" + `agent.kind = "custom"` + "\nagent.new = [\"true\"]\nagent.resume = [\"true\"]\n",
 			"allowlist in every mode: Legion sets no policy for a custom agent: its program asks what it asks"},
 		{"opencode review", `agent.permissions = "allowlist"` + "\n" + "agent.kind_by_mode = { review = \"opencode\" }\n",

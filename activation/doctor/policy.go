@@ -54,7 +54,7 @@ func unasked(p config.PermissionPolicy, k config.AgentKind) string {
 			"the git objects and refs, the agent's state and caches, /tmp; secrets and Legion's state hidden " +
 			"(the finisher runs as allowlist; " + st.Why + ")"
 	case k == config.AgentCodex && (p == config.PermissionsAllowlist || p == config.PermissionsAsk):
-		return "what Codex's own workspace-write sandbox allows (commands that write only in the worktree) and Legion's own commands for its issue, " +
+		return "what Codex's own workspace-write sandbox allows (commands that write only in the worktree and the repository's git directory, with the network) and Legion's own commands for its issue, " +
 			"anything else waits for a person (agent.allow is not used)"
 	case p == config.PermissionsAllowlist && k == config.AgentGemini:
 		return "Legion's own commands, git, file edits in the worktree (agent.allow is not used), " +

@@ -101,7 +101,7 @@ func TestDoctorKindByMode(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{
-		"permissions of team web": "allowlist in plan (codex): what Codex's own workspace-write sandbox allows (commands that write only in the worktree) and Legion's own commands for its issue, " +
+		"permissions of team web": "allowlist in plan (codex): what Codex's own workspace-write sandbox allows (commands that write only in the worktree and the repository's git directory, with the network) and Legion's own commands for its issue, " +
 			"anything else waits for a person (agent.allow is not used); allowlist in implement, review, retro (claude): Legion's own commands, git, " +
 			"file edits in the worktree and agent.allow, anything else waits for a person; ask in finish (claude): only legion issue, every other call waits for a person",
 		"claude version of team web":    "Claude Code " + cliversion.ClaudeTested + " at " + filepath.Join(bin, "claude"),

@@ -48,6 +48,9 @@ type followed struct {
 	// installed is what `legion install --enable demo` printed, stdout
 	// and stderr.
 	installed string
+	// policy is agent.permissions when the test set one; "" is the
+	// default (sandbox).
+	policy config.PermissionPolicy
 }
 
 // answered is a request of a fake API, whatever the kind: when it came,
@@ -334,6 +337,9 @@ func (f *followed) assertWholeCycle(ctx context.Context, id string, escalations 
 	if log := f.git(f.ws, "log", "--format=%s", "main"); !strings.Contains(log, id+": retro:") {
 		f.t.Errorf("main's log has no retro commit of %s (the branch was not merged):\n%s", id, log)
 	}
+	if f.policy != "" {
+		return // not the default policy: nothing is confined by Legion
+	}
 	// The default policy confined every phase but the finisher's (which
 	// merges into the main checkout); the controller says when it does not.
 	log, _ := os.ReadFile(f.logFile)
@@ -428,3 +434,35 @@ func testFollowKind(t *testing.T, kind config.AgentKind) {
 func TestFollowCodex(t *testing.T)    { testFollowKind(t, config.AgentCodex) }
 func TestFollowGemini(t *testing.T)   { testFollowKind(t, config.AgentGemini) }
 func TestFollowOpencode(t *testing.T) { testFollowKind(t, config.AgentOpencode) }
+
+// TestFollowCodexAllowlist: a Codex team whose user chose the allowlist
+// policy (agent.permissions = "allowlist" added to the quick start's
+// legion.toml): Codex runs under its own workspace-write sandbox, where
+// every command the instructions name must still run with no prompt,
+// `git commit` in the worktree included (it writes the repository's git
+// directory, outside the worktree): the only wait is the planner's
+// question.
+func TestFollowCodexAllowlist(t *testing.T) {
+	f := startFollowed(t, config.AgentCodex, followmodel.Traits{})
+	data, err := os.ReadFile(f.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "[teams."+teamName+"]\n", "[teams."+teamName+"]\nagent.permissions = \"allowlist\"\n", 1)
+	if text == string(data) {
+		t.Fatalf("no [teams.%s] table in %s:\n%s", teamName, f.configPath, data)
+	}
+	if err := os.WriteFile(f.configPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.openTeam()
+	f.policy = config.PermissionsAllowlist
+	ctx := followCtx(t)
+	id := f.addIssue(ctx, "Greet the user")
+	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
+	f.startController()
+	if n := f.waitDone(ctx, "hi", id); n != 1 {
+		t.Errorf("answered %d waits; want 1 (the planner's question, asked in text)", n)
+	}
+	f.assertWholeCycle(ctx, id, 1)
+}
