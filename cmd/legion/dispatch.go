@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/service"
+	"github.com/legion-dev/legion/units"
 )
 
 func newDispatchCmd(g *globals) *cobra.Command {
@@ -19,7 +22,8 @@ func newDispatchCmd(g *globals) *cobra.Command {
 as a supervised session named ISSUE-MODE: in the issue's worktree, with the
 team's agent argv, a new session or, when its session file exists, the
 resumed one. The worker is planned here (worktree, session, argv, from
-legion.toml) and started by the helper. Nothing happens when that worker is
+legion.toml, with the user manager's environment, which the agent inherits,
+not this shell's) and started by the helper. Nothing happens when that worker is
 already live. A worker whose unit failed (its agent could not start, or it hit
 its start limit) is refused with the cause until ` + "`systemctl --user reset-failed UNIT`" + `.
 Tracker labels and statuses are not changed: ` + "`legion state TEAM --apply`" + `
@@ -35,6 +39,14 @@ does the whole step.`,
 				return err
 			}
 			defer c.Close()
+			// The agent inherits the user manager's environment, not this
+			// shell's: plan with it (Claude Code's API key decides its
+			// first-start dialog, PATH where legion is found).
+			lookup, err := managerLookupEnv(cmd.Context())
+			if err != nil {
+				return err
+			}
+			t.LookupEnv = lookup
 			res, err := service.Dispatch(cmd.Context(), c, t, cfg.Worker, args[1], controller.Mode(args[2]))
 			if err != nil {
 				return err
@@ -48,4 +60,25 @@ does the whole step.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (name, id, unit, started)")
 	return cmd
+}
+
+// managerLookupEnv looks keys up in the user manager's environment
+// (systemctl --user show-environment), which workers inherit.
+func managerLookupEnv(ctx context.Context) (func(string) (string, bool), error) {
+	m, err := units.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	env, err := m.Environment(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the user manager's environment, which the agent inherits: %w", err)
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }, nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -122,14 +121,6 @@ func BenchmarkDispatchToFirstCommand(b *testing.B) {
 			for range b.N {
 				f := startFollowed(b, kind, followmodel.Traits{})
 				f.team.Legion = f.bin
-				// legion dispatch plans the session with its own
-				// environment, not the manager's (Claude Code's dialog
-				// answers record the API key it sees): give it the
-				// manager's, as a user's shell has the same key.
-				for _, kv := range f.managerEnv {
-					k, v, _ := strings.Cut(kv, "=")
-					b.Setenv(k, v)
-				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				// No controller: it would dispatch the bare issues' planners too.
 				for i := range 3 {

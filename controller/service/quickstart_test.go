@@ -466,3 +466,23 @@ func TestFollowCodexAllowlist(t *testing.T) {
 	}
 	f.assertWholeCycle(ctx, id, 1)
 }
+
+// TestDispatchFromShell: `legion dispatch` run from a shell that lacks
+// what the user put into the user manager's environment (the provider's
+// key, which Claude Code's first-start dialog asks about) plans the
+// session with the manager's environment, which the agent inherits: the
+// real Claude Code starts without the dialog and runs its planner's first
+// tracker command, with no controller.
+func TestDispatchFromShell(t *testing.T) {
+	f := startFollowed(t, config.AgentClaude, followmodel.Traits{})
+	for _, kv := range f.managerEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := os.LookupEnv(k); ok {
+			t.Fatalf("the test's shell has %s: it must have only the manager's", k)
+		}
+	}
+	ctx := followCtx(t)
+	id := f.addIssue(ctx, "Greet the user")
+	f.legion(ctx, "dispatch", teamName, id, "plan")
+	f.waitStep(ctx, id, controller.ModePlan, 1)
+}

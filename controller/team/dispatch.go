@@ -109,7 +109,7 @@ func (t *Team) ControllerInstructions(kind string, env []string) (string, error)
 	return set.Render(instructions.Data{
 		Team: t.Name, Mode: instructions.ModeController, Worktree: t.Workspace,
 		Review: string(t.Review), AskTool: kind == string(config.AgentClaude),
-		Legion: t.legionCommand(agent.Session{Env: env}),
+		Legion: t.legionCommand(agent.Session{Env: env, LookupEnv: t.LookupEnv}),
 	})
 }
 
@@ -238,7 +238,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		Vars: config.Vars{SessionID: id.String(), Issue: issue, Mode: string(mode), Workspace: wt.Path},
 		Cwd:  wt.Path, Repo: t.Workspace, Home: home,
 		Dir:    filepath.Join(t.StateDir, "agents", workerID.String()),
-		Legion: t.Legion, Env: env,
+		Legion: t.Legion, Env: env, LookupEnv: t.LookupEnv,
 		// The implementer of a GitHub review pushes and opens the pull
 		// request itself, with the user's credentials.
 		Pushes:  mode == controller.ModeImplement && t.Review == config.ReviewGitHub,

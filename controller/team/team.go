@@ -33,7 +33,12 @@ type Team struct {
 	// agent's hooks run (`<Legion> hook`) and its allow rules name; the
 	// caller sets it (the legion command: its own executable). Open leaves
 	// it empty, and PlanDispatch refuses a claude team without it.
-	Legion    string
+	Legion string
+	// LookupEnv reads the environment the team's agents inherit: the
+	// user manager's (agent.Session.LookupEnv). Nil means this process's,
+	// right for the controller, which runs under that manager; `legion
+	// dispatch` from a shell sets it to the manager's.
+	LookupEnv func(key string) (string, bool)
 	Tracker   controller.Tracker
 	Reviews   controller.ReviewSource // nil: outcome labels on the issue
 	Worktrees *workspace.Manager
