@@ -84,7 +84,7 @@ func startEnv(t testing.TB) *testEnv {
 	if err := os.WriteFile(filepath.Join(cfgDir, "legion.toml"), []byte("[helper]\nlog_level = \"debug\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: unitDir, Bin: bin, Defaults: config.DefaultTeam().Supervision(), Manager: mgr}); err != nil {
+	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: unitDir, Bin: bin, Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()), Manager: mgr}); err != nil {
 		t.Fatalf("install Legion's units: %v", err)
 	}
 	t.Cleanup(func() {

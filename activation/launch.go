@@ -11,6 +11,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -115,8 +116,8 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	if a.StartLimitInterval <= 0 {
 		return launch{}, bad("start_limit_interval", "%s: want a positive duration (the team's start_limit_interval)", time.Duration(a.StartLimitInterval))
 	}
-	if a.RingSize < ptyworker.MinRingSize || a.RingSize > ptyworker.MaxRingSize {
-		return launch{}, bad("ring_size", "%d: want %d to %d bytes (worker.ring_size)", a.RingSize, ptyworker.MinRingSize, ptyworker.MaxRingSize)
+	if a.RingSize < proto.MinRingSize || a.RingSize > proto.MaxRingSize {
+		return launch{}, bad("ring_size", "%d: want %d to %d bytes (worker.ring_size)", a.RingSize, proto.MinRingSize, proto.MaxRingSize)
 	}
 	return l, nil
 }

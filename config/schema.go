@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 	"github.com/legion-dev/legion/units/hardening"
 )
@@ -209,7 +209,7 @@ var Schema = []Setting{
 			"dropped and catches up from a screen snapshot; the agent is never held up.",
 		set: onWorker(func(w *Worker, v any) error {
 			n, err := sizeValue(v)
-			if err == nil && (n < ptyworker.MinRingSize || n > ptyworker.MaxRingSize) {
+			if err == nil && (n < proto.MinRingSize || n > proto.MaxRingSize) {
 				err = fmt.Errorf("ring size %d bytes is out of range: expected between 4K and 256M", n)
 			}
 			w.RingSize = int(n)

@@ -21,6 +21,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/ptyworker/confine"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // SpecVersion is the version of the spec file format this package writes
@@ -29,9 +30,9 @@ const SpecVersion = 1
 
 // Defaults and limits of spec values.
 const (
-	DefaultRingSize = 1 << 20
-	MinRingSize     = 4 << 10
-	MaxRingSize     = 256 << 20
+	DefaultRingSize = proto.DefaultRingSize
+	MinRingSize     = proto.MinRingSize
+	MaxRingSize     = proto.MaxRingSize
 	DefaultCols     = 80
 	DefaultRows     = 24
 	maxTermDim      = 4096

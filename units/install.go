@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/units/hardening"
 	"github.com/legion-dev/legion/units/unitname"
@@ -29,7 +28,7 @@ type InstallOptions struct {
 	Bin string
 	// Defaults is the restart policy of legion@.service (see
 	// GenerateOptions.Defaults). Required.
-	Defaults config.Supervision
+	Defaults RestartPolicy
 	// Teams get a controller drop-in and a slice each; Legion's drop-ins
 	// and slices of teams not listed are removed.
 	Teams []TeamUnits

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units/hardening"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -76,6 +75,16 @@ type TeamUnits struct {
 	HardeningAdd   []string
 }
 
+// RestartPolicy is a controller's restart policy: RestartSec=,
+// StartLimitIntervalSec= and StartLimitBurst=. Its fields are
+// config.Supervision's, which converts to it, so that units links no
+// config.
+type RestartPolicy struct {
+	RestartCooldown    time.Duration
+	StartLimitInterval time.Duration
+	StartLimitBurst    uint32
+}
+
 // GenerateOptions says which of Legion's unit files to generate.
 type GenerateOptions struct {
 	// Bin is the absolute path of the legion binary in every ExecStart=.
@@ -83,7 +92,7 @@ type GenerateOptions struct {
 	// Defaults is the restart policy of the template legion@.service, for
 	// an instance without a team drop-in: config's built-in defaults.
 	// Required.
-	Defaults config.Supervision
+	Defaults RestartPolicy
 	// Teams get a drop-in for their controller instance and a slice each.
 	Teams []TeamUnits
 	// Web, when set, adds the dashboard's units legion-web.socket and
@@ -111,7 +120,7 @@ func Generate(o GenerateOptions) ([]File, error) {
 	if !filepath.IsAbs(o.Bin) {
 		return nil, fmt.Errorf("legion binary %q: want an absolute path", o.Bin)
 	}
-	if o.Defaults == (config.Supervision{}) {
+	if o.Defaults == (RestartPolicy{}) {
 		return nil, fmt.Errorf("no restart policy for %s: want config's defaults (restart cooldown, start limit)", unitname.ControllerTemplate)
 	}
 	u := o.Unsupported
@@ -283,7 +292,7 @@ func LeftOutComment(keys []string) string {
 // crash or a watchdog timeout (SIGABRT) the controller stops nothing, so
 // its restart finds every agent still running. No BindsTo= is needed, and
 // none would be right: it would stop workers on a crash too.
-func controllerTemplate(bin string, d config.Supervision, u hardening.Unsupported) Unit {
+func controllerTemplate(bin string, d RestartPolicy, u hardening.Unsupported) Unit {
 	opts := []Option{
 		FileOnly("Unit", "Description", "Legion controller for team %I", true),
 		FileOnly("Unit", "Wants", unitname.SocketUnit, false),

@@ -21,7 +21,7 @@ import (
 
 // defaults is the template's restart policy: config's, as `legion
 // install` passes it.
-var defaults = config.DefaultTeam().Supervision()
+var defaults = units.RestartPolicy(config.DefaultTeam().Supervision())
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the generators")
 

@@ -11,8 +11,9 @@
 // manager.
 //
 // The package never loads Legion's config: callers pass plain structs such
-// as TeamUnits, and the restart policy as a config.Supervision, whose
-// values package config alone decides. It never writes a unit file without
+// as TeamUnits, and the restart policy as a RestartPolicy (a
+// config.Supervision converts to it), whose values package config alone
+// decides. It never writes a unit file without
 // Header as its first line, and never removes or overwrites a file that
 // lacks it.
 package units

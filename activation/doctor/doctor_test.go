@@ -341,7 +341,7 @@ func TestUnitFiles(t *testing.T) {
 	s := newSandbox(t)
 	s.writeConfig(t, "")
 	cfg := mustLoad(t, s.opts.ConfigPath)
-	files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: teamUnits(cfg.Teams), Web: &units.WebUnits{Listen: cfg.Web.Listen()}})
+	files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()), Teams: teamUnits(cfg.Teams), Web: &units.WebUnits{Listen: cfg.Web.Listen()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestWithManager(t *testing.T) {
 	if err := os.WriteFile(s.opts.ConfigPath, []byte("[web]\nport = "+port+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: s.opts.UnitDir, Bin: bin, Defaults: config.DefaultTeam().Supervision(), Web: &units.WebUnits{Listen: web}, Manager: mgr}); err != nil {
+	if _, err := units.Install(ctx, units.InstallOptions{UnitDir: s.opts.UnitDir, Bin: bin, Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()), Web: &units.WebUnits{Listen: web}, Manager: mgr}); err != nil {
 		t.Fatal(err)
 	}
 	checks = Run(t.Context(), s.opts)
@@ -514,7 +514,7 @@ func TestWorkerBesideInstalledLegion(t *testing.T) {
 	if err := os.WriteFile(worker, []byte("#!/bin/sh\necho legion-pty-worker dev\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	files, err := units.Generate(units.GenerateOptions{Bin: filepath.Join(installed, "legion"), Defaults: config.DefaultTeam().Supervision()})
+	files, err := units.Generate(units.GenerateOptions{Bin: filepath.Join(installed, "legion"), Defaults: units.RestartPolicy(config.DefaultTeam().Supervision())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +556,7 @@ func TestSandboxing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: teamUnits(cfg.Teams), Web: &units.WebUnits{Listen: cfg.Web.Listen()}})
+			files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()), Teams: teamUnits(cfg.Teams), Web: &units.WebUnits{Listen: cfg.Web.Listen()}})
 			if err != nil {
 				t.Fatal(err)
 			}

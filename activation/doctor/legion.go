@@ -83,7 +83,7 @@ func checkUnits(ctx context.Context, o Options, cfg *config.Config, rep hostprob
 	res, err := units.Install(ctx, units.InstallOptions{
 		UnitDir:  o.UnitDir,
 		Bin:      o.Bin,
-		Defaults: config.DefaultTeam().Supervision(),
+		Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()),
 		Teams:    o.TeamUnits(cfg.Teams),
 		Web:      &units.WebUnits{Listen: cfg.Web.Listen()},
 		DryRun:   true,

@@ -86,7 +86,7 @@ is given.`,
 
 func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr io.Writer) error {
 	o := units.InstallOptions{
-		Defaults: config.DefaultTeam().Supervision(),
+		Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()),
 		UnitDir:  f.unitDir,
 		Enable:   f.enable,
 		Packaged: f.packaged,

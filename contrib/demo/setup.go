@@ -214,13 +214,13 @@ func (d *run) install(ctx context.Context, t config.Team, cfgPath string) error 
 		fmt.Fprintf(d.o.Out, "note: %s\n", n)
 	}
 	if d.sb != nil {
-		if _, err := units.Install(ctx, units.InstallOptions{UnitDir: d.unitDir, Bin: d.o.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: []units.TeamUnits{tu}, Manager: d.mgr, Unsupported: rep.Unsupported()}); err != nil {
+		if _, err := units.Install(ctx, units.InstallOptions{UnitDir: d.unitDir, Bin: d.o.Bin, Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()), Teams: []units.TeamUnits{tu}, Manager: d.mgr, Unsupported: rep.Unsupported()}); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	} else {
 		// Not Install: it enables legion.socket, a link in the user's
 		// persistent configuration. Write the files, reload, start.
-		files, err := units.Generate(units.GenerateOptions{Bin: d.o.Bin, Defaults: config.DefaultTeam().Supervision(), Teams: []units.TeamUnits{tu}, Unsupported: rep.Unsupported()})
+		files, err := units.Generate(units.GenerateOptions{Bin: d.o.Bin, Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()), Teams: []units.TeamUnits{tu}, Unsupported: rep.Unsupported()})
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
