@@ -24,7 +24,7 @@ const (
 	StatusDone        Status = "Done"
 )
 
-// Labels of the label protocol (seeds/001). Workers add LabelWorkerDone when
+// Labels of the label protocol (README: How an issue moves). Workers add LabelWorkerDone when
 // their phase's work is complete; humans answer escalations by adding
 // LabelFeedbackGiven. LabelFinishing is Legion's own: the controller adds it
 // when it starts the finisher, so that a Retro issue whose finisher ended
@@ -190,7 +190,7 @@ type Decision struct {
 }
 
 // codeWorker reports whether a worker in mode counts against the WIP limit:
-// every mode but review, which is short-lived (seeds/001).
+// every mode but review, which is short-lived.
 func codeWorker(mode Mode) bool { return mode != ModeReview }
 
 // Decide returns one decision per issue, in the order of s.Issues. It is
@@ -242,7 +242,7 @@ func startsWorker(a Action) bool {
 	return false
 }
 
-// decideIssue is the status × label table of seeds/001, with two rules
+// decideIssue is the status × label table (README: How an issue moves), with two rules
 // before it: human-input labels win, and a live worker is never disturbed
 // except to escalate its question.
 func decideIssue(is Issue, s State) Decision {

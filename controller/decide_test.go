@@ -22,7 +22,7 @@ func TestDecideTable(t *testing.T) {
 		issue Issue
 		want  Decision
 	}{
-		// One case per row of the seeds/001 status × label table.
+		// One case per row of the status × label table (README: How an issue moves).
 		{"todo/none", Issue{Status: StatusTodo},
 			Decision{Action: ActionDispatchPlanner, Mode: ModePlan}},
 		{"todo/worker-done", Issue{Status: StatusTodo, Labels: []string{LabelWorkerDone}},

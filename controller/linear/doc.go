@@ -22,5 +22,5 @@
 //
 // The package must never log the API key or put it into an error, never
 // accept it from a command line, and never create labels other than the
-// label protocol's (seeds/001).
+// label protocol's (README: How an issue moves).
 package linear

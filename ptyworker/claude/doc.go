@@ -4,7 +4,7 @@
 // (liveness, subagent files included), and whether the agent is waiting on a
 // human (a pending AskUserQuestion).
 //
-// The format has no official schema; see notes/claude-session-format.md.
+// The format has no official schema; FACTS.md says what was observed.
 // Everything here reads leniently: unknown entry types, unknown fields,
 // mistyped fields, malformed lines and a half-written last line are skipped,
 // never reported as errors. The only errors are I/O errors, and a missing

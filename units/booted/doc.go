@@ -2,8 +2,7 @@
 // PID 1, journald, logind, user@.service) in a systemd-nspawn container
 // over a throwaway overlay, for tests that need what a bare `systemd
 // --user` (units/sandbox) lacks: login sessions and logout, lingering,
-// the journal, a reboot. How this works on Debian 12 with systemd 252 is in
-// notes/systemd-booted.md; this package follows that recipe.
+// the journal, a reboot, on Debian 12 with systemd 252, as set out below.
 //
 // The package owns the directory it makes, the processes it starts (a
 // holder of the mount namespace and, per boot, systemd-nspawn), the cgroups

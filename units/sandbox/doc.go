@@ -11,9 +11,8 @@
 // process it did not start: it signals only the manager it started (through
 // its os.Process) and processes it finds by PID in its own cgroups.
 //
-// How a sandbox is set up (see also notes/systemd-sandbox.md, whose
-// dbus-daemon step does not work on systemd 252; this package follows the
-// code, not the note):
+// How a sandbox is set up (a dbus-daemon started beside the manager, as
+// some recipes have it, does not work on systemd 252; see below):
 //
 //   - a fresh directory D = Options.Dir/NAME-PID-RANDOM (NAME is Options.Name,
 //     PID the starting process's) with D/run (0700) as XDG_RUNTIME_DIR and

@@ -11,7 +11,7 @@
 // # Sessions and turns
 //
 // Claude Code sends the header x-claude-code-session-id on every request
-// (notes/claude-code-real.md); the server keys its scripts by that header.
+// (ptyworker/claude/FACTS.md); the server keys its scripts by that header.
 // Script(session, turns...) queues turns for a session; each request takes
 // the first queued turn of its session whose Match accepts it (nil matches
 // any), else the first of the turns scripted for AnySession. A request with

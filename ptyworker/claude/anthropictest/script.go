@@ -51,7 +51,7 @@ type Option struct {
 }
 
 // Question is one question of an AskUserQuestion call, as Claude Code's
-// tool takes it (notes/claude-code-real.md).
+// tool takes it (ptyworker/claude/FACTS.md).
 type Question struct {
 	Question    string   `json:"question"`
 	Header      string   `json:"header"`
@@ -64,8 +64,8 @@ func AskUserQuestion(questions ...Question) Block {
 	return ToolUse("AskUserQuestion", map[string]any{"questions": questions})
 }
 
-// Agent calls Claude Code's Agent tool (input as in
-// notes/claude-code-samples/all-in-one). Claude Code runs the subagent in
+// Agent calls Claude Code's Agent tool (input as a real model's call of it
+// looks: description, prompt, subagent_type). Claude Code runs the subagent in
 // the background, with requests of its own: script its turns with a Match
 // on its prompt (Request.FirstUserText) or on its tools (a subagent is
 // offered no AskUserQuestion).

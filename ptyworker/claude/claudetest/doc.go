@@ -7,7 +7,7 @@
 // (ReadSession).
 //
 // The facts it builds on (Claude Code 2.1.330, probed offline) are in
-// notes/claude-code-real.md and ptyworker/claude/FACTS.md; the ones a test
+// ptyworker/claude/FACTS.md; the ones a test
 // author needs:
 //
 //   - The CLI calls only HEAD /api/hello and POST /v1/messages; with
