@@ -28,10 +28,11 @@
 //     watch connection per running worker, never by polling; the
 //     controller and `legion tmux` follow it.
 //
-// The terminal side of `legion attach` is package activation/attachterm,
-// `legion tmux`'s view and its follower package activation/tmuxview (both
-// clients of activation/api); the daemons' journal logger is package
-// internal/journal.
+// The terminal side of `legion attach` is package cli/attachterm,
+// `legion tmux`'s view and its follower package cli/tmuxview (both
+// clients of activation/api, with the CLI's other tools under cli/); the
+// dashboard is package dashboard, a daemon of its own; the daemons'
+// journal logger is package internal/journal.
 //
 // The helper is a pure session supervisor: spawn, list, status, logs,
 // attach, send, kill, recovery, the sessions.watch stream and team.stop

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legion-dev/legion/activation/tmuxview"
+	"github.com/legion-dev/legion/cli/tmuxview"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/units/sdtest"
 )

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/activation/attachterm"
+	"github.com/legion-dev/legion/cli/attachterm"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation/doctor"
 	"github.com/legion-dev/legion/agent/cliversion"
+	"github.com/legion-dev/legion/cli/doctor"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/legion-dev/legion/activation/doctor"
 	"github.com/legion-dev/legion/agent/cliversion"
+	"github.com/legion-dev/legion/cli/doctor"
 	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
 	"github.com/legion-dev/legion/ptyworker/codex/codextest"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation/doctor"
+	"github.com/legion-dev/legion/cli/doctor"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/contrib"
 	"github.com/legion-dev/legion/units"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation/tmuxview"
+	"github.com/legion-dev/legion/cli/tmuxview"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/journal"
 )

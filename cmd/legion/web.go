@@ -12,8 +12,8 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
-	"github.com/legion-dev/legion/activation/web"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/dashboard"
 	"github.com/legion-dev/legion/internal/journal"
 )
 
@@ -85,7 +85,7 @@ func runWeb(ctx context.Context, g *globals, open, asJSON bool, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	page, err := web.LoginPage(rt, url)
+	page, err := dashboard.LoginPage(rt, url)
 	if err != nil {
 		return err
 	}
@@ -104,11 +104,11 @@ func webLoginURL(cfg *config.Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tok, err := web.LoadToken(filepath.Join(state, web.TokenFile))
+	tok, err := dashboard.LoadToken(filepath.Join(state, dashboard.TokenFile))
 	if err != nil {
 		return "", err
 	}
-	return web.LoginURL(cfg.Web.Listen(), tok)
+	return dashboard.LoginURL(cfg.Web.Listen(), tok)
 }
 
 func newWebServeCmd(g *globals) *cobra.Command {
@@ -139,16 +139,16 @@ exits by itself unless given --idle-exit).`,
 			if err != nil {
 				return err
 			}
-			tok, err := web.LoadToken(filepath.Join(state, web.TokenFile))
+			tok, err := dashboard.LoadToken(filepath.Join(state, dashboard.TokenFile))
 			if err != nil {
 				return err
 			}
 			log := journal.NewLogger(journal.IdentLegion, cfg.Helper.LogLevel).With("component", "web")
-			ls, err := web.Listeners(cfg.Web.Listen(), log)
+			ls, err := dashboard.Listeners(cfg.Web.Listen(), log)
 			if err != nil {
 				return err
 			}
-			s, err := web.New(web.Options{
+			s, err := dashboard.New(dashboard.Options{
 				Token: tok, Logger: log, IdleExit: idle, ConfigPath: cfg.Path,
 				Notify: func(state string) { daemon.SdNotify(false, state) },
 			})

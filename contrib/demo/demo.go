@@ -57,7 +57,7 @@ type Options struct {
 	Agent string
 	// ClaudeCode is the claude binary for AgentClaude (see ClaudeCode()).
 	ClaudeCode string
-	// Web serves the dashboard (package activation/web) from this process
+	// Web serves the dashboard (package dashboard) from this process
 	// on a free loopback port while the demo runs, and prints its login
 	// URL before the issues start moving.
 	Web bool

@@ -7,19 +7,19 @@ import (
 	"net"
 	"path/filepath"
 
-	"github.com/legion-dev/legion/activation/web"
+	"github.com/legion-dev/legion/dashboard"
 )
 
 // serveWeb serves the dashboard from this process on a free loopback port
 // for the demo's length (Options.Web) and prints its login URL. The token
-// is the user's (web.LoadToken in the state dir), as `legion web` prints
+// is the user's (dashboard.LoadToken in the state dir), as `legion web` prints
 // it; the demo's team is the only one the server's legion.toml lists.
 func (d *run) serveWeb(cfgPath string) error {
-	tok, err := web.LoadToken(filepath.Join(d.state, web.TokenFile))
+	tok, err := dashboard.LoadToken(filepath.Join(d.state, dashboard.TokenFile))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	s, err := web.New(web.Options{Token: tok, ConfigPath: cfgPath, Logger: d.o.Log})
+	s, err := dashboard.New(dashboard.Options{Token: tok, ConfigPath: cfgPath, Logger: d.o.Log})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -27,7 +27,7 @@ func (d *run) serveWeb(cfgPath string) error {
 	if err != nil {
 		return fmt.Errorf("demo: listen for the dashboard: %w", err)
 	}
-	url, err := web.LoginURL(l.Addr().String(), tok)
+	url, err := dashboard.LoginURL(l.Addr().String(), tok)
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("demo: %w", err)

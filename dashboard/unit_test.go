@@ -1,4 +1,4 @@
-package web_test
+package dashboard_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/legion-dev/legion/activation/web/webtest"
+	"github.com/legion-dev/legion/dashboard/webtest"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/unitname"

@@ -1,4 +1,4 @@
-package web_test
+package dashboard_test
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/legion-dev/legion/activation/web/webtest"
 	"github.com/legion-dev/legion/contrib/demo"
+	"github.com/legion-dev/legion/dashboard/webtest"
 )
 
 // columnJS counts the cards of the board's column for status.

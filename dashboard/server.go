@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"context"
@@ -68,7 +68,7 @@ type Server struct {
 // New returns a Server for opts.
 func New(opts Options) (*Server, error) {
 	if len(opts.Token) < minTokenLen {
-		return nil, errors.New("web server: no token (see web.LoadToken)")
+		return nil, errors.New("web server: no token (see dashboard.LoadToken)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,4 +1,4 @@
-// Package web is Legion's dashboard: an HTTP server (`legion web serve`,
+// Package dashboard is Legion's dashboard: an HTTP server (`legion web serve`,
 // socket-activated by legion-web.socket) that shows every team's board,
 // what waits for a person, live sessions and their history, in a browser.
 //
@@ -30,4 +30,4 @@
 // The page: static/app.js is the shell (header, team picker, tab router,
 // the event socket with reconnect) and views register themselves with
 // Legion.registerView(name, {render(el, ctx), onEvent(ev)}).
-package web
+package dashboard

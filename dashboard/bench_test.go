@@ -1,4 +1,4 @@
-package web_test
+package dashboard_test
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/activation/web/webtest"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/service"
+	"github.com/legion-dev/legion/dashboard/webtest"
 	"github.com/legion-dev/legion/internal/benchreport"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/unitname"

@@ -16,11 +16,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/legion-dev/legion/activation/web"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/contrib/demo"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/dashboard"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
@@ -42,7 +42,7 @@ type Options struct {
 	Issues []string
 	// WIPLimit is the team's wip_limit; 0 is 2.
 	WIPLimit int
-	// TrackerRefresh is the server's (web.Options); 0 is its default.
+	// TrackerRefresh is the server's (dashboard.Options); 0 is its default.
 	TrackerRefresh time.Duration
 }
 
@@ -59,7 +59,7 @@ type Fixture struct {
 	Store      *local.Store
 	Issues     []string // the IDs of Options.Issues, in order
 	WebPort    int      // legion-web.socket's TCP port (web.port; idle_exit 3s)
-	Server     *web.Server
+	Server     *dashboard.Server
 	URL        string // http://127.0.0.1:PORT, the server
 	Token      string
 	LogFile    string // the helper's, the controller's and the workers' output
@@ -181,7 +181,7 @@ agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
 		}
 		f.Issues = append(f.Issues, is.ID)
 	}
-	if f.Token, err = web.LoadToken(filepath.Join(state, web.TokenFile)); err != nil {
+	if f.Token, err = dashboard.LoadToken(filepath.Join(state, dashboard.TokenFile)); err != nil {
 		t.Fatal(err)
 	}
 	f.startServer(o)
@@ -202,7 +202,7 @@ func (f *Fixture) startServer(o Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := web.New(web.Options{
+	s, err := dashboard.New(dashboard.Options{
 		Token: f.Token, ConfigPath: f.ConfigPath, TrackerRefresh: o.TrackerRefresh,
 		Logger: slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

@@ -1,4 +1,4 @@
-package web_test
+package dashboard_test
 
 import (
 	"bufio"
@@ -20,16 +20,16 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/legion-dev/legion/activation/web"
+	"github.com/legion-dev/legion/dashboard"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef-test"
 
 // newServer serves a dashboard with testToken from an httptest server. Its
 // legion.toml does not exist (no teams); no helper runs.
-func newServer(t *testing.T) (*web.Server, *httptest.Server) {
+func newServer(t *testing.T) (*dashboard.Server, *httptest.Server) {
 	t.Helper()
-	s, err := web.New(web.Options{Token: testToken, ConfigPath: filepath.Join(t.TempDir(), "legion.toml")})
+	s, err := dashboard.New(dashboard.Options{Token: testToken, ConfigPath: filepath.Join(t.TempDir(), "legion.toml")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +75,11 @@ func TestAuth(t *testing.T) {
 	}{
 		{"no token", "GET", "/api/teams", "", nil, 401, "not logged in"},
 		{"wrong bearer token", "GET", "/api/teams", "", map[string]string{"Authorization": "Bearer wrong"}, 401, "not logged in"},
-		{"wrong cookie", "GET", "/api/teams", "", map[string]string{"Cookie": web.CookieName + "=" + strings.Repeat("x", len(testToken))}, 401, "not logged in"},
+		{"wrong cookie", "GET", "/api/teams", "", map[string]string{"Cookie": dashboard.CookieName + "=" + strings.Repeat("x", len(testToken))}, 401, "not logged in"},
 		{"no token, events", "GET", "/api/events", "", nil, 401, "not logged in"},
 		{"no token, unknown API route", "GET", "/api/nothing", "", nil, 401, "not logged in"},
 		{"bearer token", "GET", "/api/teams", "", map[string]string{"Authorization": "Bearer " + testToken}, 200, `"teams"`},
-		{"cookie", "GET", "/api/whoami", "", map[string]string{"Cookie": web.CookieName + "=" + testToken}, 200, "ok"},
+		{"cookie", "GET", "/api/whoami", "", map[string]string{"Cookie": dashboard.CookieName + "=" + testToken}, 200, "ok"},
 		{"unknown API route", "GET", "/api/nothing", "", map[string]string{"Authorization": "Bearer " + testToken}, 404, "no API route GET /api/nothing"},
 		{"app shell without token", "GET", "/", "", nil, 200, "<!doctype html>"},
 		{"login page", "GET", "/login", "", nil, 200, "app.js"},
@@ -94,7 +94,7 @@ func TestAuth(t *testing.T) {
 		{"logout cross-site", "POST", "/api/logout", "", map[string]string{"Origin": "http://" + host + ".evil.example", "Authorization": "Bearer " + testToken}, 403, "cross-site"},
 		{"websocket cross-site", "GET", "/api/events", "", map[string]string{
 			"Origin": "http://evil.example", "Upgrade": "websocket", "Connection": "Upgrade",
-			"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Cookie": web.CookieName + "=" + testToken,
+			"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Cookie": dashboard.CookieName + "=" + testToken,
 		}, 403, "cross-site request refused"},
 	}
 	for _, tt := range tests {
@@ -118,8 +118,8 @@ func TestAuth(t *testing.T) {
 			t.Fatalf("login = %d %s; want 200", resp.StatusCode, body)
 		}
 		cs := resp.Cookies()
-		if len(cs) != 1 || cs[0].Name != web.CookieName || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode || cs[0].Path != "/" {
-			t.Fatalf("login cookies = %+v; want one HttpOnly SameSite=Strict %s for /", cs, web.CookieName)
+		if len(cs) != 1 || cs[0].Name != dashboard.CookieName || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode || cs[0].Path != "/" {
+			t.Fatalf("login cookies = %+v; want one HttpOnly SameSite=Strict %s for /", cs, dashboard.CookieName)
 		}
 		resp, body = request(t, "GET", u+"/api/teams", "", map[string]string{"Cookie": cs[0].Name + "=" + cs[0].Value})
 		if resp.StatusCode != 200 {
@@ -147,7 +147,7 @@ func readHello(t *testing.T, ctx context.Context, c *websocket.Conn) {
 	if err != nil {
 		t.Fatalf("read hello: %v", err)
 	}
-	var ev web.Event
+	var ev dashboard.Event
 	if err := json.Unmarshal(b, &ev); err != nil || ev.Type != "hello" {
 		t.Fatalf("first event %s (%v); want type hello", b, err)
 	}
@@ -167,7 +167,7 @@ func TestEventsBadInput(t *testing.T) {
 		c := dialEvents(t, ctx, ts.URL)
 		defer c.CloseNow()
 		readHello(t, ctx, c)
-		if err := c.Write(ctx, websocket.MessageText, bytes.Repeat([]byte("x"), web.ReadLimit+1)); err != nil {
+		if err := c.Write(ctx, websocket.MessageText, bytes.Repeat([]byte("x"), dashboard.ReadLimit+1)); err != nil {
 			t.Fatalf("write: %v", err)
 		}
 		_, _, err := c.Read(ctx)
@@ -192,7 +192,7 @@ func TestEventsBadInput(t *testing.T) {
 		{"fragmented ping", append([]byte{0x09, 0x80}, 1, 2, 3, 4)},
 		// A frame that announces far more than the limit: refused once
 		// more than ReadLimit bytes of it came.
-		{"huge length", append(append([]byte{0x82, 0xFF}, append(binary.BigEndian.AppendUint64(nil, 1<<40), 0, 0, 0, 0)...), make([]byte, web.ReadLimit+1)...)},
+		{"huge length", append(append([]byte{0x82, 0xFF}, append(binary.BigEndian.AppendUint64(nil, 1<<40), 0, 0, 0, 0)...), make([]byte, dashboard.ReadLimit+1)...)},
 	}
 	for _, m := range malformed {
 		t.Run(m.name, func(t *testing.T) {
@@ -214,7 +214,7 @@ func TestEventsBadInput(t *testing.T) {
 
 	// The server is unaffected: the first page still gets events, and
 	// requests are answered.
-	s.Publish(web.Event{Type: "needs"})
+	s.Publish(dashboard.Event{Type: "needs"})
 	_, b, err := other.Read(ctx)
 	if err != nil || !strings.Contains(string(b), `"needs"`) {
 		t.Errorf("the other page after the bad input read %s, %v; want the needs event", b, err)
@@ -287,12 +287,12 @@ func readClose(t *testing.T, br *bufio.Reader) (uint16, string) {
 // it is too short.
 func TestLoadToken(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	path := filepath.Join(dir, web.TokenFile)
+	path := filepath.Join(dir, dashboard.TokenFile)
 	var wg sync.WaitGroup
 	toks := make([]string, 8)
 	for i := range toks {
 		wg.Go(func() {
-			tok, err := web.LoadToken(path)
+			tok, err := dashboard.LoadToken(path)
 			if err != nil {
 				t.Errorf("LoadToken: %v", err)
 			}
@@ -314,7 +314,7 @@ func TestLoadToken(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := web.LoadToken(path); err == nil || !strings.Contains(err.Error(), "others may read it") {
+	if _, err := dashboard.LoadToken(path); err == nil || !strings.Contains(err.Error(), "others may read it") {
 		t.Errorf("LoadToken of a 0644 file = %v; want an error saying others may read it", err)
 	}
 	if err := os.WriteFile(path, []byte("short\n"), 0o600); err != nil {
@@ -323,7 +323,7 @@ func TestLoadToken(t *testing.T) {
 	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := web.LoadToken(path); err == nil || !strings.Contains(err.Error(), "want at least 32 characters") {
+	if _, err := dashboard.LoadToken(path); err == nil || !strings.Contains(err.Error(), "want at least 32 characters") {
 		t.Errorf("LoadToken of a short token = %v; want an error", err)
 	}
 }
@@ -335,7 +335,7 @@ func FuzzLogin(f *testing.F) {
 	f.Add([]byte(`{"token":"` + testToken + `"}`))
 	f.Add([]byte(`{"token":` + strings.Repeat("[", 1000)))
 	f.Add([]byte("\x00\xff"))
-	s, err := web.New(web.Options{Token: testToken})
+	s, err := dashboard.New(dashboard.Options{Token: testToken})
 	if err != nil {
 		f.Fatal(err)
 	}

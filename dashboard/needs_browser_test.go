@@ -1,4 +1,4 @@
-package web_test
+package dashboard_test
 
 import (
 	"encoding/json"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/legion-dev/legion/activation/web"
-	"github.com/legion-dev/legion/activation/web/webtest"
+	"github.com/legion-dev/legion/dashboard"
+	"github.com/legion-dev/legion/dashboard/webtest"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/claude"
 )
@@ -36,12 +36,12 @@ if-prompt go-on say going on with $PROMPT
 // issue.
 func waitNeed(t *testing.T, f *webtest.Fixture, issue, kind string) {
 	t.Helper()
-	waitNeedThat(t, f, issue+" needs a "+kind, func(n web.Need) bool { return n.Issue == issue && n.Kind == kind })
+	waitNeedThat(t, f, issue+" needs a "+kind, func(n dashboard.Need) bool { return n.Issue == issue && n.Kind == kind })
 }
 
 // waitNeedThat waits until the dashboard's queue lists a need for which
 // ok is true.
-func waitNeedThat(t *testing.T, f *webtest.Fixture, what string, ok func(web.Need) bool) {
+func waitNeedThat(t *testing.T, f *webtest.Fixture, what string, ok func(dashboard.Need) bool) {
 	t.Helper()
 	waitfor.Check(t, webtest.WaitFor, what, func() error {
 		req, _ := http.NewRequest("GET", f.URL+"/api/needs", nil)
@@ -51,7 +51,7 @@ func waitNeedThat(t *testing.T, f *webtest.Fixture, what string, ok func(web.Nee
 			return err
 		}
 		defer res.Body.Close()
-		var nr web.NeedsResult
+		var nr dashboard.NeedsResult
 		if err := json.NewDecoder(res.Body).Decode(&nr); err != nil {
 			return fmt.Errorf("GET /api/needs: %d: %w", res.StatusCode, err)
 		}
@@ -104,8 +104,8 @@ func TestNeedsInBrowser(t *testing.T) {
 	goTo(t, b, "#needs")
 	// The page is open before anything waits: what follows comes live.
 	f.StartController()
-	waitNeed(t, f, "DEMO-1", web.NeedQuestion)
-	waitNeed(t, f, "DEMO-2", web.NeedPermission)
+	waitNeed(t, f, "DEMO-1", dashboard.NeedQuestion)
+	waitNeed(t, f, "DEMO-2", dashboard.NeedPermission)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := b.Do(actions...); err != nil {
@@ -130,8 +130,8 @@ func TestNeedsInBrowser(t *testing.T) {
 	if err := b.Eval(probe+`.dataset.probe = "kept"`, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitNeedThat(t, f, "DEMO-2's permission escalated", func(n web.Need) bool {
-		return n.Issue == "DEMO-2" && n.Kind == web.NeedPermission && n.Escalated
+	waitNeedThat(t, f, "DEMO-2's permission escalated", func(n dashboard.Need) bool {
+		return n.Issue == "DEMO-2" && n.Kind == dashboard.NeedPermission && n.Escalated
 	})
 
 	do("pick SQLite", chromedp.Click(chromedp.CSS(`section.need[data-issue="DEMO-1"] button.choice[data-choice="SQLite"]`)))

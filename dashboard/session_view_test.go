@@ -1,4 +1,4 @@
-package web_test
+package dashboard_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/activation/web/webtest"
+	"github.com/legion-dev/legion/dashboard/webtest"
 	"github.com/legion-dev/legion/internal/waitfor"
 )
 
