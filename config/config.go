@@ -352,8 +352,12 @@ const (
 	PermissionsSandbox PermissionPolicy = "sandbox"
 )
 
-// workerModes are the phases a worker runs in, the keys of
-// agent.permissions_by_mode.
+// WorkerModes are the phases a worker runs in, in the order an issue goes
+// through them: the keys of agent.kind_by_mode and
+// agent.permissions_by_mode. The one list of them; every other package
+// takes it from here.
+func WorkerModes() []string { return slices.Clone(workerModes) }
+
 var workerModes = []string{"plan", "implement", "review", "retro", "finish"}
 
 // Linear configures the Linear tracker. The API key is read at run time from

@@ -12,7 +12,7 @@ import (
 
 // modes are the phases a worker runs in, in order: the keys of
 // agent.kind_by_mode and agent.permissions_by_mode.
-var modes = []string{"plan", "implement", "review", "retro", "finish"}
+var modes = config.WorkerModes()
 
 // policyCheckName names the permission-policy check of a team.
 func policyCheckName(team string) string { return "permissions of team " + team }

@@ -29,6 +29,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/legion-dev/legion/config"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,8 +40,9 @@ import (
 //go:embed templates/*.md
 var builtin embed.FS
 
-// Modes are the worker phases, in the order an issue goes through them.
-var Modes = []string{"plan", "implement", "review", "retro", "finish"}
+// Modes are the worker phases, in the order an issue goes through them
+// (config's list).
+var Modes = config.WorkerModes()
 
 // ModeController names the controller agent's instructions.
 const ModeController = "controller"
