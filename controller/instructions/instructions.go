@@ -29,12 +29,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"github.com/legion-dev/legion/config"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/template"
+
+	"github.com/legion-dev/legion/config"
 )
 
 //go:embed templates/*.md
