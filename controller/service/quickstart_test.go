@@ -258,6 +258,7 @@ const maxAnswers = 4
 func (f *followed) answerAll(ctx context.Context, answer string, done func() bool) int {
 	f.t.Helper()
 	answered := 0
+	escalationsAnswered := map[string]int{} // issue → Legion's comments when last answered
 	for !done() {
 		if answered > maxAnswers {
 			f.t.Fatalf("answered %d waits for a person and the run goes on asking: the last escalation is in the issue's comments", answered)
@@ -270,11 +271,26 @@ func (f *followed) answerAll(ctx context.Context, answer string, done func() boo
 			f.t.Fatal(err)
 		}
 		for _, is := range list {
-			if slices.Contains(is.Labels, controller.LabelInputNeeded) && !slices.Contains(is.Labels, controller.LabelFeedbackGiven) {
-				f.legion(ctx, "issue", "comment", teamName, is.ID, "Answer: "+answer)
-				f.legion(ctx, "issue", "label", teamName, is.ID, controller.LabelFeedbackGiven)
-				answered++
+			if !slices.Contains(is.Labels, controller.LabelInputNeeded) || slices.Contains(is.Labels, controller.LabelFeedbackGiven) {
+				continue
 			}
+			// A wait is a new escalation comment of Legion's: the
+			// controller removes user-feedback-given before
+			// input-needed, and a poll between the two must not answer
+			// the same wait twice.
+			n := 0
+			for _, c := range f.issue(ctx, is.ID).Comments {
+				if c.Author == controller.AuthorLegion {
+					n++
+				}
+			}
+			if n <= escalationsAnswered[is.ID] {
+				continue
+			}
+			escalationsAnswered[is.ID] = n
+			f.legion(ctx, "issue", "comment", teamName, is.ID, "Answer: "+answer)
+			f.legion(ctx, "issue", "label", teamName, is.ID, controller.LabelFeedbackGiven)
+			answered++
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
