@@ -161,6 +161,21 @@ func TestRealGeminiNewAndResume(t *testing.T) {
 		}
 		return nil
 	})
+	// Each model message's tokens are in the chat file, the fake's
+	// usageMetadata field by field (gemini FACTS G31): the dashboard's
+	// usage reads them there.
+	chats, _ := filepath.Glob(filepath.Join(filepath.Dir(l.SessionFile), "chats", "session-*-"+s.ID.String()[:8]+".jsonl"))
+	var chat []byte
+	for _, f := range chats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chat = append(chat, b...)
+	}
+	if want := `"tokens":{"input":100,"output":10,"cached":40,"thoughts":5,"tool":3,"total":118}`; bytes.Count(chat, []byte(want)) < 4 {
+		t.Errorf("the chat files %v hold %d model messages with the tokens %s; want one per model call (4 or more)", chats, bytes.Count(chat, []byte(want)), want)
+	}
 	if _, err := os.Stat(filepath.Join(home, ".gemini", "tmp")); err == nil {
 		t.Errorf("the CLI wrote into the user's own ~/.gemini")
 	}

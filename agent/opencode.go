@@ -68,6 +68,13 @@ var opencodePlugin string
 // conversation's opencode session id: its session file.
 const OpencodeSessionFile = "session"
 
+// OpencodeUsageFile is the file of an opencode home where Legion's plugin
+// appends each assistant message's tokens and cost, one JSON object a
+// line ({"id","sessionID","tokens":{"input","output","reasoning",
+// "cache":{"read","write"}},"cost"}), again whenever they change: opencode
+// itself keeps them only in its SQLite database (FACTS O27).
+const OpencodeUsageFile = "usage.jsonl"
+
 // OpencodeEnv is the environment every opencode agent gets: no network
 // beyond its provider (O3).
 var OpencodeEnv = []string{
@@ -176,13 +183,13 @@ func (o *Opencode) Prepare(ctx context.Context, s Session, l Launch) (Launch, er
 
 // OpencodePluginFor is the plugin of the conversation whose opencode home
 // is home: Legion's plugin with the legion binary and its files there
-// (the session file it records the id in, the resumed start's prompt,
-// its log).
+// (the session file it records the id in, the usage file, the resumed
+// start's prompt, its log).
 func OpencodePluginFor(legion, home string) []byte {
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	return []byte("// Written by Legion for one conversation (agent.kind = \"opencode\"); rewritten at every start.\n" +
 		"const LEGION = " + q(legion) + "\nconst SESSION_FILE = " + q(filepath.Join(home, OpencodeSessionFile)) +
-		"\nconst HOME_DIR = " + q(home) + "\nconst PROMPT_FILE = " + q(filepath.Join(home, "resume-prompt")) + "\nconst LOG = " + q(filepath.Join(home, "plugin.log")) +
+		"\nconst USAGE_FILE = " + q(filepath.Join(home, OpencodeUsageFile)) + "\nconst HOME_DIR = " + q(home) + "\nconst PROMPT_FILE = " + q(filepath.Join(home, "resume-prompt")) + "\nconst LOG = " + q(filepath.Join(home, "plugin.log")) +
 		"\n" + opencodePlugin)
 }
 

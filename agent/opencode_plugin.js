@@ -5,7 +5,10 @@
 // the order opencode emitted them; a permission.asked waits for the hook's
 // decision and answers opencode through its own API (opencode FACTS O8, O9).
 // The conversation's id (ses_…) is written to SESSION_FILE once it appears:
-// its existence makes the next start resume (--continue).
+// its existence makes the next start resume (--continue). Each assistant
+// message's tokens and cost (the main session's and its subagents') are
+// appended to USAGE_FILE as they change, for the dashboard: opencode keeps
+// them only in its SQLite database (opencode FACTS O27).
 import { spawn } from "node:child_process"
 import { appendFileSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 
@@ -70,6 +73,19 @@ export const Legion = async (ctx) => {
     } catch {}
   }
   const main = (id) => id && !children.has(id)
+  // usage appends an assistant message's tokens and cost to USAGE_FILE
+  // when they differ from what was last written for it (message.updated
+  // comes several times per message); a reader keeps each id's last line.
+  const written = new Map()
+  const usage = (info) => {
+    if (info.role !== "assistant" || !info.id || !info.tokens) return
+    const line = JSON.stringify({ id: info.id, sessionID: info.sessionID, tokens: info.tokens, cost: info.cost })
+    if (written.get(info.id) === line) return
+    written.set(info.id, line)
+    try {
+      appendFileSync(USAGE_FILE, line + "\n", { mode: 0o600 })
+    } catch {}
+  }
 
   // post sends body to opencode's own server through ctx.client's
   // in-process fetch (ctx.serverUrl is only a base, http://localhost:4096/,
@@ -159,6 +175,7 @@ export const Legion = async (ctx) => {
         case "message.updated": {
           const info = p.info || {}
           if (info.role === "user" && info.id) seenUser.add(info.id)
+          usage(info)
           return
         }
         case "permission.asked": {

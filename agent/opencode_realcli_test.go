@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,6 +131,33 @@ esac
 	}
 	if !bytes.Contains(last, []byte("second prompt")) || !bytes.Contains(last, []byte("first prompt")) {
 		t.Errorf("the resumed turn's request does not carry both prompts:\n%.2000s", last)
+	}
+	// The plugin wrote every assistant message's tokens (the fake's usage,
+	// as opencode counts it: cached and reasoning tokens apart, FACTS
+	// O27), before and after the resume: three model calls.
+	usage, err := os.ReadFile(filepath.Join(filepath.Dir(l.SessionFile), OpencodeUsageFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]string{}
+	for line := range strings.Lines(string(usage)) {
+		var m struct {
+			ID     string          `json:"id"`
+			Tokens json.RawMessage `json:"tokens"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("usage file line %q: %v", line, err)
+		}
+		byID[m.ID] = string(m.Tokens)
+	}
+	want := `{"total":110,"input":60,"output":5,"reasoning":5,"cache":{"write":0,"read":40}}`
+	if len(byID) != 3 {
+		t.Errorf("usage file has %d messages; want 3:\n%s", len(byID), usage)
+	}
+	for id, tokens := range byID {
+		if tokens != want {
+			t.Errorf("usage of %s = %s; want %s", id, tokens, want)
+		}
 	}
 }
 

@@ -78,7 +78,7 @@ func TestOpencodePrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`const LEGION = "/opt/my legion/legion"`, `const SESSION_FILE = "` + filepath.Join(ocHome, OpencodeSessionFile) + `"`, "permission.asked"} {
+	for _, want := range []string{`const LEGION = "/opt/my legion/legion"`, `const SESSION_FILE = "` + filepath.Join(ocHome, OpencodeSessionFile) + `"`, `const USAGE_FILE = "` + filepath.Join(ocHome, OpencodeUsageFile) + `"`, "permission.asked"} {
 		if !strings.Contains(string(plugin), want) {
 			t.Errorf("plugin lacks %q", want)
 		}

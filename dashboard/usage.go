@@ -23,15 +23,19 @@ import (
 )
 
 // Usage is what an issue's agents used so far, summed over its sessions'
-// files (every phase's; a retro's is in its implementer's session).
+// files (every phase's; a retro's is in its implementer's session), for
+// every agent kind: Claude Code, Codex, Gemini CLI and opencode. Cached
+// input counts as cache reads, not input; reasoning (thinking) tokens
+// count as output.
 type Usage struct {
 	InputTokens         int64 `json:"input_tokens"`
 	OutputTokens        int64 `json:"output_tokens"`
 	CacheReadTokens     int64 `json:"cache_read_tokens"`
 	CacheCreationTokens int64 `json:"cache_creation_tokens"`
 	// CostUSD is the cost the agents reported (Claude Code's cost-state
-	// lines); nil when none did (Codex, the scripted agent, an older
-	// Claude Code): the tokens are all there is.
+	// lines, opencode's cost of each message); nil when none did (Codex
+	// and the Gemini CLI record none; the scripted agent, an older Claude
+	// Code): the tokens are all there is.
 	CostUSD *float64 `json:"cost_usd,omitempty"`
 	// Files are the session files read (for a person checking the sums).
 	Files []string `json:"files,omitempty"`
@@ -142,8 +146,8 @@ func ParseClaudeUsage(r io.Reader) (Usage, error) {
 	return u, nil
 }
 
-func mapValues(m map[string]claudeUsed) []claudeUsed {
-	out := make([]claudeUsed, 0, len(m))
+func mapValues[V any](m map[string]V) []V {
+	out := make([]V, 0, len(m))
 	for _, v := range m {
 		out = append(out, v)
 	}
@@ -194,6 +198,163 @@ func ParseCodexUsage(r io.Reader) (Usage, error) {
 		if err != nil {
 			return Usage{}, err
 		}
+	}
+	return u, nil
+}
+
+// geminiUsageLine is the part of a Gemini CLI chat file line that usage
+// reads: a message ({"id","type":"gemini","tokens":{…}}), written again
+// whenever it changes (so an id's last line counts), or a "$set" of the
+// conversation's messages (a resume's history, whose model messages
+// carry no tokens in 0.61.0; they count once by id if they do).
+type geminiUsageLine struct {
+	geminiMessage
+	Set *struct {
+		Messages []geminiMessage `json:"messages"`
+	} `json:"$set"`
+}
+
+type geminiMessage struct {
+	ID     string        `json:"id"`
+	Type   string        `json:"type"`
+	Tokens *geminiTokens `json:"tokens"`
+}
+
+// geminiTokens is a model message's tokens: the API's usageMetadata of
+// its response (promptTokenCount, candidatesTokenCount,
+// cachedContentTokenCount, thoughtsTokenCount, toolUsePromptTokenCount,
+// totalTokenCount), gemini FACTS G31.
+type geminiTokens struct {
+	Input    int64 `json:"input"`
+	Output   int64 `json:"output"`
+	Cached   int64 `json:"cached"`
+	Thoughts int64 `json:"thoughts"`
+	Tool     int64 `json:"tool"`
+}
+
+// ParseGeminiUsage sums the tokens of one Gemini CLI chat file
+// (<home>/.gemini/tmp/<project>/chats/session-*.jsonl) read from r: each
+// model message once (by its id; the last line of an id counts). The
+// cached tokens, part of the prompt's, are counted as cache reads and
+// taken out of the input; the tool-use prompt's are input; thoughts are
+// output, as the API bills them. The CLI records no cost. Lines that are
+// not JSON, partial or of another shape are skipped; negative counts are
+// refused as corrupt.
+func ParseGeminiUsage(r io.Reader) (Usage, error) {
+	byID := map[string]geminiTokens{}
+	var anon []geminiTokens
+	keep := func(m geminiMessage) {
+		switch {
+		case m.Type != "gemini" || m.Tokens == nil:
+		case m.ID == "":
+			anon = append(anon, *m.Tokens)
+		default:
+			byID[m.ID] = *m.Tokens
+		}
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLine(br, maxUsageLine)
+		if bytes.Contains(line, []byte(`"tokens"`)) {
+			var l geminiUsageLine
+			if json.Unmarshal(line, &l) == nil {
+				keep(l.geminiMessage)
+				if l.Set != nil {
+					for _, m := range l.Set.Messages {
+						keep(m)
+					}
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Usage{}, err
+		}
+	}
+	var u Usage
+	for _, t := range append(anon, mapValues(byID)...) {
+		if t.Input < 0 || t.Output < 0 || t.Cached < 0 || t.Thoughts < 0 || t.Tool < 0 {
+			return Usage{}, fmt.Errorf("gemini message tokens %+v: want token counts of 0 or more", t)
+		}
+		u.add(Usage{
+			InputTokens:     satAdd(t.Input-min(t.Cached, t.Input), t.Tool),
+			CacheReadTokens: min(t.Cached, t.Input),
+			OutputTokens:    satAdd(t.Output, t.Thoughts),
+		})
+	}
+	return u, nil
+}
+
+// opencodeUsageLine is one line of an opencode home's usage file
+// (agent.OpencodeUsageFile), which Legion's plugin appends from
+// opencode's message.updated events: an assistant message's tokens, as
+// opencode counts them (input without the cached tokens, output without
+// the reasoning tokens, opencode FACTS O27), and its cost in USD.
+type opencodeUsageLine struct {
+	ID     string `json:"id"`
+	Tokens *struct {
+		Input     int64 `json:"input"`
+		Output    int64 `json:"output"`
+		Reasoning int64 `json:"reasoning"`
+		Cache     struct {
+			Read  int64 `json:"read"`
+			Write int64 `json:"write"`
+		} `json:"cache"`
+	} `json:"tokens"`
+	Cost *float64 `json:"cost"`
+}
+
+// ParseOpencodeUsage sums an opencode home's usage file read from r: each
+// message once (by its id; the last line of an id counts, the plugin
+// appends one whenever the message's tokens change), reasoning tokens
+// counted as output, and the messages' costs summed (nil when no line
+// has one). Lines that are not JSON, partial or of another shape are
+// skipped; negative counts or costs are refused as corrupt.
+func ParseOpencodeUsage(r io.Reader) (Usage, error) {
+	byID := map[string]opencodeUsageLine{}
+	var anon []opencodeUsageLine
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLine(br, maxUsageLine)
+		var l opencodeUsageLine
+		if len(line) > 0 && json.Unmarshal(line, &l) == nil && l.Tokens != nil {
+			if l.ID == "" {
+				anon = append(anon, l)
+			} else {
+				byID[l.ID] = l
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Usage{}, err
+		}
+	}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids) // a fixed order: the float sum does not vary
+	var u Usage
+	for _, id := range ids {
+		anon = append(anon, byID[id])
+	}
+	for _, m := range anon {
+		t := m.Tokens
+		if t.Input < 0 || t.Output < 0 || t.Reasoning < 0 || t.Cache.Read < 0 || t.Cache.Write < 0 {
+			return Usage{}, fmt.Errorf("opencode message %q tokens %+v: want token counts of 0 or more", m.ID, *t)
+		}
+		v := Usage{InputTokens: t.Input, OutputTokens: satAdd(t.Output, t.Reasoning), CacheReadTokens: t.Cache.Read, CacheCreationTokens: t.Cache.Write}
+		if m.Cost != nil {
+			if *m.Cost < 0 {
+				return Usage{}, fmt.Errorf("opencode message %q cost %v: want a cost of 0 or more", m.ID, *m.Cost)
+			}
+			v.CostUSD = m.Cost
+		}
+		u.add(v)
 	}
 	return u, nil
 }
@@ -272,11 +433,13 @@ func (c *usageCache) file(path string, parse func(io.Reader) (Usage, error)) (Us
 
 // IssueUsage sums the tokens and cost of issue's agent sessions in team t
 // (the planner's, the implementer's with its retro, the reviewer's, the
-// finisher's), each read from where its kind keeps it: a Claude Code
-// session file under home's ~/.claude (with its subagents' files), or
-// the rollout files of a Codex session's home. A file that is missing
-// counts as nothing; one that cannot be read is an error naming it.
-// Board and queue call it; files are cached until they change.
+// finisher's), each read from where its mode's kind keeps it: a Claude
+// Code session file under home's ~/.claude (with its subagents' files),
+// the rollout files of a Codex session's home, the chat files of a Gemini
+// session's home, or the usage file Legion's plugin writes in an opencode
+// session's home. A file that is missing counts as nothing; one that
+// cannot be read is an error naming it. Board and queue call it; files
+// are cached until they change.
 func IssueUsage(t *team.Team, home, issue string) (Usage, error) {
 	var total Usage
 	var errs []error
@@ -285,27 +448,32 @@ func IssueUsage(t *team.Team, home, issue string) (Usage, error) {
 		if err != nil {
 			return Usage{}, err
 		}
+		// The worker's directory, beside which its kind keeps the
+		// conversation's home (agent.CodexHome and the others).
+		dir := filepath.Join(t.StateDir, "agents", claude.SessionID(t.ID, issue, string(mode)).String())
+		var files []string
+		var parse func(io.Reader) (Usage, error)
 		switch t.Agent.ForMode(string(mode)).Kind {
 		case config.AgentCodex:
-			workerID := claude.SessionID(t.ID, issue, string(mode))
-			dir := agent.CodexHome(filepath.Join(t.StateDir, "agents", workerID.String()), id)
-			files, _ := filepath.Glob(filepath.Join(dir, "sessions", "*", "*", "*", "rollout-*.jsonl"))
-			for _, f := range files {
-				u, err := sessionUsage.file(f, ParseCodexUsage)
-				errs = append(errs, err)
-				total.add(u)
-			}
+			files, _ = filepath.Glob(filepath.Join(agent.CodexHome(dir, id), "sessions", "*", "*", "*", "rollout-*.jsonl"))
+			parse = ParseCodexUsage
+		case config.AgentGemini:
+			chats := filepath.Join(agent.GeminiHome(dir, id), filepath.Dir(agent.GeminiLogsFile), "chats")
+			files, _ = filepath.Glob(filepath.Join(chats, "session-*.jsonl"))
+			parse = ParseGeminiUsage
+		case config.AgentOpencode:
+			files = []string{filepath.Join(agent.OpencodeHome(dir, id), agent.OpencodeUsageFile)}
+			parse = ParseOpencodeUsage
 		case config.AgentClaude, "":
 			main := (&agent.Claude{}).SessionFile(home, t.Worktrees.Path(issue), id)
-			files := []string{main}
 			subs, _ := filepath.Glob(filepath.Join(claude.SubagentDir(main), "*.jsonl"))
 			sort.Strings(subs)
-			files = append(files, subs...)
-			for _, f := range files {
-				u, err := sessionUsage.file(f, ParseClaudeUsage)
-				errs = append(errs, err)
-				total.add(u)
-			}
+			files, parse = append([]string{main}, subs...), ParseClaudeUsage
+		}
+		for _, f := range files {
+			u, err := sessionUsage.file(f, parse)
+			errs = append(errs, err)
+			total.add(u)
 		}
 	}
 	return total, errors.Join(errs...)

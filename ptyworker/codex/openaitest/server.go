@@ -35,10 +35,10 @@
 // stream idle timeout (stream_idle_timeout_ms of the provider, FACTS X17)
 // drops it in the end.
 //
-// No reasoning items, no content_part events, no logprobs; usage is fixed;
-// the request is not validated. Codex's title requests (FACTS X12, the
-// input asks to "Generate a concise, single-line task title") are answered
-// with a fixed title and take no turn.
+// No reasoning items, no content_part events, no logprobs; usage is fixed
+// (Usage); the request is not validated. Codex's title requests (FACTS
+// X12, the input asks to "Generate a concise, single-line task title") are
+// answered with a fixed title and take no turn.
 package openaitest
 
 import (
@@ -57,6 +57,16 @@ import (
 
 	"github.com/legion-dev/legion/internal/followmodel"
 )
+
+// Usage is the usage of every response.completed, as the Responses API
+// reports it: the cached tokens are part of the input's, the reasoning
+// tokens part of the output's. Every field differs, so a reader of the
+// agent's files can tell which one it sees.
+var Usage = map[string]any{
+	"input_tokens": 100, "input_tokens_details": map[string]any{"cached_tokens": 40},
+	"output_tokens": 10, "output_tokens_details": map[string]any{"reasoning_tokens": 5},
+	"total_tokens": 110,
+}
 
 // Key is the API key the server accepts.
 const Key = "sk-legion-openaitest"
@@ -304,6 +314,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, turn 
 	}
 	send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	resp["status"], resp["output"] = "completed", []any{item}
-	resp["usage"] = map[string]any{"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
+	resp["usage"] = Usage
 	send("response.completed", map[string]any{"response": resp})
 }

@@ -30,7 +30,7 @@
 // # What is simplified
 //
 // No thought parts, no safety ratings, no citation metadata; usage is
-// fixed; the request is not validated. countTokens and the other methods
+// fixed (Usage); the request is not validated. countTokens and the other methods
 // get 404 (the CLI with a set model does not call them, FACTS G2).
 package geminitest
 
@@ -54,6 +54,17 @@ import (
 
 // Key is the API key the server accepts.
 const Key = "legion-geminitest-key"
+
+// Usage is the usageMetadata of every response (on its last chunk), as
+// the API reports it: the cached tokens are part of the prompt's, the
+// thoughts' and the tool-use prompt's are apart from the prompt's and the
+// candidates', the total is prompt + tool-use prompt + candidates +
+// thoughts. Every field differs, so a reader of the CLI's files can tell
+// which one it sees.
+var Usage = map[string]any{
+	"promptTokenCount": 100, "cachedContentTokenCount": 40, "toolUsePromptTokenCount": 3,
+	"candidatesTokenCount": 10, "thoughtsTokenCount": 5, "totalTokenCount": 118,
+}
 
 // Model is the model the settings of the tests name.
 const Model = "gemini-2.5-flash"
@@ -187,7 +198,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, turn 
 		chunk := map[string]any{"candidates": []any{cand}, "modelVersion": Model, "responseId": id}
 		if last {
 			cand["finishReason"] = "STOP"
-			chunk["usageMetadata"] = map[string]any{"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110}
+			chunk["usageMetadata"] = Usage
 		}
 		b, _ := json.Marshal(chunk)
 		fmt.Fprintf(w, "data: %s\r\n\r\n", b)
