@@ -15,9 +15,11 @@ const CheckSandboxing = "unit sandboxing"
 
 // checkSandboxing reports the host probe (units/hostprobe): which of the
 // directives of Legion's units this user manager cannot apply, so that
-// `legion install` leaves them out, with why and the fix. The resource
-// limits and the journal have checks of their own.
-// used are the keys of the units install writes (nil: all).
+// `legion install` leaves them out, with why and the fix; used are the
+// keys of the units install writes (nil: all), and a group none of whose
+// keys is used is not named. Below Landlock ABI 9 a missing
+// InaccessiblePaths= is named with what it lets a sandboxed agent reach.
+// The resource limits and the journal have checks of their own.
 func checkSandboxing(rep hostprobe.Report, used map[string]bool) Check {
 	c := Check{Name: CheckSandboxing}
 	if rep.Err != nil {
