@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/envlist"
 )
 
 // Kind is one kind of agent. Plan and Prepare take a [Session] the caller
@@ -82,10 +82,8 @@ type Session struct {
 // Getenv is the value of key in the agent's environment: s.Env, else the
 // environment it inherits (s.LookupEnv).
 func (s Session) Getenv(key string) (string, bool) {
-	for i := len(s.Env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(s.Env[i], "="); ok && k == key {
-			return v, true
-		}
+	if v, ok := envlist.Lookup(s.Env, key); ok {
+		return v, true
 	}
 	if s.LookupEnv != nil {
 		return s.LookupEnv(key)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/envlist"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -36,12 +37,8 @@ func readWorkerEnv(ctx context.Context) workerEnv {
 
 // get returns the value of key in the manager's environment.
 func (w workerEnv) get(key string) string {
-	for _, kv := range slices.Backward(w.env) {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
+	v, _ := envlist.Lookup(w.env, key)
+	return v
 }
 
 // environmentDir is the environment.d(5) directory of the user's own

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/service"
+	"github.com/legion-dev/legion/internal/envlist"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -74,11 +74,5 @@ func managerLookupEnv(ctx context.Context) (func(string) (string, bool), error) 
 	if err != nil {
 		return nil, fmt.Errorf("read the user manager's environment, which the agent inherits: %w", err)
 	}
-	vars := map[string]string{}
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			vars[k] = v
-		}
-	}
-	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }, nil
+	return func(k string) (string, bool) { return envlist.Lookup(env, k) }, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/envlist"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/confine"
 	"github.com/legion-dev/legion/units"
@@ -134,7 +135,7 @@ func TestSystemdSandbox(t *testing.T) {
 			s.Sandbox = agent.SandboxFor(agent.Session{
 				ID: uuid.MustParse(id), Mode: "implement", Cwd: wt, Repo: repo, Home: home,
 				Dir:       filepath.Join(stateDir, "agents", id),
-				LookupEnv: func(k string) (string, bool) { return envLookup(sd.Env, k) },
+				LookupEnv: func(k string) (string, bool) { return envlist.Lookup(sd.Env, k) },
 			}, config.AgentClaude)
 		}
 		specPath := filepath.Join(stateDir, "specs", id+".json")
@@ -214,13 +215,4 @@ func mustWrite(t *testing.T, path, data string) {
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func envLookup(env []string, key string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v, true
-		}
-	}
-	return "", false
 }

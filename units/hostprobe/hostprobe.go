@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/legion-dev/legion/internal/envlist"
 	"github.com/legion-dev/legion/units/hardening"
 )
 
@@ -254,12 +255,8 @@ func (p prober) runtimeDir() string {
 	if env == nil {
 		env = os.Environ()
 	}
-	for _, kv := range slices.Backward(env) {
-		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
-			return v
-		}
-	}
-	return ""
+	v, _ := envlist.Lookup(env, "XDG_RUNTIME_DIR")
+	return v
 }
 
 // try runs one group's unit and reads its exit status.
