@@ -337,17 +337,15 @@ func TestNoManager(t *testing.T) {
 	}
 }
 
-func TestUnitFiles(t *testing.T) {
-	s := newSandbox(t)
-	s.writeConfig(t, "")
+// writeUnits writes into the unit dir the files `legion install` writes
+// for the config on a host that applies every directive, and returns them.
+func (s *sandbox) writeUnits(t *testing.T) []units.File {
+	t.Helper()
 	cfg := mustLoad(t, s.opts.ConfigPath)
 	files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()), Teams: teamUnits(cfg.Teams), Web: &units.WebUnits{Listen: cfg.Web.Listen()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func() Check { return find(t, Run(t.Context(), s.opts), CheckUnits) }
-	expect(t, check(), Fail, "missing: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice, legion-web.service, legion-web.socket, legion.service, legion.socket", "legion install")
-
 	for _, f := range files {
 		p := filepath.Join(s.opts.UnitDir, f.Path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
@@ -357,6 +355,16 @@ func TestUnitFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return files
+}
+
+func TestUnitFiles(t *testing.T) {
+	s := newSandbox(t)
+	s.writeConfig(t, "")
+	check := func() Check { return find(t, Run(t.Context(), s.opts), CheckUnits) }
+	expect(t, check(), Fail, "missing: legion-6f1c2e0a-.service.d/50-legion.conf, legion-6f1c2e0a.slice, legion-web.service, legion-web.socket, legion.service, legion.socket", "legion install")
+
+	files := s.writeUnits(t)
 	expect(t, check(), OK, fmt.Sprintf("%d files current", len(files)), "")
 
 	// A unit for another binary is out of date.
@@ -552,23 +560,7 @@ func TestSandboxing(t *testing.T) {
 				return
 			}
 			// The units as a host with user namespaces gets them.
-			cfg, err := config.Load(s.opts.ConfigPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files, err := units.Generate(units.GenerateOptions{Bin: s.opts.Bin, Defaults: units.RestartPolicy(config.DefaultTeam().Supervision()), Teams: teamUnits(cfg.Teams), Web: &units.WebUnits{Listen: cfg.Web.Listen()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range files {
-				p := filepath.Join(s.opts.UnitDir, f.Path)
-				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, f.Data, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s.writeUnits(t)
 			checks := Run(t.Context(), s.opts)
 			expect(t, find(t, checks, CheckSandboxing), Warn, "leaves out what this user manager cannot apply: PrivateUsers (user namespaces: a unit with it failed to start with 217/USER", "apparmor_restrict_unprivileged_userns")
 			expect(t, find(t, checks, CheckUnits), Fail, "legion-web.service, legion.service, legion@.service (compared with", "legion install")

@@ -28,7 +28,6 @@ import (
 // golden files show that side).
 func TestQuickStartDeniedUserNamespaces(t *testing.T) {
 	f := startFollowedOn(t, config.AgentClaude, followmodel.Traits{}, sdtest.Options{DenyUserNamespaces: true})
-	ctx := followCtx(t)
 
 	for _, want := range []string{"warning: left out PrivateUsers (user namespaces)", "217/USER", "apparmor_restrict_unprivileged_userns"} {
 		if !strings.Contains(f.installed, want) {
@@ -75,13 +74,7 @@ func TestQuickStartDeniedUserNamespaces(t *testing.T) {
 		}
 	}
 
-	id := f.addIssue(ctx, "Greet the user")
-	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
-	f.startController()
-	if n := f.waitDone(ctx, "hi", id); n != 1 {
-		t.Errorf("answered %d waits; want 1 (the planner's question)", n)
-	}
-	f.assertWholeCycle(ctx, id, 1)
+	ctx := f.questionToDone("hi", "the planner's question")
 
 	// Doctor exits non-zero for what this sandbox lacks (no lingering);
 	// its output is what counts here.

@@ -405,15 +405,7 @@ func followCtx(t testing.TB) context.Context {
 // in the issue, ask nothing.
 func TestFollowClaude(t *testing.T) {
 	f := startFollowed(t, config.AgentClaude, followmodel.Traits{})
-	ctx := followCtx(t)
-	id := f.addIssue(ctx, "Greet the user")
-	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
-	f.startController()
-	n := f.waitDone(ctx, "hi", id)
-	if n != 1 {
-		t.Errorf("answered %d waits; want 1 (the planner's question)", n)
-	}
-	f.assertWholeCycle(ctx, id, 1)
+	ctx := f.questionToDone("hi", "the planner's question")
 	f.waitNoWorkers(ctx)
 }
 
@@ -422,27 +414,29 @@ func TestFollowClaude(t *testing.T) {
 // idle_grace, the person's answer is typed in as the next prompt, and the
 // phase goes on to Done.
 func TestFollowClaudeUnfinishedTurn(t *testing.T) {
-	f := startFollowed(t, config.AgentClaude, followmodel.Traits{AsksInText: true})
-	ctx := followCtx(t)
-	id := f.addIssue(ctx, "Greet the user")
-	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
-	f.startController()
-	if n := f.waitDone(ctx, "hello", id); n != 1 {
-		t.Errorf("answered %d waits; want 1 (the planner's unfinished turn)", n)
-	}
-	f.assertWholeCycle(ctx, id, 1)
+	startFollowed(t, config.AgentClaude, followmodel.Traits{AsksInText: true}).questionToDone("hello", "the planner's unfinished turn")
 }
 
 func testFollowKind(t *testing.T, kind config.AgentKind) {
-	f := startFollowed(t, kind, followmodel.Traits{})
-	ctx := followCtx(t)
+	startFollowed(t, kind, followmodel.Traits{}).questionToDone("hi", "the planner's question, asked in text")
+}
+
+// questionToDone is the followed scenario the tests share: an issue
+// whose comment holds a question for a person, the controller started,
+// every wait answered with answer until the issue is Done, exactly one
+// wait (want says which), and the whole cycle in the tracker and git.
+// It returns the context it ran under.
+func (f *followed) questionToDone(answer, want string) context.Context {
+	f.t.Helper()
+	ctx := followCtx(f.t)
 	id := f.addIssue(ctx, "Greet the user")
 	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
 	f.startController()
-	if n := f.waitDone(ctx, "hi", id); n != 1 {
-		t.Errorf("answered %d waits; want 1 (the planner's question, asked in text)", n)
+	if n := f.waitDone(ctx, answer, id); n != 1 {
+		f.t.Errorf("answered %d waits; want 1 (%s)", n, want)
 	}
 	f.assertWholeCycle(ctx, id, 1)
+	return ctx
 }
 
 // TestFollowCodex, TestFollowGemini, TestFollowOpencode: TestFollowClaude
@@ -473,14 +467,7 @@ func TestFollowCodexAllowlist(t *testing.T) {
 	}
 	f.openTeam()
 	f.policy = config.PermissionsAllowlist
-	ctx := followCtx(t)
-	id := f.addIssue(ctx, "Greet the user")
-	f.legion(ctx, "issue", "comment", teamName, id, "Question: which greeting should it use? (hello|hi)")
-	f.startController()
-	if n := f.waitDone(ctx, "hi", id); n != 1 {
-		t.Errorf("answered %d waits; want 1 (the planner's question, asked in text)", n)
-	}
-	f.assertWholeCycle(ctx, id, 1)
+	f.questionToDone("hi", "the planner's question, asked in text")
 }
 
 // TestDispatchFromShell: `legion dispatch` run from a shell that lacks

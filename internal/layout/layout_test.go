@@ -25,8 +25,8 @@ const module = "github.com/legion-dev/legion"
 // way, others' in full.
 func deps(t *testing.T) map[string][]string {
 	t.Helper()
+	// The test runs in its package's directory, inside the module.
 	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, module+"/...")
-	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -54,24 +54,6 @@ func short(p string) string {
 		return "."
 	}
 	return strings.TrimPrefix(p, module+"/")
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // matches says whether dep is pattern or, for a pattern ending in "/...",
