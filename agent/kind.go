@@ -68,11 +68,6 @@ type Session struct {
 	// Secrets are more files a sandbox hides (absolute): the team's
 	// tracker credentials files.
 	Secrets []string
-	// Pushes says the phase pushes to a remote and opens a pull request
-	// with the user's git and gh credentials (the implementer of a team
-	// whose review is on GitHub): a sandbox, which hides them, cannot
-	// hold for it.
-	Pushes bool
 	// LookupEnv reads the user manager's environment, which the agent
 	// inherits (ANTHROPIC_API_KEY); nil means this process's, right for the
 	// controller, which runs under the same manager as its workers.

@@ -42,8 +42,6 @@ func EffectivePolicy(a config.Agent, s Session, kind config.AgentKind) (policy c
 	switch {
 	case s.Mode == "finish":
 		return config.PermissionsAllowlist, nil, "the finisher keeps allowlist: it merges into the main checkout, which a sandbox keeps read-only"
-	case s.Pushes:
-		return config.PermissionsAllowlist, nil, "the " + s.Mode + " agent keeps allowlist: it pushes the branch and opens its pull request with your git and gh credentials, which a sandbox hides"
 	case !slices.Contains(sandboxModes, s.Mode):
 		return config.PermissionsAllowlist, nil, "the " + s.Mode + " agent keeps allowlist: a sandbox would put the helper and the tracker out of its reach"
 	}

@@ -89,12 +89,9 @@ func TestEffectivePolicy(t *testing.T) {
 		{"finisher", config.PermissionsSandbox, "finish", "", config.PermissionsAllowlist, "main checkout"},
 		{"controller agent", config.PermissionsSandbox, "controller", "", config.PermissionsAllowlist, "helper and the tracker"},
 		{"home below /tmp", config.PermissionsSandbox, "review", "/tmp/h", config.PermissionsAllowlist, "below the writable /tmp"},
-		{"implementer that pushes", config.PermissionsSandbox, "implement-pushes", "", config.PermissionsAllowlist, "pushes the branch"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			mode, pushes := strings.CutSuffix(c.mode, "-pushes")
-			s := testSession(t, k, mode)
-			s.Pushes = pushes
+			s := testSession(t, k, c.mode)
 			if c.home != "" {
 				s.Home = c.home
 			}

@@ -457,8 +457,7 @@ var Schema = []Setting{
 			"`legion issue` commands go through its worker, for its " +
 			"own issue only; Legion's helper and other sessions' workers refuse it. Where it cannot hold (no " +
 			"Landlock, or older than ABI 3: Linux 6.2; a home below /tmp), for the finisher (it merges into the " +
-			"main checkout), the implementer of a team whose review is on GitHub (it pushes and opens the pull " +
-			"request with your credentials) and the controller agent, the agent runs as under \"allowlist\", and the controller " +
+			"main checkout) and the controller agent, the agent runs as under \"allowlist\", and the controller " +
 			"logs why. Unix sockets by path (the user's D-Bus and systemd, tmux, ssh-agent) stay reachable below " +
 			"Landlock ABI 9. " +
 			"Which tool calls of a claude agent run without asking a person (a custom agent is not asked about). " +

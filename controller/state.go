@@ -17,8 +17,10 @@ type ReviewSource interface {
 	// Reviews returns the outcome per issue identifier in one batched
 	// query; issues without a pull request or outcome label may be missing.
 	Reviews(ctx context.Context, issues []string) (map[string]Review, error)
-	// RemoveLabel removes an outcome label from the issue's pull request
-	// (no-op when absent).
+	// AddLabel puts an outcome label on the issue's pull request (the
+	// reviewer's `legion issue label`); RemoveLabel removes one (no-op
+	// when absent).
+	AddLabel(ctx context.Context, issue, label string) error
 	RemoveLabel(ctx context.Context, issue, label string) error
 }
 

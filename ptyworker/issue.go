@@ -47,7 +47,7 @@ type IssueResult struct {
 
 // issueVerbs are the tracker commands an agent may run on its issue: not
 // add and list, which reach the team's other issues.
-var issueVerbs = []string{"show", "move", "label", "unlabel", "comment"}
+var issueVerbs = []string{"show", "move", "label", "unlabel", "comment", "pr"}
 
 // Limits of a relayed tracker command.
 const (

@@ -24,6 +24,7 @@ func TestIssueArgv(t *testing.T) {
 		{"flags anywhere", []string{"show", "--json", "web", "DEMO-1"}, []string{"issue", "show", "--json", "--", "web", "DEMO-1"}, ""},
 		{"author", []string{"comment", "web", "DEMO-1", "--author", "ana", "hi"}, []string{"issue", "comment", "--author", "ana", "--", "web", "DEMO-1", "hi"}, ""},
 		{"text like a flag", []string{"comment", "--", "web", "DEMO-1", "-x marks it"}, []string{"issue", "comment", "--", "web", "DEMO-1", "-x marks it"}, ""},
+		{"pull request", []string{"pr", "web", "DEMO-1", "DEMO-1: greet", "body"}, []string{"issue", "pr", "--", "web", "DEMO-1", "DEMO-1: greet", "body"}, ""},
 		{"another issue", []string{"label", "web", "DEMO-2", "worker-done"}, nil, "session DEMO-1-implement may act only on issue DEMO-1 of team web, not DEMO-2 of team web"},
 		{"another team", []string{"label", "api", "DEMO-1", "worker-done"}, nil, "may act only on issue DEMO-1 of team web"},
 		{"add", []string{"add", "web", "DEMO-1"}, nil, "want show|move|label|unlabel|comment"},

@@ -62,10 +62,11 @@ func (s *Spec) ownLookup(name string) (string, bool) {
 //	legion issue comment TEAM ISSUE TEXT
 //	legion issue label|unlabel TEAM ISSUE LABEL
 //	legion issue move TEAM ISSUE STATUS
+//	legion issue pr TEAM ISSUE TITLE [BODY]
 //	legion state TEAM [--json]
 //	legion worktree finish TEAM ISSUE
 //
-// where TEXT, LABEL and STATUS do not start with '-' (a flag such as
+// where TEXT, LABEL, STATUS, TITLE and BODY do not start with '-' (a flag such as
 // --config would point the command elsewhere).
 func (s *Spec) ownCommand(command string) bool {
 	if len(s.OwnCommands) == 0 {
@@ -86,6 +87,8 @@ func (s *Spec) ownCommand(command string) bool {
 			return len(rest) == 0 || len(rest) == 1 && rest[0] == "--json"
 		case "comment", "label", "unlabel", "move":
 			return len(rest) == 1 && plain(rest[0])
+		case "pr":
+			return (len(rest) == 1 || len(rest) == 2) && !slices.ContainsFunc(rest, func(w string) bool { return !plain(w) })
 		}
 	case w[1] == "state" && allowed(api.OwnState):
 		return w[2] == s.Team && (len(w) == 3 || len(w) == 4 && w[3] == "--json")

@@ -65,7 +65,10 @@ func newIssueCmd(g *globals) *cobra.Command {
 		Long: `Manage a team's issues. show, move, label, unlabel and comment work on any
 tracker (the embedded local one, Linear), so agents use the same commands
 whatever the team's tracker is; add and list manage the local tracker. On
-Linear a comment is posted as the API key's user, marked as Legion's.`,
+Linear a comment is posted as the API key's user, marked as Legion's. With
+review = "github", pr pushes the issue's branch and opens its pull
+request, and the review outcomes worker-approved and
+worker-changes-requested are labels on that pull request.`,
 	}
 	var asJSON bool
 	var author string
@@ -155,11 +158,11 @@ Linear a comment is posted as the API key's user, marked as Legion's.`,
 		})
 	label := withTracker("label TEAM ISSUE LABEL", "Add a label to an issue (no-op when present)", usageArgs(cobra.ExactArgs(3)),
 		func(cmd *cobra.Command, t *team.Team, args []string) error {
-			return t.Tracker.AddLabel(cmd.Context(), args[0], args[1])
+			return t.Label(cmd.Context(), args[0], args[1])
 		})
 	unlabel := withTracker("unlabel TEAM ISSUE LABEL", "Remove a label from an issue (no-op when absent)", usageArgs(cobra.ExactArgs(3)),
 		func(cmd *cobra.Command, t *team.Team, args []string) error {
-			return t.Tracker.RemoveLabel(cmd.Context(), args[0], args[1])
+			return t.Unlabel(cmd.Context(), args[0], args[1])
 		})
 	comment := withTracker("comment TEAM ISSUE TEXT", "Comment on an issue", usageArgs(cobra.ExactArgs(3)),
 		func(cmd *cobra.Command, t *team.Team, args []string) error {
@@ -172,10 +175,36 @@ Linear a comment is posted as the API key's user, marked as Legion's.`,
 			return t.Tracker.Comment(cmd.Context(), args[0], args[1])
 		})
 	comment.Flags().StringVar(&author, "author", defaultAuthor(), "who the comment is from (local tracker)")
-	for _, c := range []*cobra.Command{add, list, show} {
+	pr := withTracker("pr TEAM ISSUE TITLE [BODY]", "Push the issue's branch to GitHub and open its pull request (review = \"github\")", usageArgs(cobra.RangeArgs(3, 4)),
+		func(cmd *cobra.Command, t *team.Team, args []string) error {
+			body := ""
+			if len(args) == 3 {
+				body = args[2]
+			}
+			pr, err := t.Publish(cmd.Context(), args[0], args[1], body)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), pr)
+			}
+			verb := "opened"
+			if !pr.Created {
+				verb = "pushed; already open:"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s pull request #%d %s\n", verb, pr.Number, pr.URL)
+			return err
+		})
+	pr.Long = `Push the issue's branch (legion/ISSUE, committed and clean) to the team's
+GitHub repository and open its pull request into the default branch, or
+print the one that is open already. Legion pushes over HTTPS with the
+team's GitHub token ([teams.NAME.github]), so an agent needs neither gh
+nor a login of its own; under the sandbox policy the agent's worker runs
+it, outside the sandbox. Needs review = "github".`
+	for _, c := range []*cobra.Command{add, list, show, pr} {
 		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	}
-	cmd.AddCommand(add, list, show, move, label, unlabel, comment)
+	cmd.AddCommand(add, list, show, move, label, unlabel, comment, pr)
 	return cmd
 }
 

@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/legion-dev/legion/activation/api"
-
+	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/ptyworker/confine"
 	"github.com/legion-dev/legion/units/hostprobe"
 )
@@ -43,6 +43,17 @@ func main() {
 		code, err := confine.Exec(os.Args[1:])
 		fmt.Fprintf(os.Stderr, "legion: %v\n", err)
 		os.Exit(code)
+	}
+	if len(os.Args) == 2 && os.Getenv(github.EnvAskpass) == "1" {
+		// git's GIT_ASKPASS program while Legion pushes an issue's
+		// branch to GitHub (github.PushEnv).
+		answer, err := github.AskpassFromEnv(os.Args[1], os.Getenv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "legion: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Println(answer)
+		os.Exit(0)
 	}
 	// One root context, cancelled at the first SIGINT or SIGTERM with the
 	// signal as its cause. The goroutine ends then, or with the process.

@@ -76,8 +76,11 @@ func TestRenderGitHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text, "git push -u origin legion/DEMO-1") {
-		t.Errorf("implement with github review: no push of the branch:\n%s", text)
+	if !strings.Contains(text, d.Legion+` issue pr web DEMO-1 "DEMO-1: <title>"`) {
+		t.Errorf("implement with github review: Legion does not push the branch and open its pull request:\n%s", text)
+	}
+	if strings.Contains(text, "git push") || strings.Contains(text, "gh pr") {
+		t.Errorf("implement with github review: the agent is told to push with credentials of its own:\n%s", text)
 	}
 }
 

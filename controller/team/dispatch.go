@@ -239,9 +239,6 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		Cwd:  wt.Path, Repo: t.Workspace, Home: home,
 		Dir:    filepath.Join(t.StateDir, "agents", workerID.String()),
 		Legion: t.Legion, Env: env, LookupEnv: t.LookupEnv,
-		// The implementer of a GitHub review pushes and opens the pull
-		// request itself, with the user's credentials.
-		Pushes:  mode == controller.ModeImplement && t.Review == config.ReviewGitHub,
 		Secrets: []string{t.Linear.CredentialsFile, t.GitHub.CredentialsFile},
 	}
 	prompt, err := t.Instructions(ctx, issue, mode, wt, kind.Name(), s)

@@ -10,21 +10,25 @@ import (
 	"github.com/legion-dev/legion/controller/workspace"
 )
 
-// Finish completes an issue: with the GitHub review source it merges the
-// issue's pull request; otherwise it merges legion/<issue> into the default
+// Finish completes an issue: with the GitHub review source it pushes the
+// branch (the retro's commits; see Publish) and merges the issue's pull
+// request; otherwise it merges legion/<issue> into the default
 // branch of the workspace. Then it removes the worktree and the branch and,
 // unless keepOpen, moves the issue to Done and removes its labels
 // worker-done and worker-finishing. On a conflict nothing is
 // removed or moved and the error wraps workspace.ErrConflict.
 func (t *Team) Finish(ctx context.Context, issue string, keepOpen bool) error {
 	if gh, ok := t.Reviews.(*github.Client); ok {
+		if err := t.push(ctx, gh, issue); err != nil {
+			return fmt.Errorf("finish %s: %w", issue, err)
+		}
 		prs, err := gh.PullRequests(ctx, []string{issue})
 		if err != nil {
 			return fmt.Errorf("finish %s: %w", issue, err)
 		}
 		pr, ok := prs[issue]
 		if !ok {
-			return fmt.Errorf("finish %s: no pull request for branch %s: push it and open one first", issue, workspace.Branch(issue))
+			return fmt.Errorf("finish %s: no pull request for branch %s: open it first (legion issue pr)", issue, workspace.Branch(issue))
 		}
 		if err := gh.Merge(ctx, pr.Number); err != nil {
 			if errors.Is(err, github.ErrConflict) {

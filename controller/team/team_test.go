@@ -1,7 +1,7 @@
 package team
 
 import (
-	"github.com/legion-dev/legion/activation/api"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/github/githubtest"
 	"github.com/legion-dev/legion/ptyworker/claude"
 )
@@ -155,46 +157,147 @@ func TestPlanDispatch(t *testing.T) {
 	}
 }
 
-// TestFinishMergesThePullRequest: with review = "github", finishing merges
-// the issue's pull request through GitHub's GraphQL API (a local server
-// speaking its wire format), removes the worktree and closes the issue.
-func TestFinishMergesThePullRequest(t *testing.T) {
+// TestMain makes the test binary the askpass program git runs when the
+// tests push to GitHub (github.PushEnv), as the legion binary is.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Getenv(github.EnvAskpass) == "1" {
+		answer, err := github.AskpassFromEnv(os.Args[1], os.Getenv)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(answer)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// gitHubTeam is testTeam with review = "github": its repository served
+// by a fake GitHub (GraphQL and git's smart HTTP), the token in the
+// environment, and the test binary as the askpass program.
+func gitHubTeam(t *testing.T) (*Team, *githubtest.Server) {
+	t.Helper()
 	tm := testTeam(t)
-	srv := githubtest.NewServer(t, "tok", "acme", "web")
-	t.Setenv("LEGION_TEST_GH_TOKEN", "tok")
+	srv := githubtest.NewServer(t, "ghp_tok", "acme", "web")
+	srv.ServeGit(t, tm.Workspace)
+	t.Setenv("LEGION_TEST_GH_TOKEN", "ghp_tok")
 	tm.Team.Review = config.ReviewGitHub
-	tm.Team.GitHub = config.GitHub{Repo: "acme/web", TokenEnv: "LEGION_TEST_GH_TOKEN", APIURL: srv.URL}
+	tm.Team.GitHub = config.GitHub{Repo: "acme/web", TokenEnv: "LEGION_TEST_GH_TOKEN", APIURL: srv.URL + "/graphql"}
 	reopened, err := Open(tm.Team, tm.ConfigPath, filepath.Dir(filepath.Dir(tm.StateDir)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := reopened.Local()
+	reopened.Legion = os.Args[0]
+	return reopened, srv
+}
+
+// commitIn commits a new file in dir.
+func commitIn(t *testing.T, dir, file, msg string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(msg+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", msg}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// TestGitHubReviewCycle: with review = "github", Legion pushes the
+// issue's branch over HTTPS with the team's token (real git, git's smart
+// HTTP protocol, the askpass program answering) and opens its pull
+// request; a review outcome is a label on that pull request, not on the
+// issue; finishing pushes the retro's commit and merges the pull request
+// through the API, then removes the worktree and closes the issue. The
+// token is stored nowhere git keeps things.
+func TestGitHubReviewCycle(t *testing.T) {
+	tm, srv := gitHubTeam(t)
+	ctx := t.Context()
+	store, err := tm.Local()
 	if err != nil {
 		t.Fatal(err)
 	}
-	is, err := store.Add(t.Context(), "ship it")
+	is, err := store.Add(ctx, "ship it")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reopened.Worktrees.Ensure(t.Context(), is.ID); err != nil {
+	wt, err := tm.Worktrees.Ensure(ctx, is.ID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reopened.Finish(t.Context(), is.ID, false); err == nil || !strings.Contains(err.Error(), "no pull request") {
-		t.Fatalf("Finish without a PR = %v; want an error saying so", err)
+	branch := "legion/" + is.ID
+	if err := tm.Finish(ctx, is.ID, false); err == nil || !strings.Contains(err.Error(), "no pull request") {
+		t.Fatalf("Finish without a pull request = %v; want an error saying so", err)
 	}
-	pr := srv.AddPR("legion/"+is.ID, "OPEN")
-	if err := reopened.Finish(t.Context(), is.ID, false); err != nil {
+	if err := os.WriteFile(filepath.Join(wt.Path, "greet.go"), []byte("package web\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := srv.State(pr); got != "MERGED" {
-		t.Errorf("PR state = %s; want MERGED", got)
+	if _, err := tm.Publish(ctx, is.ID, is.ID+": greet", "body"); err == nil || !strings.Contains(err.Error(), "uncommitted changes") || !strings.Contains(err.Error(), "greet.go") {
+		t.Fatalf("Publish of a dirty worktree = %v; want an error naming the uncommitted file", err)
 	}
-	if _, err := os.Stat(reopened.Worktrees.Path(is.ID)); !os.IsNotExist(err) {
+	commitIn(t, wt.Path, "greet.go", is.ID+": greet")
+	pr, err := tm.Publish(ctx, is.ID, is.ID+": greet", "Adds a greeting.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := srv.PR(branch)
+	if !ok || !pr.Created || got.Number != pr.Number || got.Base != "main" || !strings.HasPrefix(got.Body, "Adds a greeting.") || !strings.Contains(got.Body, is.ID) {
+		t.Fatalf("Publish = %+v; the server has %+v; want a new pull request of %s into main, its body naming the issue", pr, got, branch)
+	}
+	if log, err := srv.GitLog(branch); err != nil || !strings.Contains(log, is.ID+": greet") {
+		t.Errorf("the pushed %s: %q, %v; want the implementer's commit", branch, log, err)
+	}
+	if again, err := tm.Publish(ctx, is.ID, "x", ""); err != nil || again.Created || again.Number != pr.Number {
+		t.Errorf("Publish again = %+v, %v; want the open pull request, not a new one", again, err)
+	}
+
+	if err := tm.Label(ctx, is.ID, controller.LabelApproved); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = srv.PR(branch)
+	if names := srv.LabelNames(&got); !slices.Contains(names, controller.LabelApproved) {
+		t.Errorf("pull request labels %q; want %s", names, controller.LabelApproved)
+	}
+	if cur, _ := store.Issue(ctx, is.ID); slices.Contains(cur.Labels, controller.LabelApproved) {
+		t.Errorf("the issue has %s; want it on the pull request only", controller.LabelApproved)
+	}
+	if err := tm.Label(ctx, is.ID, controller.LabelWorkerDone); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := store.Issue(ctx, is.ID); !slices.Contains(cur.Labels, controller.LabelWorkerDone) {
+		t.Errorf("the issue's labels %q; want worker-done on the issue", cur.Labels)
+	}
+
+	commitIn(t, wt.Path, "LESSONS", is.ID+": retro: small steps")
+	if err := tm.Finish(ctx, is.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := srv.PR(branch); got.State != "MERGED" {
+		t.Errorf("pull request state = %s; want MERGED", got.State)
+	}
+	if log, err := srv.GitLog("main"); err != nil || !strings.Contains(log, is.ID+": retro: small steps") || !strings.Contains(log, "Merge pull request") {
+		t.Errorf("GitHub's main: %q, %v; want the retro's commit merged", log, err)
+	}
+	if _, err := os.Stat(tm.Worktrees.Path(is.ID)); !os.IsNotExist(err) {
 		t.Errorf("worktree still there: %v", err)
 	}
-	cur, _ := store.Issue(t.Context(), is.ID)
-	if cur.Status != "Done" {
+	if cur, _ := store.Issue(ctx, is.ID); cur.Status != "Done" {
 		t.Errorf("status = %s; want Done", cur.Status)
+	}
+	for _, f := range []string{filepath.Join(tm.Workspace, ".git", "config"), filepath.Join(os.Getenv("HOME"), ".git-credentials")} {
+		if data, _ := os.ReadFile(f); strings.Contains(string(data), "ghp_tok") {
+			t.Errorf("%s holds the token", f)
+		}
+	}
+}
+
+// TestPublishNeedsGitHubReview: a team that reviews locally has no pull
+// request to open, and says what would give it one.
+func TestPublishNeedsGitHubReview(t *testing.T) {
+	tm := testTeam(t)
+	if _, err := tm.Publish(t.Context(), "DEMO-1", "t", ""); err == nil || !strings.Contains(err.Error(), `review = "github"`) {
+		t.Errorf("Publish on a local-review team = %v; want an error naming review = \"github\"", err)
 	}
 }
 

@@ -186,6 +186,30 @@ func (m *Manager) Finish(ctx context.Context, issue string) (MergeResult, error)
 	return MergeResult{Merged: true}, nil
 }
 
+// Push pushes the issue's branch to the remote url (a branch of the same
+// name there), with env added to git's environment (how it
+// authenticates) and no credential helper of the user's: what env gives is
+// all git uses, and nothing is stored. The worktree must be clean: what
+// is not committed would not be in what others review.
+func (m *Manager) Push(ctx context.Context, issue, url string, env []string) error {
+	if err := checkIssue(issue); err != nil {
+		return err
+	}
+	branch := Branch(issue)
+	if !m.branchExists(ctx, branch) {
+		return fmt.Errorf("push %s: there is no branch %s in %s", issue, branch, m.Repo)
+	}
+	if status, err := m.git(ctx, m.Path(issue), "status", "--porcelain"); err == nil && status != "" {
+		return fmt.Errorf("push %s: the worktree %s has uncommitted changes: commit them (git add -A, git commit) and run it again:\n%s", issue, m.Path(issue), status)
+	}
+	ref := "refs/heads/" + branch
+	args := []string{"-c", "credential.helper=", "push", "--porcelain", url, ref + ":" + ref}
+	if _, err := m.gitEnv(ctx, m.Repo, env, args...); err != nil {
+		return fmt.Errorf("push %s: %w", issue, err)
+	}
+	return nil
+}
+
 // Remove deletes the issue's worktree and branch (merged or not).
 func (m *Manager) Remove(ctx context.Context, issue string) error {
 	if err := checkIssue(issue); err != nil {
@@ -324,8 +348,14 @@ func (m *Manager) branchExists(ctx context.Context, b string) bool {
 // the agent's `git add` needs it ("Unable to create .../index.lock: File
 // exists").
 func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, error) {
+	return m.gitEnv(ctx, dir, nil, args...)
+}
+
+// gitEnv is git with env added to its environment.
+func (m *Manager) gitEnv(ctx context.Context, dir string, env []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_CEILING_DIRECTORIES="+m.Dir, "GIT_OPTIONAL_LOCKS=0")
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

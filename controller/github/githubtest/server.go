@@ -30,11 +30,17 @@ type PR struct {
 	ID        string // node id
 	Number    int
 	Branch    string // headRefName
+	Base      string // baseRefName
+	Title     string
+	Body      string
 	State     string // OPEN, CLOSED or MERGED
 	Mergeable string // MERGEABLE, CONFLICTING or UNKNOWN
 	Labels    []Label
 	MergedBy  string // merge method used, once merged through the API
 }
+
+// RepositoryID is the repository's node id.
+const RepositoryID = "R_kgDOLegion"
 
 // Reply is a canned answer (see Inject).
 type Reply = gqltest.Reply
@@ -47,8 +53,12 @@ type Server struct {
 	Token            string
 	Owner, Repo      string
 
-	mu  sync.Mutex
-	PRs []*PR
+	mu     sync.Mutex
+	PRs    []*PR
+	Labels []Label // the repository's labels
+
+	// git is the bare repository ServeGit serves; "" for none.
+	git string
 }
 
 // NewServer starts a fake GitHub for owner/repo that accepts token; it is
@@ -56,7 +66,13 @@ type Server struct {
 func NewServer(t testing.TB, token, owner, repo string) *Server {
 	t.Helper()
 	s := &Server{Token: token, Owner: owner, Repo: repo}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/"+s.Owner+"/"+s.Repo+".git/") {
+			s.serveGit(w, r)
+			return
+		}
+		s.serve(w, r)
+	}))
 	t.Cleanup(s.Close)
 	return s
 }
@@ -71,7 +87,7 @@ func (s *Server) AddPR(branch, state string, labels ...string) *PR {
 		pr.Mergeable = "UNKNOWN"
 	}
 	for _, l := range labels {
-		pr.Labels = append(pr.Labels, Label{ID: "LA_kwDO" + strings.ReplaceAll(l, "-", "_"), Name: l})
+		pr.Labels = append(pr.Labels, s.label(l))
 	}
 	s.PRs = append(s.PRs, pr)
 	return pr
@@ -157,7 +173,7 @@ var aliasRE = regexp.MustCompile(`(\w+): pullRequests\(headRefName: \$(\w+), fir
 
 func (s *Server) handle(op, query string, v map[string]any) (any, string, string) {
 	str := func(k string) string { x, _ := v[k].(string); return x }
-	if op == "LegionPullRequests" || op == "LegionPullRequest" {
+	if op == "LegionPullRequests" || op == "LegionPullRequest" || op == "LegionRepository" {
 		if str("owner") != s.Owner || str("name") != s.Repo {
 			return map[string]any{"repository": nil}, "NOT_FOUND",
 				fmt.Sprintf("Could not resolve to a Repository with the name '%s/%s'.", str("owner"), str("name"))
@@ -204,8 +220,67 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		case pr.Mergeable == "CONFLICTING":
 			return map[string]any{"mergePullRequest": nil}, "UNPROCESSABLE", "Pull Request is not mergeable: merge conflict between base and head"
 		}
+		if msg := s.mergeGit(pr); msg != "" {
+			return map[string]any{"mergePullRequest": nil}, "UNPROCESSABLE", msg
+		}
 		pr.State, pr.MergedBy = "MERGED", str("method")
 		return map[string]any{"mergePullRequest": map[string]any{"pullRequest": map[string]any{"number": pr.Number, "state": pr.State}}}, "", ""
+	case "LegionRepository":
+		var label any
+		for _, l := range s.Labels {
+			if l.Name == str("label") {
+				label = map[string]any{"id": l.ID}
+			}
+		}
+		nodes := []any{}
+		for i := len(s.PRs) - 1; i >= 0; i-- {
+			if pr := s.PRs[i]; pr.Branch == str("branch") && pr.State == "OPEN" {
+				nodes = append(nodes, s.node(pr, true))
+				break
+			}
+		}
+		return map[string]any{"repository": map[string]any{"id": RepositoryID, "label": label, "pullRequests": map[string]any{"nodes": nodes}}}, "", ""
+	case "LegionCreatePullRequest":
+		if str("repo") != RepositoryID {
+			return map[string]any{"createPullRequest": nil}, "NOT_FOUND", fmt.Sprintf("Could not resolve to a node with the global id of '%s'", str("repo"))
+		}
+		if msg := s.checkRefs(str("base"), str("head")); msg != "" {
+			return map[string]any{"createPullRequest": nil}, "UNPROCESSABLE", msg
+		}
+		for _, pr := range s.PRs {
+			if pr.Branch == str("head") && pr.State == "OPEN" {
+				return map[string]any{"createPullRequest": nil}, "UNPROCESSABLE", fmt.Sprintf("A pull request already exists for %s:%s.", s.Owner, str("head"))
+			}
+		}
+		n := len(s.PRs) + 1
+		pr := &PR{ID: fmt.Sprintf("PR_kwDOAAAA%04d", n), Number: n, Branch: str("head"), Base: str("base"),
+			Title: str("title"), Body: str("body"), State: "OPEN", Mergeable: "MERGEABLE"}
+		s.PRs = append(s.PRs, pr)
+		return map[string]any{"createPullRequest": map[string]any{"pullRequest": s.node(pr, true)}}, "", ""
+	case "LegionCreateLabel":
+		for _, l := range s.Labels {
+			if strings.EqualFold(l.Name, str("name")) {
+				return map[string]any{"createLabel": nil}, "UNPROCESSABLE", "Name has already been taken"
+			}
+		}
+		l := s.label(str("name"))
+		return map[string]any{"createLabel": map[string]any{"label": map[string]any{"id": l.ID}}}, "", ""
+	case "LegionAddLabels":
+		pr := s.byID(str("id"))
+		if pr == nil {
+			return map[string]any{"addLabelsToLabelable": nil}, "NOT_FOUND", "Could not resolve to a node"
+		}
+		ids, _ := v["labelIds"].([]any)
+		for _, id := range ids {
+			i := slices.IndexFunc(s.Labels, func(l Label) bool { return l.ID == id })
+			if i < 0 {
+				return map[string]any{"addLabelsToLabelable": nil}, "NOT_FOUND", fmt.Sprintf("Could not resolve to a node with the global id of '%v'", id)
+			}
+			if !slices.Contains(pr.Labels, s.Labels[i]) {
+				pr.Labels = append(pr.Labels, s.Labels[i])
+			}
+		}
+		return map[string]any{"addLabelsToLabelable": map[string]any{"clientMutationId": nil}}, "", ""
 	case "LegionRemoveLabels":
 		pr := s.byID(str("id"))
 		if pr == nil {
@@ -216,6 +291,18 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		return map[string]any{"removeLabelsFromLabelable": map[string]any{"clientMutationId": nil}}, "", ""
 	}
 	return nil, "", fmt.Sprintf("unknown operation %q", op)
+}
+
+// label is the repository's label name, added to it when missing.
+func (s *Server) label(name string) Label {
+	for _, l := range s.Labels {
+		if l.Name == name {
+			return l
+		}
+	}
+	l := Label{ID: "LA_kwDO" + strings.ReplaceAll(name, "-", "_"), Name: name}
+	s.Labels = append(s.Labels, l)
+	return l
 }
 
 func (s *Server) byID(id string) *PR {
