@@ -74,7 +74,7 @@ func TestQuickStartDeniedUserNamespaces(t *testing.T) {
 		}
 	}
 
-	ctx := f.questionToDone("hi", "the planner's question")
+	ctx, _ := f.questionToDone("hi", "the planner's question")
 
 	// Doctor exits non-zero for what this sandbox lacks (no lingering);
 	// its output is what counts here.

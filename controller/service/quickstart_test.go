@@ -21,6 +21,7 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/github/githubtest"
 	"github.com/legion-dev/legion/internal/followmodel"
 	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
@@ -51,6 +52,9 @@ type followed struct {
 	// policy is agent.permissions when the test set one; "" is the
 	// default (sandbox).
 	policy config.PermissionPolicy
+	// mainLog is the subjects of the commits on the branch finished work
+	// lands on: the workspace's main, or GitHub's with review = "github".
+	mainLog func() string
 }
 
 // answered is a request of a fake API, whatever the kind: when it came,
@@ -126,6 +130,7 @@ func startFollowedOn(t testing.TB, kind config.AgentKind, traits followmodel.Tra
 	t.Cleanup(func() { mgr.Close() })
 	e := &env{t: t, sd: sd, bin: bin, mgr: mgr, logFile: filepath.Join(sd.Dir, "legion.log")}
 	f := &followed{env: e, kind: kind}
+	f.mainLog = func() string { return e.git(e.ws, "log", "--format=%s", "main") }
 
 	// The user's repository, with the user's git identity.
 	e.ws = filepath.Join(sd.Home, "src", "web")
@@ -350,7 +355,7 @@ func (f *followed) assertWholeCycle(ctx context.Context, id string, escalations 
 	if c := f.comments(ctx, id, "Retro: "); len(c) != 1 {
 		f.t.Errorf("%s has %d retro comments; want 1: %q", id, len(c), c)
 	}
-	if log := f.git(f.ws, "log", "--format=%s", "main"); !strings.Contains(log, id+": retro:") {
+	if log := f.mainLog(); !strings.Contains(log, id+": retro:") {
 		f.t.Errorf("main's log has no retro commit of %s (the branch was not merged):\n%s", id, log)
 	}
 	if f.policy != "" {
@@ -405,7 +410,7 @@ func followCtx(t testing.TB) context.Context {
 // in the issue, ask nothing.
 func TestFollowClaude(t *testing.T) {
 	f := startFollowed(t, config.AgentClaude, followmodel.Traits{})
-	ctx := f.questionToDone("hi", "the planner's question")
+	ctx, _ := f.questionToDone("hi", "the planner's question")
 	f.waitNoWorkers(ctx)
 }
 
@@ -425,8 +430,8 @@ func testFollowKind(t *testing.T, kind config.AgentKind) {
 // whose comment holds a question for a person, the controller started,
 // every wait answered with answer until the issue is Done, exactly one
 // wait (want says which), and the whole cycle in the tracker and git.
-// It returns the context it ran under.
-func (f *followed) questionToDone(answer, want string) context.Context {
+// It returns the context it ran under and the issue.
+func (f *followed) questionToDone(answer, want string) (context.Context, string) {
 	f.t.Helper()
 	ctx := followCtx(f.t)
 	id := f.addIssue(ctx, "Greet the user")
@@ -436,7 +441,7 @@ func (f *followed) questionToDone(answer, want string) context.Context {
 		f.t.Errorf("answered %d waits; want 1 (%s)", n, want)
 	}
 	f.assertWholeCycle(ctx, id, 1)
-	return ctx
+	return ctx, id
 }
 
 // TestFollowCodex, TestFollowGemini, TestFollowOpencode: TestFollowClaude
@@ -454,20 +459,74 @@ func TestFollowOpencode(t *testing.T) { testFollowKind(t, config.AgentOpencode) 
 // question.
 func TestFollowCodexAllowlist(t *testing.T) {
 	f := startFollowed(t, config.AgentCodex, followmodel.Traits{})
-	data, err := os.ReadFile(f.configPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(string(data), "[teams."+teamName+"]\n", "[teams."+teamName+"]\nagent.permissions = \"allowlist\"\n", 1)
-	if text == string(data) {
-		t.Fatalf("no [teams.%s] table in %s:\n%s", teamName, f.configPath, data)
-	}
-	if err := os.WriteFile(f.configPath, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f.openTeam()
+	f.configure(`agent.permissions = "allowlist"`)
 	f.policy = config.PermissionsAllowlist
 	f.questionToDone("hi", "the planner's question, asked in text")
+}
+
+// configure adds lines to the team's table in legion.toml, as a user
+// does after the quick start, and reopens the team.
+func (f *followed) configure(lines ...string) {
+	f.t.Helper()
+	data, err := os.ReadFile(f.configPath)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	table := "[teams." + teamName + "]\n"
+	text := strings.Replace(string(data), table, table+strings.Join(lines, "\n")+"\n", 1)
+	if text == string(data) {
+		f.t.Fatalf("no [teams.%s] table in %s:\n%s", teamName, f.configPath, data)
+	}
+	if err := os.WriteFile(f.configPath, []byte(text), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	f.openTeam()
+}
+
+// TestFollowClaudeGitHubReview: a quick-start team whose user then chose
+// review on GitHub (review = "github", the repository, its token in a
+// credentials file, as the README says; GitHub here is a local server
+// speaking its GraphQL API and git's smart HTTP). Under the default
+// policy every phase but the finisher's is sandboxed, the implementer's
+// too: it has Legion push its branch and open the pull request (legion
+// issue pr, run by its worker outside the sandbox), the reviewer's
+// outcomes are labels on that pull request, and the finisher merges it
+// through the API, the retro's commit pushed first. One pull request,
+// merged into GitHub's main; the token in no unit, argv or log.
+func TestFollowClaudeGitHubReview(t *testing.T) {
+	f := startFollowed(t, config.AgentClaude, followmodel.Traits{})
+	const token = "ghp_followTOKEN0123456789"
+	gh := githubtest.NewServer(t, token, "acme", "web")
+	gh.ServeGit(t, f.ws)
+	tokenFile := filepath.Join(filepath.Dir(f.configPath), "github-token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.configure(`review = "github"`, `github.repo = "acme/web"`, `github.api_url = "`+gh.URL+`/graphql"`,
+		`github.credentials_file = "`+tokenFile+`"`)
+	f.mainLog = func() string {
+		log, err := gh.GitLog("main")
+		if err != nil {
+			t.Errorf("GitHub's main: %v", err)
+		}
+		return log
+	}
+	ctx, id := f.questionToDone("hi", "the planner's question")
+	pr, ok := gh.PR("legion/" + id)
+	if !ok || pr.State != "MERGED" || pr.Base != "main" {
+		t.Errorf("the issue's pull request: %+v; want one, merged into main", pr)
+	}
+	if n := gh.Calls("LegionCreatePullRequest"); n != 1 {
+		t.Errorf("pull requests opened: %d; want 1 (the second round pushes to the open one)", n)
+	}
+	if n := gh.Calls("LegionAddLabels"); n != 2 {
+		t.Errorf("outcome labels put on the pull request: %d; want 2 (changes requested, then approved)", n)
+	}
+	log, _ := os.ReadFile(f.logFile)
+	if strings.Contains(string(log), token) {
+		t.Errorf("the token is in the units' log")
+	}
+	f.waitNoWorkers(ctx)
 }
 
 // TestDispatchFromShell: `legion dispatch` run from a shell that lacks

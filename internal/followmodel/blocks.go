@@ -1,6 +1,7 @@
 package followmodel
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -28,20 +29,38 @@ type Block struct {
 // and nothing but `If ` lines stands between them. Blocks with another
 // info string, an empty one, and a block that is never closed, are not
 // steps.
+//
+// A numbered item that asks for work and names no command ("2. Work test
+// first: …", the implementer's) is a step too, done with a file, as a
+// model does work: WorkCommand, which adds a line to NOTES.md in the
+// working directory. Text without a ```sh block has no steps, work
+// items or not.
 func Steps(text string) []Step {
 	var steps []Step
 	lines := strings.Split(text, "\n")
 	var between []string // non-blank lines since the last block
 	prevAlt := false
+	work := false // in a work item that has had no block yet
+	flushWork := func() {
+		if work {
+			steps = append(steps, Step{Alternatives: []Block{{Command: WorkCommand}}})
+			work, prevAlt = false, false
+		}
+	}
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
 		indent, fence, info, ok := openFence(line)
 		if !ok {
+			if item, isItem := numbered(line); isItem {
+				flushWork()
+				work = strings.HasPrefix(item, "Work ")
+			}
 			if strings.TrimSpace(line) != "" {
 				between = append(between, strings.TrimSpace(line))
 			}
 			continue
 		}
+		work = false
 		// Find the closing fence: at least as long, no info string.
 		end := -1
 		for j := i + 1; j < len(lines); j++ {
@@ -82,7 +101,26 @@ func Steps(text string) []Step {
 		prevAlt = cond != ""
 		between = between[:0]
 	}
+	flushWork()
+	if !slices.ContainsFunc(steps, func(st Step) bool { return st.Alternatives[0].Command != WorkCommand }) {
+		return nil // no command: not instructions
+	}
 	return steps
+}
+
+// WorkCommand is the command of a work step (see Steps): a line added to
+// NOTES.md, so that the commit after it has a change to commit.
+const WorkCommand = `printf '%s\n' "<what you did>" >> NOTES.md`
+
+// numbered returns the text of line when it is a numbered list item
+// ("2. Work test first: …").
+func numbered(line string) (string, bool) {
+	t := strings.TrimSpace(line)
+	i := strings.IndexFunc(t, func(r rune) bool { return r < '0' || r > '9' })
+	if i <= 0 || i+1 >= len(t) || t[i] != '.' || t[i+1] != ' ' {
+		return "", false
+	}
+	return strings.TrimSpace(t[i+2:]), true
 }
 
 // openFence says whether line opens a fenced code block (three or more

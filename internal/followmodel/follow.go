@@ -19,6 +19,10 @@
 //     alternative of a choice). The CLI's system prompt is not part of the
 //     Transcript. Without instructions it says it found none it can act
 //     on, and ends its turn.
+//     A numbered item that asks for work without naming a command ("2.
+//     Work test first: …") is a step done with a file (WorkCommand: a line
+//     added to NOTES.md), as a model writes code there; the commit after
+//     it then has something to commit.
 //  2. The commands already run are the shell tool calls after the earliest
 //     user text identical to the instructions: a restart that sends the
 //     same instructions again continues where the conversation was; other
