@@ -300,7 +300,9 @@ var Schema = []Setting{
 		Table: TableTeam, Key: "review", Type: `"local" or "github"`, Default: `"local"`,
 		Doc: "Where review outcomes come from: \"local\", the labels worker-approved and " +
 			"worker-changes-requested on the issue, or \"github\", the same labels on the pull request " +
-			"of the issue's branch (configure [teams.<name>.github]).",
+			"of the issue's branch, which Legion pushes with the team's GitHub token and opens when the " +
+			"implementer runs `legion issue pr`, and merges through the API at finish (configure " +
+			"[teams.<name>.github]).",
 		set: onTeam(func(t *Team, v any) error {
 			s, err := enumValue(v, "review source", string(ReviewLocal), string(ReviewGitHub))
 			t.Review = ReviewKind(s)
@@ -709,7 +711,8 @@ var Schema = []Setting{
 	},
 	{
 		Table: TableTeam, Key: "github.repo", Type: "string", Example: `"example/demo"`,
-		Doc: "The GitHub repository as \"owner/name\"; required when review = \"github\".",
+		Doc: "The GitHub repository as \"owner/name\"; required when review = \"github\". Legion pushes " +
+			"issue branches to it over HTTPS (https://github.com/owner/name.git, or the host of api_url).",
 		set: onTeam(func(t *Team, v any) error {
 			s, err := stringValue(v)
 			if err != nil {
@@ -724,7 +727,8 @@ var Schema = []Setting{
 	},
 	{
 		Table: TableTeam, Key: "github.token_env", Type: "string", Default: `"GITHUB_TOKEN"`,
-		Doc: "The environment variable holding the GitHub token.",
+		Doc: "The environment variable holding the GitHub token (it needs contents and pull requests " +
+			"write on the repository: Legion pushes the branches and opens, labels and merges the pull requests).",
 		set: teamString(func(t *Team) *string { return &t.GitHub.TokenEnv }),
 	},
 	{
