@@ -2,6 +2,7 @@ package github
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,6 +37,35 @@ func FuzzDecodePullRequests(f *testing.F) {
 			pr := pullRequest("A", br, n)
 			if pr.ID == "" || pr.Number <= 0 {
 				t.Errorf("pullRequest(%+v) = %+v: decoded without id or number", n, pr)
+			}
+		}
+	})
+}
+
+// FuzzDecodeIssues: any LegionIssues answer decodes into issues with an
+// id and a number and converts without panic, or is an error.
+func FuzzDecodeIssues(f *testing.F) {
+	for _, s := range []string{
+		`{"data":{"repository":{"id":"R","issues":{"nodes":[{"id":"I_1","number":1,"title":"t","state":"OPEN","labels":{"nodes":[{"id":"L","name":"legion:retro"}]},"comments":{"nodes":[{"body":"x\n\n<!-- posted by Legion -->","createdAt":"2026-01-01T00:00:00Z","authorAssociation":"NONE","author":null}]}}],"pageInfo":{"hasNextPage":true,"endCursor":"Y3Vyc29y"}}}}}`,
+		`{"data":{"repository":{"issues":{"nodes":[],"pageInfo":{"hasNextPage":true}}}}}`,
+		`{"data":{"repository":{"issues":null}}}`, `{"data":null}`, `null`, `{`,
+	} {
+		f.Add(200, s)
+	}
+	tr := &Tracker{c: &Client{opts: Options{Owner: "o", Repo: "r"}}, opts: TrackerOptions{Label: DefaultLabel, Statuses: DefaultStatuses, Prefix: "WEB"}}
+	f.Fuzz(func(t *testing.T, status int, body string) {
+		data, _, err := service.Parse("LegionIssues", status, http.Header{}, []byte(body), time.Unix(0, 0))
+		if err != nil || data == nil {
+			return
+		}
+		p, err := decodeIssuesPage(data)
+		if err != nil {
+			return
+		}
+		for _, n := range p.nodes {
+			is := tr.tracked(n)
+			if n.ID == "" || n.Number <= 0 || !strings.HasPrefix(is.ID, "WEB-") {
+				t.Errorf("decoded %+v into %+v: want an id and a number", n, is)
 			}
 		}
 	})

@@ -120,34 +120,12 @@ func (c *Client) AddLabel(ctx context.Context, issue, label string) error {
 		id = r.Label.ID
 	}
 	if id == "" {
-		var m struct {
-			CreateLabel *struct {
-				Label *struct {
-					ID string `json:"id"`
-				} `json:"label"`
-			} `json:"createLabel"`
-		}
-		color := labelColors[label]
-		if color == "" {
-			color = "ededed"
-		}
-		vars := map[string]any{"repo": r.ID, "name": label, "color": color, "description": "Set by Legion's agents"}
-		if err := c.gql.Do(ctx, opCreateLabel, vars, &m); err != nil {
+		if id, err = c.createLabel(ctx, r.ID, label); err != nil {
 			return fmt.Errorf("label %s#%d %s: create the label: %w", c.repo(), pr.Number, label, err)
 		}
-		if m.CreateLabel == nil || m.CreateLabel.Label == nil || m.CreateLabel.Label.ID == "" {
-			return fmt.Errorf("label %s#%d %s: github: %s: %w: want createLabel.label.id, got none", c.repo(), pr.Number, label, opCreateLabel.Name, ErrMalformed)
-		}
-		id = m.CreateLabel.Label.ID
 	}
-	var d struct {
-		AddLabelsToLabelable *struct{} `json:"addLabelsToLabelable"`
-	}
-	if err := c.gql.Do(ctx, opAddLabels, map[string]any{"id": pr.ID, "labelIds": []string{id}}, &d); err != nil {
+	if err := c.addLabels(ctx, pr.ID, id); err != nil {
 		return fmt.Errorf("label %s#%d %s: %w", c.repo(), pr.Number, label, err)
-	}
-	if d.AddLabelsToLabelable == nil {
-		return fmt.Errorf("label %s#%d %s: github: %s: %w: want addLabelsToLabelable, got none", c.repo(), pr.Number, label, opAddLabels.Name, ErrMalformed)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/legion-dev/legion/controller/internal/graphql/gqltest"
 )
@@ -59,6 +60,9 @@ type Server struct {
 
 	// git is the bare repository ServeGit serves; "" for none.
 	git string
+
+	issues []*Issue
+	last   time.Time // the newest comment's time
 }
 
 // NewServer starts a fake GitHub for owner/repo that accepts token; it is
@@ -81,7 +85,7 @@ func NewServer(t testing.TB, token, owner, repo string) *Server {
 func (s *Server) AddPR(branch, state string, labels ...string) *PR {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.PRs) + 1
+	n := s.nextNumber()
 	pr := &PR{ID: fmt.Sprintf("PR_kwDOAAAA%04d", n), Number: n, Branch: branch, State: state, Mergeable: "MERGEABLE"}
 	if state != "OPEN" {
 		pr.Mergeable = "UNKNOWN"
@@ -173,7 +177,7 @@ var aliasRE = regexp.MustCompile(`(\w+): pullRequests\(headRefName: \$(\w+), fir
 
 func (s *Server) handle(op, query string, v map[string]any) (any, string, string) {
 	str := func(k string) string { x, _ := v[k].(string); return x }
-	if op == "LegionPullRequests" || op == "LegionPullRequest" || op == "LegionRepository" {
+	if op == "LegionPullRequests" || op == "LegionPullRequest" || op == "LegionRepository" || op == "LegionIssues" || op == "LegionIssue" || op == "LegionLabel" {
 		if str("owner") != s.Owner || str("name") != s.Repo {
 			return map[string]any{"repository": nil}, "NOT_FOUND",
 				fmt.Sprintf("Could not resolve to a Repository with the name '%s/%s'.", str("owner"), str("name"))
@@ -252,7 +256,7 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 				return map[string]any{"createPullRequest": nil}, "UNPROCESSABLE", fmt.Sprintf("A pull request already exists for %s:%s.", s.Owner, str("head"))
 			}
 		}
-		n := len(s.PRs) + 1
+		n := s.nextNumber()
 		pr := &PR{ID: fmt.Sprintf("PR_kwDOAAAA%04d", n), Number: n, Branch: str("head"), Base: str("base"),
 			Title: str("title"), Body: str("body"), State: "OPEN", Mergeable: "MERGEABLE"}
 		s.PRs = append(s.PRs, pr)
@@ -266,8 +270,8 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		l := s.label(str("name"))
 		return map[string]any{"createLabel": map[string]any{"label": map[string]any{"id": l.ID}}}, "", ""
 	case "LegionAddLabels":
-		pr := s.byID(str("id"))
-		if pr == nil {
+		labels := s.labelsOf(str("id"))
+		if labels == nil {
 			return map[string]any{"addLabelsToLabelable": nil}, "NOT_FOUND", "Could not resolve to a node"
 		}
 		ids, _ := v["labelIds"].([]any)
@@ -276,19 +280,22 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 			if i < 0 {
 				return map[string]any{"addLabelsToLabelable": nil}, "NOT_FOUND", fmt.Sprintf("Could not resolve to a node with the global id of '%v'", id)
 			}
-			if !slices.Contains(pr.Labels, s.Labels[i]) {
-				pr.Labels = append(pr.Labels, s.Labels[i])
+			if !slices.Contains(*labels, s.Labels[i]) {
+				*labels = append(*labels, s.Labels[i])
 			}
 		}
 		return map[string]any{"addLabelsToLabelable": map[string]any{"clientMutationId": nil}}, "", ""
 	case "LegionRemoveLabels":
-		pr := s.byID(str("id"))
-		if pr == nil {
+		labels := s.labelsOf(str("id"))
+		if labels == nil {
 			return map[string]any{"removeLabelsFromLabelable": nil}, "NOT_FOUND", "Could not resolve to a node"
 		}
 		ids, _ := v["labelIds"].([]any)
-		pr.Labels = slices.DeleteFunc(pr.Labels, func(l Label) bool { return slices.Contains(ids, any(l.ID)) })
+		*labels = slices.DeleteFunc(*labels, func(l Label) bool { return slices.Contains(ids, any(l.ID)) })
 		return map[string]any{"removeLabelsFromLabelable": map[string]any{"clientMutationId": nil}}, "", ""
+	}
+	if data, typ, msg, ok := s.handleIssues(op, v); ok {
+		return data, typ, msg
 	}
 	return nil, "", fmt.Sprintf("unknown operation %q", op)
 }

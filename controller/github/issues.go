@@ -1,0 +1,353 @@
+package github
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/internal/graphql"
+)
+
+// TrackerOptions say which of a repository's issues are a team's and how
+// their phase is read.
+type TrackerOptions struct {
+	// Label opts an issue in: Legion takes the open issues that carry it,
+	// never the others. DefaultLabel when empty.
+	Label string
+	// Statuses are the labels that carry the phases before Done (Todo
+	// when an issue has none of them); Done is a closed issue.
+	// DefaultStatuses fill the missing ones.
+	Statuses map[controller.Status]string
+	// Prefix starts the identifiers the controller and the agents use:
+	// issue 12 is PREFIX-12.
+	Prefix string
+}
+
+// DefaultLabel is the label that opts an issue in.
+const DefaultLabel = "legion"
+
+// DefaultStatuses are the status labels.
+var DefaultStatuses = map[controller.Status]string{
+	controller.StatusTodo:        "legion:todo",
+	controller.StatusInProgress:  "legion:in-progress",
+	controller.StatusNeedsReview: "legion:needs-review",
+	controller.StatusRetro:       "legion:retro",
+}
+
+// phases are the statuses a label carries, from the earliest.
+var phases = []controller.Status{controller.StatusTodo, controller.StatusInProgress, controller.StatusNeedsReview, controller.StatusRetro}
+
+// Tracker is a repository's issues as a team's tracker
+// (controller.Tracker). Its Issues is one query per page of 50 issues;
+// the writes resolve node ids from the last Issues, or with one query.
+type Tracker struct {
+	c    *Client
+	opts TrackerOptions
+
+	mu     sync.Mutex
+	issues map[int]issueRef   // by number, from the last Issues or lookup
+	labels map[string]string // repository label name → node id
+	repoID string
+}
+
+// issueRef is what a write needs of an issue: its node id, whether it is
+// open, and its labels' node ids by name.
+type issueRef struct {
+	id     string
+	open   bool
+	opted  bool // has the opt-in label
+	labels map[string]string
+}
+
+// Tracker returns the repository's issues as a team's tracker.
+func (c *Client) Tracker(opts TrackerOptions) (*Tracker, error) {
+	if opts.Label == "" {
+		opts.Label = DefaultLabel
+	}
+	st := map[controller.Status]string{}
+	for _, p := range phases {
+		st[p] = DefaultStatuses[p]
+		if l := opts.Statuses[p]; l != "" {
+			st[p] = l
+		}
+	}
+	seen := map[string]controller.Status{}
+	for _, p := range phases {
+		if prev, dup := seen[st[p]]; dup || st[p] == opts.Label {
+			return nil, fmt.Errorf("github: the status labels of %s and %s are both %q: give each phase a label of its own, other than the opt-in label %q", prev, p, st[p], opts.Label)
+		}
+		seen[st[p]] = p
+	}
+	opts.Statuses = st
+	if opts.Prefix == "" {
+		return nil, fmt.Errorf("github: issue prefix: want one (issue 12 is PREFIX-12)")
+	}
+	return &Tracker{c: c, opts: opts, issues: map[int]issueRef{}, labels: map[string]string{}}, nil
+}
+
+// ID is the identifier of issue number n.
+func (t *Tracker) ID(n int) string { return t.opts.Prefix + "-" + strconv.Itoa(n) }
+
+// Number is the issue number of id, which must be PREFIX-N.
+func (t *Tracker) Number(id string) (int, error) {
+	rest, ok := strings.CutPrefix(strings.ToUpper(id), strings.ToUpper(t.opts.Prefix)+"-")
+	n, err := strconv.Atoi(rest)
+	if !ok || err != nil || n <= 0 {
+		return 0, fmt.Errorf("issue %q of %s: want %s-N, N the GitHub issue number: %w", id, t.c.repo(), t.opts.Prefix, controller.ErrIssueNotFound)
+	}
+	return n, nil
+}
+
+// Comments come oldest first in a connection; last: N is the latest N.
+var opIssues = graphql.Operation{Name: "LegionIssues", Idempotent: true, Query: `query LegionIssues($owner: String!, $name: String!, $labels: [String!], $after: String) {
+  repository(owner: $owner, name: $name) {
+    id
+    issues(first: 50, after: $after, states: [OPEN], labels: $labels, orderBy: {field: CREATED_AT, direction: ASC}) {
+      nodes { ...legionIssue }
+      pageInfo { hasNextPage endCursor }
+    }
+  }
+}
+` + issueFragment}
+
+const issueFragment = `fragment legionIssue on Issue {
+  id number title state
+  labels(first: 50) { nodes { id name } }
+  comments(last: 50) { nodes { body createdAt authorAssociation author { login } } }
+}`
+
+// maxPages bounds one Issues call (maxPages × 50 issues).
+const maxPages = 200
+
+type issueNode struct {
+	ID     string `json:"id"`
+	Number int    `json:"number"`
+	Title  string `json:"title"`
+	State  string `json:"state"` // OPEN or CLOSED
+	Labels struct {
+		Nodes []labelNode `json:"nodes"`
+	} `json:"labels"`
+	Comments struct {
+		Nodes []commentNode `json:"nodes"`
+	} `json:"comments"`
+}
+
+type labelNode struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+type commentNode struct {
+	Body              string    `json:"body"`
+	CreatedAt         time.Time `json:"createdAt"`
+	AuthorAssociation string    `json:"authorAssociation"`
+	Author            *struct {
+		Login string `json:"login"`
+	} `json:"author"`
+}
+
+type issuesPage struct {
+	repoID string
+	nodes  []issueNode
+	next   string // "" on the last page
+}
+
+// decodeIssuesPage decodes the data of one LegionIssues response.
+func decodeIssuesPage(data []byte) (issuesPage, error) {
+	var d struct {
+		Repository *struct {
+			ID     string `json:"id"`
+			Issues *struct {
+				Nodes    []issueNode `json:"nodes"`
+				PageInfo *struct {
+					HasNextPage bool   `json:"hasNextPage"`
+					EndCursor   string `json:"endCursor"`
+				} `json:"pageInfo"`
+			} `json:"issues"`
+		} `json:"repository"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		return issuesPage{}, fmt.Errorf("%w: want data.repository.issues {nodes, pageInfo}: %s", ErrMalformed, graphql.JSONProblem(err))
+	}
+	switch {
+	case d.Repository == nil:
+		return issuesPage{}, fmt.Errorf("%w: want data.repository, got none", ErrMalformed)
+	case d.Repository.Issues == nil || d.Repository.Issues.PageInfo == nil:
+		return issuesPage{}, fmt.Errorf("%w: want data.repository.issues with pageInfo, got none", ErrMalformed)
+	}
+	is := d.Repository.Issues
+	p := issuesPage{repoID: d.Repository.ID, nodes: is.Nodes}
+	if is.PageInfo.HasNextPage {
+		if is.PageInfo.EndCursor == "" {
+			return issuesPage{}, fmt.Errorf("%w: data.repository.issues.pageInfo has a next page but no endCursor", ErrMalformed)
+		}
+		p.next = is.PageInfo.EndCursor
+	}
+	for i, n := range p.nodes {
+		if n.ID == "" || n.Number <= 0 {
+			return issuesPage{}, fmt.Errorf("%w: data.repository.issues.nodes[%d] lacks id or number", ErrMalformed, i)
+		}
+	}
+	return p, nil
+}
+
+// commentSignature ends every comment Legion posts (an HTML comment,
+// which GitHub does not show), so that its own comments are told apart
+// from people's although the token may be a person's.
+const commentSignature = "<!-- posted by Legion -->"
+
+// writers are the author associations of people who may write to the
+// repository (its owner, members of its organization, collaborators):
+// only their comments are reported. Anyone may comment on a public
+// repository's issue; a stranger's comment is neither an answer nor text
+// an agent reads.
+var writers = []string{"OWNER", "MEMBER", "COLLABORATOR"}
+
+// tracked converts an issue node as the controller sees it.
+func (t *Tracker) tracked(n issueNode) controller.TrackedIssue {
+	ti := controller.TrackedIssue{ID: t.ID(n.Number), Title: n.Title, Labels: []string{}, Status: controller.StatusTodo}
+	if n.State == "CLOSED" {
+		ti.Status = controller.StatusDone
+	}
+	for _, l := range n.Labels.Nodes {
+		if p, ok := t.phaseOf(l.Name); ok {
+			if ti.Status != controller.StatusDone && slices.Index(phases, p) > slices.Index(phases, ti.Status) {
+				ti.Status = p // two status labels: the later phase
+			}
+			continue
+		}
+		if l.Name != t.opts.Label {
+			ti.Labels = append(ti.Labels, l.Name)
+		}
+	}
+	for _, cm := range n.Comments.Nodes {
+		out := controller.Comment{Text: cm.Body, Time: cm.CreatedAt.UTC()}
+		if text, ok := strings.CutSuffix(strings.TrimSpace(cm.Body), commentSignature); ok {
+			out.Author, out.Text = controller.AuthorLegion, strings.TrimSpace(text)
+		} else if slices.Contains(writers, cm.AuthorAssociation) && cm.Author != nil {
+			out.Author = cm.Author.Login
+		} else {
+			continue
+		}
+		ti.Comments = append(ti.Comments, out)
+	}
+	slices.SortStableFunc(ti.Comments, func(a, b controller.Comment) int { return a.Time.Compare(b.Time) })
+	return ti
+}
+
+// phaseOf is the status label names.
+func (t *Tracker) phaseOf(label string) (controller.Status, bool) {
+	for _, p := range phases {
+		if t.opts.Statuses[p] == label {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// remember keeps what the writes need of n.
+func (t *Tracker) remember(n issueNode) {
+	ref := issueRef{id: n.ID, open: n.State != "CLOSED", labels: map[string]string{}}
+	for _, l := range n.Labels.Nodes {
+		ref.labels[l.Name] = l.ID
+		t.labels[l.Name] = l.ID
+		ref.opted = ref.opted || l.Name == t.opts.Label
+	}
+	t.issues[n.Number] = ref
+}
+
+// Issues implements controller.Tracker: the open issues with the opt-in
+// label, oldest first, one request per page of 50.
+func (t *Tracker) Issues(ctx context.Context) ([]controller.TrackedIssue, error) {
+	var out []controller.TrackedIssue
+	var nodes []issueNode
+	vars := map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "labels": []string{t.opts.Label}, "after": nil}
+	repoID := ""
+	for range maxPages {
+		var raw json.RawMessage
+		if err := t.c.gql.Do(ctx, opIssues, vars, &raw); err != nil {
+			return nil, fmt.Errorf("issues of %s: %w", t.c.repo(), err)
+		}
+		p, err := decodeIssuesPage(raw)
+		if err != nil {
+			return nil, fmt.Errorf("issues of %s: github: %s: %w", t.c.repo(), opIssues.Name, err)
+		}
+		repoID = p.repoID
+		nodes = append(nodes, p.nodes...)
+		if p.next == "" {
+			break
+		}
+		vars["after"] = p.next
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if repoID != "" {
+		t.repoID = repoID
+	}
+	for _, n := range nodes {
+		t.remember(n)
+		out = append(out, t.tracked(n))
+	}
+	return out, nil
+}
+
+var opIssue = graphql.Operation{Name: "LegionIssue", Idempotent: true, Query: `query LegionIssue($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    id
+    issue(number: $number) { ...legionIssue }
+  }
+}
+` + issueFragment}
+
+// Issue returns issue id, open or closed, whether it has the opt-in
+// label or not (Opted says), with one request.
+func (t *Tracker) Issue(ctx context.Context, id string) (controller.TrackedIssue, bool, error) {
+	n, err := t.lookup(ctx, id)
+	if err != nil {
+		return controller.TrackedIssue{}, false, err
+	}
+	opted := slices.ContainsFunc(n.Labels.Nodes, func(l labelNode) bool { return l.Name == t.opts.Label })
+	return t.tracked(n), opted, nil
+}
+
+// lookup reads issue id.
+func (t *Tracker) lookup(ctx context.Context, id string) (issueNode, error) {
+	num, err := t.Number(id)
+	if err != nil {
+		return issueNode{}, err
+	}
+	var d struct {
+		Repository *struct {
+			ID    string     `json:"id"`
+			Issue *issueNode `json:"issue"`
+		} `json:"repository"`
+	}
+	err = t.c.gql.Do(ctx, opIssue, map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "number": num}, &d)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Type == "NOT_FOUND" && strings.Contains(ae.Message, "Issue") {
+		return issueNode{}, fmt.Errorf("issue %s (#%d) of %s: %w", id, num, t.c.repo(), controller.ErrIssueNotFound)
+	}
+	if err != nil {
+		return issueNode{}, fmt.Errorf("issue %s of %s: %w", id, t.c.repo(), err)
+	}
+	if d.Repository == nil {
+		return issueNode{}, fmt.Errorf("issue %s of %s: github: %s: %w: want data.repository, got none", id, t.c.repo(), opIssue.Name, ErrMalformed)
+	}
+	if d.Repository.Issue == nil {
+		return issueNode{}, fmt.Errorf("issue %s (#%d) of %s: %w", id, num, t.c.repo(), controller.ErrIssueNotFound)
+	}
+	t.mu.Lock()
+	t.repoID = d.Repository.ID
+	t.remember(*d.Repository.Issue)
+	t.mu.Unlock()
+	return *d.Repository.Issue, nil
+}
+
+var _ controller.Tracker = (*Tracker)(nil)
