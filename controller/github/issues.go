@@ -52,7 +52,7 @@ type Tracker struct {
 	opts TrackerOptions
 
 	mu     sync.Mutex
-	issues map[int]issueRef   // by number, from the last Issues or lookup
+	issues map[int]issueRef  // by number, from the last Issues or lookup
 	labels map[string]string // repository label name → node id
 	repoID string
 }

@@ -140,7 +140,9 @@ func (s *Server) labelsOf(id string) *[]Label {
 // query's first:, up to 100).
 var IssuesPageSize = 50
 
-func cursor(i int) string { return base64.StdEncoding.EncodeToString([]byte("cursor:v2:" + strconv.Itoa(i))) }
+func cursor(i int) string {
+	return base64.StdEncoding.EncodeToString([]byte("cursor:v2:" + strconv.Itoa(i)))
+}
 
 func fromCursor(c string) int {
 	b, err := base64.StdEncoding.DecodeString(c)
