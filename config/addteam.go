@@ -39,6 +39,26 @@ func AddTeam(path, name, workspace, agent string) (Team, error) {
 // agent.kind, and agent, if not empty, goes into that kind's default
 // agent.new and agent.resume (KindArgv).
 func AddTeamOfKind(path, name, workspace string, kind AgentKind, agent string) (Team, error) {
+	return AddTeamWith(path, NewTeam{Name: name, Workspace: workspace, Kind: kind, Agent: agent})
+}
+
+// NewTeam is what AddTeamWith writes.
+type NewTeam struct {
+	Name, Workspace string
+	Kind            AgentKind
+	Agent           string // the kind's program by absolute path, or ""
+	// GitHub, "owner/name", makes the repository's issues the team's
+	// tracker (tracker = "github", github.repo).
+	GitHub string
+}
+
+// AddTeamWith is AddTeamOfKind with the team's tracker on GitHub when
+// n.GitHub is set.
+func AddTeamWith(path string, n NewTeam) (Team, error) {
+	name, workspace, kind, agent := n.Name, n.Workspace, n.Kind, n.Agent
+	if owner, repo, ok := strings.Cut(n.GitHub, "/"); n.GitHub != "" && (!ok || owner == "" || repo == "" || strings.ContainsAny(repo, "/ \t\n\"")) {
+		return Team{}, fmt.Errorf("add team %q: GitHub repository %q: want owner/name", name, n.GitHub)
+	}
 	if _, err := agentKindValue(string(kind)); kind != "" && err != nil {
 		return Team{}, fmt.Errorf("add team %q: %w", name, err)
 	}
@@ -104,6 +124,9 @@ func AddTeamOfKind(path, name, workspace string, kind AgentKind, agent string) (
 	}
 	if agent != "" {
 		fmt.Fprintf(&b, "agent.new = %s\nagent.resume = %s\n", argvWithProgram(argvNew, agent), argvWithProgram(argvResume, agent))
+	}
+	if n.GitHub != "" {
+		fmt.Fprintf(&b, "tracker = \"github\"\ngithub.repo = %s\n", quoteString(n.GitHub))
 	}
 
 	cfg, err = Parse(path, b.Bytes())

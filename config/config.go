@@ -96,6 +96,7 @@ type TrackerKind string
 const (
 	TrackerLocal  TrackerKind = "local"  // file-backed, under the state dir
 	TrackerLinear TrackerKind = "linear" // Linear's GraphQL API
+	TrackerGitHub TrackerKind = "github" // a GitHub repository's issues
 )
 
 // ReviewKind names where review outcomes are read from.
@@ -383,6 +384,11 @@ type GitHub struct {
 	TokenEnv        string
 	CredentialsFile string // absolute; "" for none
 	APIURL          string
+
+	// With tracker = "github": the label that opts an issue in, and the
+	// labels of the phases before Done (a closed issue).
+	Label                                                        string
+	StatusTodo, StatusInProgress, StatusNeedsReview, StatusRetro string
 }
 
 // EnvConfig names the environment variable that overrides the default

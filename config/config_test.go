@@ -240,7 +240,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown tracker kind",
 			text: team + "tracker = \"jira\"\n",
-			want: `@FILE@:4: teams.demo.tracker: unknown tracker kind "jira": expected "local" or "linear"`,
+			want: `@FILE@:4: teams.demo.tracker: unknown tracker kind "jira": expected "local", "linear" or "github"`,
 		},
 		{
 			name: "linear without team key",

@@ -292,7 +292,12 @@ func (d *decoder) crossCheck(t *Team, path []string) {
 	if t.Tracker == TrackerLinear && t.Linear.TeamKey == "" {
 		d.missing(path, "tracker", []string{"linear", "team_key"}, `missing: required when tracker = "linear" (the Linear team key, e.g. "ENG")`)
 	}
-	if t.Review == ReviewGitHub && t.GitHub.Repo == "" {
+	if t.Tracker == TrackerGitHub && !d.isDefined(append(slices.Clip(path), "review")...) {
+		t.Review = ReviewGitHub // the pull request is the unit of review
+	}
+	if t.Tracker == TrackerGitHub && t.GitHub.Repo == "" {
+		d.missing(path, "tracker", []string{"github", "repo"}, `missing: required when tracker = "github" (the repository as "owner/name")`)
+	} else if t.Review == ReviewGitHub && t.GitHub.Repo == "" {
 		d.missing(path, "review", []string{"github", "repo"}, `missing: required when review = "github" (the repository as "owner/name")`)
 	}
 }

@@ -104,8 +104,13 @@ func defaultTeam() Team {
 			StatusDone:        "Done",
 		},
 		GitHub: GitHub{
-			TokenEnv: "GITHUB_TOKEN",
-			APIURL:   "https://api.github.com/graphql",
+			TokenEnv:          "GITHUB_TOKEN",
+			APIURL:            "https://api.github.com/graphql",
+			Label:             "legion",
+			StatusTodo:        "legion:todo",
+			StatusInProgress:  "legion:in-progress",
+			StatusNeedsReview: "legion:needs-review",
+			StatusRetro:       "legion:retro",
 		},
 	}
 }
@@ -287,11 +292,13 @@ var Schema = []Setting{
 		}),
 	},
 	{
-		Table: TableTeam, Key: "tracker", Type: `"local" or "linear"`, Default: `"local"`,
+		Table: TableTeam, Key: "tracker", Type: `"local", "linear" or "github"`, Default: `"local"`,
 		Doc: "Where the team's issues live: \"local\", the embedded file-backed tracker driven by " +
-			"`legion issue`, or \"linear\" (configure [teams.<name>.linear]).",
+			"`legion issue`, \"linear\" (configure [teams.<name>.linear]), or \"github\", the issues of " +
+			"github.repo that carry github.label (configure [teams.<name>.github]; review is then \"github\" " +
+			"unless set).",
 		set: onTeam(func(t *Team, v any) error {
-			s, err := enumValue(v, "tracker kind", string(TrackerLocal), string(TrackerLinear))
+			s, err := enumValue(v, "tracker kind", string(TrackerLocal), string(TrackerLinear), string(TrackerGitHub))
 			t.Tracker = TrackerKind(s)
 			return err
 		}),
@@ -740,5 +747,32 @@ var Schema = []Setting{
 		Table: TableTeam, Key: "github.api_url", Type: "string", Default: `"https://api.github.com/graphql"`,
 		Doc: "GitHub's GraphQL endpoint (GitHub Enterprise: https://HOST/api/graphql).",
 		set: teamString(func(t *Team) *string { return &t.GitHub.APIURL }),
+	},
+	{
+		Table: TableTeam, Key: "github.label", Type: "string", Default: `"legion"`,
+		Doc: "With tracker = \"github\": the label that opts an issue in. Legion takes the open issues " +
+			"that carry it and never touches the others.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.Label }),
+	},
+	{
+		Table: TableTeam, Key: "github.status_todo", Type: "string", Default: `"legion:todo"`,
+		Doc: "With tracker = \"github\": the label of Todo (an opted-in issue with no status label is in Todo too).",
+		set: teamString(func(t *Team) *string { return &t.GitHub.StatusTodo }),
+	},
+	{
+		Table: TableTeam, Key: "github.status_in_progress", Type: "string", Default: `"legion:in-progress"`,
+		Doc: "With tracker = \"github\": the label of In Progress.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.StatusInProgress }),
+	},
+	{
+		Table: TableTeam, Key: "github.status_needs_review", Type: "string", Default: `"legion:needs-review"`,
+		Doc: "With tracker = \"github\": the label of Needs Review.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.StatusNeedsReview }),
+	},
+	{
+		Table: TableTeam, Key: "github.status_retro", Type: "string", Default: `"legion:retro"`,
+		Doc: "With tracker = \"github\": the label of Retro. Done is a closed issue: Legion closes it when " +
+			"the pull request is merged.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.StatusRetro }),
 	},
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker"
@@ -63,7 +64,7 @@ func newIssueCmd(g *globals) *cobra.Command {
 		Use:   "issue",
 		Short: "Manage a team's issues (agents label them through these commands)",
 		Long: `Manage a team's issues. show, move, label, unlabel and comment work on any
-tracker (the embedded local one, Linear), so agents use the same commands
+tracker (the embedded local one, Linear, GitHub), so agents use the same commands
 whatever the team's tracker is; add and list manage the local tracker. On
 Linear a comment is posted as the API key's user, marked as Legion's. With
 review = "github", pr pushes the issue's branch and opens its pull
@@ -211,8 +212,12 @@ it, outside the sandbox. Needs review = "github".`
 // findIssue returns issue id of t's tracker: the local tracker reads it
 // directly, any other finds it among the open issues it lists.
 func findIssue(ctx context.Context, t *team.Team, id string) (controller.TrackedIssue, error) {
-	if s, ok := t.Tracker.(*local.Store); ok {
-		return s.Issue(ctx, id)
+	switch tr := t.Tracker.(type) {
+	case *local.Store:
+		return tr.Issue(ctx, id)
+	case *github.Tracker:
+		is, _, err := tr.Issue(ctx, id)
+		return is, err
 	}
 	issues, err := t.Tracker.Issues(ctx)
 	if err != nil {

@@ -40,8 +40,8 @@ limits. See legion.toml(5).`,
 
 func newTeamAddCmd(g *globals) *cobra.Command {
 	var (
-		workspace, kind string
-		asJSON          bool
+		workspace, kind, gh string
+		asJSON              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "add NAME --workspace DIR",
@@ -58,9 +58,15 @@ opencode), its absolute path goes into the team's agent.new and
 agent.resume: workers run with the user manager's PATH (systemctl --user
 show-environment), which often lacks the directory an installer uses
 (~/.local/bin). Otherwise they stay the bare name, and legion doctor says
-how workers can find it.`,
+how workers can find it.
+
+--github owner/name makes the team's tracker that repository's issues
+(tracker = "github"): Legion takes the open issues labelled legion, and the
+pull request of each issue's branch is what gets reviewed and merged. Put a
+token in GITHUB_TOKEN of the user manager or in github.credentials_file.`,
 		Example: `  legion team add demo --workspace ~/src/demo
-  legion team add api --workspace ~/src/api --kind codex`,
+  legion team add api --workspace ~/src/api --kind codex
+  legion team add web --workspace ~/src/web --github acme/web`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("team add: expected one NAME, got %d arguments", len(args))}
@@ -78,7 +84,7 @@ how workers can find it.`,
 					agent = p
 				}
 			}
-			t, err := config.AddTeamOfKind(g.configPath, args[0], workspace, config.AgentKind(kind), agent)
+			t, err := config.AddTeamWith(g.configPath, config.NewTeam{Name: args[0], Workspace: workspace, Kind: config.AgentKind(kind), Agent: agent, GitHub: gh})
 			if err != nil {
 				return err
 			}
@@ -97,6 +103,7 @@ how workers can find it.`,
 	}
 	cmd.Flags().StringVar(&workspace, "workspace", "", "the team's git repository (required)")
 	cmd.Flags().StringVar(&kind, "kind", "claude", "the team's agents: claude, codex, gemini, opencode or custom (agent.kind)")
+	cmd.Flags().StringVar(&gh, "github", "", `the team's issues are those of this GitHub repository ("owner/name") that carry the label legion (tracker = "github")`)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"name","id","short_id","workspace","agent"} as JSON`)
 	return cmd
 }

@@ -92,6 +92,9 @@ func (c *Client) Tracker(opts TrackerOptions) (*Tracker, error) {
 	return &Tracker{c: c, opts: opts, issues: map[int]issueRef{}, labels: map[string]string{}}, nil
 }
 
+// Client is the client the tracker reads and writes with.
+func (t *Tracker) Client() *Client { return t.c }
+
 // ID is the identifier of issue number n.
 func (t *Tracker) ID(n int) string { return t.opts.Prefix + "-" + strconv.Itoa(n) }
 

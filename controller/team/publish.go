@@ -48,6 +48,11 @@ func (t *Team) Publish(ctx context.Context, issue, title, body string) (PullRequ
 	if body != "" {
 		body += "\n\n"
 	}
+	if tr, ok := t.Tracker.(*github.Tracker); ok {
+		if n, err := tr.Number(issue); err == nil {
+			body += fmt.Sprintf("Closes #%d.\n\n", n) // links the pull request to its issue
+		}
+	}
 	body += fmt.Sprintf("Opened by Legion for issue %s of team %s.", issue, t.Name)
 	pr, created, err := gh.OpenPullRequest(ctx, issue, base, title, body)
 	if err != nil {

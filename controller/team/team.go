@@ -79,27 +79,56 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 			return nil, fmt.Errorf("team %s: %w", t.Name, err)
 		}
 		tm.Tracker = c
-	default:
-		return nil, fmt.Errorf("team %s: unknown tracker %q", t.Name, t.Tracker)
-	}
-	if t.Review == config.ReviewGitHub {
-		owner, repo, ok := strings.Cut(t.GitHub.Repo, "/")
-		if !ok {
-			return nil, fmt.Errorf("team %s: github repo %q: want owner/name", t.Name, t.GitHub.Repo)
+	case config.TrackerGitHub:
+		c, err := gitHub(t)
+		if err != nil {
+			return nil, err
 		}
-		c, err := github.New(github.Options{
-			Owner: owner, Repo: repo,
-			BranchPrefix: workspace.BranchPrefix,
-			TokenEnv:     t.GitHub.TokenEnv,
-			TokenFile:    t.GitHub.CredentialsFile,
-			Endpoint:     t.GitHub.APIURL,
+		tr, err := c.Tracker(github.TrackerOptions{
+			Label:  t.GitHub.Label,
+			Prefix: t.IssuePrefix,
+			Statuses: map[controller.Status]string{
+				controller.StatusTodo: t.GitHub.StatusTodo, controller.StatusInProgress: t.GitHub.StatusInProgress,
+				controller.StatusNeedsReview: t.GitHub.StatusNeedsReview, controller.StatusRetro: t.GitHub.StatusRetro,
+			},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("team %s: %w", t.Name, err)
 		}
+		tm.Tracker = tr
+	default:
+		return nil, fmt.Errorf("team %s: unknown tracker %q", t.Name, t.Tracker)
+	}
+	if t.Review == config.ReviewGitHub {
+		c, err := gitHub(t)
+		if err != nil {
+			return nil, err
+		}
+		if tr, ok := tm.Tracker.(*github.Tracker); ok {
+			c = tr.Client() // one client: one rate-limit budget
+		}
 		tm.Reviews = c
 	}
 	return tm, nil
+}
+
+// gitHub is the client of t's GitHub repository.
+func gitHub(t config.Team) (*github.Client, error) {
+	owner, repo, ok := strings.Cut(t.GitHub.Repo, "/")
+	if !ok {
+		return nil, fmt.Errorf("team %s: github repo %q: want owner/name", t.Name, t.GitHub.Repo)
+	}
+	c, err := github.New(github.Options{
+		Owner: owner, Repo: repo,
+		BranchPrefix: workspace.BranchPrefix,
+		TokenEnv:     t.GitHub.TokenEnv,
+		TokenFile:    t.GitHub.CredentialsFile,
+		Endpoint:     t.GitHub.APIURL,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("team %s: %w", t.Name, err)
+	}
+	return c, nil
 }
 
 // Local returns the team's local tracker, or an error naming the tracker
