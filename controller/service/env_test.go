@@ -20,6 +20,7 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/waitfor"
@@ -52,6 +53,8 @@ type env struct {
 	logFile    string // the helper's, the controller's and the workers' output
 	team       *team.Team
 	store      *local.Store
+	// lookup reads one issue of the team's tracker, open or closed.
+	lookup func(ctx context.Context, id string) (controller.TrackedIssue, error)
 	api        *anthropictest.Server // the fake Anthropic API of a Claude team (startClaude); nil otherwise
 }
 
@@ -216,9 +219,18 @@ func (e *env) openTeam() {
 	if e.team, err = team.Open(ct, cfg.Path, stateDir); err != nil {
 		e.t.Fatal(err)
 	}
+	if gh, ok := e.team.Tracker.(*github.Tracker); ok { // tracker = "github": no local store
+		e.store = nil
+		e.lookup = func(ctx context.Context, id string) (controller.TrackedIssue, error) {
+			is, _, err := gh.Issue(ctx, id)
+			return is, err
+		}
+		return
+	}
 	if e.store, err = e.team.Local(); err != nil {
 		e.t.Fatal(err)
 	}
+	e.lookup = e.store.Issue
 }
 
 // logFailure logs, for a failed test, the helper's and controller's log,
@@ -322,7 +334,7 @@ func (e *env) addIssue(ctx context.Context, title string) string {
 
 func (e *env) issue(ctx context.Context, id string) controller.TrackedIssue {
 	e.t.Helper()
-	is, err := e.store.Issue(ctx, id)
+	is, err := e.lookup(ctx, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
