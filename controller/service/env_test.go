@@ -55,7 +55,7 @@ type env struct {
 	store      *local.Store
 	// lookup reads one issue of the team's tracker, open or closed.
 	lookup func(ctx context.Context, id string) (controller.TrackedIssue, error)
-	api        *anthropictest.Server // the fake Anthropic API of a Claude team (startClaude); nil otherwise
+	api    *anthropictest.Server // the fake Anthropic API of a Claude team (startClaude); nil otherwise
 }
 
 // teamOptions are the parts of the team's config a test varies.
