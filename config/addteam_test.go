@@ -213,3 +213,30 @@ func TestAddTeamOfKind(t *testing.T) {
 		t.Errorf("AddTeamOfKind(aider) = %v; want an error naming the kinds", err)
 	}
 }
+
+// TestAddTeamGitHub: --github writes a team whose tracker, and so whose
+// review source, is the repository's; a malformed repository is refused
+// and nothing written.
+func TestAddTeamGitHub(t *testing.T) {
+	ws := t.TempDir()
+	path := filepath.Join(t.TempDir(), "legion.toml")
+	tm, err := AddTeamWith(path, NewTeam{Name: "web", Workspace: ws, GitHub: "acme/web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm.Tracker != TrackerGitHub || tm.Review != ReviewGitHub || tm.GitHub.Repo != "acme/web" || tm.GitHub.Label != "legion" || tm.GitHub.StatusRetro != "legion:retro" {
+		t.Errorf("AddTeamWith(--github acme/web) = tracker %s, review %s, github %+v; want GitHub's issues, reviews on its pull requests, the default labels", tm.Tracker, tm.Review, tm.GitHub)
+	}
+	for _, bad := range []string{"acme", "acme/", "/web", "acme/web/x", "acme/we b"} {
+		if _, err := AddTeamWith(path, NewTeam{Name: "x", Workspace: ws, GitHub: bad}); err == nil || !strings.Contains(err.Error(), "want owner/name") {
+			t.Errorf("AddTeamWith(--github %q) = %v; want a refusal asking for owner/name", bad, err)
+		}
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Team("x"); ok {
+		t.Errorf("a refused team was written")
+	}
+}

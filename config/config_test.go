@@ -243,6 +243,11 @@ func TestLoadErrors(t *testing.T) {
 			want: `@FILE@:4: teams.demo.tracker: unknown tracker kind "jira": expected "local", "linear" or "github"`,
 		},
 		{
+			name: "github tracker without repository",
+			text: team + "tracker = \"github\"\n",
+			want: `@FILE@:4: teams.demo.github.repo: missing: required when tracker = "github" (the repository as "owner/name")`,
+		},
+		{
 			name: "linear without team key",
 			text: team + "tracker = \"linear\"\n",
 			want: `@FILE@:4: teams.demo.linear.team_key: missing: required when tracker = "linear" (the Linear team key, e.g. "ENG")`,
