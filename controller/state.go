@@ -24,6 +24,17 @@ type ReviewSource interface {
 	RemoveLabel(ctx context.Context, issue, label string) error
 }
 
+// BoardTracker is a Tracker whose one query per tick reads the review
+// outcomes of a review source too (GitHub: each issue's linked pull
+// request): when that is the team's, Collect sends no review query.
+type BoardTracker interface {
+	Tracker
+	// Board returns what Issues returns and the outcome per issue (a
+	// non-nil map) as BoardReviews would report them.
+	Board(ctx context.Context) ([]TrackedIssue, map[string]Review, error)
+	BoardReviews() ReviewSource
+}
+
 // Session is a live agent session of the team, as the helper reports it.
 type Session struct {
 	Name    string `json:"name"`
@@ -104,7 +115,15 @@ type Report struct {
 // Collect reads every source once (one tracker query, one review query, one
 // session listing) and joins them into the State that Decide reads.
 func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
-	tracked, err := src.Tracker.Issues(ctx)
+	var tracked []TrackedIssue
+	var outcomes map[string]Review
+	var err error
+	board, isBoard := src.Tracker.(BoardTracker)
+	if isBoard && src.Reviews != nil && src.Reviews == board.BoardReviews() {
+		tracked, outcomes, err = board.Board(ctx)
+	} else {
+		tracked, err = src.Tracker.Issues(ctx)
+	}
 	if err != nil {
 		return State{}, nil, fmt.Errorf("collect issues: %w", err)
 	}
@@ -114,8 +133,11 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 			return State{}, nil, fmt.Errorf("collect sessions: %w", err)
 		}
 	}
-	outcomes := reviewsFromLabels(tracked)
-	if src.Reviews != nil {
+	switch {
+	case outcomes != nil: // read with the issues
+	case src.Reviews == nil:
+		outcomes = reviewsFromLabels(tracked)
+	default:
 		ids := make([]string, 0, len(tracked))
 		for _, t := range tracked {
 			if t.Status != StatusDone {

@@ -124,6 +124,7 @@ const issueFragment = `fragment legionIssue on Issue {
   id number title state
   labels(first: 50) { nodes { id name } }
   comments(last: 50) { nodes { body createdAt authorAssociation author { login } } }
+  closedByPullRequestsReferences(first: 5, includeClosedPrs: true) { nodes { headRefName ` + prFields + ` } }
 }`
 
 // maxPages bounds one Issues call (maxPages × 50 issues).
@@ -140,6 +141,16 @@ type issueNode struct {
 	Comments struct {
 		Nodes []commentNode `json:"nodes"`
 	} `json:"comments"`
+	// Linked are the pull requests that close the issue ("Closes #N" in
+	// their body, as Publish writes).
+	Linked struct {
+		Nodes []linkedPR `json:"nodes"`
+	} `json:"closedByPullRequestsReferences"`
+}
+
+type linkedPR struct {
+	HeadRefName string `json:"headRefName"`
+	prNode
 }
 
 type labelNode struct {
@@ -269,18 +280,31 @@ func (t *Tracker) remember(n issueNode) {
 // Issues implements controller.Tracker: the open issues with the opt-in
 // label, oldest first, one request per page of 50.
 func (t *Tracker) Issues(ctx context.Context) ([]controller.TrackedIssue, error) {
+	out, _, err := t.Board(ctx)
+	return out, err
+}
+
+// BoardReviews implements controller.BoardTracker: Board reads the
+// outcomes the tracker's client reports as a review source.
+func (t *Tracker) BoardReviews() controller.ReviewSource { return t.c }
+
+// Board implements controller.BoardTracker: Issues, and the review
+// outcome of each issue's pull request, the newest open or merged one
+// linked to the issue from the issue's branch, in the same query.
+func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[string]controller.Review, error) {
 	var out []controller.TrackedIssue
+	outcomes := map[string]controller.Review{}
 	var nodes []issueNode
 	vars := map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "labels": []string{t.opts.Label}, "after": nil}
 	repoID := ""
 	for range maxPages {
 		var raw json.RawMessage
 		if err := t.c.gql.Do(ctx, opIssues, vars, &raw); err != nil {
-			return nil, fmt.Errorf("issues of %s: %w", t.c.repo(), err)
+			return nil, nil, fmt.Errorf("issues of %s: %w", t.c.repo(), err)
 		}
 		p, err := decodeIssuesPage(raw)
 		if err != nil {
-			return nil, fmt.Errorf("issues of %s: github: %s: %w", t.c.repo(), opIssues.Name, err)
+			return nil, nil, fmt.Errorf("issues of %s: github: %s: %w", t.c.repo(), opIssues.Name, err)
 		}
 		repoID = p.repoID
 		nodes = append(nodes, p.nodes...)
@@ -296,9 +320,30 @@ func (t *Tracker) Issues(ctx context.Context) ([]controller.TrackedIssue, error)
 	}
 	for _, n := range nodes {
 		t.remember(n)
-		out = append(out, t.tracked(n))
+		is := t.tracked(n)
+		out = append(out, is)
+		if pr, ok := t.linked(is.ID, n); ok && pr.Review != controller.ReviewNone {
+			outcomes[is.ID] = pr.Review
+		}
 	}
-	return out, nil
+	return out, outcomes, nil
+}
+
+// linked is the pull request of issue id's branch among those linked to
+// node n: the newest open or merged one.
+func (t *Tracker) linked(id string, n issueNode) (PullRequest, bool) {
+	branch := t.c.Branch(id)
+	var best *prNode
+	for i := range n.Linked.Nodes {
+		l := &n.Linked.Nodes[i]
+		if l.HeadRefName == branch && (l.State == "OPEN" || l.State == "MERGED") && (best == nil || l.Number > best.Number) {
+			best = &l.prNode
+		}
+	}
+	if best == nil || best.ID == "" {
+		return PullRequest{}, false
+	}
+	return pullRequest(id, branch, *best), true
 }
 
 var opIssue = graphql.Operation{Name: "LegionIssue", Idempotent: true, Query: `query LegionIssue($owner: String!, $name: String!, $number: Int!) {
@@ -353,4 +398,4 @@ func (t *Tracker) lookup(ctx context.Context, id string) (issueNode, error) {
 	return *d.Repository.Issue, nil
 }
 
-var _ controller.Tracker = (*Tracker)(nil)
+var _ controller.BoardTracker = (*Tracker)(nil)

@@ -2,6 +2,8 @@ package github
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -160,5 +162,40 @@ func TestTrackerOptions(t *testing.T) {
 		if _, err := c.Tracker(o); err == nil {
 			t.Errorf("Tracker(%+v) = nil error; want a refusal", o)
 		}
+	}
+}
+
+// TestBoardOneQuery: a tick of a team on GitHub reads its issues and the
+// review outcomes of their pull requests (linked by "Closes #N") in one
+// request: Collect sends no query of the review source's.
+func TestBoardOneQuery(t *testing.T) {
+	tr, srv := newTracker(t)
+	a := srv.AddIssue("Approved", "legion", "legion:needs-review")
+	b := srv.AddIssue("Changes", "legion", "legion:needs-review")
+	c := srv.AddIssue("Unlinked", "legion", "legion:needs-review")
+	for _, x := range []struct {
+		n     int
+		label string
+		body  string
+	}{{a, "worker-approved", "Closes #%d."}, {b, "worker-changes-requested", "fixes #%d"}, {c, "worker-approved", "about #%d"}} {
+		pr := srv.AddPR("legion/"+tr.ID(x.n), "OPEN", x.label)
+		srv.Lock()
+		pr.Body = fmt.Sprintf(x.body, x.n)
+		srv.Unlock()
+	}
+	st, _, err := controller.Collect(t.Context(), controller.Sources{Tracker: tr, Reviews: tr.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]controller.Review{}
+	for _, is := range st.Issues {
+		got[is.ID] = is.Review
+	}
+	want := map[string]controller.Review{tr.ID(a): controller.ReviewApproved, tr.ID(b): controller.ReviewChangesRequested, tr.ID(c): controller.ReviewNone}
+	if !maps.Equal(got, want) {
+		t.Errorf("outcomes %v; want %v (an unlinked pull request is not read)", got, want)
+	}
+	if n, prs := srv.Calls("LegionIssues"), srv.Calls("LegionPullRequests"); n != 1 || prs != 0 {
+		t.Errorf("a tick sent %d LegionIssues and %d LegionPullRequests; want 1 and 0", n, prs)
 	}
 }

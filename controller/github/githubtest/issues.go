@@ -3,6 +3,7 @@ package githubtest
 import (
 	"encoding/base64"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,8 +167,30 @@ func (s *Server) issueNode(is *Issue) map[string]any {
 		comments = append(comments, map[string]any{"body": c.Body, "createdAt": c.CreatedAt.Format(time.RFC3339),
 			"authorAssociation": c.Association, "author": map[string]any{"login": c.Author}})
 	}
+	linked := []any{}
+	for _, pr := range s.PRs {
+		if closes(pr.Body, is.Number) {
+			n := s.node(pr, true)
+			n["headRefName"] = pr.Branch
+			linked = append(linked, n)
+		}
+	}
 	return map[string]any{"id": is.ID, "number": is.Number, "title": is.Title, "state": is.State,
-		"labels": map[string]any{"nodes": labels}, "comments": map[string]any{"nodes": comments}}
+		"labels": map[string]any{"nodes": labels}, "comments": map[string]any{"nodes": comments},
+		"closedByPullRequestsReferences": map[string]any{"nodes": linked}}
+}
+
+// closeKeyword is GitHub's "Closes #N" and its kin in a pull request's body.
+var closeKeyword = regexp.MustCompile(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+#(\d+)\b`)
+
+// closes says whether body links the pull request to issue n.
+func closes(body string, n int) bool {
+	for _, m := range closeKeyword.FindAllStringSubmatch(body, -1) {
+		if m[1] == strconv.Itoa(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // handleIssues answers the issue operations; ok is false for others.
