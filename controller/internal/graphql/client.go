@@ -87,37 +87,50 @@ type request struct {
 // branch on them with errors.Is (ErrAuth, ErrRateLimited, ErrMalformed,
 // the context's error) and errors.As (the Service's APIError).
 func (c *Client[E]) Do(ctx context.Context, op Operation, vars map[string]any, out any) error {
+	_, err := c.DoHeader(ctx, op, vars, out)
+	return err
+}
+
+// DoHeader is Do that also returns the header of the last response
+// received, for what a service says only there (GitHub's token scopes):
+// on success the header of the response decoded into out, on failure
+// that of the last attempt that got an answer, nil when none did.
+func (c *Client[E]) DoHeader(ctx context.Context, op Operation, vars map[string]any, out any) (http.Header, error) {
 	p := c.svc.Prefix
 	body, err := json.Marshal(request{Query: op.Query, OperationName: op.Name, Variables: vars})
 	if err != nil {
-		return fmt.Errorf("%s: %s: encode request: %w", p, op.Name, err)
+		return nil, fmt.Errorf("%s: %s: encode request: %w", p, op.Name, err)
 	}
+	var last http.Header
 	for attempt := 1; ; attempt++ {
-		data, tr, err := c.attempt(ctx, op, body)
+		data, h, tr, err := c.attempt(ctx, op, body)
+		if h != nil {
+			last = h
+		}
 		if err != nil {
-			return err
+			return last, err
 		}
 		if tr == nil {
 			if out == nil {
-				return nil
+				return last, nil
 			}
 			if err := json.Unmarshal(data, out); err != nil {
-				return fmt.Errorf("%s: %s: %w: data does not match the query: %s", p, op.Name, ErrMalformed, JSONProblem(err))
+				return last, fmt.Errorf("%s: %s: %w: data does not match the query: %s", p, op.Name, ErrMalformed, JSONProblem(err))
 			}
-			return nil
+			return last, nil
 		}
 		if !tr.RateLimited && !op.Idempotent {
-			return fmt.Errorf("%s: %s: %w (not retried: it may have taken effect)", p, op.Name, tr.Err)
+			return last, fmt.Errorf("%s: %s: %w (not retried: it may have taken effect)", p, op.Name, tr.Err)
 		}
 		if tr.Wait > c.retry.MaxWait {
-			return fmt.Errorf("%s: %s: %w (%v): %s asks to wait %s, more than %s",
+			return last, fmt.Errorf("%s: %s: %w (%v): %s asks to wait %s, more than %s",
 				p, op.Name, ErrRateLimited, tr.Err, c.svc.Name, tr.Wait.Round(time.Second), c.retry.MaxWait)
 		}
 		if attempt >= c.retry.Attempts {
 			if tr.RateLimited {
-				return fmt.Errorf("%s: %s: %w after %d attempts (%v)", p, op.Name, ErrRateLimited, attempt, tr.Err)
+				return last, fmt.Errorf("%s: %s: %w after %d attempts (%v)", p, op.Name, ErrRateLimited, attempt, tr.Err)
 			}
-			return fmt.Errorf("%s: %s: gave up after %d attempts: %w", p, op.Name, attempt, tr.Err)
+			return last, fmt.Errorf("%s: %s: gave up after %d attempts: %w", p, op.Name, attempt, tr.Err)
 		}
 		wait := max(backoff(c.retry, attempt), tr.Wait)
 		c.log.Warn(p+" request failed; retrying", "operation", op.Name,
@@ -126,18 +139,19 @@ func (c *Client[E]) Do(ctx context.Context, op Operation, vars map[string]any, o
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s: %s: %w", p, op.Name, ctx.Err())
+			return last, fmt.Errorf("%s: %s: %w", p, op.Name, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
 // attempt sends one request. A nil *Transient and nil error mean success.
-func (c *Client[E]) attempt(ctx context.Context, op Operation, body []byte) (json.RawMessage, *Transient, error) {
+// The header is the response's, nil when none arrived.
+func (c *Client[E]) attempt(ctx context.Context, op Operation, body []byte) (json.RawMessage, http.Header, *Transient, error) {
 	p := c.svc.Prefix
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %s: %w", p, op.Name, err)
+		return nil, nil, nil, fmt.Errorf("%s: %s: %w", p, op.Name, err)
 	}
 	accept := c.svc.Accept
 	if accept == "" {
@@ -152,17 +166,17 @@ func (c *Client[E]) attempt(ctx context.Context, op Operation, body []byte) (jso
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("%s: %s: %w", p, op.Name, ctx.Err())
+			return nil, nil, nil, fmt.Errorf("%s: %s: %w", p, op.Name, ctx.Err())
 		}
-		return nil, &Transient{Err: err}, nil
+		return nil, nil, &Transient{Err: err}, nil
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("%s: %s: %w", p, op.Name, ctx.Err())
+			return nil, resp.Header, nil, fmt.Errorf("%s: %s: %w", p, op.Name, ctx.Err())
 		}
-		return nil, &Transient{Err: fmt.Errorf("read response: %w", err)}, nil
+		return nil, resp.Header, &Transient{Err: fmt.Errorf("read response: %w", err)}, nil
 	}
 	data, tr, err := c.svc.Parse(op.Name, resp.StatusCode, resp.Header, raw, time.Now())
 	var ae *authError
@@ -173,5 +187,5 @@ func (c *Client[E]) attempt(ctx context.Context, op Operation, body []byte) (jso
 		}
 		err = fmt.Errorf("%s: %w%s%s", p, ErrAuth, hint, ae.suffix())
 	}
-	return data, tr, err
+	return data, resp.Header, tr, err
 }

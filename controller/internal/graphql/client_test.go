@@ -341,3 +341,46 @@ func TestDoBadInput(t *testing.T) {
 		t.Errorf("requests = %d; want 0", n)
 	}
 }
+
+// TestDoHeader: the header of the last response that arrived comes back,
+// on success and on failure; nil when no response arrived.
+func TestDoHeader(t *testing.T) {
+	tagged := func(r reply, tag string) reply {
+		r.header = http.Header{"X-Tag": {tag}}
+		return r
+	}
+	var (
+		ok       = reply{status: 200, body: `{"data":{"ok":true}}`}
+		down     = reply{status: 503, body: "down"}
+		hangup   = reply{hangup: true}
+		rejected = reply{status: 401, body: `{"message":"Bad credentials"}`}
+		apiErr   = reply{status: 200, body: `{"errors":[{"message":"no such thing","extensions":{"code":"NOT_FOUND"}}]}`}
+	)
+	for _, tc := range []struct {
+		name    string
+		replies []reply
+		wantTag string // "" for a nil header
+		wantErr bool
+	}{
+		{"success", []reply{tagged(ok, "a")}, "a", false},
+		{"retried, then success", []reply{tagged(down, "a"), tagged(ok, "b")}, "b", false},
+		{"answer, then hangups", []reply{tagged(down, "a"), hangup, hangup}, "a", true},
+		{"only hangups", []reply{hangup, hangup, hangup}, "", true},
+		{"rejected", []reply{tagged(rejected, "a")}, "a", true},
+		{"API error", []reply{tagged(apiErr, "a")}, "a", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, tc.replies...)
+			h, err := newClient(f, &bytes.Buffer{}).DoHeader(t.Context(), opRead, nil, nil)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("DoHeader() error = %v; want error: %v", err, tc.wantErr)
+			}
+			switch {
+			case tc.wantTag == "" && h != nil:
+				t.Errorf("DoHeader() header = %v; want nil", h)
+			case tc.wantTag != "" && h.Get("X-Tag") != tc.wantTag:
+				t.Errorf("DoHeader() header X-Tag = %q; want %q", h.Get("X-Tag"), tc.wantTag)
+			}
+		})
+	}
+}

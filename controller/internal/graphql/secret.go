@@ -25,9 +25,14 @@ type Secret struct {
 // that is neither empty nor a # comment. A file readable by group or
 // others is refused. The error names both sources when neither has the
 // secret; it never contains the secret.
-func (s Secret) Load(env, file string) (string, error) {
+func (s Secret) Load(env, file string) (string, error) { return s.LoadWith(os.Getenv, env, file) }
+
+// LoadWith is Load with the environment variable looked up by getenv, for
+// a caller that reads another process's environment (legion doctor reads
+// the user manager's, which the controller gets).
+func (s Secret) LoadWith(getenv func(string) string, env, file string) (string, error) {
 	if env != "" {
-		if k := strings.TrimSpace(os.Getenv(env)); k != "" {
+		if k := strings.TrimSpace(getenv(env)); k != "" {
 			return k, nil
 		}
 	}

@@ -59,6 +59,21 @@ func TestSecretLoad(t *testing.T) {
 	}
 }
 
+// TestSecretLoadWith: the variable is looked up by the getenv given, not
+// in this process's environment.
+func TestSecretLoadWith(t *testing.T) {
+	const env = "LEGION_TEST_GRAPHQL_SECRET"
+	t.Setenv(env, "k_PROCESS")
+	s := Secret{Prefix: "test", Name: "token", Short: "token", File: "token file"}
+	other := map[string]string{env: "k_OTHER"}
+	if got, err := s.LoadWith(func(k string) string { return other[k] }, env, ""); err != nil || got != "k_OTHER" {
+		t.Errorf("LoadWith(other) = %q, %v; want k_OTHER", got, err)
+	}
+	if got, err := s.LoadWith(func(string) string { return "" }, env, ""); err == nil {
+		t.Errorf("LoadWith(empty) = %q; want an error", got)
+	}
+}
+
 func TestSecretHint(t *testing.T) {
 	s := Secret{Name: "token"}
 	for _, tc := range []struct{ env, file, want string }{
