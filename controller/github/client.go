@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/legion-dev/legion/controller/internal/graphql"
@@ -34,6 +35,9 @@ type Options struct {
 	// neither empty nor a # comment); it must not be readable by group or
 	// others. Optional.
 	TokenFile string
+	// Getenv looks TokenEnv up; os.Getenv when nil. legion doctor passes
+	// the user manager's environment, which the controller runs in.
+	Getenv func(string) string
 	// MergeMethod is MERGE, SQUASH or REBASE; MERGE when empty.
 	MergeMethod string
 	// BatchSize is the number of branches per query; 100 when zero. A tick
@@ -91,7 +95,10 @@ func New(opts Options) (*Client, error) {
 	if opts.TokenEnv == "" {
 		opts.TokenEnv = DefaultTokenEnv
 	}
-	token, err := LoadToken(opts.TokenEnv, opts.TokenFile)
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	token, err := credential.LoadWith(opts.Getenv, opts.TokenEnv, opts.TokenFile)
 	if err != nil {
 		return nil, err
 	}

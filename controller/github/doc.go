@@ -7,6 +7,11 @@
 // (one aliased pullRequests field per branch, Options.BatchSize branches
 // per request), never one request per issue.
 //
+// Access tells, in one query, what the token may do on the repository
+// (its user's permission, a classic token's scopes from X-OAuth-Scopes,
+// whether issues are on, the rate limit left) and Access.Missing what a
+// team needs of it that it lacks, for legion doctor.
+//
 // Transient failures (HTTP 5xx, transport errors, rate limits: HTTP 429,
 // HTTP 403 with X-RateLimit-Remaining: 0 or Retry-After, GraphQL errors of
 // type RATE_LIMITED) are retried with capped, jittered exponential backoff

@@ -70,3 +70,40 @@ func FuzzDecodeIssues(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeAccess feeds arbitrary response bodies and X-OAuth-Scopes
+// values through everything Access does with a response. Nothing may
+// panic; what decodes has a login and a repository, and no scope is
+// empty or padded.
+func FuzzDecodeAccess(f *testing.F) {
+	for _, s := range []string{
+		`{"data":{"viewer":{"login":"bot"},"repository":{"nameWithOwner":"a/b","viewerPermission":"WRITE","isPrivate":true,"hasIssuesEnabled":true},"rateLimit":{"limit":5000,"remaining":4999,"cost":1,"resetAt":"2026-01-02T03:04:05Z"}}}`,
+		`{"data":{"viewer":{"login":"bot"},"repository":null,"rateLimit":{"limit":5000}},"errors":[{"type":"NOT_FOUND","message":"Could not resolve"}]}`,
+		`{"data":{"viewer":{"login":"bot"},"repository":{"nameWithOwner":"a/b","viewerPermission":null},"rateLimit":{"resetAt":"soon"}}}`,
+		`{"message":"Bad credentials"}`, `null`, `<html>`, ``,
+	} {
+		f.Add(200, s, "repo, read:org")
+	}
+	f.Add(200, `{"data":{}}`, "")
+	f.Fuzz(func(t *testing.T, status int, body, scopes string) {
+		h := http.Header{"X-Oauth-Scopes": {scopes}}
+		got := scopesOf(h)
+		for _, s := range got {
+			if s == "" || strings.TrimSpace(s) != s || strings.Contains(s, ",") {
+				t.Errorf("scopesOf(%q) has scope %q", scopes, s)
+			}
+		}
+		data, _, err := service.Parse("LegionAccess", status, h, []byte(body), time.Unix(0, 0))
+		if err != nil || data == nil {
+			return
+		}
+		a, err := decodeAccess(data, got)
+		if err != nil {
+			return
+		}
+		if a.Login == "" || a.Repository == "" {
+			t.Errorf("decodeAccess(%s) = %+v: decoded without login or repository", data, a)
+		}
+		a.Missing(Needs{Issues: true, Project: true})
+	})
+}

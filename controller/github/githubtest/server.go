@@ -63,6 +63,8 @@ type Server struct {
 
 	issues []*Issue
 	last   time.Time // the newest comment's time
+	// access is what the fake says of its token (SetAccess).
+	access Access
 }
 
 // NewServer starts a fake GitHub for owner/repo that accepts token; it is
@@ -145,6 +147,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "Bad credentials", "documentation_url": "https://docs.github.com/graphql"})
 		return
 	}
+	s.writeScopes(w)
 	if !strings.HasPrefix(req.Query, "query "+op+"(") && !strings.HasPrefix(req.Query, "mutation "+op+"(") {
 		writeErrors(w, nil, "", fmt.Sprintf("document does not define operation %q", op))
 		return
@@ -184,6 +187,8 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		}
 	}
 	switch op {
+	case "LegionAccess":
+		return s.accessData(str("owner"), str("name"))
 	case "LegionPullRequests":
 		if !strings.Contains(query, "fragment legionPR on PullRequestConnection") {
 			return nil, "", "Fragment legionPR is not defined"
