@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -68,7 +67,12 @@ type Needs struct {
 }
 
 // Lack is one thing a token lacks: what, and what to do about it.
-type Lack struct{ What, Fix string }
+type Lack struct {
+	What, Fix string
+	// NewToken: the fix is another token (a scope is missing), which then
+	// replaces the one Legion reads.
+	NewToken bool
+}
 
 // permissionRank orders viewerPermission's values; WRITE is the least
 // that pushes branches and merges pull requests.
@@ -105,18 +109,18 @@ func (a Access) Missing(n Needs) []Lack {
 	case a.Private:
 		out = append(out, Lack{
 			What: fmt.Sprintf("the token lacks the repo scope, which a private repository needs (its scopes: %s)", a.scopeList()),
-			Fix:  a.newToken("repo"),
+			Fix:  a.newToken("repo"), NewToken: true,
 		})
 	default:
 		out = append(out, Lack{
 			What: fmt.Sprintf("the token lacks the repo scope (public_repo would do for the public %s; its scopes: %s)", a.Repository, a.scopeList()),
-			Fix:  a.newToken("repo"),
+			Fix:  a.newToken("repo"), NewToken: true,
 		})
 	}
 	if n.Project && !has("project") {
 		out = append(out, Lack{
 			What: fmt.Sprintf("the token lacks the project scope, which setting the project's Status field needs (its scopes: %s)", a.scopeList()),
-			Fix:  a.newToken("project"),
+			Fix:  a.newToken("project"), NewToken: true,
 		})
 	}
 	return append(out, a.issues(n)...)
@@ -181,7 +185,7 @@ func (c *Client) Access(ctx context.Context) (Access, error) {
 	if err != nil {
 		return Access{}, fmt.Errorf("access to %s: github: %s: %w", c.repo(), opAccess.Name, err)
 	}
-	if a.TokensURL, err = c.tokensURL(); err != nil {
+	if a.TokensURL, err = WebURL(c.opts.Endpoint, TokensPath); err != nil {
 		return Access{}, err
 	}
 	return a, nil
@@ -233,16 +237,5 @@ func scopesOf(h http.Header) []string {
 	return out
 }
 
-// tokensURL is the page of the host's tokens: GitURL's scheme and host,
-// path /settings/tokens.
-func (c *Client) tokensURL() (string, error) {
-	g, err := c.GitURL()
-	if err != nil {
-		return "", err
-	}
-	u, err := url.Parse(g)
-	if err != nil {
-		return "", fmt.Errorf("github: git URL %q: %w", g, err)
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/settings/tokens"}).String(), nil
-}
+// TokensPath is where on GitHub's web host tokens are made (WebURL).
+const TokensPath = "/settings/tokens"

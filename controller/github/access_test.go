@@ -105,9 +105,9 @@ func TestAccessFixes(t *testing.T) {
 		{What: "bot has READ permission on acme/web; Legion needs WRITE (push branches; open, label and merge pull requests)",
 			Fix: "give bot write access to acme/web (Settings → Collaborators and teams), or use a token of a user who has it"},
 		{What: "the token lacks the repo scope, which a private repository needs (its scopes: read:org)",
-			Fix: "create a classic token with the repo scope at https://github.com/settings/tokens, or a fine-grained one with read and write access to Contents, Issues and Pull requests of acme/web (and to the project, for the project scope)"},
+			Fix: "create a classic token with the repo scope at https://github.com/settings/tokens, or a fine-grained one with read and write access to Contents, Issues and Pull requests of acme/web (and to the project, for the project scope)", NewToken: true},
 		{What: "the token lacks the project scope, which setting the project's Status field needs (its scopes: read:org)",
-			Fix: "create a classic token with the project scope at https://github.com/settings/tokens, or a fine-grained one with read and write access to Contents, Issues and Pull requests of acme/web (and to the project, for the project scope)"},
+			Fix: "create a classic token with the project scope at https://github.com/settings/tokens, or a fine-grained one with read and write access to Contents, Issues and Pull requests of acme/web (and to the project, for the project scope)", NewToken: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Missing() mismatch (-want +got):\n%s", diff)
@@ -174,17 +174,20 @@ func TestAccessFailures(t *testing.T) {
 	}
 }
 
-// TestTokensURL: the page of tokens is on the web host of the API
-// endpoint.
-func TestTokensURL(t *testing.T) {
-	for endpoint, want := range map[string]string{
-		DefaultEndpoint:                       "https://github.com/settings/tokens",
-		"https://ghe.example.com/api/graphql": "https://ghe.example.com/settings/tokens",
+// TestWebURL: tokens are made, and repositories pushed to, on the web
+// host of the API endpoint.
+func TestWebURL(t *testing.T) {
+	for _, tc := range []struct{ endpoint, want string }{
+		{DefaultEndpoint, "https://github.com/settings/tokens"},
+		{"https://ghe.example.com/api/graphql", "https://ghe.example.com/settings/tokens"},
+		{"http://127.0.0.1:8080/graphql", "http://127.0.0.1:8080/settings/tokens"},
 	} {
-		c, _ := newTest(t, func(o *Options) { o.Endpoint = endpoint })
-		if got, err := c.tokensURL(); err != nil || got != want {
-			t.Errorf("tokensURL() with endpoint %s = %q, %v; want %q", endpoint, got, err, want)
+		if got, err := WebURL(tc.endpoint, TokensPath); err != nil || got != tc.want {
+			t.Errorf("WebURL(%q, TokensPath) = %q, %v; want %q", tc.endpoint, got, err, tc.want)
 		}
+	}
+	if got, err := WebURL("not a url", TokensPath); err == nil {
+		t.Errorf("WebURL(not a url) = %q; want an error", got)
 	}
 }
 

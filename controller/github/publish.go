@@ -134,16 +134,21 @@ func (c *Client) AddLabel(ctx context.Context, issue, label string) error {
 // api.github.com's endpoint https://github.com/OWNER/REPO.git, for GitHub
 // Enterprise's (https://HOST/api/graphql) https://HOST/OWNER/REPO.git, and
 // for any other endpoint (a test's) its scheme and host.
-func (c *Client) GitURL() (string, error) {
-	u, err := url.Parse(c.opts.Endpoint)
+func (c *Client) GitURL() (string, error) { return WebURL(c.opts.Endpoint, "/"+c.repo()+".git") }
+
+// WebURL is the address of path on the web host of the GraphQL endpoint:
+// github.com for api.github.com, the endpoint's own scheme and host for
+// any other (GitHub Enterprise's https://HOST/api/graphql, a test's).
+func WebURL(endpoint, path string) (string, error) {
+	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("github: the endpoint %q is not a URL: %v", c.opts.Endpoint, err)
+		return "", fmt.Errorf("github: the endpoint %q is not a URL: %v", endpoint, err)
 	}
 	host := u.Host
 	if host == "api.github.com" {
 		host = "github.com"
 	}
-	return (&url.URL{Scheme: u.Scheme, Host: host, Path: "/" + c.repo() + ".git"}).String(), nil
+	return (&url.URL{Scheme: u.Scheme, Host: host, Path: path}).String(), nil
 }
 
 // GitUser is the user name git sends with the token over HTTPS.
