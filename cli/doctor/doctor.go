@@ -7,7 +7,8 @@
 // helper's socket, the pty-worker program, whether the dashboard listens
 // only on a loopback address; per team: its agent binary as workers will
 // find it (in the user manager's PATH), the permission policy of each mode
-// and what it lets the agent do unasked, and for every kind the team runs
+// and what it lets the agent do unasked, what its GitHub token may do on
+// its repository (when it uses GitHub), and for every kind the team runs
 // in some mode the version of that kind's CLI against the release Legion
 // was tested with (package agent/cliversion), Codex's credentials, the
 // Gemini CLI's program, node and key, opencode's key (present, never read))
@@ -15,7 +16,10 @@
 //
 // The checks only look: they never write a file of the user's, change a
 // unit or the manager's environment, start or stop anything of Legion's,
-// or read a secret. Their side effects: the host probe's transient units
+// or read a secret, but for a GitHub team's token, which is sent only to
+// the team's GitHub endpoint, as the controller sends it, and never
+// shown. Their side effects: that one query per GitHub team (one point
+// of the token's rate limit); the host probe's transient units
 // (units/hostprobe: each runs one check and exits, and is collected);
 // the socket check's connection, which (as
 // any client's would) starts legion.service through socket activation;
@@ -159,7 +163,7 @@ func Run(ctx context.Context, o Options) []Check {
 }
 
 // teamChecks are the checks of team t: its agent program, its permission
-// policies, and for each kind it runs in some mode (agent.kind and
+// policies, its GitHub token's access when it uses GitHub, and for each kind it runs in some mode (agent.kind and
 // agent.kind_by_mode) the version of that kind's CLI and what the kind
 // needs besides (Codex's credentials; the Gemini CLI's program, node and
 // key; opencode's key).
@@ -167,6 +171,11 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 	checks := []Check{checkAgent(o.ConfigPath, t, w), checkPolicy(t)}
 	if c, ok := checkInstructions(o.ConfigPath, t); ok {
 		checks = append(checks, c)
+	}
+	if needs, ok := usesGitHub(t); ok {
+		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {
+			return checkGitHub(ctx, o.ConfigPath, t, w, needs)
+		}))
 	}
 	seen := map[config.AgentKind]bool{}
 	for _, u := range kindUses(t) {

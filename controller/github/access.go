@@ -109,18 +109,18 @@ func (a Access) Missing(n Needs) []Lack {
 	case a.Private:
 		out = append(out, Lack{
 			What: fmt.Sprintf("the token lacks the repo scope, which a private repository needs (its scopes: %s)", a.scopeList()),
-			Fix:  a.newToken("repo"), NewToken: true,
+			Fix:  a.newToken(n), NewToken: true,
 		})
 	default:
 		out = append(out, Lack{
 			What: fmt.Sprintf("the token lacks the repo scope (public_repo would do for the public %s; its scopes: %s)", a.Repository, a.scopeList()),
-			Fix:  a.newToken("repo"), NewToken: true,
+			Fix:  a.newToken(n), NewToken: true,
 		})
 	}
 	if n.Project && !has("project") {
 		out = append(out, Lack{
 			What: fmt.Sprintf("the token lacks the project scope, which setting the project's Status field needs (its scopes: %s)", a.scopeList()),
-			Fix:  a.newToken("project"), NewToken: true,
+			Fix:  a.newToken(n), NewToken: true,
 		})
 	}
 	return append(out, a.issues(n)...)
@@ -138,10 +138,14 @@ func (a Access) issues(n Needs) []Lack {
 	}}
 }
 
-// newToken says how to get a token with scope.
-func (a Access) newToken(scope string) string {
-	return fmt.Sprintf("create a classic token with the %s scope at %s, or a fine-grained one with read and write access to "+
-		"Contents, Issues and Pull requests of %s (and to the project, for the project scope)", scope, a.TokensURL, a.Repository)
+// newToken says how to get a token with all a team that needs n needs,
+// the same words for every scope missing.
+func (a Access) newToken(n Needs) string {
+	scopes, fine := "the repo scope", "read and write access to Contents, Issues and Pull requests of "+a.Repository
+	if n.Project {
+		scopes, fine = "the repo and project scopes", fine+" and to Projects of its owner"
+	}
+	return fmt.Sprintf("create a classic token with %s at %s, or a fine-grained one with %s", scopes, a.TokensURL, fine)
 }
 
 func (a Access) scopeList() string {

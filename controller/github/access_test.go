@@ -96,7 +96,8 @@ func TestAccess(t *testing.T) {
 	}
 }
 
-// TestAccessFixes: a missing scope's fix says which token to make, and
+// TestAccessFixes: a missing scope's fix says which token to make, with
+// everything the team needs (the same words for each scope missing), and
 // where on the host it is made.
 func TestAccessFixes(t *testing.T) {
 	a := Access{Login: "bot", Repository: "acme/web", Permission: "READ", Private: true, Scopes: []string{"read:org"}, TokensURL: "https://github.com/settings/tokens"}
@@ -105,9 +106,9 @@ func TestAccessFixes(t *testing.T) {
 		{What: "bot has READ permission on acme/web; Legion needs WRITE (push branches; open, label and merge pull requests)",
 			Fix: "give bot write access to acme/web (Settings → Collaborators and teams), or use a token of a user who has it"},
 		{What: "the token lacks the repo scope, which a private repository needs (its scopes: read:org)",
-			Fix: "create a classic token with the repo scope at https://github.com/settings/tokens, or a fine-grained one with read and write access to Contents, Issues and Pull requests of acme/web (and to the project, for the project scope)", NewToken: true},
+			Fix: "create a classic token with the repo and project scopes at https://github.com/settings/tokens, or a fine-grained one with read and write access to Contents, Issues and Pull requests of acme/web and to Projects of its owner", NewToken: true},
 		{What: "the token lacks the project scope, which setting the project's Status field needs (its scopes: read:org)",
-			Fix: "create a classic token with the project scope at https://github.com/settings/tokens, or a fine-grained one with read and write access to Contents, Issues and Pull requests of acme/web (and to the project, for the project scope)", NewToken: true},
+			Fix: "create a classic token with the repo and project scopes at https://github.com/settings/tokens, or a fine-grained one with read and write access to Contents, Issues and Pull requests of acme/web and to Projects of its owner", NewToken: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Missing() mismatch (-want +got):\n%s", diff)
