@@ -18,12 +18,14 @@ func githubCheckName(team string) string { return "GitHub access of team " + tea
 
 // usesGitHub reports whether team t talks to GitHub with its token, and
 // what it needs of the token beyond what every such team does (push its
-// issues' branches; open, label and merge their pull requests). Today
-// that is a team whose reviews are pull requests (review = "github"); a
-// team whose tracker is GitHub's issues needs Issues too, and Project
-// when it names a project: add them here, the one place doctor decides.
+// issues' branches; open, label and merge their pull requests): a team
+// whose tracker is the repository's issues (tracker = "github") needs
+// them too; one whose reviews only are pull requests (review = "github")
+// does not. This is the one place doctor decides it: a team that names a
+// GitHub project (Needs.Project) is to be added here when config has it.
 func usesGitHub(t config.Team) (github.Needs, bool) {
-	return github.Needs{}, t.Review == config.ReviewGitHub
+	tracker := t.Tracker == config.TrackerGitHub
+	return github.Needs{Issues: tracker}, tracker || t.Review == config.ReviewGitHub
 }
 
 // What a token needs, said for a person making one: a fine-grained

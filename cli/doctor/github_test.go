@@ -57,6 +57,10 @@ func TestGitHubAccess(t *testing.T) {
 		{name: "classic token with repo", access: githubtest.Access{Login: "alice", Permission: "ADMIN", Private: true, Scopes: []string{"repo", "read:org"}},
 			env: withToken, team: team(nil), status: OK,
 			detail: "alice, ADMIN on legion-dev/demo; a classic token with repo, read:org; "},
+		{name: "read permission, tracker", access: githubtest.Access{Permission: "READ"}, env: withToken,
+			team: team(func(t *config.Team) { t.Tracker = config.TrackerGitHub }), status: Fail,
+			detail: "legion-bot has READ permission on legion-dev/demo; Legion needs WRITE (push branches; open, label and merge pull requests; label, comment on and close issues)",
+			fix:    "give legion-bot write access to legion-dev/demo"},
 		{name: "read permission", access: githubtest.Access{Permission: "READ"}, env: withToken, team: team(nil), status: Fail,
 			detail: "legion-bot, READ on legion-dev/demo: legion-bot has READ permission on legion-dev/demo; Legion needs WRITE",
 			fix:    "give legion-bot write access to legion-dev/demo (Settings → Collaborators and teams), or use a token of a user who has it"},
@@ -68,8 +72,8 @@ func TestGitHubAccess(t *testing.T) {
 			env: withToken, team: team(nil), status: Fail,
 			detail: "access to legion-dev/demo: the repository is not found or not visible to this token (the token's scopes: public_repo; a private repository needs repo)",
 			fix:    "a classic token needs the repo scope for a private repository"},
-		{name: "tracker on issues that are disabled", access: githubtest.Access{IssuesDisabled: true}, needs: github.Needs{Issues: true},
-			env: withToken, team: team(nil), status: Fail,
+		{name: "tracker on issues that are disabled", access: githubtest.Access{IssuesDisabled: true},
+			env: withToken, team: team(func(t *config.Team) { t.Tracker = config.TrackerGitHub }), status: Fail,
 			detail: "legion-bot, WRITE on legion-dev/demo: issues are disabled on legion-dev/demo, and they are the team's backlog",
 			fix:    "enable Issues in the Settings of legion-dev/demo (General → Features)"},
 		{name: "project, classic token without the project scope", access: githubtest.Access{Scopes: []string{"repo"}}, needs: github.Needs{Project: true},
@@ -138,15 +142,19 @@ func TestGitHubAccessNotFromProcess(t *testing.T) {
 // TestUsesGitHub: which teams get the check.
 func TestUsesGitHub(t *testing.T) {
 	for _, tc := range []struct {
-		team config.Team
-		want bool
+		team  config.Team
+		needs github.Needs
+		uses  bool
 	}{
-		{config.Team{Name: "a", Review: config.ReviewGitHub, GitHub: config.GitHub{Repo: "o/r"}}, true},
-		{config.Team{Name: "b", Review: config.ReviewLocal}, false},
-		{config.Team{Name: "c"}, false},
+		{config.Team{Name: "reviews", Tracker: config.TrackerLocal, Review: config.ReviewGitHub}, github.Needs{}, true},
+		{config.Team{Name: "tracker", Tracker: config.TrackerGitHub, Review: config.ReviewGitHub}, github.Needs{Issues: true}, true},
+		{config.Team{Name: "tracker, local reviews", Tracker: config.TrackerGitHub, Review: config.ReviewLocal}, github.Needs{Issues: true}, true},
+		{config.Team{Name: "linear", Tracker: config.TrackerLinear, Review: config.ReviewLocal}, github.Needs{}, false},
+		{config.Team{Name: "local"}, github.Needs{}, false},
 	} {
-		if _, got := usesGitHub(tc.team); got != tc.want {
-			t.Errorf("usesGitHub(team %s, review %q) = %v; want %v", tc.team.Name, tc.team.Review, got, tc.want)
+		if needs, uses := usesGitHub(tc.team); uses != tc.uses || needs != tc.needs {
+			t.Errorf("usesGitHub(team %s: tracker %q, review %q) = %+v, %v; want %+v, %v",
+				tc.team.Name, tc.team.Tracker, tc.team.Review, needs, uses, tc.needs, tc.uses)
 		}
 	}
 }

@@ -45,15 +45,16 @@ otherwise), and for each team:
   - for Codex, its credentials; for the Gemini CLI, its program, node and
     GEMINI_API_KEY or a Google sign-in; for opencode, its provider's key
     (present in the user manager's environment, never read);
-  - when it uses GitHub (review = "github"), what its token may do on
-    github.repo: the token is read as the controller reads it (from the
-    user manager's environment, else github.credentials_file), GitHub is
-    asked in one query (the token's user, that user's permission on the
-    repository, a classic token's scopes, the rate limit left), and a
-    missing write permission or scope (repo, or public_repo for a public
-    repository), a repository not found or not visible to the token, or a
-    rejected token fails, with how to get what is missing. The token is
-    never printed.
+  - when it uses GitHub (tracker = "github" or review = "github"), what
+    its token may do on github.repo: the token is read as the controller
+    reads it (from the user manager's environment, else
+    github.credentials_file), GitHub is asked in one query (the token's
+    user, that user's permission on the repository, a classic token's
+    scopes, whether issues are on, the rate limit left), and a missing
+    write permission or scope (repo, or public_repo for a public
+    repository), issues turned off for a team on GitHub's issues, a
+    repository not found or not visible to the token, or a rejected token
+    fails, with how to get what is missing. The token is never printed.
 
 It prints each check as ok, warn or FAIL with, for a problem, what to do.
 
