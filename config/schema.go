@@ -734,8 +734,9 @@ var Schema = []Setting{
 	},
 	{
 		Table: TableTeam, Key: "github.token_env", Type: "string", Default: `"GITHUB_TOKEN"`,
-		Doc: "The environment variable holding the GitHub token (it needs contents and pull requests " +
-			"write on the repository: Legion pushes the branches and opens, labels and merges the pull requests).",
+		Doc: "The environment variable holding the GitHub token (it needs contents, pull requests and issues " +
+			"write on the repository: Legion pushes the branches, opens, labels and merges the pull requests, and " +
+			"with tracker = \"github\" labels, comments on and closes the issues; legion doctor checks).",
 		set: teamString(func(t *Team) *string { return &t.GitHub.TokenEnv }),
 	},
 	{

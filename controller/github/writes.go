@@ -68,7 +68,7 @@ func (t *Tracker) note(num int, label, labelID string, on bool) {
 // missing (Legion's protocol labels, the status labels).
 func (t *Tracker) labelID(ctx context.Context, name string) (string, error) {
 	t.mu.Lock()
-	id, repo := t.labels[name], t.repoID
+	id := t.labels[name]
 	t.mu.Unlock()
 	if id != "" {
 		return id, nil
@@ -87,7 +87,7 @@ func (t *Tracker) labelID(ctx context.Context, name string) (string, error) {
 	if d.Repository == nil || d.Repository.ID == "" {
 		return "", fmt.Errorf("label %q of %s: github: %s: %w: want data.repository.id, got none", name, t.c.repo(), opLabel.Name, ErrMalformed)
 	}
-	repo = d.Repository.ID
+	repo := d.Repository.ID
 	if d.Repository.Label != nil && d.Repository.Label.ID != "" {
 		id = d.Repository.Label.ID
 	} else {
