@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/legion-dev/legion/controller/internal/graphql"
 )
@@ -82,8 +83,12 @@ var (
 // Client reads review outcomes from, and merges, pull requests of one
 // repository. It is safe for concurrent use.
 type Client struct {
-	opts Options
-	gql  *graphql.Client[gqlError] // holds the token; never logs it
+	opts  Options
+	gql   *graphql.Client[gqlError] // holds the token; never logs it
+	token string                    // for REST's conditional requests (rest.go); never logged
+
+	mu    sync.Mutex
+	etags map[string]string // REST path → the ETag of its last 200 answer
 }
 
 // New returns a client for opts.Owner/opts.Repo, reading the token with
@@ -119,7 +124,7 @@ func New(opts Options) (*Client, error) {
 	if opts.Endpoint == "" {
 		opts.Endpoint = DefaultEndpoint
 	}
-	return &Client{opts: opts, gql: graphql.New(service, graphql.Options{
+	return &Client{opts: opts, token: token, etags: map[string]string{}, gql: graphql.New(service, graphql.Options{
 		Endpoint:      opts.Endpoint,
 		Authorization: "bearer " + token,
 		AuthHint:      credential.Hint(opts.TokenEnv, opts.TokenFile),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,9 +53,29 @@ type Tracker struct {
 	opts TrackerOptions
 
 	mu     sync.Mutex
+	board  *board            // the last Board's, until a write or boardMaxAge
 	issues map[int]issueRef  // by number, from the last Issues or lookup
 	labels map[string]string // repository label name → node id
 	repoID string
+}
+
+// board is what Board read, and when.
+type board struct {
+	issues   []controller.TrackedIssue
+	outcomes map[string]controller.Review
+	at       time.Time
+}
+
+// boardMaxAge bounds how long Board answers from the last one while
+// GitHub says nothing changed: what the probe cannot see (an issue that
+// lost the opt-in label while another was updated later) shows by then.
+const boardMaxAge = 5 * time.Minute
+
+// forget drops the last board: Legion wrote, so the next Board reads.
+func (t *Tracker) forget() {
+	t.mu.Lock()
+	t.board = nil
+	t.mu.Unlock()
 }
 
 // issueRef is what a write needs of an issue: its node id, whether it is
@@ -291,7 +312,21 @@ func (t *Tracker) BoardReviews() controller.ReviewSource { return t.c }
 // Board implements controller.BoardTracker: Issues, and the review
 // outcome of each issue's pull request, the newest open or merged one
 // linked to the issue from the issue's branch, in the same query.
+//
+// A tick that finds nothing changed costs nothing of the GraphQL budget:
+// Board first asks GitHub's REST API, with conditional requests that a 304
+// answers for free, whether the most recently updated opted-in issue or
+// pull request changed; when neither did, and Legion wrote nothing since,
+// it answers with the last board (for up to boardMaxAge).
 func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[string]controller.Review, error) {
+	changed := t.c.boardChanged(ctx, t.opts.Label)
+	t.mu.Lock()
+	last := t.board
+	t.mu.Unlock()
+	if !changed && last != nil && time.Since(last.at) < boardMaxAge {
+		return slices.Clone(last.issues), maps.Clone(last.outcomes), nil
+	}
+	at := time.Now()
 	var out []controller.TrackedIssue
 	outcomes := map[string]controller.Review{}
 	var nodes []issueNode
@@ -326,6 +361,7 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 			outcomes[is.ID] = pr.Review
 		}
 	}
+	t.board = &board{issues: slices.Clone(out), outcomes: maps.Clone(outcomes), at: at}
 	return out, outcomes, nil
 }
 

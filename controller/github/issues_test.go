@@ -199,3 +199,47 @@ func TestBoardOneQuery(t *testing.T) {
 		t.Errorf("a tick sent %d LegionIssues and %d LegionPullRequests; want 1 and 0", n, prs)
 	}
 }
+
+// TestBoardIdle: while nothing changes, a tick costs no GraphQL query:
+// GitHub's REST lists answer the conditional requests 304 Not Modified
+// (free of the rate limit) and the last board is reused; a person's
+// comment, a change to a pull request, or a write of Legion's own makes
+// the next tick read the board again.
+func TestBoardIdle(t *testing.T) {
+	tr, srv := newTracker(t)
+	ctx := t.Context()
+	n := srv.AddIssue("Greet", "legion")
+	board := func() []controller.TrackedIssue {
+		t.Helper()
+		is, _, err := tr.Board(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return is
+	}
+	queries := func() int { return srv.Calls("LegionIssues") }
+	board()
+	for range 3 {
+		board()
+	}
+	if q := queries(); q != 1 {
+		t.Errorf("4 ticks with nothing changed sent %d GraphQL queries; want 1", q)
+	}
+	if ok, notModified := srv.RESTCalls(); ok != 2 || notModified != 6 {
+		t.Errorf("REST answers: %d 200s and %d 304s; want 2 (the first probe) and 6", ok, notModified)
+	}
+	srv.Comment(n, "ana", "OWNER", "Answer: hi")
+	if is := board(); queries() != 2 || len(is[0].Comments) != 1 {
+		t.Errorf("after a person's comment: %d queries, comments %+v; want the board read again with the answer", queries(), is[0].Comments)
+	}
+	srv.AddPR("legion/"+tr.ID(n), "OPEN")
+	if board(); queries() != 3 {
+		t.Errorf("after a new pull request: %d queries; want 3", queries())
+	}
+	if err := tr.AddLabel(ctx, tr.ID(n), controller.LabelWorkerDone); err != nil {
+		t.Fatal(err)
+	}
+	if is := board(); queries() != 4 || !slices.Contains(is[0].Labels, controller.LabelWorkerDone) {
+		t.Errorf("after Legion's own write: %d queries, labels %q; want the board read again", queries(), is[0].Labels)
+	}
+}

@@ -122,6 +122,7 @@ func (t *Tracker) addLabel(ctx context.Context, id, label string) error {
 	if err != nil {
 		return err
 	}
+	t.forget()
 	if err := t.c.addLabels(ctx, ref.id, lid); err != nil {
 		return fmt.Errorf("label %s %s: %w", id, label, err)
 	}
@@ -140,6 +141,7 @@ func (t *Tracker) RemoveLabel(ctx context.Context, id, label string) error {
 	if !ok {
 		return nil
 	}
+	t.forget()
 	if err := t.c.removeLabels(ctx, ref.id, lid); err != nil {
 		return fmt.Errorf("unlabel %s %s: %w", id, label, err)
 	}
@@ -163,6 +165,7 @@ func (t *Tracker) Move(ctx context.Context, id string, to controller.Status) err
 	}
 	if to != controller.StatusDone {
 		if !ref.open {
+			t.forget()
 			if err := t.c.setState(ctx, opReopen, ref.id); err != nil {
 				return fmt.Errorf("move %s to %s: reopen: %w", id, to, err)
 			}
@@ -179,6 +182,7 @@ func (t *Tracker) Move(ctx context.Context, id string, to controller.Status) err
 		}
 	}
 	if to == controller.StatusDone && ref.open {
+		t.forget()
 		if err := t.c.setState(ctx, opClose, ref.id); err != nil {
 			return fmt.Errorf("move %s to Done: close: %w", id, err)
 		}
@@ -207,6 +211,7 @@ func (t *Tracker) Comment(ctx context.Context, id, text string) error {
 	var d struct {
 		AddComment *struct{} `json:"addComment"`
 	}
+	t.forget()
 	body := strings.TrimRight(text, "\n") + "\n\n" + commentSignature
 	if err := t.c.gql.Do(ctx, opComment, map[string]any{"id": ref.id, "body": body}, &d); err != nil {
 		return fmt.Errorf("comment on %s: %w", id, err)

@@ -39,6 +39,7 @@ const Viewer = "legion-bot"
 func (s *Server) AddIssue(title string, labels ...string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch()
 	n := s.nextNumber()
 	is := &Issue{ID: fmt.Sprintf("I_kwDOAAAA%04d", n), Number: n, Title: title, State: "OPEN"}
 	for _, l := range labels {
@@ -62,6 +63,7 @@ func (s *Server) nextNumber() int {
 func (s *Server) Comment(n int, login, association, body string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch()
 	if is := s.issue(n); is != nil {
 		is.Comments = append(is.Comments, Comment{Author: login, Association: association, Body: body, CreatedAt: s.now()})
 	}
@@ -71,6 +73,7 @@ func (s *Server) Comment(n int, login, association, body string) {
 func (s *Server) SetLabels(n int, labels ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch()
 	if is := s.issue(n); is != nil {
 		is.Labels = nil
 		for _, l := range labels {

@@ -65,6 +65,9 @@ type Server struct {
 	last   time.Time // the newest comment's time
 	// access is what the fake says of its token (SetAccess).
 	access Access
+
+	stamp           int // bumped by every change (touch)
+	restOK, rest304 int
 }
 
 // NewServer starts a fake GitHub for owner/repo that accepts token; it is
@@ -77,6 +80,10 @@ func NewServer(t testing.TB, token, owner, repo string) *Server {
 			s.serveGit(w, r)
 			return
 		}
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/repos/") {
+			s.serveREST(w, r)
+			return
+		}
 		s.serve(w, r)
 	}))
 	t.Cleanup(s.Close)
@@ -87,6 +94,7 @@ func NewServer(t testing.TB, token, owner, repo string) *Server {
 func (s *Server) AddPR(branch, state string, labels ...string) *PR {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch()
 	n := s.nextNumber()
 	pr := &PR{ID: fmt.Sprintf("PR_kwDOAAAA%04d", n), Number: n, Branch: branch, State: state, Mergeable: "MERGEABLE"}
 	if state != "OPEN" {
@@ -154,6 +162,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	data, typ, msg := s.handle(op, req.Query, req.Variables)
+	if strings.HasPrefix(req.Query, "mutation ") {
+		s.touch() // GitHub's lists change with what a mutation changed
+	}
 	s.mu.Unlock()
 	if msg != "" {
 		writeErrors(w, data, typ, msg)
