@@ -34,7 +34,9 @@ type Options struct {
 	// neither empty nor a # comment); it must not be readable by group or
 	// others. Optional.
 	TokenFile string
-	// MergeMethod is MERGE, SQUASH or REBASE; MERGE when empty.
+	// MergeMethod is MERGE, SQUASH or REBASE (any case), which the
+	// repository must allow; when empty, Merge uses the first the
+	// repository allows of MERGE, SQUASH and REBASE.
 	MergeMethod string
 	// BatchSize is the number of branches per query; 100 when zero. A tick
 	// with more branches sends ceil(branches / BatchSize) requests.
@@ -73,6 +75,11 @@ var (
 	ErrMalformed = graphql.ErrMalformed
 	// ErrConflict: the pull request cannot be merged because of conflicts.
 	ErrConflict = errors.New("merge conflict")
+	// ErrBlocked: Legion does not merge the pull request, or GitHub
+	// refused to: checks failed or are pending, a review is required or
+	// changes were requested, the branch is behind or a draft. The error
+	// names the checks and says what a person does.
+	ErrBlocked = errors.New("merge blocked")
 )
 
 // Client reads review outcomes from, and merges, pull requests of one
@@ -100,9 +107,7 @@ func New(opts Options) (*Client, error) {
 	}
 	opts.MergeMethod = strings.ToUpper(opts.MergeMethod)
 	switch opts.MergeMethod {
-	case "":
-		opts.MergeMethod = "MERGE"
-	case "MERGE", "SQUASH", "REBASE":
+	case "", "MERGE", "SQUASH", "REBASE":
 	default:
 		return nil, fmt.Errorf("github: merge method %q: want MERGE, SQUASH or REBASE", opts.MergeMethod)
 	}
