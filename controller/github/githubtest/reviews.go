@@ -177,7 +177,9 @@ func (s *Server) handlePulls(op, query string, v map[string]any) (data any, typ,
 }
 
 // allows reports whether the repository allows merge method m.
-func (s *Server) allows(m string) bool { return s.MergeMethods == nil || slices.Contains(s.MergeMethods, m) }
+func (s *Server) allows(m string) bool {
+	return s.MergeMethods == nil || slices.Contains(s.MergeMethods, m)
+}
 
 // reviewedNode is pr with its labels and, when the query asks,
 // headRefOid and reviews(last: N, states: [...]).
