@@ -383,6 +383,7 @@ type GitHub struct {
 	TokenEnv        string
 	CredentialsFile string // absolute; "" for none
 	APIURL          string
+	MergeMethod     string // "merge", "squash" or "rebase"; "": the repository's first allowed
 }
 
 // EnvConfig names the environment variable that overrides the default

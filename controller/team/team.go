@@ -93,6 +93,7 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 			TokenEnv:     t.GitHub.TokenEnv,
 			TokenFile:    t.GitHub.CredentialsFile,
 			Endpoint:     t.GitHub.APIURL,
+			MergeMethod:  t.GitHub.MergeMethod,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("team %s: %w", t.Name, err)
