@@ -1,7 +1,9 @@
 // Package githubtest is a stand-in for GitHub's GraphQL API: an
 // httptest.Server that speaks the wire format (POST JSON {query,
 // operationName, variables} → {data, errors}) over an in-memory repository
-// of pull requests, for the operations package github sends. It counts
+// of pull requests (with their labels, reviews and head commit's checks,
+// the repository's merge settings and branch protection), for the
+// operations package github sends. It counts
 // requests per operation so tests can assert batching, and can be told to
 // answer the next requests with canned replies.
 //
