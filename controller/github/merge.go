@@ -33,12 +33,15 @@ var (
 }`}
 )
 
-// Merge merges pull request number with the merge method of MergeMethod.
-// It reads the pull request and the repository first (one query: the
+// Merge merges pull request number with Options.MergeMethod, or else the
+// first method the repository allows of merge, squash and rebase. It
+// reads the pull request and the repository first, in one query (the
 // mutation needs the node id, the method the repository's settings): an
 // already merged pull request is success, a closed one an error, a
-// conflicting one ErrConflict, one GitHub would refuse or that has checks
-// not passed ErrBlocked, naming the checks and the review wanted.
+// method the repository does not allow an error naming those it does, a
+// conflicting pull request ErrConflict, and one with checks not passed or
+// that GitHub holds back or refuses ErrBlocked, naming the checks and the
+// review wanted.
 func (c *Client) Merge(ctx context.Context, number int) error {
 	var d struct {
 		Repository *mergeRepository `json:"repository"`

@@ -150,7 +150,9 @@ func (pr mergePR) checks() []string {
 // blocked says why Legion does not merge pr, or nothing: it merges only a
 // pull request whose checks all passed (required or not: failing or
 // pending, the implementer's work is not done) and that GitHub does not
-// hold back for a review, a draft or an out-of-date branch.
+// hold back (mergeStateStatus BLOCKED, UNSTABLE or DRAFT, reviewDecision
+// REVIEW_REQUIRED or CHANGES_REQUESTED). A branch GitHub wants up to date
+// (BEHIND) is left to GitHub to refuse: not every BEHIND branch is.
 func (pr mergePR) blocked() []string {
 	why := pr.checks()
 	switch pr.ReviewDecision {
@@ -160,8 +162,6 @@ func (pr mergePR) blocked() []string {
 		why = append(why, "a reviewer requested changes on GitHub (reviewDecision CHANGES_REQUESTED)")
 	}
 	switch pr.MergeStateStatus {
-	case "BEHIND":
-		why = append(why, "the branch is behind its base, which the repository requires up to date (mergeStateStatus BEHIND): merge the base into it")
 	case "DRAFT":
 		why = append(why, "the pull request is a draft (mergeStateStatus DRAFT): mark it ready for review")
 	case "BLOCKED", "UNSTABLE":
@@ -181,7 +181,7 @@ const afterBlocked = "when that is resolved run the finish again, or merge the p
 // refusedAsBlocked reports whether GitHub's refusal of a merge (its
 // message, lower case) is for checks, reviews or rules, not conflicts.
 func refusedAsBlocked(msg string) bool {
-	for _, s := range []string{"status check", "approving review", "review is required", "changes requested", "rule violation", "protected branch", "draft"} {
+	for _, s := range []string{"status check", "approving review", "review is required", "changes requested", "rule violation", "protected branch", "draft", "out of date", "out-of-date"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
