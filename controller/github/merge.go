@@ -91,6 +91,10 @@ func (c *Client) Merge(ctx context.Context, number int) error {
 		switch msg := strings.ToLower(ae.Message); {
 		case strings.Contains(msg, "conflict"):
 			return fmt.Errorf("merge %s#%d: %w: %s", c.repo(), number, ErrConflict, ae.Message)
+		case strings.Contains(msg, "not allowed on this repository"):
+			// The repository's settings allow the method, a ruleset of
+			// the base branch does not (its allowed merge methods).
+			return fmt.Errorf("merge %s#%d: github: %s: the base branch's rules allow fewer merge methods than the repository's settings: set github.merge_method to one they allow", c.repo(), number, ae.Message)
 		case refusedAsBlocked(msg):
 			why := append([]string{"GitHub says: " + ae.Message}, pr.checks()...)
 			return fmt.Errorf("merge %s#%d: %w: %s; %s", c.repo(), number, ErrBlocked, strings.Join(why, "; "), afterBlocked)

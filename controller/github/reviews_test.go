@@ -356,6 +356,22 @@ func TestMergeRefusedBlocked(t *testing.T) {
 	}
 }
 
+// TestMergeMethodRuleset: the repository's settings allow the method but
+// GitHub refuses it (a ruleset narrows the methods): an error saying what
+// to set.
+func TestMergeMethodRuleset(t *testing.T) {
+	c, srv := newTest(t, nil)
+	pr := srv.AddPR("legion/DEMO-1", "OPEN")
+	srv.Lock()
+	srv.MergeMethods = []string{"SQUASH"}
+	srv.Unlock()
+	srv.Inject(githubtest.Reply{Status: 200, Body: fmt.Sprintf(`{"data":{"repository":{%s,"pullRequest":{"id":%q,"number":1,"state":"OPEN","mergeable":"MERGEABLE","mergeStateStatus":"CLEAN"}}}}`, allMethods, pr.ID)})
+	err := c.Merge(t.Context(), pr.Number)
+	if err == nil || !strings.Contains(err.Error(), "Merge commits are not allowed on this repository.") || !strings.Contains(err.Error(), "set github.merge_method") {
+		t.Errorf("Merge() error = %v; want GitHub's refusal and what to set", err)
+	}
+}
+
 // TestMergePreview: mergeStateStatus is a schema preview: the fake, as
 // GitHub, answers a query for it without the preview's media type with
 // an error; the client's queries (the tests above) carry it.
