@@ -384,6 +384,7 @@ type GitHub struct {
 	TokenEnv        string
 	CredentialsFile string // absolute; "" for none
 	APIURL          string
+	MergeMethod     string // "merge", "squash" or "rebase"; "": the repository's first allowed
 
 	// With tracker = "github": the label that opts an issue in, and the
 	// labels of the phases before Done (a closed issue).

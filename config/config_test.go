@@ -72,7 +72,7 @@ id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 workspace = "@WS@"
 controller = "agent"
 review = "github"
-github = { repo = "example/demo" }
+github = { repo = "example/demo", merge_method = "squash" }
 `)
 	got, err := Load(path)
 	if err != nil {
@@ -95,6 +95,7 @@ github = { repo = "example/demo" }
 	mine := defaults
 	mine.Name, mine.ID, mine.Workspace, mine.IssuePrefix = "my team/ü", uuid.MustParse("0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"), ws, "MYTEAM"
 	mine.Controller, mine.Review, mine.GitHub.Repo = ControllerAgent, ReviewGitHub, "example/demo"
+	mine.GitHub.MergeMethod = "squash"
 
 	want := &Config{
 		Path:     path,
@@ -186,6 +187,11 @@ func TestLoadErrors(t *testing.T) {
 			name: "unknown helper key",
 			text: "[helper]\n\n  idle = \"5m\" # comment\n",
 			want: `@FILE@:3: helper.idle: unknown key "idle" in [helper]: did you mean "idle_exit"?`,
+		},
+		{
+			name: "unknown merge method",
+			text: team + `github.merge_method = "fast-forward"` + "\n",
+			want: `@FILE@:4: teams.demo.github.merge_method: unknown merge method "fast-forward": expected "merge", "squash" or "rebase"`,
 		},
 		{
 			name: "bad duration",

@@ -307,7 +307,8 @@ var Schema = []Setting{
 		Table: TableTeam, Key: "review", Type: `"local" or "github"`, Default: `"local"`,
 		Doc: "Where review outcomes come from: \"local\", the labels worker-approved and " +
 			"worker-changes-requested on the issue, or \"github\", the same labels on the pull request " +
-			"of the issue's branch, which Legion pushes with the team's GitHub token and opens when the " +
+			"of the issue's branch or a GitHub review (approve, request changes) of its head commit; Legion " +
+			"pushes the branch with the team's GitHub token and opens the pull request when the " +
 			"implementer runs `legion issue pr`, and merges through the API at finish (configure " +
 			"[teams.<name>.github]).",
 		set: onTeam(func(t *Team, v any) error {
@@ -775,5 +776,16 @@ var Schema = []Setting{
 		Doc: "With tracker = \"github\": the label of Retro. Done is a closed issue: Legion closes it when " +
 			"the pull request is merged.",
 		set: teamString(func(t *Team) *string { return &t.GitHub.StatusRetro }),
+	},
+	{
+		Table: TableTeam, Key: "github.merge_method", Type: `"merge", "squash" or "rebase"`, Example: `"squash"`,
+		Doc: "How the finisher merges a pull request; the repository must allow it (a method it does not " +
+			"allow stops the finish with an error naming the ones it does). Unset: the first the repository " +
+			"allows of merge, squash and rebase.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := enumValue(v, "merge method", "merge", "squash", "rebase")
+			t.GitHub.MergeMethod = s
+			return err
+		}),
 	},
 }

@@ -39,7 +39,9 @@ type Options struct {
 	// Getenv looks TokenEnv up; os.Getenv when nil. legion doctor passes
 	// the user manager's environment, which the controller runs in.
 	Getenv func(string) string
-	// MergeMethod is MERGE, SQUASH or REBASE; MERGE when empty.
+	// MergeMethod is MERGE, SQUASH or REBASE (any case), which the
+	// repository must allow; when empty, Merge uses the first the
+	// repository allows of MERGE, SQUASH and REBASE.
 	MergeMethod string
 	// BatchSize is the number of branches per query; 100 when zero. A tick
 	// with more branches sends ceil(branches / BatchSize) requests.
@@ -78,6 +80,11 @@ var (
 	ErrMalformed = graphql.ErrMalformed
 	// ErrConflict: the pull request cannot be merged because of conflicts.
 	ErrConflict = errors.New("merge conflict")
+	// ErrBlocked: Legion does not merge the pull request, or GitHub
+	// refused to: checks failed or are pending, a review is required or
+	// changes were requested, the branch is behind or a draft. The error
+	// names the checks and says what a person does.
+	ErrBlocked = errors.New("merge blocked")
 )
 
 // Client reads review outcomes from, and merges, pull requests of one
@@ -112,9 +119,7 @@ func New(opts Options) (*Client, error) {
 	}
 	opts.MergeMethod = strings.ToUpper(opts.MergeMethod)
 	switch opts.MergeMethod {
-	case "":
-		opts.MergeMethod = "MERGE"
-	case "MERGE", "SQUASH", "REBASE":
+	case "", "MERGE", "SQUASH", "REBASE":
 	default:
 		return nil, fmt.Errorf("github: merge method %q: want MERGE, SQUASH or REBASE", opts.MergeMethod)
 	}

@@ -1,11 +1,34 @@
 // Package github is Legion's review-outcome source on GitHub: for the
 // branches of a team's issues (legion/<issue>) it reads each branch's pull
-// request and its labels worker-approved / worker-changes-requested, and it
-// merges a pull request in the finish phase.
+// request, its labels worker-approved / worker-changes-requested and its
+// GitHub reviews, and it merges a pull request in the finish phase.
 //
 // Per controller tick, PullRequests is ONE GraphQL query for all branches
 // (one aliased pullRequests field per branch, Options.BatchSize branches
-// per request), never one request per issue.
+// per request), never one request per issue; the reviews come in the same
+// query.
+//
+// How the outcome is read (Outcome): a pull request's outcome labels
+// (ReviewOf) and its GitHub reviews (ReviewsOn) both count, whoever
+// submitted them. Of the reviews (the last 20 APPROVED and
+// CHANGES_REQUESTED ones are read), only those made on the head commit
+// count (the review's commit is the pull request's headRefOid): once the
+// implementer pushes new commits, a request for changes of the old ones
+// is answered and no longer sends it back. Of one reviewer's reviews of
+// the head the latest counts. When anything disagrees (two labels, two
+// reviewers, a label and a review) changes requested wins: merging on a
+// contradiction is the worse mistake. A changes-requested review cannot
+// be removed as a label is; the implementer's next push retires it.
+//
+// Merging (Merge): one query reads the pull request's merge state, review
+// decision and head commit's checks with the repository's merge settings,
+// then one mutation merges with Options.MergeMethod (which the repository
+// must allow) or else the first the repository allows of merge, squash
+// and rebase. A conflict is ErrConflict. Legion merges only a pull request
+// whose checks all passed: a failed or pending check (required or not), a
+// review GitHub requires, requested changes, a draft or a branch behind
+// its base are ErrBlocked, whose message names the checks and what a
+// person does; so is GitHub's own refusal of the merge for such reasons.
 //
 // Access tells, in one query, what the token may do on the repository
 // (its user's permission, a classic token's scopes from X-OAuth-Scopes,
@@ -23,5 +46,6 @@
 //
 // The package must never log the token or put it into an error, never
 // accept it from a command line, and never write to a pull request beyond
-// merging it and removing Legion's review labels.
+// opening it, adding and removing Legion's review labels and merging it:
+// it never submits, dismisses or requests reviews.
 package github

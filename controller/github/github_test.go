@@ -44,15 +44,18 @@ func newTest(t *testing.T, mod func(*Options)) (*Client, *githubtest.Server) {
 // TestPullRequests: ten branches, one request, every outcome.
 func TestPullRequests(t *testing.T) {
 	c, srv := newTest(t, nil)
-	srv.AddPR("legion/DEMO-1", "OPEN", "worker-approved")
-	srv.AddPR("legion/DEMO-2", "OPEN", "worker-changes-requested", "enhancement")
-	srv.AddPR("legion/DEMO-3", "OPEN")
-	srv.AddPR("legion/DEMO-4", "MERGED", "worker-approved")
-	srv.AddPR("legion/DEMO-5", "OPEN", "worker-approved", "worker-changes-requested")
-	srv.AddPR("legion/DEMO-6", "CLOSED", "worker-approved") // closed: not considered
-	srv.AddPR("legion/DEMO-7", "OPEN", "worker-changes-requested")
-	srv.AddPR("legion/DEMO-7", "OPEN", "worker-approved")  // the newer PR wins
-	srv.AddPR("feature/DEMO-8", "OPEN", "worker-approved") // not Legion's branch
+	prs := []*githubtest.PR{
+		srv.AddPR("legion/DEMO-1", "OPEN", "worker-approved"),
+		srv.AddPR("legion/DEMO-2", "OPEN", "worker-changes-requested", "enhancement"),
+		srv.AddPR("legion/DEMO-3", "OPEN"),
+		srv.AddPR("legion/DEMO-4", "MERGED", "worker-approved"),
+		srv.AddPR("legion/DEMO-5", "OPEN", "worker-approved", "worker-changes-requested"),
+		srv.AddPR("legion/DEMO-6", "CLOSED", "worker-approved"), // closed: not considered
+		srv.AddPR("legion/DEMO-7", "OPEN", "worker-changes-requested"),
+		srv.AddPR("legion/DEMO-7", "OPEN", "worker-approved"),  // the newer PR wins
+		srv.AddPR("feature/DEMO-8", "OPEN", "worker-approved"), // not Legion's branch
+	}
+	head := func(n int) string { return srv.HeadOID(prs[n-1]) }
 
 	issues := make([]string, 10)
 	for i := range issues {
@@ -67,12 +70,12 @@ func TestPullRequests(t *testing.T) {
 	}
 	url := func(n int) string { return fmt.Sprintf("https://github.com/legion-dev/demo/pull/%d", n) }
 	want := map[string]PullRequest{
-		"DEMO-1": {Issue: "DEMO-1", Branch: "legion/DEMO-1", Number: 1, ID: "PR_kwDOAAAA0001", State: "OPEN", URL: url(1), Mergeable: "MERGEABLE", Labels: []string{"worker-approved"}, Review: controller.ReviewApproved},
-		"DEMO-2": {Issue: "DEMO-2", Branch: "legion/DEMO-2", Number: 2, ID: "PR_kwDOAAAA0002", State: "OPEN", URL: url(2), Mergeable: "MERGEABLE", Labels: []string{"worker-changes-requested", "enhancement"}, Review: controller.ReviewChangesRequested},
-		"DEMO-3": {Issue: "DEMO-3", Branch: "legion/DEMO-3", Number: 3, ID: "PR_kwDOAAAA0003", State: "OPEN", URL: url(3), Mergeable: "MERGEABLE", Labels: []string{}, Review: controller.ReviewNone},
-		"DEMO-4": {Issue: "DEMO-4", Branch: "legion/DEMO-4", Number: 4, ID: "PR_kwDOAAAA0004", State: "MERGED", URL: url(4), Mergeable: "UNKNOWN", Labels: []string{"worker-approved"}, Review: controller.ReviewApproved},
-		"DEMO-5": {Issue: "DEMO-5", Branch: "legion/DEMO-5", Number: 5, ID: "PR_kwDOAAAA0005", State: "OPEN", URL: url(5), Mergeable: "MERGEABLE", Labels: []string{"worker-approved", "worker-changes-requested"}, Review: controller.ReviewChangesRequested},
-		"DEMO-7": {Issue: "DEMO-7", Branch: "legion/DEMO-7", Number: 8, ID: "PR_kwDOAAAA0008", State: "OPEN", URL: url(8), Mergeable: "MERGEABLE", Labels: []string{"worker-approved"}, Review: controller.ReviewApproved},
+		"DEMO-1": {Issue: "DEMO-1", Branch: "legion/DEMO-1", Number: 1, ID: "PR_kwDOAAAA0001", State: "OPEN", URL: url(1), Mergeable: "MERGEABLE", Labels: []string{"worker-approved"}, Head: head(1), Review: controller.ReviewApproved},
+		"DEMO-2": {Issue: "DEMO-2", Branch: "legion/DEMO-2", Number: 2, ID: "PR_kwDOAAAA0002", State: "OPEN", URL: url(2), Mergeable: "MERGEABLE", Labels: []string{"worker-changes-requested", "enhancement"}, Head: head(2), Review: controller.ReviewChangesRequested},
+		"DEMO-3": {Issue: "DEMO-3", Branch: "legion/DEMO-3", Number: 3, ID: "PR_kwDOAAAA0003", State: "OPEN", URL: url(3), Mergeable: "MERGEABLE", Labels: []string{}, Head: head(3), Review: controller.ReviewNone},
+		"DEMO-4": {Issue: "DEMO-4", Branch: "legion/DEMO-4", Number: 4, ID: "PR_kwDOAAAA0004", State: "MERGED", URL: url(4), Mergeable: "UNKNOWN", Labels: []string{"worker-approved"}, Head: head(4), Review: controller.ReviewApproved},
+		"DEMO-5": {Issue: "DEMO-5", Branch: "legion/DEMO-5", Number: 5, ID: "PR_kwDOAAAA0005", State: "OPEN", URL: url(5), Mergeable: "MERGEABLE", Labels: []string{"worker-approved", "worker-changes-requested"}, Head: head(5), Review: controller.ReviewChangesRequested},
+		"DEMO-7": {Issue: "DEMO-7", Branch: "legion/DEMO-7", Number: 8, ID: "PR_kwDOAAAA0008", State: "OPEN", URL: url(8), Mergeable: "MERGEABLE", Labels: []string{"worker-approved"}, Head: head(8), Review: controller.ReviewApproved},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(PullRequest{})); diff != "" {
 		t.Errorf("PullRequests() mismatch (-want +got):\n%s", diff)
@@ -334,18 +337,22 @@ func TestMerge(t *testing.T) {
 	}
 	// GitHub finds the conflict only when merging.
 	late := srv.AddPR("legion/DEMO-5", "OPEN")
-	srv.Inject(githubtest.Reply{Status: 200, Body: fmt.Sprintf(`{"data":{"repository":{"pullRequest":{"id":%q,"number":%d,"state":"OPEN","mergeable":"UNKNOWN"}}}}`, late.ID, late.Number)},
+	srv.Inject(githubtest.Reply{Status: 200, Body: fmt.Sprintf(`{"data":{"repository":{%s,"pullRequest":{"id":%q,"number":%d,"state":"OPEN","mergeable":"UNKNOWN","mergeStateStatus":"UNKNOWN"}}}}`, allMethods, late.ID, late.Number)},
 		githubtest.Reply{Status: 200, Body: `{"data":{"mergePullRequest":null},"errors":[{"type":"UNPROCESSABLE","message":"Pull Request is not mergeable: merge conflict"}]}`})
 	if err := c.Merge(t.Context(), late.Number); !errors.Is(err, ErrConflict) {
 		t.Errorf("Merge(late conflict) error = %v; want ErrConflict", err)
 	}
 }
 
+// allMethods are a repository's merge settings allowing every method, in
+// a canned LegionPullRequest answer.
+const allMethods = `"mergeCommitAllowed":true,"squashMergeAllowed":true,"rebaseMergeAllowed":true`
+
 // TestMergeNotRetried: a 5xx on the merge mutation is not retried.
 func TestMergeNotRetried(t *testing.T) {
 	c, srv := newTest(t, nil)
 	pr := srv.AddPR("legion/DEMO-1", "OPEN")
-	srv.Inject(githubtest.Reply{Status: 200, Body: fmt.Sprintf(`{"data":{"repository":{"pullRequest":{"id":%q,"number":1,"state":"OPEN","mergeable":"MERGEABLE"}}}}`, pr.ID)},
+	srv.Inject(githubtest.Reply{Status: 200, Body: fmt.Sprintf(`{"data":{"repository":{%s,"pullRequest":{"id":%q,"number":1,"state":"OPEN","mergeable":"MERGEABLE","mergeStateStatus":"CLEAN"}}}}`, allMethods, pr.ID)},
 		githubtest.Reply{Status: 502, Body: "bad gateway"})
 	if err := c.Merge(t.Context(), 1); err == nil {
 		t.Fatal("Merge after a 502 succeeded")

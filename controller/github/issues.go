@@ -145,7 +145,7 @@ const issueFragment = `fragment legionIssue on Issue {
   id number title state
   labels(first: 50) { nodes { id name } }
   comments(last: 50) { nodes { body createdAt authorAssociation author { login } } }
-  closedByPullRequestsReferences(first: 5, includeClosedPrs: true) { nodes { headRefName ` + prFields + ` } }
+  closedByPullRequestsReferences(first: 1) { nodes { headRefName ` + prFields + ` ` + reviewFields + ` } }
 }`
 
 // maxPages bounds one Issues call (maxPages × 50 issues).
@@ -366,7 +366,8 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 }
 
 // linked is the pull request of issue id's branch among those linked to
-// node n: the newest open or merged one.
+// node n: the open one (the query reads one open pull request per issue,
+// which keeps a page of 50 issues at 3 GraphQL points).
 func (t *Tracker) linked(id string, n issueNode) (PullRequest, bool) {
 	branch := t.c.Branch(id)
 	var best *prNode

@@ -173,6 +173,12 @@ func TestBoardOneQuery(t *testing.T) {
 	a := srv.AddIssue("Approved", "legion", "legion:needs-review")
 	b := srv.AddIssue("Changes", "legion", "legion:needs-review")
 	c := srv.AddIssue("Unlinked", "legion", "legion:needs-review")
+	d := srv.AddIssue("Reviewed on GitHub", "legion", "legion:needs-review")
+	reviewed := srv.AddPR("legion/"+tr.ID(d), "OPEN")
+	srv.Lock()
+	reviewed.Body = fmt.Sprintf("Closes #%d", d)
+	srv.Unlock()
+	srv.AddReview(reviewed, "ana", "CHANGES_REQUESTED")
 	for _, x := range []struct {
 		n     int
 		label string
@@ -191,9 +197,10 @@ func TestBoardOneQuery(t *testing.T) {
 	for _, is := range st.Issues {
 		got[is.ID] = is.Review
 	}
-	want := map[string]controller.Review{tr.ID(a): controller.ReviewApproved, tr.ID(b): controller.ReviewChangesRequested, tr.ID(c): controller.ReviewNone}
+	want := map[string]controller.Review{tr.ID(a): controller.ReviewApproved, tr.ID(b): controller.ReviewChangesRequested, tr.ID(c): controller.ReviewNone,
+		tr.ID(d): controller.ReviewChangesRequested}
 	if !maps.Equal(got, want) {
-		t.Errorf("outcomes %v; want %v (an unlinked pull request is not read)", got, want)
+		t.Errorf("outcomes %v; want %v (labels and a GitHub review of the head commit; an unlinked pull request is not read)", got, want)
 	}
 	if n, prs := srv.Calls("LegionIssues"), srv.Calls("LegionPullRequests"); n != 1 || prs != 0 {
 		t.Errorf("a tick sent %d LegionIssues and %d LegionPullRequests; want 1 and 0", n, prs)

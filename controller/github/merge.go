@@ -12,7 +12,15 @@ import (
 var (
 	opPullRequest = graphql.Operation{Name: "LegionPullRequest", Idempotent: true, Query: `query LegionPullRequest($owner: String!, $name: String!, $number: Int!) {
   repository(owner: $owner, name: $name) {
-    pullRequest(number: $number) { id number state url mergeable }
+    mergeCommitAllowed squashMergeAllowed rebaseMergeAllowed
+    pullRequest(number: $number) {
+      id number state url mergeable mergeStateStatus reviewDecision
+      commits(last: 1) { nodes { commit { oid statusCheckRollup { state contexts(first: 50) { nodes {
+        __typename
+        ... on CheckRun { name status conclusion isRequired(pullRequestNumber: $number) }
+        ... on StatusContext { context state isRequired(pullRequestNumber: $number) }
+      } } } } } }
+    }
   }
 }`}
 	opMerge = graphql.Operation{Name: "LegionMerge", Query: `mutation LegionMerge($id: ID!, $method: PullRequestMergeMethod!) {
@@ -25,14 +33,18 @@ var (
 }`}
 )
 
-// Merge merges pull request number with Options.MergeMethod. It reads the
-// pull request first (the mutation needs its node id): an already merged
-// one is success, a closed one an error, a conflicting one ErrConflict.
+// Merge merges pull request number with Options.MergeMethod, or else the
+// first method the repository allows of merge, squash and rebase. It
+// reads the pull request and the repository first, in one query (the
+// mutation needs the node id, the method the repository's settings): an
+// already merged pull request is success, a closed one an error, a
+// method the repository does not allow an error naming those it does, a
+// conflicting pull request ErrConflict, and one with checks not passed or
+// that GitHub holds back or refuses ErrBlocked, naming the checks and the
+// review wanted.
 func (c *Client) Merge(ctx context.Context, number int) error {
 	var d struct {
-		Repository *struct {
-			PullRequest *prNode `json:"pullRequest"`
-		} `json:"repository"`
+		Repository *mergeRepository `json:"repository"`
 	}
 	err := c.gql.Do(ctx, opPullRequest, map[string]any{"owner": c.opts.Owner, "name": c.opts.Repo, "number": number}, &d)
 	var ae *APIError
@@ -55,8 +67,16 @@ func (c *Client) Merge(ctx context.Context, number int) error {
 		return nil
 	case pr.State == "CLOSED":
 		return fmt.Errorf("merge %s#%d: github: the pull request is closed without merging; reopen it or merge by hand", c.repo(), number)
-	case pr.Mergeable == "CONFLICTING":
+	}
+	method, err := c.mergeMethod(d.Repository.mergeSettings)
+	if err != nil {
+		return fmt.Errorf("merge %s#%d: %w", c.repo(), number, err)
+	}
+	if pr.Mergeable == "CONFLICTING" || pr.MergeStateStatus == "DIRTY" {
 		return fmt.Errorf("merge %s#%d: %w with the base branch: resolve it on the branch", c.repo(), number, ErrConflict)
+	}
+	if why := pr.blocked(); len(why) > 0 {
+		return fmt.Errorf("merge %s#%d: %w: %s; %s", c.repo(), number, ErrBlocked, strings.Join(why, "; "), afterBlocked)
 	}
 	var m struct {
 		MergePullRequest *struct {
@@ -66,9 +86,19 @@ func (c *Client) Merge(ctx context.Context, number int) error {
 			} `json:"pullRequest"`
 		} `json:"mergePullRequest"`
 	}
-	err = c.gql.Do(ctx, opMerge, map[string]any{"id": pr.ID, "method": c.opts.MergeMethod}, &m)
-	if errors.As(err, &ae) && strings.Contains(strings.ToLower(ae.Message), "conflict") {
-		return fmt.Errorf("merge %s#%d: %w: %s", c.repo(), number, ErrConflict, ae.Message)
+	err = c.gql.Do(ctx, opMerge, map[string]any{"id": pr.ID, "method": method}, &m)
+	if errors.As(err, &ae) {
+		switch msg := strings.ToLower(ae.Message); {
+		case strings.Contains(msg, "conflict"):
+			return fmt.Errorf("merge %s#%d: %w: %s", c.repo(), number, ErrConflict, ae.Message)
+		case strings.Contains(msg, "not allowed on this repository"):
+			// The repository's settings allow the method, a ruleset of
+			// the base branch does not (its allowed merge methods).
+			return fmt.Errorf("merge %s#%d: github: %s: the base branch's rules allow fewer merge methods than the repository's settings: set github.merge_method to one they allow", c.repo(), number, ae.Message)
+		case refusedAsBlocked(msg):
+			why := append([]string{"GitHub says: " + ae.Message}, pr.checks()...)
+			return fmt.Errorf("merge %s#%d: %w: %s; %s", c.repo(), number, ErrBlocked, strings.Join(why, "; "), afterBlocked)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("merge %s#%d: %w", c.repo(), number, err)

@@ -13,15 +13,21 @@ import (
 
 // PullRequest is the pull request of an issue's branch.
 type PullRequest struct {
-	Issue     string            `json:"issue"`
-	Branch    string            `json:"branch"`
-	Number    int               `json:"number"`
-	ID        string            `json:"id"`        // GraphQL node id
-	State     string            `json:"state"`     // OPEN or MERGED
-	URL       string            `json:"url"`       //
-	Mergeable string            `json:"mergeable"` // MERGEABLE, CONFLICTING or UNKNOWN
-	Labels    []string          `json:"labels"`
-	Review    controller.Review `json:"review"`
+	Issue     string   `json:"issue"`
+	Branch    string   `json:"branch"`
+	Number    int      `json:"number"`
+	ID        string   `json:"id"`        // GraphQL node id
+	State     string   `json:"state"`     // OPEN or MERGED
+	URL       string   `json:"url"`       //
+	Mergeable string   `json:"mergeable"` // MERGEABLE, CONFLICTING or UNKNOWN
+	Labels    []string `json:"labels"`
+	Head      string   `json:"head,omitempty"` // headRefOid: the commit the branch points at
+	// Reviews are the pull request's latest APPROVED and CHANGES_REQUESTED
+	// reviews (oldest first), whichever commit they were made on.
+	Reviews []Review `json:"reviews,omitempty"`
+	// Review is the outcome: of the labels and of the reviews made on Head
+	// (Outcome).
+	Review controller.Review `json:"review"`
 
 	labelIDs map[string]string // label name → node id
 }
@@ -41,7 +47,7 @@ func pullsQuery(n int) string {
 	for i := range n {
 		fmt.Fprintf(&b, "    pr%d: pullRequests(headRefName: $b%d, first: 1, states: [OPEN, MERGED], orderBy: {field: CREATED_AT, direction: DESC}) { ...legionPR }\n", i, i)
 	}
-	b.WriteString("  }\n}\nfragment legionPR on PullRequestConnection { nodes { " + prFields + " } }")
+	b.WriteString("  }\n}\nfragment legionPR on PullRequestConnection { nodes { " + prFields + " " + reviewFields + " } }")
 	return b.String()
 }
 
@@ -57,6 +63,12 @@ type prNode struct {
 			Name string `json:"name"`
 		} `json:"nodes"`
 	} `json:"labels"`
+	// HeadRefOid and Reviews are read by LegionPullRequests only
+	// (reviewFields).
+	HeadRefOid string `json:"headRefOid"`
+	Reviews    struct {
+		Nodes []reviewNode `json:"nodes"`
+	} `json:"reviews"`
 }
 
 // decodePulls decodes the data of a LegionPullRequests response for the
@@ -88,6 +100,9 @@ func decodePulls(data []byte, branches []string) (map[string]prNode, error) {
 		if n.ID == "" || n.Number <= 0 || n.State == "" {
 			return nil, fmt.Errorf("%w: the pull request of branch %s lacks id, number or state", ErrMalformed, br)
 		}
+		if err := checkReviews(n); err != nil {
+			return nil, fmt.Errorf("%w: the pull request of branch %s: %w", ErrMalformed, br, err)
+		}
 		out[br] = n
 	}
 	return out, nil
@@ -103,7 +118,11 @@ func pullRequest(issue, branch string, n prNode) PullRequest {
 		pr.Labels = append(pr.Labels, l.Name)
 		pr.labelIDs[l.Name] = l.ID
 	}
-	pr.Review = ReviewOf(pr.Labels)
+	pr.Head = n.HeadRefOid
+	for _, r := range n.Reviews.Nodes {
+		pr.Reviews = append(pr.Reviews, r.review())
+	}
+	pr.Review = Outcome(pr.Labels, pr.Head, pr.Reviews)
 	return pr
 }
 
@@ -153,9 +172,10 @@ func (c *Client) PullRequests(ctx context.Context, issues []string) (map[string]
 	return out, nil
 }
 
-// Reviews returns the review outcome of each issue that has one (issues
-// whose pull request carries no outcome label, or that have none, are
-// absent, i.e. controller.ReviewNone). Same single query as PullRequests.
+// Reviews returns the review outcome of each issue that has one (Outcome:
+// an outcome label, or a GitHub review on the head commit); issues whose
+// pull request has none, or that have no pull request, are absent, i.e.
+// controller.ReviewNone. Same single query as PullRequests.
 func (c *Client) Reviews(ctx context.Context, issues []string) (map[string]controller.Review, error) {
 	prs, err := c.PullRequests(ctx, issues)
 	if err != nil {

@@ -11,9 +11,10 @@ import (
 
 // service is GitHub's GraphQL API as the transport reads it.
 var service = &graphql.Service[gqlError]{
-	Name:     "GitHub",
-	Prefix:   "github",
-	Accept:   "application/vnd.github+json",
+	Name:   "GitHub",
+	Prefix: "github",
+	// merge-info-preview: PullRequest.mergeStateStatus is a schema preview.
+	Accept:   "application/vnd.github+json, application/vnd.github.merge-info-preview+json",
 	Classify: classify,
 	APIError: apiError,
 }

@@ -124,6 +124,7 @@ func gitHub(t config.Team) (*github.Client, error) {
 		TokenEnv:     t.GitHub.TokenEnv,
 		TokenFile:    t.GitHub.CredentialsFile,
 		Endpoint:     t.GitHub.APIURL,
+		MergeMethod:  t.GitHub.MergeMethod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("team %s: %w", t.Name, err)

@@ -93,29 +93,76 @@ func (s *Server) checkRefs(base, head string) string {
 	return ""
 }
 
-// mergeGit merges pr's branch into its base in the served repository:
-// a merge commit, as GitHub's MERGE method makes; a conflict is GitHub's
-// refusal. Without ServeGit, or for a pull request with no base (AddPR),
-// it does nothing.
-func (s *Server) mergeGit(pr *PR) string {
+// mergeGit merges pr's branch into its base in the served repository
+// with method, as GitHub does: MERGE makes a merge commit, SQUASH one
+// commit of the branch's changes on the base, REBASE replays the branch's
+// commits on it. A conflict is GitHub's refusal. Without ServeGit, or for
+// a pull request with no base (AddPR), it does nothing.
+func (s *Server) mergeGit(pr *PR, method string) string {
 	if s.git == "" || pr.Base == "" {
 		return ""
 	}
-	tree, err := s.gitIn("merge-tree", "--write-tree", "refs/heads/"+pr.Base, "refs/heads/"+pr.Branch)
-	if err != nil {
+	base, head := "refs/heads/"+pr.Base, "refs/heads/"+pr.Branch
+	conflict := func() string {
 		pr.Mergeable = "CONFLICTING"
 		return "Pull Request is not mergeable: merge conflict between base and head"
 	}
-	tree, _, _ = strings.Cut(tree, "\n")
-	msg := fmt.Sprintf("Merge pull request #%d from %s/%s\n\n%s", pr.Number, s.Owner, pr.Branch, pr.Title)
-	commit, err := s.gitIn("commit-tree", tree, "-p", "refs/heads/"+pr.Base, "-p", "refs/heads/"+pr.Branch, "-m", msg)
-	if err != nil {
-		return "merge: " + err.Error()
+	var commit string
+	if method == "REBASE" {
+		var msg string
+		if commit, msg = s.rebase(base, head); msg != "" {
+			return msg
+		}
+		if commit == "" {
+			return conflict()
+		}
+	} else {
+		tree, err := s.gitIn("merge-tree", "--write-tree", base, head)
+		if err != nil {
+			return conflict()
+		}
+		tree, _, _ = strings.Cut(tree, "\n")
+		args := []string{"commit-tree", tree, "-p", base, "-p", head, "-m", fmt.Sprintf("Merge pull request #%d from %s/%s\n\n%s", pr.Number, s.Owner, pr.Branch, pr.Title)}
+		if method == "SQUASH" {
+			args = []string{"commit-tree", tree, "-p", base, "-m", fmt.Sprintf("%s (#%d)", pr.Title, pr.Number)}
+		}
+		if commit, err = s.gitIn(args...); err != nil {
+			return "merge: " + err.Error()
+		}
 	}
-	if _, err := s.gitIn("update-ref", "refs/heads/"+pr.Base, commit); err != nil {
+	if _, err := s.gitIn("update-ref", base, commit); err != nil {
 		return "merge: " + err.Error()
 	}
 	return ""
+}
+
+// rebase replays the commits of head not in base on base, in a
+// temporary worktree of the served repository, and returns the last
+// commit: "" on a conflict, msg on any other failure.
+func (s *Server) rebase(base, head string) (commit, msg string) {
+	dir, err := os.MkdirTemp("", "githubtest-rebase-")
+	if err != nil {
+		return "", "rebase: " + err.Error()
+	}
+	defer os.RemoveAll(dir)
+	tree := filepath.Join(dir, "tree")
+	if _, err := s.gitIn("worktree", "add", "-q", "--detach", tree, base); err != nil {
+		return "", "rebase: " + err.Error()
+	}
+	defer s.gitIn("worktree", "remove", "--force", tree)
+	commits, err := s.gitIn("rev-list", "--reverse", "--no-merges", base+".."+head)
+	if err != nil {
+		return "", "rebase: " + err.Error()
+	}
+	for _, c := range strings.Fields(commits) {
+		if _, err := s.gitIn("-C", tree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", c); err != nil {
+			return "", ""
+		}
+	}
+	if commit, err = s.gitIn("-C", tree, "rev-parse", "HEAD"); err != nil {
+		return "", "rebase: " + err.Error()
+	}
+	return commit, ""
 }
 
 // GitLog is `git log --format=%s REF` in the served repository.

@@ -160,7 +160,7 @@ func fromCursor(c string) int {
 	return n
 }
 
-func (s *Server) issueNode(is *Issue) map[string]any {
+func (s *Server) issueNode(is *Issue, query string) map[string]any {
 	labels := []any{}
 	for _, l := range is.Labels {
 		labels = append(labels, map[string]any{"id": l.ID, "name": l.Name})
@@ -170,10 +170,10 @@ func (s *Server) issueNode(is *Issue) map[string]any {
 		comments = append(comments, map[string]any{"body": c.Body, "createdAt": c.CreatedAt.Format(time.RFC3339),
 			"authorAssociation": c.Association, "author": map[string]any{"login": c.Author}})
 	}
-	linked := []any{}
-	for _, pr := range s.PRs {
-		if closes(pr.Body, is.Number) {
-			n := s.node(pr, true)
+	linked := []any{} // closedByPullRequestsReferences(first: 1): the newest open one
+	for i := len(s.PRs) - 1; i >= 0 && len(linked) == 0; i-- {
+		if pr := s.PRs[i]; pr.State == "OPEN" && closes(pr.Body, is.Number) {
+			n := s.reviewedNode(pr, query)
 			n["headRefName"] = pr.Branch
 			linked = append(linked, n)
 		}
@@ -197,7 +197,7 @@ func closes(body string, n int) bool {
 }
 
 // handleIssues answers the issue operations; ok is false for others.
-func (s *Server) handleIssues(op string, v map[string]any) (data any, typ, msg string, ok bool) {
+func (s *Server) handleIssues(op, query string, v map[string]any) (data any, typ, msg string, ok bool) {
 	str := func(k string) string { x, _ := v[k].(string); return x }
 	switch op {
 	case "LegionIssues":
@@ -222,7 +222,7 @@ func (s *Server) handleIssues(op string, v map[string]any) (data any, typ, msg s
 		end := min(len(open), start+IssuesPageSize)
 		nodes := []any{}
 		for _, is := range open[start:end] {
-			nodes = append(nodes, s.issueNode(is))
+			nodes = append(nodes, s.issueNode(is, query))
 		}
 		info := map[string]any{"hasNextPage": end < len(open), "endCursor": nil}
 		if end > start {
@@ -237,7 +237,7 @@ func (s *Server) handleIssues(op string, v map[string]any) (data any, typ, msg s
 			return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": nil}}, "NOT_FOUND",
 				fmt.Sprintf("Could not resolve to an Issue with the number of %d.", int(num)), true
 		}
-		return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": s.issueNode(is)}}, "", "", true
+		return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": s.issueNode(is, query)}}, "", "", true
 	case "LegionLabel":
 		var label any
 		for _, l := range s.Labels {

@@ -1,7 +1,9 @@
 // Package githubtest is a stand-in for GitHub's GraphQL API: an
 // httptest.Server that speaks the wire format (POST JSON {query,
 // operationName, variables} → {data, errors}) over an in-memory repository
-// of pull requests, for the operations package github sends. It counts
+// of pull requests (with their labels, reviews and head commit's checks,
+// the repository's merge settings and branch protection), for the
+// operations package github sends. It counts
 // requests per operation so tests can assert batching, and can be told to
 // answer the next requests with canned replies.
 //
@@ -13,7 +15,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,11 @@ type PR struct {
 	Mergeable string // MERGEABLE, CONFLICTING or UNKNOWN
 	Labels    []Label
 	MergedBy  string // merge method used, once merged through the API
+	Draft     bool
+	// Head is the head commit's oid without ServeGit (HeadOID).
+	Head    string
+	Reviews []Review // submitted reviews, oldest first (AddReview)
+	Checks  []Check  // the head commit's checks (SetChecks)
 }
 
 // RepositoryID is the repository's node id.
@@ -57,6 +63,7 @@ type Server struct {
 	mu     sync.Mutex
 	PRs    []*PR
 	Labels []Label // the repository's labels
+	Settings
 
 	// git is the bare repository ServeGit serves; "" for none.
 	git string
@@ -160,6 +167,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, nil, "", fmt.Sprintf("document does not define operation %q", op))
 		return
 	}
+	if msg := previewMissing(r.Header, req.Query); msg != "" {
+		writeErrors(w, nil, "", msg)
+		return
+	}
 	s.mu.Lock()
 	data, typ, msg := s.handle(op, req.Query, req.Variables)
 	if strings.HasPrefix(req.Query, "mutation ") {
@@ -187,8 +198,6 @@ func writeErrors(w http.ResponseWriter, data any, typ, msg string) {
 	writeJSON(w, http.StatusOK, map[string]any{"data": data, "errors": []any{e}})
 }
 
-var aliasRE = regexp.MustCompile(`(\w+): pullRequests\(headRefName: \$(\w+), first: 1, states: \[([A-Z, ]+)\]`)
-
 func (s *Server) handle(op, query string, v map[string]any) (any, string, string) {
 	str := func(k string) string { x, _ := v[k].(string); return x }
 	if op == "LegionPullRequests" || op == "LegionPullRequest" || op == "LegionRepository" || op == "LegionIssues" || op == "LegionIssue" || op == "LegionLabel" {
@@ -197,54 +206,12 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 				fmt.Sprintf("Could not resolve to a Repository with the name '%s/%s'.", str("owner"), str("name"))
 		}
 	}
+	if data, typ, msg, ok := s.handlePulls(op, query, v); ok {
+		return data, typ, msg
+	}
 	switch op {
 	case "LegionAccess":
 		return s.accessData(str("owner"), str("name"))
-	case "LegionPullRequests":
-		if !strings.Contains(query, "fragment legionPR on PullRequestConnection") {
-			return nil, "", "Fragment legionPR is not defined"
-		}
-		repo := map[string]any{}
-		for _, m := range aliasRE.FindAllStringSubmatch(query, -1) {
-			alias, branch, states := m[1], str(m[2]), strings.Split(strings.ReplaceAll(m[3], " ", ""), ",")
-			if branch == "" {
-				return nil, "", fmt.Sprintf("Variable $%s of type String! was provided invalid value", m[2])
-			}
-			nodes := []any{}
-			for i := len(s.PRs) - 1; i >= 0; i-- { // newest first
-				pr := s.PRs[i]
-				if pr.Branch == branch && slices.Contains(states, pr.State) {
-					nodes = append(nodes, s.node(pr, true))
-					break
-				}
-			}
-			repo[alias] = map[string]any{"nodes": nodes}
-		}
-		return map[string]any{"repository": repo}, "", ""
-	case "LegionPullRequest":
-		num, _ := v["number"].(float64)
-		for _, pr := range s.PRs {
-			if pr.Number == int(num) {
-				return map[string]any{"repository": map[string]any{"pullRequest": s.node(pr, false)}}, "", ""
-			}
-		}
-		return map[string]any{"repository": map[string]any{"pullRequest": nil}}, "NOT_FOUND",
-			fmt.Sprintf("Could not resolve to a PullRequest with the number of %d.", int(num))
-	case "LegionMerge":
-		pr := s.byID(str("id"))
-		switch {
-		case pr == nil:
-			return map[string]any{"mergePullRequest": nil}, "NOT_FOUND", fmt.Sprintf("Could not resolve to a node with the global id of '%s'", str("id"))
-		case pr.State == "MERGED":
-			return map[string]any{"mergePullRequest": nil}, "UNPROCESSABLE", "Pull Request is already merged"
-		case pr.Mergeable == "CONFLICTING":
-			return map[string]any{"mergePullRequest": nil}, "UNPROCESSABLE", "Pull Request is not mergeable: merge conflict between base and head"
-		}
-		if msg := s.mergeGit(pr); msg != "" {
-			return map[string]any{"mergePullRequest": nil}, "UNPROCESSABLE", msg
-		}
-		pr.State, pr.MergedBy = "MERGED", str("method")
-		return map[string]any{"mergePullRequest": map[string]any{"pullRequest": map[string]any{"number": pr.Number, "state": pr.State}}}, "", ""
 	case "LegionRepository":
 		var label any
 		for _, l := range s.Labels {
@@ -310,7 +277,7 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		*labels = slices.DeleteFunc(*labels, func(l Label) bool { return slices.Contains(ids, any(l.ID)) })
 		return map[string]any{"removeLabelsFromLabelable": map[string]any{"clientMutationId": nil}}, "", ""
 	}
-	if data, typ, msg, ok := s.handleIssues(op, v); ok {
+	if data, typ, msg, ok := s.handleIssues(op, query, v); ok {
 		return data, typ, msg
 	}
 	return nil, "", fmt.Sprintf("unknown operation %q", op)
