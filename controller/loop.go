@@ -119,6 +119,16 @@ func Loop(ctx context.Context, o LoopOptions) error {
 		if o.Heartbeat != nil {
 			o.Heartbeat(r)
 		}
-		t.Reset(o.Interval)
+		next := o.Interval
+		if b, ok := o.Sources.Tracker.(Budgeter); ok {
+			if bud, ok := b.Budget(); ok {
+				next = Pace(o.Interval, bud, time.Now())
+				if next > o.Interval {
+					o.Log.Info("tracker budget: ticking less often until it resets", "next", next.Round(time.Second),
+						"remaining", bud.Remaining, "limit", bud.Limit, "tick_cost", bud.TickCost, "reset", bud.Reset.Format(time.RFC3339))
+				}
+			}
+		}
+		t.Reset(next)
 	}
 }

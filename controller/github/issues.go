@@ -53,6 +53,7 @@ type Tracker struct {
 	opts TrackerOptions
 
 	mu     sync.Mutex
+	budget controller.Budget // from the last query's rateLimit; Limit 0 before
 	board  *board            // the last Board's, until a write or boardMaxAge
 	issues map[int]issueRef  // by number, from the last Issues or lookup
 	labels map[string]string // repository label name → node id
@@ -131,6 +132,7 @@ func (t *Tracker) Number(id string) (int, error) {
 
 // Comments come oldest first in a connection; last: N is the latest N.
 var opIssues = graphql.Operation{Name: "LegionIssues", Idempotent: true, Query: `query LegionIssues($owner: String!, $name: String!, $labels: [String!], $after: String) {
+  rateLimit { cost limit remaining resetAt }
   repository(owner: $owner, name: $name) {
     id
     issues(first: 50, after: $after, states: [OPEN], labels: $labels, orderBy: {field: CREATED_AT, direction: ASC}) {
@@ -189,6 +191,7 @@ type commentNode struct {
 }
 
 type issuesPage struct {
+	rate   *rateLimit // nil when the answer had none
 	repoID string
 	nodes  []issueNode
 	next   string // "" on the last page
@@ -197,6 +200,7 @@ type issuesPage struct {
 // decodeIssuesPage decodes the data of one LegionIssues response.
 func decodeIssuesPage(data []byte) (issuesPage, error) {
 	var d struct {
+		RateLimit  *rateLimit `json:"rateLimit"`
 		Repository *struct {
 			ID     string `json:"id"`
 			Issues *struct {
@@ -218,7 +222,7 @@ func decodeIssuesPage(data []byte) (issuesPage, error) {
 		return issuesPage{}, fmt.Errorf("%w: want data.repository.issues with pageInfo, got none", ErrMalformed)
 	}
 	is := d.Repository.Issues
-	p := issuesPage{repoID: d.Repository.ID, nodes: is.Nodes}
+	p := issuesPage{rate: d.RateLimit, repoID: d.Repository.ID, nodes: is.Nodes}
 	if is.PageInfo.HasNextPage {
 		if is.PageInfo.EndCursor == "" {
 			return issuesPage{}, fmt.Errorf("%w: data.repository.issues.pageInfo has a next page but no endCursor", ErrMalformed)
@@ -231,6 +235,15 @@ func decodeIssuesPage(data []byte) (issuesPage, error) {
 		}
 	}
 	return p, nil
+}
+
+// rateLimit is GitHub's account of a query: what it cost of the hour's
+// points, and what is left until resetAt.
+type rateLimit struct {
+	Cost      int       `json:"cost"`
+	Limit     int       `json:"limit"`
+	Remaining int       `json:"remaining"`
+	ResetAt   time.Time `json:"resetAt"`
 }
 
 // commentSignature ends every comment Legion posts (an HTML comment,
@@ -324,6 +337,9 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 	last := t.board
 	t.mu.Unlock()
 	if !changed && last != nil && time.Since(last.at) < boardMaxAge {
+		t.mu.Lock()
+		t.budget.TickCost = 0 // the probes' 304s cost nothing
+		t.mu.Unlock()
 		return slices.Clone(last.issues), maps.Clone(last.outcomes), nil
 	}
 	at := time.Now()
@@ -332,6 +348,8 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 	var nodes []issueNode
 	vars := map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "labels": []string{t.opts.Label}, "after": nil}
 	repoID := ""
+	var rate *rateLimit
+	cost := 0
 	for range maxPages {
 		var raw json.RawMessage
 		if err := t.c.gql.Do(ctx, opIssues, vars, &raw); err != nil {
@@ -342,6 +360,10 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 			return nil, nil, fmt.Errorf("issues of %s: github: %s: %w", t.c.repo(), opIssues.Name, err)
 		}
 		repoID = p.repoID
+		if p.rate != nil {
+			rate = p.rate
+			cost += p.rate.Cost
+		}
 		nodes = append(nodes, p.nodes...)
 		if p.next == "" {
 			break
@@ -352,6 +374,9 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 	defer t.mu.Unlock()
 	if repoID != "" {
 		t.repoID = repoID
+	}
+	if rate != nil {
+		t.budget = controller.Budget{Limit: rate.Limit, Remaining: rate.Remaining, Reset: rate.ResetAt, TickCost: cost}
 	}
 	for _, n := range nodes {
 		t.remember(n)
@@ -435,4 +460,16 @@ func (t *Tracker) lookup(ctx context.Context, id string) (issueNode, error) {
 	return *d.Repository.Issue, nil
 }
 
-var _ controller.BoardTracker = (*Tracker)(nil)
+// Budget implements controller.Budgeter: GitHub's GraphQL points as the
+// last board's query reported them, and what the last tick cost (nothing
+// when the probes found no change).
+func (t *Tracker) Budget() (controller.Budget, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.budget, t.budget.Limit > 0
+}
+
+var (
+	_ controller.BoardTracker = (*Tracker)(nil)
+	_ controller.Budgeter     = (*Tracker)(nil)
+)

@@ -226,8 +226,14 @@ func TestBoardIdle(t *testing.T) {
 	}
 	queries := func() int { return srv.Calls("LegionIssues") }
 	board()
+	if b, ok := tr.Budget(); !ok || b.TickCost != 3 || b.Limit != githubtest.PointsPerHour || b.Remaining != githubtest.PointsPerHour-3 {
+		t.Errorf("Budget after a board of one page = %+v, %v; want 3 points spent of GitHub's 5,000 (its formula for the query)", b, ok)
+	}
 	for range 3 {
 		board()
+	}
+	if b, _ := tr.Budget(); b.TickCost != 0 {
+		t.Errorf("Budget after idle ticks = %+v; want a tick cost of 0", b)
 	}
 	if q := queries(); q != 1 {
 		t.Errorf("4 ticks with nothing changed sent %d GraphQL queries; want 1", q)

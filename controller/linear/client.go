@@ -92,6 +92,7 @@ type Client struct {
 	team   *team
 
 	mu     sync.Mutex
+	budget controller.Budget    // from the last Issues' rate-limit headers
 	labels map[string]string    // lower-case label name → label id
 	issues map[string]issueMemo // upper-case identifier → what the last Issues saw
 }

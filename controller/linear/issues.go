@@ -174,12 +174,13 @@ func (c *Client) Issues(ctx context.Context) ([]controller.TrackedIssue, error) 
 			return nil, fmt.Errorf("issues of team %s: linear: more than %d pages of %d issues; raise the page size", c.opts.Team, maxPages, c.opts.PageSize)
 		}
 		var raw json.RawMessage
-		err := c.gql.Do(ctx, opIssues, map[string]any{
+		h, err := c.gql.DoHeader(ctx, opIssues, map[string]any{
 			"filter": filter, "first": c.opts.PageSize, "after": after, "comments": c.opts.Comments,
 		}, &raw)
 		if err != nil {
 			return nil, fmt.Errorf("issues of team %s: %w", c.opts.Team, err)
 		}
+		c.noteBudget(h, n+1)
 		p, err := decodeIssuesPage(raw)
 		if err != nil {
 			return nil, fmt.Errorf("issues of team %s: linear: %s page %d: %w", c.opts.Team, opIssues.Name, n+1, err)

@@ -350,3 +350,22 @@ func TestAPIError(t *testing.T) {
 		t.Errorf("requests = %d; want 1", n)
 	}
 }
+
+// TestBudget: Issues records Linear's request budget from its answer's
+// headers, a tick costing a request per page, for the controller's pace.
+func TestBudget(t *testing.T) {
+	c, srv := newTest(t, func(o *Options) { o.PageSize = 2 })
+	if _, ok := c.Budget(); ok {
+		t.Errorf("Budget before any answer: ok; want not known")
+	}
+	for i := range 5 {
+		srv.AddIssue(fmt.Sprintf("issue %d", i), "Todo")
+	}
+	if _, err := c.Issues(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b, ok := c.Budget()
+	if !ok || b.Limit != lineartest.RequestsPerHour || b.TickCost != 3 || b.Remaining != lineartest.RequestsPerHour-srv.Calls("") || b.Reset.Before(time.Now()) {
+		t.Errorf("Budget = %+v, %v; want Linear's limit, 3 pages a tick, what is left, a reset ahead", b, ok)
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/internal/graphql"
 )
 
@@ -123,3 +125,33 @@ func authorization(key string) string {
 	}
 	return key
 }
+
+// noteBudget records the request budget Linear's answer to the pages-th
+// page of a tick reports (X-RateLimit-Requests-Limit, -Remaining, -Reset
+// in epoch milliseconds); an answer without them changes nothing.
+func (c *Client) noteBudget(h http.Header, pages int) {
+	limit, err1 := strconv.Atoi(h.Get("X-RateLimit-Requests-Limit"))
+	remaining, err2 := strconv.Atoi(h.Get("X-RateLimit-Requests-Remaining"))
+	reset, err3 := strconv.ParseInt(h.Get("X-RateLimit-Requests-Reset"), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || limit <= 0 {
+		return
+	}
+	at := time.UnixMilli(reset)
+	if reset < 1e12 { // seconds, as some answers give
+		at = time.Unix(reset, 0)
+	}
+	c.mu.Lock()
+	c.budget = controller.Budget{Limit: limit, Remaining: remaining, Reset: at, TickCost: pages}
+	c.mu.Unlock()
+}
+
+// Budget implements controller.Budgeter: Linear's requests of the API
+// key, as the last tick's answers reported them; a tick costs a request
+// per page of issues.
+func (c *Client) Budget() (controller.Budget, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.budget, c.budget.Limit > 0
+}
+
+var _ controller.Budgeter = (*Client)(nil)

@@ -46,6 +46,16 @@ type PR struct {
 	Checks  []Check  // the head commit's checks (SetChecks)
 }
 
+// PointsUsed is what the GraphQL queries have cost so far (Cost).
+func (s *Server) PointsUsed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.points
+}
+
+// PointsPerHour is GitHub's GraphQL budget of a user's token.
+const PointsPerHour = 5000
+
 // RepositoryID is the repository's node id.
 const RepositoryID = "R_kgDOLegion"
 
@@ -73,6 +83,11 @@ type Server struct {
 	// access is what the fake says of its token (SetAccess).
 	access Access
 
+	// points is what the GraphQL queries cost so far (Cost); reset is
+	// when GitHub would start the hour afresh.
+	points int
+	reset  time.Time
+
 	stamp           int // bumped by every change (touch)
 	restOK, rest304 int
 }
@@ -81,7 +96,7 @@ type Server struct {
 // closed when the test ends.
 func NewServer(t testing.TB, token, owner, repo string) *Server {
 	t.Helper()
-	s := &Server{Token: token, Owner: owner, Repo: repo}
+	s := &Server{Token: token, Owner: owner, Repo: repo, reset: time.Now().Add(time.Hour).UTC().Truncate(time.Second)}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/"+s.Owner+"/"+s.Repo+".git/") {
 			s.serveGit(w, r)
@@ -173,8 +188,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	data, typ, msg := s.handle(op, req.Query, req.Variables)
+	cost := 1
 	if strings.HasPrefix(req.Query, "mutation ") {
 		s.touch() // GitHub's lists change with what a mutation changed
+	} else {
+		cost = Cost(req.Query)
+	}
+	s.points += cost
+	if m, ok := data.(map[string]any); ok && strings.Contains(req.Query, "rateLimit {") && m["rateLimit"] == nil {
+		m["rateLimit"] = map[string]any{"cost": cost, "limit": PointsPerHour, "remaining": max(0, PointsPerHour-s.points),
+			"resetAt": s.reset.Format(time.RFC3339)}
 	}
 	s.mu.Unlock()
 	if msg != "" {

@@ -52,6 +52,10 @@ type Issue struct {
 // Reply is a canned answer (see Inject).
 type Reply = gqltest.Reply
 
+// RequestsPerHour is the request budget of an API key the fake reports
+// (the lower of the figures Linear has published).
+const RequestsPerHour = 1500
+
 // Server is a fake Linear. Its exported fields may be changed under Lock
 // while it serves.
 type Server struct {
@@ -67,7 +71,10 @@ type Server struct {
 	Labels []Label
 	Issues []*Issue
 	nextID int
-	clock  time.Time
+
+	requests int       // answered since start
+	start    time.Time // when the hour of RequestsPerHour began
+	clock    time.Time
 }
 
 // DefaultStates are a team's states in a new Server: Linear's default
@@ -86,7 +93,7 @@ var DefaultStates = []State{
 // closed when the test ends.
 func NewServer(t testing.TB, key, teamKey string) *Server {
 	t.Helper()
-	s := &Server{
+	s := &Server{start: time.Now(),
 		Key: key, TeamKey: teamKey, TeamID: "team-" + strings.ToLower(teamKey), UserName: "Ada Lovelace",
 		States: slices.Clone(DefaultStates),
 		clock:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -236,7 +243,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	data, code, msg := s.handle(op, req.Query, req.Variables)
+	s.requests++
+	remaining := max(0, RequestsPerHour-s.requests)
 	s.mu.Unlock()
+	// Linear's account of the API key's request budget (a leaky bucket:
+	// Reset is when it is full again).
+	w.Header().Set("X-RateLimit-Requests-Limit", strconv.Itoa(RequestsPerHour))
+	w.Header().Set("X-RateLimit-Requests-Remaining", strconv.Itoa(remaining))
+	w.Header().Set("X-RateLimit-Requests-Reset", strconv.FormatInt(s.start.Add(time.Hour).UnixMilli(), 10))
 	if msg != "" {
 		writeErrors(w, http.StatusOK, code, msg)
 		return
