@@ -27,6 +27,13 @@
 // message; a malformed frame or an oversize message closes that connection
 // with a reason and touches nothing else.
 //
+// GitHub's webhook: POST /hooks/github/TEAM (githook.go), for a team with
+// github.webhook_secret_file, needs no token: the delivery's
+// X-Hub-Signature-256 (HMAC-SHA256 of the body under that secret) is its
+// authentication, checked in constant time before the body is decoded. A
+// verified event of the team's repository wakes its controller through
+// the team's wake file (team.Wake); it never changes the tracker itself.
+//
 // The page: static/app.js is the shell (header, team picker, tab router,
 // the event socket with reconnect) and views register themselves with
 // Legion.registerView(name, {render(el, ctx), onEvent(ev)}).
