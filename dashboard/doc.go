@@ -6,7 +6,8 @@
 // `legion attach` and `legion tmux`: it follows sessions.watch once for
 // every page and reads the teams' trackers through package controller. It
 // never imports package activation (the helper's server), and it holds no
-// state of its own but the login token.
+// state of its own but the login token (and, in memory, the digests of
+// the last GitHub webhook deliveries, to refuse a replay).
 //
 // Access: a token (TokenFile in Legion's state directory, 0600, made on
 // first use by LoadToken). `legion web` prints the login URL

@@ -92,8 +92,8 @@ type webhookAnswer struct {
 //   - 400 for a payload of another repository than github.repo (or, for
 //     an organization's event with no repository, another owner), or one
 //     that does not decode;
-//   - 200 for a ping, an event not in WebhookEvents, or a body already
-//     seen (a replay); 202 once the controller's wake file is written
+//   - 200 for a ping, an event not in WebhookEvents, a team whose
+//     controller is an agent, or a body already seen (a replay); 202 once the controller's wake file is written
 //     (team.Wake): the controller ticks at once, and otherwise at its
 //     interval as always.
 func (s *Server) githubHook(w http.ResponseWriter, r *http.Request) {
@@ -164,6 +164,10 @@ func (s *Server) githubHook(w http.ResponseWriter, r *http.Request) {
 		return
 	case !slices.Contains(WebhookEvents, event):
 		writeJSON(w, http.StatusOK, webhookAnswer{Ignored: fmt.Sprintf("event %q: Legion acts on %s", headerToken(event), strings.Join(WebhookEvents, ", "))})
+		return
+	}
+	if t.Controller == config.ControllerAgent {
+		writeJSON(w, http.StatusOK, webhookAnswer{Ignored: fmt.Sprintf("team %q's controller is an agent (controller = \"agent\"), which reads the tracker at its own pace", name)})
 		return
 	}
 	if !s.hooks.firstTime(sha256.Sum256(body)) {

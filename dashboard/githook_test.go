@@ -21,8 +21,9 @@ import (
 const hookSecret = "It's a Secret to Everybody"
 
 // hookEnv is a legion.toml with team "demo" (github.repo acme/widgets,
-// its webhook secret in a 0600 file), team "plain" (no webhook) and
-// team "loose" (its secret file readable by others), a state directory
+// its webhook secret in a 0600 file), team "plain" (no webhook), team
+// "agent" (run by a controller agent) and team "loose" (its secret file
+// readable by others), a state directory
 // of its own, and the dashboard's handler on it.
 type hookEnv struct {
 	t       *testing.T
@@ -57,6 +58,13 @@ github.webhook_secret_file = "` + secret + `"
 id = "7f1c2b9e-8d4a-4c3b-9e2f-1a2b3c4d5e6f"
 workspace = "` + dir + `"
 github.repo = "acme/widgets"
+
+[teams.agent]
+id = "9f1c2b9e-8d4a-4c3b-9e2f-1a2b3c4d5e6f"
+workspace = "` + dir + `"
+controller = "agent"
+github.repo = "acme/widgets"
+github.webhook_secret_file = "` + secret + `"
 
 [teams.loose]
 id = "8f1c2b9e-8d4a-4c3b-9e2f-1a2b3c4d5e6f"
@@ -178,6 +186,7 @@ func TestGitHubHook(t *testing.T) {
 		{"not JSON", signed("issues", "d10", `{"repository":`), http.StatusBadRequest, "decode the JSON payload", ""},
 		{"unknown team", delivery{team: "nobody", event: "issues", body: issueOpened, signature: Signature(hookSecret, []byte(issueOpened))}, http.StatusNotFound, `no GitHub webhook for team \"nobody\"`, ""},
 		{"team without a secret", delivery{team: "plain", event: "issues", body: issueOpened, signature: Signature(hookSecret, []byte(issueOpened))}, http.StatusNotFound, `no GitHub webhook for team \"plain\"`, ""},
+		{"team run by an agent", delivery{team: "agent", event: "issues", body: issueOpened, signature: Signature(hookSecret, []byte(issueOpened))}, http.StatusOK, `controller is an agent`, ""},
 		{"secret readable by others", delivery{team: "loose", event: "issues", body: issueOpened, signature: Signature(hookSecret, []byte(issueOpened))}, http.StatusInternalServerError, "cannot read team", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
