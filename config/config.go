@@ -390,6 +390,10 @@ type GitHub struct {
 	// labels of the phases before Done (a closed issue).
 	Label                                                        string
 	StatusTodo, StatusInProgress, StatusNeedsReview, StatusRetro string
+
+	// WebhookSecretFile is the file (0600) holding the secret GitHub signs
+	// the team's webhook deliveries with; "" turns the webhook off.
+	WebhookSecretFile string // absolute
 }
 
 // EnvConfig names the environment variable that overrides the default

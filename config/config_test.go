@@ -259,6 +259,11 @@ func TestLoadErrors(t *testing.T) {
 			want: `@FILE@:4: teams.demo.linear.team_key: missing: required when tracker = "linear" (the Linear team key, e.g. "ENG")`,
 		},
 		{
+			name: "webhook without repository",
+			text: team + "github.webhook_secret_file = \"/etc/hook-secret\"\n",
+			want: `@FILE@:4: teams.demo.github.repo: missing: required with github.webhook_secret_file (the repository whose events the webhook accepts, as "owner/name")`,
+		},
+		{
 			name: "start limit that cannot trip",
 			text: "[defaults]\nrestart_cooldown = \"1m\"\nstart_limit_interval = \"5m\"\n",
 			want: `@FILE@:3: defaults.start_limit_interval: start_limit_interval 5m0s must be longer than start_limit_burst × restart_cooldown (5 × 1m0s = 5m0s): restarts come at most once per cooldown, so systemd's start limit could never trip`,

@@ -300,6 +300,9 @@ func (d *decoder) crossCheck(t *Team, path []string) {
 	} else if t.Review == ReviewGitHub && t.GitHub.Repo == "" {
 		d.missing(path, "review", []string{"github", "repo"}, `missing: required when review = "github" (the repository as "owner/name")`)
 	}
+	if t.GitHub.WebhookSecretFile != "" && t.GitHub.Repo == "" {
+		d.missing(append(slices.Clip(path), "github"), "webhook_secret_file", []string{"repo"}, `missing: required with github.webhook_secret_file (the repository whose events the webhook accepts, as "owner/name")`)
+	}
 }
 
 // missing reports the key rel of the table at path as missing, on the line

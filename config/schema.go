@@ -746,6 +746,13 @@ var Schema = []Setting{
 		set: teamPath(func(t *Team) *string { return &t.GitHub.CredentialsFile }),
 	},
 	{
+		Table: TableTeam, Key: "github.webhook_secret_file", Type: "path", Example: `"~/.config/legion/github-webhook-secret"`,
+		Doc: "A file (mode 0600) holding the secret of the repository's GitHub webhook. When set, the " +
+			"dashboard (legion-web) accepts GitHub's signed events at POST /hooks/github/<team> and wakes " +
+			"the team's controller at once; the controller still polls at its interval. Requires github.repo.",
+		set: teamPath(func(t *Team) *string { return &t.GitHub.WebhookSecretFile }),
+	},
+	{
 		Table: TableTeam, Key: "github.api_url", Type: "string", Default: `"https://api.github.com/graphql"`,
 		Doc: "GitHub's GraphQL endpoint (GitHub Enterprise: https://HOST/api/graphql).",
 		set: teamString(func(t *Team) *string { return &t.GitHub.APIURL }),

@@ -6,7 +6,8 @@
 // `legion attach` and `legion tmux`: it follows sessions.watch once for
 // every page and reads the teams' trackers through package controller. It
 // never imports package activation (the helper's server), and it holds no
-// state of its own but the login token.
+// state of its own but the login token (and, in memory, the digests of
+// the last GitHub webhook deliveries, to refuse a replay).
 //
 // Access: a token (TokenFile in Legion's state directory, 0600, made on
 // first use by LoadToken). `legion web` prints the login URL
@@ -26,6 +27,13 @@
 // see termsocket.go). Every WebSocket reads at most ReadLimit bytes a
 // message; a malformed frame or an oversize message closes that connection
 // with a reason and touches nothing else.
+//
+// GitHub's webhook: POST /hooks/github/TEAM (githook.go), for a team with
+// github.webhook_secret_file, needs no token: the delivery's
+// X-Hub-Signature-256 (HMAC-SHA256 of the body under that secret) is its
+// authentication, checked in constant time before the body is decoded. A
+// verified event of the team's repository wakes its controller through
+// the team's wake file (team.Wake); it never changes the tracker itself.
 //
 // The page: static/app.js is the shell (header, team picker, tab router,
 // the event socket with reconnect) and views register themselves with

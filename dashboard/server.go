@@ -60,6 +60,7 @@ type Server struct {
 	hist history // sessions' states seen on the stream, for the timeline (timeline.go)
 
 	boards boards
+	hooks  hooks // the GitHub webhook's seen deliveries (githook.go)
 
 	active   atomic.Int64 // requests in flight + connected pages
 	lastIdle atomic.Int64 // unix nanos when active last fell to 0
@@ -106,6 +107,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/needs", s.needs)
 	s.mux.HandleFunc("POST /api/needs/{team}/{id}/answer", s.answer)
 	s.mux.HandleFunc("GET /api/timeline/{team}", s.timeline)
+	s.mux.HandleFunc("POST /hooks/github/{team}", s.githubHook)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no API route %s %s", r.Method, r.URL.Path)
 	})

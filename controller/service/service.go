@@ -1,10 +1,12 @@
 // Package service runs a team's controller as the main process of
 // legion@<team>.service: the auto kind's collect → decide → apply loop fed
 // by the helper and woken by the helper's session events (sessions.watch),
-// and by others' writes to its local tracker (inotify on the store's
+// by others' writes to its local tracker (inotify on the store's
 // directory, so an answer a person gives is relayed at once; Linear is
-// read at the interval), its watchdog fed from the loop's heartbeat, and, on `systemctl --user
-// stop`, the stop of the team's workers.
+// read at the interval) and by the team's wake file (team.WakeFile, which
+// the dashboard replaces on a GitHub webhook delivery), its watchdog fed
+// from the loop's heartbeat, and, on `systemctl --user stop`, the stop of
+// the team's workers.
 //
 // It reaches systemd only through the helper: it links no D-Bus client
 // and no units.Manager, so it cannot open a connection to the user
@@ -79,10 +81,19 @@ func Run(ctx context.Context, o Options) error {
 			followTracker(fctx, own.path, wake, own, o.Log)
 		}
 	}()
+	// Ends when fctx does. Every team follows its wake file, which the
+	// dashboard replaces on a GitHub webhook delivery (team.WakeFile says
+	// why a file): the interval stays the fallback.
+	wakeFollowed := make(chan struct{})
+	go func() {
+		defer close(wakeFollowed)
+		followWake(fctx, team.WakePath(o.Team.StateDir), wake, o.Log)
+	}()
 	defer func() {
 		stopFollowing()
 		<-followed
 		<-watched
+		<-wakeFollowed
 	}()
 	disp := &helperDispatcher{team: o.Team, worker: o.Worker, log: o.Log}
 	ready := false

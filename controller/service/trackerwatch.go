@@ -87,30 +87,43 @@ func (t ownTracker) Comment(ctx context.Context, id, text string) error {
 	return t.own.write(func() error { return t.Store.Comment(ctx, id, text) })
 }
 
-// watchTracker wakes the loop whenever the local tracker's store file,
-// path, is written by anyone but the controller itself (own; nil: by
-// anyone): a person's `legion issue comment` or `label`, an answer given
-// on the dashboard, an agent's own label. So an answer reaches its agent
-// at once instead of at the next interval. It watches the store's
-// directory with inotify: every write replaces the file by a rename
-// (IN_MOVED_TO), and the directory, created here 0700 when missing,
-// outlives every rename. It returns when ctx ends, or at once with an
-// error when inotify cannot be set up; the loop then keeps its interval.
-func watchTracker(ctx context.Context, path string, wake chan<- struct{}, own *ownWrites) error {
+// fileWatch is a file whose writes by others wake the loop: the local
+// tracker's store, or the team's wake file (team.WakeFile).
+type fileWatch struct {
+	path string
+	what string     // the file for messages: "the local tracker"
+	own  *ownWrites // writes that wake nothing (the controller's own); nil: none
+	// woken, when set, is called on every write that wakes the loop,
+	// before the wake is sent (the wake file's reason is logged).
+	woken func()
+}
+
+// watch wakes the loop whenever the file is written by anyone but the
+// controller itself (w.own): for the local tracker, a person's `legion
+// issue comment` or `label`, an answer given on the dashboard, an agent's
+// own label, so an answer reaches its agent at once instead of at the
+// next interval; for the wake file, the dashboard's GitHub webhook. It
+// watches the file's directory with inotify: every write replaces the
+// file by a rename (IN_MOVED_TO), and the directory, created here 0700
+// when missing, outlives every rename. It returns when ctx ends, or at
+// once with an error when inotify cannot be set up; the loop then keeps
+// its interval.
+func (w fileWatch) watch(ctx context.Context, wake chan<- struct{}) error {
+	path := w.path
 	dir, name := filepath.Dir(path), filepath.Base(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("watch the local tracker %s: %w", path, err)
+		return fmt.Errorf("watch %s %s: %w", w.what, path, err)
 	}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
-		return fmt.Errorf("watch the local tracker %s: inotify_init1: %w", path, err)
+		return fmt.Errorf("watch %s %s: inotify_init1: %w", w.what, path, err)
 	}
 	// A non-blocking fd goes to Go's poller: Read parks the goroutine,
 	// and Close (when ctx ends) wakes it with an error.
 	f := os.NewFile(uintptr(fd), "inotify "+dir)
 	defer f.Close()
 	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_CREATE|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF); err != nil {
-		return fmt.Errorf("watch the local tracker %s: inotify_add_watch %s: %w", path, dir, err)
+		return fmt.Errorf("watch %s %s: inotify_add_watch %s: %w", w.what, path, dir, err)
 	}
 	stop := context.AfterFunc(ctx, func() { f.Close() })
 	defer stop()
@@ -121,11 +134,14 @@ func watchTracker(ctx context.Context, path string, wake chan<- struct{}, own *o
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("watch the local tracker %s: read inotify events: %w", path, err)
+			return fmt.Errorf("watch %s %s: read inotify events: %w", w.what, path, err)
 		}
 		hit, gone := trackerEvents(buf[:n], name)
-		if hit && !gone && own != nil && own.mine() {
+		if hit && !gone && w.own != nil && w.own.mine() {
 			continue
+		}
+		if hit && w.woken != nil {
+			w.woken()
 		}
 		if hit || gone {
 			select {
@@ -134,9 +150,16 @@ func watchTracker(ctx context.Context, path string, wake chan<- struct{}, own *o
 			}
 		}
 		if gone {
-			return fmt.Errorf("watch the local tracker %s: its directory was removed or moved", path)
+			return fmt.Errorf("watch %s %s: its directory was removed or moved", w.what, path)
 		}
 	}
+}
+
+// watchTracker wakes the loop whenever the local tracker's store file,
+// path, is written by anyone but the controller itself (own; nil: by
+// anyone). See fileWatch.watch.
+func watchTracker(ctx context.Context, path string, wake chan<- struct{}, own *ownWrites) error {
+	return fileWatch{path: path, what: "the local tracker", own: own}.watch(ctx, wake)
 }
 
 // trackerEvents reads a buffer of inotify events and reports whether one
@@ -170,23 +193,29 @@ func trimNUL(b []byte) []byte {
 	return b
 }
 
-// followTracker runs watchTracker for the whole of ctx, setting it up
-// again when the directory is removed (a person starting the tracker
-// afresh), and gives up, logging why, when inotify itself fails.
-func followTracker(ctx context.Context, path string, wake chan<- struct{}, own *ownWrites, log *slog.Logger) {
+// follow runs watch for the whole of ctx, setting it up again when the
+// directory is removed (a person starting the tracker afresh), and gives
+// up, logging why, when inotify itself fails.
+func (w fileWatch) follow(ctx context.Context, wake chan<- struct{}, log *slog.Logger) {
 	for ctx.Err() == nil {
-		err := watchTracker(ctx, path, wake, own)
+		err := w.watch(ctx, wake)
 		if err == nil {
 			return
 		}
 		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOSYS) {
-			log.Warn("the local tracker is not watched: the controller sees its changes at its interval", "err", err)
+			log.Warn(w.what+" is not watched: the controller sees its changes at its interval", "err", err)
 			return
 		}
-		log.Debug("the local tracker's watch ended; watching again", "err", err)
+		log.Debug(w.what+"'s watch ended; watching again", "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// followTracker follows the local tracker's store file, path (see
+// fileWatch.follow).
+func followTracker(ctx context.Context, path string, wake chan<- struct{}, own *ownWrites, log *slog.Logger) {
+	fileWatch{path: path, what: "the local tracker", own: own}.follow(ctx, wake, log)
 }

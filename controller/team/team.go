@@ -1,6 +1,7 @@
 // Package team assembles one configured team's controller parts from its
 // config: the tracker (local or Linear), the review source (labels or
-// GitHub), the worktrees, and the paths of its state. It only builds;
+// GitHub), the worktrees, and the paths of its state, among them the wake
+// file that makes its controller tick at once (Wake). It only builds;
 // it starts nothing and talks to no service until a part is used.
 package team
 
@@ -57,7 +58,7 @@ func Worktrees(t config.Team, stateHome string) *workspace.Manager {
 // Open builds the parts of t, read from configPath; stateHome is
 // $XDG_STATE_HOME/legion.
 func Open(t config.Team, configPath, stateHome string) (*Team, error) {
-	dir := filepath.Join(stateHome, "teams", t.ShortID())
+	dir := StateDir(t, stateHome)
 	tm := &Team{
 		Team:       t,
 		ConfigPath: configPath,

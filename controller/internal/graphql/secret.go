@@ -48,6 +48,9 @@ func (s Secret) LoadWith(getenv func(string) string, env, file string) (string, 
 	if file == "" {
 		return "", fmt.Errorf("%s: no %s: set $%s or configure a %s", s.Prefix, s.Name, env, s.File)
 	}
+	if env == "" {
+		return "", fmt.Errorf("%s: no %s: write the %s to %s (mode 0600)", s.Prefix, s.Name, s.Short, file)
+	}
 	return "", fmt.Errorf("%s: no %s: set $%s or write the %s to %s (mode 0600)", s.Prefix, s.Name, env, s.Short, file)
 }
 

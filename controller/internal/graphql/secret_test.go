@@ -85,3 +85,22 @@ func TestSecretHint(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretLoadFileOnly: a secret that lives only in a file (no variable
+// to name) is read from it, and its absence names only the file.
+func TestSecretLoadFileOnly(t *testing.T) {
+	s := Secret{Prefix: "github", Name: "webhook secret", Short: "secret", File: "webhook secret file"}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, []byte("s_FROMFILE\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Load("", good); err != nil || got != "s_FROMFILE" {
+		t.Errorf("Load(\"\", %s) = %q, %v; want %q", good, got, err, "s_FROMFILE")
+	}
+	missing := filepath.Join(dir, "missing")
+	want := "github: no webhook secret: write the secret to " + missing + " (mode 0600)"
+	if _, err := s.Load("", missing); err == nil || err.Error() != want {
+		t.Errorf("Load(\"\", %s) = %v; want %q", missing, err, want)
+	}
+}
