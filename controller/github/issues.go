@@ -72,6 +72,10 @@ type board struct {
 // lost the opt-in label while another was updated later) shows by then.
 const boardMaxAge = 5 * time.Minute
 
+// Forget drops the last board, so that the next Board reads GitHub's
+// (a webhook delivery said something changed).
+func (t *Tracker) Forget() { t.forget() }
+
 // forget drops the last board: Legion wrote, so the next Board reads.
 func (t *Tracker) forget() {
 	t.mu.Lock()
