@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,9 @@ type TrackerOptions struct {
 	// Prefix starts the identifiers the controller and the agents use:
 	// issue 12 is PREFIX-12.
 	Prefix string
+	// Project, when set, holds the phases in a project's field instead of
+	// the status labels.
+	Project *ProjectOptions
 }
 
 // DefaultLabel is the label that opts an issue in.
@@ -58,6 +62,8 @@ type Tracker struct {
 	issues map[int]issueRef  // by number, from the last Issues or lookup
 	labels map[string]string // repository label name → node id
 	repoID string
+	// project is Options.Project resolved, on the first Board.
+	project *project
 }
 
 // board is what Board read, and when.
@@ -112,6 +118,25 @@ func (c *Client) Tracker(opts TrackerOptions) (*Tracker, error) {
 		seen[st[p]] = p
 	}
 	opts.Statuses = st
+	if po := opts.Project; po != nil {
+		c := *po
+		if c.Number <= 0 {
+			return nil, fmt.Errorf("github: project number %d: want the number in the project's URL (.../projects/N)", c.Number)
+		}
+		if c.Field == "" {
+			c.Field = "Status"
+		}
+		c.Options = map[controller.Status]string{}
+		seen := map[string]controller.Status{}
+		for _, p := range projectPhases {
+			c.Options[p] = cmp.Or(po.Options[p], DefaultProjectOptions[p])
+			if prev, dup := seen[strings.ToLower(c.Options[p])]; dup {
+				return nil, fmt.Errorf("github: project %d: %s and %s are both the option %q: give each phase an option of its own", c.Number, prev, p, c.Options[p])
+			}
+			seen[strings.ToLower(c.Options[p])] = p
+		}
+		opts.Project = &c
+	}
 	if opts.Prefix == "" {
 		return nil, fmt.Errorf("github: issue prefix: want one (issue 12 is PREFIX-12)")
 	}
@@ -134,7 +159,25 @@ func (t *Tracker) Number(id string) (int, error) {
 	return n, nil
 }
 
-// Comments come oldest first in a connection; last: N is the latest N.
+// issuesOp is the board's query: with a project, its field's value of
+// every issue too. Comments come oldest first in a connection; last: N is
+// the latest N.
+func (t *Tracker) issuesOp() graphql.Operation {
+	if t.opts.Project == nil {
+		return opIssues
+	}
+	return withProject(opIssues)
+}
+
+// withProject is op with the project items of each issue and the $field
+// variable they need.
+func withProject(op graphql.Operation) graphql.Operation {
+	q := strings.Replace(op.Query, ") {", ", $field: String!) {", 1)
+	q = strings.Replace(q, "  closedByPullRequestsReferences", "  "+projectItemFields+"\n  closedByPullRequestsReferences", 1)
+	op.Query = q
+	return op
+}
+
 var opIssues = graphql.Operation{Name: "LegionIssues", Idempotent: true, Query: `query LegionIssues($owner: String!, $name: String!, $labels: [String!], $after: String) {
   rateLimit { cost limit remaining resetAt }
   repository(owner: $owner, name: $name) {
@@ -168,6 +211,10 @@ type issueNode struct {
 	Comments struct {
 		Nodes []commentNode `json:"nodes"`
 	} `json:"comments"`
+	// ProjectItems are the issue's items in projects (with a project).
+	ProjectItems struct {
+		Nodes []projectItemNode `json:"nodes"`
+	} `json:"projectItems"`
 	// Linked are the pull requests that close the issue ("Closes #N" in
 	// their body, as Publish writes).
 	Linked struct {
@@ -262,14 +309,20 @@ const commentSignature = "<!-- posted by Legion -->"
 // an agent reads.
 var writers = []string{"OWNER", "MEMBER", "COLLABORATOR"}
 
-// tracked converts an issue node as the controller sees it.
+// tracked converts an issue node as the controller sees it. Called with
+// mu held.
 func (t *Tracker) tracked(n issueNode) controller.TrackedIssue {
 	ti := controller.TrackedIssue{ID: t.ID(n.Number), Title: n.Title, Labels: []string{}, Status: controller.StatusTodo}
 	if n.State == "CLOSED" {
 		ti.Status = controller.StatusDone
 	}
+	if p := t.project; p != nil && ti.Status != controller.StatusDone {
+		if ph, _, ok := t.projectPhase(n, p); ok {
+			ti.Status = ph
+		}
+	}
 	for _, l := range n.Labels.Nodes {
-		if p, ok := t.phaseOf(l.Name); ok {
+		if p, ok := t.phaseOf(l.Name); ok && t.project == nil {
 			if ti.Status != controller.StatusDone && slices.Index(phases, p) > slices.Index(phases, ti.Status) {
 				ti.Status = p // two status labels: the later phase
 			}
@@ -336,6 +389,9 @@ func (t *Tracker) BoardReviews() controller.ReviewSource { return t.c }
 // pull request changed; when neither did, and Legion wrote nothing since,
 // it answers with the last board (for up to boardMaxAge).
 func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[string]controller.Review, error) {
+	if _, err := t.resolveProject(ctx); err != nil {
+		return nil, nil, err
+	}
 	changed := t.c.boardChanged(ctx, t.opts.Label)
 	t.mu.Lock()
 	last := t.board
@@ -351,12 +407,16 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 	outcomes := map[string]controller.Review{}
 	var nodes []issueNode
 	vars := map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "labels": []string{t.opts.Label}, "after": nil}
+	op := t.issuesOp()
+	if t.opts.Project != nil {
+		vars["field"] = t.opts.Project.Field
+	}
 	repoID := ""
 	var rate *rateLimit
 	cost := 0
 	for range maxPages {
 		var raw json.RawMessage
-		if err := t.c.gql.Do(ctx, opIssues, vars, &raw); err != nil {
+		if err := t.c.gql.Do(ctx, op, vars, &raw); err != nil {
 			return nil, nil, fmt.Errorf("issues of %s: %w", t.c.repo(), err)
 		}
 		p, err := decodeIssuesPage(raw)
@@ -428,6 +488,8 @@ func (t *Tracker) Issue(ctx context.Context, id string) (controller.TrackedIssue
 		return controller.TrackedIssue{}, false, err
 	}
 	opted := slices.ContainsFunc(n.Labels.Nodes, func(l labelNode) bool { return l.Name == t.opts.Label })
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return t.tracked(n), opted, nil
 }
 
@@ -443,7 +505,14 @@ func (t *Tracker) lookup(ctx context.Context, id string) (issueNode, error) {
 			Issue *issueNode `json:"issue"`
 		} `json:"repository"`
 	}
-	err = t.c.gql.Do(ctx, opIssue, map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "number": num}, &d)
+	if _, err := t.resolveProject(ctx); err != nil {
+		return issueNode{}, err
+	}
+	op, vars := opIssue, map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "number": num}
+	if t.opts.Project != nil {
+		op, vars["field"] = withProject(opIssue), t.opts.Project.Field
+	}
+	err = t.c.gql.Do(ctx, op, vars, &d)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Type == "NOT_FOUND" && strings.Contains(ae.Message, "Issue") {
 		return issueNode{}, fmt.Errorf("issue %s (#%d) of %s: %w", id, num, t.c.repo(), controller.ErrIssueNotFound)

@@ -160,7 +160,7 @@ func fromCursor(c string) int {
 	return n
 }
 
-func (s *Server) issueNode(is *Issue, query string) map[string]any {
+func (s *Server) issueNode(is *Issue, query, field string) map[string]any {
 	labels := []any{}
 	for _, l := range is.Labels {
 		labels = append(labels, map[string]any{"id": l.ID, "name": l.Name})
@@ -178,9 +178,13 @@ func (s *Server) issueNode(is *Issue, query string) map[string]any {
 			linked = append(linked, n)
 		}
 	}
-	return map[string]any{"id": is.ID, "number": is.Number, "title": is.Title, "state": is.State,
+	n := map[string]any{"id": is.ID, "number": is.Number, "title": is.Title, "state": is.State,
 		"labels": map[string]any{"nodes": labels}, "comments": map[string]any{"nodes": comments},
 		"closedByPullRequestsReferences": map[string]any{"nodes": linked}}
+	if strings.Contains(query, "projectItems(") {
+		n["projectItems"] = map[string]any{"nodes": s.projectItems(is.Number, field)}
+	}
+	return n
 }
 
 // closeKeyword is GitHub's "Closes #N" and its kin in a pull request's body.
@@ -222,7 +226,7 @@ func (s *Server) handleIssues(op, query string, v map[string]any) (data any, typ
 		end := min(len(open), start+IssuesPageSize)
 		nodes := []any{}
 		for _, is := range open[start:end] {
-			nodes = append(nodes, s.issueNode(is, query))
+			nodes = append(nodes, s.issueNode(is, query, str("field")))
 		}
 		info := map[string]any{"hasNextPage": end < len(open), "endCursor": nil}
 		if end > start {
@@ -237,7 +241,7 @@ func (s *Server) handleIssues(op, query string, v map[string]any) (data any, typ
 			return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": nil}}, "NOT_FOUND",
 				fmt.Sprintf("Could not resolve to an Issue with the number of %d.", int(num)), true
 		}
-		return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": s.issueNode(is, query)}}, "", "", true
+		return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": s.issueNode(is, query, str("field"))}}, "", "", true
 	case "LegionLabel":
 		var label any
 		for _, l := range s.Labels {

@@ -78,7 +78,8 @@ type Server struct {
 	// git is the bare repository ServeGit serves; "" for none.
 	git string
 
-	issues []*Issue
+	issues   []*Issue
+	projects []*Project
 	last   time.Time // the newest comment's time
 	// access is what the fake says of its token (SetAccess).
 	access Access
@@ -299,6 +300,9 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		ids, _ := v["labelIds"].([]any)
 		*labels = slices.DeleteFunc(*labels, func(l Label) bool { return slices.Contains(ids, any(l.ID)) })
 		return map[string]any{"removeLabelsFromLabelable": map[string]any{"clientMutationId": nil}}, "", ""
+	}
+	if data, typ, msg, ok := s.handleProjects(op, v); ok {
+		return data, typ, msg
 	}
 	if data, typ, msg, ok := s.handleIssues(op, query, v); ok {
 		return data, typ, msg
