@@ -80,7 +80,7 @@ type Server struct {
 
 	issues   []*Issue
 	projects []*Project
-	last   time.Time // the newest comment's time
+	last     time.Time // the newest comment's time
 	// access is what the fake says of its token (SetAccess).
 	access Access
 
