@@ -256,3 +256,36 @@ func TestBoardIdle(t *testing.T) {
 		t.Errorf("after Legion's own write: %d queries, labels %q; want the board read again", queries(), is[0].Labels)
 	}
 }
+
+// TestTrackerLabelNotCreated: a label Legion cannot create (the token may
+// not) is an error that names the label and the repository and says what
+// to do; nothing else changes.
+func TestTrackerLabelNotCreated(t *testing.T) {
+	tr, srv := newTracker(t)
+	n := srv.AddIssue("Greet", "legion")
+	srv.Lock()
+	srv.ReadOnlyLabels = true
+	srv.Unlock()
+	err := tr.AddLabel(t.Context(), tr.ID(n), controller.LabelWorkerDone)
+	for _, want := range []string{`label "worker-done" of legion-dev/demo`, "Resource not accessible", "create it by hand"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("AddLabel with labels the token may not create = %v; want an error with %q", err, want)
+		}
+	}
+	if labels := srv.IssueLabels(n); len(labels) != 1 {
+		t.Errorf("labels %q; want the issue unchanged", labels)
+	}
+}
+
+// TestTrackerRepositoryNotFound: a repository that is not there, or that
+// the token cannot see, is an error naming it.
+func TestTrackerRepositoryNotFound(t *testing.T) {
+	c, _ := newTest(t, func(o *Options) { o.Repo = "gone" })
+	tr, err := c.Tracker(TrackerOptions{Prefix: "WEB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Issues(t.Context()); err == nil || !strings.Contains(err.Error(), "legion-dev/gone") || !strings.Contains(err.Error(), "Could not resolve to a Repository") {
+		t.Errorf("Issues of a missing repository = %v; want an error naming it", err)
+	}
+}

@@ -78,6 +78,10 @@ type Server struct {
 	// git is the bare repository ServeGit serves; "" for none.
 	git string
 
+	// ReadOnlyLabels makes createLabel refused, as for a token that may
+	// not write the repository's labels.
+	ReadOnlyLabels bool
+
 	issues   []*Issue
 	projects []*Project
 	last     time.Time // the newest comment's time
@@ -269,6 +273,9 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		s.PRs = append(s.PRs, pr)
 		return map[string]any{"createPullRequest": map[string]any{"pullRequest": s.node(pr, true)}}, "", ""
 	case "LegionCreateLabel":
+		if s.ReadOnlyLabels {
+			return map[string]any{"createLabel": nil}, "FORBIDDEN", "Resource not accessible by personal access token"
+		}
 		for _, l := range s.Labels {
 			if strings.EqualFold(l.Name, str("name")) {
 				return map[string]any{"createLabel": nil}, "UNPROCESSABLE", "Name has already been taken"
