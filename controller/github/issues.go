@@ -380,14 +380,16 @@ func (t *Tracker) Issues(ctx context.Context) ([]controller.TrackedIssue, error)
 func (t *Tracker) BoardReviews() controller.ReviewSource { return t.c }
 
 // Board implements controller.BoardTracker: Issues, and the review
-// outcome of each issue's pull request, the newest open or merged one
-// linked to the issue from the issue's branch, in the same query.
+// outcome of each issue's open pull request linked to it from the issue's
+// branch, in the same query.
 //
 // A tick that finds nothing changed costs nothing of the GraphQL budget:
 // Board first asks GitHub's REST API, with conditional requests that a 304
 // answers for free, whether the most recently updated opted-in issue or
 // pull request changed; when neither did, and Legion wrote nothing since,
-// it answers with the last board (for up to boardMaxAge).
+// it answers with the last board (for up to boardMaxAge). What the probes
+// cannot see (a project card moved by hand, an issue that lost the opt-in
+// label) shows by then, or at once with the webhook (Forget).
 func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[string]controller.Review, error) {
 	if _, err := t.resolveProject(ctx); err != nil {
 		return nil, nil, err
