@@ -64,6 +64,9 @@ type Tracker struct {
 	repoID string
 	// project is Options.Project resolved, on the first Board.
 	project *project
+	// writers are what GitHub said of comment authors, by login: whether
+	// they may write to the repository, and when it said so.
+	writers map[string]permission
 }
 
 // board is what Board read, and when.
@@ -140,7 +143,7 @@ func (c *Client) Tracker(opts TrackerOptions) (*Tracker, error) {
 	if opts.Prefix == "" {
 		return nil, fmt.Errorf("github: issue prefix: want one (issue 12 is PREFIX-12)")
 	}
-	return &Tracker{c: c, opts: opts, issues: map[int]issueRef{}, labels: map[string]string{}}, nil
+	return &Tracker{c: c, opts: opts, issues: map[int]issueRef{}, labels: map[string]string{}, writers: map[string]permission{}}, nil
 }
 
 // Client is the client the tracker reads and writes with.
@@ -303,11 +306,66 @@ type rateLimit struct {
 const commentSignature = "<!-- posted by Legion -->"
 
 // writers are the author associations of people who may write to the
-// repository (its owner, members of its organization, collaborators):
-// only their comments are reported. Anyone may comment on a public
-// repository's issue; a stranger's comment is neither an answer nor text
-// an agent reads.
+// repository (its owner, members of its organization, collaborators).
+// Anyone may comment on a public repository's issue; a stranger's comment
+// is neither an answer nor text an agent reads. An association is not a
+// permission (a member may only read, a collaborator only triage): the
+// comment of such an author counts once GitHub says the login may write
+// (checkWriters), which is asked once per login and writerTTL (a refusal:
+// nonWriterTTL).
 var writers = []string{"OWNER", "MEMBER", "COLLABORATOR"}
+
+// permission is what GitHub said of a login: may it write, and when.
+type permission struct {
+	write bool
+	at    time.Time
+}
+
+// How long an answer of GitHub's about a login is kept: a writer's an
+// hour, a refusal ten minutes (a person given write access shows soon).
+const (
+	writerTTL    = time.Hour
+	nonWriterTTL = 10 * time.Minute
+)
+
+// fresh says whether p is recent enough to use.
+func (p permission) fresh() bool {
+	ttl := nonWriterTTL
+	if p.write {
+		ttl = writerTTL
+	}
+	return !p.at.IsZero() && time.Since(p.at) < ttl
+}
+
+// checkWriters asks GitHub, for each author of nodes' comments whose
+// association may write and who is not known to (within writerTTL),
+// whether the login may write. A login it cannot ask about stays unknown:
+// its comments are left out until it can.
+func (t *Tracker) checkWriters(ctx context.Context, nodes []issueNode) {
+	asked := map[string]bool{}
+	for _, n := range nodes {
+		for _, cm := range n.Comments.Nodes {
+			if cm.Author == nil || !slices.Contains(writers, cm.AuthorAssociation) || asked[cm.Author.Login] {
+				continue
+			}
+			login := cm.Author.Login
+			asked[login] = true
+			t.mu.Lock()
+			known := t.writers[login]
+			t.mu.Unlock()
+			if known.fresh() {
+				continue
+			}
+			ok, err := t.c.CanWrite(ctx, login)
+			if err != nil {
+				continue // unknown: left out, asked again next time
+			}
+			t.mu.Lock()
+			t.writers[login] = permission{write: ok, at: time.Now()}
+			t.mu.Unlock()
+		}
+	}
+}
 
 // tracked converts an issue node as the controller sees it. Called with
 // mu held.
@@ -336,7 +394,7 @@ func (t *Tracker) tracked(n issueNode) controller.TrackedIssue {
 		out := controller.Comment{Text: cm.Body, Time: cm.CreatedAt.UTC()}
 		if text, ok := strings.CutSuffix(strings.TrimSpace(cm.Body), commentSignature); ok {
 			out.Author, out.Text = controller.AuthorLegion, strings.TrimSpace(text)
-		} else if slices.Contains(writers, cm.AuthorAssociation) && cm.Author != nil {
+		} else if cm.Author != nil && slices.Contains(writers, cm.AuthorAssociation) && t.writers[cm.Author.Login].write {
 			out.Author = cm.Author.Login
 		} else {
 			continue
@@ -436,6 +494,7 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 		}
 		vars["after"] = p.next
 	}
+	t.checkWriters(ctx, nodes)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if repoID != "" {
@@ -528,6 +587,7 @@ func (t *Tracker) lookup(ctx context.Context, id string) (issueNode, error) {
 	if d.Repository.Issue == nil {
 		return issueNode{}, fmt.Errorf("issue %s (#%d) of %s: %w", id, num, t.c.repo(), controller.ErrIssueNotFound)
 	}
+	t.checkWriters(ctx, []issueNode{*d.Repository.Issue})
 	t.mu.Lock()
 	t.repoID = d.Repository.ID
 	t.remember(*d.Repository.Issue)

@@ -289,3 +289,37 @@ func TestTrackerRepositoryNotFound(t *testing.T) {
 		t.Errorf("Issues of a missing repository = %v; want an error naming it", err)
 	}
 }
+
+// TestTrackerCommentsOfWriters: a comment counts when its author may
+// write to the repository, as GitHub's permission API says, not by the
+// association alone: a collaborator who may only read (triage) is left
+// out. GitHub's answers are kept: a second tick asks nothing.
+func TestTrackerCommentsOfWriters(t *testing.T) {
+	tr, srv := newTracker(t)
+	n := srv.AddIssue("Greet", "legion")
+	srv.Comment(n, "ana", "OWNER", "Answer: hi")
+	srv.Comment(n, "bo", "COLLABORATOR", "Answer: hello")
+	srv.SetPermission("bo", "triage")
+	srv.Comment(n, "cy", "MEMBER", "Answer: hey")
+	srv.SetPermission("cy", "read")
+	got, err := tr.Issues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var authors []string
+	for _, c := range got[0].Comments {
+		authors = append(authors, c.Author)
+	}
+	if !slices.Equal(authors, []string{"ana"}) {
+		t.Errorf("comments by %q; want only ana's (bo may triage, cy may read)", authors)
+	}
+	ok0, _ := srv.RESTCalls()
+	srv.Comment(n, "ana", "OWNER", "one more")
+	if _, err := tr.Issues(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ok1, _ := srv.RESTCalls()
+	if ok1-ok0 != 2 {
+		t.Errorf("REST requests counted in the second tick: %d; want 2 (the probes; no permission asked again)", ok1-ok0)
+	}
+}

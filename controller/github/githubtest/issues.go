@@ -67,6 +67,11 @@ func (s *Server) Comment(n int, login, association, body string) {
 	if is := s.issue(n); is != nil {
 		is.Comments = append(is.Comments, Comment{Author: login, Association: association, Body: body, CreatedAt: s.now()})
 	}
+	if _, set := s.permissions[login]; !set {
+		// What such an author usually may do, until SetPermission says
+		// otherwise.
+		s.permissions[login] = map[string]string{"OWNER": "admin", "MEMBER": "write", "COLLABORATOR": "write"}[association]
+	}
 }
 
 // SetLabels sets issue n's labels (a person labelling it on GitHub).

@@ -78,6 +78,9 @@ type Server struct {
 	// git is the bare repository ServeGit serves; "" for none.
 	git string
 
+	// permissions are the logins' permissions on the repository.
+	permissions map[string]string
+
 	// ReadOnlyLabels makes createLabel refused, as for a token that may
 	// not write the repository's labels.
 	ReadOnlyLabels bool
@@ -101,7 +104,7 @@ type Server struct {
 // closed when the test ends.
 func NewServer(t testing.TB, token, owner, repo string) *Server {
 	t.Helper()
-	s := &Server{Token: token, Owner: owner, Repo: repo, reset: time.Now().Add(time.Hour).UTC().Truncate(time.Second)}
+	s := &Server{Token: token, Owner: owner, Repo: repo, permissions: map[string]string{}, reset: time.Now().Add(time.Hour).UTC().Truncate(time.Second)}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/"+s.Owner+"/"+s.Repo+".git/") {
 			s.serveGit(w, r)
