@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -36,8 +37,9 @@ func TestDemoFenced(t *testing.T) {
 			t.Errorf("legion --help lists %s in a build without the demo:\n%s", name, help)
 		}
 	}
-	if _, _, err := legion(t, "scripted-agent", "--help"); err == nil {
-		t.Errorf("legion scripted-agent ran in a build without the demo")
+	var ue usageError
+	if _, _, err := legion(t, "scripted-agent"); !errors.As(err, &ue) || !strings.Contains(err.Error(), `unknown command "scripted-agent"`) {
+		t.Errorf("legion scripted-agent in a build without the demo: err = %v; want an unknown command", err)
 	}
 
 	// The tests' binary, built with the tag.
