@@ -10,7 +10,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
-	-X github.com/legion-dev/legion/ptyworker.LibexecDir=$(LIBEXECDIR)
+	-X github.com/legion-dev/legion/ptyworker/proto.LibexecDir=$(LIBEXECDIR)
 # Static binaries: nothing to match at run time, and a worker maps no libc.
 # (Only for what make builds: go test -race, say, still gets cgo.)
 build demo: export CGO_ENABLED ?= 0

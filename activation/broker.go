@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Attach is brokered by passing a descriptor, not by handing out the
@@ -24,7 +24,7 @@ import (
 //     terminal keeps working while the helper exits idle, is restarted or
 //     is killed.
 //
-// The hello is said with a ptyworker.Client on the connection. Its reader
+// The hello is said with a proto.Client on the connection. Its reader
 // cannot swallow a byte meant for the client: after hello the worker
 // sends nothing until it gets another request, and the Client is closed
 // (its reader stopped) before the duplicate descriptor is handed over.
@@ -40,14 +40,14 @@ func brokerHello(ctx context.Context, socket, daemonID, token, sessionID string)
 		return nil, fmt.Errorf("dial worker %s: %w", socket, err)
 	}
 	uc := c.(*net.UnixConn)
-	wc := ptyworker.NewClient(uc)
+	wc := proto.NewClient(uc)
 	defer wc.Close() // closes uc; the returned file is a duplicate
-	hr, err := wc.HelloAs(ctx, ptyworker.HelloParams{
-		RPCMajor: ptyworker.RPCMajor, RPCMinor: ptyworker.RPCMinor,
+	hr, err := wc.HelloAs(ctx, proto.HelloParams{
+		RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor,
 		DaemonInstanceID: daemonID, Token: token, SessionID: sessionID, Client: "legion helper (attach broker)",
 	})
 	if err != nil {
-		return nil, err // an *ptyworker.RPCError, or "hello: ..."
+		return nil, err // an *proto.RPCError, or "hello: ..."
 	}
 	if hr.SessionID != sessionID {
 		return nil, fmt.Errorf("hello: socket %s hosts session %s, not %s", socket, hr.SessionID, sessionID)

@@ -17,9 +17,9 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -109,13 +109,13 @@ func (s *tmuxServer) exitStatus(target string) (string, error) {
 
 // workerInfo asks the session's worker for its info on a read-only
 // connection of its own (no attach: it changes nothing).
-func workerInfo(ctx context.Context, t *testing.T, c *api.Client, name string) *ptyworker.Info {
+func workerInfo(ctx context.Context, t *testing.T, c *api.Client, name string) *proto.Info {
 	t.Helper()
 	conn, _, err := c.Attach(ctx, api.AttachArgs{Name: name, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("connect to the worker of %s: %v", name, err)
 	}
-	wc := ptyworker.NewClient(conn)
+	wc := proto.NewClient(conn)
 	defer wc.Close()
 	info, err := wc.Info(ctx)
 	if err != nil {
@@ -201,7 +201,7 @@ func TestRealClaudeAttachInTmux(t *testing.T) {
 
 	const name = "claude-tui"
 	a := testLaunch(name, env.Binary, "--settings", settings, "--session-id", session, "light the lanterns")
-	a.Cwd, a.Agent = project, ptyworker.AgentClaude
+	a.Cwd, a.Agent = project, proto.AgentClaude
 	a.Env = []string{"ANTHROPIC_BASE_URL=" + env.API.URL, "ANTHROPIC_AUTH_TOKEN=" + claudetest.Token, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
 	c := e.client(ctx)
 	if _, err := c.Spawn(ctx, a); err != nil {

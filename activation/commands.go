@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -17,7 +17,7 @@ import (
 // those not checked yet as recovery listed them (Session.Checking). It asks no worker and no manager
 // about a session whose state is current (Helper.current: followed by
 // pushed events) but for its last activity, read from files
-// (ptyworker.Info.LastActivityNow); the others are refreshed. With 1,000
+// (proto.Info.LastActivityNow); the others are refreshed. With 1,000
 // sessions a refresh of all (one info round trip to each worker, one
 // listing of every unit) took ~0.7 s on 2 cores.
 func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ api.Request) (any, *os.File, error) {
@@ -84,7 +84,7 @@ func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req api.Request) 
 	}
 	v := s.view()
 	v.Resources = h.resources(ctx, s.unit, v.State)
-	if spec, err := ptyworker.ReadSpec(filepath.Join(h.opts.StateDir, specDir, s.id+".json")); err == nil {
+	if spec, err := proto.ReadSpec(filepath.Join(h.opts.StateDir, specDir, s.id+".json")); err == nil {
 		v.Instructions = spec.Instructions
 	}
 	return api.StatusResult{Session: v}, nil, nil
@@ -168,7 +168,7 @@ func (h *Helper) cmdReset(ctx context.Context, _ *clientConn, req api.Request) (
 // running returns an authenticated worker connection of a session that
 // runs, or the error to answer: not_running (with the exit) for a session
 // that ended, unavailable for one between runs.
-func (h *Helper) running(ctx context.Context, s *session) (*ptyworker.Client, error) {
+func (h *Helper) running(ctx context.Context, s *session) (*proto.Client, error) {
 	v := s.view()
 	switch {
 	case v.State == api.StateLost:
@@ -242,9 +242,9 @@ func (h *Helper) cmdAttach(ctx context.Context, _ *clientConn, req api.Request) 
 // workerErr maps a worker call's failure to an API error.
 func workerErr(s *session, what string, err error) error {
 	switch {
-	case ptyworker.IsCode(err, ptyworker.CodeSessionNotRunning):
+	case proto.IsCode(err, proto.CodeSessionNotRunning):
 		return api.Errorf(api.CodeNotRunning, "session %s is not running: %v", s.name, err)
-	case ptyworker.IsCode(err, ptyworker.CodeBadRequest):
+	case proto.IsCode(err, proto.CodeBadRequest):
 		return api.Errorf(api.CodeBadRequest, "session %s: %s: %v", s.name, what, err)
 	}
 	s.closeConn()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -51,14 +51,14 @@ func (sc *streamCheck) fetch(ctx context.Context, t *testing.T, c *api.Client, m
 	if err != nil {
 		t.Fatalf("attach %s: %v", sc.name, err)
 	}
-	wc := ptyworker.NewClient(conn)
+	wc := proto.NewClient(conn)
 	defer wc.Close()
 	from := uint64(len(sc.got))
-	ar, err := wc.Attach(ctx, ptyworker.AttachParams{Offset: &from, ReadOnly: true})
+	ar, err := wc.Attach(ctx, proto.AttachParams{Offset: &from, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("worker attach %s from %d: %v", sc.name, from, err)
 	}
-	if ar.Mode != ptyworker.AttachReplay || ar.Offset != from {
+	if ar.Mode != proto.AttachReplay || ar.Offset != from {
 		t.Fatalf("worker attach %s from %d = mode %s offset %d; want a replay from %d (the ring holds it)", sc.name, from, ar.Mode, ar.Offset, from)
 	}
 	want := len(sc.got) + min
@@ -68,7 +68,7 @@ func (sc *streamCheck) fetch(ctx context.Context, t *testing.T, c *api.Client, m
 			if !ok {
 				t.Fatalf("%s: worker connection ended after %d bytes: %v", sc.name, len(sc.got), wc.Err())
 			}
-			if ev.Kind != ptyworker.EventKindOutput {
+			if ev.Kind != proto.EventKindOutput {
 				continue
 			}
 			if ev.Offset != uint64(len(sc.got)) {
@@ -216,7 +216,7 @@ func mustUnit(t *testing.T, name string) string {
 
 // liveAttach is an attachment kept open across helper restarts.
 type liveAttach struct {
-	wc *ptyworker.Client
+	wc *proto.Client
 	sc streamCheck
 }
 
@@ -226,9 +226,9 @@ func openLive(ctx context.Context, t *testing.T, c *api.Client, name string) *li
 	if err != nil {
 		t.Fatalf("attach %s: %v", name, err)
 	}
-	wc := ptyworker.NewClient(conn)
+	wc := proto.NewClient(conn)
 	zero := uint64(0)
-	if _, err := wc.Attach(ctx, ptyworker.AttachParams{Offset: &zero, ReadOnly: true}); err != nil {
+	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, ReadOnly: true}); err != nil {
 		t.Fatalf("worker attach %s: %v", name, err)
 	}
 	return &liveAttach{wc: wc, sc: streamCheck{name: name + " (kept attached)"}}
@@ -245,7 +245,7 @@ func (l *liveAttach) read(ctx context.Context, t *testing.T, n int) {
 			if !ok {
 				t.Fatalf("%s: connection ended: %v", l.sc.name, l.wc.Err())
 			}
-			if ev.Kind != ptyworker.EventKindOutput {
+			if ev.Kind != proto.EventKindOutput {
 				continue
 			}
 			if ev.Offset != uint64(len(l.sc.got)) {

@@ -20,7 +20,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/internal/unixsock"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -57,7 +57,7 @@ type Options struct {
 	IdleExit time.Duration
 
 	// Binary is the legion-pty-worker executable that worker units run;
-	// "" means ptyworker.FindBinary's, looked up at each launch (so a
+	// "" means proto.FindBinary's, looked up at each launch (so a
 	// missing worker fails that launch, with how to install it, not the
 	// helper).
 	Binary string
@@ -70,7 +70,7 @@ type Options struct {
 
 	// BootID is the ID of the running boot, which recovery compares with
 	// the boot of each entry's worker to find the sessions a reboot cut
-	// (see recovery.go); "" means the kernel's (ptyworker.BootID). Tests
+	// (see recovery.go); "" means the kernel's (proto.BootID). Tests
 	// set another to play the first helper start after a reboot.
 	BootID string
 
@@ -219,7 +219,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	h.log = h.log.With("daemon_id", id)
 	h.bootID = h.opts.BootID
 	if h.bootID == "" {
-		if h.bootID, err = ptyworker.BootID(); err != nil {
+		if h.bootID, err = proto.BootID(); err != nil {
 			h.log.Warn("no boot id: sessions a reboot cut are pruned, not listed as lost", "err", err)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/journal"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -457,9 +457,9 @@ func TestSessionLifecycleInProcess(t *testing.T) {
 	if ar.Session.State != api.StateRunning {
 		t.Errorf("Attach result state %s; want running", ar.Session.State)
 	}
-	wc := ptyworker.NewClient(conn)
+	wc := proto.NewClient(conn)
 	zero := uint64(0)
-	if _, err := wc.Attach(ctx, ptyworker.AttachParams{Offset: &zero}); err != nil {
+	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero}); err != nil {
 		t.Fatalf("worker attach: %v", err)
 	}
 	if err := wc.SendInput([]byte("typed\r")); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -89,8 +88,8 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 		}
 	}
 	switch {
-	case a.Agent != "" && a.Agent != ptyworker.AgentClaude && a.Agent != ptyworker.AgentCustom:
-		return launch{}, bad("agent", "%q: want %q, %q, or nothing (custom)", a.Agent, ptyworker.AgentClaude, ptyworker.AgentCustom)
+	case a.Agent != "" && a.Agent != proto.AgentClaude && a.Agent != proto.AgentCustom:
+		return launch{}, bad("agent", "%q: want %q, %q, or nothing (custom)", a.Agent, proto.AgentClaude, proto.AgentCustom)
 	case a.Watch != "" && !filepath.IsAbs(a.Watch):
 		return launch{}, bad("watch", "%q is not an absolute path", a.Watch)
 	case a.Watch != "" && a.StaleAfter <= 0:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/shellquote"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Sessions a reboot cut.
@@ -45,12 +45,12 @@ import (
 // cutByReboot reports whether the entry r, whose unit is gone and whose
 // lease is stale, is of a session a reboot cut; boot is this boot's ID
 // ("" when unknown: then none is).
-func cutByReboot(r *ptyworker.Registry, boot string) bool {
+func cutByReboot(r *proto.Registry, boot string) bool {
 	if r.Role != roleCommand || boot == "" || r.Owner.BootID == "" || r.Owner.BootID == boot {
 		return false
 	}
 	switch r.State {
-	case ptyworker.StateStarting, ptyworker.StateRunning, ptyworker.StateStopped:
+	case proto.StateStarting, proto.StateRunning, proto.StateStopped:
 		return true
 	}
 	return false
@@ -60,7 +60,7 @@ func cutByReboot(r *ptyworker.Registry, boot string) bool {
 // session: that a reboot cut it, when its worker last wrote, and the
 // commands that start it again or forget it. spec is the session's spec:
 // its command goes into the restart line.
-func lostCause(r *ptyworker.Registry, spec *ptyworker.Spec) string {
+func lostCause(r *proto.Registry, spec *proto.Spec) string {
 	var b strings.Builder
 	b.WriteString("the machine rebooted while it ran")
 	if !r.UpdatedAt.IsZero() {
@@ -76,7 +76,7 @@ func lostCause(r *ptyworker.Registry, spec *ptyworker.Spec) string {
 // session of r again under its name. The spec gives the command, its
 // directory and its watch; --setenv values are left out (they may be
 // secrets), so a session that had some says so.
-func respawnCommand(r *ptyworker.Registry, spec *ptyworker.Spec) string {
+func respawnCommand(r *proto.Registry, spec *proto.Spec) string {
 	words := []string{"legion", "spawn", "--team", r.Team, "--name", r.Name, "--cwd", spec.Cwd}
 	if spec.SessionFile != "" {
 		words = append(words, "--watch", spec.SessionFile, "--stale-after", time.Duration(spec.StaleAfter).String())
@@ -93,8 +93,8 @@ func respawnCommand(r *ptyworker.Registry, spec *ptyworker.Spec) string {
 // specs/, so the next recovery finds it lost again. It reports false,
 // doing nothing, when the session has no spec of this helper: a person
 // killed it.
-func (h *Helper) markLost(log interface{ Warn(string, ...any) }, r *ptyworker.Registry, path string) (entryResult, bool) {
-	spec, err := ptyworker.ReadSpec(filepath.Join(h.opts.StateDir, specDir, r.SessionID+".json"))
+func (h *Helper) markLost(log interface{ Warn(string, ...any) }, r *proto.Registry, path string) (entryResult, bool) {
+	spec, err := proto.ReadSpec(filepath.Join(h.opts.StateDir, specDir, r.SessionID+".json"))
 	if err != nil || spec.SessionID != r.SessionID || spec.Token != r.Token {
 		return entryResult{}, false
 	}

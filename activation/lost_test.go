@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -25,26 +25,26 @@ import (
 // to a team's controller.
 func TestCutByReboot(t *testing.T) {
 	const thisBoot, earlier = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
-	entry := func(role, state, boot string) *ptyworker.Registry {
-		return &ptyworker.Registry{Role: role, State: state, Owner: ptyworker.Lease{PID: 1, BootID: boot}}
+	entry := func(role, state, boot string) *proto.Registry {
+		return &proto.Registry{Role: role, State: state, Owner: proto.Lease{PID: 1, BootID: boot}}
 	}
 	for _, tt := range []struct {
 		name string
-		r    *ptyworker.Registry
+		r    *proto.Registry
 		boot string
 		want bool
 	}{
-		{"running in an earlier boot (power cut)", entry(roleCommand, ptyworker.StateRunning, earlier), thisBoot, true},
-		{"starting in an earlier boot", entry(roleCommand, ptyworker.StateStarting, earlier), thisBoot, true},
-		{"stopped in an earlier boot (shutdown)", entry(roleCommand, ptyworker.StateStopped, earlier), thisBoot, true},
-		{"exited by itself before the reboot", entry(roleCommand, ptyworker.StateExited, earlier), thisBoot, false},
-		{"killed by a person before the reboot", entry(roleCommand, ptyworker.StateRemoved, earlier), thisBoot, false},
-		{"completed before the reboot", entry(roleCommand, ptyworker.StateCompleted, earlier), thisBoot, false},
-		{"crashed in this boot", entry(roleCommand, ptyworker.StateRunning, thisBoot), thisBoot, false},
-		{"stopped in this boot", entry(roleCommand, ptyworker.StateStopped, thisBoot), thisBoot, false},
-		{"a team's worker (its controller resumes it)", entry(roleWorker, ptyworker.StateRunning, earlier), thisBoot, false},
-		{"a worker older than the boot ID", entry(roleCommand, ptyworker.StateRunning, ""), thisBoot, false},
-		{"this boot unknown", entry(roleCommand, ptyworker.StateRunning, earlier), "", false},
+		{"running in an earlier boot (power cut)", entry(roleCommand, proto.StateRunning, earlier), thisBoot, true},
+		{"starting in an earlier boot", entry(roleCommand, proto.StateStarting, earlier), thisBoot, true},
+		{"stopped in an earlier boot (shutdown)", entry(roleCommand, proto.StateStopped, earlier), thisBoot, true},
+		{"exited by itself before the reboot", entry(roleCommand, proto.StateExited, earlier), thisBoot, false},
+		{"killed by a person before the reboot", entry(roleCommand, proto.StateRemoved, earlier), thisBoot, false},
+		{"completed before the reboot", entry(roleCommand, proto.StateCompleted, earlier), thisBoot, false},
+		{"crashed in this boot", entry(roleCommand, proto.StateRunning, thisBoot), thisBoot, false},
+		{"stopped in this boot", entry(roleCommand, proto.StateStopped, thisBoot), thisBoot, false},
+		{"a team's worker (its controller resumes it)", entry(roleWorker, proto.StateRunning, earlier), thisBoot, false},
+		{"a worker older than the boot ID", entry(roleCommand, proto.StateRunning, ""), thisBoot, false},
+		{"this boot unknown", entry(roleCommand, proto.StateRunning, earlier), "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := cutByReboot(tt.r, tt.boot); got != tt.want {
@@ -57,9 +57,9 @@ func TestCutByReboot(t *testing.T) {
 // TestRespawnCommand: the restart line of a lost session is a command a
 // shell runs as written, without its --setenv values.
 func TestRespawnCommand(t *testing.T) {
-	r := &ptyworker.Registry{Name: "notes", Team: "adhoc"}
-	spec := &ptyworker.Spec{Cwd: "/home/a b", ArgvNew: []string{"/bin/sh", "-c", "echo 'hi'; sleep 9"},
-		Env: []string{"TOKEN=secret"}, SessionFile: "/tmp/f", StaleAfter: ptyworker.Duration(90 * time.Second)}
+	r := &proto.Registry{Name: "notes", Team: "adhoc"}
+	spec := &proto.Spec{Cwd: "/home/a b", ArgvNew: []string{"/bin/sh", "-c", "echo 'hi'; sleep 9"},
+		Env: []string{"TOKEN=secret"}, SessionFile: "/tmp/f", StaleAfter: proto.Duration(90 * time.Second)}
 	want := `legion spawn --team adhoc --name notes --cwd '/home/a b' --watch /tmp/f --stale-after 1m30s -E KEY=VALUE... (its 1 --setenv values) -- /bin/sh -c 'echo '\''hi'\''; sleep 9'`
 	if got := respawnCommand(r, spec); got != want {
 		t.Errorf("respawnCommand = %s\nwant %s", got, want)
@@ -130,9 +130,9 @@ func TestRecoveryAfterReboot(t *testing.T) {
 	}
 	for _, want := range []struct {
 		id, state string
-	}{{notes.ID, ptyworker.StateStopped}, {cut.ID, ptyworker.StateRunning}, {worker.ID, ptyworker.StateStopped}, {done.ID, ptyworker.StateExited},
-		{killed.ID, ptyworker.StateStopped}} {
-		r, err := ptyworker.ReadRegistry(filepath.Join(stateDir, registryDir, want.id+".json"))
+	}{{notes.ID, proto.StateStopped}, {cut.ID, proto.StateRunning}, {worker.ID, proto.StateStopped}, {done.ID, proto.StateExited},
+		{killed.ID, proto.StateStopped}} {
+		r, err := proto.ReadRegistry(filepath.Join(stateDir, registryDir, want.id+".json"))
 		if err != nil || r.State != want.state || r.Owner.Alive() {
 			t.Fatalf("registry entry of %s before the new boot: %+v, %v; want state %s and its worker gone", want.id, r, err, want.state)
 		}
@@ -239,7 +239,7 @@ func TestLostSessionsThroughTheCLI(t *testing.T) {
 		if err := e.mgr.Stop(ctx, r.Unit); err != nil {
 			t.Fatalf("stop %s: %v", r.Unit, err)
 		}
-		editRegistry(t, filepath.Join(e.stateDir, registryDir, r.ID+".json"), func(r *ptyworker.Registry) { r.Owner.BootID = earlier })
+		editRegistry(t, filepath.Join(e.stateDir, registryDir, r.ID+".json"), func(r *proto.Registry) { r.Owner.BootID = earlier })
 	}
 
 	out := e.mustLegion(ctx, "sessions", "list")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -90,9 +90,9 @@ type entryResult struct {
 // check is an entry the first phase of recovery left to its worker:
 // hello + watch, with retries, settles it (checkEntry, checkOrphan).
 type check struct {
-	path string              // the registry entry; the spec's path for an orphan
-	r    *ptyworker.Registry // the entry, or for an orphan the one its spec gives
-	us   units.State         // the unit's state in the first phase's listing
+	path string          // the registry entry; the spec's path for an orphan
+	r    *proto.Registry // the entry, or for an orphan the one its spec gives
+	us   units.State     // the unit's state in the first phase's listing
 	// orphan: a running unit without a registry entry, named by a spec of
 	// this helper (recoverOrphan).
 	orphan bool
@@ -268,11 +268,11 @@ func (h *Helper) recoverEntry(ctx context.Context, e registryEntry, states map[s
 	path, r, err := e.path, e.r, e.err
 	log := h.log.With("registry", path)
 	if err != nil {
-		if !errors.Is(err, ptyworker.ErrCorruptRegistry) {
+		if !errors.Is(err, proto.ErrCorruptRegistry) {
 			log.Error("recovery: cannot read registry entry", "err", err)
 			return entryResult{kind: failed}
 		}
-		dst, qerr := ptyworker.QuarantineRegistry(path)
+		dst, qerr := proto.QuarantineRegistry(path)
 		if qerr != nil {
 			log.Error("recovery: cannot quarantine corrupt registry entry", "err", qerr)
 			return entryResult{kind: failed}
@@ -315,7 +315,7 @@ func (h *Helper) recoverEntry(ctx context.Context, e registryEntry, states map[s
 // settleEntry applies the rules that need no worker to the entry r of
 // this helper, whose unit is in state us: it reports false when the
 // worker must answer (the unit runs, or a live worker has no unit).
-func (h *Helper) settleEntry(log *slog.Logger, path string, r *ptyworker.Registry, us units.State) (entryResult, bool) {
+func (h *Helper) settleEntry(log *slog.Logger, path string, r *proto.Registry, us units.State) (entryResult, bool) {
 	switch {
 	case us.Gone():
 		leaseAlive := r.Owner.Alive()
@@ -364,11 +364,11 @@ func (h *Helper) checkEntry(ctx context.Context, c *check) entryResult {
 			return res
 		}
 		switch {
-		case ptyworker.IsCode(err, ptyworker.CodeUnauthorized), ptyworker.IsCode(err, ptyworker.CodeSessionNotFound):
+		case proto.IsCode(err, proto.CodeUnauthorized), proto.IsCode(err, proto.CodeSessionNotFound):
 			res := h.quarantine(log, path, r, "the worker refused this helper's hello: "+err.Error())
 			res.unit = r.Unit
 			return res
-		case ptyworker.IsCode(err, ptyworker.CodeUnsupportedVersion):
+		case proto.IsCode(err, proto.CodeUnsupportedVersion):
 			res := h.quarantine(log, path, r, "rpc version mismatch: "+err.Error())
 			res.unit = r.Unit
 			return res
@@ -389,7 +389,7 @@ func (h *Helper) checkEntry(ctx context.Context, c *check) entryResult {
 		if st, err := h.unitStates(ctx); err == nil {
 			us = unitState(st, r.Unit)
 		}
-		if nr, rerr := ptyworker.ReadRegistry(path); rerr == nil && nr.SessionID == r.SessionID && nr.DaemonInstanceID == r.DaemonInstanceID {
+		if nr, rerr := proto.ReadRegistry(path); rerr == nil && nr.SessionID == r.SessionID && nr.DaemonInstanceID == r.DaemonInstanceID {
 			r = nr
 		}
 	}
@@ -405,7 +405,7 @@ const registryReads = 4
 // error reading it.
 type registryEntry struct {
 	path string
-	r    *ptyworker.Registry
+	r    *proto.Registry
 	err  error
 }
 
@@ -419,7 +419,7 @@ func readEntries(ctx context.Context, paths []string) []registryEntry {
 		g.Go(func() error {
 			out[i].path = p
 			if out[i].err = ctx.Err(); out[i].err == nil {
-				out[i].r, out[i].err = ptyworker.ReadRegistry(p)
+				out[i].r, out[i].err = proto.ReadRegistry(p)
 			}
 			return nil
 		})
@@ -432,7 +432,7 @@ func readEntries(ctx context.Context, paths []string) []registryEntry {
 // entry names, in state us: without a spec of this helper it is reported
 // as quarantined; with one it is adopted when it waits to restart or
 // failed, else listed and left to checkOrphan.
-func (h *Helper) recoverOrphan(us units.State, spec *ptyworker.Spec) entryResult {
+func (h *Helper) recoverOrphan(us units.State, spec *proto.Spec) entryResult {
 	unit := us.Name
 	log := h.log.With("unit", unit)
 	if spec == nil || spec.DaemonInstanceID != h.daemonID {
@@ -440,8 +440,8 @@ func (h *Helper) recoverOrphan(us units.State, spec *ptyworker.Spec) entryResult
 		return entryResult{kind: quarantined, unit: unit, q: api.Quarantined{Name: unit, Path: "",
 			Reason: "unit has no registry entry or spec of this helper: left running, not adopted"}}
 	}
-	r := &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: spec.SessionID, AgentSession: spec.AgentSession, Name: spec.Name, Team: spec.Team,
+	r := &proto.Registry{
+		Version: proto.RegistryVersion, SessionID: spec.SessionID, AgentSession: spec.AgentSession, Name: spec.Name, Team: spec.Team,
 		Issue: spec.Issue, Mode: spec.Mode, Role: spec.Role, Unit: spec.Unit, DaemonInstanceID: spec.DaemonInstanceID,
 		Token: spec.Token, SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
 	}
@@ -492,7 +492,7 @@ func (h *Helper) checkOrphan(ctx context.Context, c *check) entryResult {
 // adopt makes a session of r. wc, when not nil, is a connection that
 // watches its worker (pid), with the info of its watch call: the session
 // follows the worker on it from now on.
-func (h *Helper) adopt(r *ptyworker.Registry, path string, us units.State, wc *ptyworker.Client, pid int, in *ptyworker.Info, unit string) entryResult {
+func (h *Helper) adopt(r *proto.Registry, path string, us units.State, wc *proto.Client, pid int, in *proto.Info, unit string) entryResult {
 	s := newSession(h, r, path)
 	s.us, s.seen = us, time.Now()
 	if wc != nil {
@@ -520,7 +520,7 @@ func (h *Helper) prune(log interface {
 func (h *Helper) quarantine(log interface {
 	Warn(string, ...any)
 	Error(string, ...any)
-}, path string, r *ptyworker.Registry, why string) entryResult {
+}, path string, r *proto.Registry, why string) entryResult {
 	dst, err := moveAside(path, filepath.Join(h.opts.StateDir, quarantineDir))
 	if err != nil {
 		log.Error("recovery: cannot quarantine registry entry", "err", err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/ptyworker/workerunit"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -27,7 +27,7 @@ import (
 // worker is a pty-worker unit a test started itself (not through the
 // helper), under any daemon instance id.
 type worker struct {
-	spec *ptyworker.Spec
+	spec *proto.Spec
 	unit string
 	pid  uint32
 }
@@ -41,22 +41,22 @@ func startWorker(ctx context.Context, t *testing.T, mgr *units.Manager, name, da
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := ptyworker.NewToken()
+	token, err := proto.NewToken()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &ptyworker.Spec{
-		Version: ptyworker.SpecVersion, SessionID: uuid.NewSHA1(team, []byte(name)).String(), Name: name,
+	s := &proto.Spec{
+		Version: proto.SpecVersion, SessionID: uuid.NewSHA1(team, []byte(name)).String(), Name: name,
 		Team: config.AdhocTeam, TeamShort: team.String()[:8], Mode: api.ModeSpawn, Cwd: "/",
 		ArgvNew: []string{"/bin/sh", "-c", "sleep 1000"}, Token: token, DaemonInstanceID: daemonID, Unit: unit,
-		Paths: ptyworker.Paths{RuntimeDir: runtimeDir, StateDir: stateDir},
+		Paths: proto.Paths{RuntimeDir: runtimeDir, StateDir: stateDir},
 	}
 	dir := filepath.Join(stateDir, "test-specs")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	specPath := filepath.Join(dir, s.SessionID+".json")
-	if err := ptyworker.WriteSpec(specPath, s); err != nil {
+	if err := proto.WriteSpec(specPath, s); err != nil {
 		t.Fatal(err)
 	}
 	u, err := workerunit.Transient(s, workerunit.Policy{
@@ -113,8 +113,8 @@ func TestRecoveryRules(t *testing.T) {
 	foreignLive := startWorker(ctx, t, mgr, "foreign-live", foreign, rt, st)
 	badToken := startWorker(ctx, t, mgr, "ours-badtoken", ours, rt, st)
 	unreachable := startWorker(ctx, t, mgr, "ours-unreachable", ours, rt, st)
-	editRegistry(t, badToken.spec.RegistryPath(), func(r *ptyworker.Registry) { r.Token = "not-the-token-at-all" })
-	editRegistry(t, unreachable.spec.RegistryPath(), func(r *ptyworker.Registry) { r.SocketPath = filepath.Join(rt, "w", "nowhere.sock") })
+	editRegistry(t, badToken.spec.RegistryPath(), func(r *proto.Registry) { r.Token = "not-the-token-at-all" })
+	editRegistry(t, unreachable.spec.RegistryPath(), func(r *proto.Registry) { r.SocketPath = filepath.Join(rt, "w", "nowhere.sock") })
 
 	// Entries whose worker is gone and whose unit does not exist.
 	stale := writeStale(t, st, "stale", ours, deadPID(t))
@@ -194,37 +194,37 @@ func TestRecoveryRules(t *testing.T) {
 	}
 }
 
-func editRegistry(t *testing.T, path string, edit func(*ptyworker.Registry)) {
+func editRegistry(t *testing.T, path string, edit func(*proto.Registry)) {
 	t.Helper()
-	r, err := ptyworker.ReadRegistry(path)
+	r, err := proto.ReadRegistry(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	edit(r)
-	if err := ptyworker.WriteRegistry(path, r); err != nil {
+	if err := proto.WriteRegistry(path, r); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // writeStale writes a registry entry of a worker that is gone (dead PID)
 // and whose unit does not exist.
-func writeStale(t *testing.T, stateDir, name, daemonID string, pid int) *ptyworker.Registry {
+func writeStale(t *testing.T, stateDir, name, daemonID string, pid int) *proto.Registry {
 	t.Helper()
 	id := uuid.NewString()
 	unit, err := unitname.WorkerUnit(config.AdhocTeamID.String()[:8], name, api.ModeSpawn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: id, Name: name, Team: config.AdhocTeam, Mode: api.ModeSpawn, Unit: unit,
+	r := &proto.Registry{
+		Version: proto.RegistryVersion, SessionID: id, Name: name, Team: config.AdhocTeam, Mode: api.ModeSpawn, Unit: unit,
 		DaemonInstanceID: daemonID, Token: "stale-token-0123456789", WorkerPID: pid,
 		SocketPath:     filepath.Join(stateDir, "nowhere.sock"),
 		TranscriptPath: filepath.Join(stateDir, "transcripts", id+".log"),
-		Owner:          ptyworker.Lease{PID: pid, StartTime: 1, Nonce: "x"},
-		State:          ptyworker.StateExited, Run: 1, UpdatedAt: time.Now(),
-		LastExit: &ptyworker.ExitInfo{Code: 0, Reason: "exited", Time: time.Now(), Run: 1},
+		Owner:          proto.Lease{PID: pid, StartTime: 1, Nonce: "x"},
+		State:          proto.StateExited, Run: 1, UpdatedAt: time.Now(),
+		LastExit: &proto.ExitInfo{Code: 0, Reason: "exited", Time: time.Now(), Run: 1},
 	}
-	if err := ptyworker.WriteRegistry(filepath.Join(stateDir, registryDir, id+".json"), r); err != nil {
+	if err := proto.WriteRegistry(filepath.Join(stateDir, registryDir, id+".json"), r); err != nil {
 		t.Fatal(err)
 	}
 	return r

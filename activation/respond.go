@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // respondTimeout bounds a respond call to a worker: typing an answer
@@ -50,7 +50,7 @@ func (h *Helper) cmdRespond(ctx context.Context, _ *clientConn, req api.Request)
 	}
 	rctx, cancel := context.WithTimeout(ctx, respondTimeout)
 	defer cancel()
-	res, err := wc.Respond(rctx, ptyworker.RespondParams{Text: a.Text, Decision: a.Decision, By: a.By})
+	res, err := wc.Respond(rctx, proto.RespondParams{Text: a.Text, Decision: a.Decision, By: a.By})
 	if err != nil {
 		return nil, nil, workerErr(s, "respond", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/ptyworker/workerunit"
 	"github.com/legion-dev/legion/units"
 )
@@ -27,7 +27,7 @@ const (
 	workerStopTimeout = 15 * time.Second
 )
 
-// Roles of a launch (ptyworker.Spec.Role).
+// Roles of a launch (proto.Spec.Role).
 const (
 	roleWorker  = "worker"  // an agent dispatched for an issue
 	roleCommand = "command" // a command started with `legion spawn`
@@ -52,14 +52,14 @@ type launch struct {
 	name, id, unit        string
 	team                  string
 	teamID                uuid.UUID
-	agentSession          string // the agent's conversation when not id (a retro's); see ptyworker.Spec.AgentSessionID
+	agentSession          string // the agent's conversation when not id (a retro's); see proto.Spec.AgentSessionID
 	issue, mode, role     string
 	instructions          string // what the agent was told, for sessions.status
 	cwd                   string
 	env, argvNew, argvRes []string
 	watch                 string
 	staleAfter            time.Duration
-	agent                 string // ptyworker.AgentClaude or AgentCustom ("": custom)
+	agent                 string // proto.AgentClaude or AgentCustom ("": custom)
 	ownCommands           []string
 	legion                string
 	sandbox               *api.Sandbox
@@ -135,19 +135,19 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		}
 		return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: unit %s is %s (%s): `legion sessions kill %s` or wait", unit, st.ActiveState, st.SubState, name)
 	}
-	token, err := ptyworker.NewToken()
+	token, err := proto.NewToken()
 	if err != nil {
 		return api.SpawnResult{}, err
 	}
-	spec := &ptyworker.Spec{
-		Version: ptyworker.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, TeamShort: l.teamShort(),
+	spec := &proto.Spec{
+		Version: proto.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
-		Agent: l.agent, Sandbox: l.sandbox, Instructions: l.instructions, OwnCommands: l.ownCommands, Legion: l.legion, SessionFile: l.watch, StaleAfter: ptyworker.Duration(l.staleAfter), RingSize: l.ringSize,
+		Agent: l.agent, Sandbox: l.sandbox, Instructions: l.instructions, OwnCommands: l.ownCommands, Legion: l.legion, SessionFile: l.watch, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
-		Paths: ptyworker.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},
+		Paths: proto.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},
 	}
 	if l.watch != "" {
-		spec.StartupGrace = ptyworker.Duration(l.startupGrace)
+		spec.StartupGrace = proto.Duration(l.startupGrace)
 	}
 	if err := spec.Validate(); err != nil {
 		return api.SpawnResult{}, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
@@ -155,7 +155,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	bin := h.opts.Binary
 	if bin == "" {
 		var err error
-		if bin, err = ptyworker.FindBinary(); err != nil {
+		if bin, err = proto.FindBinary(); err != nil {
 			return api.SpawnResult{}, fmt.Errorf("spawn: %w", err)
 		}
 	}
@@ -176,7 +176,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	}
 	specPath := filepath.Join(dir, id+".json")
 	t0 := time.Now()
-	if err := ptyworker.WriteSpec(specPath, spec); err != nil {
+	if err := proto.WriteSpec(specPath, spec); err != nil {
 		return api.SpawnResult{}, err
 	}
 	tSpec := time.Since(t0)
@@ -193,8 +193,8 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		os.Remove(specPath)
 		return api.SpawnResult{}, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
 	}
-	ns := newSession(h, &ptyworker.Registry{
-		Version: ptyworker.RegistryVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, Issue: l.issue, Mode: l.mode,
+	ns := newSession(h, &proto.Registry{
+		Version: proto.RegistryVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, Issue: l.issue, Mode: l.mode,
 		Role: l.role, Unit: unit, DaemonInstanceID: h.daemonID, Token: token,
 		SocketPath: spec.SocketPath(), TranscriptPath: spec.TranscriptPath(),
 	}, spec.RegistryPath())
@@ -207,7 +207,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 			return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: unit %s is still loaded (running or stopping): `legion sessions kill %s` or wait", unit, name)
 		}
 		why := ""
-		if r, rerr := ptyworker.ReadRegistry(spec.RegistryPath()); rerr == nil && r.LastExit != nil && r.Token == token {
+		if r, rerr := proto.ReadRegistry(spec.RegistryPath()); rerr == nil && r.LastExit != nil && r.Token == token {
 			why = "; the worker said: " + r.LastExit.Reason
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), systemdTimeout)
@@ -271,8 +271,8 @@ func (t *table) reserve(name string) (*session, func(), error) {
 }
 
 // specsByUnit reads the helper's spec files, by unit name.
-func (h *Helper) specsByUnit() map[string]*ptyworker.Spec {
-	out := map[string]*ptyworker.Spec{}
+func (h *Helper) specsByUnit() map[string]*proto.Spec {
+	out := map[string]*proto.Spec{}
 	dir := filepath.Join(h.opts.StateDir, specDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -282,7 +282,7 @@ func (h *Helper) specsByUnit() map[string]*ptyworker.Spec {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		s, err := ptyworker.ReadSpec(filepath.Join(dir, e.Name()))
+		s, err := proto.ReadSpec(filepath.Join(dir, e.Name()))
 		if err != nil {
 			h.log.Warn("unreadable spec file", "file", e.Name(), "err", err)
 			continue

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -73,7 +73,7 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 		since := time.Duration(now.Nano()) - time.Duration(usec)*time.Microsecond
 		return since > time.Duration(args.StartLimitInterval), fmt.Sprintf("last start %v ago", since)
 	})
-	old, err := ptyworker.ReadRegistry(regPath)
+	old, err := proto.ReadRegistry(regPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestRespawnOfAFailedSession(t *testing.T) {
 		t.Errorf("status after the new start = %+v, %v; want running", s, err)
 	}
 	poll(t, ctx, "the registry entry of the new start, with a new token and a running child", func() (bool, string) {
-		r, err := ptyworker.ReadRegistry(regPath)
+		r, err := proto.ReadRegistry(regPath)
 		return err == nil && r.Token != old.Token && r.ChildPID != 0, fmt.Sprintf("%+v, %v", r, err)
 	})
 	pruned, err := os.ReadDir(filepath.Join(ip.h.opts.StateDir, prunedDir))

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -67,12 +67,12 @@ type session struct {
 	log *slog.Logger
 
 	mu    sync.Mutex
-	reg   *ptyworker.Registry // last registry entry read
-	wc    *ptyworker.Client   // authenticated connection; nil when none
-	wcPID int                 // worker PID wc talks to
-	info  *ptyworker.Info     // last info from wc
-	us    units.State         // last state from systemd
-	ended bool                // killed or pruned: over until spawned again
+	reg   *proto.Registry // last registry entry read
+	wc    *proto.Client   // authenticated connection; nil when none
+	wcPID int             // worker PID wc talks to
+	info  *proto.Info     // last info from wc
+	us    units.State     // last state from systemd
+	ended bool            // killed or pruned: over until spawned again
 	// checking: listed by recovery's first phase, its worker not yet
 	// checked (see recovery.go); nothing refreshes it meanwhile.
 	checking bool
@@ -84,7 +84,7 @@ type session struct {
 	failure units.State
 }
 
-func newSession(h *Helper, r *ptyworker.Registry, regPath string) *session {
+func newSession(h *Helper, r *proto.Registry, regPath string) *session {
 	return &session{
 		id: r.SessionID, name: r.Name, team: r.Team, issue: r.Issue, mode: r.Mode, unit: r.Unit,
 		regPath: regPath, transcript: r.TranscriptPath, socket: r.SocketPath, token: r.Token,
@@ -97,8 +97,8 @@ func newSession(h *Helper, r *ptyworker.Registry, regPath string) *session {
 // mode, session, unit: see internal/journal) as the worker's own lines
 // carry them, so one journalctl match finds both. "session" is the agent
 // conversation's session ID (LEGION_SESSION, see
-// ptyworker.Spec.AgentSessionID); "name" is what people type.
-func sessionLogger(log *slog.Logger, r *ptyworker.Registry) *slog.Logger {
+// proto.Spec.AgentSessionID); "name" is what people type.
+func sessionLogger(log *slog.Logger, r *proto.Registry) *slog.Logger {
 	args := []any{"session", r.AgentSessionID(), "name", r.Name, "team", r.Team, "unit", r.Unit}
 	if r.Issue != "" {
 		args = append(args, "issue", r.Issue)
@@ -311,7 +311,7 @@ func (s *session) refresh(ctx context.Context, h *Helper, us units.State) {
 		s.closeConnLocked()
 	}
 	s.info = nil
-	if r, err := ptyworker.ReadRegistry(s.regPath); err == nil && r.SessionID == s.id {
+	if r, err := proto.ReadRegistry(s.regPath); err == nil && r.SessionID == s.id {
 		s.reg = r
 	}
 }
@@ -377,7 +377,7 @@ func (s *session) followed() bool {
 // setConnLocked makes wc, a connection that watches the worker (pid),
 // the session's, with in the info its watch call returned, and starts
 // following it.
-func (s *session) setConnLocked(h *Helper, wc *ptyworker.Client, pid int, in *ptyworker.Info) {
+func (s *session) setConnLocked(h *Helper, wc *proto.Client, pid int, in *proto.Info) {
 	s.wc, s.wcPID, s.info, s.seen = wc, pid, in, time.Now()
 	h.followers.Add(1)
 	go h.follow(s, wc)
@@ -392,16 +392,16 @@ func (s *session) setConnLocked(h *Helper, wc *ptyworker.Client, pid int, in *pt
 // within one refresh would otherwise never be seen working. A worker
 // that does not answer is not dialled again until its unit changes. It
 // ends when wc does; Run closes every connection and waits for it.
-func (h *Helper) follow(s *session, wc *ptyworker.Client) {
+func (h *Helper) follow(s *session, wc *proto.Client) {
 	defer h.followers.Done()
 	for ev := range wc.Events() {
 		switch ev.Kind {
-		case ptyworker.EventKindState:
+		case proto.EventKindState:
 			if s.applyStateEvent(wc, ev.State) && !h.recovering.Load() {
 				h.events.publish(s)
 			}
 			h.events.mark(s.unit)
-		case ptyworker.EventKindExit:
+		case proto.EventKindExit:
 			h.events.mark(s.unit)
 		}
 		ev.Release()
@@ -416,7 +416,7 @@ func (h *Helper) follow(s *session, wc *ptyworker.Client) {
 // or the event is older than what s holds: of
 // an earlier run, or an agent state from before the newest hook event s
 // knows (a refresh's info call may have read past it).
-func (s *session) applyStateEvent(wc *ptyworker.Client, st *ptyworker.StateEventData) bool {
+func (s *session) applyStateEvent(wc *proto.Client, st *proto.StateEventData) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st == nil || s.wc != wc || s.info == nil || st.Run < s.info.Run || !st.Running {
@@ -447,10 +447,10 @@ func (s *session) closeConnLocked() {
 
 // dialWorker connects to a worker socket and says hello. The
 // connection's reader goroutine ends when the connection is closed.
-func dialWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker.Client, *ptyworker.HelloResult, error) {
+func dialWorker(ctx context.Context, socket, daemonID, token string) (*proto.Client, *proto.HelloResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
 	defer cancel()
-	wc, err := ptyworker.Dial(ctx, socket)
+	wc, err := proto.Dial(ctx, socket)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -463,14 +463,14 @@ func dialWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker
 }
 
 // watchWorker connects to a worker socket, says hello and watches (in
-// one round trip: ptyworker.Client.HelloWatch): the connection gets the
+// one round trip: proto.Client.HelloWatch): the connection gets the
 // worker's state and exit events (drain them: see follow), and the
 // session's info as of the subscription. The connection's reader
 // goroutine ends when the connection is closed.
-func watchWorker(ctx context.Context, socket, daemonID, token string) (*ptyworker.Client, *ptyworker.HelloResult, *ptyworker.Info, error) {
+func watchWorker(ctx context.Context, socket, daemonID, token string) (*proto.Client, *proto.HelloResult, *proto.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, workerCallTimeout)
 	defer cancel()
-	wc, err := ptyworker.Dial(ctx, socket)
+	wc, err := proto.Dial(ctx, socket)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -483,15 +483,15 @@ func watchWorker(ctx context.Context, socket, daemonID, token string) (*ptyworke
 }
 
 // helloParams is the helper's hello.
-func helloParams(daemonID, token string) ptyworker.HelloParams {
-	return ptyworker.HelloParams{
-		RPCMajor: ptyworker.RPCMajor, RPCMinor: ptyworker.RPCMinor,
+func helloParams(daemonID, token string) proto.HelloParams {
+	return proto.HelloParams{
+		RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor,
 		DaemonInstanceID: daemonID, Token: token, Client: "legion helper",
 	}
 }
 
 // updateActivity brings the last activity of the worker's last info up
-// to date from files (see ptyworker.Info.LastActivityNow).
+// to date from files (see proto.Info.LastActivityNow).
 func (s *session) updateActivity() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -511,12 +511,12 @@ func (s *session) view() api.Session {
 	defer s.mu.Unlock()
 	v := api.Session{Name: s.name, ID: s.id, Unit: s.unit, Team: s.team, Issue: s.issue, Mode: s.mode, Checking: s.checking}
 	v.State = deriveState(s.us, s.info, s.reg)
-	var last *ptyworker.ExitInfo
+	var last *proto.ExitInfo
 	run := 0
 	if s.reg != nil {
 		last, run = s.reg.LastExit, s.reg.Run
 	}
-	if s.checking && s.info == nil && s.reg != nil && v.State == api.StateRunning && s.reg.State == ptyworker.StateRunning {
+	if s.checking && s.info == nil && s.reg != nil && v.State == api.StateRunning && s.reg.State == proto.StateRunning {
 		v.PID = s.reg.ChildPID // as the worker wrote it when its run started
 	}
 	if s.info != nil {
@@ -557,12 +557,12 @@ func (s *session) view() api.Session {
 // failureCause says why systemd gave up on a session, from its failed
 // unit's state (zero if unread) and the last run's exit (nil if none was
 // recorded). A worker unit restarts on any failure but an agent that
-// cannot be started (ptyworker.ExitAgentNotStartable), so any other
+// cannot be started (proto.ExitAgentNotStartable), so any other
 // failed unit ran out of restarts: its start limit. (systemd 252 keeps
 // the first failure's Result=, "exit-code", when the limit stops a
 // restart; "start-limit-hit" only comes from a start by hand.)
 func failureCause(us units.State, last *api.Exit) string {
-	if last != nil && strings.HasPrefix(last.Reason, ptyworker.StartFailedPrefix) {
+	if last != nil && strings.HasPrefix(last.Reason, proto.StartFailedPrefix) {
 		return last.Reason
 	}
 	if us.Result == "start-limit-hit" || us.NRestarts > 0 {
@@ -577,7 +577,7 @@ func failureCause(us units.State, last *api.Exit) string {
 // deriveState maps systemd's view, the worker's info (nil when it does not
 // answer) and its registry entry (nil if none) to an API state. It is
 // pure.
-func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) api.State {
+func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State {
 	switch {
 	case us.Failed():
 		return api.StateFailed
@@ -592,7 +592,7 @@ func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) ap
 			// The worker does not answer: after its agent ended it closes
 			// its socket before it exits, and its registry entry (written
 			// at every start and end of a run) says how the run ended.
-			runEnded := reg != nil && reg.State != "" && reg.State != ptyworker.StateRunning && reg.State != ptyworker.StateStarting
+			runEnded := reg != nil && reg.State != "" && reg.State != proto.StateRunning && reg.State != proto.StateStarting
 			switch {
 			case runEnded && failedRun(reg.State, reg.LastExit):
 				return api.StateStarting // the run failed; the restart follows
@@ -604,7 +604,7 @@ func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) ap
 			return api.StateExited
 		}
 		switch {
-		case !in.Running && in.State == ptyworker.StateStarting:
+		case !in.Running && in.State == proto.StateStarting:
 			return api.StateStarting
 		case !in.Running && failedRun(in.State, in.Exit):
 			// The agent failed and its worker is about to exit non-zero:
@@ -627,11 +627,11 @@ func deriveState(us units.State, in *ptyworker.Info, reg *ptyworker.Registry) ap
 // failedRun reports whether a worker in state ended its run with a
 // failure of the agent, which makes the worker exit non-zero and systemd
 // restart it (a stopped or removed session is not restarted).
-func failedRun(state string, e *ptyworker.ExitInfo) bool {
-	return state == ptyworker.StateExited && e != nil && !e.Success()
+func failedRun(state string, e *proto.ExitInfo) bool {
+	return state == proto.StateExited && e != nil && !e.Success()
 }
 
-func exitView(e *ptyworker.ExitInfo) *api.Exit {
+func exitView(e *proto.ExitInfo) *api.Exit {
 	if e == nil {
 		return nil
 	}
@@ -677,15 +677,15 @@ func moveAside(path, dir string) (string, error) {
 
 // findEnded looks for an entry of a session called name that ended before
 // this helper started (registry/pruned), newest first.
-func (h *Helper) findEnded(name string) (*ptyworker.Registry, string) {
+func (h *Helper) findEnded(name string) (*proto.Registry, string) {
 	paths, err := readRegistryDir(filepath.Join(h.opts.StateDir, prunedDir))
 	if err != nil {
 		return nil, ""
 	}
-	var best *ptyworker.Registry
+	var best *proto.Registry
 	var bestPath string
 	for _, p := range paths {
-		r, err := ptyworker.ReadRegistry(p)
+		r, err := proto.ReadRegistry(p)
 		if err != nil || r.Name != name {
 			continue
 		}

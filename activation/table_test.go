@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -14,35 +14,35 @@ func TestDeriveState(t *testing.T) {
 		return units.State{Name: "u", LoadState: "loaded", ActiveState: active, SubState: sub}
 	}
 	gone := units.State{Name: "u", LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
-	running := &ptyworker.Info{State: ptyworker.StateRunning, Running: true}
+	running := &proto.Info{State: proto.StateRunning, Running: true}
 	tests := []struct {
 		name string
 		us   units.State
-		in   *ptyworker.Info
-		reg  *ptyworker.Registry
+		in   *proto.Info
+		reg  *proto.Registry
 		want api.State
 	}{
 		{"running", unit("active", "running"), running, nil, api.StateRunning},
 		{"running, no info yet", unit("active", "running"), nil, nil, api.StateRunning},
-		{"waiting on a human", unit("active", "running"), &ptyworker.Info{Running: true, Waiting: true}, nil, api.StateWaitingInput},
-		{"stale", unit("active", "running"), &ptyworker.Info{Running: true, Stale: true}, nil, api.StateStale},
-		{"waiting beats stale", unit("active", "running"), &ptyworker.Info{Running: true, Waiting: true, Stale: true}, nil, api.StateWaitingInput},
-		{"agent exited 0, worker lingering", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Code: 0}}, nil, api.StateExited},
-		{"agent failed, restart coming", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Code: 4}}, nil, api.StateStarting},
-		{"agent killed, restart coming", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateExited, Exit: &ptyworker.ExitInfo{Signal: "SIGKILL"}}, nil, api.StateStarting},
-		{"session stopped", unit("deactivating", "stop-sigterm"), &ptyworker.Info{State: ptyworker.StateStopped, Exit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, nil, api.StateExited},
-		{"session removed", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateRemoved, Exit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, nil, api.StateExited},
-		{"worker starting its agent", unit("active", "running"), &ptyworker.Info{State: ptyworker.StateStarting}, nil, api.StateStarting},
+		{"waiting on a human", unit("active", "running"), &proto.Info{Running: true, Waiting: true}, nil, api.StateWaitingInput},
+		{"stale", unit("active", "running"), &proto.Info{Running: true, Stale: true}, nil, api.StateStale},
+		{"waiting beats stale", unit("active", "running"), &proto.Info{Running: true, Waiting: true, Stale: true}, nil, api.StateWaitingInput},
+		{"agent exited 0, worker lingering", unit("active", "running"), &proto.Info{State: proto.StateExited, Exit: &proto.ExitInfo{Code: 0}}, nil, api.StateExited},
+		{"agent failed, restart coming", unit("active", "running"), &proto.Info{State: proto.StateExited, Exit: &proto.ExitInfo{Code: 4}}, nil, api.StateStarting},
+		{"agent killed, restart coming", unit("active", "running"), &proto.Info{State: proto.StateExited, Exit: &proto.ExitInfo{Signal: "SIGKILL"}}, nil, api.StateStarting},
+		{"session stopped", unit("deactivating", "stop-sigterm"), &proto.Info{State: proto.StateStopped, Exit: &proto.ExitInfo{Signal: "SIGHUP"}}, nil, api.StateExited},
+		{"session removed", unit("active", "running"), &proto.Info{State: proto.StateRemoved, Exit: &proto.ExitInfo{Signal: "SIGHUP"}}, nil, api.StateExited},
+		{"worker starting its agent", unit("active", "running"), &proto.Info{State: proto.StateStarting}, nil, api.StateStarting},
 		{"unit starting", unit("activating", "start"), nil, nil, api.StateStarting},
 		{"restart cooldown", unit("activating", "auto-restart"), nil, nil, api.StateStarting},
 		{"watchdog stop", unit("deactivating", "stop-watchdog"), nil, nil, api.StateStale},
 		{"stopping", unit("deactivating", "stop-sigterm"), nil, nil, api.StateExited},
-		{"stopping after a failed run", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 4}}, api.StateStarting},
-		{"stopping after a clean exit", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 0}}, api.StateExited},
-		{"stopped by kill", unit("deactivating", "stop-sigterm"), nil, &ptyworker.Registry{State: ptyworker.StateStopped, LastExit: &ptyworker.ExitInfo{Signal: "SIGHUP"}}, api.StateExited},
-		{"run ended cleanly, worker closed its socket", unit("active", "running"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 0}}, api.StateExited},
-		{"run failed, worker closed its socket", unit("active", "running"), nil, &ptyworker.Registry{State: ptyworker.StateExited, LastExit: &ptyworker.ExitInfo{Code: 4}}, api.StateStarting},
-		{"running, worker does not answer", unit("active", "running"), nil, &ptyworker.Registry{State: ptyworker.StateRunning}, api.StateRunning},
+		{"stopping after a failed run", unit("deactivating", "stop-sigterm"), nil, &proto.Registry{State: proto.StateExited, LastExit: &proto.ExitInfo{Code: 4}}, api.StateStarting},
+		{"stopping after a clean exit", unit("deactivating", "stop-sigterm"), nil, &proto.Registry{State: proto.StateExited, LastExit: &proto.ExitInfo{Code: 0}}, api.StateExited},
+		{"stopped by kill", unit("deactivating", "stop-sigterm"), nil, &proto.Registry{State: proto.StateStopped, LastExit: &proto.ExitInfo{Signal: "SIGHUP"}}, api.StateExited},
+		{"run ended cleanly, worker closed its socket", unit("active", "running"), nil, &proto.Registry{State: proto.StateExited, LastExit: &proto.ExitInfo{Code: 0}}, api.StateExited},
+		{"run failed, worker closed its socket", unit("active", "running"), nil, &proto.Registry{State: proto.StateExited, LastExit: &proto.ExitInfo{Code: 4}}, api.StateStarting},
+		{"running, worker does not answer", unit("active", "running"), nil, &proto.Registry{State: proto.StateRunning}, api.StateRunning},
 		{"gave up", unit("failed", "failed"), nil, nil, api.StateFailed},
 		{"unit gone", gone, nil, nil, api.StateExited},
 		{"unit inactive", unit("inactive", "dead"), nil, nil, api.StateExited},
@@ -77,10 +77,10 @@ func TestExitString(t *testing.T) {
 
 func TestExitView(t *testing.T) {
 	at := time.Now()
-	if got := exitView(&ptyworker.ExitInfo{Code: 0, Reason: "exited", Time: at}); got.Code == nil || *got.Code != 0 || got.Signal != "" {
+	if got := exitView(&proto.ExitInfo{Code: 0, Reason: "exited", Time: at}); got.Code == nil || *got.Code != 0 || got.Signal != "" {
 		t.Errorf("exitView(code 0) = %+v; want code 0 set", got)
 	}
-	if got := exitView(&ptyworker.ExitInfo{Code: -1, Signal: "SIGHUP", Time: at}); got.Code != nil || got.Signal != "SIGHUP" {
+	if got := exitView(&proto.ExitInfo{Code: -1, Signal: "SIGHUP", Time: at}); got.Code != nil || got.Signal != "SIGHUP" {
 		t.Errorf("exitView(signal) = %+v; want the signal and no code", got)
 	}
 	if exitView(nil) != nil {

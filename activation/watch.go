@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 )
 
@@ -151,7 +151,7 @@ func eventType(old api.Session, had bool, v api.Session) (api.EventType, bool) {
 	terminal := v.State.Ended()
 	switch {
 	case had && old.State == v.State && old.Question == v.Question && old.Restarts == v.Restarts &&
-		old.PID == v.PID && sameExit(old.Exit, v.Exit) && ptyworker.SameAgentState(old.Agent, v.Agent):
+		old.PID == v.PID && sameExit(old.Exit, v.Exit) && proto.SameAgentState(old.Agent, v.Agent):
 		return "", false
 	case v.State == api.StateFailed && (!had || old.State != api.StateFailed):
 		return api.EventFailed, true

@@ -22,7 +22,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -433,9 +433,9 @@ func TestTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wc := ptyworker.NewClient(conn)
+	wc := proto.NewClient(conn)
 	defer wc.Close()
-	ar, err := wc.Attach(t.Context(), ptyworker.AttachParams{ReadOnly: true})
+	ar, err := wc.Attach(t.Context(), proto.AttachParams{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // The terminal WebSocket, GET /api/sessions/{name}/term, carries a
@@ -155,13 +155,13 @@ type termConn struct {
 	name string
 	ws   *websocket.Conn
 
-	c          *api.Client       // the helper; dialed again when it restarted
-	wc         *ptyworker.Client // the worker, through the helper's descriptor
-	epoch      string            // the worker's output epoch (AttachResult.Epoch)
-	offset     uint64            // the next output byte the page has not got
-	control    bool              // the page took control
-	exit       *ptyworker.ExitInfo
-	lastAttach ptyworker.AttachResult
+	c          *api.Client   // the helper; dialed again when it restarted
+	wc         *proto.Client // the worker, through the helper's descriptor
+	epoch      string        // the worker's output epoch (AttachResult.Epoch)
+	offset     uint64        // the next output byte the page has not got
+	control    bool          // the page took control
+	exit       *proto.ExitInfo
+	lastAttach proto.AttachResult
 	desynced   bool // the worker dropped us for falling behind
 	waiting    bool // "waiting" was sent for this restart
 }
@@ -215,7 +215,7 @@ func (t *termConn) run(ctx context.Context) error {
 		poll = time.After(termRestartPoll)
 	}
 	for {
-		var events <-chan ptyworker.Event
+		var events <-chan proto.Event
 		if t.wc != nil {
 			events = t.wc.Events()
 		}
@@ -291,12 +291,12 @@ func (t *termConn) message(ctx context.Context, m termMessage) error {
 }
 
 // event passes one event of the worker on to the page.
-func (t *termConn) event(ctx context.Context, ev ptyworker.Event) error {
+func (t *termConn) event(ctx context.Context, ev proto.Event) error {
 	switch ev.Kind {
-	case ptyworker.EventKindSnapshot:
+	case proto.EventKindSnapshot:
 		t.offset = ev.Offset
 		return t.sendOutput(ctx, 'S', ev.Data)
-	case ptyworker.EventKindOutput:
+	case proto.EventKindOutput:
 		data, end := ev.Data, ev.Offset+uint64(len(ev.Data))
 		if end <= t.offset {
 			return nil // the page has it (sent again by a replay)
@@ -306,9 +306,9 @@ func (t *termConn) event(ctx context.Context, ev ptyworker.Event) error {
 		}
 		t.offset = end
 		return t.sendOutput(ctx, 'D', data)
-	case ptyworker.EventKindExit:
+	case proto.EventKindExit:
 		t.exit = ev.Exit
-	case ptyworker.EventKindDesync:
+	case proto.EventKindDesync:
 		t.desynced = true
 	}
 	return nil
@@ -396,7 +396,7 @@ func (t *termConn) reattach(ctx context.Context) (done bool, err error) {
 	if err != nil {
 		return false, nil // between runs: try again at the next poll
 	}
-	wc := ptyworker.NewClient(conn) // the helper said hello on it
+	wc := proto.NewClient(conn) // the helper said hello on it
 	if err := t.attachWorker(ctx, wc, from); err != nil {
 		wc.Close()
 		return false, nil
@@ -408,8 +408,8 @@ func (t *termConn) reattach(ctx context.Context) (done bool, err error) {
 
 // attachWorker attaches wc from offset (nil: a snapshot), read-only
 // unless the page has control.
-func (t *termConn) attachWorker(ctx context.Context, wc *ptyworker.Client, from *uint64) error {
-	p := ptyworker.AttachParams{ReadOnly: !t.control, Mapped: true}
+func (t *termConn) attachWorker(ctx context.Context, wc *proto.Client, from *uint64) error {
+	p := proto.AttachParams{ReadOnly: !t.control, Mapped: true}
 	if from != nil {
 		off := *from
 		p.Offset, p.Epoch = &off, t.epoch
@@ -421,7 +421,7 @@ func (t *termConn) attachWorker(ctx context.Context, wc *ptyworker.Client, from 
 		return err
 	}
 	t.epoch, t.lastAttach = ar.Epoch, *ar
-	if ar.Mode == ptyworker.AttachReplay {
+	if ar.Mode == proto.AttachReplay {
 		t.offset = ar.Offset
 	}
 	if ar.Exit != nil {

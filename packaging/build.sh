@@ -90,7 +90,7 @@ trap 'rm -rf "$LEGION_STAGE"' EXIT
 
 echo "build.sh: legion $LEGION_VERSION ($VERSION, commit $COMMIT) for $LEGION_ARCH" >&2
 CGO_ENABLED=0 "$GO" build -trimpath \
-	-ldflags "-X main.version=$VERSION -X main.commit=$COMMIT -X github.com/legion-dev/legion/ptyworker.LibexecDir=/usr/libexec/legion" \
+	-ldflags "-X main.version=$VERSION -X main.commit=$COMMIT -X github.com/legion-dev/legion/ptyworker/proto.LibexecDir=/usr/libexec/legion" \
 	-o "$LEGION_STAGE/" ./cmd/legion ./cmd/legion-pty-worker
 "$LEGION_STAGE/legion" install --packaged --unit-dir "$LEGION_STAGE/units" --bin /usr/bin/legion >/dev/null
 "$LEGION_STAGE/legion" docs --man "$LEGION_STAGE/man" --completions "$LEGION_STAGE/completions"

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // The info method reports the activity of the moment of the call, not of
@@ -14,7 +16,7 @@ import (
 func TestInfoActivityFollowsSessionFile(t *testing.T) {
 	spec := testSpec(t, "sh", "-c", "while :; do sleep 1; done")
 	spec.SessionFile = filepath.Join(spec.Cwd, "session.jsonl")
-	spec.StaleAfter = Duration(time.Hour)
+	spec.StaleAfter = proto.Duration(time.Hour)
 	if err := os.WriteFile(spec.SessionFile, []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +24,7 @@ func TestInfoActivityFollowsSessionFile(t *testing.T) {
 	c := tw.dial()
 	waitFor(t, "the first liveness tick (watchdog verdict fresh)", func() bool {
 		h, err := c.Health(ctxT(t))
-		return err == nil && h.Watchdog == WatchFresh
+		return err == nil && h.Watchdog == proto.WatchFresh
 	})
 
 	in, err := c.Info(ctxT(t))
@@ -52,7 +54,7 @@ func TestInfoActivityFollowsOutput(t *testing.T) {
 	c := tw.dial()
 	waitFor(t, "the first liveness tick (watchdog verdict unwatched)", func() bool {
 		h, err := c.Health(ctxT(t))
-		return err == nil && h.Watchdog == WatchUnwatched
+		return err == nil && h.Watchdog == proto.WatchUnwatched
 	})
 	in, err := c.Info(ctxT(t))
 	if err != nil {

@@ -23,18 +23,11 @@ package ptyworker
 // until its next event.
 
 import (
-	"bytes"
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-)
-
-// Agent kinds (Spec.Agent).
-const (
-	AgentCustom = "custom" // any terminal program: no hooks; liveness from its output
-	AgentClaude = "claude" // Claude Code: state from its hooks
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // agentMachine is the agent's state as its hooks tell it.
@@ -113,7 +106,7 @@ func (m *agentMachine) apply(ev *hookEvent, now time.Time) bool {
 		a.Since = now
 	}
 	m.cur = &a
-	return old == nil || !SameAgentState(old, &a)
+	return old == nil || !proto.SameAgentState(old, &a)
 }
 
 // setState moves a to state st with tool (working: the tool in use),
@@ -146,7 +139,7 @@ func (m *agentMachine) moveOn(now time.Time, tool string) bool {
 		a.Since = now
 	}
 	m.cur = &a
-	return !SameAgentState(old, &a)
+	return !proto.SameAgentState(old, &a)
 }
 
 // dialogClosed is the state after a permission dialog was answered in
@@ -162,7 +155,7 @@ func (m *agentMachine) dialogClosed(now time.Time) bool {
 	a.Event = "dialog answered in the terminal"
 	a.Since = now
 	m.cur = &a
-	return !SameAgentState(old, &a)
+	return !proto.SameAgentState(old, &a)
 }
 
 // waitPermission shows a held permission request again (one that is
@@ -184,21 +177,5 @@ func (m *agentMachine) waitPermission(now time.Time, tool string, input json.Raw
 		a.Since = now
 	}
 	m.cur = &a
-	return !SameAgentState(old, &a)
-}
-
-// SameAgentState reports whether a and b (nil: no state) say the same to
-// a watcher: the times and the event's name aside. The worker pushes a
-// state event when it is false.
-func SameAgentState(a, b *api.Agent) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.State == b.State && a.Tool == b.Tool && a.Command == b.Command &&
-		bytes.Equal(a.ToolInput, b.ToolInput) &&
-		slices.EqualFunc(a.Questions, b.Questions, func(x, y api.Question) bool {
-			return x.Question == y.Question && x.Header == y.Header && x.MultiSelect == y.MultiSelect && slices.Equal(x.Options, y.Options)
-		}) &&
-		a.LastMessage == b.LastMessage && a.BackgroundTasks == b.BackgroundTasks && a.Error == b.Error &&
-		((a.ResetAt == nil) == (b.ResetAt == nil)) && (a.ResetAt == nil || a.ResetAt.Equal(*b.ResetAt))
+	return !proto.SameAgentState(old, &a)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // realHooks reads testdata/claude-hooks.jsonl: every hook payload of a
@@ -252,11 +253,11 @@ func TestHookPayloadBounds(t *testing.T) {
 	if len(small) > maxHookParams {
 		t.Fatalf("ShrinkHookPayload left %d bytes; want at most %d", len(small), maxHookParams)
 	}
-	if f, err := encodeControl(&message{ID: 1, Method: MethodHook, Params: small}); err != nil || len(f) > MaxControlFrame+headerLen {
+	if f, err := proto.EncodeControl(&proto.Message{ID: 1, Method: proto.MethodHook, Params: small}); err != nil || len(f) > proto.MaxControlFrame+proto.HeaderLen {
 		t.Fatalf("the hook call of the shrunk payload: %d bytes, %v; want a control frame", len(f), err)
 	}
 	angles := ShrinkHookPayload([]byte(`{"hook_event_name":"PostToolUse","tool_input":{"content":"` + strings.Repeat("<&>", 20<<10) + `"}}`))
-	if f, err := encodeControl(&message{ID: 1, Method: MethodHook, Params: angles}); err != nil {
+	if f, err := proto.EncodeControl(&proto.Message{ID: 1, Method: proto.MethodHook, Params: angles}); err != nil {
 		t.Fatalf("the hook call of a payload of <, & and > (escaped to 6 bytes each): %d bytes, %v; want a control frame", len(f), err)
 	}
 	ev, err := parseHook(small, time.Now())
@@ -269,8 +270,8 @@ func TestHookPayloadBounds(t *testing.T) {
 	if a.State != api.AgentWaitingPermission || len(a.Command) > maxCommand || len(a.ToolInput) > maxToolInput || !strings.HasPrefix(a.Command, "/w/") {
 		t.Errorf("state = %s, command of %d bytes (%.20q), tool input of %d; want waiting_permission within the limits", a.State, len(a.Command), a.Command, len(a.ToolInput))
 	}
-	f, err := eventFrame(EventState, &StateEventData{Agent: a})
-	if err != nil || len(f) > MaxControlFrame {
+	f, err := eventFrame(proto.EventState, &proto.StateEventData{Agent: a})
+	if err != nil || len(f) > proto.MaxControlFrame {
 		t.Errorf("state event of %d bytes, %v; want it to fit a control frame", len(f), err)
 	}
 }
@@ -300,7 +301,7 @@ func FuzzParseHook(f *testing.F) {
 			if len(a.Command) > maxCommand || len(a.ToolInput) > maxToolInput || len(a.LastMessage) > maxLastMessage || len(a.Error) > maxErrorText || len(a.Questions) > maxQuestions {
 				t.Fatalf("state over its bounds: %+v", a)
 			}
-			if _, err := eventFrame(EventState, &StateEventData{Agent: a}); err != nil {
+			if _, err := eventFrame(proto.EventState, &proto.StateEventData{Agent: a}); err != nil {
 				t.Fatalf("state event: %v", err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hinshun/vt10x"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 func TestVimSnapshotAfterReattach(t *testing.T) {
@@ -30,7 +31,7 @@ func TestVimSnapshotAfterReattach(t *testing.T) {
 	// A first client watches vim draw, then goes away.
 	c1 := tw.dial()
 	s1 := follow(c1, 80, 24)
-	if _, err := c1.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := c1.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	s1.waitScreen(t, `notes.txt" 3L`)
@@ -47,12 +48,12 @@ func TestVimSnapshotAfterReattach(t *testing.T) {
 	waitFor(t, "snapshot with the appended line", func() bool {
 		c := tw.dial()
 		defer c.Close()
-		res, err := c.Attach(ctxT(t), AttachParams{})
-		if err != nil || res.Mode != AttachSnapshot {
+		res, err := c.Attach(ctxT(t), proto.AttachParams{})
+		if err != nil || res.Mode != proto.AttachSnapshot {
 			t.Fatalf("Attach() = %+v, %v; want a snapshot", res, err)
 		}
 		ev := <-c.Events()
-		if ev.Kind != EventKindSnapshot || ev.Offset != res.Offset {
+		if ev.Kind != proto.EventKindSnapshot || ev.Offset != res.Offset {
 			t.Fatalf("first event = kind %d offset %d; want a snapshot at %d", ev.Kind, ev.Offset, res.Offset)
 		}
 		snap = ev.Data
@@ -87,7 +88,7 @@ func TestVimSnapshotAfterReattach(t *testing.T) {
 	// on the status line, and :q! ends vim.
 	c3 := tw.dial()
 	s3 := follow(c3, 80, 24)
-	if _, err := c3.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := c3.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	c3.SendInput([]byte(":echo 'status-line-check'\r"))
@@ -103,17 +104,17 @@ func TestVimSnapshotAfterReattach(t *testing.T) {
 
 func TestReplayFromOffset(t *testing.T) {
 	spec := testSpec(t, "sh", "-c", `while read n; do i=0; while [ $i -lt $n ]; do echo "line $i of $n"; i=$((i+1)); done; echo batch-done; done`)
-	spec.RingSize = MinRingSize
+	spec.RingSize = proto.MinRingSize
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	s := follow(c, 80, 24)
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	c.SendInput([]byte("20\n"))
 	s.waitOutput(t, "batch-done\r\n")
 	full := s.output()
-	hello, err := c.HelloAs(ctxT(t), HelloParams{RPCMajor: RPCMajor, Token: spec.Token, DaemonInstanceID: spec.DaemonInstanceID})
+	hello, err := c.HelloAs(ctxT(t), proto.HelloParams{RPCMajor: proto.RPCMajor, Token: spec.Token, DaemonInstanceID: spec.DaemonInstanceID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +123,11 @@ func TestReplayFromOffset(t *testing.T) {
 		mid := uint64(len(full) / 2)
 		c2 := tw.dial()
 		s2 := follow(c2, 80, 24)
-		res, err := c2.Attach(ctxT(t), AttachParams{Offset: &mid, Epoch: hello.Epoch})
+		res, err := c2.Attach(ctxT(t), proto.AttachParams{Offset: &mid, Epoch: hello.Epoch})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Mode != AttachReplay || res.Offset != mid {
+		if res.Mode != proto.AttachReplay || res.Offset != mid {
 			t.Fatalf("Attach(offset %d) = %+v; want a replay from %d", mid, res, mid)
 		}
 		waitFor(t, "the replayed bytes", func() bool { return len(s2.output()) >= len(full)-int(mid) })
@@ -137,12 +138,12 @@ func TestReplayFromOffset(t *testing.T) {
 	t.Run("from an offset of another epoch", func(t *testing.T) {
 		c2 := tw.dial()
 		off := uint64(0)
-		res, err := c2.Attach(ctxT(t), AttachParams{Offset: &off, Epoch: "an-earlier-worker"})
+		res, err := c2.Attach(ctxT(t), proto.AttachParams{Offset: &off, Epoch: "an-earlier-worker"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Mode != AttachSnapshot {
-			t.Errorf("Attach(other epoch) mode = %q; want %q", res.Mode, AttachSnapshot)
+		if res.Mode != proto.AttachSnapshot {
+			t.Errorf("Attach(other epoch) mode = %q; want %q", res.Mode, proto.AttachSnapshot)
 		}
 	})
 	t.Run("from an offset no longer in the ring", func(t *testing.T) {
@@ -155,12 +156,12 @@ func TestReplayFromOffset(t *testing.T) {
 		c2 := tw.dial()
 		s2 := follow(c2, 80, 24)
 		off := uint64(0)
-		res, err := c2.Attach(ctxT(t), AttachParams{Offset: &off, Epoch: hello.Epoch})
+		res, err := c2.Attach(ctxT(t), proto.AttachParams{Offset: &off, Epoch: hello.Epoch})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Mode != AttachSnapshot {
-			t.Fatalf("Attach(offset 0 after overrun) mode = %q; want %q", res.Mode, AttachSnapshot)
+		if res.Mode != proto.AttachSnapshot {
+			t.Fatalf("Attach(offset 0 after overrun) mode = %q; want %q", res.Mode, proto.AttachSnapshot)
 		}
 		// The screen shows the end of the last batch.
 		s2.waitScreen(t, "line 999 of 1000")
@@ -178,13 +179,13 @@ func TestSlowClientDropped(t *testing.T) {
 	// The slow client attaches and then reads nothing.
 	slow := tw.raw()
 	slow.hello(spec)
-	slow.request(2, MethodAttach, AttachParams{})
+	slow.request(2, proto.MethodAttach, proto.AttachParams{})
 	if m := slow.next(); m == nil || m.Error != nil {
 		t.Fatalf("attach: %+v", m)
 	}
 	fast := tw.dial()
 	fs := follow(fast, 0, 0)
-	if _, err := fast.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := fast.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	fast.SendInput([]byte("\n"))
@@ -195,10 +196,10 @@ func TestSlowClientDropped(t *testing.T) {
 
 	// The agent was not stalled (it finished its output); the slow client
 	// now finds a desync event and then the end of the connection.
-	var desync *DesyncEventData
+	var desync *proto.DesyncEventData
 	for m := slow.next(); m != nil; m = slow.next() {
-		if m.Event == EventDesync {
-			desync = &DesyncEventData{}
+		if m.Event == proto.EventDesync {
+			desync = &proto.DesyncEventData{}
 			if err := json.Unmarshal(m.Data, desync); err != nil {
 				t.Fatal(err)
 			}

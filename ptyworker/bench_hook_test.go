@@ -3,12 +3,14 @@ package ptyworker
 import (
 	"bytes"
 	"context"
-	"github.com/legion-dev/legion/internal/benchreport"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/internal/benchreport"
+	"github.com/legion-dev/legion/ptyworker/proto"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -37,7 +39,7 @@ func BenchmarkHookToStateEvent(b *testing.B) {
 	var process, inProcess, bare []time.Duration
 	for range b.N {
 		spec := testSpec(b, "sleep", "100000")
-		spec.Agent = AgentClaude
+		spec.Agent = proto.AgentClaude
 		tw := startWorker(b, spec, Options{Logger: discardLogger(), Notify: func(string) error { return nil }})
 		cl := tw.dial()
 		if _, err := cl.Watch(context.Background()); err != nil {
@@ -55,7 +57,7 @@ func BenchmarkHookToStateEvent(b *testing.B) {
 		// seen waits for the state event of the agent in state st.
 		seen := func(st api.AgentState) {
 			for ev := range cl.Events() {
-				if ev.Kind == EventKindState && ev.State.Agent != nil && ev.State.Agent.State == st {
+				if ev.Kind == proto.EventKindState && ev.State.Agent != nil && ev.State.Agent.State == st {
 					return
 				}
 			}
@@ -100,11 +102,11 @@ func BenchmarkHookToStateEvent(b *testing.B) {
 
 // hookEnv is this process's environment with the agent's hook socket and
 // token: what `legion hook` sees when the agent runs it.
-func hookEnv(b *testing.B, cl *Client) []string {
+func hookEnv(b *testing.B, cl *proto.Client) []string {
 	b.Helper()
 	env := os.Environ()
 	for kv := range strings.SplitSeq(agentEnviron(b, cl), "\x00") {
-		if strings.HasPrefix(kv, EnvHookSocket+"=") || strings.HasPrefix(kv, EnvHookToken+"=") {
+		if strings.HasPrefix(kv, proto.EnvHookSocket+"=") || strings.HasPrefix(kv, proto.EnvHookToken+"=") {
 			env = append(env, kv)
 		}
 	}

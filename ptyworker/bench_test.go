@@ -69,6 +69,7 @@ import (
 
 	"github.com/legion-dev/legion/internal/benchreport"
 	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 	"golang.org/x/sys/unix"
 )
@@ -272,7 +273,7 @@ func BenchmarkOutputStalledClient(b *testing.B) {
 // do; without, they take data frames, as a client older than rpc 1.2 or
 // one on another architecture does.
 func benchOutput(b *testing.B, pairs int, stalled, mapped bool) {
-	if mapped && !ringMappable {
+	if mapped && !proto.RingMappable {
 		b.Skip("mapped attach is for amd64 only")
 	}
 	file := benchFile(b)
@@ -307,7 +308,7 @@ func benchOutput(b *testing.B, pairs int, stalled, mapped bool) {
 		spec.RingSize = 8 << 20
 		wp := startWorkerProcess(b, spec)
 		c := wp.client
-		if res, err := c.Attach(context.Background(), AttachParams{Mapped: mapped}); err != nil || res.Mapped != mapped {
+		if res, err := c.Attach(context.Background(), proto.AttachParams{Mapped: mapped}); err != nil || res.Mapped != mapped {
 			b.Fatalf("attach (mapped %v): %+v, %v", mapped, res, err)
 		}
 		var stall *stallingClient
@@ -327,10 +328,10 @@ func benchOutput(b *testing.B, pairs int, stalled, mapped bool) {
 		// The clock stops at the last byte (as the raw read's does), not at
 		// the exit event, which waits for the registry's fsync.
 		var got int64
-		var exit *ExitInfo
+		var exit *proto.ExitInfo
 		for ev := range c.Events() {
 			switch ev.Kind {
-			case EventKindOutput:
+			case proto.EventKindOutput:
 				got += int64(len(ev.Data))
 				if got == n {
 					wd := time.Since(start)
@@ -343,9 +344,9 @@ func benchOutput(b *testing.B, pairs int, stalled, mapped bool) {
 					pairRatios = append(pairRatios, float64(d)/float64(wd)) // same bytes: a ratio of rates
 				}
 				ev.Release() // as legion attach does once written out
-			case EventKindDesync:
+			case proto.EventKindDesync:
 				b.Fatalf("the benchmark client was dropped: %+v", ev.Desync)
-			case EventKindExit:
+			case proto.EventKindExit:
 				exit = ev.Exit
 			}
 			if exit != nil {
@@ -394,7 +395,7 @@ func benchOutput(b *testing.B, pairs int, stalled, mapped bool) {
 // stallingClient is an attached client whose connection is not read (its
 // reads wait) until resume.
 type stallingClient struct {
-	*Client
+	*proto.Client
 	conn *stallConn
 }
 
@@ -421,14 +422,14 @@ func (wp *workerProcess) dialStalling(b *testing.B) *stallingClient {
 		b.Fatal(err)
 	}
 	sc := &stallConn{Conn: nc, resumed: make(chan struct{})}
-	c := NewClient(sc)
+	c := proto.NewClient(sc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.Hello(ctx, wp.spec.Token, wp.spec.DaemonInstanceID); err != nil {
 		c.Close()
 		b.Fatal(err)
 	}
-	if _, err := c.Attach(ctx, AttachParams{}); err != nil {
+	if _, err := c.Attach(ctx, proto.AttachParams{}); err != nil {
 		c.Close()
 		b.Fatal(err)
 	}
@@ -442,10 +443,10 @@ func (s *stallingClient) resume() bool {
 	close(s.conn.resumed)
 	dropped := false
 	for ev := range s.Events() {
-		if ev.Kind == EventKindDesync {
+		if ev.Kind == proto.EventKindDesync {
 			dropped = true
 		}
-		if ev.Kind == EventKindExit {
+		if ev.Kind == proto.EventKindExit {
 			break
 		}
 	}
@@ -457,17 +458,17 @@ func (s *stallingClient) resume() bool {
 // client that has said hello.
 type workerProcess struct {
 	b      *testing.B
-	spec   *Spec
+	spec   *proto.Spec
 	cmd    *exec.Cmd
-	client *Client
+	client *proto.Client
 }
 
 // startWorkerProcess writes spec, starts the worker binary on it and
 // connects as the helper does (hello, info).
-func startWorkerProcess(b *testing.B, spec *Spec) *workerProcess {
+func startWorkerProcess(b *testing.B, spec *proto.Spec) *workerProcess {
 	b.Helper()
 	specPath := filepath.Join(spec.Cwd, "spec.json")
-	if err := WriteSpec(specPath, spec); err != nil {
+	if err := proto.WriteSpec(specPath, spec); err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(sdtest.WorkerBinary(b), "--spec", specPath)
@@ -477,7 +478,7 @@ func startWorkerProcess(b *testing.B, spec *Spec) *workerProcess {
 	}
 	wp := &workerProcess{b: b, spec: spec, cmd: cmd}
 	err := waitfor.Until(waitTimeout, "worker of session "+spec.SessionID+" to answer", func() error {
-		c, err := Dial(context.Background(), spec.SocketPath())
+		c, err := proto.Dial(context.Background(), spec.SocketPath())
 		if err != nil {
 			return err
 		}
@@ -552,7 +553,7 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 		spec := testSpec(b, argv...)
 		tw := startWorker(b, spec, Options{Logger: discardLogger()})
 		cl := tw.dial()
-		if _, err := cl.Attach(context.Background(), AttachParams{Offset: new(uint64)}); err != nil {
+		if _, err := cl.Attach(context.Background(), proto.AttachParams{Offset: new(uint64)}); err != nil {
 			b.Fatal(err)
 		}
 		for seen := ""; !strings.Contains(seen, "ready"); {
@@ -569,7 +570,7 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 				if !ok {
 					b.Fatal("worker connection closed")
 				}
-				if ev.Kind == EventKindOutput {
+				if ev.Kind == proto.EventKindOutput {
 					got += len(ev.Data)
 				}
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/hinshun/vt10x"
 
 	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // waitTimeout is the generous deadline of every condition a test waits for.
@@ -51,15 +52,15 @@ func shortTempDir(t testing.TB) string {
 }
 
 // testSpec is a valid spec running argv in temp dirs.
-func testSpec(t testing.TB, argv ...string) *Spec {
+func testSpec(t testing.TB, argv ...string) *proto.Spec {
 	t.Helper()
 	root := shortTempDir(t)
-	tok, err := NewToken()
+	tok, err := proto.NewToken()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Spec{
-		Version:          SpecVersion,
+	return &proto.Spec{
+		Version:          proto.SpecVersion,
 		SessionID:        uuid.NewString(),
 		Name:             "test-session",
 		Team:             "testteam",
@@ -71,7 +72,7 @@ func testSpec(t testing.TB, argv ...string) *Spec {
 		ArgvNew:          argv,
 		Token:            tok,
 		DaemonInstanceID: "daemon-test",
-		Paths:            Paths{RuntimeDir: filepath.Join(root, "run"), StateDir: filepath.Join(root, "state")},
+		Paths:            proto.Paths{RuntimeDir: filepath.Join(root, "run"), StateDir: filepath.Join(root, "state")},
 		Unit:             "legion-0123abcd-ENG\\x2d1-implement.service",
 	}
 }
@@ -79,14 +80,14 @@ func testSpec(t testing.TB, argv ...string) *Spec {
 // testWorker is a Run in a goroutine.
 type testWorker struct {
 	t      testing.TB
-	spec   *Spec
+	spec   *proto.Spec
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
 }
 
 // startWorker runs the worker and waits until its socket answers hello.
-func startWorker(t testing.TB, spec *Spec, opts Options) *testWorker {
+func startWorker(t testing.TB, spec *proto.Spec, opts Options) *testWorker {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
@@ -111,8 +112,8 @@ func startWorker(t testing.TB, spec *Spec, opts Options) *testWorker {
 			t.Fatalf("worker ended early: %v", tw.err)
 		default:
 		}
-		r, err := ReadRegistry(spec.RegistryPath())
-		return err == nil && r.State == StateRunning
+		r, err := proto.ReadRegistry(spec.RegistryPath())
+		return err == nil && r.State == proto.StateRunning
 	})
 	return tw
 }
@@ -130,11 +131,11 @@ func (tw *testWorker) wait() error {
 }
 
 // dial connects and says hello.
-func (tw *testWorker) dial() *Client {
+func (tw *testWorker) dial() *proto.Client {
 	tw.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	c, err := Dial(ctx, tw.spec.SocketPath())
+	c, err := proto.Dial(ctx, tw.spec.SocketPath())
 	if err != nil {
 		tw.t.Fatal(err)
 	}
@@ -164,10 +165,10 @@ type stream struct {
 	out      bytes.Buffer
 	next     uint64 // offset after the last output byte
 	vt       vt10x.Terminal
-	exit     *ExitInfo
-	desync   *DesyncEventData
-	states   []StateEventData
-	errs     []*RPCError
+	exit     *proto.ExitInfo
+	desync   *proto.DesyncEventData
+	states   []proto.StateEventData
+	errs     []*proto.RPCError
 	snaps    int
 	closed   bool
 	gapError error
@@ -176,7 +177,7 @@ type stream struct {
 // follow consumes c's events into a stream until the channel closes. With
 // cols 0 no terminal is fed (vt10x is slow: a test client that must keep up
 // with a flood of output cannot afford one).
-func follow(c *Client, cols, rows int) *stream {
+func follow(c *proto.Client, cols, rows int) *stream {
 	s := &stream{}
 	if cols > 0 {
 		s.vt = vt10x.New(vt10x.WithSize(cols, rows))
@@ -185,7 +186,7 @@ func follow(c *Client, cols, rows int) *stream {
 		for ev := range c.Events() {
 			s.mu.Lock()
 			switch ev.Kind {
-			case EventKindOutput:
+			case proto.EventKindOutput:
 				if s.next != 0 && ev.Offset != s.next && s.gapError == nil {
 					s.gapError = errors.New("output offsets not contiguous")
 				}
@@ -194,19 +195,19 @@ func follow(c *Client, cols, rows int) *stream {
 				if s.vt != nil {
 					s.vt.Write(ev.Data)
 				}
-			case EventKindSnapshot:
+			case proto.EventKindSnapshot:
 				s.snaps++
 				s.next = ev.Offset
 				if s.vt != nil {
 					s.vt.Write(ev.Data)
 				}
-			case EventKindExit:
+			case proto.EventKindExit:
 				s.exit = ev.Exit
-			case EventKindDesync:
+			case proto.EventKindDesync:
 				s.desync = ev.Desync
-			case EventKindState:
+			case proto.EventKindState:
 				s.states = append(s.states, *ev.State)
-			case EventKindError:
+			case proto.EventKindError:
 				s.errs = append(s.errs, ev.Err)
 			}
 			s.mu.Unlock()
@@ -230,7 +231,7 @@ func (s *stream) screen() string {
 	return s.vt.String()
 }
 
-func (s *stream) exitInfo() *ExitInfo {
+func (s *stream) exitInfo() *proto.ExitInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.exit
@@ -256,7 +257,7 @@ func strconvQuote(s string) string {
 }
 
 // readTranscript returns the session's transcript.
-func readTranscript(t testing.TB, s *Spec) string {
+func readTranscript(t testing.TB, s *proto.Spec) string {
 	t.Helper()
 	b, err := os.ReadFile(s.TranscriptPath())
 	if err != nil {
@@ -285,14 +286,14 @@ func (tw *testWorker) raw() *rawConn {
 
 func (r *rawConn) send(typ byte, payload []byte) {
 	r.t.Helper()
-	if err := WriteFrame(r.nc, typ, payload); err != nil {
+	if err := proto.WriteFrame(r.nc, typ, payload); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
 func (r *rawConn) request(id uint64, method string, params any) {
 	r.t.Helper()
-	r.send(FrameControl, r.requestPayload(id, method, params))
+	r.send(proto.FrameControl, r.requestPayload(id, method, params))
 }
 
 func (r *rawConn) requestPayload(id uint64, method string, params any) []byte {
@@ -322,7 +323,7 @@ func (r *rawConn) pipeline(reqs ...rawRequest) {
 	r.t.Helper()
 	var b bytes.Buffer
 	for _, q := range reqs {
-		if err := WriteFrame(&b, FrameControl, r.requestPayload(q.id, q.method, q.params)); err != nil {
+		if err := proto.WriteFrame(&b, proto.FrameControl, r.requestPayload(q.id, q.method, q.params)); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -333,21 +334,21 @@ func (r *rawConn) pipeline(reqs ...rawRequest) {
 
 // next reads the next control message, skipping data frames; nil at the
 // end of the connection.
-func (r *rawConn) next() *message {
+func (r *rawConn) next() *proto.Message {
 	r.t.Helper()
 	r.nc.SetReadDeadline(time.Now().Add(waitTimeout))
 	for {
-		typ, p, err := ReadFrame(r.nc, r.buf)
+		typ, p, err := proto.ReadFrame(r.nc, r.buf)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 				return nil
 			}
 			r.t.Fatalf("read frame: %v", err)
 		}
-		if typ != FrameControl {
+		if typ != proto.FrameControl {
 			continue
 		}
-		m, err := decodeMessage(p)
+		m, err := proto.DecodeMessage(p)
 		if err != nil {
 			r.t.Fatalf("worker sent a malformed message %q: %v", p, err)
 		}
@@ -356,9 +357,9 @@ func (r *rawConn) next() *message {
 }
 
 // hello authenticates with the spec's token.
-func (r *rawConn) hello(s *Spec) {
+func (r *rawConn) hello(s *proto.Spec) {
 	r.t.Helper()
-	r.request(1, MethodHello, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: s.Token, DaemonInstanceID: s.DaemonInstanceID})
+	r.request(1, proto.MethodHello, proto.HelloParams{RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor, Token: s.Token, DaemonInstanceID: s.DaemonInstanceID})
 	if m := r.next(); m == nil || m.Error != nil {
 		r.t.Fatalf("hello: %+v", m)
 	}

@@ -32,12 +32,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-)
-
-// The agent's environment variables for `legion hook`.
-const (
-	EnvHookSocket = "LEGION_HOOK_SOCKET"
-	EnvHookToken  = "LEGION_HOOK_TOKEN"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // keyPause is the pause between the steps of an answer typed into
@@ -72,23 +67,23 @@ func movesOn(ev *hookEvent) bool {
 
 // handleHook takes one hook event from a hook connection: it updates the
 // agent's state and answers the call, or holds it (a permission request).
-func (c *conn) handleHook(m *message) {
+func (c *conn) handleHook(m *proto.Message) {
 	w := c.w
 	now := time.Now()
 	ev, err := parseHook(m.Params, now)
 	if err != nil {
-		c.replyErr(m.ID, CodeBadRequest, fmt.Sprintf("session %s: %v", w.spec.SessionID, err), false)
+		c.replyErr(m.ID, proto.CodeBadRequest, fmt.Sprintf("session %s: %v", w.spec.SessionID, err), false)
 		return
 	}
 	if ev.Name == HookPermissionRequest {
-		if cmd := bashCommand(ev.ToolName, ev.ToolInput); cmd != "" && w.spec.ownCommand(cmd) {
+		if cmd := bashCommand(ev.ToolName, ev.ToolInput); cmd != "" && ownCommand(w.spec, cmd) {
 			// One of Legion's own commands for this session's issue: no
 			// person is asked, and the agent's state stays as it is.
 			w.mu.Lock()
 			w.lastHook = now
 			w.mu.Unlock()
 			w.log.Debug("allowed Legion's own command", "command", clipText(cmd, 500))
-			c.reply(m.ID, HookResult{Output: permissionDecision(api.DecisionAllow, "")})
+			c.reply(m.ID, proto.HookResult{Output: permissionDecision(api.DecisionAllow, "")})
 			return
 		}
 	}
@@ -99,7 +94,7 @@ func (c *conn) handleHook(m *message) {
 		if w.agent.cur != nil {
 			since = w.agent.cur.LastEvent
 		}
-		own := len(w.holds) == 0 && cmd != "" && w.spec.ownCommand(cmd)
+		own := len(w.holds) == 0 && cmd != "" && ownCommand(w.spec, cmd)
 		if own {
 			w.lastHook = now
 		}
@@ -108,7 +103,7 @@ func (c *conn) handleHook(m *message) {
 			// A dialog no hook answers (the Gemini CLI's, gemini FACTS
 			// G10, G11) asks for one of Legion's own commands: the
 			// worker answers it by keys.
-			c.reply(m.ID, HookResult{})
+			c.reply(m.ID, proto.HookResult{})
 			go w.allowDialog(cmd, ev, since)
 			return
 		}
@@ -130,7 +125,7 @@ func (c *conn) handleHook(m *message) {
 	}
 	held := false
 	switch {
-	case ev.Name == HookPermissionRequest && !w.ending && w.state == StateRunning:
+	case ev.Name == HookPermissionRequest && !w.ending && w.state == proto.StateRunning:
 		w.holds = append(w.holds, &hold{c: c, id: m.ID, agentID: ev.AgentID, tool: ev.ToolName, input: ev.ToolInput})
 		held = true
 		if len(w.holds) > 1 { // the oldest is the one shown
@@ -143,10 +138,10 @@ func (c *conn) handleHook(m *message) {
 	}
 	w.mu.Unlock()
 	for _, h := range release {
-		h.c.reply(h.id, HookResult{})
+		h.c.reply(h.id, proto.HookResult{})
 	}
 	if !held {
-		c.reply(m.ID, HookResult{})
+		c.reply(m.ID, proto.HookResult{})
 	}
 	if changed {
 		w.agentChanged(now)
@@ -232,7 +227,7 @@ func (w *worker) releaseHolds() {
 	w.holds = nil
 	w.mu.Unlock()
 	for _, h := range hs {
-		h.c.reply(h.id, HookResult{})
+		h.c.reply(h.id, proto.HookResult{})
 	}
 }
 
@@ -350,15 +345,15 @@ func permissionDecision(decision, message string) json.RawMessage {
 //
 // Text and Decision both empty is bad_request, as is a Decision when no
 // permission waits. Every answer is logged with who gave it and to what.
-func (w *worker) respond(p *RespondParams) (*RespondResult, *RPCError) {
+func (w *worker) respond(p *proto.RespondParams) (*proto.RespondResult, *proto.RPCError) {
 	if p.Text == "" && p.Decision == "" {
-		return nil, &RPCError{Code: CodeBadRequest, Message: "respond: give text (an answer or a prompt) or a decision (allow or deny)"}
+		return nil, &proto.RPCError{Code: proto.CodeBadRequest, Message: "respond: give text (an answer or a prompt) or a decision (allow or deny)"}
 	}
 	if p.Decision != "" && p.Decision != api.DecisionAllow && p.Decision != api.DecisionDeny {
-		return nil, &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("respond: decision %q: want %q or %q", clip(p.Decision, 32), api.DecisionAllow, api.DecisionDeny)}
+		return nil, &proto.RPCError{Code: proto.CodeBadRequest, Message: fmt.Sprintf("respond: decision %q: want %q or %q", clip(p.Decision, 32), api.DecisionAllow, api.DecisionDeny)}
 	}
-	if strings.ContainsRune(p.Text, 0) || hasCtl(p.By) {
-		return nil, &RPCError{Code: CodeBadRequest, Message: "respond: text holds a NUL byte or by holds control characters"}
+	if strings.ContainsRune(p.Text, 0) || proto.HasCtl(p.By) {
+		return nil, &proto.RPCError{Code: proto.CodeBadRequest, Message: "respond: text holds a NUL byte or by holds control characters"}
 	}
 	if _, e := w.runningChild(); e != nil {
 		return nil, e
@@ -384,11 +379,11 @@ func (w *worker) respond(p *RespondParams) (*RespondResult, *RPCError) {
 
 	switch {
 	case st == api.AgentEnded || w.isEnding():
-		return nil, &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s: the agent is ending", w.spec.SessionID)}
+		return nil, &proto.RPCError{Code: proto.CodeSessionNotRunning, Message: fmt.Sprintf("session %s: the agent is ending", w.spec.SessionID)}
 	case p.Decision != "" && st != api.AgentWaitingPermission:
-		return nil, &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("respond: session %s: a decision answers a permission request, but the agent is %s", w.spec.SessionID, stateName(st))}
+		return nil, &proto.RPCError{Code: proto.CodeBadRequest, Message: fmt.Sprintf("respond: session %s: a decision answers a permission request, but the agent is %s", w.spec.SessionID, stateName(st))}
 	case st == api.AgentWaitingPermission && p.Decision == "":
-		return nil, &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("respond: session %s waits for permission to use %s: give a decision (allow or deny)", w.spec.SessionID, a.Tool)}
+		return nil, &proto.RPCError{Code: proto.CodeBadRequest, Message: fmt.Sprintf("respond: session %s waits for permission to use %s: give a decision (allow or deny)", w.spec.SessionID, a.Tool)}
 	case st == api.AgentWaitingPermission:
 		return w.decide(p, by, a, h, now)
 	case st == api.AgentWaitingAnswer:
@@ -417,12 +412,12 @@ func (w *worker) respond(p *RespondParams) (*RespondResult, *RPCError) {
 	if changed {
 		w.agentChanged(now)
 	}
-	return w.respondResult(DeliveredKeys), nil
+	return w.respondResult(proto.DeliveredKeys), nil
 }
 
 // decide answers a permission request: the held hook call, or the dialog
 // by keys when the hook gave up (its connection ended).
-func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now time.Time) (*RespondResult, *RPCError) {
+func (w *worker) decide(p *proto.RespondParams, by string, a *api.Agent, h *hold, now time.Time) (*proto.RespondResult, *proto.RPCError) {
 	msg := ""
 	if p.Decision == api.DecisionDeny {
 		msg = p.Text
@@ -431,7 +426,7 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 		}
 	}
 	w.log.Info("respond: permission", "by", by, "what", p.Decision, "tool", a.Tool, "command", clipText(a.Command, 500), "message", clipText(msg, 200))
-	delivered := DeliveredHook
+	delivered := proto.DeliveredHook
 	if h != nil {
 		w.mu.Lock()
 		if len(w.holds) > 0 && w.holds[0] == h {
@@ -442,16 +437,16 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 		w.mu.Unlock()
 	}
 	if h != nil {
-		h.c.reply(h.id, HookResult{Output: permissionDecision(p.Decision, msg)})
+		h.c.reply(h.id, proto.HookResult{Output: permissionDecision(p.Decision, msg)})
 	} else {
 		// Claude Code's permission dialog: 1 is "Yes"; Esc declines, and
 		// the reason then goes as the next message. The same keys answer
 		// the Gemini CLI's ("1. Allow once", "No, suggest changes (esc)").
-		delivered = DeliveredKeys
+		delivered = proto.DeliveredKeys
 		if e := w.waitDialog(); e != nil {
 			return nil, e
 		}
-		var e *RPCError
+		var e *proto.RPCError
 		switch {
 		case p.Decision == api.DecisionAllow:
 			e = w.typeKeys("1")
@@ -470,7 +465,7 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 	case len(w.holds) > 0:
 		changed = w.agent.waitPermission(now, w.holds[0].tool, w.holds[0].input)
 	case w.agent.cur == nil || w.agent.cur.State != api.AgentWaitingPermission:
-	case delivered == DeliveredKeys && p.Decision == api.DecisionDeny && p.Text == "":
+	case delivered == proto.DeliveredKeys && p.Decision == api.DecisionDeny && p.Text == "":
 		// Esc interrupted the turn: the agent is at its prompt, and no
 		// hook event says so.
 		changed = w.agent.dialogClosed(now)
@@ -487,9 +482,9 @@ func (w *worker) decide(p *RespondParams, by string, a *api.Agent, h *hold, now 
 // answer answers an open AskUserQuestion: through its held hook call
 // when there is one (every question of the form gets the text as its
 // answer), else by keys.
-func (w *worker) answer(p *RespondParams, by string, a *api.Agent, h *hold, now time.Time) (*RespondResult, *RPCError) {
+func (w *worker) answer(p *proto.RespondParams, by string, a *api.Agent, h *hold, now time.Time) (*proto.RespondResult, *proto.RPCError) {
 	if p.Text == "" {
-		return nil, &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("respond: session %s asks a question: give the answer as text", w.spec.SessionID)}
+		return nil, &proto.RPCError{Code: proto.CodeBadRequest, Message: fmt.Sprintf("respond: session %s asks a question: give the answer as text", w.spec.SessionID)}
 	}
 	q := ""
 	if len(a.Questions) > 0 {
@@ -506,7 +501,7 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, h *hold, now 
 		}
 		w.mu.Unlock()
 		if h != nil {
-			h.c.reply(h.id, HookResult{Output: out})
+			h.c.reply(h.id, proto.HookResult{Output: out})
 			w.mu.Lock()
 			changed := false
 			switch {
@@ -519,13 +514,13 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, h *hold, now 
 			if changed {
 				w.agentChanged(now)
 			}
-			return w.respondResult(DeliveredHook), nil
+			return w.respondResult(proto.DeliveredHook), nil
 		}
 	}
 	if e := w.waitDialog(); e != nil {
 		return nil, e
 	}
-	var e *RPCError
+	var e *proto.RPCError
 	if len(a.Questions) == 1 && !a.Questions[0].MultiSelect {
 		e = w.typeFreeText(len(a.Questions[0].Options)+1, p.Text)
 	} else {
@@ -545,7 +540,7 @@ func (w *worker) answer(p *RespondParams, by string, a *api.Agent, h *hold, now 
 	if changed {
 		w.agentChanged(now)
 	}
-	return w.respondResult(DeliveredKeys), nil
+	return w.respondResult(proto.DeliveredKeys), nil
 }
 
 // dialogMarkers are on the screen while an agent's dialog is open, one of
@@ -578,12 +573,12 @@ const (
 // waitScreen waits, at most timeout, until the agent's screen shows want
 // (or, with gone, no longer shows it). Claude Code draws its prompt with
 // a no-break space after ❯: the screen is matched with plain spaces.
-func (w *worker) waitScreen(want string, gone bool, timeout time.Duration) (bool, *RPCError) {
+func (w *worker) waitScreen(want string, gone bool, timeout time.Duration) (bool, *proto.RPCError) {
 	return w.waitScreenFunc(func(text string) bool { return strings.Contains(text, want) }, gone, timeout)
 }
 
 // waitScreenFunc is waitScreen for a screen that shows(text).
-func (w *worker) waitScreenFunc(shows func(text string) bool, gone bool, timeout time.Duration) (bool, *RPCError) {
+func (w *worker) waitScreenFunc(shows func(text string) bool, gone bool, timeout time.Duration) (bool, *proto.RPCError) {
 	deadline := time.Now().Add(timeout)
 	for {
 		text := strings.ReplaceAll(w.scr.text(w.out), "\u00a0", " ")
@@ -601,10 +596,10 @@ func (w *worker) waitScreenFunc(shows func(text string) bool, gone bool, timeout
 }
 
 // waitDialog waits until a dialog is on the agent's screen.
-func (w *worker) waitDialog() *RPCError {
+func (w *worker) waitDialog() *proto.RPCError {
 	ok, e := w.waitScreenFunc(dialogOpen, false, dialogWait)
 	if e == nil && !ok {
-		e = &RPCError{Code: CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no line with %q); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, dialogMarkers)}
+		e = &proto.RPCError{Code: proto.CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no line with %q); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, dialogMarkers)}
 	}
 	return e
 }
@@ -614,7 +609,7 @@ func (w *worker) waitDialog() *RPCError {
 // shows the one before took effect (a digit and text in one write read
 // as a paste, and record option 1). The digit of "Type something." moves
 // the focus there; the text then replaces its label; Enter submits.
-func (w *worker) typeFreeText(digit int, text string) *RPCError {
+func (w *worker) typeFreeText(digit int, text string) *proto.RPCError {
 	if e := w.typeKeys(fmt.Sprint(digit)); e != nil {
 		return e
 	}
@@ -624,7 +619,7 @@ func (w *worker) typeFreeText(digit int, text string) *RPCError {
 		return e
 	}
 	if !ok {
-		return &RPCError{Code: CodeIOError, Message: fmt.Sprintf("session %s: the question's %q entry did not take the focus after %s; the answer was not typed: look with legion attach", w.spec.SessionID, field+"Type something.", keyWait)}
+		return &proto.RPCError{Code: proto.CodeIOError, Message: fmt.Sprintf("session %s: the question's %q entry did not take the focus after %s; the answer was not typed: look with legion attach", w.spec.SessionID, field+"Type something.", keyWait)}
 	}
 	if e := w.typeKeys(text); e != nil {
 		return e
@@ -643,7 +638,7 @@ func (w *worker) typeFreeText(digit int, text string) *RPCError {
 
 // escapeThenPrompt closes a dialog with Esc (declining it: the turn is
 // interrupted and the prompt is back) and sends text as the next prompt.
-func (w *worker) escapeThenPrompt(text string) *RPCError {
+func (w *worker) escapeThenPrompt(text string) *proto.RPCError {
 	if e := w.typeKeys("\x1b"); e != nil {
 		return e
 	}
@@ -659,7 +654,7 @@ func (w *worker) escapeThenPrompt(text string) *RPCError {
 // typeKeys writes each step to the agent's terminal, keyPause apart. A
 // carriage return inside a step's text would submit it early: it goes as
 // a line feed.
-func (w *worker) typeKeys(steps ...string) *RPCError {
+func (w *worker) typeKeys(steps ...string) *proto.RPCError {
 	for i, s := range steps {
 		if i > 0 {
 			time.Sleep(keyPause)
@@ -674,10 +669,10 @@ func (w *worker) typeKeys(steps ...string) *RPCError {
 	return nil
 }
 
-func (w *worker) respondResult(how string) *RespondResult {
+func (w *worker) respondResult(how string) *proto.RespondResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return &RespondResult{Delivered: how, Agent: w.agent.state()}
+	return &proto.RespondResult{Delivered: how, Agent: w.agent.state()}
 }
 
 // stateName names an agent state for messages ("" is no hook seen).
@@ -693,10 +688,10 @@ func stateName(st api.AgentState) string {
 // removal, records "completed: <reason>" and returns nil: the unit ends
 // as a success and is not restarted. Too late once the agent has ended
 // by itself.
-func (w *worker) requestEnd(reason string) *RPCError {
+func (w *worker) requestEnd(reason string) *proto.RPCError {
 	reason = strings.Join(strings.Fields(reason), " ")
-	if reason == "" || hasCtl(reason) {
-		return &RPCError{Code: CodeBadRequest, Message: "end: give a reason (printable text, e.g. \"worker-done and its turn ended\")"}
+	if reason == "" || proto.HasCtl(reason) {
+		return &proto.RPCError{Code: proto.CodeBadRequest, Message: "end: give a reason (printable text, e.g. \"worker-done and its turn ended\")"}
 	}
 	reason = clipText(reason, maxEndReason)
 	w.mu.Lock()
@@ -705,7 +700,7 @@ func (w *worker) requestEnd(reason string) *RPCError {
 	case w.ending || w.removing:
 		return nil // already on its way out
 	case w.ended:
-		return &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s: the agent has ended by itself", w.spec.SessionID, w.state)}
+		return &proto.RPCError{Code: proto.CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s: the agent has ended by itself", w.spec.SessionID, w.state)}
 	}
 	w.ending, w.endReason = true, reason
 	close(w.endCh)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // hookAgentScript is a shell agent that fires Claude Code's hooks the way
@@ -76,14 +77,14 @@ done
 
 // hookSpec is a spec of kind claude running hookAgentScript, its hook
 // command this test binary.
-func hookSpec(t *testing.T, env ...string) *Spec {
+func hookSpec(t *testing.T, env ...string) *proto.Spec {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := testSpec(t, "/bin/sh", "-c", hookAgentScript)
-	spec.Agent = AgentClaude
+	spec.Agent = proto.AgentClaude
 	// GORACE: a race-enabled test binary otherwise sleeps 1 s at exit.
 	spec.Env = append([]string{envTestHookRelay + "=1", "HOOK_BIN=" + exe, "GORACE=atexit_sleep_ms=0"}, env...)
 	return spec
@@ -126,14 +127,14 @@ func bufferLogger(t testing.TB) (*slog.Logger, *logBuffer) {
 }
 
 // agentIn waits until the agent's state (from info) is want, and returns it.
-func agentIn(t *testing.T, c *Client, want api.AgentState) *api.Agent {
+func agentIn(t *testing.T, c *proto.Client, want api.AgentState) *api.Agent {
 	t.Helper()
 	return agentInAfter(t, c, want, time.Time{})
 }
 
 // agentInAfter waits for the agent state want set by an event after
 // since: not one left from before.
-func agentInAfter(t *testing.T, c *Client, want api.AgentState, since time.Time) *api.Agent {
+func agentInAfter(t *testing.T, c *proto.Client, want api.AgentState, since time.Time) *api.Agent {
 	t.Helper()
 	var a *api.Agent
 	waitFor(t, "agent state "+string(want), func() bool {
@@ -149,7 +150,7 @@ func agentInAfter(t *testing.T, c *Client, want api.AgentState, since time.Time)
 
 // agentEnviron is the environment of the session's agent, as
 // /proc/PID/environ holds it: KEY=VALUE entries, each ended by a NUL.
-func agentEnviron(t testing.TB, c *Client) string {
+func agentEnviron(t testing.TB, c *proto.Client) string {
 	t.Helper()
 	in, err := c.Info(ctxT(t))
 	if err != nil {
@@ -163,14 +164,14 @@ func agentEnviron(t testing.TB, c *Client) string {
 }
 
 // hookToken reads the hook token from the agent's environment.
-func hookToken(t *testing.T, c *Client) string {
+func hookToken(t *testing.T, c *proto.Client) string {
 	t.Helper()
 	for kv := range strings.SplitSeq(agentEnviron(t, c), "\x00") {
-		if v, ok := strings.CutPrefix(kv, EnvHookToken+"="); ok {
+		if v, ok := strings.CutPrefix(kv, proto.EnvHookToken+"="); ok {
 			return v
 		}
 	}
-	t.Fatalf("the agent's environment has no %s", EnvHookToken)
+	t.Fatalf("the agent's environment has no %s", proto.EnvHookToken)
 	return ""
 }
 
@@ -221,7 +222,7 @@ func TestHookStateReachesWatchersStatusAndJournal(t *testing.T) {
 			t.Errorf("the hook token is in the %s", what)
 		}
 	}
-	if r, err := ReadRegistry(spec.RegistryPath()); err != nil || strings.Contains(fmt.Sprintf("%+v", r), tok) {
+	if r, err := proto.ReadRegistry(spec.RegistryPath()); err != nil || strings.Contains(fmt.Sprintf("%+v", r), tok) {
 		t.Errorf("registry %v holds the hook token (or: %v)", r, err)
 	}
 }
@@ -234,42 +235,42 @@ func TestHookConnectionAuth(t *testing.T) {
 	tok := hookToken(t, c)
 
 	wrong := tw.raw()
-	wrong.request(1, MethodHello, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: tok + "x"})
-	if m := wrong.next(); m == nil || m.Error == nil || m.Error.Code != CodeUnauthorized {
+	wrong.request(1, proto.MethodHello, proto.HelloParams{RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor, Token: tok + "x"})
+	if m := wrong.next(); m == nil || m.Error == nil || m.Error.Code != proto.CodeUnauthorized {
 		t.Errorf("hello with a wrong hook token = %+v; want unauthorized", m)
 	}
 
 	h := tw.raw()
-	h.request(1, MethodHello, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: tok, Client: "test hook"})
+	h.request(1, proto.MethodHello, proto.HelloParams{RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor, Token: tok, Client: "test hook"})
 	if m := h.next(); m == nil || m.Error != nil {
 		t.Fatalf("hello with the hook token = %+v; want a hook connection", m)
 	}
-	for i, method := range []string{MethodInfo, MethodInput, MethodAttach, MethodWatch, MethodRespond, MethodEnd, MethodRemove, MethodSignal} {
+	for i, method := range []string{proto.MethodInfo, proto.MethodInput, proto.MethodAttach, proto.MethodWatch, proto.MethodRespond, proto.MethodEnd, proto.MethodRemove, proto.MethodSignal} {
 		id := uint64(10 + i)
 		var p any
 		switch method {
-		case MethodInput:
-			p = InputParams{Data: []byte("rm -rf /\r")}
-		case MethodSignal:
-			p = SignalParams{Signal: "KILL"}
+		case proto.MethodInput:
+			p = proto.InputParams{Data: []byte("rm -rf /\r")}
+		case proto.MethodSignal:
+			p = proto.SignalParams{Signal: "KILL"}
 		}
 		h.request(id, method, p)
-		if m := h.next(); m == nil || m.ID != id || m.Error == nil || m.Error.Code != CodeUnauthorized {
+		if m := h.next(); m == nil || m.ID != id || m.Error == nil || m.Error.Code != proto.CodeUnauthorized {
 			t.Errorf("%s on a hook connection = %+v; want unauthorized", method, m)
 		}
 	}
-	h.send(FrameData, []byte("typed\r"))
-	if m := h.next(); m == nil || m.Error == nil || m.Error.Code != CodeUnauthorized {
+	h.send(proto.FrameData, []byte("typed\r"))
+	if m := h.next(); m == nil || m.Error == nil || m.Error.Code != proto.CodeUnauthorized {
 		t.Errorf("a data frame on a hook connection = %+v; want unauthorized", m)
 	}
-	h.send(FrameControl, []byte(`{"id":30,"method":"hook","params":{"hook_event_name":7}}`))
-	if m := h.next(); m == nil || m.ID != 30 || m.Error == nil || m.Error.Code != CodeBadRequest || !strings.Contains(m.Error.Message, "hook_event_name") {
+	h.send(proto.FrameControl, []byte(`{"id":30,"method":"hook","params":{"hook_event_name":7}}`))
+	if m := h.next(); m == nil || m.ID != 30 || m.Error == nil || m.Error.Code != proto.CodeBadRequest || !strings.Contains(m.Error.Message, "hook_event_name") {
 		t.Errorf("a malformed hook payload = %+v; want bad_request naming the field", m)
 	}
 	if a := agentIn(t, c, api.AgentStarting); a.Event != HookSessionStart {
 		t.Errorf("after a malformed payload the agent = %+v; want it unchanged", a)
 	}
-	h.request(31, MethodHook, json.RawMessage(`{"hook_event_name":"UserPromptSubmit","prompt":"x"}`))
+	h.request(31, proto.MethodHook, json.RawMessage(`{"hook_event_name":"UserPromptSubmit","prompt":"x"}`))
 	if m := h.next(); m == nil || m.ID != 31 || m.Error != nil || string(m.Result) != "{}" {
 		t.Errorf("a hook call = %+v; want an empty result", m)
 	}
@@ -277,8 +278,8 @@ func TestHookConnectionAuth(t *testing.T) {
 
 	ctl := tw.raw()
 	ctl.hello(spec)
-	ctl.request(2, MethodHook, json.RawMessage(`{"hook_event_name":"Stop"}`))
-	if m := ctl.next(); m == nil || m.Error == nil || m.Error.Code != CodeUnauthorized {
+	ctl.request(2, proto.MethodHook, json.RawMessage(`{"hook_event_name":"Stop"}`))
+	if m := ctl.next(); m == nil || m.Error == nil || m.Error.Code != proto.CodeUnauthorized {
 		t.Errorf("hook on a control connection = %+v; want unauthorized", m)
 	}
 	if tok == spec.Token {
@@ -292,25 +293,25 @@ func TestPermissionHeldAndDecided(t *testing.T) {
 	tw := startWorker(t, spec, Options{Logger: log})
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitOutput(t, "agent-ready")
 	ctx := ctxT(t)
-	if _, err := c.Respond(ctx, RespondParams{Decision: api.DecisionAllow}); !IsCode(err, CodeBadRequest) {
+	if _, err := c.Respond(ctx, proto.RespondParams{Decision: api.DecisionAllow}); !proto.IsCode(err, proto.CodeBadRequest) {
 		t.Errorf("respond with a decision while nothing waits = %v; want bad_request", err)
 	}
 
 	tests := []struct {
 		name   string
-		p      RespondParams
+		p      proto.RespondParams
 		output string
 	}{
-		{"allowed", RespondParams{Decision: api.DecisionAllow, By: "alice"},
+		{"allowed", proto.RespondParams{Decision: api.DecisionAllow, By: "alice"},
 			`decision:{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}`},
-		{"denied with a reason", RespondParams{Decision: api.DecisionDeny, Text: "not in this repo", By: "bob"},
+		{"denied with a reason", proto.RespondParams{Decision: api.DecisionDeny, Text: "not in this repo", By: "bob"},
 			`decision:{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"not in this repo"}}}`},
-		{"denied without one", RespondParams{Decision: api.DecisionDeny, By: "carol"},
+		{"denied without one", proto.RespondParams{Decision: api.DecisionDeny, By: "carol"},
 			`"decision":{"behavior":"deny","message":"denied by carol"}}}`},
 	}
 	for _, tt := range tests {
@@ -326,11 +327,11 @@ func TestPermissionHeldAndDecided(t *testing.T) {
 			if err != nil || !in.Waiting || in.Question != "permission to use Bash: rm -rf x" {
 				t.Errorf("info = waiting %v, question %q, %v; want waiting for permission to use Bash: rm -rf x", in.Waiting, in.Question, err)
 			}
-			if _, err := c.Respond(ctx, RespondParams{Text: "yes"}); !IsCode(err, CodeBadRequest) {
+			if _, err := c.Respond(ctx, proto.RespondParams{Text: "yes"}); !proto.IsCode(err, proto.CodeBadRequest) {
 				t.Errorf("respond without a decision to a permission request = %v; want bad_request", err)
 			}
 			res, err := c.Respond(ctx, tt.p)
-			if err != nil || res.Delivered != DeliveredHook || res.Agent == nil || res.Agent.State != api.AgentWorking {
+			if err != nil || res.Delivered != proto.DeliveredHook || res.Agent == nil || res.Agent.State != api.AgentWorking {
 				t.Fatalf("respond = %+v, %v; want delivered by the hook, the agent working", res, err)
 			}
 			s.waitOutput(t, tt.output)
@@ -350,7 +351,7 @@ func TestQuestionAnsweredByHook(t *testing.T) {
 	tw := startWorker(t, hookSpec(t), Options{Logger: log})
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitOutput(t, "agent-ready")
@@ -362,11 +363,11 @@ func TestQuestionAnsweredByHook(t *testing.T) {
 	if len(a.Questions) != 1 || a.Questions[0].Question != "Proceed?" {
 		t.Fatalf("questions = %+v; want Proceed?", a.Questions)
 	}
-	if _, err := c.Respond(ctx, RespondParams{Decision: api.DecisionAllow}); !IsCode(err, CodeBadRequest) {
+	if _, err := c.Respond(ctx, proto.RespondParams{Decision: api.DecisionAllow}); !proto.IsCode(err, proto.CodeBadRequest) {
 		t.Errorf("respond with a decision to a question = %v; want bad_request", err)
 	}
-	res, err := c.Respond(ctx, RespondParams{Text: "Yes, but 2 of them", By: "dana"})
-	if err != nil || res.Delivered != DeliveredHook || res.Agent == nil || res.Agent.State != api.AgentWorking {
+	res, err := c.Respond(ctx, proto.RespondParams{Text: "Yes, but 2 of them", By: "dana"})
+	if err != nil || res.Delivered != proto.DeliveredHook || res.Agent == nil || res.Agent.State != api.AgentWorking {
 		t.Fatalf("respond = %+v, %v; want delivered by the hook, the agent working", res, err)
 	}
 	s.waitOutput(t, `answers:{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow","updatedInput":{"answers":{"Proceed?":"Yes, but 2 of them"},"questions":[{"question":"Proceed?","header":"Go","options":[{"label":"Yes"},{"label":"No"}],"multiSelect":false}]}}}}`)
@@ -380,18 +381,18 @@ func TestRespondByKeys(t *testing.T) {
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitOutput(t, "agent-ready")
 	ctx := ctxT(t)
-	if _, err := c.Respond(ctx, RespondParams{By: "alice"}); !IsCode(err, CodeBadRequest) {
+	if _, err := c.Respond(ctx, proto.RespondParams{By: "alice"}); !proto.IsCode(err, proto.CodeBadRequest) {
 		t.Errorf("respond with neither text nor decision = %v; want bad_request", err)
 	}
 	tests := []struct {
 		name, step string
 		state      api.AgentState
-		p          RespondParams
+		p          proto.RespondParams
 		drop       bool   // the hook call goes away (the step reads a line) before the answer
 		dialog     bool   // keys wait for a dialog on the screen
 		then       string // typed after the answer
@@ -399,18 +400,18 @@ func TestRespondByKeys(t *testing.T) {
 		after      api.AgentState
 	}{
 		{"one question: the digit of Type something, the text, Enter", "ask1k", api.AgentWaitingAnswer,
-			RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, true, "", "answered:ship it on Friday, 2 reviewers", api.AgentWorking},
+			proto.RespondParams{Text: "ship it on Friday, 2 reviewers"}, true, true, "", "answered:ship it on Friday, 2 reviewers", api.AgentWorking},
 		{"several questions: Esc, the text, Enter", "ask2k", api.AgentWaitingAnswer,
-			RespondParams{Text: "red and large"}, true, true, "", "got:red and large", api.AgentWorking},
+			proto.RespondParams{Text: "red and large"}, true, true, "", "got:red and large", api.AgentWorking},
 		{"a permission dialog without its hook, allowed: 1", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionAllow}, false, true, "", "answered-option:1", api.AgentWorking},
+			proto.RespondParams{Decision: api.DecisionAllow}, false, true, "", "answered-option:1", api.AgentWorking},
 		{"a permission dialog without its hook, denied: Esc and the reason", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, false, true, "", "got:not that one", api.AgentWorking},
+			proto.RespondParams{Decision: api.DecisionDeny, Text: "not that one"}, false, true, "", "got:not that one", api.AgentWorking},
 		{"a permission dialog without its hook, denied without a reason: Esc, the agent idle", "notify-perm", api.AgentWaitingPermission,
-			RespondParams{Decision: api.DecisionDeny}, false, true, "", "declined", api.AgentIdle},
+			proto.RespondParams{Decision: api.DecisionDeny}, false, true, "", "declined", api.AgentIdle},
 		// Working from the prompt on, though this agent sends no hook for it.
-		{"idle: its next prompt", "stop", api.AgentIdle, RespondParams{Text: "now the docs"}, false, false, "", "got:now the docs", api.AgentWorking},
-		{"working: queued as the next prompt", "work", api.AgentWorking, RespondParams{Text: "and the tests"}, false, false, "", "got:and the tests", api.AgentWorking},
+		{"idle: its next prompt", "stop", api.AgentIdle, proto.RespondParams{Text: "now the docs"}, false, false, "", "got:now the docs", api.AgentWorking},
+		{"working: queued as the next prompt", "work", api.AgentWorking, proto.RespondParams{Text: "and the tests"}, false, false, "", "got:and the tests", api.AgentWorking},
 	}
 	rc := tw.dial()
 	dialogs := 0
@@ -434,7 +435,7 @@ func TestRespondByKeys(t *testing.T) {
 			}
 			tt.p.By = "alice"
 			type result struct {
-				res *RespondResult
+				res *proto.RespondResult
 				err error
 			}
 			// On a connection of its own, as the helper does: a worker
@@ -453,7 +454,7 @@ func TestRespondByKeys(t *testing.T) {
 				}
 			}
 			r := <-done
-			if r.err != nil || r.res.Delivered != DeliveredKeys || r.res.Agent == nil || r.res.Agent.State != tt.after {
+			if r.err != nil || r.res.Delivered != proto.DeliveredKeys || r.res.Agent == nil || r.res.Agent.State != tt.after {
 				t.Fatalf("respond = %+v, %v; want delivered by keys, the agent %s after", r.res, r.err, tt.after)
 			}
 			if tt.then != "" {
@@ -484,11 +485,11 @@ func TestEndCompletesTheSession(t *testing.T) {
 			tw := startWorker(t, spec, Options{KillGrace: 300 * time.Millisecond})
 			c := tw.dial()
 			s := follow(c, 0, 0)
-			if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+			if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 				t.Fatal(err)
 			}
 			s.waitOutput(t, "agent-ready")
-			if err := c.End(ctxT(t), "  "); !IsCode(err, CodeBadRequest) {
+			if err := c.End(ctxT(t), "  "); !proto.IsCode(err, proto.CodeBadRequest) {
 				t.Errorf("end without a reason = %v; want bad_request", err)
 			}
 			if err := c.End(ctxT(t), "worker-done and its turn ended"); err != nil {
@@ -497,8 +498,8 @@ func TestEndCompletesTheSession(t *testing.T) {
 			if err := tw.wait(); err != nil {
 				t.Errorf("Run() after end = %v; want nil (the unit ends as a success)", err)
 			}
-			r, err := ReadRegistry(spec.RegistryPath())
-			if err != nil || r.State != StateCompleted || r.LastExit == nil || r.LastExit.Reason != "completed: worker-done and its turn ended" || r.LastExit.String() != tt.exit {
+			r, err := proto.ReadRegistry(spec.RegistryPath())
+			if err != nil || r.State != proto.StateCompleted || r.LastExit == nil || r.LastExit.Reason != "completed: worker-done and its turn ended" || r.LastExit.String() != tt.exit {
 				t.Errorf("registry = %+v (exit %+v), %v; want completed with the reason, the agent's %s", r, r.LastExit, err, tt.exit)
 			}
 			if ex := s.exitInfo(); ex == nil || ex.Reason != "completed: worker-done and its turn ended" {
@@ -511,7 +512,7 @@ func TestEndCompletesTheSession(t *testing.T) {
 			if err := Run(ctxT(t), spec, Options{Logger: testLogger(t), Notify: func(string) error { return nil }}); err != nil {
 				t.Errorf("Run() of a completed session = %v; want nil, not started", err)
 			}
-			if r, _ := ReadRegistry(spec.RegistryPath()); r == nil || r.Run != 1 {
+			if r, _ := proto.ReadRegistry(spec.RegistryPath()); r == nil || r.Run != 1 {
 				t.Errorf("registry after a second start = %+v; want run 1 still", r)
 			}
 		})
@@ -528,16 +529,16 @@ func TestWatchdogByAgentState(t *testing.T) {
 		state   api.AgentState
 		verdict string
 	}{
-		{"fed while idle at its prompt", []string{"work", "stop"}, api.AgentIdle, WatchIdle},
-		{"fed while a permission waits", []string{"perm"}, api.AgentWaitingPermission, WatchWaiting},
-		{"fed while a question waits", []string{"ask1"}, api.AgentWaitingAnswer, WatchWaiting},
-		{"stale while working with no sign of life, its screen redrawing", []string{"spin"}, api.AgentWorking, WatchStale},
+		{"fed while idle at its prompt", []string{"work", "stop"}, api.AgentIdle, proto.WatchIdle},
+		{"fed while a permission waits", []string{"perm"}, api.AgentWaitingPermission, proto.WatchWaiting},
+		{"fed while a question waits", []string{"ask1"}, api.AgentWaitingAnswer, proto.WatchWaiting},
+		{"stale while working with no sign of life, its screen redrawing", []string{"spin"}, api.AgentWorking, proto.WatchStale},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := listenNotify(t)
 			spec := hookSpec(t)
-			spec.StaleAfter, spec.StartupGrace = Duration(stale), Duration(waitTimeout)
+			spec.StaleAfter, spec.StartupGrace = proto.Duration(stale), proto.Duration(waitTimeout)
 			tw := startWorker(t, spec, Options{Tick: 50 * time.Millisecond})
 			c := tw.dial()
 			agentIn(t, c, api.AgentStarting)
@@ -555,7 +556,7 @@ func TestWatchdogByAgentState(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.verdict == WatchStale {
+			if tt.verdict == proto.WatchStale {
 				waitFor(t, "WATCHDOG=trigger", func() bool { return ns.count("WATCHDOG=trigger") == 1 })
 				if !in.Stale || !strings.Contains(ns.last("STATUS"), "stale, working, no sign of life since") {
 					t.Errorf("info stale %v, STATUS=%q; want stale, saying the agent was working", in.Stale, ns.last("STATUS"))
@@ -581,12 +582,12 @@ func TestWatchdogCustomAgentByOutput(t *testing.T) {
 	ns := listenNotify(t)
 	const stale = 500 * time.Millisecond
 	spec := testSpec(t, "/bin/sh", "-c", `i=0; while [ $i -lt 40 ]; do echo tick $i; i=$((i+1)); sleep 0.05; done; echo quiet; exec sleep 600`)
-	spec.StaleAfter = Duration(stale)
+	spec.StaleAfter = proto.Duration(stale)
 	tw := startWorker(t, spec, Options{Tick: 50 * time.Millisecond})
 	c := tw.dial()
 	waitFor(t, "fresh while it prints", func() bool {
 		h, err := c.Health(ctxT(t))
-		return err == nil && h.Watchdog == WatchFresh
+		return err == nil && h.Watchdog == proto.WatchFresh
 	})
 	waitFor(t, "WATCHDOG=trigger once it is quiet", func() bool { return ns.count("WATCHDOG=trigger") == 1 })
 	in, err := c.Info(ctxT(t))
@@ -607,11 +608,11 @@ func TestPermissionHookGone(t *testing.T) {
 	tok := hookToken(t, c)
 	hookConn := func(tool string) *rawConn {
 		h := tw.raw()
-		h.request(1, MethodHello, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: tok})
+		h.request(1, proto.MethodHello, proto.HelloParams{RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor, Token: tok})
 		if m := h.next(); m == nil || m.Error != nil {
 			t.Fatalf("hook hello: %+v", m)
 		}
-		h.request(2, MethodHook, map[string]any{"hook_event_name": "PermissionRequest", "tool_name": tool, "tool_input": map[string]string{"command": tool + " x"}})
+		h.request(2, proto.MethodHook, map[string]any{"hook_event_name": "PermissionRequest", "tool_name": tool, "tool_input": map[string]string{"command": tool + " x"}})
 		return h
 	}
 	first := hookConn("Bash")
@@ -634,9 +635,9 @@ func TestPermissionHookGone(t *testing.T) {
 // socket or token (not even one its spec or the worker's environment
 // holds), and so no hook connection.
 func TestCustomAgentHasNoHooks(t *testing.T) {
-	t.Setenv(EnvHookToken, "from-the-environment-0123456789")
+	t.Setenv(proto.EnvHookToken, "from-the-environment-0123456789")
 	spec := testSpec(t, "sleep", "600")
-	spec.Env = []string{EnvHookSocket + "=/tmp/elsewhere.sock", EnvHookToken + "=from-the-spec-0123456789"}
+	spec.Env = []string{proto.EnvHookSocket + "=/tmp/elsewhere.sock", proto.EnvHookToken + "=from-the-spec-0123456789"}
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	if env := agentEnviron(t, c); strings.Contains(env, "LEGION_HOOK_") {
@@ -644,8 +645,8 @@ func TestCustomAgentHasNoHooks(t *testing.T) {
 	}
 	for _, tok := range []string{"from-the-environment-0123456789", "from-the-spec-0123456789", ""} {
 		r := tw.raw()
-		r.request(1, MethodHello, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: tok})
-		if m := r.next(); m == nil || m.Error == nil || m.Error.Code != CodeUnauthorized {
+		r.request(1, proto.MethodHello, proto.HelloParams{RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor, Token: tok})
+		if m := r.next(); m == nil || m.Error == nil || m.Error.Code != proto.CodeUnauthorized {
 			t.Errorf("hello with token %q = %+v; want unauthorized", tok, m)
 		}
 	}

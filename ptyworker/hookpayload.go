@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Hook event names (hook_event_name) the state machine acts on. Others
@@ -58,7 +59,7 @@ const (
 	MaxHookPayload = 4 << 20
 	// maxHookParams is the most a hook call's params may take: what is
 	// left of a control frame after the request's envelope.
-	maxHookParams = MaxControlFrame - 1<<10
+	maxHookParams = proto.MaxControlFrame - 1<<10
 )
 
 // hookEvent is what the state machine reads of one hook payload.
@@ -141,7 +142,7 @@ func parseHook(raw []byte, now time.Time) (*hookEvent, error) {
 	switch {
 	case ev.Name == "":
 		return nil, bad("field hook_event_name: missing or empty (want e.g. %q)", HookStop)
-	case len(ev.Name) > maxHookEventName || hasCtl(ev.Name):
+	case len(ev.Name) > maxHookEventName || proto.HasCtl(ev.Name):
 		return nil, bad("field hook_event_name: %q is not an event name", clip(ev.Name, maxHookEventName))
 	}
 	if !isNull(f.ToolInput) {

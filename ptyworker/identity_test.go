@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"log/slog"
 	"testing"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestIdentity: every line the worker logs carries the session's journal
@@ -13,16 +15,16 @@ import (
 func TestIdentity(t *testing.T) {
 	tests := []struct {
 		name string
-		spec Spec
+		spec proto.Spec
 		want string
 	}{{
 		name: "retro",
-		spec: Spec{Team: "web", Name: "WEB-1-retro", Issue: "WEB-1", Mode: "retro", Unit: "legion-0a1b2c3d-web-1-retro.service",
+		spec: proto.Spec{Team: "web", Name: "WEB-1-retro", Issue: "WEB-1", Mode: "retro", Unit: "legion-0a1b2c3d-web-1-retro.service",
 			SessionID: "11111111-1111-5111-8111-111111111111", AgentSession: "22222222-2222-5222-8222-222222222222"},
 		want: "level=INFO msg=x team=web session=22222222-2222-5222-8222-222222222222 name=WEB-1-retro issue=WEB-1 mode=retro unit=legion-0a1b2c3d-web-1-retro.service\n",
 	}, {
 		name: "spawned, no issue",
-		spec: Spec{Team: "web", Name: "shell", SessionID: "11111111-1111-5111-8111-111111111111", Unit: "legion-0a1b2c3d-shell.service"},
+		spec: proto.Spec{Team: "web", Name: "shell", SessionID: "11111111-1111-5111-8111-111111111111", Unit: "legion-0a1b2c3d-shell.service"},
 		want: "level=INFO msg=x team=web session=11111111-1111-5111-8111-111111111111 name=shell unit=legion-0a1b2c3d-shell.service\n",
 	}}
 	for _, tt := range tests {

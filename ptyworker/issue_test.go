@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestIssueArgv: an agent's legion issue arguments are run for its own
 // team and issue only, with the verbs that act on one issue, the flags
 // --json and --author, and its text after "--".
 func TestIssueArgv(t *testing.T) {
-	s := &Spec{Name: "DEMO-1-implement", Team: "web", Issue: "DEMO-1"}
+	s := &proto.Spec{Name: "DEMO-1-implement", Team: "web", Issue: "DEMO-1"}
 	for _, c := range []struct {
 		name string
 		argv []string
@@ -51,7 +52,7 @@ func TestIssueArgv(t *testing.T) {
 // unsandboxed one keeps it.
 func TestChildEnvSandboxed(t *testing.T) {
 	base := []string{"PATH=/bin", "SSH_AUTH_SOCK=/run/user/1000/ssh-agent.socket", "GPG_AGENT_INFO=/run/user/1000/gnupg/S.gpg-agent:0:1"}
-	s := &Spec{SessionID: "0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c", Name: "n", Team: "web", Paths: Paths{RuntimeDir: "/run/user/1000/legion"}}
+	s := &proto.Spec{SessionID: "0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c", Name: "n", Team: "web", Paths: proto.Paths{RuntimeDir: "/run/user/1000/legion"}}
 	has := func(env []string, kv string) bool { return slices.Contains(env, kv) }
 	if env := childEnv(base, s, "tok"); !has(env, base[1]) || !has(env, base[2]) {
 		t.Errorf("unsandboxed env %q: want the key agents kept", env)

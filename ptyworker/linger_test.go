@@ -3,6 +3,8 @@ package ptyworker
 import (
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestWatchAfterExit: a watch that comes while the worker lingers after
@@ -46,13 +48,13 @@ func TestWatchAfterExit(t *testing.T) {
 // it reads a line, writes more than the socket buffers hold and exits 3,
 // with a client attached that reads nothing from then on: once the agent
 // ended, the worker lingers until that client is closed.
-func lingeringWorker(t *testing.T) (*testWorker, *Spec, *rawConn) {
+func lingeringWorker(t *testing.T) (*testWorker, *proto.Spec, *rawConn) {
 	t.Helper()
 	spec := testSpec(t, "sh", "-c", `read x; head -c 600000 /dev/zero | tr '\0' x; exit 3`)
 	tw := startWorker(t, spec, Options{ExitLinger: time.Minute})
 	stalled := tw.raw()
 	stalled.hello(spec)
-	stalled.request(2, MethodAttach, AttachParams{})
+	stalled.request(2, proto.MethodAttach, proto.AttachParams{})
 	if m := stalled.next(); m == nil || m.Error != nil {
 		t.Fatalf("attach: %+v", m)
 	}

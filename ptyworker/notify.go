@@ -1,7 +1,6 @@
 package ptyworker
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,16 +12,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker/claude"
-)
-
-// Watchdog verdicts, in HealthResult.Watchdog.
-const (
-	WatchFresh     = "fresh"     // a sign of life came within stale_after
-	WatchGrace     = "grace"     // within startup_grace of the start
-	WatchWaiting   = "waiting"   // the agent waits on a human
-	WatchIdle      = "idle"      // the agent idles at its prompt or is ending (from its hooks)
-	WatchStale     = "stale"     // none of the above: the watchdog is not fed
-	WatchUnwatched = "unwatched" // no liveness configured: fed while the agent runs
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // The watchdog rules, by the spec's agent kind. The watchdog is fed
@@ -71,7 +61,7 @@ func sdNotify(state string) error {
 // tickInterval is how often the worker checks liveness and notifies: half
 // the watchdog interval systemd gave (WATCHDOG_USEC), else defaultTick, and
 // never slower than a quarter of stale_after so staleness is seen in time.
-func tickInterval(s *Spec, override time.Duration) time.Duration {
+func tickInterval(s *proto.Spec, override time.Duration) time.Duration {
 	if override > 0 {
 		return override
 	}
@@ -105,80 +95,51 @@ func (w *worker) evaluate(now time.Time, started time.Time) verdict {
 	a := w.agent.state()
 	w.mu.Unlock()
 	switch {
-	case s.Agent == AgentClaude && a != nil:
+	case s.Agent == proto.AgentClaude && a != nil:
 		switch {
 		case a.State == api.AgentIdle && a.BackgroundTasks == 0, a.State == api.AgentEnded:
-			v.kind = WatchIdle
+			v.kind = proto.WatchIdle
 		case a.State.WaitsOnHuman():
-			v.kind, v.question = WatchWaiting, waitText(a)
+			v.kind, v.question = proto.WatchWaiting, proto.WaitText(a)
 		case s.StaleAfter == 0:
-			v.kind = WatchUnwatched
+			v.kind = proto.WatchUnwatched
 		case fresh:
-			v.kind = WatchFresh
+			v.kind = proto.WatchFresh
 		case a.State == api.AgentStarting && inGrace:
-			v.kind = WatchGrace
+			v.kind = proto.WatchGrace
 		default:
-			v.kind = WatchStale
+			v.kind = proto.WatchStale
 		}
 	case s.SessionFile != "":
 		switch {
 		case fresh:
-			v.kind = WatchFresh
+			v.kind = proto.WatchFresh
 		case inGrace:
-			v.kind = WatchGrace
+			v.kind = proto.WatchGrace
 		default:
 			q, waiting, err := w.opts.PendingQuestion(s.SessionFile)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				w.logOnce("question", "cannot check the session file for a pending question", "file", s.SessionFile, "err", err)
 			}
 			if waiting {
-				v.kind, v.question = WatchWaiting, q
+				v.kind, v.question = proto.WatchWaiting, q
 			} else {
-				v.kind = WatchStale
+				v.kind = proto.WatchStale
 			}
 		}
-	case s.Agent != AgentClaude && s.StaleAfter > 0:
+	case s.Agent != proto.AgentClaude && s.StaleAfter > 0:
 		switch {
 		case fresh:
-			v.kind = WatchFresh
+			v.kind = proto.WatchFresh
 		case inGrace:
-			v.kind = WatchGrace
+			v.kind = proto.WatchGrace
 		default:
-			v.kind = WatchStale
+			v.kind = proto.WatchStale
 		}
 	default:
-		v.kind = WatchUnwatched
+		v.kind = proto.WatchUnwatched
 	}
 	return v
-}
-
-// waitText says what an agent that waits on a human waits for (a
-// session's Question).
-func waitText(a *api.Agent) string {
-	switch a.State {
-	case api.AgentWaitingPermission:
-		t := "permission to use " + cmp.Or(a.Tool, "a tool")
-		if a.Command != "" {
-			t += ": " + a.Command
-		}
-		return t
-	case api.AgentWaitingAnswer:
-		if len(a.Questions) == 0 {
-			return "an answer to its question"
-		}
-		t := a.Questions[0].Question
-		if n := len(a.Questions) - 1; n > 0 {
-			t += fmt.Sprintf(" (and %d more questions)", n)
-		}
-		return t
-	case api.AgentAPIError:
-		t := "its turn failed at the API: " + a.Error
-		if a.ResetAt != nil {
-			t += "; the limit lifts at " + a.ResetAt.Format(time.RFC3339)
-		}
-		return t
-	}
-	return ""
 }
 
 // activity is the newest sign of life of the run that started at started,
@@ -191,7 +152,7 @@ func waitText(a *api.Agent) string {
 func (w *worker) activity(started time.Time) time.Time {
 	s := w.spec
 	act := started
-	if s.Agent == AgentClaude {
+	if s.Agent == proto.AgentClaude {
 		w.mu.Lock()
 		if w.lastHook.After(act) {
 			act = w.lastHook
@@ -199,7 +160,7 @@ func (w *worker) activity(started time.Time) time.Time {
 		w.mu.Unlock()
 	}
 	if s.SessionFile == "" {
-		if out := w.out.lastOutput(); s.Agent != AgentClaude && out.After(act) {
+		if out := w.out.lastOutput(); s.Agent != proto.AgentClaude && out.After(act) {
 			act = out
 		}
 		return act
@@ -235,18 +196,18 @@ func (w *worker) statusLine(state string, v verdict) string {
 	a := w.agent.state()
 	w.mu.Unlock()
 	switch {
-	case state != StateRunning:
+	case state != proto.StateRunning:
 		b.WriteString(state)
-	case a != nil && v.kind == WatchStale:
-		fmt.Fprintf(&b, "stale, %s, no sign of life since %s", clipStatus(DescribeAgent(a)), statusClock(v.activity))
+	case a != nil && v.kind == proto.WatchStale:
+		fmt.Fprintf(&b, "stale, %s, no sign of life since %s", clipStatus(proto.DescribeAgent(a)), statusClock(v.activity))
 	case a != nil:
-		b.WriteString(clipStatus(DescribeAgent(a)))
-	case v.kind == WatchWaiting:
+		b.WriteString(clipStatus(proto.DescribeAgent(a)))
+	case v.kind == proto.WatchWaiting:
 		b.WriteString("waiting on a human")
 		if v.question != "" {
 			b.WriteString(": " + clipStatus(v.question))
 		}
-	case v.kind == WatchStale:
+	case v.kind == proto.WatchStale:
 		fmt.Fprintf(&b, "stale, no activity since %s", statusClock(v.activity))
 	default:
 		fmt.Fprintf(&b, "running, last activity at %s", statusClock(v.activity))
@@ -266,38 +227,6 @@ func statusClock(t time.Time) string {
 		return t.Format(time.DateTime)
 	}
 	return t.Format(time.TimeOnly)
-}
-
-// DescribeAgent is the agent's state for people, as STATUS= and `legion
-// sessions` show it: "working (Bash)", "idle at its prompt", "waiting for
-// permission: Bash rm -rf x", ...; "-" for nil (no hook event seen).
-func DescribeAgent(a *api.Agent) string {
-	if a == nil {
-		return "-"
-	}
-	switch a.State {
-	case api.AgentWorking:
-		if a.Tool != "" {
-			return "working (" + a.Tool + ")"
-		}
-		return "working"
-	case api.AgentIdle:
-		if a.BackgroundTasks > 0 {
-			return fmt.Sprintf("idle at its prompt, %d background tasks running", a.BackgroundTasks)
-		}
-		return "idle at its prompt"
-	case api.AgentWaitingPermission:
-		return strings.TrimSpace("waiting for permission: " + a.Tool + " " + a.Command)
-	case api.AgentWaitingAnswer:
-		return "waiting for an answer: " + waitText(a)
-	case api.AgentAPIError:
-		t := "failed at the API: " + a.Error
-		if a.ResetAt != nil {
-			t += " (the limit lifts at " + a.ResetAt.Local().Format(time.TimeOnly) + ")"
-		}
-		return t
-	}
-	return string(a.State)
 }
 
 // clipStatus makes text one line of at most 80 bytes, cut on a
@@ -352,9 +281,9 @@ func (w *worker) check(now time.Time, force bool) {
 	status := "STATUS=" + w.statusLine(state, v)
 	var msg string
 	switch {
-	case state != StateRunning || ending:
+	case state != proto.StateRunning || ending:
 		msg = "WATCHDOG=1\n" + status // exiting: keep systemd from killing the cleanup
-	case v.kind != WatchStale:
+	case v.kind != proto.WatchStale:
 		msg = "WATCHDOG=1\n" + status
 	default:
 		reason := fmt.Sprintf("watchdog: stale for %ds", int64(v.age.Round(time.Second)/time.Second))

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // notifySocket is a real sd_notify datagram socket set as NOTIFY_SOCKET
@@ -101,7 +103,7 @@ func TestWatchdogFedWhileFreshTriggeredWhenStale(t *testing.T) {
 	ns := listenNotify(t)
 	spec := testSpec(t, "sh", "-c", "while :; do sleep 1; done")
 	spec.SessionFile = filepath.Join(spec.Cwd, "session.jsonl")
-	spec.StaleAfter = Duration(400 * time.Millisecond)
+	spec.StaleAfter = proto.Duration(400 * time.Millisecond)
 	if err := os.WriteFile(spec.SessionFile, []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +128,8 @@ func TestWatchdogFedWhileFreshTriggeredWhenStale(t *testing.T) {
 	}
 	c := tw.dial()
 	h, err := c.Health(ctxT(t))
-	if err != nil || h.Watchdog != WatchStale {
-		t.Errorf("Health() = %+v, %v; want watchdog %q", h, err, WatchStale)
+	if err != nil || h.Watchdog != proto.WatchStale {
+		t.Errorf("Health() = %+v, %v; want watchdog %q", h, err, proto.WatchStale)
 	}
 	// No more feeding and no second trigger while stale: check over more
 	// ticks (health's activity age keeps growing).
@@ -156,8 +158,8 @@ func TestWatchdogFedWhileFreshTriggeredWhenStale(t *testing.T) {
 	if !strings.Contains(tr, "run 1 exit: signal SIGHUP; reason: watchdog: stale for ") {
 		t.Errorf("transcript's exit line lacks the watchdog reason:\n%s", tr)
 	}
-	r, err := ReadRegistry(spec.RegistryPath())
-	if err != nil || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "watchdog: stale for ") || r.State != StateStopped {
+	r, err := proto.ReadRegistry(spec.RegistryPath())
+	if err != nil || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "watchdog: stale for ") || r.State != proto.StateStopped {
 		t.Errorf("registry = %+v, %v; want stopped with the watchdog reason", r, err)
 	}
 	waitFor(t, "STOPPING=1", func() bool { return ns.count("STOPPING=1") == 1 })
@@ -174,7 +176,7 @@ func TestWatchdogFedWhileWaitingOnHuman(t *testing.T) {
 	ns := listenNotify(t)
 	spec := testSpec(t, "sh", "-c", "while :; do sleep 1; done")
 	spec.SessionFile = filepath.Join(spec.Cwd, spec.SessionID+".jsonl")
-	spec.StaleAfter = Duration(300 * time.Millisecond)
+	spec.StaleAfter = proto.Duration(300 * time.Millisecond)
 	if err := os.WriteFile(spec.SessionFile, []byte(askLines(spec.SessionID)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +190,7 @@ func TestWatchdogFedWhileWaitingOnHuman(t *testing.T) {
 	}
 	waitFor(t, "waiting past several stale periods", func() bool {
 		h, err := c.Health(ctxT(t))
-		return err == nil && h.Watchdog == WatchWaiting && h.ActivityAgeMS > 5*300
+		return err == nil && h.Watchdog == proto.WatchWaiting && h.ActivityAgeMS > 5*300
 	})
 	if n := ns.count("WATCHDOG=trigger"); n != 0 {
 		t.Errorf("WATCHDOG=trigger sent %d times while the agent waits on a human", n)
@@ -226,7 +228,7 @@ func TestTickInterval(t *testing.T) {
 	if got := tickInterval(s, 0); got != 1500*time.Millisecond {
 		t.Errorf("tickInterval(WATCHDOG_USEC=3s) = %v; want 1.5s", got)
 	}
-	s.SessionFile, s.StaleAfter = "/x.jsonl", Duration(2*time.Second)
+	s.SessionFile, s.StaleAfter = "/x.jsonl", proto.Duration(2*time.Second)
 	if got := tickInterval(s, 0); got != 500*time.Millisecond {
 		t.Errorf("tickInterval(stale_after 2s) = %v; want 500ms", got)
 	}

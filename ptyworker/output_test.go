@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestSubscriberWakes: the wake-up rule of subscriber. A caught-up consumer
@@ -90,7 +92,7 @@ func TestFloodTailDelivered(t *testing.T) {
 	spec.RingSize = 8 << 20 // a test client on a loaded machine must not be dropped
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	s := follow(c, 0, 0)
@@ -137,7 +139,7 @@ func TestFloodBytesExact(t *testing.T) {
 	}
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	s := follow(c, 0, 0)

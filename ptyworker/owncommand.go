@@ -21,10 +21,8 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/shellquote"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
-
-// ownCommandGroups are the values Spec.OwnCommands may hold.
-var ownCommandGroups = []string{api.OwnIssue, api.OwnState, api.OwnWorktreeFinish}
 
 // ownVars are the variables a command may use for the session's
 // identity: their values are the agent's (childEnv).
@@ -32,7 +30,7 @@ var ownVars = []string{"LEGION_TEAM", "LEGION_ISSUE", "LEGION_MODE"}
 
 // ownLookup is the value of an identity variable in the agent's
 // environment: the spec's identity, then its env, which wins (childEnv).
-func (s *Spec) ownLookup(name string) (string, bool) {
+func ownLookup(s *proto.Spec, name string) (string, bool) {
 	if !slices.Contains(ownVars, name) {
 		return "", false
 	}
@@ -68,11 +66,11 @@ func (s *Spec) ownLookup(name string) (string, bool) {
 //
 // where TEXT, LABEL, STATUS, TITLE and BODY do not start with '-' (a flag such as
 // --config would point the command elsewhere).
-func (s *Spec) ownCommand(command string) bool {
+func ownCommand(s *proto.Spec, command string) bool {
 	if len(s.OwnCommands) == 0 {
 		return false
 	}
-	w, ok := shellquote.Split(command, s.ownLookup)
+	w, ok := shellquote.Split(command, func(name string) (string, bool) { return ownLookup(s, name) })
 	if !ok || len(w) < 3 || !isLegion(w[0], s.Legion) {
 		return false
 	}

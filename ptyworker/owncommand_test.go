@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestOwnCommand: the commands Legion's instructions name, for the
@@ -30,8 +31,8 @@ func TestOwnCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := []string{api.OwnIssue, api.OwnState, api.OwnWorktreeFinish}
-	spec := func(groups ...string) *Spec {
-		return &Spec{Team: "web", Issue: "DEMO-1", Mode: "plan", OwnCommands: groups, Legion: legion,
+	spec := func(groups ...string) *proto.Spec {
+		return &proto.Spec{Team: "web", Issue: "DEMO-1", Mode: "plan", OwnCommands: groups, Legion: legion,
 			Env: []string{"LEGION_TEAM=web", "LEGION_ISSUE=DEMO-1", "LEGION_MODE=plan", "HOME=/root"}}
 	}
 	tests := []struct {
@@ -97,14 +98,14 @@ func TestOwnCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := spec(tt.groups...).ownCommand(tt.command); got != tt.want {
+			if got := ownCommand(spec(tt.groups...), tt.command); got != tt.want {
 				t.Errorf("ownCommand(%q) with %q = %v; want %v", tt.command, tt.groups, got, tt.want)
 			}
 		})
 	}
 
 	t.Run("no issue", func(t *testing.T) {
-		s := &Spec{Team: "web", OwnCommands: all, Legion: legion}
+		s := &proto.Spec{Team: "web", OwnCommands: all, Legion: legion}
 		for cmd, want := range map[string]bool{
 			`legion state $LEGION_TEAM`:           true,
 			`legion issue show web DEMO-1`:        false,
@@ -112,7 +113,7 @@ func TestOwnCommand(t *testing.T) {
 			`legion worktree finish web ""`:       false,
 			`legion issue comment web "" x`:       false,
 		} {
-			if got := s.ownCommand(cmd); got != want {
+			if got := ownCommand(s, cmd); got != want {
 				t.Errorf("ownCommand(%q) without an issue = %v; want %v", cmd, got, want)
 			}
 		}
@@ -120,10 +121,10 @@ func TestOwnCommand(t *testing.T) {
 	t.Run("no legion path", func(t *testing.T) {
 		s := spec(all...)
 		s.Legion = ""
-		if s.ownCommand(legion + ` issue show web DEMO-1`) {
+		if ownCommand(s, legion+` issue show web DEMO-1`) {
 			t.Errorf("ownCommand by an absolute path with no Legion in the spec = true; want false")
 		}
-		if !s.ownCommand(`legion issue show web DEMO-1`) {
+		if !ownCommand(s, `legion issue show web DEMO-1`) {
 			t.Errorf("ownCommand by name with no Legion in the spec = false; want true")
 		}
 	})
@@ -132,7 +133,7 @@ func TestOwnCommand(t *testing.T) {
 		// that is not the session's issue is not its own.
 		s := spec(all...)
 		s.Env = append(s.Env, "LEGION_ISSUE=DEMO-9")
-		if s.ownCommand(`legion issue comment web $LEGION_ISSUE x`) {
+		if ownCommand(s, `legion issue comment web $LEGION_ISSUE x`) {
 			t.Errorf("ownCommand with LEGION_ISSUE=DEMO-9 in the env allowed DEMO-9's comment")
 		}
 	})
@@ -151,11 +152,11 @@ func TestOwnCommandAllowedAtOnce(t *testing.T) {
 	tok := hookToken(t, c)
 	hook := func(payload map[string]any) *rawConn {
 		h := tw.raw()
-		h.request(1, MethodHello, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: tok})
+		h.request(1, proto.MethodHello, proto.HelloParams{RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor, Token: tok})
 		if m := h.next(); m == nil || m.Error != nil {
 			t.Fatalf("hook hello: %+v", m)
 		}
-		h.request(2, MethodHook, payload)
+		h.request(2, proto.MethodHook, payload)
 		return h
 	}
 	perm := func(command string) map[string]any {
@@ -170,7 +171,7 @@ func TestOwnCommandAllowedAtOnce(t *testing.T) {
 	if m == nil || m.Error != nil {
 		t.Fatalf("hook reply to %q: %+v", own, m)
 	}
-	var res HookResult
+	var res proto.HookResult
 	if err := json.Unmarshal(m.Result, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestOwnCommandDialogAllowedByKeys(t *testing.T) {
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitOutput(t, "agent-ready")

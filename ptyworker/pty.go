@@ -16,6 +16,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker/confine"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // child is the agent process on its PTY (the master: see ptmx).
@@ -171,7 +172,7 @@ func (c *child) signal(sig syscall.Signal, target string) (int, error) {
 		return 0, errReaped
 	}
 	pgid := c.pid // Setsid: the agent leads its own group
-	if target == TargetForeground {
+	if target == proto.TargetForeground {
 		if fg, err := c.foreground(); err == nil && fg > 0 {
 			pgid = fg
 		}
@@ -251,9 +252,9 @@ func parseSignal(s string) (syscall.Signal, error) {
 func defaultTarget(sig syscall.Signal) string {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP:
-		return TargetForeground
+		return proto.TargetForeground
 	}
-	return TargetGroup
+	return proto.TargetGroup
 }
 
 // childEnv builds the agent's environment: base without the variables that
@@ -261,10 +262,10 @@ func defaultTarget(sig syscall.Signal) string {
 // TERM if unset, the LEGION_* identity and the spec's env on top, and last,
 // with a hook token (agent kind claude), the worker's hook socket and the
 // token (EnvHookSocket, EnvHookToken), which no other source may set.
-func childEnv(base []string, s *Spec, hookToken string) []string {
+func childEnv(base []string, s *proto.Spec, hookToken string) []string {
 	drop := func(k string) bool {
 		switch k {
-		case "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", EnvHookSocket, EnvHookToken:
+		case "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", proto.EnvHookSocket, proto.EnvHookToken:
 			return true
 		}
 		return strings.HasPrefix(k, "LISTEN_") || strings.HasPrefix(k, "WATCHDOG_")
@@ -313,7 +314,7 @@ func childEnv(base []string, s *Spec, hookToken string) []string {
 		}
 	}
 	if hookToken != "" {
-		env = append(env, EnvHookSocket+"="+s.SocketPath(), EnvHookToken+"="+hookToken)
+		env = append(env, proto.EnvHookSocket+"="+s.SocketPath(), proto.EnvHookToken+"="+hookToken)
 	}
 	return env
 }

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 func TestEchoThroughCat(t *testing.T) {
 	tw := startWorker(t, testSpec(t, "cat"), Options{})
 	c := tw.dial()
 	s := follow(c, 80, 24)
-	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Input(ctxT(t), []byte("hello\n")); err != nil {
@@ -39,7 +40,7 @@ func TestResizeSeenByStty(t *testing.T) {
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	s := follow(c, 90, 20)
-	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	c.SendInput([]byte("a\n"))
@@ -53,7 +54,7 @@ func TestResizeSeenByStty(t *testing.T) {
 	// attach with a size resizes first; the latest resize wins.
 	c2 := tw.dial()
 	s2 := follow(c2, 100, 30)
-	res, err := c2.Attach(ctxT(t), AttachParams{Cols: 100, Rows: 30})
+	res, err := c2.Attach(ctxT(t), proto.AttachParams{Cols: 100, Rows: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +65,8 @@ func TestResizeSeenByStty(t *testing.T) {
 	s2.waitOutput(t, "30 100")
 
 	for _, bad := range [][2]int{{0, 10}, {10, -1}, {5000, 10}} {
-		if err := c.Resize(ctxT(t), bad[0], bad[1]); !IsCode(err, CodeBadRequest) {
-			t.Errorf("Resize(%d, %d) = %v; want %s", bad[0], bad[1], err, CodeBadRequest)
+		if err := c.Resize(ctxT(t), bad[0], bad[1]); !proto.IsCode(err, proto.CodeBadRequest) {
+			t.Errorf("Resize(%d, %d) = %v; want %s", bad[0], bad[1], err, proto.CodeBadRequest)
 		}
 	}
 }
@@ -75,7 +76,7 @@ func TestSignalReachesForegroundJob(t *testing.T) {
 		tw := startWorker(t, testSpec(t, "sh", "-c", `trap 'echo got-int' INT; echo ready; while :; do sleep 1; done`), Options{})
 		c := tw.dial()
 		s := follow(c, 80, 24)
-		if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+		if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 			t.Fatal(err)
 		}
 		s.waitOutput(t, "ready")
@@ -83,8 +84,8 @@ func TestSignalReachesForegroundJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Target != TargetForeground {
-			t.Errorf("Signal(INT) target = %q; want %q", res.Target, TargetForeground)
+		if res.Target != proto.TargetForeground {
+			t.Errorf("Signal(INT) target = %q; want %q", res.Target, proto.TargetForeground)
 		}
 		s.waitOutput(t, "got-int")
 	})
@@ -94,7 +95,7 @@ func TestSignalReachesForegroundJob(t *testing.T) {
 		tw := startWorker(t, spec, Options{})
 		c := tw.dial()
 		s := follow(c, 80, 24)
-		if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+		if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 			t.Fatal(err)
 		}
 		c.SendInput([]byte("sleep 600\n"))
@@ -103,7 +104,7 @@ func TestSignalReachesForegroundJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res *SignalResult
+		var res *proto.SignalResult
 		waitFor(t, "sleep in the foreground", func() bool {
 			fg, err := foregroundOf(info.ChildPID)
 			return err == nil && fg != info.ChildPID
@@ -162,7 +163,7 @@ func TestExitRecorded(t *testing.T) {
 			tw := startWorker(t, spec, Options{})
 			c := tw.dial()
 			s := follow(c, 80, 24)
-			if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+			if _, err := c.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 				t.Fatal(err)
 			}
 			c.SendInput([]byte("\n"))
@@ -174,12 +175,12 @@ func TestExitRecorded(t *testing.T) {
 			if ee != nil && ee.Exit.String() != tc.want {
 				t.Errorf("Run() exit = %s; want %s", ee.Exit.String(), tc.want)
 			}
-			r, err := ReadRegistry(spec.RegistryPath())
+			r, err := proto.ReadRegistry(spec.RegistryPath())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.State != StateExited || r.LastExit == nil || r.LastExit.String() != tc.want || r.LastExit.Reason != "exited" {
-				t.Errorf("registry state %q last exit %+v; want %s, %s, reason exited", r.State, r.LastExit, StateExited, tc.want)
+			if r.State != proto.StateExited || r.LastExit == nil || r.LastExit.String() != tc.want || r.LastExit.Reason != "exited" {
+				t.Errorf("registry state %q last exit %+v; want %s, %s, reason exited", r.State, r.LastExit, proto.StateExited, tc.want)
 			}
 			tr := readTranscript(t, spec)
 			if want := "run 1 exit: " + tc.want + "; reason: exited\r\n"; !strings.Contains(tr, want) {
@@ -199,7 +200,7 @@ func TestOutputBeforeExitDelivered(t *testing.T) {
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	s := follow(c, 80, 24)
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	c.SendInput([]byte("\n"))
@@ -240,7 +241,7 @@ func TestChildEnvironment(t *testing.T) {
 	tw := startWorker(t, spec, Options{Notify: func(string) error { return nil }})
 	c := tw.dial()
 	s := follow(c, 80, 24)
-	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	c.SendInput([]byte("\n"))
@@ -262,10 +263,10 @@ func TestResumeArgv(t *testing.T) {
 	spec := testSpec(t, "sh", "-c", "echo argv=new; read x")
 	spec.ArgvResume = []string{"sh", "-c", "echo argv=resume; read x"}
 	spec.SessionFile = filepath.Join(spec.Cwd, "session.jsonl")
-	spec.StaleAfter = Duration(60e9)
+	spec.StaleAfter = proto.Duration(60e9)
 
-	for _, want := range []string{ArgvNew, ArgvResume} {
-		if want == ArgvResume {
+	for _, want := range []string{proto.ArgvNew, proto.ArgvResume} {
+		if want == proto.ArgvResume {
 			if err := os.WriteFile(spec.SessionFile, []byte("{}\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -280,7 +281,7 @@ func TestResumeArgv(t *testing.T) {
 			t.Errorf("ArgvKind = %q; want %q", info.ArgvKind, want)
 		}
 		s := follow(c, 80, 24)
-		if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+		if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 			t.Fatal(err)
 		}
 		s.waitOutput(t, "argv="+want)
@@ -309,8 +310,8 @@ func TestRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Removing: the agent is no longer taking input.
-	if err := c.Input(ctxT(t), []byte("x")); !IsCode(err, CodeSessionNotRunning) {
-		t.Errorf("Input after remove = %v; want %s", err, CodeSessionNotRunning)
+	if err := c.Input(ctxT(t), []byte("x")); !proto.IsCode(err, proto.CodeSessionNotRunning) {
+		t.Errorf("Input after remove = %v; want %s", err, proto.CodeSessionNotRunning)
 	}
 	if err := tw.wait(); err != nil {
 		t.Fatalf("Run() after remove = %v; want nil (exit 0: no restart)", err)
@@ -319,12 +320,12 @@ func TestRemove(t *testing.T) {
 	if e := s.exitInfo(); e.Reason != "removed" || e.Signal != "SIGKILL" {
 		t.Errorf("exit = %+v; want reason removed, SIGKILL (the agent ignored SIGHUP)", e)
 	}
-	r, err := ReadRegistry(spec.RegistryPath())
+	r, err := proto.ReadRegistry(spec.RegistryPath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.State != StateRemoved {
-		t.Errorf("registry state = %q; want %q", r.State, StateRemoved)
+	if r.State != proto.StateRemoved {
+		t.Errorf("registry state = %q; want %q", r.State, proto.StateRemoved)
 	}
 
 	// A restart of the unit does not bring it back.
@@ -370,7 +371,7 @@ func TestDetachStopsOutput(t *testing.T) {
 	tw := startWorker(t, testSpec(t, "cat"), Options{})
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	c.SendInput([]byte("before\n"))
@@ -392,8 +393,8 @@ func TestDetachStopsOutput(t *testing.T) {
 		t.Errorf("a detached client got output: %q", s.output())
 	}
 	// Reattaching from the offset it had replays what it missed.
-	res, err := c.Attach(ctxT(t), AttachParams{Offset: &mark})
-	if err != nil || res.Mode != AttachReplay {
+	res, err := c.Attach(ctxT(t), proto.AttachParams{Offset: &mark})
+	if err != nil || res.Mode != proto.AttachReplay {
 		t.Fatalf("Attach(offset %d) = %+v, %v; want a replay", mark, res, err)
 	}
 	s.waitOutput(t, "after\r\nafter\r\n")
@@ -410,7 +411,7 @@ func TestInputToAgentNotReading(t *testing.T) {
 	tw := startWorker(t, testSpec(t, "sh", "-c", "stty raw -echo; echo ready; exec sleep 1000"), Options{InputTimeout: 200e6})
 	c := tw.dial()
 	s := follow(c, 80, 24)
-	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitScreen(t, "ready") // in a snapshot if it came before the attach
@@ -425,8 +426,8 @@ func TestInputToAgentNotReading(t *testing.T) {
 	s.mu.Lock()
 	e := s.errs[0]
 	s.mu.Unlock()
-	if e.Code != CodeIOError || !strings.Contains(e.Message, "has not read its input") {
-		t.Errorf("input to an agent that never reads: error %v; want %s", e, CodeIOError)
+	if e.Code != proto.CodeIOError || !strings.Contains(e.Message, "has not read its input") {
+		t.Errorf("input to an agent that never reads: error %v; want %s", e, proto.CodeIOError)
 	}
 	if h, err := c.Health(ctxT(t)); err != nil || !h.OK {
 		t.Errorf("Health() after a stuck input = %+v, %v; want ok", h, err)
@@ -439,8 +440,8 @@ func TestStartFailure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/agent") {
 		t.Fatalf("Run() with a missing program = %v; want an error naming it", err)
 	}
-	r, rerr := ReadRegistry(spec.RegistryPath())
-	if rerr != nil || r.State != StateExited || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "start failed: ") {
+	r, rerr := proto.ReadRegistry(spec.RegistryPath())
+	if rerr != nil || r.State != proto.StateExited || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "start failed: ") {
 		t.Errorf("registry = %+v, %v; want exited with a start failure", r, rerr)
 	}
 	if tr := readTranscript(t, spec); !strings.Contains(tr, "run 1 exit: start failed: ") {
@@ -458,7 +459,7 @@ func TestBackgroundJobDoesNotHoldExit(t *testing.T) {
 	tw := startWorker(t, spec, Options{DrainGrace: 100e6})
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	if _, err := c.Attach(ctxT(t), AttachParams{}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{}); err != nil {
 		t.Fatal(err)
 	}
 	c.SendInput([]byte("\n"))
@@ -534,7 +535,7 @@ func TestExitedAgentHeldUntilReaped(t *testing.T) {
 	if st := state(c.pid); st != "gone" {
 		t.Errorf("agent %d after reap: state %s; want gone", c.pid, st)
 	}
-	if _, err := c.signal(syscall.SIGTERM, TargetGroup); !errors.Is(err, errReaped) {
+	if _, err := c.signal(syscall.SIGTERM, proto.TargetGroup); !errors.Is(err, errReaped) {
 		t.Errorf("signal after reap: %v; want errReaped (its group ID may be another's now)", err)
 	}
 }
@@ -600,14 +601,14 @@ func TestCallsAfterTheAgentEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &worker{spec: testSpec(t, "true"), state: StateRunning, child: c, cols: 80, rows: 24}
+	w := &worker{spec: testSpec(t, "true"), state: proto.StateRunning, child: c, cols: 80, rows: 24}
 	w.opts.setDefaults()
-	w.out = newOutput(MinRingSize)
+	w.out = newOutput(proto.MinRingSize)
 	w.scr = newScreen(80, 24)
-	check := func(when, call string, e *RPCError) {
+	check := func(when, call string, e *proto.RPCError) {
 		t.Helper()
-		if e == nil || e.Code != CodeSessionNotRunning {
-			t.Errorf("%s after the agent %s: %v; want %s", call, when, e, CodeSessionNotRunning)
+		if e == nil || e.Code != proto.CodeSessionNotRunning {
+			t.Errorf("%s after the agent %s: %v; want %s", call, when, e, proto.CodeSessionNotRunning)
 		}
 	}
 	<-c.done
@@ -615,7 +616,7 @@ func TestCallsAfterTheAgentEnded(t *testing.T) {
 	check("closed its terminal", "input", w.input([]byte("x")))
 	check("closed its terminal", "resize", w.resize(100, 30))
 	c.reap()
-	_, e := w.signal(&SignalParams{Signal: "TERM"})
+	_, e := w.signal(&proto.SignalParams{Signal: "TERM"})
 	check("was reaped", "signal", e)
 }
 

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
-// relayDialTimeout bounds the dial and hello of RelayHook, and
-// relayEventTimeout the call of an event that no person answers.
-const (
-	relayDialTimeout  = 10 * time.Second
-	relayEventTimeout = 30 * time.Second
-)
+// relayEventTimeout bounds the call of an event that no person answers
+// (proto.RelayDialTimeout the dial and hello).
+const relayEventTimeout = 30 * time.Second
 
 // RelayHook is `legion hook`: Claude Code runs it for a hook event with
 // the event's JSON payload on stdin (so do Codex and the Gemini CLI, whose
@@ -30,12 +29,12 @@ const (
 // nil. The caller exits 0 whatever it returns (an error goes to stderr):
 // a hook that fails must not stop the agent.
 func RelayHook(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
-	socket, token := getenv(EnvHookSocket), getenv(EnvHookToken)
+	socket, token := getenv(proto.EnvHookSocket), getenv(proto.EnvHookToken)
 	if socket == "" {
 		return nil
 	}
 	if token == "" {
-		return fmt.Errorf("hook: %s is set but %s is not: the worker sets both", EnvHookSocket, EnvHookToken)
+		return fmt.Errorf("hook: %s is set but %s is not: the worker sets both", proto.EnvHookSocket, proto.EnvHookToken)
 	}
 	payload, err := io.ReadAll(io.LimitReader(stdin, MaxHookPayload+1))
 	if err != nil {
@@ -49,14 +48,14 @@ func RelayHook(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv fu
 		return fmt.Errorf("hook: the payload on stdin is not JSON (%s); not forwarded", describeJSON(payload))
 	}
 	payload = ShrinkHookPayload(fromGemini(payload))
-	dctx, cancel := context.WithTimeout(ctx, relayDialTimeout)
+	dctx, cancel := context.WithTimeout(ctx, proto.RelayDialTimeout)
 	defer cancel()
-	c, err := Dial(dctx, socket)
+	c, err := proto.Dial(dctx, socket)
 	if err != nil {
 		return fmt.Errorf("hook: %w", err)
 	}
 	defer c.Close()
-	if _, err := c.HelloAs(dctx, HelloParams{RPCMajor: RPCMajor, RPCMinor: RPCMinor, Token: token, Client: "legion hook"}); err != nil {
+	if _, err := c.HelloAs(dctx, proto.HelloParams{RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor, Token: token, Client: "legion hook"}); err != nil {
 		return fmt.Errorf("hook: hello to the worker at %s: %w", socket, err)
 	}
 	cctx := ctx

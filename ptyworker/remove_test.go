@@ -3,6 +3,8 @@ package ptyworker
 import (
 	"errors"
 	"testing"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestRemoveAfterExit sends remove once the agent has exited with a
@@ -26,22 +28,22 @@ func TestRemoveAfterExit(t *testing.T) {
 	removeErr := c.Remove(ctxT(t))
 	stalled.nc.Close() // the worker stops lingering
 	runErr := tw.wait()
-	r, err := ReadRegistry(spec.RegistryPath())
+	r, err := proto.ReadRegistry(spec.RegistryPath())
 	if err != nil {
 		t.Fatal(err)
 	}
 	switch {
-	case IsCode(removeErr, CodeSessionNotRunning):
+	case proto.IsCode(removeErr, proto.CodeSessionNotRunning):
 		var ee *ExitError
-		if !errors.As(runErr, &ee) || ee.Exit.Code != 3 || r.State != StateExited {
-			t.Errorf("remove refused; Run() = %v, registry state %q; want the agent's exit 3 and %q", runErr, r.State, StateExited)
+		if !errors.As(runErr, &ee) || ee.Exit.Code != 3 || r.State != proto.StateExited {
+			t.Errorf("remove refused; Run() = %v, registry state %q; want the agent's exit 3 and %q", runErr, r.State, proto.StateExited)
 		}
 	case removeErr == nil:
-		if runErr != nil || r.State != StateRemoved {
+		if runErr != nil || r.State != proto.StateRemoved {
 			t.Errorf("remove after the exit answered {}; then Run() = %v, registry state %q; want nil and %q (or the remove refused as %s)",
-				runErr, r.State, StateRemoved, CodeSessionNotRunning)
+				runErr, r.State, proto.StateRemoved, proto.CodeSessionNotRunning)
 		}
 	default:
-		t.Errorf("Remove() after the exit = %v; want %s (the worker was still serving)", removeErr, CodeSessionNotRunning)
+		t.Errorf("Remove() after the exit = %v; want %s (the worker was still serving)", removeErr, proto.CodeSessionNotRunning)
 	}
 }

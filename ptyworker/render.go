@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hinshun/vt10x"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Glyph attribute bits as vt10x sets them (its constants are unexported).
@@ -27,7 +28,7 @@ const (
 // its own pen) is drawn without colours and attributes; if even its text
 // does not fit, the rows at the top are left out.
 func render(v vt10x.Terminal, m *modeScanner) []byte {
-	return renderMax(v, m, MaxDataFrame)
+	return renderMax(v, m, proto.MaxDataFrame)
 }
 
 // renderMax is render with at most limit bytes.

@@ -3,8 +3,8 @@ package ptyworker
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
-	"unsafe"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // ErrTooOld is returned (wrapped) by Ring.ReadAt for an offset whose bytes
@@ -21,37 +21,25 @@ var ErrTooOld = errors.New("offset no longer in the ring")
 // progress are published in a header, so that a reader in another process
 // can tell the bytes it copied from bytes overwritten meanwhile.
 type Ring struct {
-	buf []byte      // the data
-	hdr *ringHeader // in the mapping for a shared ring, else on the heap
+	buf []byte            // the data
+	hdr *proto.RingHeader // in the mapping for a shared ring, else on the heap
 
 	shared *sharedRing // nil for a heap ring
 }
-
-// ringHeader is the start of a shared ring's mapping (one page); a heap
-// ring has one too, so both write the same way.
-type ringHeader struct {
-	magic   uint64        // ringMagic
-	size    uint64        // data bytes, which start at ringDataOffset
-	head    atomic.Uint64 // offset of the next byte to be written
-	reserve atomic.Uint64 // end of the write in progress (>= head): bytes below reserve-size may be overwritten
-}
-
-// ringMagic marks a ring mapping ("LGNRING1").
-const ringMagic = 0x4c474e52494e4731
 
 // NewRing returns a ring holding the last size bytes, on the heap.
 func NewRing(size int) *Ring {
 	if size <= 0 {
 		panic("ptyworker: ring size must be positive")
 	}
-	return &Ring{buf: make([]byte, size), hdr: &ringHeader{magic: ringMagic, size: uint64(size)}}
+	return &Ring{buf: make([]byte, size), hdr: &proto.RingHeader{Magic: proto.RingMagic, Size: uint64(size)}}
 }
 
 // Size is the ring's capacity in bytes.
 func (r *Ring) Size() int { return len(r.buf) }
 
 // Head is the offset of the next byte to be written (= bytes written so far).
-func (r *Ring) Head() uint64 { return r.hdr.head.Load() }
+func (r *Ring) Head() uint64 { return r.hdr.Head.Load() }
 
 // Oldest is the smallest offset still held.
 func (r *Ring) Oldest() uint64 {
@@ -67,17 +55,17 @@ func (r *Ring) Oldest() uint64 {
 // reader that copied bytes below reserve-size knows they may be torn.
 func (r *Ring) Write(p []byte) {
 	n := len(r.buf)
-	head := r.hdr.head.Load()
+	head := r.hdr.Head.Load()
 	end := head + uint64(len(p))
 	if len(p) >= n {
 		head = end - uint64(n)
 		p = p[len(p)-n:]
 	}
-	r.hdr.reserve.Store(end)
+	r.hdr.Reserve.Store(end)
 	pos := int(head % uint64(n))
 	c := copy(r.buf[pos:], p)
 	copy(r.buf, p[c:])
-	r.hdr.head.Store(end)
+	r.hdr.Head.Store(end)
 }
 
 // ReadAt copies bytes from offset off into dst and returns how many; 0 when
@@ -91,20 +79,7 @@ func (r *Ring) ReadAt(dst []byte, off uint64) (int, error) {
 	if off < r.Oldest() {
 		return 0, fmt.Errorf("offset %d (oldest is %d): %w", off, r.Oldest(), ErrTooOld)
 	}
-	return ringCopy(dst, r.buf, off, head), nil
-}
-
-// ringCopy copies from data, a ring's bytes, the stream from off up to at
-// most head into dst, and returns how many bytes it copied.
-func ringCopy(dst, data []byte, off, head uint64) int {
-	if avail := head - off; uint64(len(dst)) > avail {
-		dst = dst[:avail]
-	}
-	n := len(data)
-	pos := int(off % uint64(n))
-	c := copy(dst, data[pos:])
-	copy(dst[c:], data)
-	return len(dst)
+	return proto.RingCopy(dst, r.buf, off, head), nil
 }
 
 // ReadFrom returns a copy of every byte from offset off to the head, or an
@@ -119,9 +94,4 @@ func (r *Ring) ReadFrom(off uint64) ([]byte, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// headerAt is the ring header at the start of a mapping.
-func headerAt(mem []byte) *ringHeader {
-	return (*ringHeader)(unsafe.Pointer(unsafe.SliceData(mem)))
 }

@@ -2,18 +2,16 @@ package ptyworker
 
 import (
 	"fmt"
-	"net"
-	"os"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // needMappable skips where clients never map the ring (not amd64).
 func needMappable(t *testing.T) {
 	t.Helper()
-	if !ringMappable {
+	if !proto.RingMappable {
 		t.Skip("mapped attach is for amd64 only; clients here take data frames")
 	}
 }
@@ -28,11 +26,11 @@ func TestMappedAttach(t *testing.T) {
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	res, err := c.Attach(ctxT(t), AttachParams{Mapped: true, Offset: new(uint64)})
+	res, err := c.Attach(ctxT(t), proto.AttachParams{Mapped: true, Offset: new(uint64)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Mapped || res.Mode != AttachReplay {
+	if !res.Mapped || res.Mode != proto.AttachReplay {
 		t.Fatalf("Attach(mapped, offset 0) = %+v; want mapped, a replay", res)
 	}
 	c.SendInput([]byte("\n"))
@@ -63,7 +61,7 @@ func TestMappedAttachFromOffset(t *testing.T) {
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	c.SendInput([]byte("50\n"))
@@ -73,11 +71,11 @@ func TestMappedAttachFromOffset(t *testing.T) {
 	mid := uint64(len(full) / 2)
 	c2 := tw.dial()
 	s2 := follow(c2, 0, 0)
-	res, err := c2.Attach(ctxT(t), AttachParams{Offset: &mid, Mapped: true})
+	res, err := c2.Attach(ctxT(t), proto.AttachParams{Offset: &mid, Mapped: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Mapped || res.Mode != AttachReplay || res.Offset != mid {
+	if !res.Mapped || res.Mode != proto.AttachReplay || res.Offset != mid {
 		t.Fatalf("Attach(mapped, offset %d) = %+v; want a mapped replay from %d", mid, res, mid)
 	}
 	waitFor(t, "the replayed bytes", func() bool { return len(s2.output()) >= len(full)-int(mid) })
@@ -87,11 +85,11 @@ func TestMappedAttachFromOffset(t *testing.T) {
 
 	c3 := tw.dial()
 	s3 := follow(c3, 80, 24)
-	res, err = c3.Attach(ctxT(t), AttachParams{Mapped: true, Cols: 80, Rows: 24})
+	res, err = c3.Attach(ctxT(t), proto.AttachParams{Mapped: true, Cols: 80, Rows: 24})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Mapped || res.Mode != AttachSnapshot {
+	if !res.Mapped || res.Mode != proto.AttachSnapshot {
 		t.Fatalf("Attach(mapped) = %+v; want a mapped snapshot", res)
 	}
 	s3.waitScreen(t, "batch-done")
@@ -112,12 +110,12 @@ func TestMappedClientLapped(t *testing.T) {
 	tw := startWorker(t, spec, Options{})
 
 	slow := tw.dial()
-	if res, err := slow.Attach(ctxT(t), AttachParams{Mapped: true}); err != nil || !res.Mapped {
+	if res, err := slow.Attach(ctxT(t), proto.AttachParams{Mapped: true}); err != nil || !res.Mapped {
 		t.Fatalf("slow Attach(mapped) = %+v, %v", res, err)
 	}
 	fast := tw.dial()
 	fs := follow(fast, 0, 0)
-	if _, err := fast.Attach(ctxT(t), AttachParams{Mapped: true}); err != nil {
+	if _, err := fast.Attach(ctxT(t), proto.AttachParams{Mapped: true}); err != nil {
 		t.Fatal(err)
 	}
 	// One line at a time, each its own head frame: more than the slow
@@ -135,9 +133,9 @@ func TestMappedClientLapped(t *testing.T) {
 
 	// Now the slow client reads: the events its reader queued, then the
 	// desync, then the end.
-	var desync *DesyncEventData
+	var desync *proto.DesyncEventData
 	for ev := range slow.Events() {
-		if ev.Kind == EventKindDesync {
+		if ev.Kind == proto.EventKindDesync {
 			desync = ev.Desync
 		}
 	}
@@ -153,132 +151,5 @@ func TestMappedClientLapped(t *testing.T) {
 	}
 	if desync.Offset >= info.Head-uint64(spec.RingSize) {
 		t.Errorf("desync offset %d; want one the ring no longer holds (head %d)", desync.Offset, info.Head)
-	}
-}
-
-// TestSharedRingSealed: the memfd clients get can be mapped read-only
-// only, however it is opened: no client can change the worker's output.
-func TestSharedRingSealed(t *testing.T) {
-	r, err := NewSharedRing(64 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Write([]byte("hello"))
-	fd := r.FD()
-	reopened, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(reopened)
-	for name, fd := range map[string]int{"the ring's descriptor": fd, "the memfd opened again read-write": reopened} {
-		if mem, err := unix.Mmap(fd, 0, ringDataOffset+64<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
-			unix.Munmap(mem)
-			t.Errorf("%s: a writable shared mapping was allowed", name)
-		}
-		if _, err := unix.Pwrite(fd, []byte("x"), ringDataOffset); err == nil {
-			t.Errorf("%s: pwrite was allowed", name)
-		}
-		if err := unix.Ftruncate(fd, 1<<20); err == nil {
-			t.Errorf("%s: ftruncate was allowed", name)
-		}
-	}
-	v, err := mapRing(fd, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.unmap()
-	if err := unix.Mprotect(v.mem, unix.PROT_READ|unix.PROT_WRITE); err == nil {
-		t.Error("a client's read-only mapping could be made writable")
-	}
-	buf := make([]byte, 16)
-	if n, ok := v.take(buf, r.Head()); !ok || string(buf[:n]) != "hello" {
-		t.Errorf("take = %q, %v; want hello", buf[:n], ok)
-	}
-}
-
-// TestRingViewLapped: a view finds out that bytes it has not taken were
-// overwritten, and takes what is still there.
-func TestRingViewLapped(t *testing.T) {
-	r, err := NewSharedRing(MinRingSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := mapRing(r.FD(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.unmap()
-	r.Write([]byte(strings.Repeat("a", MinRingSize-1)))
-	buf := make([]byte, 2*MinRingSize)
-	if n, ok := v.take(buf, r.Head()); !ok || n != MinRingSize-1 {
-		t.Fatalf("take = %d, %v; want %d, true", n, ok, MinRingSize-1)
-	}
-	r.Write([]byte("bc"))
-	r.Write([]byte(strings.Repeat("d", MinRingSize)))
-	if n, ok := v.take(buf, r.Head()); ok {
-		t.Errorf("take after the ring wrapped past the view = %d, true; want false", n)
-	}
-}
-
-// TestMapRingRefusesBadInput: a descriptor that is not a ring is refused
-// with a clear error.
-func TestMapRingRefusesBadInput(t *testing.T) {
-	fd, err := unix.MemfdCreate("not-a-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if _, err := mapRing(fd, 0); err == nil || !strings.Contains(err.Error(), "not sealed") {
-		t.Errorf("mapRing(unsealed memfd) = %v; want an error about its seals", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mapRing(fd, 0); err == nil || !strings.Contains(err.Error(), "bytes") {
-		t.Errorf("mapRing(empty memfd) = %v; want an error about its size", err)
-	}
-	if err := unix.Ftruncate(fd, ringDataOffset+4096); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mapRing(fd, 0); err == nil || !strings.Contains(err.Error(), "bad header") {
-		t.Errorf("mapRing(zeroed memfd) = %v; want a bad header", err)
-	}
-	r, err := NewSharedRing(MinRingSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mapRing(r.FD(), 10); err == nil || !strings.Contains(err.Error(), "past its head") {
-		t.Errorf("mapRing(from past the head) = %v; want an error", err)
-	}
-}
-
-// TestRightsReaderTruncated: descriptors beyond what the client expects
-// (the kernel truncates them) end the stream with an error that says so,
-// instead of a frame read without its descriptor.
-func TestRightsReaderTruncated(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	f := os.NewFile(uintptr(fds[1]), "client")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	pass := make([]int, 8) // more than the client's room for four
-	for i := range pass {
-		pass[i] = fds[0]
-	}
-	if err := unix.Sendmsg(fds[0], []byte("M"), unix.UnixRights(pass...), nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	r := newRightsReader(c.(*net.UnixConn))
-	defer r.close()
-	n, err := r.Read(make([]byte, 16))
-	if err == nil || !strings.Contains(err.Error(), "truncated") {
-		t.Errorf("Read = %d, %v; want an error saying the descriptors were truncated", n, err)
 	}
 }

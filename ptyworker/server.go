@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/internal/unixsock"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Server tuning.
 const (
 	helloTimeout   = 10 * time.Second // a connection must say hello within this
 	ctrlQueueLen   = 256              // control messages queued per connection
-	dataChunk      = 128 << 10        // PTY bytes per data frame sent
 	dropDeadline   = 5 * time.Second  // write deadline once a client is dropped
 	flushDeadline  = time.Second      // write deadline for last messages on close
 	maxConnections = 64
@@ -116,7 +116,7 @@ func (w *worker) newConn(nc *net.UnixConn) *conn {
 	w.mu.Unlock()
 	if tooMany {
 		nc.SetWriteDeadline(time.Now().Add(flushDeadline))
-		if f, err := encodeControl(&message{Error: &RPCError{Code: CodeInternalError, Message: fmt.Sprintf("session %s: too many connections (%d)", w.spec.SessionID, maxConnections)}}); err == nil {
+		if f, err := proto.EncodeControl(&proto.Message{Error: &proto.RPCError{Code: proto.CodeInternalError, Message: fmt.Sprintf("session %s: too many connections (%d)", w.spec.SessionID, maxConnections)}}); err == nil {
 			nc.Write(f)
 		}
 		nc.Close()
@@ -153,11 +153,11 @@ func (c *conn) readLoop() {
 	cred, err := unixsock.Peer(c.nc, c.w.allowedUIDs...)
 	if errors.Is(err, unixsock.ErrPeerNotAllowed) {
 		c.log.Warn("refused a connection from another user", "peer_uid", cred.UID)
-		c.replyErr(0, CodeUnauthorized, fmt.Sprintf("peer uid %d may not use session %s", cred.UID, c.w.spec.SessionID), true)
+		c.replyErr(0, proto.CodeUnauthorized, fmt.Sprintf("peer uid %d may not use session %s", cred.UID, c.w.spec.SessionID), true)
 		return
 	}
 	if err != nil {
-		c.replyErr(0, CodeInternalError, err.Error(), true)
+		c.replyErr(0, proto.CodeInternalError, err.Error(), true)
 		return
 	}
 	if msg := c.checkAgentPeer(cred.PID); msg != "" {
@@ -167,34 +167,34 @@ func (c *conn) readLoop() {
 		// The answer is to it, so that the client's hello gets it.
 		var id uint64
 		c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
-		if typ, n, err := readFrameHeader(c.nc); err == nil && typ == FrameControl && n <= 64<<10 {
+		if typ, n, err := proto.ReadFrameHeader(c.nc); err == nil && typ == proto.FrameControl && n <= 64<<10 {
 			var payload []byte
-			if readPayload(c.nc, &payload, n) == nil {
+			if proto.ReadPayload(c.nc, &payload, n) == nil {
 				id = bestEffortID(payload)
 			}
 		}
-		c.replyErr(id, CodeUnauthorized, msg, true)
+		c.replyErr(id, proto.CodeUnauthorized, msg, true)
 		return
 	}
 	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
 	buf := make([]byte, 4096)
 	for {
-		typ, n, err := readFrameHeader(c.nc)
-		if err == nil && typ != FrameControl && !c.authed {
+		typ, n, err := proto.ReadFrameHeader(c.nc)
+		if err == nil && typ != proto.FrameControl && !c.authed {
 			// Refused on its header: no payload (a data frame's may be
 			// 1 MiB) is taken in before hello.
-			c.replyErr(0, CodeUnauthorized, "the first request must be hello", true)
+			c.replyErr(0, proto.CodeUnauthorized, "the first request must be hello", true)
 			return
 		}
 		payload := buf
 		if err == nil {
-			err = readPayload(c.nc, &payload, n)
+			err = proto.ReadPayload(c.nc, &payload, n)
 		}
 		if err != nil {
-			if errors.Is(err, ErrFrameType) || errors.Is(err, ErrFrameTooLarge) {
-				c.replyErr(0, CodeBadRequest, err.Error(), true)
+			if errors.Is(err, proto.ErrFrameType) || errors.Is(err, proto.ErrFrameTooLarge) {
+				c.replyErr(0, proto.CodeBadRequest, err.Error(), true)
 			} else if errors.Is(err, os.ErrDeadlineExceeded) && !c.authed {
-				c.replyErr(0, CodeUnauthorized, fmt.Sprintf("no hello within %s", helloTimeout), true)
+				c.replyErr(0, proto.CodeUnauthorized, fmt.Sprintf("no hello within %s", helloTimeout), true)
 			}
 			return
 		}
@@ -202,12 +202,12 @@ func (c *conn) readLoop() {
 			buf = payload[:0]
 		}
 		switch typ {
-		case FrameControl:
+		case proto.FrameControl:
 			c.handleControl(payload)
-		case FrameData:
+		case proto.FrameData:
 			c.handleInputFrame(payload)
-		case FrameSnapshot, FrameRing, FrameHead:
-			c.replyErr(0, CodeBadRequest, fmt.Sprintf("%q frames only go from the worker to clients", typ), false)
+		case proto.FrameSnapshot, proto.FrameRing, proto.FrameHead:
+			c.replyErr(0, proto.CodeBadRequest, fmt.Sprintf("%q frames only go from the worker to clients", typ), false)
 		}
 		if c.closing.Load() {
 			return // the answer says the connection ends; nothing after it is served
@@ -223,25 +223,25 @@ func (c *conn) readLoop() {
 func (c *conn) reply(id uint64, result any) {
 	b, err := json.Marshal(result)
 	if err != nil {
-		c.replyErr(id, CodeInternalError, "encode result: "+err.Error(), false)
+		c.replyErr(id, proto.CodeInternalError, "encode result: "+err.Error(), false)
 		return
 	}
-	f, err := encodeControl(&message{ID: id, Result: b})
+	f, err := proto.EncodeControl(&proto.Message{ID: id, Result: b})
 	if err != nil {
-		c.replyErr(id, CodeInternalError, err.Error(), false)
+		c.replyErr(id, proto.CodeInternalError, err.Error(), false)
 		return
 	}
 	c.enqueue(ctrlItem{frame: f})
 }
 
 func (c *conn) replyErr(id uint64, code, msg string, closeAfter bool) {
-	c.replyRPCErr(id, &RPCError{Code: code, Message: msg}, closeAfter)
+	c.replyRPCErr(id, &proto.RPCError{Code: code, Message: msg}, closeAfter)
 }
 
-func (c *conn) replyRPCErr(id uint64, e *RPCError, closeAfter bool) {
-	f, err := encodeControl(&message{ID: id, Error: e})
+func (c *conn) replyRPCErr(id uint64, e *proto.RPCError, closeAfter bool) {
+	f, err := proto.EncodeControl(&proto.Message{ID: id, Error: e})
 	if err != nil {
-		f, _ = encodeControl(&message{ID: id, Error: &RPCError{Code: CodeInternalError, Message: "encode error"}})
+		f, _ = proto.EncodeControl(&proto.Message{ID: id, Error: &proto.RPCError{Code: proto.CodeInternalError, Message: "encode error"}})
 	}
 	if closeAfter {
 		c.closing.Store(true)
@@ -250,32 +250,32 @@ func (c *conn) replyRPCErr(id uint64, e *RPCError, closeAfter bool) {
 }
 
 // methods lists the methods for "unknown method" errors.
-var methods = []string{MethodHello, MethodInfo, MethodAttach, MethodDetach, MethodInput, MethodResize, MethodSignal, MethodRemove, MethodHealth, MethodWatch, MethodHook, MethodRespond, MethodEnd, MethodIssue}
+var methods = []string{proto.MethodHello, proto.MethodInfo, proto.MethodAttach, proto.MethodDetach, proto.MethodInput, proto.MethodResize, proto.MethodSignal, proto.MethodRemove, proto.MethodHealth, proto.MethodWatch, proto.MethodHook, proto.MethodRespond, proto.MethodEnd, proto.MethodIssue}
 
 func (c *conn) handleControl(p []byte) {
-	m, err := decodeMessage(p)
+	m, err := proto.DecodeMessage(p)
 	if err != nil {
-		c.replyErr(bestEffortID(p), CodeBadRequest, "malformed control message: "+err.Error(), false)
+		c.replyErr(bestEffortID(p), proto.CodeBadRequest, "malformed control message: "+err.Error(), false)
 		return
 	}
 	switch {
 	case m.Event != "" || m.Result != nil || m.Error != nil || m.Data != nil:
-		c.replyErr(m.ID, CodeBadRequest, "clients send requests only (id, method, params)", false)
+		c.replyErr(m.ID, proto.CodeBadRequest, "clients send requests only (id, method, params)", false)
 		return
 	case m.Method == "":
-		c.replyErr(m.ID, CodeBadRequest, "request without a method", false)
+		c.replyErr(m.ID, proto.CodeBadRequest, "request without a method", false)
 		return
 	case !slices.Contains(methods, m.Method):
-		c.replyErr(m.ID, CodeBadRequest, fmt.Sprintf("unknown method %q (want one of %s)", clip(m.Method, 64), strings.Join(methods, ", ")), false)
+		c.replyErr(m.ID, proto.CodeBadRequest, fmt.Sprintf("unknown method %q (want one of %s)", clip(m.Method, 64), strings.Join(methods, ", ")), false)
 		return
-	case !c.authed && m.Method != MethodHello:
-		c.replyErr(m.ID, CodeUnauthorized, "the first request must be hello", false)
+	case !c.authed && m.Method != proto.MethodHello:
+		c.replyErr(m.ID, proto.CodeUnauthorized, "the first request must be hello", false)
 		return
-	case c.hook && m.Method != MethodHook && m.Method != MethodIssue && m.Method != MethodHello:
-		c.replyErr(m.ID, CodeUnauthorized, fmt.Sprintf("a hook connection may only call %s and %s, not %s", MethodHook, MethodIssue, m.Method), false)
+	case c.hook && m.Method != proto.MethodHook && m.Method != proto.MethodIssue && m.Method != proto.MethodHello:
+		c.replyErr(m.ID, proto.CodeUnauthorized, fmt.Sprintf("a hook connection may only call %s and %s, not %s", proto.MethodHook, proto.MethodIssue, m.Method), false)
 		return
-	case !c.hook && (m.Method == MethodHook || m.Method == MethodIssue):
-		c.replyErr(m.ID, CodeUnauthorized, m.Method+" is for hook connections (hello with the agent's LEGION_HOOK_TOKEN)", false)
+	case !c.hook && (m.Method == proto.MethodHook || m.Method == proto.MethodIssue):
+		c.replyErr(m.ID, proto.CodeUnauthorized, m.Method+" is for hook connections (hello with the agent's LEGION_HOOK_TOKEN)", false)
 		return
 	}
 	c.dispatch(m)
@@ -303,95 +303,95 @@ func bestEffortID(p []byte) uint64 {
 
 // params decodes a request's params strictly into v; missing params decode
 // as {}.
-func params(m *message, v any) *RPCError {
+func params(m *proto.Message, v any) *proto.RPCError {
 	raw := m.Params
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = []byte("{}")
 	}
-	if err := decodeStrict(raw, v); err != nil {
-		return &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("%s params: %v", m.Method, err)}
+	if err := proto.DecodeStrict(raw, v); err != nil {
+		return &proto.RPCError{Code: proto.CodeBadRequest, Message: fmt.Sprintf("%s params: %v", m.Method, err)}
 	}
 	return nil
 }
 
-func (c *conn) dispatch(m *message) {
+func (c *conn) dispatch(m *proto.Message) {
 	w := c.w
-	var e *RPCError
+	var e *proto.RPCError
 	switch m.Method {
-	case MethodHello:
-		var p HelloParams
+	case proto.MethodHello:
+		var p proto.HelloParams
 		if e = params(m, &p); e == nil {
-			var res *HelloResult
+			var res *proto.HelloResult
 			res, e = c.hello(&p)
 			if e == nil {
 				c.reply(m.ID, res)
 				return
 			}
-			c.replyRPCErr(m.ID, e, e.Code == CodeUnauthorized || e.Code == CodeSessionNotFound)
+			c.replyRPCErr(m.ID, e, e.Code == proto.CodeUnauthorized || e.Code == proto.CodeSessionNotFound)
 			return
 		}
-	case MethodInfo:
+	case proto.MethodInfo:
 		var p struct{}
 		if e = params(m, &p); e == nil {
 			c.reply(m.ID, w.info())
 			return
 		}
-	case MethodHealth:
+	case proto.MethodHealth:
 		var p struct{}
 		if e = params(m, &p); e == nil {
 			c.reply(m.ID, w.health())
 			return
 		}
-	case MethodWatch:
+	case proto.MethodWatch:
 		var p struct{}
 		if e = params(m, &p); e == nil {
 			c.watch(m.ID)
 			return
 		}
-	case MethodAttach:
-		var p AttachParams
+	case proto.MethodAttach:
+		var p proto.AttachParams
 		if e = params(m, &p); e == nil {
 			if e = c.attach(m.ID, &p); e == nil {
 				return
 			}
 		}
-	case MethodDetach:
+	case proto.MethodDetach:
 		var p struct{}
 		if e = params(m, &p); e == nil {
 			c.detach()
-			f, err := encodeControl(&message{ID: m.ID, Result: json.RawMessage("{}")})
+			f, err := proto.EncodeControl(&proto.Message{ID: m.ID, Result: json.RawMessage("{}")})
 			if err == nil {
 				c.enqueue(ctrlItem{frame: f, deactivate: true})
 				return
 			}
-			e = &RPCError{Code: CodeInternalError, Message: err.Error()}
+			e = &proto.RPCError{Code: proto.CodeInternalError, Message: err.Error()}
 		}
-	case MethodInput:
-		var p InputParams
+	case proto.MethodInput:
+		var p proto.InputParams
 		if e = params(m, &p); e == nil {
 			if e = c.input(p.Data); e == nil {
 				c.reply(m.ID, struct{}{})
 				return
 			}
 		}
-	case MethodResize:
-		var p ResizeParams
+	case proto.MethodResize:
+		var p proto.ResizeParams
 		if e = params(m, &p); e == nil {
 			if e = w.resize(p.Cols, p.Rows); e == nil {
 				c.reply(m.ID, struct{}{})
 				return
 			}
 		}
-	case MethodSignal:
-		var p SignalParams
+	case proto.MethodSignal:
+		var p proto.SignalParams
 		if e = params(m, &p); e == nil {
-			var res *SignalResult
+			var res *proto.SignalResult
 			if res, e = w.signal(&p); e == nil {
 				c.reply(m.ID, res)
 				return
 			}
 		}
-	case MethodRemove:
+	case proto.MethodRemove:
 		var p struct{}
 		if e = params(m, &p); e == nil {
 			if e = w.requestRemove(); e == nil {
@@ -399,23 +399,23 @@ func (c *conn) dispatch(m *message) {
 				return
 			}
 		}
-	case MethodHook:
+	case proto.MethodHook:
 		c.handleHook(m)
 		return
-	case MethodIssue:
+	case proto.MethodIssue:
 		c.handleIssue(m)
 		return
-	case MethodRespond:
-		var p RespondParams
+	case proto.MethodRespond:
+		var p proto.RespondParams
 		if e = params(m, &p); e == nil {
-			var res *RespondResult
+			var res *proto.RespondResult
 			if res, e = w.respond(&p); e == nil {
 				c.reply(m.ID, res)
 				return
 			}
 		}
-	case MethodEnd:
-		var p EndParams
+	case proto.MethodEnd:
+		var p proto.EndParams
 		if e = params(m, &p); e == nil {
 			if e = w.requestEnd(p.Reason); e == nil {
 				c.reply(m.ID, struct{}{})
@@ -433,19 +433,19 @@ func tokenEqual(a, b string) bool {
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
-func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
+func (c *conn) hello(p *proto.HelloParams) (*proto.HelloResult, *proto.RPCError) {
 	w := c.w
 	c.authed, c.hook = false, false // a failed hello leaves the connection unauthenticated
-	if p.RPCMajor != RPCMajor || p.RPCMinor > RPCMinor || p.RPCMinor < RPCMinorMin {
-		data, _ := json.Marshal(versionData{RPCMajor: RPCMajor, RPCMinor: RPCMinor, RPCMinorMin: RPCMinorMin})
-		return nil, &RPCError{
-			Code:    CodeUnsupportedVersion,
-			Message: fmt.Sprintf("client speaks rpc %d.%d; this worker speaks %d.%d and accepts %d.%d to %d.%d", p.RPCMajor, p.RPCMinor, RPCMajor, RPCMinor, RPCMajor, RPCMinorMin, RPCMajor, RPCMinor),
+	if p.RPCMajor != proto.RPCMajor || p.RPCMinor > proto.RPCMinor || p.RPCMinor < proto.RPCMinorMin {
+		data, _ := json.Marshal(proto.VersionData{RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor, RPCMinorMin: proto.RPCMinorMin})
+		return nil, &proto.RPCError{
+			Code:    proto.CodeUnsupportedVersion,
+			Message: fmt.Sprintf("client speaks rpc %d.%d; this worker speaks %d.%d and accepts %d.%d to %d.%d", p.RPCMajor, p.RPCMinor, proto.RPCMajor, proto.RPCMinor, proto.RPCMajor, proto.RPCMinorMin, proto.RPCMajor, proto.RPCMinor),
 			Data:    data,
 		}
 	}
 	if p.SessionID != "" && p.SessionID != w.spec.SessionID {
-		return nil, &RPCError{Code: CodeSessionNotFound, Message: fmt.Sprintf("this worker hosts session %s, not %s", w.spec.SessionID, p.SessionID)}
+		return nil, &proto.RPCError{Code: proto.CodeSessionNotFound, Message: fmt.Sprintf("this worker hosts session %s, not %s", w.spec.SessionID, p.SessionID)}
 	}
 	// The hook token is the agent's: it is the run's, and opens a hook
 	// connection only (no daemon instance is asked of the agent).
@@ -455,26 +455,26 @@ func (c *conn) hello(p *HelloParams) (*HelloResult, *RPCError) {
 	}
 	if c.ownAgent {
 		c.log.Warn("a process of the session's own unit tried the control token", "client", p.Client)
-		return nil, &RPCError{Code: CodeUnauthorized, Message: "a process of session " + w.spec.SessionID + "'s own unit (its agent) may only open a hook connection, with LEGION_HOOK_TOKEN"}
+		return nil, &proto.RPCError{Code: proto.CodeUnauthorized, Message: "a process of session " + w.spec.SessionID + "'s own unit (its agent) may only open a hook connection, with LEGION_HOOK_TOKEN"}
 	}
 	if !tokenEqual(p.Token, w.spec.Token) {
 		c.log.Warn("hello with a wrong token", "client", p.Client)
-		return nil, &RPCError{Code: CodeUnauthorized, Message: "wrong token for session " + w.spec.SessionID}
+		return nil, &proto.RPCError{Code: proto.CodeUnauthorized, Message: "wrong token for session " + w.spec.SessionID}
 	}
 	if p.DaemonInstanceID != w.spec.DaemonInstanceID {
 		c.log.Warn("hello from another daemon instance", "daemon_instance_id", p.DaemonInstanceID, "client", p.Client)
-		return nil, &RPCError{Code: CodeUnauthorized, Message: fmt.Sprintf("session %s belongs to daemon instance %s, not %s", w.spec.SessionID, w.spec.DaemonInstanceID, p.DaemonInstanceID)}
+		return nil, &proto.RPCError{Code: proto.CodeUnauthorized, Message: fmt.Sprintf("session %s belongs to daemon instance %s, not %s", w.spec.SessionID, w.spec.DaemonInstanceID, p.DaemonInstanceID)}
 	}
 	c.authed = true
 	return c.helloResult(), nil
 }
 
 // helloResult is the answer to a hello that succeeded.
-func (c *conn) helloResult() *HelloResult {
+func (c *conn) helloResult() *proto.HelloResult {
 	w := c.w
 	c.nc.SetReadDeadline(time.Time{}) // attach and watch streams, and held hook calls, are long-lived
-	return &HelloResult{
-		RPCMajor: RPCMajor, RPCMinor: RPCMinor,
+	return &proto.HelloResult{
+		RPCMajor: proto.RPCMajor, RPCMinor: proto.RPCMinor,
 		WorkerVersion:    w.opts.Version,
 		DaemonInstanceID: w.spec.DaemonInstanceID,
 		SessionID:        w.spec.SessionID,
@@ -484,13 +484,13 @@ func (c *conn) helloResult() *HelloResult {
 	}
 }
 
-func (c *conn) attach(id uint64, p *AttachParams) *RPCError {
+func (c *conn) attach(id uint64, p *proto.AttachParams) *proto.RPCError {
 	w := c.w
-	if (p.Cols == 0) != (p.Rows == 0) || p.Cols < 0 || p.Rows < 0 || p.Cols > maxTermDim || p.Rows > maxTermDim {
-		return &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("attach size %dx%d: want both 1..%d or neither", p.Cols, p.Rows, maxTermDim)}
+	if (p.Cols == 0) != (p.Rows == 0) || p.Cols < 0 || p.Rows < 0 || p.Cols > proto.MaxTermDim || p.Rows > proto.MaxTermDim {
+		return &proto.RPCError{Code: proto.CodeBadRequest, Message: fmt.Sprintf("attach size %dx%d: want both 1..%d or neither", p.Cols, p.Rows, proto.MaxTermDim)}
 	}
 	if p.Cols > 0 {
-		if e := w.resize(p.Cols, p.Rows); e != nil && e.Code != CodeSessionNotRunning {
+		if e := w.resize(p.Cols, p.Rows); e != nil && e.Code != proto.CodeSessionNotRunning {
 			return e
 		}
 	}
@@ -504,14 +504,14 @@ func (c *conn) attach(id uint64, p *AttachParams) *RPCError {
 	}
 	sub := newSubscriber(limit, func() { c.nc.SetWriteDeadline(time.Now().Add(dropDeadline)) })
 	sub.mapped = mapped
-	res := AttachResult{Mapped: mapped}
+	res := proto.AttachResult{Mapped: mapped}
 	var snap []byte
 	oldest, head, _ := w.out.bounds()
 	if p.Offset != nil && (p.Epoch == "" || p.Epoch == w.lease.Nonce) && *p.Offset >= oldest && *p.Offset <= head {
-		res.Mode, res.Offset = AttachReplay, *p.Offset
+		res.Mode, res.Offset = proto.AttachReplay, *p.Offset
 		w.out.subscribe(sub, res.Offset)
 	} else {
-		res.Mode = AttachSnapshot
+		res.Mode = proto.AttachSnapshot
 		snap, res.Offset = w.scr.snapshot(w.out, sub)
 	}
 	c.sub = sub
@@ -524,20 +524,20 @@ func (c *conn) attach(id uint64, p *AttachParams) *RPCError {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	res.Cols, res.Rows = w.cols, w.rows
-	res.Running = w.state == StateRunning
+	res.Running = w.state == proto.StateRunning
 	res.Exit = w.exit
 	b, err := json.Marshal(res)
 	if err != nil {
 		w.out.unsubscribe(sub)
-		return &RPCError{Code: CodeInternalError, Message: "encode attach result: " + err.Error()}
+		return &proto.RPCError{Code: proto.CodeInternalError, Message: "encode attach result: " + err.Error()}
 	}
-	f, err := encodeControl(&message{ID: id, Result: b})
+	f, err := proto.EncodeControl(&proto.Message{ID: id, Result: b})
 	if err != nil {
 		w.out.unsubscribe(sub)
-		return &RPCError{Code: CodeInternalError, Message: err.Error()}
+		return &proto.RPCError{Code: proto.CodeInternalError, Message: err.Error()}
 	}
 	it := ctrlItem{frame: f, activate: sub, ring: mapped, ringOff: res.Offset}
-	if res.Mode == AttachSnapshot {
+	if res.Mode == proto.AttachSnapshot {
 		it.snapshot, it.snapOff = snap, res.Offset
 	}
 	c.enqueue(it)
@@ -583,12 +583,12 @@ func (c *conn) detach() {
 	c.readOnly = false
 }
 
-func (c *conn) input(p []byte) *RPCError {
+func (c *conn) input(p []byte) *proto.RPCError {
 	if c.hook {
-		return &RPCError{Code: CodeUnauthorized, Message: "a hook connection may not type into the session"}
+		return &proto.RPCError{Code: proto.CodeUnauthorized, Message: "a hook connection may not type into the session"}
 	}
 	if c.sub != nil && c.readOnly {
-		return &RPCError{Code: CodeBadRequest, Message: "this attachment is read-only"}
+		return &proto.RPCError{Code: proto.CodeBadRequest, Message: "this attachment is read-only"}
 	}
 	return c.w.input(p)
 }
@@ -602,8 +602,8 @@ func (c *conn) handleInputFrame(p []byte) {
 }
 
 // enqueueExit queues the exit event after the output up to the exit offset.
-func (c *conn) enqueueExit(e *ExitInfo) {
-	f, err := eventFrame(EventExit, e)
+func (c *conn) enqueueExit(e *proto.ExitInfo) {
+	f, err := eventFrame(proto.EventExit, e)
 	if err != nil {
 		c.log.Error("encode exit event", "err", err)
 		return
@@ -616,7 +616,7 @@ func eventFrame(name string, data any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event: %w", name, err)
 	}
-	return encodeControl(&message{Event: name, Data: b})
+	return proto.EncodeControl(&proto.Message{Event: name, Data: b})
 }
 
 // checkAgentPeer says why the process pid may not use this worker ("" when

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // info describes the session now (info and watch). LastActivity is read
 // at the call (see activity), not taken from the last liveness tick, which
 // may be half a watchdog interval old.
-func (w *worker) info() *Info {
+func (w *worker) info() *proto.Info {
 	s := w.spec
 	oldest, head, _ := w.out.bounds()
 	w.mu.Lock()
@@ -22,30 +24,30 @@ func (w *worker) info() *Info {
 	act := w.activity(started)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in := &Info{
+	in := &proto.Info{
 		SessionID: s.SessionID, Name: s.Name, Team: s.Team, Issue: s.Issue, Mode: s.Mode, Role: s.Role,
-		Unit: s.Unit, Cwd: s.Cwd, State: w.state, Running: w.state == StateRunning,
+		Unit: s.Unit, Cwd: s.Cwd, State: w.state, Running: w.state == proto.StateRunning,
 		ArgvKind: w.argvKind, Run: w.run, WorkerPID: os.Getpid(),
 		Cols: w.cols, Rows: w.rows, Head: head, Oldest: oldest, StartedAt: w.startedAt,
 		LastActivity: act,
-		Waiting:      w.liveness.kind == WatchWaiting, Question: w.liveness.question,
-		Stale: w.liveness.kind == WatchStale, Exit: w.exit,
+		Waiting:      w.liveness.kind == proto.WatchWaiting, Question: w.liveness.question,
+		Stale: w.liveness.kind == proto.WatchStale, Exit: w.exit,
 		Agent:       w.agent.state(),
-		SessionFile: s.SessionFile, OutputActivity: s.SessionFile == "" && s.Agent != AgentClaude,
+		SessionFile: s.SessionFile, OutputActivity: s.SessionFile == "" && s.Agent != proto.AgentClaude,
 	}
-	if w.child != nil && w.state == StateRunning {
+	if w.child != nil && w.state == proto.StateRunning {
 		in.ChildPID = w.child.pid
 	}
 	return in
 }
 
 // health is the cheap state summary of the health method.
-func (w *worker) health() *HealthResult {
+func (w *worker) health() *proto.HealthResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h := &HealthResult{OK: w.state == StateRunning, State: w.state, Watchdog: w.liveness.kind}
+	h := &proto.HealthResult{OK: w.state == proto.StateRunning, State: w.state, Watchdog: w.liveness.kind}
 	if h.Watchdog == "" {
-		h.Watchdog = WatchGrace
+		h.Watchdog = proto.WatchGrace
 	}
 	if !w.liveness.activity.IsZero() {
 		h.ActivityAgeMS = time.Since(w.liveness.activity).Milliseconds()
@@ -54,17 +56,17 @@ func (w *worker) health() *HealthResult {
 }
 
 // runningChild returns the child, or session_not_running.
-func (w *worker) runningChild() (*child, *RPCError) {
+func (w *worker) runningChild() (*child, *proto.RPCError) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state != StateRunning || w.child == nil || w.removing {
-		return nil, &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s", w.spec.SessionID, w.state)}
+	if w.state != proto.StateRunning || w.child == nil || w.removing {
+		return nil, &proto.RPCError{Code: proto.CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s", w.spec.SessionID, w.state)}
 	}
 	return w.child, nil
 }
 
 // input writes keystrokes to the PTY.
-func (w *worker) input(p []byte) *RPCError {
+func (w *worker) input(p []byte) *proto.RPCError {
 	c, e := w.runningChild()
 	if e != nil {
 		return e
@@ -81,17 +83,17 @@ func (w *worker) input(p []byte) *RPCError {
 // ptyError is the RPC error for a failed call on the agent's terminal: the
 // master is closed once the agent has ended (shortly before the state says
 // so), which is session_not_running, as is errReaped.
-func (w *worker) ptyError(err error) *RPCError {
+func (w *worker) ptyError(err error) *proto.RPCError {
 	if errors.Is(err, os.ErrClosed) || errors.Is(err, errReaped) {
-		return &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s: the agent has ended: %v", w.spec.SessionID, err)}
+		return &proto.RPCError{Code: proto.CodeSessionNotRunning, Message: fmt.Sprintf("session %s: the agent has ended: %v", w.spec.SessionID, err)}
 	}
-	return &RPCError{Code: CodeIOError, Message: err.Error()}
+	return &proto.RPCError{Code: proto.CodeIOError, Message: err.Error()}
 }
 
 // resize sets the PTY size; the screen follows from the current offset.
-func (w *worker) resize(cols, rows int) *RPCError {
-	if cols < 1 || rows < 1 || cols > maxTermDim || rows > maxTermDim {
-		return &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("size %dx%d: want 1..%d each", cols, rows, maxTermDim)}
+func (w *worker) resize(cols, rows int) *proto.RPCError {
+	if cols < 1 || rows < 1 || cols > proto.MaxTermDim || rows > proto.MaxTermDim {
+		return &proto.RPCError{Code: proto.CodeBadRequest, Message: fmt.Sprintf("size %dx%d: want 1..%d each", cols, rows, proto.MaxTermDim)}
 	}
 	c, e := w.runningChild()
 	if e != nil {
@@ -110,18 +112,18 @@ func (w *worker) resize(cols, rows int) *RPCError {
 	return nil
 }
 
-func (w *worker) signal(p *SignalParams) (*SignalResult, *RPCError) {
+func (w *worker) signal(p *proto.SignalParams) (*proto.SignalResult, *proto.RPCError) {
 	sig, err := parseSignal(p.Signal)
 	if err != nil {
-		return nil, &RPCError{Code: CodeBadRequest, Message: "signal: " + err.Error()}
+		return nil, &proto.RPCError{Code: proto.CodeBadRequest, Message: "signal: " + err.Error()}
 	}
 	target := p.Target
 	switch target {
 	case "":
 		target = defaultTarget(sig)
-	case TargetForeground, TargetGroup:
+	case proto.TargetForeground, proto.TargetGroup:
 	default:
-		return nil, &RPCError{Code: CodeBadRequest, Message: fmt.Sprintf("signal target %q: want %q or %q", p.Target, TargetForeground, TargetGroup)}
+		return nil, &proto.RPCError{Code: proto.CodeBadRequest, Message: fmt.Sprintf("signal target %q: want %q or %q", p.Target, proto.TargetForeground, proto.TargetGroup)}
 	}
 	c, e := w.runningChild()
 	if e != nil {
@@ -131,18 +133,18 @@ func (w *worker) signal(p *SignalParams) (*SignalResult, *RPCError) {
 	if err != nil {
 		return nil, w.ptyError(err)
 	}
-	return &SignalResult{Pgid: pgid, Target: target}, nil
+	return &proto.SignalResult{Pgid: pgid, Target: target}, nil
 }
 
 // requestRemove ends the session for good: once the agent is gone the
 // registry says removed, and Run returns nil so systemd does not restart it.
 // Once the agent has ended (the worker is only delivering its exit), it is
 // session_not_running: too late to change how the run ends.
-func (w *worker) requestRemove() *RPCError {
+func (w *worker) requestRemove() *proto.RPCError {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ended && !w.removing {
-		return &RPCError{Code: CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s: the agent has ended; remove applies to a running session", w.spec.SessionID, w.state)}
+		return &proto.RPCError{Code: proto.CodeSessionNotRunning, Message: fmt.Sprintf("session %s is %s: the agent has ended; remove applies to a running session", w.spec.SessionID, w.state)}
 	}
 	if !w.removing {
 		w.removing = true
@@ -151,18 +153,18 @@ func (w *worker) requestRemove() *RPCError {
 	return nil
 }
 
-func (w *worker) stateEvent() *StateEventData {
+func (w *worker) stateEvent() *proto.StateEventData {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.stateEventLocked()
 }
 
 // stateEventLocked is stateEvent with w.mu held.
-func (w *worker) stateEventLocked() *StateEventData {
-	d := &StateEventData{
-		State: w.state, Running: w.state == StateRunning, Run: w.run,
-		Waiting: w.liveness.kind == WatchWaiting, Question: w.liveness.question,
-		Stale: w.liveness.kind == WatchStale,
+func (w *worker) stateEventLocked() *proto.StateEventData {
+	d := &proto.StateEventData{
+		State: w.state, Running: w.state == proto.StateRunning, Run: w.run,
+		Waiting: w.liveness.kind == proto.WatchWaiting, Question: w.liveness.question,
+		Stale: w.liveness.kind == proto.WatchStale,
 		Agent: w.agent.state(),
 	}
 	if w.child != nil && d.Running {
@@ -175,11 +177,11 @@ func (w *worker) stateEventLocked() *StateEventData {
 // and the exit event (after the output before it) to watchers and attached
 // clients. State and events change under one lock, so an attach sees either
 // the exit (and repeats it) or gets the broadcast, never both.
-func (w *worker) finish(final string, e *ExitInfo) {
+func (w *worker) finish(final string, e *proto.ExitInfo) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.state, w.exit = final, e
-	sf, err := eventFrame(EventState, w.stateEventLocked())
+	sf, err := eventFrame(proto.EventState, w.stateEventLocked())
 	if err != nil {
 		w.log.Error("encode state event", "err", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -23,7 +24,7 @@ func TestAgentSignalsNotIgnored(t *testing.T) {
 	got := filepath.Join(spec.Cwd, "sigign")
 	spec.ArgvNew = []string{"sh", "-c", "grep ^SigIgn: /proc/self/status >" + got + ".tmp && mv " + got + ".tmp " + got + "; exec sleep 1000"}
 	specPath := filepath.Join(spec.Cwd, "spec.json")
-	if err := WriteSpec(specPath, spec); err != nil {
+	if err := proto.WriteSpec(specPath, spec); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(sdtest.WorkerBinary(t), "--spec", specPath)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hinshun/vt10x"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestSnapshotOfBigScreenFits attaches to a 300x100 screen whose every
@@ -39,7 +40,7 @@ func TestSnapshotOfBigScreenFits(t *testing.T) {
 
 	c := tw.dial()
 	s := follow(c, 0, 0)
-	if _, err := c.Attach(ctxT(t), AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	for step := range 10 {
@@ -51,7 +52,7 @@ func TestSnapshotOfBigScreenFits(t *testing.T) {
 		// the next step then never leaves it far enough behind to skip.
 		r := tw.raw()
 		r.hello(spec)
-		r.request(2, MethodAttach, AttachParams{})
+		r.request(2, proto.MethodAttach, proto.AttachParams{})
 		if m := r.next(); m == nil || m.Error != nil {
 			t.Fatalf("attach after step %d: %+v", step, m)
 		}
@@ -61,9 +62,9 @@ func TestSnapshotOfBigScreenFits(t *testing.T) {
 
 	c2 := tw.dial()
 	s2 := follow(c2, cols, rows)
-	res, err := c2.Attach(ctxT(t), AttachParams{})
-	if err != nil || res.Mode != AttachSnapshot {
-		t.Fatalf("Attach() = %+v, %v; want mode %s", res, err, AttachSnapshot)
+	res, err := c2.Attach(ctxT(t), proto.AttachParams{})
+	if err != nil || res.Mode != proto.AttachSnapshot {
+		t.Fatalf("Attach() = %+v, %v; want mode %s", res, err, proto.AttachSnapshot)
 	}
 	waitFor(t, "the snapshot, or the connection's end", func() bool {
 		s2.mu.Lock()

@@ -9,18 +9,6 @@ import (
 	"syscall"
 )
 
-// ExitAgentNotStartable is the worker's exit status when the agent cannot
-// be started at all and trying again cannot help: its program is not
-// found or not executable, or its working directory is missing. The
-// worker unit lists it in RestartPreventExitStatus=, so systemd marks the
-// unit failed at once instead of restarting it until its start limit.
-// 78 is EX_CONFIG of sysexits.h: a configuration error.
-const ExitAgentNotStartable = 78
-
-// StartFailedPrefix begins the ExitInfo.Reason of a run whose agent could
-// not be started; the rest is the cause.
-const StartFailedPrefix = "start failed: "
-
 // ErrAgentNotStartable is wrapped by Run's error when the agent could not
 // be started and a restart would fail the same way (see
 // ExitAgentNotStartable). The error says why, e.g. "exec claude:

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestStartFailureCause: an agent that cannot be started, for a reason a
@@ -41,8 +43,8 @@ func TestStartFailureCause(t *testing.T) {
 			if !errors.Is(err, ErrAgentNotStartable) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run(%q in %s) = %v; want ErrAgentNotStartable saying %q", tc.argv, spec.Cwd, err, tc.want)
 			}
-			r, rerr := ReadRegistry(spec.RegistryPath())
-			if rerr != nil || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, StartFailedPrefix) || !strings.Contains(r.LastExit.Reason, tc.want) {
+			r, rerr := proto.ReadRegistry(spec.RegistryPath())
+			if rerr != nil || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, proto.StartFailedPrefix) || !strings.Contains(r.LastExit.Reason, tc.want) {
 				t.Errorf("registry = %+v, %v; want the last exit to say %q", r, rerr, tc.want)
 			}
 		})

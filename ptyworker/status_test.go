@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // TestStatusQuestionCutOnRune has the agent wait on a question too long
@@ -19,7 +21,7 @@ func TestStatusQuestionCutOnRune(t *testing.T) {
 	ns := listenNotify(t)
 	spec := testSpec(t, "sh", "-c", "while :; do sleep 1; done")
 	spec.SessionFile = filepath.Join(spec.Cwd, spec.SessionID+".jsonl")
-	spec.StaleAfter = Duration(300 * time.Millisecond)
+	spec.StaleAfter = proto.Duration(300 * time.Millisecond)
 	question := strings.Repeat("a", 76) + strings.Repeat("é", 10) + "?"
 	q, err := json.Marshal(question)
 	if err != nil {

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/internal/unixsock"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Options tune a worker. The zero value is ready for production use.
@@ -87,7 +90,7 @@ func (o *Options) setDefaults() {
 // signal): the worker exits non-zero, so Restart=on-failure restarts it.
 type ExitError struct {
 	SessionID string
-	Exit      ExitInfo
+	Exit      proto.ExitInfo
 }
 
 func (e *ExitError) Error() string {
@@ -96,13 +99,13 @@ func (e *ExitError) Error() string {
 
 // worker is the state of one Run.
 type worker struct {
-	spec        *Spec
+	spec        *proto.Spec
 	opts        Options
 	log         *slog.Logger
 	out         *output
 	scr         *screen
 	tr          *transcript
-	lease       Lease
+	lease       proto.Lease
 	allowedUIDs []uint32
 	clientQueue int
 	tick        time.Duration
@@ -114,10 +117,10 @@ type worker struct {
 	child      *child
 	startedAt  time.Time
 	cols, rows int
-	exit       *ExitInfo
-	reg        Registry // last written registry entry
-	triggered  bool     // WATCHDOG=trigger was sent
-	stopReason string   // why the worker ends the agent (watchdog, remove)
+	exit       *proto.ExitInfo
+	reg        proto.Registry // last written registry entry
+	triggered  bool           // WATCHDOG=trigger was sent
+	stopReason string         // why the worker ends the agent (watchdog, remove)
 	removing   bool
 	ended      bool // the wait for the agent is over: a later remove is refused
 	liveness   verdict
@@ -147,7 +150,7 @@ type worker struct {
 // ErrAgentNotStartable when the agent could not be started and a restart
 // would fail the same way; any other error when the session could not be
 // hosted at all.
-func Run(ctx context.Context, spec *Spec, opts Options) error {
+func Run(ctx context.Context, spec *proto.Spec, opts Options) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("pty-worker: spec: %w", err)
 	}
@@ -156,7 +159,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 		spec:     spec,
 		opts:     opts,
 		log:      identity(opts.Logger, spec),
-		state:    StateStarting,
+		state:    proto.StateStarting,
 		conns:    map[*conn]struct{}{},
 		logged:   map[string]bool{},
 		removeCh: make(chan struct{}),
@@ -166,7 +169,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 	if w.allowedUIDs == nil {
 		w.allowedUIDs = []uint32{uint32(os.Getuid())}
 	}
-	w.clientQueue = spec.ringSize()
+	w.clientQueue = ringSize(spec)
 	if opts.ClientQueue > 0 {
 		w.clientQueue = min(opts.ClientQueue, w.clientQueue)
 	}
@@ -176,18 +179,18 @@ func Run(ctx context.Context, spec *Spec, opts Options) error {
 
 func (w *worker) runSession(ctx context.Context) (retErr error) {
 	s := w.spec
-	lease, err := NewLease(os.Getpid())
+	lease, err := proto.NewLease(os.Getpid())
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
 	}
 	w.lease = lease
-	for _, d := range []string{s.SocketDir(), dirOf(s.RegistryPath()), dirOf(s.TranscriptPath())} {
+	for _, d := range []string{s.SocketDir(), proto.DirOf(s.RegistryPath()), proto.DirOf(s.TranscriptPath())} {
 		if err := privdir.Ensure(d); err != nil {
 			return fmt.Errorf("session %s: %w", s.SessionID, err)
 		}
 	}
 
-	prev, quarantined, err := LoadRegistry(s.RegistryPath())
+	prev, quarantined, err := proto.LoadRegistry(s.RegistryPath())
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
 	}
@@ -196,7 +199,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	}
 	w.run = 1
 	if prev != nil {
-		if (prev.State == StateRemoved || prev.State == StateCompleted) && prev.Token == s.Token {
+		if (prev.State == proto.StateRemoved || prev.State == proto.StateCompleted) && prev.Token == s.Token {
 			// READY first: a Type=notify service that exits before READY=1
 			// fails with result "protocol", and would be restarted.
 			w.log.Info("session was " + prev.State + "; not starting it again")
@@ -226,28 +229,28 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	}
 	defer ln.Close() // also unlinks the socket
 
-	cols, rows := s.size()
-	ring, err := NewSharedRing(s.ringSize())
+	cols, rows := termSize(s)
+	ring, err := NewSharedRing(ringSize(s))
 	if err != nil {
 		w.log.Warn("clients get output in data frames, not mapped", "err", err)
-		ring = NewRing(s.ringSize())
+		ring = NewRing(ringSize(s))
 	}
 	w.out = newOutputOn(ring)
 	w.scr = newScreen(cols, rows)
 	w.argvKind = ""
 	kind, argv := s.ChooseArgv()
 	w.argvKind = kind
-	if s.Agent == AgentClaude {
-		if w.hookToken, err = NewToken(); err != nil {
+	if s.Agent == proto.AgentClaude {
+		if w.hookToken, err = proto.NewToken(); err != nil {
 			return fmt.Errorf("session %s: hook token: %w", s.SessionID, err)
 		}
 	}
 	w.tr.writeMarker(fmt.Sprintf("run %d start (%s): %s", w.run, kind, quoteArgv(argv)))
-	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s, w.hookToken), cols, rows, s.agentSandbox())
+	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s, w.hookToken), cols, rows, agentSandbox(s))
 	if err != nil {
-		e := &ExitInfo{Code: -1, Reason: StartFailedPrefix + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
+		e := &proto.ExitInfo{Code: -1, Reason: proto.StartFailedPrefix + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
 		w.tr.writeMarker(fmt.Sprintf("run %d exit: %s", w.run, e.Reason))
-		w.writeRegistry(func(r *Registry) { r.State, r.LastExit = StateExited, e })
+		w.writeRegistry(func(r *proto.Registry) { r.State, r.LastExit = proto.StateExited, e })
 		// No READY=1: the start fails, and systemd says so. STATUS= and
 		// the log line carry the cause to `systemctl --user status` and
 		// the journal.
@@ -256,7 +259,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
 	}
 	w.mu.Lock()
-	w.child, w.state, w.startedAt, w.cols, w.rows = c, StateRunning, time.Now(), cols, rows
+	w.child, w.state, w.startedAt, w.cols, w.rows = c, proto.StateRunning, time.Now(), cols, rows
 	w.mu.Unlock()
 	w.log.Info("agent started", "pid", c.pid, "argv_kind", kind, "run", w.run, "sandboxed", s.Sandbox != nil)
 	w.writeRegistry(nil)
@@ -282,14 +285,14 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	serveDone := make(chan struct{})
 	go func() { defer close(serveDone); w.serve(ln) }()
 
-	if err := w.opts.Notify("READY=1\nSTATUS=" + w.statusLine(StateRunning, verdict{kind: WatchGrace})); err != nil {
+	if err := w.opts.Notify("READY=1\nSTATUS=" + w.statusLine(proto.StateRunning, verdict{kind: proto.WatchGrace})); err != nil {
 		w.logOnce("notify", "sd_notify failed", "err", err)
 	}
 
 	// Wait for the agent to end, or end it.
 	exited := make(chan struct{})
 	go func() { defer close(exited); w.awaitExit(c, readerDone) }()
-	reason, final := "exited", StateExited
+	reason, final := "exited", proto.StateExited
 	select {
 	case <-exited:
 	case <-ctx.Done():
@@ -299,18 +302,18 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		if reason == "" {
 			reason = "stopped: the worker was told to stop"
 		}
-		final = StateStopped
+		final = proto.StateStopped
 		w.log.Info("stopping the agent", "reason", reason)
 		w.terminate(c, exited)
 	case <-w.removeCh:
-		reason, final = "removed", StateRemoved
+		reason, final = "removed", proto.StateRemoved
 		w.log.Info("session removed; ending the agent")
 		w.terminate(c, exited)
 	case <-w.endCh:
 		w.mu.Lock()
 		why := w.endReason
 		w.mu.Unlock()
-		reason, final = "completed: "+why, StateCompleted
+		reason, final = "completed: "+why, proto.StateCompleted
 		w.log.Info("the agent's work is done; ending it", "reason", why)
 		w.tr.writeMarker(fmt.Sprintf("run %d ended: %s", w.run, why))
 		w.interrupt(c, exited)
@@ -322,9 +325,9 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	w.ended = true
 	switch {
 	case w.removing:
-		reason, final = "removed", StateRemoved
+		reason, final = "removed", proto.StateRemoved
 	case w.ending:
-		reason, final = "completed: "+w.endReason, StateCompleted
+		reason, final = "completed: "+w.endReason, proto.StateCompleted
 	}
 	w.mu.Unlock()
 	w.releaseHolds()
@@ -332,14 +335,14 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	c.reap()
 
 	code, sig := c.exitInfo()
-	e := &ExitInfo{Code: code, Signal: sig, Reason: reason, Time: time.Now(), Run: w.run, Offset: w.out.head(), ArgvKind: kind}
+	e := &proto.ExitInfo{Code: code, Signal: sig, Reason: reason, Time: time.Now(), Run: w.run, Offset: w.out.head(), ArgvKind: kind}
 	w.log.Info("agent ended", "exit", e.String(), "reason", reason)
 	w.out.close()
 	if err := w.tr.mark(fmt.Sprintf("run %d exit: %s; reason: %s", w.run, e.String(), reason), 10*time.Second); err != nil {
 		w.log.Error("transcript exit marker", "err", err)
 	}
 	w.finish(final, e)
-	w.writeRegistry(func(r *Registry) { r.State, r.LastExit, r.ChildPID = final, e, 0 })
+	w.writeRegistry(func(r *proto.Registry) { r.State, r.LastExit, r.ChildPID = final, e, 0 })
 	w.opts.Notify("STOPPING=1\nSTATUS=" + w.statusLine(final, verdict{}) + " (" + e.String() + ")")
 	w.linger()
 
@@ -350,7 +353,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	wg.Wait()
 
 	switch {
-	case final == StateRemoved || final == StateStopped || final == StateCompleted || e.Success():
+	case final == proto.StateRemoved || final == proto.StateStopped || final == proto.StateCompleted || e.Success():
 		return nil
 	default:
 		return &ExitError{SessionID: s.SessionID, Exit: *e}
@@ -483,11 +486,11 @@ func (w *worker) dropConn(c *conn) {
 }
 
 // writeRegistry writes the registry entry after applying edit.
-func (w *worker) writeRegistry(edit func(r *Registry)) {
+func (w *worker) writeRegistry(edit func(r *proto.Registry)) {
 	s := w.spec
 	w.mu.Lock()
-	r := Registry{
-		Version: RegistryVersion, SessionID: s.SessionID, AgentSession: s.AgentSession, Name: s.Name, Team: s.Team,
+	r := proto.Registry{
+		Version: proto.RegistryVersion, SessionID: s.SessionID, AgentSession: s.AgentSession, Name: s.Name, Team: s.Team,
 		Issue: s.Issue, Mode: s.Mode, Role: s.Role, Unit: s.Unit,
 		DaemonInstanceID: s.DaemonInstanceID, Token: s.Token,
 		WorkerPID: os.Getpid(), SocketPath: s.SocketPath(), TranscriptPath: s.TranscriptPath(),
@@ -502,7 +505,7 @@ func (w *worker) writeRegistry(edit func(r *Registry)) {
 	}
 	w.reg = r
 	w.mu.Unlock()
-	if err := WriteRegistry(s.RegistryPath(), &r); err != nil {
+	if err := proto.WriteRegistry(s.RegistryPath(), &r); err != nil {
 		w.log.Error("registry not written", "err", err)
 	}
 }
@@ -525,14 +528,14 @@ func (w *worker) setLiveness(v verdict, force bool) {
 	old := w.liveness
 	w.liveness = v
 	w.mu.Unlock()
-	if force || (old.kind == WatchWaiting) != (v.kind == WatchWaiting) || (old.kind == WatchStale) != (v.kind == WatchStale) || old.question != v.question {
+	if force || (old.kind == proto.WatchWaiting) != (v.kind == proto.WatchWaiting) || (old.kind == proto.WatchStale) != (v.kind == proto.WatchStale) || old.question != v.question {
 		w.broadcastState()
 	}
 }
 
 // broadcastState pushes a state event to watchers.
 func (w *worker) broadcastState() {
-	f, err := eventFrame(EventState, w.stateEvent())
+	f, err := eventFrame(proto.EventState, w.stateEvent())
 	if err != nil {
 		w.log.Error("encode state event", "err", err)
 		return
@@ -557,4 +560,45 @@ func quoteArgv(argv []string) string {
 		}
 	}
 	return strings.Join(q, " ")
+}
+
+// identity scopes log to the session of s: the attributes that become its
+// journal fields (internal/journal: team, issue, mode, session, unit) and
+// its name. The worker sets them on its own lines: systemd 252 does not
+// apply a user unit's LogExtraFields=.
+func identity(log *slog.Logger, s *proto.Spec) *slog.Logger {
+	args := []any{"team", s.Team, "session", s.AgentSessionID(), "name", s.Name}
+	for _, a := range []struct{ k, v string }{{"issue", s.Issue}, {"mode", s.Mode}, {"unit", s.Unit}} {
+		if a.v != "" {
+			args = append(args, a.k, a.v)
+		}
+	}
+	return log.With(args...)
+}
+
+// ringSize is RingSize with the default applied.
+func ringSize(s *proto.Spec) int {
+	if s.RingSize == 0 {
+		return proto.DefaultRingSize
+	}
+	return s.RingSize
+}
+
+// termSize is the initial PTY size with the default applied.
+func termSize(s *proto.Spec) (cols, rows int) {
+	if s.Cols == 0 {
+		return proto.DefaultCols, proto.DefaultRows
+	}
+	return s.Cols, s.Rows
+}
+
+// agentSandbox is the agent's sandbox with the worker's own socket added to
+// what it may connect to (its hooks); nil without one.
+func agentSandbox(s *proto.Spec) *api.Sandbox {
+	if s.Sandbox == nil {
+		return nil
+	}
+	sb := *s.Sandbox
+	sb.Connect = append(slices.Clone(sb.Connect), s.SocketPath())
+	return &sb
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"golang.org/x/sys/unix"
 )
 
@@ -131,7 +132,7 @@ func (c *conn) writeItem(it ctrlItem, active **subscriber, buf *[]byte) bool {
 		}
 	}
 	if it.snapshot != nil {
-		h := offsetHeader(FrameSnapshot, it.snapOff, len(it.snapshot))
+		h := proto.OffsetHeader(proto.FrameSnapshot, it.snapOff, len(it.snapshot))
 		bufs := net.Buffers{h[:], it.snapshot}
 		if _, err := bufs.WriteTo(c.nc); err != nil {
 			return false
@@ -153,7 +154,7 @@ func (c *conn) writeItem(it ctrlItem, active **subscriber, buf *[]byte) bool {
 // most up to offset limit. It returns how many output bytes it sent.
 func (c *conn) sendOutput(s *subscriber, limit uint64, buf *[]byte) (int, error) {
 	if *buf == nil {
-		*buf = make([]byte, dataChunk)
+		*buf = make([]byte, proto.DataChunk)
 	}
 	off := s.next.Load()
 	if off >= limit {
@@ -172,7 +173,7 @@ func (c *conn) sendOutput(s *subscriber, limit uint64, buf *[]byte) (int, error)
 	if err != nil || n == 0 {
 		return 0, nil
 	}
-	h := offsetHeader(FrameData, off, n)
+	h := proto.OffsetHeader(proto.FrameData, off, n)
 	bufs := net.Buffers{h[:], (*buf)[:n]}
 	if _, err := bufs.WriteTo(c.nc); err != nil {
 		return 0, err
@@ -183,7 +184,7 @@ func (c *conn) sendOutput(s *subscriber, limit uint64, buf *[]byte) (int, error)
 
 // writeRing sends a mapped client the ring: an 'M' frame with the memfd.
 func (c *conn) writeRing(from uint64) error {
-	h := offsetHeader(FrameRing, from, 0)
+	h := proto.OffsetHeader(proto.FrameRing, from, 0)
 	n, _, err := c.nc.WriteMsgUnix(h[:], unix.UnixRights(c.w.out.ring.FD()), nil)
 	if err == nil && n < len(h) { // the descriptor went with the first bytes
 		_, err = c.nc.Write(h[n:])
@@ -198,7 +199,7 @@ func (c *conn) sendHead(s *subscriber, head uint64) (int, error) {
 	if head <= off {
 		return 0, nil
 	}
-	h := offsetHeader(FrameHead, head, 0)
+	h := proto.OffsetHeader(proto.FrameHead, head, 0)
 	if _, err := c.nc.Write(h[:]); err != nil {
 		return 0, err
 	}
@@ -209,12 +210,12 @@ func (c *conn) sendHead(s *subscriber, head uint64) (int, error) {
 // writeDesync tells a dropped client where it stopped; the caller closes.
 func (c *conn) writeDesync(s *subscriber) {
 	_, head, _ := c.w.out.bounds()
-	d := DesyncEventData{
+	d := proto.DesyncEventData{
 		Offset: s.next.Load(),
 		Reason: fmt.Sprintf("client fell more than %d bytes behind the output (head %d); reattach from offset %d or take a snapshot", s.limit, head, s.next.Load()),
 	}
 	c.log.Warn("dropping a slow client", "behind", head-d.Offset)
-	f, err := eventFrame(EventDesync, d)
+	f, err := eventFrame(proto.EventDesync, d)
 	if err != nil {
 		return
 	}

@@ -23,7 +23,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
@@ -110,9 +110,9 @@ type attacher struct {
 	modes   termModes // what the session's output did to Out
 	drawn   bool      // output reached Out since the last leave
 
-	wc       *ptyworker.Client // the worker, via the helper's descriptor
-	offset   uint64            // next output offset expected on wc
-	exit     *ptyworker.ExitInfo
+	wc       *proto.Client // the worker, via the helper's descriptor
+	offset   uint64        // next output offset expected on wc
+	exit     *proto.ExitInfo
 	desynced bool // the worker dropped this terminal for falling behind
 }
 
@@ -132,8 +132,8 @@ func (a *attacher) connect(ctx context.Context, offset *uint64) error {
 		}
 		return fmt.Errorf("attach %s: %w", a.o.Name, err)
 	}
-	wc := ptyworker.NewClient(conn) // the helper already said hello on it
-	p := ptyworker.AttachParams{Offset: offset, ReadOnly: a.o.ReadOnly, Mapped: true}
+	wc := proto.NewClient(conn) // the helper already said hello on it
+	p := proto.AttachParams{Offset: offset, ReadOnly: a.o.ReadOnly, Mapped: true}
 	if cols, rows, err := term.GetSize(int(a.o.Out.Fd())); err == nil && cols > 0 && rows > 0 {
 		p.Cols, p.Rows = cols, rows
 	}
@@ -205,7 +205,7 @@ func (a *attacher) loop(ctx context.Context) error {
 	var poll <-chan time.Time // set while waiting for a restart
 
 	for {
-		var events <-chan ptyworker.Event
+		var events <-chan proto.Event
 		if a.wc != nil {
 			events = a.wc.Events()
 		}
@@ -279,25 +279,25 @@ func (a *attacher) detach() {
 	}
 }
 
-func (a *attacher) event(ev ptyworker.Event) {
+func (a *attacher) event(ev proto.Event) {
 	switch ev.Kind {
-	case ptyworker.EventKindOutput, ptyworker.EventKindSnapshot:
+	case proto.EventKindOutput, proto.EventKindSnapshot:
 		a.o.Out.Write(ev.Data)
 		if a.tty {
 			a.modes.scan(ev.Data)
 			a.drawn = true
 		}
 		a.offset = ev.Offset + uint64(len(ev.Data))
-		if ev.Kind == ptyworker.EventKindSnapshot {
+		if ev.Kind == proto.EventKindSnapshot {
 			a.offset = ev.Offset
 		}
 		ev.Release()
-	case ptyworker.EventKindExit:
+	case proto.EventKindExit:
 		a.exit = ev.Exit
-	case ptyworker.EventKindDesync:
+	case proto.EventKindDesync:
 		a.desynced = true
 		fmt.Fprintf(a.o.Status, "%s[%s: this terminal fell behind the session's output; catching up]%s", a.nl, a.o.Name, a.nl)
-	case ptyworker.EventKindError:
+	case proto.EventKindError:
 		fmt.Fprintf(a.o.Status, "%s[%s: %v]%s", a.nl, a.o.Name, ev.Err, a.nl)
 	}
 }

@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/config"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/hostprobe"
 )
@@ -101,7 +101,7 @@ type Options struct {
 	Timeout time.Duration
 	// FindWorker locates the program worker units run; default: the one
 	// beside the legion that the installed legion.service runs (else Bin),
-	// as that legion finds it (ptyworker.FindBinaryFor).
+	// as that legion finds it (proto.FindBinaryFor).
 	FindWorker func() (string, error)
 	// Version is legion's own version; when set, a worker that reports
 	// another one is a warning (one was upgraded without the other).
@@ -247,7 +247,7 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FindWorker == nil {
 		unitDir, bin := o.UnitDir, o.Bin
-		o.FindWorker = func() (string, error) { return ptyworker.FindBinaryFor(installedLegion(unitDir, bin)) }
+		o.FindWorker = func() (string, error) { return proto.FindBinaryFor(installedLegion(unitDir, bin)) }
 	}
 	return o
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/config"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/hostprobe"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -493,7 +493,7 @@ func TestWorker(t *testing.T) {
 	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Warn, "(legion-pty-worker dev); legion is v9.9.9", "same build")
 	s.opts.Version = ""
 
-	missing := fmt.Errorf("%w in /nowhere: install it", ptyworker.ErrNoBinary)
+	missing := fmt.Errorf("%w in /nowhere: install it", proto.ErrNoBinary)
 	s.opts.FindWorker = func() (string, error) { return "", missing }
 	expect(t, find(t, Run(t.Context(), s.opts), CheckWorker), Fail, "legion-pty-worker not found in /nowhere", "make install")
 
@@ -518,7 +518,7 @@ func TestWorkerBesideInstalledLegion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	worker := filepath.Join(installed, ptyworker.BinaryName)
+	worker := filepath.Join(installed, proto.BinaryName)
 	if err := os.WriteFile(worker, []byte("#!/bin/sh\necho legion-pty-worker dev\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // it as the main process of the session's transient unit, which `legion
 // spawn` and the controller create through the helper. It is a program of
 // its own, not a subcommand of legion, so that each resident worker maps
-// only what it uses (see ptyworker.BinaryName). The work is package
+// only what it uses (see proto.BinaryName). The work is package
 // ptyworker's; this file only parses the command line.
 package main
 
@@ -18,6 +18,7 @@ import (
 
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/confine"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -95,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "legion-pty-worker:", err)
 	if errors.Is(err, ptyworker.ErrAgentNotStartable) {
-		return ptyworker.ExitAgentNotStartable
+		return proto.ExitAgentNotStartable
 	}
 	return 1
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // loadTeam loads the config and returns the named team.
@@ -77,7 +77,7 @@ worker-changes-requested are labels on that pull request.`,
 		return &cobra.Command{
 			Use: use, Short: short, Args: args,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if os.Getenv(ptyworker.EnvHookSocket) != "" && os.Getenv("LEGION_ISSUE") != "" && len(args) >= 2 {
+				if os.Getenv(proto.EnvHookSocket) != "" && os.Getenv("LEGION_ISSUE") != "" && len(args) >= 2 {
 					// An agent of an issue's session: its worker runs the
 					// command (a sandboxed agent cannot read the tracker);
 					// an older worker, or one with no legion program to
@@ -90,7 +90,7 @@ worker-changes-requested are labels on that pull request.`,
 						argv = append(argv, "--author", author)
 					}
 					err := relayIssue(cmd, append(append(argv, "--"), args...))
-					if !errors.Is(err, ptyworker.ErrNotRelayed) {
+					if !errors.Is(err, proto.ErrNotRelayed) {
 						return err
 					}
 				}
@@ -260,7 +260,7 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 // relayIssue has the session's worker run `legion issue ARGV...` and
 // prints what it printed; a failure exits with the command's status.
 func relayIssue(cmd *cobra.Command, argv []string) error {
-	res, err := ptyworker.RelayIssue(cmd.Context(), argv, os.Getenv)
+	res, err := proto.RelayIssue(cmd.Context(), argv, os.Getenv)
 	if err != nil {
 		return err
 	}

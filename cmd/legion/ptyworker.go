@@ -11,7 +11,7 @@ import (
 
 // newPtyWorkerCmd is `legion pty-worker --spec FILE`: the worker run in
 // this process. New units run the smaller legion-pty-worker program
-// (ptyworker.BinaryName), the same code; this command stays for units
+// (proto.BinaryName), the same code; this command stays for units
 // created by earlier versions (systemd restarts them with the ExecStart= they
 // were created with) and for debugging by hand. Hidden: people use `legion
 // spawn` and `legion attach`.

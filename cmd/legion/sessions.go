@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 func newSessionsCmd(_ *globals) *cobra.Command {
@@ -241,7 +241,7 @@ func agentLine(a *api.Agent) string {
 	if a == nil {
 		return "- (no hook events: a custom agent, or none yet)"
 	}
-	t := oneLine(ptyworker.DescribeAgent(a), 300)
+	t := oneLine(proto.DescribeAgent(a), 300)
 	if !a.Since.IsZero() {
 		t += " (since " + ago(&a.Since) + ")"
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -36,7 +37,7 @@ type AgentOptions struct {
 // registry and transcript live under StateDir/controllers/<short>, apart
 // from the helper's sessions, since legion@<team> and not the helper owns
 // it.
-func AgentSpec(ctx context.Context, o AgentOptions) (*ptyworker.Spec, error) {
+func AgentSpec(ctx context.Context, o AgentOptions) (*proto.Spec, error) {
 	t := o.Team
 	kind, err := agent.For(t.Agent)
 	if err != nil {
@@ -69,23 +70,23 @@ func AgentSpec(ctx context.Context, o AgentOptions) (*ptyworker.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := ptyworker.NewToken()
+	token, err := proto.NewToken()
 	if err != nil {
 		return nil, err
 	}
-	s := &ptyworker.Spec{
-		Version: ptyworker.SpecVersion, SessionID: id.String(), Name: "controller", Team: t.Name, TeamShort: t.ShortID(),
+	s := &proto.Spec{
+		Version: proto.SpecVersion, SessionID: id.String(), Name: "controller", Team: t.Name, TeamShort: t.ShortID(),
 		Mode: "controller", Role: "controller", Cwd: t.Workspace, Env: append(env, l.Env...),
 		ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
-		Agent: l.Agent, EndWhenIdle: l.Agent == ptyworker.AgentClaude,
+		Agent: l.Agent, EndWhenIdle: l.Agent == proto.AgentClaude,
 		SessionFile: l.SessionFile,
-		StaleAfter:  ptyworker.Duration(t.StaleAfter),
+		StaleAfter:  proto.Duration(t.StaleAfter),
 		RingSize:    o.Worker.RingSize,
 		Token:       token, DaemonInstanceID: "legion@" + t.ShortID(), Unit: unit,
-		Paths: ptyworker.Paths{RuntimeDir: o.RuntimeDir, StateDir: filepath.Join(o.StateDir, "controllers", t.ShortID())},
+		Paths: proto.Paths{RuntimeDir: o.RuntimeDir, StateDir: filepath.Join(o.StateDir, "controllers", t.ShortID())},
 	}
 	if l.SessionFile != "" {
-		s.StartupGrace = ptyworker.Duration(o.Worker.StartupGrace)
+		s.StartupGrace = proto.Duration(o.Worker.StartupGrace)
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)

@@ -16,7 +16,7 @@ import (
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/instructions"
 	"github.com/legion-dev/legion/controller/workspace"
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -231,7 +231,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	}
 	if t.Legion != "" {
 		// The program the worker runs the agent's tracker commands with.
-		env = append(env, ptyworker.EnvLegionBin+"="+t.Legion)
+		env = append(env, proto.EnvLegionBin+"="+t.Legion)
 	}
 	s := agent.Session{
 		ID: id, Mode: string(mode),

@@ -21,8 +21,8 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -38,7 +38,7 @@ type sdSession struct {
 	t    *testing.T
 	sd   *sdtest.Manager
 	mgr  *units.Manager
-	spec *ptyworker.Spec
+	spec *proto.Spec
 	ctx  context.Context
 }
 
@@ -46,12 +46,12 @@ type sdSession struct {
 // the start job (READY=1).
 func startUnit(t *testing.T, script string, burst uint32) *sdSession {
 	t.Helper()
-	return startUnitWith(t, burst, func(s *ptyworker.Spec) { s.Env = append(s.Env, "LEGION_SCRIPT="+script) })
+	return startUnitWith(t, burst, func(s *proto.Spec) { s.Env = append(s.Env, "LEGION_SCRIPT="+script) })
 }
 
 // startUnitWith starts a worker unit of the scripted agent's spec after
 // edit, and waits for the start job (READY=1).
-func startUnitWith(t *testing.T, burst uint32, edit func(*ptyworker.Spec)) *sdSession {
+func startUnitWith(t *testing.T, burst uint32, edit func(*proto.Spec)) *sdSession {
 	t.Helper()
 	sd := sdtest.Start(t)
 	bin := sdtest.LegionBinary(t)
@@ -68,18 +68,18 @@ func startUnitWith(t *testing.T, burst uint32, edit func(*ptyworker.Spec)) *sdSe
 	if err := os.MkdirAll(cwd, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := ptyworker.NewToken()
-	spec := &ptyworker.Spec{
-		Version: ptyworker.SpecVersion, SessionID: id, Name: "it-" + id[:8], Team: "itteam", TeamShort: "0123abcd",
+	tok, _ := proto.NewToken()
+	spec := &proto.Spec{
+		Version: proto.SpecVersion, SessionID: id, Name: "it-" + id[:8], Team: "itteam", TeamShort: "0123abcd",
 		Issue: "ENG-7", Mode: "implement", Role: "worker", Cwd: cwd,
 		Env:          []string{"HOME=" + sd.Home},
 		ArgvNew:      []string{bin, "scripted-agent", "--session-id", id, "go"},
 		ArgvResume:   []string{bin, "scripted-agent", "--resume", id, "go on"},
 		SessionFile:  claude.SessionFile(sd.Home, cwd, uuid.MustParse(id)),
-		StaleAfter:   ptyworker.Duration(sdStaleAfter),
+		StaleAfter:   proto.Duration(sdStaleAfter),
 		StartupGrace: 0,
 		Token:        tok, DaemonInstanceID: "it-daemon",
-		Paths: ptyworker.Paths{
+		Paths: proto.Paths{
 			RuntimeDir: filepath.Join(sd.RuntimeDir, "legion"),
 			StateDir:   filepath.Join(sd.Home, ".local", "state", "legion"),
 		},
@@ -87,7 +87,7 @@ func startUnitWith(t *testing.T, burst uint32, edit func(*ptyworker.Spec)) *sdSe
 	}
 	edit(spec)
 	specPath := filepath.Join(sd.Home, "spec-"+id+".json")
-	if err := ptyworker.WriteSpec(specPath, spec); err != nil {
+	if err := proto.WriteSpec(specPath, spec); err != nil {
 		t.Fatal(err)
 	}
 	u, err := Transient(spec, Policy{
@@ -119,10 +119,10 @@ func (s *sdSession) state() units.State {
 	return st
 }
 
-func (s *sdSession) registry() *ptyworker.Registry {
-	r, err := ptyworker.ReadRegistry(s.spec.RegistryPath())
+func (s *sdSession) registry() *proto.Registry {
+	r, err := proto.ReadRegistry(s.spec.RegistryPath())
 	if err != nil {
-		return &ptyworker.Registry{}
+		return &proto.Registry{}
 	}
 	return r
 }
@@ -156,9 +156,9 @@ func tail(s string, n int) string {
 }
 
 // dial connects to the current worker and says hello.
-func (s *sdSession) dial() *ptyworker.Client {
+func (s *sdSession) dial() *proto.Client {
 	s.t.Helper()
-	c, err := ptyworker.Dial(s.ctx, s.spec.SocketPath())
+	c, err := proto.Dial(s.ctx, s.spec.SocketPath())
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ if-resumed work 5m
 	// may still be activating when the registry says run 2 runs.
 	s.waitFor("a restart into run 2 with the resume argv, the unit active", func() bool {
 		r := s.registry()
-		return r.Run == 2 && r.State == ptyworker.StateRunning && r.ArgvKind == ptyworker.ArgvResume &&
+		return r.Run == 2 && r.State == proto.StateRunning && r.ArgvKind == proto.ArgvResume &&
 			s.state().ActiveState != "activating"
 	})
 	if st := s.state(); st.NRestarts != 1 || st.ActiveState != "active" {
@@ -209,7 +209,7 @@ if-resumed work 5m
 	s.waitFor("resumed agent fresh over several periods", func() bool {
 		h, err := c.Health(s.ctx)
 		in, ierr := c.Info(s.ctx)
-		return err == nil && ierr == nil && h.Watchdog == ptyworker.WatchFresh && time.Since(in.StartedAt) > 3*sdStaleAfter
+		return err == nil && ierr == nil && h.Watchdog == proto.WatchFresh && time.Since(in.StartedAt) > 3*sdStaleAfter
 	})
 	if st := s.state(); st.NRestarts != 1 {
 		t.Errorf("NRestarts = %d; want still 1 while the resumed agent is fresh", st.NRestarts)
@@ -223,7 +223,7 @@ exit 0
 `, 5)
 	s.waitFor("the agent's normal end", func() bool {
 		r := s.registry()
-		return r.State == ptyworker.StateExited
+		return r.State == proto.StateExited
 	})
 	r := s.registry()
 	if r.Run != 1 || r.LastExit == nil || !r.LastExit.Success() {
@@ -247,12 +247,12 @@ exit 0
 `, 5)
 	c := s.dial()
 	ev := followOutput(c)
-	if _, err := c.Attach(s.ctx, ptyworker.AttachParams{Offset: new(uint64)}); err != nil {
+	if _, err := c.Attach(s.ctx, proto.AttachParams{Offset: new(uint64)}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitFor("waiting on the question for several stale periods", func() bool {
 		h, err := c.Health(s.ctx)
-		return err == nil && h.Watchdog == ptyworker.WatchWaiting && h.ActivityAgeMS > 3*sdStaleAfter.Milliseconds()
+		return err == nil && h.Watchdog == proto.WatchWaiting && h.ActivityAgeMS > 3*sdStaleAfter.Milliseconds()
 	})
 	st := s.state()
 	if st.NRestarts != 0 || s.registry().Run != 1 {
@@ -266,7 +266,7 @@ exit 0
 		t.Fatal(err)
 	}
 	ev.waitOutput(t, "got yes")
-	s.waitFor("the agent's end", func() bool { return s.registry().State == ptyworker.StateExited })
+	s.waitFor("the agent's end", func() bool { return s.registry().State == proto.StateExited })
 	if r := s.registry(); r.Run != 1 || !r.LastExit.Success() {
 		t.Errorf("registry = run %d, %+v; want run 1 ended with code 0", r.Run, r.LastExit)
 	}
@@ -281,10 +281,10 @@ if-resumed work 5m
 `, 5)
 	s.waitFor("run 2 after the crash", func() bool {
 		r := s.registry()
-		return r.Run == 2 && r.State == ptyworker.StateRunning
+		return r.Run == 2 && r.State == proto.StateRunning
 	})
 	r := s.registry()
-	if r.ArgvKind != ptyworker.ArgvResume || r.LastExit == nil || r.LastExit.Code != 3 || r.LastExit.Reason != "exited" {
+	if r.ArgvKind != proto.ArgvResume || r.LastExit == nil || r.LastExit.Code != 3 || r.LastExit.Reason != "exited" {
 		t.Errorf("registry = %+v (last exit %+v); want resumed after code 3", r, r.LastExit)
 	}
 	if st := s.state(); st.NRestarts != 1 {
@@ -321,11 +321,11 @@ type output struct {
 	buf strings.Builder
 }
 
-func followOutput(c *ptyworker.Client) *output {
+func followOutput(c *proto.Client) *output {
 	o := &output{}
 	go func() {
 		for ev := range c.Events() {
-			if ev.Kind == ptyworker.EventKindOutput {
+			if ev.Kind == proto.EventKindOutput {
 				o.mu.Lock()
 				o.buf.Write(ev.Data)
 				o.mu.Unlock()
@@ -356,8 +356,8 @@ func (o *output) waitOutput(t *testing.T, want string) {
 // not restart it, and the registry says completed.
 func TestSystemdEndCompletesWithoutRestart(t *testing.T) {
 	bin := sdtest.LegionBinary(t)
-	s := startUnitWith(t, 5, func(spec *ptyworker.Spec) {
-		spec.Agent = ptyworker.AgentClaude
+	s := startUnitWith(t, 5, func(spec *proto.Spec) {
+		spec.Agent = proto.AgentClaude
 		spec.ArgvNew, spec.ArgvResume, spec.SessionFile = []string{"/bin/sh", "-c", `
 trap '' INT
 printf '%s' '{"hook_event_name":"SessionStart","source":"startup"}' | "$LEGION_BIN" hook
@@ -381,7 +381,7 @@ while :; do sleep 1; done`}, nil, ""
 		return !s.state().Exists()
 	})
 	r := s.registry()
-	if r.State != ptyworker.StateCompleted || r.Run != 1 || r.LastExit == nil ||
+	if r.State != proto.StateCompleted || r.Run != 1 || r.LastExit == nil ||
 		r.LastExit.Reason != "completed: worker-done and its turn ended" || r.LastExit.Signal != "SIGHUP" {
 		t.Errorf("registry = %+v, last exit %+v; want run 1 completed, the agent hung up on", r, r.LastExit)
 	}

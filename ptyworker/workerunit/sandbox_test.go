@@ -14,8 +14,8 @@ import (
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/envlist"
-	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/confine"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
@@ -117,19 +117,19 @@ func TestSystemdSandbox(t *testing.T) {
 	result := filepath.Join(wt, ".result")
 
 	stateDir := filepath.Join(home, ".local", "state", "legion")
-	paths := ptyworker.Paths{RuntimeDir: filepath.Join(sd.RuntimeDir, "legion"), StateDir: stateDir}
-	start := func(issue string, argv []string, env []string, sandboxed bool) *ptyworker.Spec {
+	paths := proto.Paths{RuntimeDir: filepath.Join(sd.RuntimeDir, "legion"), StateDir: stateDir}
+	start := func(issue string, argv []string, env []string, sandboxed bool) *proto.Spec {
 		t.Helper()
 		id := uuid.NewString()
-		tok, _ := ptyworker.NewToken()
+		tok, _ := proto.NewToken()
 		unit, err := unitname.WorkerUnit("0123abcd", issue, "implement")
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &ptyworker.Spec{
-			Version: ptyworker.SpecVersion, SessionID: id, Name: issue + "-implement", Team: "itteam", TeamShort: "0123abcd",
+		s := &proto.Spec{
+			Version: proto.SpecVersion, SessionID: id, Name: issue + "-implement", Team: "itteam", TeamShort: "0123abcd",
 			Issue: issue, Mode: "implement", Role: "worker", Cwd: wt, Env: env, ArgvNew: argv,
-			Agent: ptyworker.AgentClaude, Token: tok, DaemonInstanceID: "it-daemon", Paths: paths, Unit: unit,
+			Agent: proto.AgentClaude, Token: tok, DaemonInstanceID: "it-daemon", Paths: paths, Unit: unit,
 		}
 		if sandboxed {
 			s.Sandbox = agent.SandboxFor(agent.Session{
@@ -142,7 +142,7 @@ func TestSystemdSandbox(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(specPath), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := ptyworker.WriteSpec(specPath, s); err != nil {
+		if err := proto.WriteSpec(specPath, s); err != nil {
 			t.Fatal(err)
 		}
 		u, err := Transient(s, Policy{
@@ -165,7 +165,7 @@ func TestSystemdSandbox(t *testing.T) {
 		t.Fatalf("the local tracker's issues.json below %s: found %v, want one", stateDir, trackers)
 	}
 	s := start("ITTEAM-1", []string{"/bin/sh", "-c", sandboxScript}, []string{
-		"HOME=" + home, ptyworker.EnvLegionBin + "=" + bin, "LEGION_CONFIG=" + cfg, "WT=" + wt, "RESULT=" + result, "REPO=" + repo, "OTHER_WT=" + other, "LEGION=" + bin,
+		"HOME=" + home, proto.EnvLegionBin + "=" + bin, "LEGION_CONFIG=" + cfg, "WT=" + wt, "RESULT=" + result, "REPO=" + repo, "OTHER_WT=" + other, "LEGION=" + bin,
 		"OTHER_SPEC=" + otherSpecPath, "TRACKER=" + trackers[0], "OTHER_SOCKET=" + otherSpec.SocketPath(),
 	}, true)
 

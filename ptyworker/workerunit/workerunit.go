@@ -15,7 +15,7 @@ import (
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -23,7 +23,7 @@ import (
 // Policy is the supervision policy of a worker unit (from the team's
 // config).
 type Policy struct {
-	Binary   string // absolute path of legion-pty-worker (ptyworker.FindBinary)
+	Binary   string // absolute path of legion-pty-worker (proto.FindBinary)
 	SpecPath string // absolute path of the spec file (0600)
 
 	Cooldown           time.Duration // RestartSec: pause before a restart
@@ -35,13 +35,13 @@ type Policy struct {
 
 // Transient builds the transient service that runs the worker of s:
 // Type=notify with the watchdog, Restart=on-failure after the cooldown
-// (but not after ptyworker.ExitAgentNotStartable: an agent that cannot be
+// (but not after proto.ExitAgentNotStartable: an agent that cannot be
 // started fails the unit at once and leaves it failed), the start limit, KillMode=mixed (SIGTERM to the worker, which ends the agent;
 // SIGKILL to what is left after the stop timeout), the team's slice, and the
 // session's identity in the environment (the worker puts it in its journal
 // fields itself, see internal/journal). No secret
 // goes into the unit: the token stays in the spec file.
-func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
+func Transient(s *proto.Spec, p Policy) (units.Unit, error) {
 	if err := s.Validate(); err != nil {
 		return units.Unit{}, fmt.Errorf("worker unit for session %s: spec: %w", s.SessionID, err)
 	}
@@ -69,7 +69,7 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 	desc += ")"
 
 	// LEGION_SESSION is the agent conversation's session ID, as in the
-	// agent's own environment (see ptyworker.Spec.AgentSessionID). The
+	// agent's own environment (see proto.Spec.AgentSessionID). The
 	// journal fields are the worker's to set on its lines: systemd 252
 	// does not apply LogExtraFields= to user units (the user manager does
 	// not export it where journald reads it, systemd/systemd#29956).
@@ -89,7 +89,7 @@ func Transient(s *ptyworker.Spec, p Policy) (units.Unit, error) {
 		units.String("Service", "NotifyAccess", "main"),
 		units.Exec("ExecStart", []string{p.Binary, "--spec", p.SpecPath}),
 		units.String("Service", "Restart", "on-failure"),
-		restartPreventExitStatus(ptyworker.ExitAgentNotStartable),
+		restartPreventExitStatus(proto.ExitAgentNotStartable),
 		units.Duration("Service", "RestartSec", "RestartUSec", p.Cooldown),
 		units.Duration("Service", "WatchdogSec", "WatchdogUSec", p.Watchdog),
 		units.String("Service", "KillMode", "mixed"),

@@ -13,19 +13,19 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/legion-dev/legion/ptyworker"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-func goldenSpec() *ptyworker.Spec {
-	return &ptyworker.Spec{
-		Version: ptyworker.SpecVersion, SessionID: "0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c",
+func goldenSpec() *proto.Spec {
+	return &proto.Spec{
+		Version: proto.SpecVersion, SessionID: "0b7e2a4c-3f1d-5a8e-9c2b-6d4f1e0a7b3c",
 		Name: "ENG-12 implement", Team: "core 100%", TeamShort: "0123abcd", Issue: "ENG-12", Mode: "implement",
 		Cwd: "/home/u/src/app", ArgvNew: []string{"claude"},
 		Token: "secret-token-never-in-units", DaemonInstanceID: "d1",
-		Paths: ptyworker.Paths{RuntimeDir: "/run/user/1000/legion", StateDir: "/home/u/.local/state/legion"},
+		Paths: proto.Paths{RuntimeDir: "/run/user/1000/legion", StateDir: "/home/u/.local/state/legion"},
 		Unit:  "legion-0123abcd-ENG\\x2d12-implement.service",
 	}
 }
@@ -119,7 +119,7 @@ func TestTransientVerifies(t *testing.T) {
 	_, err := exec.LookPath("systemd-analyze")
 	sdtest.Require(t, "systemd-analyze (Debian package systemd) on $PATH", err == nil)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, ptyworker.BinaryName)
+	bin := filepath.Join(dir, proto.BinaryName)
 	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
 	p := goldenPolicy()
 	p.Binary = bin

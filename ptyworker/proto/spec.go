@@ -1,4 +1,4 @@
-package ptyworker
+package proto
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +20,6 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/ptyworker/confine"
-	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // SpecVersion is the version of the spec file format this package writes
@@ -30,17 +28,31 @@ const SpecVersion = 1
 
 // Defaults and limits of spec values.
 const (
-	DefaultRingSize = proto.DefaultRingSize
-	MinRingSize     = proto.MinRingSize
-	MaxRingSize     = proto.MaxRingSize
-	DefaultCols     = 80
-	DefaultRows     = 24
-	maxTermDim      = 4096
-	maxSpecBytes    = 1 << 20
+	DefaultCols  = 80
+	DefaultRows  = 24
+	MaxTermDim   = 4096
+	maxSpecBytes = 1 << 20
 	// MaxSocketPath is the longest socket path a worker accepts: well under
 	// the 108-byte sun_path limit, so a path that grows a little still fits.
 	MaxSocketPath = 100
 )
+
+// Agent kinds (Spec.Agent).
+const (
+	AgentCustom = "custom" // any terminal program: no hooks; liveness from its output
+	AgentClaude = "claude" // Claude Code: state from its hooks
+)
+
+// ownCommandGroups are the values Spec.OwnCommands may hold.
+var ownCommandGroups = []string{api.OwnIssue, api.OwnState, api.OwnWorktreeFinish}
+
+// clip shortens s to n bytes for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
 
 // Argv kinds: which of the spec's argv a run uses.
 const (
@@ -164,7 +176,7 @@ func (s *Spec) Validate() error {
 	for _, f := range []struct{ name, v string }{
 		{"name", s.Name}, {"team", s.Team}, {"issue", s.Issue}, {"mode", s.Mode}, {"role", s.Role}, {"unit", s.Unit},
 	} {
-		if hasCtl(f.v) {
+		if HasCtl(f.v) {
 			return bad(f.name, "%q holds control characters", f.v)
 		}
 	}
@@ -225,13 +237,13 @@ func (s *Spec) Validate() error {
 	if s.RingSize != 0 && (s.RingSize < MinRingSize || s.RingSize > MaxRingSize) {
 		return bad("ring_size", "%d is outside %d..%d bytes", s.RingSize, MinRingSize, MaxRingSize)
 	}
-	if (s.Cols == 0) != (s.Rows == 0) || s.Cols < 0 || s.Rows < 0 || s.Cols > maxTermDim || s.Rows > maxTermDim {
-		return bad("cols/rows", "want both 1..%d or both unset (got %dx%d)", maxTermDim, s.Cols, s.Rows)
+	if (s.Cols == 0) != (s.Rows == 0) || s.Cols < 0 || s.Rows < 0 || s.Cols > MaxTermDim || s.Rows > MaxTermDim {
+		return bad("cols/rows", "want both 1..%d or both unset (got %dx%d)", MaxTermDim, s.Cols, s.Rows)
 	}
 	if len(s.Token) < 16 {
 		return bad("token", "must be at least 16 characters (see NewToken)")
 	}
-	if s.DaemonInstanceID == "" || hasCtl(s.DaemonInstanceID) {
+	if s.DaemonInstanceID == "" || HasCtl(s.DaemonInstanceID) {
 		return bad("daemon_instance_id", "must be non-empty printable text")
 	}
 	if !filepath.IsAbs(s.Paths.RuntimeDir) {
@@ -258,7 +270,7 @@ func checkArgv(argv []string) error {
 	return nil
 }
 
-func hasCtl(s string) bool {
+func HasCtl(s string) bool {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
 			return true
@@ -292,20 +304,6 @@ func (s *Spec) AgentSessionID() string {
 	return s.SessionID
 }
 
-// identity scopes log to the session of s: the attributes that become its
-// journal fields (internal/journal: team, issue, mode, session, unit) and
-// its name. The worker sets them on its own lines: systemd 252 does not
-// apply a user unit's LogExtraFields=.
-func identity(log *slog.Logger, s *Spec) *slog.Logger {
-	args := []any{"team", s.Team, "session", s.AgentSessionID(), "name", s.Name}
-	for _, a := range []struct{ k, v string }{{"issue", s.Issue}, {"mode", s.Mode}, {"unit", s.Unit}} {
-		if a.v != "" {
-			args = append(args, a.k, a.v)
-		}
-	}
-	return log.With(args...)
-}
-
 // ShortSessionID is the first 12 hex digits of the session ID: the socket's
 // file name.
 func (s *Spec) ShortSessionID() string {
@@ -332,22 +330,6 @@ func (s *Spec) RegistryPath() string {
 // TranscriptPath is the session's transcript file.
 func (s *Spec) TranscriptPath() string {
 	return filepath.Join(s.Paths.StateDir, "transcripts", s.SessionID+".log")
-}
-
-// ringSize is RingSize with the default applied.
-func (s *Spec) ringSize() int {
-	if s.RingSize == 0 {
-		return DefaultRingSize
-	}
-	return s.RingSize
-}
-
-// size is the initial PTY size with the default applied.
-func (s *Spec) size() (cols, rows int) {
-	if s.Cols == 0 {
-		return DefaultCols, DefaultRows
-	}
-	return s.Cols, s.Rows
 }
 
 // ChooseArgv picks the argv for a start: the resume argv when the session
@@ -427,15 +409,4 @@ func ParseSpec(b []byte) (*Spec, error) {
 		return nil, err
 	}
 	return &s, nil
-}
-
-// agentSandbox is the agent's sandbox with the worker's own socket added to
-// what it may connect to (its hooks); nil without one.
-func (s *Spec) agentSandbox() *api.Sandbox {
-	if s.Sandbox == nil {
-		return nil
-	}
-	sb := *s.Sandbox
-	sb.Connect = append(slices.Clone(sb.Connect), s.SocketPath())
-	return &sb
 }

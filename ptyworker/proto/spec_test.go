@@ -1,4 +1,4 @@
-package ptyworker
+package proto_test
 
 import (
 	"os"
@@ -10,17 +10,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 func TestSpecRoundTrip(t *testing.T) {
 	s := testSpec(t, "claude", "--session-id", "x")
 	s.ArgvResume = []string{"claude", "--resume", "x"}
 	s.SessionFile = "/home/u/.claude/projects/-w/x.jsonl"
-	s.StaleAfter = Duration(10 * time.Minute)
-	s.StartupGrace = Duration(90 * time.Second)
+	s.StaleAfter = proto.Duration(10 * time.Minute)
+	s.StartupGrace = proto.Duration(90 * time.Second)
 	s.Env = []string{"A=1", "B=two words"}
 	path := filepath.Join(t.TempDir(), "spec.json")
-	if err := WriteSpec(path, s); err != nil {
+	if err := proto.WriteSpec(path, s); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
@@ -34,7 +35,7 @@ func TestSpecRoundTrip(t *testing.T) {
 	if !strings.Contains(string(b), `"stale_after": "10m0s"`) {
 		t.Errorf("spec file does not write durations as strings:\n%s", b)
 	}
-	got, err := ReadSpec(path)
+	got, err := proto.ReadSpec(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +48,10 @@ func TestSpecRoundTrip(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteSpec(path, s); err != nil {
+	if err := proto.WriteSpec(path, s); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadSpec(path); err != nil {
+	if _, err := proto.ReadSpec(path); err != nil {
 		t.Errorf("ReadSpec after WriteSpec over a 0644 spec: %v", err)
 	}
 }
@@ -67,7 +68,7 @@ func TestReadSpecRefuses(t *testing.T) {
 		return p
 	}
 	ok := filepath.Join(dir, "ok.json")
-	if err := WriteSpec(ok, good); err != nil {
+	if err := proto.WriteSpec(ok, good); err != nil {
 		t.Fatal(err)
 	}
 	okText, _ := os.ReadFile(ok)
@@ -89,7 +90,7 @@ func TestReadSpecRefuses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadSpec(tc.path)
+			_, err := proto.ReadSpec(tc.path)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ReadSpec(%s) = %v; want an error containing %q", tc.name, err, tc.want)
 			}
@@ -100,33 +101,33 @@ func TestReadSpecRefuses(t *testing.T) {
 func TestSpecValidate(t *testing.T) {
 	tests := []struct {
 		name  string
-		edit  func(s *Spec)
+		edit  func(s *proto.Spec)
 		field string // the error must name it; "" means valid
 	}{
-		{"valid", func(s *Spec) {}, ""},
-		{"version", func(s *Spec) { s.Version = 2 }, "field version"},
-		{"session id", func(s *Spec) { s.SessionID = "abc" }, "field session_id"},
-		{"name", func(s *Spec) { s.Name = "" }, "field name"},
-		{"control chars", func(s *Spec) { s.Issue = "a\x1bb" }, "field issue"},
-		{"team short", func(s *Spec) { s.TeamShort = "ABCDEF12" }, "field team_short"},
-		{"cwd", func(s *Spec) { s.Cwd = "." }, "field cwd"},
-		{"env", func(s *Spec) { s.Env = []string{"NOEQUALS"} }, "field env"},
-		{"argv_new", func(s *Spec) { s.ArgvNew = nil }, "field argv_new"},
-		{"argv_resume", func(s *Spec) { s.ArgvResume = []string{""} }, "field argv_resume"},
-		{"end_when_idle", func(s *Spec) { s.EndWhenIdle = true }, "field end_when_idle"},
-		{"own_commands", func(s *Spec) { s.Agent = AgentClaude; s.OwnCommands = []string{"sessions"} }, "field own_commands"},
-		{"own_commands without hooks", func(s *Spec) { s.OwnCommands = []string{api.OwnIssue} }, "field own_commands"},
-		{"own_commands", func(s *Spec) { s.Agent = AgentClaude; s.OwnCommands = []string{api.OwnIssue, api.OwnState} }, ""},
-		{"legion relative", func(s *Spec) { s.Legion = "bin/legion" }, "field legion"},
-		{"session file relative", func(s *Spec) { s.SessionFile = "x.jsonl"; s.StaleAfter = Duration(time.Minute) }, "field session_file"},
-		{"stale_after needed", func(s *Spec) { s.SessionFile = "/x.jsonl" }, "field stale_after"},
-		{"ring too small", func(s *Spec) { s.RingSize = 100 }, "field ring_size"},
-		{"half a size", func(s *Spec) { s.Cols = 80 }, "field cols/rows"},
-		{"short token", func(s *Spec) { s.Token = "short" }, "field token"},
-		{"daemon id", func(s *Spec) { s.DaemonInstanceID = "" }, "field daemon_instance_id"},
-		{"runtime dir", func(s *Spec) { s.Paths.RuntimeDir = "run" }, "field paths.runtime_dir"},
-		{"state dir", func(s *Spec) { s.Paths.StateDir = "" }, "field paths.state_dir"},
-		{"socket path too long", func(s *Spec) { s.Paths.RuntimeDir = "/" + strings.Repeat("r", 90) }, "socket path"},
+		{"valid", func(s *proto.Spec) {}, ""},
+		{"version", func(s *proto.Spec) { s.Version = 2 }, "field version"},
+		{"session id", func(s *proto.Spec) { s.SessionID = "abc" }, "field session_id"},
+		{"name", func(s *proto.Spec) { s.Name = "" }, "field name"},
+		{"control chars", func(s *proto.Spec) { s.Issue = "a\x1bb" }, "field issue"},
+		{"team short", func(s *proto.Spec) { s.TeamShort = "ABCDEF12" }, "field team_short"},
+		{"cwd", func(s *proto.Spec) { s.Cwd = "." }, "field cwd"},
+		{"env", func(s *proto.Spec) { s.Env = []string{"NOEQUALS"} }, "field env"},
+		{"argv_new", func(s *proto.Spec) { s.ArgvNew = nil }, "field argv_new"},
+		{"argv_resume", func(s *proto.Spec) { s.ArgvResume = []string{""} }, "field argv_resume"},
+		{"end_when_idle", func(s *proto.Spec) { s.EndWhenIdle = true }, "field end_when_idle"},
+		{"own_commands", func(s *proto.Spec) { s.Agent = proto.AgentClaude; s.OwnCommands = []string{"sessions"} }, "field own_commands"},
+		{"own_commands without hooks", func(s *proto.Spec) { s.OwnCommands = []string{api.OwnIssue} }, "field own_commands"},
+		{"own_commands", func(s *proto.Spec) { s.Agent = proto.AgentClaude; s.OwnCommands = []string{api.OwnIssue, api.OwnState} }, ""},
+		{"legion relative", func(s *proto.Spec) { s.Legion = "bin/legion" }, "field legion"},
+		{"session file relative", func(s *proto.Spec) { s.SessionFile = "x.jsonl"; s.StaleAfter = proto.Duration(time.Minute) }, "field session_file"},
+		{"stale_after needed", func(s *proto.Spec) { s.SessionFile = "/x.jsonl" }, "field stale_after"},
+		{"ring too small", func(s *proto.Spec) { s.RingSize = 100 }, "field ring_size"},
+		{"half a size", func(s *proto.Spec) { s.Cols = 80 }, "field cols/rows"},
+		{"short token", func(s *proto.Spec) { s.Token = "short" }, "field token"},
+		{"daemon id", func(s *proto.Spec) { s.DaemonInstanceID = "" }, "field daemon_instance_id"},
+		{"runtime dir", func(s *proto.Spec) { s.Paths.RuntimeDir = "run" }, "field paths.runtime_dir"},
+		{"state dir", func(s *proto.Spec) { s.Paths.StateDir = "" }, "field paths.state_dir"},
+		{"socket path too long", func(s *proto.Spec) { s.Paths.RuntimeDir = "/" + strings.Repeat("r", 90) }, "socket path"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,16 +151,16 @@ func TestChooseArgv(t *testing.T) {
 	s := testSpec(t, "new")
 	s.ArgvResume = []string{"resume"}
 	s.SessionFile = filepath.Join(t.TempDir(), "s.jsonl")
-	s.StaleAfter = Duration(time.Minute)
-	if kind, argv := s.ChooseArgv(); kind != ArgvNew || argv[0] != "new" {
+	s.StaleAfter = proto.Duration(time.Minute)
+	if kind, argv := s.ChooseArgv(); kind != proto.ArgvNew || argv[0] != "new" {
 		t.Errorf("ChooseArgv() without a session file = %s %v; want new", kind, argv)
 	}
 	os.WriteFile(s.SessionFile, nil, 0o600)
-	if kind, argv := s.ChooseArgv(); kind != ArgvResume || argv[0] != "resume" {
+	if kind, argv := s.ChooseArgv(); kind != proto.ArgvResume || argv[0] != "resume" {
 		t.Errorf("ChooseArgv() with a session file = %s %v; want resume", kind, argv)
 	}
 	s.ArgvResume = nil
-	if kind, _ := s.ChooseArgv(); kind != ArgvNew {
+	if kind, _ := s.ChooseArgv(); kind != proto.ArgvNew {
 		t.Errorf("ChooseArgv() without a resume argv = %s; want new", kind)
 	}
 }

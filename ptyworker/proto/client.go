@@ -1,4 +1,4 @@
-package ptyworker
+package proto
 
 import (
 	"bufio"
@@ -84,7 +84,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	nextID  uint64
-	pending map[uint64]chan *message
+	pending map[uint64]chan *Message
 	err     error // set once the reader stopped
 
 	done chan struct{} // closed when the reader stopped
@@ -109,7 +109,7 @@ func NewClient(nc net.Conn) *Client {
 	cl := &Client{
 		nc:      nc,
 		events:  make(chan Event, 256),
-		pending: map[uint64]chan *message{},
+		pending: map[uint64]chan *Message{},
 		done:    make(chan struct{}),
 		closing: make(chan struct{}),
 	}
@@ -191,31 +191,31 @@ func (c *Client) readLoop() {
 	for {
 		var typ byte
 		var n int
-		if typ, n, err = readFrameHeader(br); err != nil {
+		if typ, n, err = ReadFrameHeader(br); err != nil {
 			err = fmt.Errorf("%w: %w", ErrClientClosed, err)
 			return
 		}
 		switch typ {
 		case FrameControl:
-			if err = readPayload(br, &buf, n); err != nil {
+			if err = ReadPayload(br, &buf, n); err != nil {
 				err = fmt.Errorf("%w: %w", ErrClientClosed, err)
 				return
 			}
-			m, derr := decodeMessage(buf)
+			m, derr := DecodeMessage(buf)
 			if derr != nil {
 				err = fmt.Errorf("worker sent a malformed message: %w", derr)
 				return
 			}
 			c.dispatch(m)
 		case FrameData, FrameSnapshot:
-			if n < offsetLen {
+			if n < OffsetLen {
 				err = fmt.Errorf("worker sent a short data frame (%d bytes)", n)
 				return
 			}
-			var off [offsetLen]byte
-			data := eventData(n - offsetLen)
-			if err = readFull(br, off[:]); err == nil {
-				err = readFull(br, data)
+			var off [OffsetLen]byte
+			data := eventData(n - OffsetLen)
+			if err = ReadFull(br, off[:]); err == nil {
+				err = ReadFull(br, data)
 			}
 			if err != nil {
 				err = fmt.Errorf("%w: %w", ErrClientClosed, err)
@@ -229,12 +229,12 @@ func (c *Client) readLoop() {
 				return
 			}
 		case FrameRing, FrameHead:
-			var off [offsetLen]byte
-			if n != offsetLen {
-				err = fmt.Errorf("worker sent a %q frame of %d bytes; want %d", typ, n, offsetLen)
+			var off [OffsetLen]byte
+			if n != OffsetLen {
+				err = fmt.Errorf("worker sent a %q frame of %d bytes; want %d", typ, n, OffsetLen)
 				return
 			}
-			if err = readFull(br, off[:]); err != nil {
+			if err = ReadFull(br, off[:]); err != nil {
 				err = fmt.Errorf("%w: %w", ErrClientClosed, err)
 				return
 			}
@@ -277,13 +277,13 @@ func (c *Client) mapRing(rights *rightsReader, old *ringView, from uint64) (*rin
 }
 
 // deliverRing delivers the output of a mapped ring up to head, in events
-// of at most dataChunk bytes. A client that fell more than the ring behind
+// of at most DataChunk bytes. A client that fell more than the ring behind
 // gets a desync event, as one the worker drops does, and the connection is
 // closed; false then, or when Close was called.
 func (c *Client) deliverRing(v *ringView, head uint64) bool {
 	for v.pos < head {
 		from := v.pos
-		data := eventData(int(min(head-from, dataChunk)))
+		data := eventData(int(min(head-from, DataChunk)))
 		n, ok := v.take(data, head)
 		if !ok {
 			d := &DesyncEventData{
@@ -304,7 +304,7 @@ func (c *Client) deliverRing(v *ringView, head uint64) bool {
 	return true
 }
 
-func (c *Client) dispatch(m *message) {
+func (c *Client) dispatch(m *Message) {
 	if m.Event != "" {
 		ev := Event{}
 		var target any
@@ -354,7 +354,7 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 
 // send writes one request and returns its id and the channel its answer
 // comes on; await waits for that answer.
-func (c *Client) send(ctx context.Context, method string, params any) (uint64, chan *message, error) {
+func (c *Client) send(ctx context.Context, method string, params any) (uint64, chan *Message, error) {
 	var raw json.RawMessage
 	if params != nil {
 		b, err := json.Marshal(params)
@@ -363,7 +363,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (uint64, c
 		}
 		raw = b
 	}
-	ch := make(chan *message, 1)
+	ch := make(chan *Message, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -375,7 +375,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (uint64, c
 	c.pending[id] = ch
 	c.mu.Unlock()
 
-	f, err := encodeControl(&message{ID: id, Method: method, Params: raw})
+	f, err := EncodeControl(&Message{ID: id, Method: method, Params: raw})
 	if err == nil {
 		err = c.writeFrame(ctx, f)
 	}
@@ -388,7 +388,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (uint64, c
 
 // await waits for the answer to request id (see send) and decodes its
 // result into out.
-func (c *Client) await(ctx context.Context, method string, id uint64, ch chan *message, out any) error {
+func (c *Client) await(ctx context.Context, method string, id uint64, ch chan *Message, out any) error {
 	select {
 	case m, ok := <-ch:
 		if !ok {
@@ -462,7 +462,7 @@ func (c *Client) HelloAs(ctx context.Context, p HelloParams) (*HelloResult, erro
 	err := c.call(ctx, MethodHello, p, &res)
 	var re *RPCError
 	if errors.As(err, &re) && re.Code == CodeUnsupportedVersion && len(re.Data) > 0 {
-		var v versionData
+		var v VersionData
 		if json.Unmarshal(re.Data, &v) == nil && v.RPCMajor == p.RPCMajor && v.RPCMinor < p.RPCMinor && v.RPCMinor >= 0 {
 			p.RPCMinor = v.RPCMinor
 			err = c.call(ctx, MethodHello, p, &res)
@@ -548,7 +548,7 @@ func (c *Client) Input(ctx context.Context, p []byte) error {
 func (c *Client) SendInput(p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), MaxDataFrame)
-		f := frameBytes(FrameData, p[:n])
+		f := FrameBytes(FrameData, p[:n])
 		ctx, cancel := context.WithTimeout(context.Background(), sendInputTimeout)
 		err := c.writeFrame(ctx, f)
 		cancel()

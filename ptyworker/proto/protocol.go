@@ -1,4 +1,4 @@
-package ptyworker
+package proto
 
 // The worker's RPC protocol, spoken on the session's unix socket.
 //
@@ -103,6 +103,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Protocol version. RPCMinorMin..RPCMinor is the window of client minors a
@@ -126,8 +127,11 @@ const (
 const (
 	MaxControlFrame = 64 << 10 // JSON control message
 	MaxDataFrame    = 1 << 20  // PTY bytes in one data or snapshot frame
-	headerLen       = 5
-	offsetLen       = 8
+	// DataChunk is how many PTY bytes a worker sends in one data frame,
+	// and a client takes from a mapped ring at a time.
+	DataChunk = 128 << 10
+	HeaderLen = 5
+	OffsetLen = 8
 )
 
 // Error codes carried in RPC error responses.
@@ -192,9 +196,9 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &re) && re.Code == code
 }
 
-// message is the union of request, response and event; decoding is strict
+// Message is the union of request, response and event; decoding is strict
 // (unknown fields are rejected).
-type message struct {
+type Message struct {
 	ID     uint64          `json:"id,omitempty"`
 	Method string          `json:"method,omitempty"`
 	Params json.RawMessage `json:"params,omitempty"`
@@ -230,8 +234,8 @@ type HelloResult struct {
 	Epoch string `json:"epoch"`
 }
 
-// versionData is the data of an unsupported_version error.
-type versionData struct {
+// VersionData is the data of an unsupported_version error.
+type VersionData struct {
 	RPCMajor    int `json:"rpc_major"`
 	RPCMinor    int `json:"rpc_minor"`
 	RPCMinorMin int `json:"rpc_minor_min"`
@@ -300,7 +304,7 @@ func (in *Info) LastActivityNow(transcript string) time.Time {
 	var t time.Time
 	switch {
 	case in.SessionFile != "":
-		t, _ = claudeLiveness(in.SessionFile) // unreadable: LastActivity stands
+		t, _ = claude.Liveness(in.SessionFile) // unreadable: LastActivity stands
 	case in.OutputActivity && transcript != "":
 		if st, err := os.Stat(transcript); err == nil {
 			t = st.ModTime()
@@ -467,7 +471,7 @@ type DesyncEventData struct {
 
 // WriteFrame writes one frame. It does not check limits (ReadFrame does).
 func WriteFrame(w io.Writer, typ byte, payload []byte) error {
-	var h [headerLen]byte
+	var h [HeaderLen]byte
 	h[0] = typ
 	binary.BigEndian.PutUint32(h[1:], uint32(len(payload)))
 	if _, err := w.Write(append(h[:], payload...)); err != nil {
@@ -476,15 +480,15 @@ func WriteFrame(w io.Writer, typ byte, payload []byte) error {
 	return nil
 }
 
-// frameLimit is the largest payload allowed for typ, or -1 for an unknown type.
-func frameLimit(typ byte) int {
+// FrameLimit is the largest payload allowed for typ, or -1 for an unknown type.
+func FrameLimit(typ byte) int {
 	switch typ {
 	case FrameControl:
 		return MaxControlFrame
 	case FrameData, FrameSnapshot:
-		return MaxDataFrame + offsetLen
+		return MaxDataFrame + OffsetLen
 	case FrameRing, FrameHead:
-		return offsetLen
+		return OffsetLen
 	}
 	return -1
 }
@@ -494,26 +498,26 @@ func frameLimit(typ byte) int {
 // wraps ErrFrameType and an oversized one ErrFrameTooLarge; after either the
 // stream is out of step.
 func ReadFrame(r io.Reader, buf []byte) (typ byte, payload []byte, err error) {
-	typ, n, err := readFrameHeader(r)
+	typ, n, err := ReadFrameHeader(r)
 	if err != nil {
 		return typ, nil, err
 	}
-	if err := readPayload(r, &buf, n); err != nil {
+	if err := ReadPayload(r, &buf, n); err != nil {
 		return typ, nil, err
 	}
 	return typ, buf, nil
 }
 
-// readFrameHeader reads a frame header and checks it: the type, and the
+// ReadFrameHeader reads a frame header and checks it: the type, and the
 // payload length against the type's limit.
-func readFrameHeader(r io.Reader) (typ byte, n int, err error) {
-	var h [headerLen]byte
+func ReadFrameHeader(r io.Reader) (typ byte, n int, err error) {
+	var h [HeaderLen]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return 0, 0, err
 	}
 	typ = h[0]
 	size := binary.BigEndian.Uint32(h[1:])
-	limit := frameLimit(typ)
+	limit := FrameLimit(typ)
 	if limit < 0 {
 		return typ, 0, fmt.Errorf("frame type %q: %w (want 'J', 'D', 'S', 'M' or 'H')", typ, ErrFrameType)
 	}
@@ -523,18 +527,18 @@ func readFrameHeader(r io.Reader) (typ byte, n int, err error) {
 	return typ, int(size), nil
 }
 
-// readPayload reads n bytes into *buf, grown as needed.
-func readPayload(r io.Reader, buf *[]byte, n int) error {
+// ReadPayload reads n bytes into *buf, grown as needed.
+func ReadPayload(r io.Reader, buf *[]byte, n int) error {
 	if cap(*buf) < n {
 		*buf = make([]byte, n)
 	}
 	*buf = (*buf)[:n]
-	return readFull(r, *buf)
+	return ReadFull(r, *buf)
 }
 
-// readFull reads all of p, the rest of a frame whose header was read: an
+// ReadFull reads all of p, the rest of a frame whose header was read: an
 // end of the stream there is io.ErrUnexpectedEOF.
-func readFull(r io.Reader, p []byte) error {
+func ReadFull(r io.Reader, p []byte) error {
 	_, err := io.ReadFull(r, p)
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
@@ -542,19 +546,19 @@ func readFull(r io.Reader, p []byte) error {
 	return err
 }
 
-// decodeMessage decodes one control payload strictly: one JSON object, no
+// DecodeMessage decodes one control payload strictly: one JSON object, no
 // unknown fields, nothing after it.
-func decodeMessage(p []byte) (*message, error) {
-	var m message
-	if err := decodeStrict(p, &m); err != nil {
+func DecodeMessage(p []byte) (*Message, error) {
+	var m Message
+	if err := DecodeStrict(p, &m); err != nil {
 		return nil, err
 	}
 	return &m, nil
 }
 
-// decodeStrict decodes exactly one JSON value into v, rejecting unknown
+// DecodeStrict decodes exactly one JSON value into v, rejecting unknown
 // fields and trailing data.
-func decodeStrict(p []byte, v any) error {
+func DecodeStrict(p []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(p))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -569,8 +573,8 @@ func decodeStrict(p []byte, v any) error {
 	return nil
 }
 
-// encodeControl renders m as a complete 'J' frame.
-func encodeControl(m *message) ([]byte, error) {
+// EncodeControl renders m as a complete 'J' frame.
+func EncodeControl(m *Message) ([]byte, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode control message: %w", err)
@@ -578,24 +582,24 @@ func encodeControl(m *message) ([]byte, error) {
 	if len(b) > MaxControlFrame {
 		return nil, fmt.Errorf("encode control message: %d bytes: %w", len(b), ErrFrameTooLarge)
 	}
-	return frameBytes(FrameControl, b), nil
+	return FrameBytes(FrameControl, b), nil
 }
 
-// frameBytes returns header+payload as one slice.
-func frameBytes(typ byte, payload []byte) []byte {
-	out := make([]byte, headerLen+len(payload))
+// FrameBytes returns header+payload as one slice.
+func FrameBytes(typ byte, payload []byte) []byte {
+	out := make([]byte, HeaderLen+len(payload))
 	out[0] = typ
 	binary.BigEndian.PutUint32(out[1:], uint32(len(payload)))
-	copy(out[headerLen:], payload)
+	copy(out[HeaderLen:], payload)
 	return out
 }
 
-// offsetHeader returns the frame header and offset prefix of a data or
+// OffsetHeader returns the frame header and offset prefix of a data or
 // snapshot frame carrying n bytes.
-func offsetHeader(typ byte, off uint64, n int) [headerLen + offsetLen]byte {
-	var h [headerLen + offsetLen]byte
+func OffsetHeader(typ byte, off uint64, n int) [HeaderLen + OffsetLen]byte {
+	var h [HeaderLen + OffsetLen]byte
 	h[0] = typ
-	binary.BigEndian.PutUint32(h[1:], uint32(offsetLen+n))
-	binary.BigEndian.PutUint64(h[headerLen:], off)
+	binary.BigEndian.PutUint32(h[1:], uint32(OffsetLen+n))
+	binary.BigEndian.PutUint64(h[HeaderLen:], off)
 	return h
 }

@@ -1,4 +1,4 @@
-package ptyworker
+package proto
 
 import (
 	"bytes"
@@ -155,7 +155,7 @@ func ProcStartTime(pid int) (uint64, error) {
 // WriteRegistry writes r to path atomically with mode 0600, creating the
 // directory (0700) if needed.
 func WriteRegistry(path string, r *Registry) error {
-	if err := privdir.Ensure(dirOf(path)); err != nil {
+	if err := privdir.Ensure(DirOf(path)); err != nil {
 		return fmt.Errorf("write registry %s: %w", path, err)
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
@@ -219,7 +219,7 @@ func LoadRegistry(path string) (r *Registry, quarantined string, err error) {
 	}
 }
 
-func dirOf(path string) string {
+func DirOf(path string) string {
 	i := strings.LastIndexByte(path, '/')
 	if i <= 0 {
 		return "/"
