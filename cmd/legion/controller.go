@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/agenthost"
 	"github.com/legion-dev/legion/controller/service"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/journal"
@@ -77,7 +78,7 @@ systemd restarts a stale controller agent, which resumes its session.`,
 				if err != nil {
 					return err
 				}
-				return service.RunAgent(cmd.Context(), service.AgentOptions{
+				return agenthost.Run(cmd.Context(), agenthost.Options{
 					Team: tm, Worker: cfg.Worker, Home: home, RuntimeDir: runtime, StateDir: state,
 					Version: version, Log: log,
 				})

@@ -123,7 +123,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	return stopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
+	return StopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
 }
 
 // tickTimeout is half the unit's watchdog interval (WatchdogSec=), so a
@@ -138,12 +138,12 @@ func tickTimeout() time.Duration {
 	return controller.DefaultTickTimeout
 }
 
-// stopWorkersIfStopping stops the team's worker units when the controller
+// StopWorkersIfStopping stops the team's worker units when the controller
 // unit itself has a "stop" job pending: `systemctl --user stop
 // legion@<team>`. A restart job, a crash or the watchdog leave them alone.
 // Outside systemd (no such unit) nothing is stopped. The helper asks the
 // manager and stops them (team.stop).
-func stopWorkersIfStopping(ctx context.Context, team, short string, log *slog.Logger) error {
+func StopWorkersIfStopping(ctx context.Context, team, short string, log *slog.Logger) error {
 	c, err := api.Dial(ctx)
 	if err != nil {
 		return fmt.Errorf("stop the workers of team %s if it is stopping: %w", team, err)

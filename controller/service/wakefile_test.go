@@ -6,12 +6,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/legion-dev/legion/controller/local"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/controller/local"
 
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/waitfor"

@@ -1,4 +1,4 @@
-package service
+package agenthost
 
 import (
 	"context"
@@ -52,18 +52,18 @@ func TestRunAgentResumesItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	tm.Legion = bin // the hooks' `legion hook`
-	o := AgentOptions{
+	o := Options{
 		Team: tm, Worker: config.Worker{StartupGrace: time.Minute},
 		Home: os.Getenv("HOME"), RuntimeDir: os.Getenv("XDG_RUNTIME_DIR") + "/legion", StateDir: state,
 		Log: nil,
 	}
-	spec, err := AgentSpec(t.Context(), o)
+	spec, err := Spec(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- RunAgent(ctx, o) }()
+	go func() { done <- Run(ctx, o) }()
 
 	var transcript string
 	err = waitfor.Until(60*time.Second, "a resumed pass", func() error {
@@ -79,7 +79,7 @@ func TestRunAgentResumesItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
-		t.Fatalf("RunAgent = %v; want nil after ctx ends (no stop job: workers left alone)", err)
+		t.Fatalf("Run = %v; want nil after ctx ends (no stop job: workers left alone)", err)
 	}
 	if !strings.Contains(transcript, "NEW-PASS # Legion: controller (team ops)") {
 		t.Errorf("the first pass was not a new session prompted with the controller skill; transcript:\n%s", transcript)

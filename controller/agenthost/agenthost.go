@@ -1,4 +1,19 @@
-package service
+// Package agenthost runs a team's controller of kind "agent" (controller =
+// "agent" in legion.toml) as the main process of legion@<team>.service:
+// the team's controller agent, planned and prepared by the team's agent
+// kind, hosted in the pty-worker runtime (package ptyworker) in this very
+// process, one pass after another, resuming its one session.
+//
+// It owns the controller agent's spec and its passes. It is apart from
+// package service (the auto kind's loop) because it links the worker
+// daemon: service, and the dashboard that reads sessions through it, talk
+// to workers only through package ptyworker/proto (internal/layout's
+// rules assert it).
+//
+// Like package service it must never stop workers on a crash, a watchdog
+// restart or a restart job (service.StopWorkersIfStopping), and it links
+// no D-Bus client and no units.Manager.
+package agenthost
 
 import (
 	"context"
@@ -10,6 +25,7 @@ import (
 
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/service"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/claude"
@@ -17,8 +33,8 @@ import (
 	"github.com/legion-dev/legion/units/unitname"
 )
 
-// AgentOptions configure RunAgent, the controller of kind "agent".
-type AgentOptions struct {
+// Options configure Run, the controller of kind "agent".
+type Options struct {
 	Team   *team.Team
 	Worker config.Worker // ring size, startup grace
 	// Home is where the agent's ~/.claude lives; RuntimeDir and StateDir
@@ -28,7 +44,7 @@ type AgentOptions struct {
 	Log                        *slog.Logger // nil: discard
 }
 
-// AgentSpec is the pty-worker spec of a team's controller agent: its
+// Spec is the pty-worker spec of a team's controller agent: its
 // deterministic session (UUIDv5 of the team and "controller") in the
 // team's workspace, planned and prepared by the team's agent kind (for
 // Claude Code: its settings file with the hooks, the dialog answers) and
@@ -37,7 +53,7 @@ type AgentOptions struct {
 // registry and transcript live under StateDir/controllers/<short>, apart
 // from the helper's sessions, since legion@<team> and not the helper owns
 // it.
-func AgentSpec(ctx context.Context, o AgentOptions) (*proto.Spec, error) {
+func Spec(ctx context.Context, o Options) (*proto.Spec, error) {
 	t := o.Team
 	kind, err := agent.For(t.Agent)
 	if err != nil {
@@ -94,23 +110,23 @@ func AgentSpec(ctx context.Context, o AgentOptions) (*proto.Spec, error) {
 	return s, nil
 }
 
-// RunAgent hosts the team's controller agent in the pty-worker runtime, as
+// Run hosts the team's controller agent in the pty-worker runtime, as
 // the main process of legion@<team>: the worker sends READY=1 and feeds the
 // unit's watchdog only while the agent's session file is fresh, so systemd
 // restarts a stale controller agent, which then resumes its session. When
 // the agent ends a pass (a Claude agent: its turn ended, and its worker
 // ended it; another kind: by exiting 0), the next pass starts after the
-// team's cooldown, resuming the same session; a failing agent ends RunAgent with
+// team's cooldown, resuming the same session; a failing agent ends Run with
 // an error, for systemd to restart. When ctx ends (SIGTERM), the team's
 // workers are stopped if and only if systemd is stopping legion@<team>.
-func RunAgent(ctx context.Context, o AgentOptions) error {
+func Run(ctx context.Context, o Options) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	for ctx.Err() == nil {
 		// Planned afresh for every pass: a pass that was ended as
 		// completed is never run again with its token.
-		spec, err := AgentSpec(ctx, o)
+		spec, err := Spec(ctx, o)
 		if err != nil {
 			return err
 		}
@@ -125,5 +141,5 @@ func RunAgent(ctx context.Context, o AgentOptions) error {
 	}
 	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	return stopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
+	return service.StopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
 }
