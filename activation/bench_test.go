@@ -3,7 +3,6 @@ package activation
 import (
 	"context"
 	"fmt"
-	"github.com/legion-dev/legion/internal/benchreport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/internal/benchreport"
 
 	"golang.org/x/sync/errgroup"
 

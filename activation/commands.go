@@ -17,7 +17,7 @@ import (
 // those not checked yet as recovery listed them (Session.Checking). It asks no worker and no manager
 // about a session whose state is current (Helper.current: followed by
 // pushed events) but for its last activity, read from files
-// (proto.Info.LastActivityNow); the others are refreshed. With 1,000
+// (lastActivityNow); the others are refreshed. With 1,000
 // sessions a refresh of all (one info round trip to each worker, one
 // listing of every unit) took ~0.7 s on 2 cores.
 func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ api.Request) (any, *os.File, error) {

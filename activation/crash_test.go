@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/legion-dev/legion/internal/benchreport"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/internal/benchreport"
 
 	"golang.org/x/sync/errgroup"
 

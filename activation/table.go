@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 )
@@ -491,14 +492,14 @@ func helloParams(daemonID, token string) proto.HelloParams {
 }
 
 // updateActivity brings the last activity of the worker's last info up
-// to date from files (see proto.Info.LastActivityNow).
+// to date from files (see lastActivityNow).
 func (s *session) updateActivity() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.info == nil {
 		return
 	}
-	if t := s.info.LastActivityNow(s.transcript); t.After(s.info.LastActivity) {
+	if t := lastActivityNow(s.info, s.transcript); t.After(s.info.LastActivity) {
 		in := *s.info // s.info may be shared with a reader of an older view
 		in.LastActivity = t
 		s.info = &in
@@ -701,4 +702,28 @@ func (s *session) isChecking() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.checking
+}
+
+// lastActivityNow is in.LastActivity brought up to date without asking the
+// worker, for a client that follows the worker's state events (they
+// carry every other change, and a hook event's time): with a session
+// file, its liveness read now, as the worker reads it; for an agent
+// judged by its output, when its transcript was last written (within
+// tens of milliseconds of the output). It is never older than
+// LastActivity.
+func lastActivityNow(in *proto.Info, transcript string) time.Time {
+	act := in.LastActivity
+	var t time.Time
+	switch {
+	case in.SessionFile != "":
+		t, _ = claude.Liveness(in.SessionFile) // unreadable: LastActivity stands
+	case in.OutputActivity && transcript != "":
+		if st, err := os.Stat(transcript); err == nil {
+			t = st.ModTime()
+		}
+	}
+	if t.After(act) {
+		act = t
+	}
+	return act
 }

@@ -49,7 +49,7 @@ func EffectivePolicy(a config.Agent, s Session, kind config.AgentKind) (policy c
 		return config.PermissionsAllowlist, nil, "the sandbox does not hold, so the agent keeps its prompts (allowlist): " + st.Why
 	}
 	sb := SandboxFor(s, kind)
-	if err := confine.Check(sb); err != nil {
+	if err := sb.Check(); err != nil {
 		return config.PermissionsAllowlist, nil, "the sandbox does not hold, so the agent keeps its prompts (allowlist): " + err.Error()
 	}
 	return config.PermissionsBypass, sb, ""

@@ -111,7 +111,7 @@ func TestSandboxFor(t *testing.T) {
 	s := Session{ID: teamID, Mode: "implement", Cwd: wt, Repo: repo, Home: home, Dir: filepath.Join(home, ".local/state/legion/agents/w"),
 		LookupEnv: func(string) (string, bool) { return "", false }}
 	sb := SandboxFor(s, config.AgentClaude)
-	if err := confine.Check(sb); err != nil {
+	if err := sb.Check(); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{wt, filepath.Join(repo, ".git/worktrees/X-1"), filepath.Join(repo, ".git/objects"), filepath.Join(repo, ".git/refs"),

@@ -151,34 +151,6 @@ func inferred() Status {
 	return Status{ABI: v, Holds: true, Why: fmt.Sprintf("Landlock ABI %d, inferred from kernel %s (the sandbox needs %d)", v, release, MinABI)}
 }
 
-// Check reports a sandbox whose paths are not absolute and clean, or that
-// hides a path below one it makes writable (which Landlock cannot do).
-func Check(s *api.Sandbox) error {
-	for _, l := range []struct {
-		name  string
-		paths []string
-	}{{"write", s.Write}, {"make_dirs", s.MakeDirs}, {"read", s.Read}, {"hide", s.Hide}, {"connect", s.Connect}} {
-		for _, p := range l.paths {
-			if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-				return fmt.Errorf("sandbox %s: %q is not a clean absolute path", l.name, p)
-			}
-		}
-	}
-	for _, h := range s.Hide {
-		for _, w := range s.Write {
-			if within(h, w) {
-				return fmt.Errorf("sandbox: %s is to be hidden but is below the writable %s", h, w)
-			}
-		}
-	}
-	for _, d := range s.MakeDirs {
-		if !slices.Contains(s.Write, d) {
-			return fmt.Errorf("sandbox make_dirs: %s is not in write", d)
-		}
-	}
-	return nil
-}
-
 // within says whether p is dir or below it.
 func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
@@ -221,7 +193,7 @@ func Ruleset(s *api.Sandbox) (fd int, flags uint32, err error) {
 	if st := Probe(); !st.Holds {
 		return -1, 0, fmt.Errorf("sandbox does not hold: %s", st.Why)
 	}
-	if err := Check(s); err != nil {
+	if err := s.Check(); err != nil {
 		return -1, 0, err
 	}
 	for _, d := range s.MakeDirs {

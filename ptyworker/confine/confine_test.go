@@ -123,26 +123,6 @@ func TestConfined(t *testing.T) {
 	}
 }
 
-func TestCheck(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		sb   api.Sandbox
-		want string
-	}{
-		{"relative", api.Sandbox{Write: []string{"work"}}, "not a clean absolute path"},
-		{"unclean", api.Sandbox{Read: []string{"/a/../b"}}, "not a clean absolute path"},
-		{"hidden below writable", api.Sandbox{Write: []string{"/h"}, Hide: []string{"/h/.ssh"}}, "below the writable"},
-		{"make dir not writable", api.Sandbox{MakeDirs: []string{"/c"}}, "not in write"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			err := confine.Check(&c.sb)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("Check(%+v) = %v; want an error with %q", c.sb, err, c.want)
-			}
-		})
-	}
-}
-
 // TestInferred: the ABI inferred without Landlock's system calls (as the
 // seccomp-filtered controller must) agrees with the kernel's own answer.
 func TestInferred(t *testing.T) {

@@ -99,11 +99,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Protocol version. RPCMinorMin..RPCMinor is the window of client minors a
@@ -285,35 +283,11 @@ type Info struct {
 	Agent *api.Agent `json:"agent,omitempty"`
 	// SessionFile is the agent's session file, whose writes are its
 	// activity; OutputActivity says that its output is (no session file,
-	// not kind claude). See LastActivityNow. Optional: empty and false
-	// from workers built before them (then LastActivityNow is
-	// LastActivity).
+	// not kind claude). The helper brings LastActivity up to date from
+	// them between state events. Optional: empty and false from workers
+	// built before them (then LastActivity stands).
 	SessionFile    string `json:"session_file,omitempty"`
 	OutputActivity bool   `json:"output_activity,omitempty"`
-}
-
-// LastActivityNow is LastActivity brought up to date without asking the
-// worker, for a client that follows the worker's state events (they
-// carry every other change, and a hook event's time): with a session
-// file, its liveness read now, as the worker reads it; for an agent
-// judged by its output, when its transcript was last written (within
-// tens of milliseconds of the output). It is never older than
-// LastActivity.
-func (in *Info) LastActivityNow(transcript string) time.Time {
-	act := in.LastActivity
-	var t time.Time
-	switch {
-	case in.SessionFile != "":
-		t, _ = claude.Liveness(in.SessionFile) // unreadable: LastActivity stands
-	case in.OutputActivity && transcript != "":
-		if st, err := os.Stat(transcript); err == nil {
-			t = st.ModTime()
-		}
-	}
-	if t.After(act) {
-		act = t
-	}
-	return act
 }
 
 // ExitInfo is how a run of the agent ended. Exactly one of Code (when not

@@ -19,7 +19,6 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/atomicfile"
-	"github.com/legion-dev/legion/ptyworker/confine"
 )
 
 // SpecVersion is the version of the spec file format this package writes
@@ -218,7 +217,7 @@ func (s *Spec) Validate() error {
 		return bad("own_commands", "needs agent %q (an agent without hooks asks no permission the worker sees)", AgentClaude)
 	}
 	if s.Sandbox != nil {
-		if err := confine.Check(s.Sandbox); err != nil {
+		if err := s.Sandbox.Check(); err != nil {
 			return bad("sandbox", "%v", err)
 		}
 	}
