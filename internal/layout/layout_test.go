@@ -48,6 +48,10 @@ var testOnlyPackages = []string{
 	"contrib/demo",         // `legion demo`, which runs all of the above
 }
 
+// workerClients are the packages that talk to workers, or write their
+// specs, without running one (see TestImportRules).
+var workerClients = []string{"activation/...", "ptyworker/workerunit", "controller/...", "dashboard/...", "cli/..."}
+
 // testOnly says whether a package of the module is test code: an element
 // of its path ends in "test" (the fakes anthropictest, openaitest,
 // geminitest, githubtest, lineartest, gqltest; the harnesses sdtest,
@@ -139,8 +143,24 @@ func TestImportRules(t *testing.T) {
 			"the catalog of directives is plain data"},
 		{"units/hostprobe", []string{"units", "config", "ptyworker", "activation"},
 			"the host probe runs systemd-run and reads /proc: plain data out"},
-		{"ptyworker/proto", []string{"ptyworker", "activation/api"},
-			"what others know of the worker without linking it"},
+		{"ptyworker/proto", []string{"ptyworker", "ptyworker/claude", "ptyworker/codex/...", "ptyworker/gemini/...", "ptyworker/opencode/...", "ptyworker/confine", "ptyworker/workerunit", "activation", "agent/...", "config", "units/...", "controller/..."},
+			"the worker's protocol, client, spec and registry file: what others know of the worker without linking its daemon, an agent kind or Landlock"},
+	}
+	// Who only talks to workers links the protocol and its client
+	// (ptyworker/proto), not the daemon: the helper, the unit a worker
+	// runs in, the team controller, the dashboard and the CLI's tools.
+	// Only the worker program, legion (which hosts a worker in
+	// `legion pty-worker` and the agent controller) and
+	// controller/agenthost (the agent controller's host) run one.
+	for pkg := range all {
+		if slices.ContainsFunc(workerClients, func(p string) bool { return matches(pkg, p) }) && pkg != "controller/agenthost" {
+			rules = append(rules, struct {
+				pkg    string
+				never  []string
+				reason string
+			}{pkg, []string{"ptyworker"},
+				"it talks to workers through ptyworker/proto and links no worker daemon (PTY, screen, hook handling)"})
+		}
 	}
 	// The controller reaches systemd only through the helper: no D-Bus
 	// client, no units.Manager (unit names come from units/unitname).
