@@ -41,8 +41,9 @@
 // argv, environment and supervision values (from legion.toml) and send a
 // full launch (api.SpawnArgs), which the helper checks field by field and
 // runs as it is, with no defaults of its own. So it must never import
-// package config or controller/... (TestDependencyRules asserts it, with
-// go list -deps); `legion helper` reads the [helper] table of legion.toml
+// package config or controller/..., and it talks to its workers through
+// ptyworker/proto without linking their daemon (internal/layout asserts
+// both, with go list -deps); `legion helper` reads the [helper] table of legion.toml
 // and passes what it says in Options.
 //
 // The helper must never own an agent: workers are transient systemd units,

@@ -1,15 +1,21 @@
-// Package ptyworker is the pty-worker: the one process that hosts one agent
-// session as a transient systemd unit (the program legion-pty-worker,
-// cmd/legion-pty-worker; binary.go has its main and how legion finds it).
+// Package ptyworker is the pty-worker daemon: the one process that hosts
+// one agent session as a transient systemd unit (the program
+// legion-pty-worker, cmd/legion-pty-worker; binary.go has its main).
 //
-// It owns, for its session: the spec file format (spec.go), the PTY and the
-// agent's process group (pty.go), the output ring addressed by a monotonic byte
-// offset and its consumers (ring.go, output.go; in a sealed memfd that local
-// clients map read-only, ringmap.go), the VT screen kept beside it
-// for snapshots (screen.go, render.go), the transcript file (transcript.go),
-// the RPC protocol, server and client on a unix socket (protocol.go,
-// server.go, writer.go, session.go, client.go), the registry file
-// (registry.go), the agent's state from its hooks (agent kind claude:
+// What others need to talk to a worker or start one is in package
+// ptyworker/proto, which this package uses and serves: the RPC protocol
+// and its client, the spec file, the registry file, the relayed tracker
+// commands and how legion finds this program. Whoever only talks to
+// workers links proto, not this package (internal/layout asserts it for
+// the helper, the controller, the dashboard and the CLI's tools).
+//
+// It owns, for its session: the PTY and the agent's process group
+// (pty.go), the output ring addressed by a monotonic byte offset and its
+// consumers (ring.go, output.go; in a sealed memfd that local clients map
+// read-only, ringmap.go), the VT screen kept beside it for snapshots
+// (screen.go, render.go), the transcript file (transcript.go), the RPC
+// server on a unix socket (server.go, writer.go, session.go), writing the
+// registry file, the agent's state from its hooks (agent kind claude:
 // hook.go takes them on hook connections and answers permission requests,
 // agentstate.go is the state machine, hookpayload.go reads Claude Code's
 // payloads, geminihook.go reads the Gemini CLI's as Claude Code's, relay.go

@@ -185,7 +185,7 @@ func (c *Client) Logs(ctx context.Context, args LogsArgs, w io.Writer) (LogsResu
 
 // Attach asks the helper for a connection to a session's worker. The
 // returned conn is a unix socket connected to the worker, already past the
-// worker's hello: speak the worker protocol (package ptyworker) on it. It
+// worker's hello: speak the worker protocol (package ptyworker/proto) on it. It
 // stays usable when the helper exits or restarts; the caller closes it.
 func (c *Client) Attach(ctx context.Context, args AttachArgs) (net.Conn, AttachResult, error) {
 	var r AttachResult

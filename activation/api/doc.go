@@ -17,7 +17,7 @@
 // else.
 //
 // The package imports nothing of Legion's, only the standard library and
-// golang.org/x/sys (activation's TestDependencyRules asserts it), so that
+// golang.org/x/sys (internal/layout asserts it), so that
 // linking a client never links the helper's server (package activation),
 // systemd, the worker or the controller. It must never hold server code:
 // the server decodes requests and answers them in package activation,

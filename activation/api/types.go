@@ -200,7 +200,7 @@ type AttachArgs struct {
 // AttachResult comes with one file descriptor: a unix stream socket
 // connected to the session's worker, on which the helper has already done
 // the worker's hello (so the control token never leaves the helper). The
-// client speaks the worker protocol (package ptyworker) on it from attach
+// client speaks the worker protocol (package ptyworker/proto) on it from attach
 // on. The descriptor arrives with the response line (SCM_RIGHTS).
 type AttachResult struct {
 	Session Session `json:"session"`

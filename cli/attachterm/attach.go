@@ -1,7 +1,7 @@
 // Package attachterm is the terminal side of `legion attach`: it asks the
 // helper (through package activation/api) for a session's worker socket,
 // puts the terminal in raw mode, relays keystrokes and screen output with
-// the worker protocol (package ptyworker), detaches on the detach key, and
+// the worker protocol (package ptyworker/proto), detaches on the detach key, and
 // follows the session across restarts of its agent. It must never leave
 // the terminal in raw mode, on any way out.
 package attachterm

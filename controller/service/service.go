@@ -11,15 +11,17 @@
 // It reaches systemd only through the helper: it links no D-Bus client
 // and no units.Manager, so it cannot open a connection to the user
 // manager of its own; unit names come from units/unitname
-// (activation's TestDependencyRules asserts it for controller/...).
+// (internal/layout asserts it for controller/...).
 //
 // It must never stop workers on a crash, a watchdog restart or a restart
 // job: workers are their own units and outlive the controller.
 //
 // It plans the team's workers itself (controller/team) and reaches the
 // helper through its client, package activation/api; it never links the
-// helper's server, package activation (activation's TestDependencyRules
-// asserts it).
+// helper's server, package activation, nor the worker daemon, package
+// ptyworker: it talks to workers through ptyworker/proto, and the
+// controller of kind agent, which hosts a worker, is package
+// controller/agenthost (internal/layout asserts both).
 package service
 
 import (

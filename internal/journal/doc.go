@@ -18,7 +18,7 @@
 //	issue      LEGION_ISSUE    the tracker's issue ID, e.g. WEB-1
 //	mode       LEGION_MODE     the worker's phase: plan, implement, review, retro, finish, controller
 //	session    LEGION_SESSION  the agent conversation's session ID (a UUID), the one the agent is
-//	                           started or resumed with (ptyworker.Spec.AgentSessionID): a retro's
+//	                           started or resumed with (proto.Spec.AgentSessionID): a retro's
 //	                           lines share the implementer's
 //	unit       LEGION_UNIT     the worker unit the line is about (legion-<short>-<issue>-<mode>.service),
 //	                           on the worker's own lines and on the helper's and controller's lines

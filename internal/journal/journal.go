@@ -19,7 +19,7 @@ const (
 	FieldTeam    = "LEGION_TEAM"
 	FieldIssue   = "LEGION_ISSUE"
 	FieldMode    = "LEGION_MODE"
-	FieldSession = "LEGION_SESSION" // the agent conversation's session ID (ptyworker.Spec.AgentSessionID)
+	FieldSession = "LEGION_SESSION" // the agent conversation's session ID (proto.Spec.AgentSessionID)
 	FieldUnit    = "LEGION_UNIT"    // the worker unit the entry is about
 )
 

@@ -38,7 +38,7 @@ var legion struct {
 // legion (cmd/legion/demo.go; the Makefile's demo target).
 const demoTag = "demo"
 
-// workerName is the worker program beside legion (ptyworker.BinaryName;
+// workerName is the worker program beside legion (proto.BinaryName;
 // this package cannot import ptyworker, whose tests use it).
 const workerName = "legion-pty-worker"
 
