@@ -1,5 +1,7 @@
 package proto
 
+// What a worker tells of its agent, for people and watchers.
+
 import (
 	"bytes"
 	"cmp"
@@ -10,8 +12,6 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 )
-
-// What a worker tells of its agent, for people and watchers.
 
 // The agent's environment variables for `legion hook`.
 const (

@@ -1,5 +1,8 @@
 package proto
 
+// Tracker commands an agent runs through its worker (rpc 1.1 hook
+// connections); the worker's side is ptyworker's issue.go.
+
 import (
 	"context"
 	"errors"
@@ -8,9 +11,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// Tracker commands an agent runs through its worker (rpc 1.1 hook
-// connections); the worker's side is ptyworker's issue.go.
 
 // MethodIssue runs `legion issue VERB TEAM ISSUE ...` for the agent, on
 // its own hook connection (IssueParams, IssueResult): a sandboxed agent
