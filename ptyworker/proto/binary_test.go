@@ -1,4 +1,4 @@
-package ptyworker
+package proto_test
 
 import (
 	"errors"
