@@ -70,7 +70,7 @@ type record struct {
 
 // delivery is a wait's state on one channel.
 type delivery struct {
-	Sent    time.Time `json:"sent,omitzero"`    // when the channel took it (or was skipped)
+	Sent    time.Time `json:"sent,omitzero"`     // when the channel took it (or was skipped)
 	Skipped string    `json:"skipped,omitempty"` // why it was not sent (ErrUnavailable)
 	Tries   int       `json:"tries,omitempty"`   // failed tries so far
 	Next    time.Time `json:"next,omitzero"`     // no try before this
