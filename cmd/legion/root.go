@@ -66,6 +66,7 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newDemoCmd(g),
 		newTmuxCmd(g),
 		newWebCmd(g),
+		newNotifyCmd(g),
 	)
 	root.InitDefaultCompletionCmd() // as Execute does, so that the walk sees it
 	strictArgs(root)
