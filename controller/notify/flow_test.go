@@ -19,7 +19,7 @@ import (
 // that starts none (the issues under test have their sessions).
 type agents struct{ sessions []controller.Session }
 
-func (a *agents) Sessions(context.Context) ([]controller.Session, error) { return a.sessions, nil }
+func (a *agents) Sessions(context.Context) ([]controller.Session, error)  { return a.sessions, nil }
 func (a *agents) Dispatch(context.Context, string, controller.Mode) error { return nil }
 func (a *agents) Respond(context.Context, string, string, string, string) error {
 	return nil
@@ -76,6 +76,11 @@ func TestTickToReceivers(t *testing.T) {
 		if err := n.Observe(tick(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, ch := range []string{"webhook", "ntfy"} { // what the restarted one reads
+		waitfor.Check(t, time.Minute, "DEMO-1 recorded sent on "+ch, func() error {
+			return stateHas(path, "DEMO-1/input", ch, func(d map[string]any) bool { return d["sent"] != nil })
+		})
 	}
 	stop()
 

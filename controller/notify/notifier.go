@@ -112,6 +112,13 @@ func New(o Options) (*Notifier, error) {
 		if n.state.Waits == nil {
 			n.state.Waits = map[string]*record{}
 		}
+		// A restart retries at once what was failing: it may be what
+		// fixed the channel (a new token, the network back).
+		for _, r := range n.state.Waits {
+			for _, d := range r.Channels {
+				d.Next = time.Time{}
+			}
+		}
 	}
 	return n, nil
 }
@@ -268,8 +275,8 @@ func (n *Notifier) send(ctx context.Context, c Channel, batch []*record, log *sl
 	}
 	m := newMessage(EventNeedsYou, n.o.Team, n.o.Links, items, time.Now())
 	answer, err := c.Send(ctx, m)
-	if ctx.Err() != nil {
-		return // shutting down: the next run tries again
+	if err != nil && ctx.Err() != nil {
+		return // cut short by the shutdown: the next run tries again
 	}
 	now := time.Now().UTC()
 	n.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,25 +46,32 @@ func newReceivers(t *testing.T) receivers {
 // the test ends or the returned stop is called.
 func start(t *testing.T, r receivers, path string) (*notify.Notifier, func()) {
 	t.Helper()
+	return startRetry(t, r, path, time.Millisecond)
+}
+
+// startRetry is start with retryMin the first wait after a failure.
+func startRetry(t *testing.T, r receivers, path string, retryMin time.Duration) (*notify.Notifier, func()) {
+	t.Helper()
 	n, err := notify.New(notify.Options{Team: "demo", Channels: r.channels, Links: links, StatePath: path,
-		RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		RetryMin: retryMin, RetryMax: max(retryMin, 10*time.Millisecond), Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
+	// t.Context is cancelled before cleanups run: stop waits for Run
+	// once, whoever calls it first.
+	var once sync.Once
 	stop := func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
 	}
-	t.Cleanup(func() {
-		if ctx.Err() == nil {
-			stop()
-		}
-	})
+	t.Cleanup(stop)
 	return n, stop
 }
 
@@ -97,7 +105,10 @@ func TestNotifierNoDuplicateAfterRestart(t *testing.T) {
 	r := newReceivers(t)
 	path := filepath.Join(t.TempDir(), notify.StateFile)
 	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
-	n, stop := start(t, r, path)
+	// The first notifier retries after an hour: once D-2's first try on
+	// ntfy failed, nothing is in flight when it stops, and the restarted
+	// one retries at once.
+	n, stop := startRetry(t, r, path, time.Hour)
 	if err := n.Observe([]controller.Wait{wait("D-1", t0)}, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +123,11 @@ func TestNotifierNoDuplicateAfterRestart(t *testing.T) {
 	waitfor.Check(t, time.Minute, "D-2's ntfy send failing, recorded", func() error {
 		return stateHas(path, "D-2/input", "ntfy", func(d map[string]any) bool { return d["tries"] != nil })
 	})
+	// A send cut by the stop may have reached the receiver unrecorded
+	// (delivery is at least once): stop once the webhook's is recorded.
+	waitfor.Check(t, time.Minute, "D-2's webhook send recorded", func() error {
+		return stateHas(path, "D-2/input", "webhook", func(d map[string]any) bool { return d["sent"] != nil })
+	})
 	stop()
 
 	r.ntfy.Fail(0)
@@ -121,8 +137,11 @@ func TestNotifierNoDuplicateAfterRestart(t *testing.T) {
 	if err := n2.Observe([]controller.Wait{wait("D-1", t0), wait("D-2", t0.Add(time.Minute)), wait("D-3", t0.Add(2*time.Minute))}, t0); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.True(t, time.Minute, "D-3 on both channels", func() bool {
-		return len(r.hook.Deliveries()) == 3 && len(r.ntfy.Messages()) == 3
+	waitfor.Check(t, time.Minute, "D-3 on both channels", func() error {
+		if h, n := len(r.hook.Deliveries()), len(r.ntfy.Messages()); h != 3 || n != 3 {
+			return fmt.Errorf("webhook took %v, ntfy %d", issuesOf(r.hook.Deliveries()), n)
+		}
+		return nil
 	})
 	if got, want := issuesOf(r.hook.Deliveries()), [][]string{{"D-1"}, {"D-2"}, {"D-3"}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("webhook deliveries %v; want %v", got, want)
@@ -131,6 +150,8 @@ func TestNotifierNoDuplicateAfterRestart(t *testing.T) {
 	for _, m := range r.ntfy.Messages() {
 		titles = append(titles, m.Title)
 	}
+	// D-2's retry may come after D-3: its backoff may still run.
+	slices.Sort(titles)
 	if want := []string{"demo D-1: the agent asks a question", "demo D-2: the agent asks a question", "demo D-3: the agent asks a question"}; !slices.Equal(titles, want) {
 		t.Errorf("ntfy titles %q; want %q", titles, want)
 	}
@@ -218,9 +239,9 @@ func TestNotifierRetry(t *testing.T) {
 	if ds[0].Message.Delivery == ds[1].Message.Delivery {
 		t.Errorf("both episodes have delivery %s; want a new one", ds[0].Message.Delivery)
 	}
-	if len(r.ntfy.Messages()) < 1 {
-		t.Errorf("ntfy took nothing")
-	}
+	// ntfy may have taken the first episode or only the second: the
+	// second replaced the first before it was sent there.
+	waitfor.True(t, time.Minute, "D-1 on ntfy", func() bool { return len(r.ntfy.Messages()) >= 1 })
 }
 
 // TestNewCorruptState: a notify.json that is not the notifier's is an
