@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -31,6 +32,10 @@ const (
 	Path      = "/org/freedesktop/Notifications"
 	Interface = "org.freedesktop.Notifications"
 )
+
+// sendTimeout bounds one message: a bus or a notification server that
+// hangs fails the send, which is retried.
+const sendTimeout = 30 * time.Second
 
 // Desktop is the desktop channel.
 type Desktop struct {
@@ -65,6 +70,8 @@ func (d *Desktop) address() string {
 // notification's id. No session bus, a bus that does not answer, or no
 // notification service on it is notify.ErrUnavailable.
 func (d *Desktop) Send(ctx context.Context, m notify.Message) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
 	addr := d.address()
 	if addr == "" {
 		return "", fmt.Errorf("desktop: no session bus ($DBUS_SESSION_BUS_ADDRESS unset, no $XDG_RUNTIME_DIR/bus): %w", notify.ErrUnavailable)
