@@ -1,122 +1,18 @@
 package desktopnotify_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/godbus/dbus/v5"
-
 	"github.com/legion-dev/legion/controller/notify"
 	"github.com/legion-dev/legion/internal/desktopnotify"
-	"github.com/legion-dev/legion/units/sdtest"
+	"github.com/legion-dev/legion/internal/desktopnotify/desktoptest"
 )
-
-// busConfig is a private session bus: no service directories (so no
-// notification daemon of the machine is activated), anyone on it may own
-// any name.
-const busConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=@SOCKET@</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-`
-
-// privateBus starts a dbus-daemon of its own for t and returns its
-// address; t's cleanup kills it (by its PID) and waits for it.
-func privateBus(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("dbus-daemon")
-	sdtest.Require(t, "dbus-daemon on $PATH", err == nil)
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "bus")
-	conf := filepath.Join(dir, "bus.conf")
-	if err := os.WriteFile(conf, []byte(strings.ReplaceAll(busConfig, "@SOCKET@", sock)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config-file="+conf, "--nofork", "--nopidfile", "--print-address=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill() // it may have exited: Wait reports it
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("dbus-daemon printed no address: %v\n%s", err, stderr.String())
-	}
-	return strings.TrimSpace(line)
-}
-
-// receiver owns org.freedesktop.Notifications on a bus and records the
-// notifications it is asked to show.
-type receiver struct {
-	caps []string
-	mu   sync.Mutex
-	got  []shown
-}
-
-type shown struct {
-	App, Icon, Summary, Body string
-	Replaces                 uint32
-	Actions                  []string
-	Hints                    map[string]dbus.Variant
-	Timeout                  int32
-}
-
-func (r *receiver) GetCapabilities() ([]string, *dbus.Error) { return r.caps, nil }
-
-func (r *receiver) Notify(app string, replaces uint32, icon, summary, body string, actions []string, hints map[string]dbus.Variant, timeout int32) (uint32, *dbus.Error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, shown{app, icon, summary, body, replaces, actions, hints, timeout})
-	return uint32(len(r.got)), nil
-}
-
-func (r *receiver) shown() []shown {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]shown(nil), r.got...)
-}
-
-// serve puts r on the bus at addr under the service's name.
-func serve(t *testing.T, addr string, r *receiver) {
-	t.Helper()
-	conn, err := dbus.Connect(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if err := conn.Export(r, desktopnotify.Path, desktopnotify.Interface); err != nil {
-		t.Fatal(err)
-	}
-	reply, err := conn.RequestName(desktopnotify.Name, dbus.NameFlagDoNotQueue)
-	if err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
-		t.Fatalf("own %s: %v (reply %d)", desktopnotify.Name, err, reply)
-	}
-}
 
 var links = notify.Links{Base: "http://127.0.0.1:7787"}
 
@@ -124,7 +20,7 @@ var links = notify.Links{Base: "http://127.0.0.1:7787"}
 // session bus, its title the summary and its link in the body (escaped,
 // a hyperlink, where the server takes markup).
 func TestDesktopShows(t *testing.T) {
-	addr := privateBus(t)
+	addr := desktoptest.PrivateBus(t)
 	for _, tt := range []struct {
 		name string
 		caps []string
@@ -134,8 +30,8 @@ func TestDesktopShows(t *testing.T) {
 		{"markup", []string{"body", "body-markup", "body-hyperlinks"}, "\n\n<a href=\"http://127.0.0.1:7787/#needs/demo/SAMPLE-1\">http://127.0.0.1:7787/#needs/demo/SAMPLE-1</a>"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &receiver{caps: tt.caps}
-			serve(t, addr, r)
+			r := &desktoptest.Receiver{Caps: tt.caps}
+			r.Serve(t, addr)
 			d := &desktopnotify.Desktop{Address: addr}
 			m := notify.Sample("demo", links, time.Now())
 			m.Waits[0].Asked = "Use <b>x</b> & y?"
@@ -146,7 +42,7 @@ func TestDesktopShows(t *testing.T) {
 			if answer != "shown, id 1" {
 				t.Errorf("Send answered %q; want shown, id 1", answer)
 			}
-			got := r.shown()
+			got := r.Shown()
 			if len(got) != 1 {
 				t.Fatalf("service showed %d notifications; want 1", len(got))
 			}
@@ -171,7 +67,7 @@ func TestDesktopShows(t *testing.T) {
 // TestDesktopUnavailable: no bus, or a bus without the service, is
 // notify.ErrUnavailable (skipped), not an error to retry.
 func TestDesktopUnavailable(t *testing.T) {
-	addr := privateBus(t)
+	addr := desktoptest.PrivateBus(t)
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "")
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 	for _, tt := range []struct{ name, addr string }{
