@@ -60,12 +60,16 @@ func waits(st State, tracked []TrackedIssue, applied []Decision) []Wait {
 			escalated[d.Issue] = d
 		}
 	}
+	byID := make(map[string]*TrackedIssue, len(tracked))
+	for i := range tracked {
+		byID[tracked[i].ID] = &tracked[i]
+	}
 	var out []Wait
 	for _, is := range st.Issues {
 		if d, ok := escalated[is.ID]; ok {
 			out = append(out, newWait(is, "input", kindOf(d.Action), d.Comment, st.Now, true))
 		} else if is.Status != StatusDone && is.HasLabel(LabelInputNeeded) && !is.HasLabel(LabelFeedbackGiven) {
-			c := lastLegion(tracked, is.ID)
+			c := lastLegion(byID[is.ID])
 			since := c.Time
 			if since.IsZero() {
 				since = st.Now
@@ -132,16 +136,14 @@ func liveKind(is Issue) WaitKind {
 	return WaitInput
 }
 
-// lastLegion is Legion's newest comment on issue id, or a zero one.
-func lastLegion(tracked []TrackedIssue, id string) Comment {
-	for _, t := range tracked {
-		if t.ID != id {
-			continue
-		}
-		for i := len(t.Comments) - 1; i >= 0; i-- {
-			if t.Comments[i].Author == AuthorLegion {
-				return t.Comments[i]
-			}
+// lastLegion is Legion's newest comment on t (nil: none), or a zero one.
+func lastLegion(t *TrackedIssue) Comment {
+	if t == nil {
+		return Comment{}
+	}
+	for i := len(t.Comments) - 1; i >= 0; i-- {
+		if t.Comments[i].Author == AuthorLegion {
+			return t.Comments[i]
 		}
 	}
 	return Comment{}
