@@ -113,9 +113,18 @@ func New(o Options) (*Notifier, error) {
 			n.state.Waits = map[string]*record{}
 		}
 		// A restart retries at once what was failing: it may be what
-		// fixed the channel (a new token, the network back).
-		for _, r := range n.state.Waits {
-			for _, d := range r.Channels {
+		// fixed the channel (a new token, the network back). Entries a
+		// hand or a disk mangled into nulls are dropped.
+		for k, r := range n.state.Waits {
+			if r == nil {
+				delete(n.state.Waits, k)
+				continue
+			}
+			for c, d := range r.Channels {
+				if d == nil {
+					delete(r.Channels, c)
+					continue
+				}
 				d.Next = time.Time{}
 			}
 		}
