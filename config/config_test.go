@@ -271,7 +271,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "notify URL not http",
 			text: team + "notify.ntfy_url = \"ntfy.sh/topic\"\n",
-			want: `@FILE@:4: teams.demo.notify.ntfy_url: invalid URL "ntfy.sh/topic": expected http:// or https://HOST/...`,
+			want: `@FILE@:4: teams.demo.notify.ntfy_url: invalid URL "ntfy.sh/topic": expected an http:// or https:// address with a host`,
 		},
 		{
 			name: "start limit that cannot trip",

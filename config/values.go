@@ -388,7 +388,7 @@ func httpURLValue(v any) (string, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("invalid URL %q: expected http:// or https://HOST/...", s)
+		return "", fmt.Errorf("invalid URL %q: expected an http:// or https:// address with a host", s)
 	}
 	return s, nil
 }
