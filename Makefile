@@ -13,7 +13,7 @@ LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/legion-dev/legion/ptyworker.LibexecDir=$(LIBEXECDIR)
 # Static binaries: nothing to match at run time, and a worker maps no libc.
 # (Only for what make builds: go test -race, say, still gets cgo.)
-build: export CGO_ENABLED ?= 0
+build demo: export CGO_ENABLED ?= 0
 
 .PHONY: all build test race check-deps lint bench fuzz install clean
 
@@ -26,6 +26,7 @@ build:
 # managers (see units/sdtest); with CI=true a missing prerequisite fails them.
 test: check-deps
 	$(GO) vet ./...
+	$(GO) vet -tags demo ./cmd/legion
 	$(GO) test -count=1 -timeout 30m ./...
 
 # The same tests under the race detector (slower; cgo and a C compiler).
@@ -38,7 +39,9 @@ check-deps:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags demo ./cmd/legion
 	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags demo ./cmd/legion
 
 # -p 1: one package's benchmarks at a time, so that none measures while
 # another package's load the machine.
@@ -80,7 +83,12 @@ package:
 
 # The README's main-job command: a throwaway team's three issues run through
 # every phase under legion@<team> with the scripted agent, then everything
-# is removed (see `legion demo --help`).
+# is removed (see `legion demo --help`). The demo links test code (a fake
+# Anthropic API, a private systemd manager, the scripted agent), so it is
+# only in a legion built with the demo tag, here bin/demo/legion (with its
+# worker beside it); bin/legion, as build and install make it, has none
+# (internal/layout checks it).
 .PHONY: demo
-demo: build
-	./bin/legion demo
+demo:
+	$(GO) build -tags demo -ldflags '$(LDFLAGS)' -o bin/demo/ ./cmd/legion ./cmd/legion-pty-worker
+	./bin/demo/legion demo

@@ -393,6 +393,15 @@ type GitHub struct {
 	Label                                                        string
 	StatusTodo, StatusInProgress, StatusNeedsReview, StatusRetro string
 
+	// Project, when not 0, is the number of a project (Projects v2) of
+	// the repository's owner whose single-select field ProjectField holds
+	// the phases, as the options ProjectTodo ... ProjectDone, instead of
+	// the status labels.
+	Project                                            int
+	ProjectField                                       string
+	ProjectTodo, ProjectInProgress, ProjectNeedsReview string
+	ProjectRetro, ProjectDone                          string
+
 	// WebhookSecretFile is the file (0600) holding the secret GitHub signs
 	// the team's webhook deliveries with; "" turns the webhook off.
 	WebhookSecretFile string // absolute

@@ -104,13 +104,19 @@ func defaultTeam() Team {
 			StatusDone:        "Done",
 		},
 		GitHub: GitHub{
-			TokenEnv:          "GITHUB_TOKEN",
-			APIURL:            "https://api.github.com/graphql",
-			Label:             "legion",
-			StatusTodo:        "legion:todo",
-			StatusInProgress:  "legion:in-progress",
-			StatusNeedsReview: "legion:needs-review",
-			StatusRetro:       "legion:retro",
+			TokenEnv:           "GITHUB_TOKEN",
+			APIURL:             "https://api.github.com/graphql",
+			Label:              "legion",
+			StatusTodo:         "legion:todo",
+			StatusInProgress:   "legion:in-progress",
+			StatusNeedsReview:  "legion:needs-review",
+			StatusRetro:        "legion:retro",
+			ProjectField:       "Status",
+			ProjectTodo:        "Todo",
+			ProjectInProgress:  "In Progress",
+			ProjectNeedsReview: "Needs Review",
+			ProjectRetro:       "Retro",
+			ProjectDone:        "Done",
 		},
 	}
 }
@@ -783,6 +789,49 @@ var Schema = []Setting{
 		Doc: "With tracker = \"github\": the label of Retro. Done is a closed issue: Legion closes it when " +
 			"the pull request is merged.",
 		set: teamString(func(t *Team) *string { return &t.GitHub.StatusRetro }),
+	},
+	{
+		Table: TableTeam, Key: "github.project", Type: "integer", Example: "3",
+		Doc: "With tracker = \"github\": the number of a project (Projects v2, .../projects/N) of the " +
+			"repository's owner whose single-select field github.project_field holds each issue's phase, " +
+			"instead of the status labels. An opted-in issue not in the project is in Todo; Legion adds it " +
+			"when it moves it. Checked at the first tick: a project, field or option that is not there is " +
+			"an error naming it. A classic token needs the project scope.",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := intValue(v, 1, 1<<31)
+			t.GitHub.Project = int(n)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "github.project_field", Type: "string", Default: `"Status"`,
+		Doc: "With github.project: the single-select field that holds the phase.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.ProjectField }),
+	},
+	{
+		Table: TableTeam, Key: "github.project_todo", Type: "string", Default: `"Todo"`,
+		Doc: "With github.project: the field's option of Todo.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.ProjectTodo }),
+	},
+	{
+		Table: TableTeam, Key: "github.project_in_progress", Type: "string", Default: `"In Progress"`,
+		Doc: "With github.project: the field's option of In Progress.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.ProjectInProgress }),
+	},
+	{
+		Table: TableTeam, Key: "github.project_needs_review", Type: "string", Default: `"Needs Review"`,
+		Doc: "With github.project: the field's option of Needs Review.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.ProjectNeedsReview }),
+	},
+	{
+		Table: TableTeam, Key: "github.project_retro", Type: "string", Default: `"Retro"`,
+		Doc: "With github.project: the field's option of Retro.",
+		set: teamString(func(t *Team) *string { return &t.GitHub.ProjectRetro }),
+	},
+	{
+		Table: TableTeam, Key: "github.project_done", Type: "string", Default: `"Done"`,
+		Doc: "With github.project: the field's option of Done (Legion closes the issue too).",
+		set: teamString(func(t *Team) *string { return &t.GitHub.ProjectDone }),
 	},
 	{
 		Table: TableTeam, Key: "github.merge_method", Type: `"merge", "squash" or "rebase"`, Example: `"squash"`,

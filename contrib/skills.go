@@ -1,7 +1,8 @@
 // Package contrib carries what Legion ships besides its code: the skills
 // that teach agents run by hand Legion's CLI, generated from the
 // instructions Legion gives its own agents (controller/instructions), for
-// `legion install --skills`; and the demo (contrib/demo).
+// `legion install --skills`; and the demo (contrib/demo, linked only by a
+// legion built with the demo tag).
 package contrib
 
 import (

@@ -7,6 +7,7 @@ package packaging
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -115,6 +116,17 @@ func TestPackages(t *testing.T) {
 		out, err = exec.CommandContext(t.Context(), filepath.Join(root, "usr/libexec/legion/legion-pty-worker"), "--version").Output()
 		if want := "legion-pty-worker " + testVersion + "\n"; err != nil || string(out) != want {
 			t.Errorf("usr/libexec/legion/legion-pty-worker --version = %q, %v; want %q", out, err, want)
+		}
+		// The demo links test code: a packaged legion is built without
+		// it (internal/layout checks what it links), says so, and has no
+		// page for it.
+		out, err = exec.CommandContext(t.Context(), filepath.Join(root, "usr/bin/legion"), "demo").CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "make demo") {
+			t.Errorf("usr/bin/legion demo: %v\n%s\nwant exit status 1 and a message naming make demo", err, out)
+		}
+		if _, err := os.Stat(filepath.Join(root, "usr/share/man/man1/legion-demo.1.gz")); err == nil {
+			t.Errorf("the package has a man page for legion demo, which its legion has not")
 		}
 	})
 	t.Run("man pages render", func(t *testing.T) { checkManPages(t, root) })

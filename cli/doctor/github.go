@@ -21,11 +21,11 @@ func githubCheckName(team string) string { return "GitHub access of team " + tea
 // issues' branches; open, label and merge their pull requests): a team
 // whose tracker is the repository's issues (tracker = "github") needs
 // them too; one whose reviews only are pull requests (review = "github")
-// does not. This is the one place doctor decides it: a team that names a
-// GitHub project (Needs.Project) is to be added here when config has it.
+// does not; one whose phases are a project's field (github.project) needs
+// the project too. This is the one place doctor decides it.
 func usesGitHub(t config.Team) (github.Needs, bool) {
 	tracker := t.Tracker == config.TrackerGitHub
-	return github.Needs{Issues: tracker}, tracker || t.Review == config.ReviewGitHub
+	return github.Needs{Issues: tracker, Project: tracker && t.GitHub.Project != 0}, tracker || t.Review == config.ReviewGitHub
 }
 
 // What a token needs, said for a person making one: a fine-grained

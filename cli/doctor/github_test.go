@@ -148,6 +148,7 @@ func TestUsesGitHub(t *testing.T) {
 	}{
 		{config.Team{Name: "reviews", Tracker: config.TrackerLocal, Review: config.ReviewGitHub}, github.Needs{}, true},
 		{config.Team{Name: "tracker", Tracker: config.TrackerGitHub, Review: config.ReviewGitHub}, github.Needs{Issues: true}, true},
+		{config.Team{Name: "project", Tracker: config.TrackerGitHub, Review: config.ReviewGitHub, GitHub: config.GitHub{Project: 3}}, github.Needs{Issues: true, Project: true}, true},
 		{config.Team{Name: "tracker, local reviews", Tracker: config.TrackerGitHub, Review: config.ReviewLocal}, github.Needs{Issues: true}, true},
 		{config.Team{Name: "linear", Tracker: config.TrackerLinear, Review: config.ReviewLocal}, github.Needs{}, false},
 		{config.Team{Name: "local"}, github.Needs{}, false},

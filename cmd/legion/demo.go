@@ -1,3 +1,9 @@
+//go:build demo
+
+// The demo and the scripted agent are in a legion built with the demo tag
+// only (`make demo`: go build -tags demo); nodemo.go is the shipped
+// legion's side. See the package doc.
+
 package main
 
 import (
@@ -10,6 +16,15 @@ import (
 
 	"github.com/legion-dev/legion/contrib/demo"
 )
+
+// demoBuilt says that this legion has the demo (exposed for tests).
+const demoBuilt = true
+
+// demoCmds are the commands the demo tag adds: `legion demo` and the
+// hidden `legion scripted-agent` its agents (and the tests') run.
+func demoCmds(g *globals) []*cobra.Command {
+	return []*cobra.Command{newDemoCmd(g), newScriptedAgentCmd(g)}
+}
 
 func newDemoCmd(_ *globals) *cobra.Command {
 	var o demo.Options

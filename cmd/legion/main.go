@@ -1,6 +1,16 @@
 // Command legion runs a team's backlog through AI coding agents and lets
 // systemd do the supervising. This package only wires: it parses flags,
 // builds each package's Options and calls into it. See README.md.
+//
+// The demo (`legion demo`, contrib/demo) and the scripted agent it and the
+// tests run (`legion scripted-agent`, ptyworker/scripted) are test code:
+// they are in a legion built with the demo build tag only (demo.go,
+// agent.go; `make demo`, units/sdtest's LegionBinary). Without the tag, as
+// `make build`, `make install` and the packages build legion, nodemo.go
+// leaves a hidden `legion demo` that fails saying to run `make demo`, and
+// legion links no test code (internal/layout checks it). One tag rather
+// than a second binary: the demo's units run the binary the demo runs
+// from, as the tests' do, so that binary must be all of legion anyway.
 package main
 
 import (

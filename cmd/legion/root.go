@@ -57,17 +57,18 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newDocsCmd(g),
 		newIssueCmd(g),
 		newWorktreeCmd(g),
-		newScriptedAgentCmd(g),
 		newHookCmd(g),
 		newStateCmd(g),
 		newDispatchCmd(g),
 		newInstructionsCmd(g),
 		newControllerCmd(g),
-		newDemoCmd(g),
 		newTmuxCmd(g),
 		newWebCmd(g),
 		newNotifyCmd(g),
 	)
+	// `legion demo` and `legion scripted-agent` with the demo tag; a
+	// hidden `legion demo` that says how to get it without (nodemo.go).
+	root.AddCommand(demoCmds(g)...)
 	root.InitDefaultCompletionCmd() // as Execute does, so that the walk sees it
 	strictArgs(root)
 	return root

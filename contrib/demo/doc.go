@@ -3,6 +3,13 @@
 // legion@<team> controller, with the scripted agent standing in for Claude
 // Code, shows a live board, and cleans up.
 //
+// It links test code (the scripted agent, the fake Anthropic API, the
+// private manager of units/sandbox), so only a legion built with the demo
+// build tag links it (cmd/legion/demo.go; `make demo` builds
+// bin/demo/legion so), and, as test code itself, no package but tests and
+// that file may (internal/layout checks both). The shipped legion's
+// `legion demo` only says to run `make demo`.
+//
 // Where it runs:
 //
 //   - When units.Connect reaches the user's systemd manager (and --sandbox

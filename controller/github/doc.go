@@ -1,7 +1,19 @@
-// Package github is Legion's review-outcome source on GitHub: for the
-// branches of a team's issues (legion/<issue>) it reads each branch's pull
-// request, its labels worker-approved / worker-changes-requested and its
-// GitHub reviews, and it merges a pull request in the finish phase.
+// Package github is Legion's client of GitHub: a repository's issues as a
+// team's tracker (Tracker: the opted-in issues, their phase as a status
+// label or a project card, comments, labels, close/reopen), the
+// review-outcome source (for the branches of a team's issues,
+// legion/<issue>, each branch's pull request, its labels worker-approved /
+// worker-changes-requested and its GitHub reviews), the pull request an
+// issue's branch becomes (OpenPullRequest, after Legion pushes the branch
+// with the token: GitURL, PushEnv, AskpassFromEnv), and its merge in the
+// finish phase.
+//
+// Per controller tick a GitHub tracker's Board is one GraphQL query per
+// page of 50 issues that also reads each issue's open linked pull request
+// (its labels and reviews), so the controller sends no review query; two
+// conditional REST requests before it (If-None-Match, free when GitHub
+// answers 304) let an idle tick reuse the last board. Board reports
+// GitHub's rateLimit (Budget) for the controller's pace.
 //
 // Per controller tick, PullRequests is ONE GraphQL query for all branches
 // (one aliased pullRequests field per branch, Options.BatchSize branches
@@ -45,7 +57,9 @@
 // signals.
 //
 // The package must never log the token or put it into an error, never
-// accept it from a command line, and never write to a pull request beyond
-// opening it, adding and removing Legion's review labels and merging it:
-// it never submits, dismisses or requests reviews.
+// accept it from a command line or pass it to git in argv, environment or
+// config, never write to an issue that lacks the opt-in label, and never
+// write to a pull request beyond opening it, adding and removing Legion's
+// review labels and merging it: it never submits, dismisses or requests
+// reviews.
 package github

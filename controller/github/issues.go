@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,9 @@ type TrackerOptions struct {
 	// Prefix starts the identifiers the controller and the agents use:
 	// issue 12 is PREFIX-12.
 	Prefix string
+	// Project, when set, holds the phases in a project's field instead of
+	// the status labels.
+	Project *ProjectOptions
 }
 
 // DefaultLabel is the label that opts an issue in.
@@ -58,6 +62,11 @@ type Tracker struct {
 	issues map[int]issueRef  // by number, from the last Issues or lookup
 	labels map[string]string // repository label name → node id
 	repoID string
+	// project is Options.Project resolved, on the first Board.
+	project *project
+	// writers are what GitHub said of comment authors, by login: whether
+	// they may write to the repository, and when it said so.
+	writers map[string]permission
 }
 
 // board is what Board read, and when.
@@ -71,6 +80,10 @@ type board struct {
 // GitHub says nothing changed: what the probe cannot see (an issue that
 // lost the opt-in label while another was updated later) shows by then.
 const boardMaxAge = 5 * time.Minute
+
+// Forget drops the last board, so that the next Board reads GitHub's
+// (a webhook delivery said something changed).
+func (t *Tracker) Forget() { t.forget() }
 
 // forget drops the last board: Legion wrote, so the next Board reads.
 func (t *Tracker) forget() {
@@ -108,10 +121,29 @@ func (c *Client) Tracker(opts TrackerOptions) (*Tracker, error) {
 		seen[st[p]] = p
 	}
 	opts.Statuses = st
+	if po := opts.Project; po != nil {
+		c := *po
+		if c.Number <= 0 {
+			return nil, fmt.Errorf("github: project number %d: want the number in the project's URL (.../projects/N)", c.Number)
+		}
+		if c.Field == "" {
+			c.Field = "Status"
+		}
+		c.Options = map[controller.Status]string{}
+		seen := map[string]controller.Status{}
+		for _, p := range projectPhases {
+			c.Options[p] = cmp.Or(po.Options[p], DefaultProjectOptions[p])
+			if prev, dup := seen[strings.ToLower(c.Options[p])]; dup {
+				return nil, fmt.Errorf("github: project %d: %s and %s are both the option %q: give each phase an option of its own", c.Number, prev, p, c.Options[p])
+			}
+			seen[strings.ToLower(c.Options[p])] = p
+		}
+		opts.Project = &c
+	}
 	if opts.Prefix == "" {
 		return nil, fmt.Errorf("github: issue prefix: want one (issue 12 is PREFIX-12)")
 	}
-	return &Tracker{c: c, opts: opts, issues: map[int]issueRef{}, labels: map[string]string{}}, nil
+	return &Tracker{c: c, opts: opts, issues: map[int]issueRef{}, labels: map[string]string{}, writers: map[string]permission{}}, nil
 }
 
 // Client is the client the tracker reads and writes with.
@@ -130,7 +162,25 @@ func (t *Tracker) Number(id string) (int, error) {
 	return n, nil
 }
 
-// Comments come oldest first in a connection; last: N is the latest N.
+// issuesOp is the board's query: with a project, its field's value of
+// every issue too. Comments come oldest first in a connection; last: N is
+// the latest N.
+func (t *Tracker) issuesOp() graphql.Operation {
+	if t.opts.Project == nil {
+		return opIssues
+	}
+	return withProject(opIssues)
+}
+
+// withProject is op with the project items of each issue and the $field
+// variable they need.
+func withProject(op graphql.Operation) graphql.Operation {
+	q := strings.Replace(op.Query, ") {", ", $field: String!) {", 1)
+	q = strings.Replace(q, "  closedByPullRequestsReferences", "  "+projectItemFields+"\n  closedByPullRequestsReferences", 1)
+	op.Query = q
+	return op
+}
+
 var opIssues = graphql.Operation{Name: "LegionIssues", Idempotent: true, Query: `query LegionIssues($owner: String!, $name: String!, $labels: [String!], $after: String) {
   rateLimit { cost limit remaining resetAt }
   repository(owner: $owner, name: $name) {
@@ -164,6 +214,10 @@ type issueNode struct {
 	Comments struct {
 		Nodes []commentNode `json:"nodes"`
 	} `json:"comments"`
+	// ProjectItems are the issue's items in projects (with a project).
+	ProjectItems struct {
+		Nodes []projectItemNode `json:"nodes"`
+	} `json:"projectItems"`
 	// Linked are the pull requests that close the issue ("Closes #N" in
 	// their body, as Publish writes).
 	Linked struct {
@@ -252,20 +306,81 @@ type rateLimit struct {
 const commentSignature = "<!-- posted by Legion -->"
 
 // writers are the author associations of people who may write to the
-// repository (its owner, members of its organization, collaborators):
-// only their comments are reported. Anyone may comment on a public
-// repository's issue; a stranger's comment is neither an answer nor text
-// an agent reads.
+// repository (its owner, members of its organization, collaborators).
+// Anyone may comment on a public repository's issue; a stranger's comment
+// is neither an answer nor text an agent reads. An association is not a
+// permission (a member may only read, a collaborator only triage): the
+// comment of such an author counts once GitHub says the login may write
+// (checkWriters), which is asked once per login and writerTTL (a refusal:
+// nonWriterTTL).
 var writers = []string{"OWNER", "MEMBER", "COLLABORATOR"}
 
-// tracked converts an issue node as the controller sees it.
+// permission is what GitHub said of a login: may it write, and when.
+type permission struct {
+	write bool
+	at    time.Time
+}
+
+// How long an answer of GitHub's about a login is kept: a writer's an
+// hour, a refusal ten minutes (a person given write access shows soon).
+const (
+	writerTTL    = time.Hour
+	nonWriterTTL = 10 * time.Minute
+)
+
+// fresh says whether p is recent enough to use.
+func (p permission) fresh() bool {
+	ttl := nonWriterTTL
+	if p.write {
+		ttl = writerTTL
+	}
+	return !p.at.IsZero() && time.Since(p.at) < ttl
+}
+
+// checkWriters asks GitHub, for each author of nodes' comments whose
+// association may write and who is not known to (within writerTTL),
+// whether the login may write. A login it cannot ask about stays unknown:
+// its comments are left out until it can.
+func (t *Tracker) checkWriters(ctx context.Context, nodes []issueNode) {
+	asked := map[string]bool{}
+	for _, n := range nodes {
+		for _, cm := range n.Comments.Nodes {
+			if cm.Author == nil || !slices.Contains(writers, cm.AuthorAssociation) || asked[cm.Author.Login] {
+				continue
+			}
+			login := cm.Author.Login
+			asked[login] = true
+			t.mu.Lock()
+			known := t.writers[login]
+			t.mu.Unlock()
+			if known.fresh() {
+				continue
+			}
+			ok, err := t.c.CanWrite(ctx, login)
+			if err != nil {
+				continue // unknown: left out, asked again next time
+			}
+			t.mu.Lock()
+			t.writers[login] = permission{write: ok, at: time.Now()}
+			t.mu.Unlock()
+		}
+	}
+}
+
+// tracked converts an issue node as the controller sees it. Called with
+// mu held.
 func (t *Tracker) tracked(n issueNode) controller.TrackedIssue {
 	ti := controller.TrackedIssue{ID: t.ID(n.Number), Title: n.Title, Labels: []string{}, Status: controller.StatusTodo}
 	if n.State == "CLOSED" {
 		ti.Status = controller.StatusDone
 	}
+	if p := t.project; p != nil && ti.Status != controller.StatusDone {
+		if ph, _, ok := t.projectPhase(n, p); ok {
+			ti.Status = ph
+		}
+	}
 	for _, l := range n.Labels.Nodes {
-		if p, ok := t.phaseOf(l.Name); ok {
+		if p, ok := t.phaseOf(l.Name); ok && t.project == nil {
 			if ti.Status != controller.StatusDone && slices.Index(phases, p) > slices.Index(phases, ti.Status) {
 				ti.Status = p // two status labels: the later phase
 			}
@@ -279,7 +394,7 @@ func (t *Tracker) tracked(n issueNode) controller.TrackedIssue {
 		out := controller.Comment{Text: cm.Body, Time: cm.CreatedAt.UTC()}
 		if text, ok := strings.CutSuffix(strings.TrimSpace(cm.Body), commentSignature); ok {
 			out.Author, out.Text = controller.AuthorLegion, strings.TrimSpace(text)
-		} else if slices.Contains(writers, cm.AuthorAssociation) && cm.Author != nil {
+		} else if cm.Author != nil && slices.Contains(writers, cm.AuthorAssociation) && t.writers[cm.Author.Login].write {
 			out.Author = cm.Author.Login
 		} else {
 			continue
@@ -323,15 +438,20 @@ func (t *Tracker) Issues(ctx context.Context) ([]controller.TrackedIssue, error)
 func (t *Tracker) BoardReviews() controller.ReviewSource { return t.c }
 
 // Board implements controller.BoardTracker: Issues, and the review
-// outcome of each issue's pull request, the newest open or merged one
-// linked to the issue from the issue's branch, in the same query.
+// outcome of each issue's open pull request linked to it from the issue's
+// branch, in the same query.
 //
 // A tick that finds nothing changed costs nothing of the GraphQL budget:
 // Board first asks GitHub's REST API, with conditional requests that a 304
 // answers for free, whether the most recently updated opted-in issue or
 // pull request changed; when neither did, and Legion wrote nothing since,
-// it answers with the last board (for up to boardMaxAge).
+// it answers with the last board (for up to boardMaxAge). What the probes
+// cannot see (a project card moved by hand, an issue that lost the opt-in
+// label) shows by then, or at once with the webhook (Forget).
 func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[string]controller.Review, error) {
+	if _, err := t.resolveProject(ctx); err != nil {
+		return nil, nil, err
+	}
 	changed := t.c.boardChanged(ctx, t.opts.Label)
 	t.mu.Lock()
 	last := t.board
@@ -347,12 +467,16 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 	outcomes := map[string]controller.Review{}
 	var nodes []issueNode
 	vars := map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "labels": []string{t.opts.Label}, "after": nil}
+	op := t.issuesOp()
+	if t.opts.Project != nil {
+		vars["field"] = t.opts.Project.Field
+	}
 	repoID := ""
 	var rate *rateLimit
 	cost := 0
 	for range maxPages {
 		var raw json.RawMessage
-		if err := t.c.gql.Do(ctx, opIssues, vars, &raw); err != nil {
+		if err := t.c.gql.Do(ctx, op, vars, &raw); err != nil {
 			return nil, nil, fmt.Errorf("issues of %s: %w", t.c.repo(), err)
 		}
 		p, err := decodeIssuesPage(raw)
@@ -370,6 +494,7 @@ func (t *Tracker) Board(ctx context.Context) ([]controller.TrackedIssue, map[str
 		}
 		vars["after"] = p.next
 	}
+	t.checkWriters(ctx, nodes)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if repoID != "" {
@@ -424,6 +549,8 @@ func (t *Tracker) Issue(ctx context.Context, id string) (controller.TrackedIssue
 		return controller.TrackedIssue{}, false, err
 	}
 	opted := slices.ContainsFunc(n.Labels.Nodes, func(l labelNode) bool { return l.Name == t.opts.Label })
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return t.tracked(n), opted, nil
 }
 
@@ -439,7 +566,14 @@ func (t *Tracker) lookup(ctx context.Context, id string) (issueNode, error) {
 			Issue *issueNode `json:"issue"`
 		} `json:"repository"`
 	}
-	err = t.c.gql.Do(ctx, opIssue, map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "number": num}, &d)
+	if _, err := t.resolveProject(ctx); err != nil {
+		return issueNode{}, err
+	}
+	op, vars := opIssue, map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "number": num}
+	if t.opts.Project != nil {
+		op, vars["field"] = withProject(opIssue), t.opts.Project.Field
+	}
+	err = t.c.gql.Do(ctx, op, vars, &d)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Type == "NOT_FOUND" && strings.Contains(ae.Message, "Issue") {
 		return issueNode{}, fmt.Errorf("issue %s (#%d) of %s: %w", id, num, t.c.repo(), controller.ErrIssueNotFound)
@@ -453,6 +587,7 @@ func (t *Tracker) lookup(ctx context.Context, id string) (issueNode, error) {
 	if d.Repository.Issue == nil {
 		return issueNode{}, fmt.Errorf("issue %s (#%d) of %s: %w", id, num, t.c.repo(), controller.ErrIssueNotFound)
 	}
+	t.checkWriters(ctx, []issueNode{*d.Repository.Issue})
 	t.mu.Lock()
 	t.repoID = d.Repository.ID
 	t.remember(*d.Repository.Issue)

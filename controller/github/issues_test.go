@@ -256,3 +256,70 @@ func TestBoardIdle(t *testing.T) {
 		t.Errorf("after Legion's own write: %d queries, labels %q; want the board read again", queries(), is[0].Labels)
 	}
 }
+
+// TestTrackerLabelNotCreated: a label Legion cannot create (the token may
+// not) is an error that names the label and the repository and says what
+// to do; nothing else changes.
+func TestTrackerLabelNotCreated(t *testing.T) {
+	tr, srv := newTracker(t)
+	n := srv.AddIssue("Greet", "legion")
+	srv.Lock()
+	srv.ReadOnlyLabels = true
+	srv.Unlock()
+	err := tr.AddLabel(t.Context(), tr.ID(n), controller.LabelWorkerDone)
+	for _, want := range []string{`label "worker-done" of legion-dev/demo`, "Resource not accessible", "create it by hand"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("AddLabel with labels the token may not create = %v; want an error with %q", err, want)
+		}
+	}
+	if labels := srv.IssueLabels(n); len(labels) != 1 {
+		t.Errorf("labels %q; want the issue unchanged", labels)
+	}
+}
+
+// TestTrackerRepositoryNotFound: a repository that is not there, or that
+// the token cannot see, is an error naming it.
+func TestTrackerRepositoryNotFound(t *testing.T) {
+	c, _ := newTest(t, func(o *Options) { o.Repo = "gone" })
+	tr, err := c.Tracker(TrackerOptions{Prefix: "WEB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Issues(t.Context()); err == nil || !strings.Contains(err.Error(), "legion-dev/gone") || !strings.Contains(err.Error(), "Could not resolve to a Repository") {
+		t.Errorf("Issues of a missing repository = %v; want an error naming it", err)
+	}
+}
+
+// TestTrackerCommentsOfWriters: a comment counts when its author may
+// write to the repository, as GitHub's permission API says, not by the
+// association alone: a collaborator who may only read (triage) is left
+// out. GitHub's answers are kept: a second tick asks nothing.
+func TestTrackerCommentsOfWriters(t *testing.T) {
+	tr, srv := newTracker(t)
+	n := srv.AddIssue("Greet", "legion")
+	srv.Comment(n, "ana", "OWNER", "Answer: hi")
+	srv.Comment(n, "bo", "COLLABORATOR", "Answer: hello")
+	srv.SetPermission("bo", "triage")
+	srv.Comment(n, "cy", "MEMBER", "Answer: hey")
+	srv.SetPermission("cy", "read")
+	got, err := tr.Issues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var authors []string
+	for _, c := range got[0].Comments {
+		authors = append(authors, c.Author)
+	}
+	if !slices.Equal(authors, []string{"ana"}) {
+		t.Errorf("comments by %q; want only ana's (bo may triage, cy may read)", authors)
+	}
+	ok0, _ := srv.RESTCalls()
+	srv.Comment(n, "ana", "OWNER", "one more")
+	if _, err := tr.Issues(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ok1, _ := srv.RESTCalls()
+	if ok1-ok0 != 2 {
+		t.Errorf("REST requests counted in the second tick: %d; want 2 (the probes; no permission asked again)", ok1-ok0)
+	}
+}

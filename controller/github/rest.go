@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,35 +36,13 @@ func restBase(endpoint string) (string, error) {
 // request, a failure of any kind and any answer but 304 say "changed":
 // the caller then reads the whole board, as without this probe.
 func (c *Client) changed(ctx context.Context, path string) bool {
-	base, err := restBase(c.opts.Endpoint)
-	if err != nil {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-	if err != nil {
-		return true
-	}
-	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-	req.Header.Set("Authorization", "Bearer "+c.token)
 	c.mu.Lock()
 	etag := c.etags[path]
 	c.mu.Unlock()
-	if etag != "" {
-		req.Header.Set("If-None-Match", etag)
-	}
-	hc := c.opts.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, _, err := c.get(ctx, path, etag)
 	if err != nil {
 		return true
 	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	switch resp.StatusCode {
 	case http.StatusNotModified:
 		return false
@@ -73,6 +52,64 @@ func (c *Client) changed(ctx context.Context, path string) bool {
 		c.mu.Unlock()
 	}
 	return true
+}
+
+// get GETs path of the REST API (with If-None-Match etag when not "")
+// and returns the answer (its body read, at most 1 MiB, and closed).
+func (c *Client) get(ctx context.Context, path, etag string) (*http.Response, []byte, error) {
+	base, err := restBase(c.opts.Endpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	hc := c.opts.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp, body, err
+}
+
+// CanWrite says whether login may write to the repository (its
+// permission is admin, maintain or write), by GitHub's REST API
+// (GET /repos/OWNER/REPO/collaborators/LOGIN/permission).
+func (c *Client) CanWrite(ctx context.Context, login string) (bool, error) {
+	path := "/repos/" + url.PathEscape(c.opts.Owner) + "/" + url.PathEscape(c.opts.Repo) + "/collaborators/" + url.PathEscape(login) + "/permission"
+	resp, body, err := c.get(ctx, path, "")
+	if err != nil {
+		return false, fmt.Errorf("github: permission of %s on %s: %w", login, c.repo(), err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("github: permission of %s on %s: HTTP %d", login, c.repo(), resp.StatusCode)
+	}
+	var p struct {
+		Permission string `json:"permission"`
+		RoleName   string `json:"role_name"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return false, fmt.Errorf("github: permission of %s on %s: %w: %v", login, c.repo(), ErrMalformed, err)
+	}
+	switch p.Permission {
+	case "admin", "write":
+		return true, nil
+	}
+	return p.RoleName == "maintain", nil
 }
 
 // boardChanged says whether anything Legion's board reads may have changed

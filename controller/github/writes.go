@@ -163,18 +163,29 @@ func (t *Tracker) Move(ctx context.Context, id string, to controller.Status) err
 	if err != nil {
 		return err
 	}
-	if to != controller.StatusDone {
-		if !ref.open {
-			t.forget()
-			if err := t.c.setState(ctx, opReopen, ref.id); err != nil {
-				return fmt.Errorf("move %s to %s: reopen: %w", id, to, err)
-			}
+	if to != controller.StatusDone && !ref.open {
+		t.forget()
+		if err := t.c.setState(ctx, opReopen, ref.id); err != nil {
+			return fmt.Errorf("move %s to %s: reopen: %w", id, to, err)
 		}
+	}
+	p, err := t.resolveProject(ctx)
+	if err != nil {
+		return fmt.Errorf("move %s to %s: %w", id, to, err)
+	}
+	if p != nil {
+		if err := t.moveInProject(ctx, p, ref, to); err != nil {
+			return fmt.Errorf("move %s to %s: %w", id, to, err)
+		}
+	} else if to != controller.StatusDone {
 		if err := t.addLabel(ctx, id, t.opts.Statuses[to]); err != nil {
 			return fmt.Errorf("move %s to %s: %w", id, to, err)
 		}
 	}
 	for _, p := range phases {
+		if t.opts.Project != nil {
+			break // the phase is the project's field; status labels are a person's
+		}
 		if p != to {
 			if err := t.RemoveLabel(ctx, id, t.opts.Statuses[p]); err != nil {
 				return fmt.Errorf("move %s to %s: %w", id, to, err)

@@ -91,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	wakeFollowed := make(chan struct{})
 	go func() {
 		defer close(wakeFollowed)
-		followWake(fctx, team.WakePath(o.Team.StateDir), wake, o.Log)
+		followWake(fctx, team.WakePath(o.Team.StateDir), o.Team.Tracker, wake, o.Log)
 	}()
 	defer func() {
 		stopFollowing()

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/legion-dev/legion/controller"
 )
 
 // maxWakeReason bounds what is read of the wake file for the log.
@@ -18,8 +20,15 @@ const maxWakeReason = 256
 // ends (see fileWatch.follow). Polling at the interval stays the
 // fallback: a wake that is missed (the controller stopped, inotify
 // unavailable) only delays the tick.
-func followWake(ctx context.Context, path string, wake chan<- struct{}, log *slog.Logger) {
+//
+// A tracker that answers from its last board while its cheap probe sees
+// no change (github.Tracker) forgets that board first: a delivery says
+// something changed, and the woken tick must read it.
+func followWake(ctx context.Context, path string, tracker controller.Tracker, wake chan<- struct{}, log *slog.Logger) {
 	fileWatch{path: path, what: "the wake file", woken: func() {
+		if f, ok := tracker.(interface{ Forget() }); ok {
+			f.Forget()
+		}
 		log.Info("woken", "by", wakeReason(path))
 	}}.follow(ctx, wake, log)
 }

@@ -1,9 +1,12 @@
 package service
 
 import (
+	"sync/atomic"
+
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/legion-dev/legion/controller/local"
 	"log/slog"
 	"strings"
 	"sync"
@@ -35,7 +38,8 @@ func (s *syncBuffer) String() string {
 
 // TestFollowWake: team.Wake (the dashboard's write on a webhook delivery)
 // wakes the loop and the reason is logged; other files of the team's
-// state directory wake nothing.
+// state directory wake nothing; a tracker that caches its board forgets it
+// on each wake.
 func TestFollowWake(t *testing.T) {
 	dir := t.TempDir() + "/teams/6f1c2e0a"
 	var logged syncBuffer
@@ -43,9 +47,10 @@ func TestFollowWake(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
+	tracker := &forgetful{}
 	go func() {
 		defer close(done)
-		followWake(ctx, team.WakePath(dir), wake, log)
+		followWake(ctx, team.WakePath(dir), tracker, wake, log)
 	}()
 	defer func() {
 		cancel()
@@ -72,10 +77,14 @@ func TestFollowWake(t *testing.T) {
 		t.Errorf("a file in a subdirectory woke the loop")
 	case <-time.After(300 * time.Millisecond):
 	}
+	forgot := tracker.forgot.Load()
 	if err := team.Wake(dir, "github issues delivery 72d3162e"); err != nil {
 		t.Fatal(err)
 	}
 	<-wake
+	if tracker.forgot.Load() <= forgot {
+		t.Errorf("the wake did not make the tracker forget its last board")
+	}
 	waitfor.Check(t, 30*time.Second, "the wake's reason logged", func() error {
 		if got := logged.String(); !strings.Contains(got, `msg=woken by="github issues delivery 72d3162e"`) {
 			return fmt.Errorf("the controller's log:\n%s", got)
@@ -83,3 +92,12 @@ func TestFollowWake(t *testing.T) {
 		return nil
 	})
 }
+
+// forgetful is a tracker that caches its board (as github.Tracker does)
+// and counts the times it is told to forget it.
+type forgetful struct {
+	local.Store
+	forgot atomic.Int32
+}
+
+func (f *forgetful) Forget() { f.forgot.Add(1) }

@@ -85,14 +85,21 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 		if err != nil {
 			return nil, err
 		}
-		tr, err := c.Tracker(github.TrackerOptions{
+		o := github.TrackerOptions{
 			Label:  t.GitHub.Label,
 			Prefix: t.IssuePrefix,
 			Statuses: map[controller.Status]string{
 				controller.StatusTodo: t.GitHub.StatusTodo, controller.StatusInProgress: t.GitHub.StatusInProgress,
 				controller.StatusNeedsReview: t.GitHub.StatusNeedsReview, controller.StatusRetro: t.GitHub.StatusRetro,
 			},
-		})
+		}
+		if g := t.GitHub; g.Project != 0 {
+			o.Project = &github.ProjectOptions{Number: g.Project, Field: g.ProjectField, Options: map[controller.Status]string{
+				controller.StatusTodo: g.ProjectTodo, controller.StatusInProgress: g.ProjectInProgress,
+				controller.StatusNeedsReview: g.ProjectNeedsReview, controller.StatusRetro: g.ProjectRetro, controller.StatusDone: g.ProjectDone,
+			}}
+		}
+		tr, err := c.Tracker(o)
 		if err != nil {
 			return nil, fmt.Errorf("team %s: %w", t.Name, err)
 		}

@@ -3,7 +3,8 @@
 // memory and unified on a hybrid or legacy host; the one cgroup2 hierarchy
 // otherwise), lists the processes in them, kills those by PID and removes
 // the cgroups, children first. units/sandbox (a private user manager) and
-// units/booted (a booted container) use it.
+// units/booted (a booted container) use it: it is test code, linked only
+// by tests and a legion built with the demo tag (internal/layout).
 //
 // It signals only processes it finds in the cgroups it is given, each
 // pinned by a pidfd before the signal, and it never touches a cgroup

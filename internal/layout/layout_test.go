@@ -3,11 +3,22 @@
 // only its direct imports), and the lists of what each shipped binary
 // links, checked in (testdata/*.deps) so that a new dependency shows in
 // review (refresh with -update).
+//
+// Test code (fakes of outside APIs, sandboxes, harnesses, the scripted
+// agent, the demo: see testOnly) is linked only by tests and by the demo.
+// The demo is fenced off by one build tag, "demo": cmd/legion/demo.go,
+// which adds `legion demo` and `legion scripted-agent`, is built only
+// with it (`make demo`, and sdtest.LegionBinary for the tests), and the
+// tag changes what no other package links. The shipped binaries, as `make
+// build`, `make install` and packaging/build.sh build them (no tags),
+// link no test code; what the tag adds to legion is
+// testdata/legion-demo.deps.
 package layout_test
 
 import (
 	"bytes"
 	"flag"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,13 +31,48 @@ var update = flag.Bool("update", false, "rewrite testdata/*.deps from go list")
 
 const module = "github.com/legion-dev/legion"
 
+// demoTag is the build tag of the demo (cmd/legion/demo.go, the
+// Makefile's demo target, sdtest.LegionBinary).
+const demoTag = "demo"
+
+// testOnlyPackages are the module's test code whose path does not say so
+// (see testOnly): what only tests and the demo link.
+var testOnlyPackages = []string{
+	"units/sandbox",        // a private systemd user manager (root only)
+	"units/booted/...",     // a booted system in a container (nspawn)
+	"internal/cgroups",     // the sandboxes' cgroups
+	"ptyworker/scripted",   // the scripted stand-in for Claude Code
+	"internal/followmodel", // the fake model APIs' follow mode
+	"internal/waitfor",     // tests' wait for a condition
+	"internal/benchreport", // what the benchmarks share
+	"contrib/demo",         // `legion demo`, which runs all of the above
+}
+
+// testOnly says whether a package of the module is test code: an element
+// of its path ends in "test" (the fakes anthropictest, openaitest,
+// geminitest, githubtest, lineartest, gqltest; the harnesses sdtest,
+// claudetest, codextest, opencodetest, webtest, bootedtest and what is
+// below them; internal/systemtest), or it is one of testOnlyPackages.
+func testOnly(pkg string) bool {
+	for _, e := range strings.Split(pkg, "/") {
+		if strings.HasSuffix(e, "test") {
+			return true
+		}
+	}
+	return slices.ContainsFunc(testOnlyPackages, func(p string) bool { return matches(pkg, p) })
+}
+
 // deps is what each package of the module links: its import path (module
 // prefix cut) → the paths of everything below it, Legion's cut the same
-// way, others' in full.
-func deps(t *testing.T) map[string][]string {
+// way, others' in full. Build tags, if any, are go build's -tags.
+func deps(t *testing.T, tags ...string) map[string][]string {
 	t.Helper()
 	// The test runs in its package's directory, inside the module.
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, module+"/...")
+	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, module+"/...")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -123,9 +169,21 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
-	// The dashboard is linked by the legion command only, and for now by
-	// the demo, which serves it (`legion demo --web`) and is linked by
-	// the legion command alone.
+	// Test code is linked only by tests and the demo: by no package that
+	// is not test code itself, the shipped binaries included.
+	for _, pkg := range slices.Sorted(maps.Keys(all)) {
+		if testOnly(pkg) {
+			continue
+		}
+		for _, d := range all[pkg] {
+			if isLegion(d, all) && testOnly(d) {
+				t.Errorf("%s links %s, which is test code (rule: only tests and the demo, built with -tags %s, link test code; see testOnly)", pkg, d, demoTag)
+			}
+		}
+	}
+	// The dashboard is linked by the legion command only, and by the
+	// demo, which serves it (`legion demo --web`) and is linked only by a
+	// legion built with the demo tag.
 	for pkg, ds := range all {
 		if strings.HasPrefix(pkg, "cmd/") || matches(pkg, "dashboard/...") || pkg == "contrib/demo" {
 			continue
@@ -137,34 +195,77 @@ func TestImportRules(t *testing.T) {
 }
 
 // TestBinaryDeps: what each shipped binary links, Legion's packages and
-// others' modules, is testdata/<binary>.deps.
+// others' modules, is testdata/<binary>.deps; what the demo tag adds to
+// legion is testdata/legion-demo.deps.
 func TestBinaryDeps(t *testing.T) {
 	all := deps(t)
 	for _, bin := range []string{"legion", "legion-pty-worker"} {
-		var lines []string
-		for _, d := range all["cmd/"+bin] {
-			// Not the standard library, whose paths ("net/http") have no
-			// dot in their first element, as Legion's cut ones do not.
-			if isLegion(d, all) || strings.Contains(strings.SplitN(d, "/", 2)[0], ".") {
-				lines = append(lines, d)
+		checkList(t, bin+".deps", notStd(all["cmd/"+bin], all))
+	}
+	withDemo := deps(t, demoTag)
+	shipped := all["cmd/legion"]
+	var added []string
+	for _, d := range notStd(withDemo["cmd/legion"], withDemo) {
+		if !slices.Contains(shipped, d) {
+			added = append(added, d)
+		}
+	}
+	checkList(t, "legion-demo.deps", added)
+}
+
+// TestDemoTag: the demo tag changes what cmd/legion links and nothing
+// else (one fence, in one place), and what it adds is test code.
+func TestDemoTag(t *testing.T) {
+	all, withDemo := deps(t), deps(t, demoTag)
+	for _, pkg := range slices.Sorted(maps.Keys(withDemo)) {
+		if ds := withDemo[pkg]; pkg != "cmd/legion" && !slices.Equal(ds, all[pkg]) {
+			t.Errorf("%s links other packages with -tags %s (diff -without +with):\n%s(rule: the demo tag is cmd/legion's alone)",
+				pkg, demoTag, diffLines(strings.Join(all[pkg], "\n"), strings.Join(ds, "\n")))
+		}
+	}
+	for _, d := range withDemo["cmd/legion"] {
+		if isLegion(d, withDemo) && !slices.Contains(all["cmd/legion"], d) {
+			if !testOnly(d) {
+				t.Errorf("-tags %s makes legion link %s, which is not test code: the shipped legion should link it, or it belongs in testOnlyPackages", demoTag, d)
 			}
 		}
-		slices.Sort(lines)
-		got := strings.Join(lines, "\n") + "\n"
-		path := filepath.Join("testdata", bin+".deps")
-		if *update {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
+	}
+	if !slices.Contains(withDemo["cmd/legion"], "contrib/demo") {
+		t.Errorf("legion built with -tags %s does not link contrib/demo", demoTag)
+	}
+}
+
+// notStd is ds without the standard library, whose paths ("net/http")
+// have no dot in their first element, as Legion's cut ones do not.
+func notStd(ds []string, all map[string][]string) []string {
+	var out []string
+	for _, d := range ds {
+		if isLegion(d, all) || strings.Contains(strings.SplitN(d, "/", 2)[0], ".") {
+			out = append(out, d)
 		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./internal/layout -update)", err)
+	}
+	return out
+}
+
+// checkList compares lines, sorted, with testdata/name (or writes it,
+// with -update).
+func checkList(t *testing.T, name string, lines []string) {
+	t.Helper()
+	lines = slices.Sorted(slices.Values(lines))
+	got := strings.Join(lines, "\n") + "\n"
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		if got != string(want) {
-			t.Errorf("%s links other packages than %s lists (review the change, then go test ./internal/layout -update):\n%s", bin, path, diffLines(string(want), got))
-		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/layout -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("the list differs from %s (review the change, then go test ./internal/layout -update):\n%s", path, diffLines(string(want), got))
 	}
 }
 

@@ -28,11 +28,17 @@ const (
 	pollEvery = 300 * time.Millisecond
 )
 
+// scriptedLegion is where the tests' legion (sdtest.LegionBinary, built
+// with the demo tag) is installed for claudeWrapper: it has `legion
+// scripted-agent`, which the legion of `make install` (the quick start's)
+// has not.
+const scriptedLegion = "/usr/local/lib/legion-test/legion"
+
 // claudeWrapper is the `claude` on the user's PATH: the scripted agent,
 // running the script in ~/agent.script.
 const claudeWrapper = `#!/bin/sh
 # Written by Legion's booted-system tests: Claude Code's stand-in.
-LEGION_SCRIPT_FILE="$HOME/agent.script" exec legion scripted-agent "$@"
+LEGION_SCRIPT_FILE="$HOME/agent.script" exec ` + scriptedLegion + ` scripted-agent "$@"
 `
 
 // sys is a booted system with the user, their workspace ~/src/web (a git
@@ -74,6 +80,9 @@ func bootLegion(t *testing.T, o options) *sys {
 				t.Fatal(err)
 			}
 		}
+	}
+	if err := s.Install(bin, scriptedLegion); err != nil {
+		t.Fatal(err)
 	}
 	s.writeFile("/usr/local/bin/claude", claudeWrapper, 0o755, "root")
 	if err := s.AddUser(ctx, user); err != nil {

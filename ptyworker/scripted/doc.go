@@ -6,7 +6,8 @@
 // interactive CLI (2.1.330) in what Legion depends on, so fast tests
 // exercise the paths the real one takes.
 //
-// It is run as
+// It is test code (internal/layout's testOnly): only tests and a legion
+// built with the demo tag link it, and it is run as
 //
 //	legion scripted-agent [--session-id ID | --resume ID] [--settings FILE]
 //	    [--permission-mode MODE] [--allowedTools RULE...] [--] [PROMPT]

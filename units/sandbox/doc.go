@@ -54,4 +54,7 @@
 //
 // Only root can start a sandbox. Start reports anything the machine lacks
 // as a *MissingError before it changes anything.
+//
+// It is test code (internal/layout's testOnly): only tests and a legion
+// built with the demo tag link it, never the shipped binaries.
 package sandbox

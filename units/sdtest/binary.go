@@ -34,6 +34,10 @@ var legion struct {
 	err  error
 }
 
+// demoTag is the build tag that puts the demo and the scripted agent into
+// legion (cmd/legion/demo.go; the Makefile's demo target).
+const demoTag = "demo"
+
 // workerName is the worker program beside legion (ptyworker.BinaryName;
 // this package cannot import ptyworker, whose tests use it).
 const workerName = "legion-pty-worker"
@@ -43,9 +47,14 @@ const denyName = "denyuserns"
 
 // LegionBinary builds ./cmd/legion and ./cmd/legion-pty-worker (and the test
 // tool units/sdtest/denyuserns) once per test
-// process, as `make build` does (static, CGO_ENABLED=0), and returns the
-// absolute path of legion; the worker is beside it, where legion looks for
-// it (see WorkerBinary).
+// process, as `make demo` does (static, CGO_ENABLED=0, with the demo build
+// tag), and returns the absolute path of legion; the worker is beside it,
+// where legion looks for it (see WorkerBinary).
+//
+// The tag adds to legion only `legion demo` and the hidden `legion
+// scripted-agent`, the stand-in for Claude Code that the tests' agents
+// run (internal/layout checks that it changes nothing else); the shipped
+// legion, as `make build` builds it, has neither.
 //
 // The binaries go into a fresh directory $TMPDIR/legion-bin-<pid>-*. A test
 // process cannot remove it when it exits (there is no hook after the last
@@ -83,14 +92,14 @@ func buildLegion() (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", dir+"/", "./cmd/legion", "./cmd/"+workerName, "./units/sdtest/"+denyName)
+	cmd := exec.CommandContext(ctx, goTool, "build", "-tags", demoTag, "-o", dir+"/", "./cmd/legion", "./cmd/"+workerName, "./units/sdtest/"+denyName)
 	cmd.Dir = root
 	cmd.Env = append(startEnv[:len(startEnv):len(startEnv)], "CGO_ENABLED=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		_ = os.RemoveAll(dir) // nothing useful in it
-		return "", fmt.Errorf("go build ./cmd/legion ./cmd/%s ./units/sdtest/%s in %s: %w\n%s", workerName, denyName, root, err, out.String())
+		return "", fmt.Errorf("go build -tags %s ./cmd/legion ./cmd/%s ./units/sdtest/%s in %s: %w\n%s", demoTag, workerName, denyName, root, err, out.String())
 	}
 	return filepath.Join(dir, "legion"), nil
 }

@@ -67,6 +67,11 @@ func (s *Server) Comment(n int, login, association, body string) {
 	if is := s.issue(n); is != nil {
 		is.Comments = append(is.Comments, Comment{Author: login, Association: association, Body: body, CreatedAt: s.now()})
 	}
+	if _, set := s.permissions[login]; !set {
+		// What such an author usually may do, until SetPermission says
+		// otherwise.
+		s.permissions[login] = map[string]string{"OWNER": "admin", "MEMBER": "write", "COLLABORATOR": "write"}[association]
+	}
 }
 
 // SetLabels sets issue n's labels (a person labelling it on GitHub).
@@ -160,7 +165,7 @@ func fromCursor(c string) int {
 	return n
 }
 
-func (s *Server) issueNode(is *Issue, query string) map[string]any {
+func (s *Server) issueNode(is *Issue, query, field string) map[string]any {
 	labels := []any{}
 	for _, l := range is.Labels {
 		labels = append(labels, map[string]any{"id": l.ID, "name": l.Name})
@@ -178,9 +183,13 @@ func (s *Server) issueNode(is *Issue, query string) map[string]any {
 			linked = append(linked, n)
 		}
 	}
-	return map[string]any{"id": is.ID, "number": is.Number, "title": is.Title, "state": is.State,
+	n := map[string]any{"id": is.ID, "number": is.Number, "title": is.Title, "state": is.State,
 		"labels": map[string]any{"nodes": labels}, "comments": map[string]any{"nodes": comments},
 		"closedByPullRequestsReferences": map[string]any{"nodes": linked}}
+	if strings.Contains(query, "projectItems(") {
+		n["projectItems"] = map[string]any{"nodes": s.projectItems(is.Number, field)}
+	}
+	return n
 }
 
 // closeKeyword is GitHub's "Closes #N" and its kin in a pull request's body.
@@ -222,7 +231,7 @@ func (s *Server) handleIssues(op, query string, v map[string]any) (data any, typ
 		end := min(len(open), start+IssuesPageSize)
 		nodes := []any{}
 		for _, is := range open[start:end] {
-			nodes = append(nodes, s.issueNode(is, query))
+			nodes = append(nodes, s.issueNode(is, query, str("field")))
 		}
 		info := map[string]any{"hasNextPage": end < len(open), "endCursor": nil}
 		if end > start {
@@ -237,7 +246,7 @@ func (s *Server) handleIssues(op, query string, v map[string]any) (data any, typ
 			return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": nil}}, "NOT_FOUND",
 				fmt.Sprintf("Could not resolve to an Issue with the number of %d.", int(num)), true
 		}
-		return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": s.issueNode(is, query)}}, "", "", true
+		return map[string]any{"repository": map[string]any{"id": RepositoryID, "issue": s.issueNode(is, query, str("field"))}}, "", "", true
 	case "LegionLabel":
 		var label any
 		for _, l := range s.Labels {

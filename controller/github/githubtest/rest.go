@@ -42,6 +42,16 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := "/repos/" + s.Owner + "/" + s.Repo
+	if login, ok := strings.CutPrefix(r.URL.Path, base+"/collaborators/"); ok && strings.HasSuffix(login, "/permission") {
+		login = strings.TrimSuffix(login, "/permission")
+		perm := s.permissions[login]
+		if perm == "" {
+			perm = "none"
+		}
+		s.restOK++
+		writeJSON(w, http.StatusOK, map[string]any{"permission": perm, "role_name": perm, "user": map[string]any{"login": login}})
+		return
+	}
 	var kind string
 	switch r.URL.Path {
 	case base + "/issues":
@@ -67,4 +77,13 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	s.restOK++
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Write(body)
+}
+
+// SetPermission sets login's permission on the repository (admin,
+// maintain, write, triage, read or none), as GitHub's
+// collaborators/LOGIN/permission reports it.
+func (s *Server) SetPermission(login, permission string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.permissions[login] = permission
 }

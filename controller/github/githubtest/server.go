@@ -78,8 +78,16 @@ type Server struct {
 	// git is the bare repository ServeGit serves; "" for none.
 	git string
 
-	issues []*Issue
-	last   time.Time // the newest comment's time
+	// permissions are the logins' permissions on the repository.
+	permissions map[string]string
+
+	// ReadOnlyLabels makes createLabel refused, as for a token that may
+	// not write the repository's labels.
+	ReadOnlyLabels bool
+
+	issues   []*Issue
+	projects []*Project
+	last     time.Time // the newest comment's time
 	// access is what the fake says of its token (SetAccess).
 	access Access
 
@@ -96,7 +104,7 @@ type Server struct {
 // closed when the test ends.
 func NewServer(t testing.TB, token, owner, repo string) *Server {
 	t.Helper()
-	s := &Server{Token: token, Owner: owner, Repo: repo, reset: time.Now().Add(time.Hour).UTC().Truncate(time.Second)}
+	s := &Server{Token: token, Owner: owner, Repo: repo, permissions: map[string]string{}, reset: time.Now().Add(time.Hour).UTC().Truncate(time.Second)}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/"+s.Owner+"/"+s.Repo+".git/") {
 			s.serveGit(w, r)
@@ -268,6 +276,9 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		s.PRs = append(s.PRs, pr)
 		return map[string]any{"createPullRequest": map[string]any{"pullRequest": s.node(pr, true)}}, "", ""
 	case "LegionCreateLabel":
+		if s.ReadOnlyLabels {
+			return map[string]any{"createLabel": nil}, "FORBIDDEN", "Resource not accessible by personal access token"
+		}
 		for _, l := range s.Labels {
 			if strings.EqualFold(l.Name, str("name")) {
 				return map[string]any{"createLabel": nil}, "UNPROCESSABLE", "Name has already been taken"
@@ -299,6 +310,9 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 		ids, _ := v["labelIds"].([]any)
 		*labels = slices.DeleteFunc(*labels, func(l Label) bool { return slices.Contains(ids, any(l.ID)) })
 		return map[string]any{"removeLabelsFromLabelable": map[string]any{"clientMutationId": nil}}, "", ""
+	}
+	if data, typ, msg, ok := s.handleProjects(op, v); ok {
+		return data, typ, msg
 	}
 	if data, typ, msg, ok := s.handleIssues(op, query, v); ok {
 		return data, typ, msg

@@ -4,8 +4,8 @@
 // session, and records every request for assertions.
 //
 // Point the CLI at it with ANTHROPIC_BASE_URL=s.URL (and a key, see
-// Server.Key). Outside tests only `legion demo --agent claude` uses it
-// (Start), to run the real CLI with nothing leaving the machine; it never
+// Server.Key). Outside tests only `legion demo --agent claude` (in a legion
+// built with the demo tag) uses it (Start), to run the real CLI with nothing leaving the machine; it never
 // reaches the network.
 //
 // # Sessions and turns
