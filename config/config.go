@@ -159,6 +159,8 @@ type Team struct {
 
 	Linear Linear // used when Tracker is TrackerLinear
 	GitHub GitHub // used when Review is ReviewGitHub
+
+	Notify Notify // where the team's waits for a person are announced
 }
 
 // ShortID is the first 8 hex characters of the team's UUID; unit and slice
@@ -474,3 +476,22 @@ func expandHome(p string) (string, error) {
 	}
 	return filepath.Clean(p), nil
 }
+
+// Notify is [teams.<name>.notify]: the channels that announce a wait for
+// a person (package controller/notify). Secrets are named, never held:
+// each comes from its environment variable or its 0600 file.
+type Notify struct {
+	WebhookURL        string // POST JSON, signed with HMAC-SHA256; "" for none
+	WebhookSecretEnv  string // the variable holding the webhook's secret
+	WebhookSecretFile string // absolute; the file (0600) holding it
+	NtfyURL           string // an ntfy topic, https://HOST/TOPIC; "" for none
+	NtfyTokenEnv      string // the variable holding an ntfy access token
+	NtfyTokenFile     string // absolute; the file (0600) holding it
+	Desktop           bool   // org.freedesktop.Notifications on the session bus
+	// DashboardURL is the dashboard's address as the person reaches it,
+	// the base of the links to cards; "" is [web]'s address and port.
+	DashboardURL string
+}
+
+// Any reports whether n configures a channel.
+func (n Notify) Any() bool { return n.WebhookURL != "" || n.NtfyURL != "" || n.Desktop }

@@ -264,6 +264,16 @@ func TestLoadErrors(t *testing.T) {
 			want: `@FILE@:4: teams.demo.github.repo: missing: required with github.webhook_secret_file (the repository whose events the webhook accepts, as "owner/name")`,
 		},
 		{
+			name: "notify webhook without secret",
+			text: team + "notify.webhook_url = \"https://hooks.example.net/x\"\n",
+			want: `@FILE@:4: teams.demo.notify.webhook_secret_file: missing: required with notify.webhook_url (or notify.webhook_secret_env): the secret that signs each message`,
+		},
+		{
+			name: "notify URL not http",
+			text: team + "notify.ntfy_url = \"ntfy.sh/topic\"\n",
+			want: `@FILE@:4: teams.demo.notify.ntfy_url: invalid URL "ntfy.sh/topic": expected an http:// or https:// address with a host`,
+		},
+		{
 			name: "start limit that cannot trip",
 			text: "[defaults]\nrestart_cooldown = \"1m\"\nstart_limit_interval = \"5m\"\n",
 			want: `@FILE@:3: defaults.start_limit_interval: start_limit_interval 5m0s must be longer than start_limit_burst × restart_cooldown (5 × 1m0s = 5m0s): restarts come at most once per cooldown, so systemd's start limit could never trip`,

@@ -844,4 +844,60 @@ var Schema = []Setting{
 			return err
 		}),
 	},
+	{
+		Table: TableTeam, Key: "notify.webhook_url", Type: "URL", Example: `"https://hooks.example.net/legion"`,
+		Doc: "When something waits for a person (a question, a permission, an unfinished turn, a failed worker), " +
+			"POST a JSON message to this URL, signed with HMAC-SHA256 (headers X-Legion-Timestamp and " +
+			"X-Legion-Signature: sha256=<hex of HMAC(secret, timestamp + \".\" + body)>; README: Operations: " +
+			"notifications). Requires notify.webhook_secret_env or notify.webhook_secret_file.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Notify.WebhookURL, err = httpURLValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "notify.webhook_secret_env", Type: "string", Example: `"LEGION_WEBHOOK_SECRET"`,
+		Doc: "The environment variable (of the user manager, which the controller gets) holding the webhook's " +
+			"signing secret; it wins over notify.webhook_secret_file.",
+		set: teamString(func(t *Team) *string { return &t.Notify.WebhookSecretEnv }),
+	},
+	{
+		Table: TableTeam, Key: "notify.webhook_secret_file", Type: "path", Example: `"~/.config/legion/notify-webhook-secret"`,
+		Doc: "A file (mode 0600) holding the webhook's signing secret on its first line.",
+		set: teamPath(func(t *Team) *string { return &t.Notify.WebhookSecretFile }),
+	},
+	{
+		Table: TableTeam, Key: "notify.ntfy_url", Type: "URL", Example: `"https://ntfy.sh/legion-demo-7f3a"`,
+		Doc: "An ntfy topic (https://HOST/TOPIC, ntfy.sh or a server of your own) that gets a message per wait, " +
+			"its click opening the issue's card in the dashboard. On a public server the topic name is its only " +
+			"password: pick one nobody guesses, or use an access token.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Notify.NtfyURL, err = httpURLValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "notify.ntfy_token_env", Type: "string", Example: `"NTFY_TOKEN"`,
+		Doc: "The environment variable holding an ntfy access token (sent as Authorization: Bearer); it wins " +
+			"over notify.ntfy_token_file. Neither: the topic is published to without one.",
+		set: teamString(func(t *Team) *string { return &t.Notify.NtfyTokenEnv }),
+	},
+	{
+		Table: TableTeam, Key: "notify.ntfy_token_file", Type: "path", Example: `"~/.config/legion/ntfy-token"`,
+		Doc: "A file (mode 0600) holding an ntfy access token on its first line.",
+		set: teamPath(func(t *Team) *string { return &t.Notify.NtfyTokenFile }),
+	},
+	{
+		Table: TableTeam, Key: "notify.desktop", Type: "boolean", Default: "false",
+		Doc: "Show each wait on the desktop (org.freedesktop.Notifications on the user's session bus) where a " +
+			"session bus is present; without one it is skipped.",
+		set: onTeam(func(t *Team, v any) error {
+			b, ok := v.(bool)
+			if !ok {
+				return wrongType("true or false", v)
+			}
+			t.Notify.Desktop = b
+			return nil
+		}),
+	},
+	{
+		Table: TableTeam, Key: "notify.dashboard_url", Type: "URL", Example: `"https://legion.example.net"`,
+		Doc: "The dashboard as the person reaches it, the base of the links in notifications " +
+			"(<dashboard_url>/#needs/<team>/<issue>). Unset: http://<[web] address>:<[web] port>.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Notify.DashboardURL, err = httpURLValue(v); return err }),
+	},
 }

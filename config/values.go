@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -377,4 +378,17 @@ func envByKindValue(v any) (map[AgentKind]map[string]string, error) {
 // agent.env_by_kind); agent.kind_by_mode takes only kinds with hooks.
 func agentKindValue(v any) (string, error) {
 	return enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode), string(AgentCustom))
+}
+
+// httpURLValue requires v to be an absolute http or https URL with a host.
+func httpURLValue(v any) (string, error) {
+	s, err := nonEmptyString(v)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("invalid URL %q: expected an http:// or https:// address with a host", s)
+	}
+	return s, nil
 }

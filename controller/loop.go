@@ -35,15 +35,19 @@ type TickResult struct {
 	Applied int   // decisions that changed something
 	Failed  int   // decisions whose application failed
 	Err     error // collection error, if the tick could not decide at all
+	// Waits are what waits for a person after the tick (see Wait); with
+	// Err set they are unknown, not none.
+	Waits []Wait
 }
 
 // Tick collects, decides and applies once.
 func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) TickResult {
-	st, _, err := Collect(ctx, src)
+	st, tracked, err := Collect(ctx, src)
 	if err != nil {
 		return TickResult{Err: err}
 	}
 	var r TickResult
+	var applied []Decision
 	for i, d := range Decide(st) {
 		if (d.Action == ActionSkip || d.Action == ActionNone) && d.MoveTo == "" && len(d.RemoveLabels) == 0 && len(d.AddLabels) == 0 {
 			continue
@@ -58,7 +62,9 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 			continue
 		}
 		r.Applied++
+		applied = append(applied, d)
 	}
+	r.Waits = waits(st, tracked, applied)
 	return r
 }
 

@@ -152,6 +152,10 @@ func TestNeedsInBrowser(t *testing.T) {
 	// ended turn.
 	do("the queue updated live", chromedp.WaitVisible(chromedp.CSS(`section.need[data-issue="DEMO-1"][data-kind="turn"]`)))
 
+	// A notification's link (#needs/TEAM/ISSUE) marks its card.
+	goTo(t, b, "#needs/demo/DEMO-4")
+	do("the linked card marked", chromedp.WaitVisible(chromedp.CSS(`section.need.linked[data-team="demo"][data-issue="DEMO-4"]`)))
+
 	goTo(t, b, "#timeline/demo/1")
 	// No journal here: the states come from what the dashboard saw.
 	do("the timeline drawn",

@@ -83,7 +83,11 @@ systemd restarts a stale controller agent, which resumes its session.`,
 					Version: version, Log: log,
 				})
 			}
-			return service.Run(cmd.Context(), service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log})
+			n, err := newNotifier(tm, cfg, log)
+			if err != nil {
+				return err
+			}
+			return service.Run(cmd.Context(), service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log, Notifier: n})
 		},
 	}
 	cmd.Flags().StringVar(&interval, "interval", service.DefaultInterval.String(), "time between ticks when no session event comes sooner")

@@ -37,6 +37,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
+	"github.com/legion-dev/legion/controller/notify"
 	"github.com/legion-dev/legion/controller/team"
 )
 
@@ -50,6 +51,9 @@ type Options struct {
 	Worker   config.Worker // the [worker] settings its workers are launched with
 	Interval time.Duration // DefaultInterval when zero
 	Log      *slog.Logger
+	// Notifier, when not nil, is told what waits for a person after
+	// every tick, and sends while Run runs (package controller/notify).
+	Notifier *notify.Notifier
 }
 
 // Run runs the auto controller until ctx ends. Then, if systemd is stopping
@@ -97,6 +101,15 @@ func Run(ctx context.Context, o Options) error {
 		<-watched
 		<-wakeFollowed
 	}()
+	// Ends when fctx does: at the end of Run.
+	notified := make(chan struct{})
+	go func() {
+		defer close(notified)
+		if o.Notifier != nil {
+			_ = o.Notifier.Run(fctx) // returns nil when fctx ends
+		}
+	}()
+	defer func() { stopFollowing(); <-notified }()
 	disp := &helperDispatcher{team: o.Team, worker: o.Worker, log: o.Log}
 	ready := false
 	err := controller.Loop(ctx, controller.LoopOptions{
@@ -107,6 +120,11 @@ func Run(ctx context.Context, o Options) error {
 		TickTimeout: tickTimeout(),
 		Log:         o.Log,
 		Heartbeat: func(r controller.TickResult) {
+			if o.Notifier != nil && r.Err == nil {
+				if err := o.Notifier.Observe(r.Waits, time.Now()); err != nil {
+					o.Log.Warn("notify: record the waits", "err", err)
+				}
+			}
 			state := fmt.Sprintf("STATUS=team %s: %d applied, %d failed in the last tick", o.Team.Name, r.Applied, r.Failed)
 			if r.Err != nil {
 				state = "STATUS=team " + o.Team.Name + ": " + r.Err.Error()

@@ -199,11 +199,25 @@
         drawn = text;
         draw(res);
       }
+      focusLinked();
       document.body.dataset.needs = "loaded";
     } catch (e) {
       root.textContent = "";
       root.appendChild(E("p", {className: "error"}, e.message));
     }
+  }
+
+  // focusLinked scrolls to the card a notification links to
+  // (#needs/TEAM/ISSUE), once per link followed.
+  let focused = "";
+  function focusLinked() {
+    const p = Legion.ctx.params || [];
+    if (p.length < 2 || focused === location.hash) return;
+    const c = root.querySelector('.need.card[data-team="' + CSS.escape(p[0]) + '"][data-issue="' + CSS.escape(p[1]) + '"]');
+    if (!c) return;
+    focused = location.hash;
+    c.classList.add("linked");
+    c.scrollIntoView({block: "center"});
   }
 
   function later(ms) {
