@@ -170,6 +170,24 @@ func (s *sys) until(what string, cond func() error) {
 	})
 }
 
+// waitMerged waits until the workspace's main has issue id's implementer
+// commit: the scripted finisher moves the issue to Done first and merges
+// (legion worktree finish) right after, so Done alone does not say the
+// merge is in.
+func (s *sys) waitMerged(id string) {
+	s.t.Helper()
+	s.until("main's log has the implementer commit of "+id, func() error {
+		out, err := s.asUser("git", "-C", "/home/"+user+"/src/web", "log", "--format=%s", "main")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "Implement "+id) {
+			return fmt.Errorf("main's log has no implementer commit:\n%s", out)
+		}
+		return nil
+	})
+}
+
 // issue reads an issue of the team's local tracker.
 func (s *sys) issue(id string) (controller.TrackedIssue, error) {
 	out, err := s.asUser("legion", "issue", "show", teamName, id, "--json")
