@@ -125,14 +125,8 @@ func (c *Client) RemoveLabel(ctx context.Context, issue, label string) error {
 	if !ok {
 		return nil
 	}
-	var d struct {
-		RemoveLabelsFromLabelable *struct{} `json:"removeLabelsFromLabelable"`
-	}
-	if err := c.gql.Do(ctx, opRemoveLabels, map[string]any{"id": pr.ID, "labelIds": []string{id}}, &d); err != nil {
+	if err := c.removeLabels(ctx, pr.ID, id); err != nil {
 		return fmt.Errorf("unlabel %s#%d %s: %w", c.repo(), pr.Number, label, err)
-	}
-	if d.RemoveLabelsFromLabelable == nil {
-		return fmt.Errorf("unlabel %s#%d %s: github: %s: %w: want removeLabelsFromLabelable, got none", c.repo(), pr.Number, label, opRemoveLabels.Name, ErrMalformed)
 	}
 	return nil
 }

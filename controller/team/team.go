@@ -108,14 +108,15 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 		return nil, fmt.Errorf("team %s: unknown tracker %q", t.Name, t.Tracker)
 	}
 	if t.Review == config.ReviewGitHub {
-		c, err := gitHub(t)
-		if err != nil {
-			return nil, err
-		}
 		if tr, ok := tm.Tracker.(*github.Tracker); ok {
-			c = tr.Client() // one client: one rate-limit budget
+			tm.Reviews = tr.Client() // one client: one token read, one rate-limit budget
+		} else {
+			c, err := gitHub(t)
+			if err != nil {
+				return nil, err
+			}
+			tm.Reviews = c
 		}
-		tm.Reviews = c
 	}
 	return tm, nil
 }
