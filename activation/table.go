@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 )
@@ -716,7 +716,7 @@ func lastActivityNow(in *proto.Info, transcript string) time.Time {
 	var t time.Time
 	switch {
 	case in.SessionFile != "":
-		t, _ = claude.Liveness(in.SessionFile) // unreadable: LastActivity stands
+		t, _ = claudecode.Liveness(in.SessionFile) // unreadable: LastActivity stands
 	case in.OutputActivity && transcript != "":
 		if st, err := os.Stat(transcript); err == nil {
 			t = st.ModTime()

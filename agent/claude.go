@@ -9,14 +9,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/internal/privdir"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Claude is Claude Code (agent.kind = "claude"). Its session files follow
-// package ptyworker/claude; Prepare gives every session:
+// package agent/claude/claudecode; Prepare gives every session:
 //
 //   - its own settings file, Session.Dir/settings.json (0600, in a 0700
 //     directory): a hook for each of [HookEvents] running `<legion> hook`,
@@ -45,14 +45,14 @@ func (*Claude) Name() string { return string(config.AgentClaude) }
 
 // SessionID is claude.SessionID: UUIDv5 of the team and "<issue>:<mode>".
 func (*Claude) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
-	return claude.SessionID(team, issue, mode)
+	return claudecode.SessionID(team, issue, mode)
 }
 
 // SessionFile is claude.SessionFile of cwd's physical path (Claude Code
 // resolves symlinks in its working directory), or of cwd as given when it
 // cannot be resolved.
 func (*Claude) SessionFile(home, cwd string, id uuid.UUID) string {
-	return claude.SessionFile(home, physical(cwd), id)
+	return claudecode.SessionFile(home, physical(cwd), id)
 }
 
 // Plan expands agent.new and agent.resume and names the session file.

@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 var teamID = uuid.MustParse("6f1c2b9e-8d4a-4c3b-9e2f-1a2b3c4d5e6f")
@@ -89,7 +89,7 @@ func TestClaudePrepare(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := claude.SessionFile(s.Home, s.Cwd, s.ID); l.SessionFile != want || l.Agent != "claude" {
+			if want := claudecode.SessionFile(s.Home, s.Cwd, s.ID); l.SessionFile != want || l.Agent != "claude" {
 				t.Errorf("Plan = %+v; want agent claude, session file %s", l, want)
 			}
 			if _, err := os.Stat(s.Dir); err == nil {
@@ -224,7 +224,7 @@ func TestCustom(t *testing.T) {
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("custom launch (-want +got):\n%s", diff)
 	}
-	if s.ID != claude.SessionID(teamID, "DEMO-1", "implement") {
+	if s.ID != claudecode.SessionID(teamID, "DEMO-1", "implement") {
 		t.Errorf("custom SessionID = %v; want Legion's deterministic id", s.ID)
 	}
 	for _, p := range []string{s.Dir, ClaudeJSON(s.Home)} {

@@ -13,15 +13,15 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/internal/shellquote"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Codex is OpenAI's Codex CLI (agent.kind = "codex"), as probed in
-// ptyworker/codex/FACTS.md (cited below as X<n>). Codex picks its
+// agent/codex/FACTS.md (cited below as X<n>). Codex picks its
 // conversation's id itself (X9), so Legion gives every conversation a
 // Codex home of its own, [CodexHome], and resumes "the last session" of
 // that home (`codex resume --last`, X11). Prepare gives every session:
@@ -82,7 +82,7 @@ func (*Codex) Name() string { return string(config.AgentCodex) }
 // SessionID is Legion's id of the conversation, as for Claude: it names
 // the Codex home ({session_id} is not Codex's own id, X9).
 func (*Codex) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
-	return claude.SessionID(team, issue, mode)
+	return claudecode.SessionID(team, issue, mode)
 }
 
 // SessionFile is "": a Codex session's file is in its Codex home, which

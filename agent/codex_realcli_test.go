@@ -19,8 +19,8 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/codex/codextest"
-	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/agent/codex/codextest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
 )
 
 // codexRun is the real CLI in a PTY.

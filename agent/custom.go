@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Custom is any terminal program (agent.kind = "custom"), run as the
@@ -28,7 +28,7 @@ func (*Custom) Name() string { return string(config.AgentCustom) }
 // SessionID is the same deterministic id as Claude's (UUIDv5 of the team
 // and "<issue>:<mode>"), for a template that passes {session_id}.
 func (*Custom) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
-	return claude.SessionID(team, issue, mode)
+	return claudecode.SessionID(team, issue, mode)
 }
 
 // SessionFile is "": Legion watches no file of a custom agent.

@@ -30,7 +30,7 @@
 //     a Codex home per conversation (the user's config.toml with Legion's
 //     hooks and the repository's trust), whose history.jsonl is the session
 //     file; the worker runs it as kind claude, since Codex's hooks have
-//     Claude Code's names and payloads (ptyworker/codex/FACTS.md).
+//     Claude Code's names and payloads (agent/codex/FACTS.md).
 //   - [Gemini] (agent.kind = "gemini"): Google's Gemini CLI. Prepare writes
 //     a Gemini home per conversation (GEMINI_CLI_HOME: the user's
 //     settings.json with Legion's hooks, the worktree's trust, a policy
@@ -38,7 +38,7 @@
 //     (--session-id, --resume); logs.json, written at every prompt, is the
 //     session file; the worker runs it as kind claude, `legion hook`
 //     renaming its events to Claude Code's, and types a person's approval
-//     into its dialog (ptyworker/gemini/FACTS.md).
+//     into its dialog (agent/gemini/FACTS.md).
 //   - [Opencode] (agent.kind = "opencode"): the opencode CLI. Prepare
 //     writes an opencode home per conversation: an opencode.json passed as
 //     OPENCODE_CONFIG (merged by opencode over the user's own), with the
@@ -47,7 +47,7 @@
 //     permission requests through opencode's own API and records
 //     opencode's session id in the session file; and a session database
 //     of its own (OPENCODE_DB), whose last session a restart continues.
-//     The worker runs it as kind claude (ptyworker/opencode/FACTS.md).
+//     The worker runs it as kind claude (agent/opencode/FACTS.md).
 //   - [Custom] (agent.kind = "custom"): any terminal program, run as the
 //     team's agent.new says. No settings, no session file (so no resume),
 //     liveness from its output, no state and no completion detection: the

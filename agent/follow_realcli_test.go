@@ -15,12 +15,12 @@ import (
 	"github.com/legion-dev/legion/internal/followmodel"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
-	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
-	"github.com/legion-dev/legion/ptyworker/codex/codextest"
-	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
-	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
-	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/claude/claudetest"
+	"github.com/legion-dev/legion/agent/codex/codextest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/agent/gemini/geminitest"
+	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 )
 
 // The commands of the probes: followCommand is the only step of the first

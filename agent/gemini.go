@@ -13,15 +13,15 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/internal/shellquote"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Gemini is Google's Gemini CLI (agent.kind = "gemini"), as probed in
-// ptyworker/gemini/FACTS.md (cited below as G<n>). Every conversation gets
+// agent/gemini/FACTS.md (cited below as G<n>). Every conversation gets
 // a Gemini home of its own, [GeminiHome], passed as GEMINI_CLI_HOME (the
 // CLI then keeps all of its state in <home>/.gemini, G14), so the user's
 // ~/.gemini is never written. Prepare gives every session:
@@ -156,7 +156,7 @@ func (*Gemini) Name() string { return string(config.AgentGemini) }
 // SessionID is Legion's id of the conversation, as for Claude; the CLI
 // takes it as its own (G7).
 func (*Gemini) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
-	return claude.SessionID(team, issue, mode)
+	return claudecode.SessionID(team, issue, mode)
 }
 
 // SessionFile is "": a Gemini session's file is in its Gemini home, which

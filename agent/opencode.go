@@ -14,14 +14,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/internal/privdir"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Opencode is the opencode CLI (agent.kind = "opencode"), as probed in
-// ptyworker/opencode/FACTS.md (cited below as O<n>). opencode picks its
+// agent/opencode/FACTS.md (cited below as O<n>). opencode picks its
 // conversation's id itself (ses_…, O6), so Legion gives every
 // conversation an opencode home of its own, [OpencodeHome], with its own
 // session database (OPENCODE_DB), and resumes the last session of that
@@ -88,7 +88,7 @@ func (*Opencode) Name() string { return string(config.AgentOpencode) }
 // SessionID is Legion's id of the conversation, as for Claude: it names
 // the opencode home ({session_id} is not opencode's own id, O6).
 func (*Opencode) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
-	return claude.SessionID(team, issue, mode)
+	return claudecode.SessionID(team, issue, mode)
 }
 
 // SessionFile is "": the session file is in the opencode home, which

@@ -14,8 +14,8 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
-	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 )
 
 // TestRealOpencodeNewAndResume: the real opencode CLI, started as Prepare

@@ -16,21 +16,21 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // realClaude is the real Claude Code CLI, or "" when it is not installed:
 // $LEGION_CLAUDE_CODE, else where scripts/install-claude-code puts it.
-// (ptyworker/claude/claudetest.Binary is the project's finder once it is
+// (agent/claude/claudetest.Binary is the project's finder once it is
 // on main; this test skips instead of failing without the CLI.)
 func realClaude(t *testing.T) string {
 	t.Helper()
 	candidates := []string{os.Getenv("LEGION_CLAUDE_CODE")}
 	if cache, err := os.UserCacheDir(); err == nil {
-		candidates = append(candidates, claude.InstalledCLI(cache))
+		candidates = append(candidates, claudecode.InstalledCLI(cache))
 	}
 	for _, c := range candidates {
 		if c == "" {

@@ -12,11 +12,11 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/codex/codextest"
-	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/agent/codex/codextest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
 	"github.com/legion-dev/legion/ptyworker/confine"
-	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
-	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
+	"github.com/legion-dev/legion/agent/gemini/geminitest"
+	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 )
 
 // TestRealKindsSandboxed: Codex, the Gemini CLI and opencode, each real,

@@ -18,7 +18,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/ptyworker/confine"
 )
 

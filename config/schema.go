@@ -415,7 +415,7 @@ var Schema = []Setting{
 			"CLI's non-essential network traffic. The worker then knows whether the agent works, idles at its prompt " +
 			"or waits on a person, relays answers and approvals, and ends the agent cleanly once the issue has " +
 			"worker-done and its turn is over. \"codex\": OpenAI's Codex CLI (npm @openai/codex; facts in " +
-			"ptyworker/codex/FACTS.md). Each conversation gets a Codex home of its own (CODEX_HOME, beside the " +
+			"agent/codex/FACTS.md). Each conversation gets a Codex home of its own (CODEX_HOME, beside the " +
 			"session's directory under Legion's state): your own config.toml ($CODEX_HOME, else ~/.codex) copied " +
 			"with its hooks replaced by Legion's and the team's workspace trusted, and a link to your auth.json " +
 			"when you ran `codex login`. Legion adds --no-daemon and --dangerously-bypass-hook-trust (the hooks are " +
@@ -426,7 +426,7 @@ var Schema = []Setting{
 			"once Codex has written the home's history.jsonl (at the first prompt). Codex's question tool " +
 			"(request_user_input) exists in its plan mode only: in the default mode Legion runs, a call of it fails at " +
 			"once, so the agent asks in text and ends its turn, which the controller escalates. \"gemini\": Google's Gemini CLI (npm @google/gemini-cli; facts in " +
-			"ptyworker/gemini/FACTS.md). Each conversation gets a Gemini home of its own (GEMINI_CLI_HOME, beside the " +
+			"agent/gemini/FACTS.md). Each conversation gets a Gemini home of its own (GEMINI_CLI_HOME, beside the " +
 			"session's directory under Legion's state): your own ~/.gemini/settings.json copied with its hooks replaced by " +
 			"Legion's, the API key's auth type unless you chose another, no auto-update, update nag or usage statistics; " +
 			"the worktree trusted; a link to your oauth_creds.json when you signed in with Google. The key comes from " +
@@ -437,7 +437,7 @@ var Schema = []Setting{
 			"approvals cannot be answered by a hook, so a person's answer is typed into its dialog. Its question " +
 			"tool (ask_user), whose dialog no hook answers, is denied by a policy file Legion writes into the home: " +
 			"the agent asks in text and ends its turn, which the controller escalates. \"opencode\": the opencode CLI (npm opencode-ai; facts in " +
-			"ptyworker/opencode/FACTS.md). Each conversation gets an opencode home of its own beside the session's " +
+			"agent/opencode/FACTS.md). Each conversation gets an opencode home of its own beside the session's " +
 			"directory: an opencode.json passed as OPENCODE_CONFIG, which opencode merges over your own " +
 			"~/.config/opencode/opencode.json (your provider, model and key stay yours: give the key by {env:VAR} " +
 			"there, in the user manager's environment), with Legion's plugin and the permission rules of " +

@@ -12,10 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/dashboard"
 	"github.com/legion-dev/legion/dashboard/webtest"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // browserScript: DEMO-1's planner asks a question, DEMO-2's wants to run
@@ -68,7 +68,7 @@ func waitNeedThat(t *testing.T, f *webtest.Fixture, what string, ok func(dashboa
 // want.
 func waitSessionFile(t *testing.T, f *webtest.Fixture, issue, want string) {
 	t.Helper()
-	id := claude.SessionID(f.Team.ID, issue, "plan").String()
+	id := claudecode.SessionID(f.Team.ID, issue, "plan").String()
 	waitfor.Check(t, webtest.WaitFor, issue+"'s session file shows "+want, func() error {
 		files, _ := filepath.Glob(filepath.Join(f.SD.Home, ".claude", "projects", "*", id+".jsonl"))
 		if len(files) != 1 {

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -248,7 +248,7 @@ func (e *needsEnv) need(issue, kind string) Need {
 // want.
 func (e *needsEnv) sessionFileHas(issue, want string) {
 	e.t.Helper()
-	id := claude.SessionID(e.team.ID, issue, string(controller.ModePlan)).String()
+	id := claudecode.SessionID(e.team.ID, issue, string(controller.ModePlan)).String()
 	waitfor.Check(e.t, needsWait, issue+"'s session file shows "+want, func() error {
 		files, _ := filepath.Glob(filepath.Join(e.sd.Home, ".claude", "projects", "*", id+".jsonl"))
 		if len(files) != 1 {

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // Usage is what an issue's agents used so far, summed over its sessions'
@@ -450,7 +450,7 @@ func IssueUsage(t *team.Team, home, issue string) (Usage, error) {
 		}
 		// The worker's directory, beside which its kind keeps the
 		// conversation's home (agent.CodexHome and the others).
-		dir := filepath.Join(t.StateDir, "agents", claude.SessionID(t.ID, issue, string(mode)).String())
+		dir := filepath.Join(t.StateDir, "agents", claudecode.SessionID(t.ID, issue, string(mode)).String())
 		var files []string
 		var parse func(io.Reader) (Usage, error)
 		switch t.Agent.ForMode(string(mode)).Kind {
@@ -466,7 +466,7 @@ func IssueUsage(t *team.Team, home, issue string) (Usage, error) {
 			parse = ParseOpencodeUsage
 		case config.AgentClaude, "":
 			main := (&agent.Claude{}).SessionFile(home, t.Worktrees.Path(issue), id)
-			subs, _ := filepath.Glob(filepath.Join(claude.SubagentDir(main), "*.jsonl"))
+			subs, _ := filepath.Glob(filepath.Join(claudecode.SubagentDir(main), "*.jsonl"))
 			sort.Strings(subs)
 			files, parse = append([]string{main}, subs...), ParseClaudeUsage
 		}

@@ -15,10 +15,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // TestParseClaudeUsage: real session files of Claude Code 2.1.330 (from
@@ -192,7 +192,7 @@ func TestIssueUsage(t *testing.T) {
 	}
 	write(file(controller.ModePlan), line("p1", 2))                                  // 11
 	write(file(controller.ModeImplement), line("i1", 3)+line("i1", 3)+line("i2", 1)) // 111 + 1
-	write(filepath.Join(claude.SubagentDir(file(controller.ModeImplement)), "agent-x.jsonl"), line("s1", 2))
+	write(filepath.Join(claudecode.SubagentDir(file(controller.ModeImplement)), "agent-x.jsonl"), line("s1", 2))
 	if file(controller.ModeRetro) != file(controller.ModeImplement) {
 		t.Fatalf("the retro's session file %s is not its implementer's %s", file(controller.ModeRetro), file(controller.ModeImplement))
 	}

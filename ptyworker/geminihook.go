@@ -2,7 +2,7 @@ package ptyworker
 
 // The Gemini CLI's hook payloads, read as Claude Code's (agent kind
 // gemini, which its worker runs as kind claude): `legion hook` translates
-// them before it forwards them (ptyworker/gemini/FACTS.md G9, G10).
+// them before it forwards them (agent/gemini/FACTS.md G9, G10).
 
 import (
 	"bytes"

@@ -11,7 +11,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
@@ -42,10 +42,10 @@ import (
 const defaultTick = 5 * time.Second
 
 // claudeLiveness and claudeQuestion are the default probes.
-func claudeLiveness(sessionFile string) (time.Time, error) { return claude.Liveness(sessionFile) }
+func claudeLiveness(sessionFile string) (time.Time, error) { return claudecode.Liveness(sessionFile) }
 
 func claudeQuestion(sessionFile string) (string, bool, error) {
-	q, waiting, err := claude.PendingQuestion(sessionFile)
+	q, waiting, err := claudecode.PendingQuestion(sessionFile)
 	if err != nil || !waiting {
 		return "", waiting, err
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -31,7 +31,7 @@ func TestScriptedAgentCmd(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("legion scripted-agent: %v\n%s", err, out)
 	}
-	data, err := os.ReadFile(claude.SessionFile(os.Getenv("HOME"), physical, id))
+	data, err := os.ReadFile(claudecode.SessionFile(os.Getenv("HOME"), physical, id))
 	if err != nil {
 		t.Fatal(err)
 	}

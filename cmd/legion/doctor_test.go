@@ -12,8 +12,8 @@ import (
 
 	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/cli/doctor"
-	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
-	"github.com/legion-dev/legion/ptyworker/codex/codextest"
+	"github.com/legion-dev/legion/agent/claude/claudetest"
+	"github.com/legion-dev/legion/agent/codex/codextest"
 )
 
 // TestDoctorJSON runs `legion doctor --json` where nothing is set up: the

@@ -10,11 +10,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/shellquote"
-	"github.com/legion-dev/legion/ptyworker/claude"
-	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 )
 
 // Agents of the demo (Options.Agent).
@@ -25,11 +25,11 @@ const (
 
 // ClaudeCodeVersion is the Claude Code CLI the demo runs, installed by
 // scripts/install-claude-code.
-const ClaudeCodeVersion = claude.CLIVersion
+const ClaudeCodeVersion = claudecode.CLIVersion
 
 // EnvClaudeCode names the variable that points the demo (and the tests)
 // at another claude binary.
-const EnvClaudeCode = claude.EnvCLI
+const EnvClaudeCode = claudecode.EnvCLI
 
 // ClaudeCode returns the Claude Code CLI `legion demo --agent claude`
 // runs: $LEGION_CLAUDE_CODE, else the one scripts/install-claude-code put
@@ -42,7 +42,7 @@ func ClaudeCode() (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("demo: find the Claude Code CLI: %w", err)
 		}
-		path = claude.InstalledCLI(cache)
+		path = claudecode.InstalledCLI(cache)
 	}
 	out, err := exec.Command(path, "--version").Output()
 	if err != nil {
@@ -79,7 +79,7 @@ func scriptClaude(api *anthropictest.Server, t *team.Team, bin string, issues []
 			for i := range turns {
 				turns[i].Match = match
 			}
-			api.Script(claude.SessionID(t.ID, issue, string(team.SessionMode(mode))).String(), turns...)
+			api.Script(claudecode.SessionID(t.ID, issue, string(team.SessionMode(mode))).String(), turns...)
 		}
 	}
 }

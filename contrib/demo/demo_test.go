@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legion-dev/legion/activation"
-	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
+	"github.com/legion-dev/legion/agent/claude/claudetest"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 

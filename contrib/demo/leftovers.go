@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/legion-dev/legion/activation"
-	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 )
 
 // leftovers is what a demo on the user's own manager writes into the
@@ -102,7 +102,7 @@ func (l *leftovers) remove(team, worktreeDir string, issues []string) error {
 		}
 		for _, dir := range dirs {
 			for _, issue := range issues {
-				if err := os.RemoveAll(claude.ProjectDir(l.home, filepath.Join(dir, issue))); err != nil {
+				if err := os.RemoveAll(claudecode.ProjectDir(l.home, filepath.Join(dir, issue))); err != nil {
 					errs = append(errs, fmt.Errorf("demo: clean up: %w", err))
 				}
 			}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/team"
-	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/hostprobe"
 	"github.com/legion-dev/legion/units/sandbox"

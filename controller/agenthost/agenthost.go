@@ -24,11 +24,11 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/service"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker"
-	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -59,7 +59,7 @@ func Spec(ctx context.Context, o Options) (*proto.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
 	}
-	id := claude.ControllerSessionID(t.ID)
+	id := claudecode.ControllerSessionID(t.ID)
 	env := []string{"LEGION_TEAM=" + t.Name, "LEGION_MODE=controller"} // the worker sets LEGION_SESSION
 	if t.ConfigPath != "" {
 		env = append(env, config.EnvConfig+"="+t.ConfigPath)

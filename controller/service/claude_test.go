@@ -24,10 +24,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
+	"github.com/legion-dev/legion/agent/claude/claudetest"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/ptyworker/claude"
-	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
-	"github.com/legion-dev/legion/ptyworker/claude/claudetest"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -402,7 +402,7 @@ func TestClaudeTodoToDone(t *testing.T) {
 // workerID is the id of the worker of issue in mode: it names the
 // worker's transcript (for the retro, not the agent session's id).
 func workerID(issue string, mode controller.Mode) string {
-	return claude.SessionID(teamID, issue, string(mode)).String()
+	return claudecode.SessionID(teamID, issue, string(mode)).String()
 }
 
 // claudeSession reads the Claude Code session file of issue's phase mode

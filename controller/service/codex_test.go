@@ -11,8 +11,8 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/ptyworker/codex/codextest"
-	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/agent/codex/codextest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
 )
 
 // startCodex is start for a team whose agent is the real Codex CLI (kind

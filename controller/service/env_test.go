@@ -18,14 +18,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude"
-	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
@@ -462,7 +462,7 @@ func (e *env) sessionFile(issue string, mode controller.Mode) (string, string) {
 
 // sessionID is the agent session id of issue's worker in mode.
 func sessionID(issue string, mode controller.Mode) string {
-	return claude.SessionID(teamID, issue, string(team.SessionMode(mode))).String()
+	return claudecode.SessionID(teamID, issue, string(team.SessionMode(mode))).String()
 }
 
 // transcript returns the pty-worker transcript of session id.

@@ -16,7 +16,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
+	"github.com/legion-dev/legion/agent/gemini/geminitest"
 )
 
 // startGemini is start for a team whose agent is the real Gemini CLI (kind

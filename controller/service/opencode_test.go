@@ -12,8 +12,8 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
-	"github.com/legion-dev/legion/ptyworker/opencode/opencodetest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 )
 
 // startOpencode is start for a team whose agent is the real opencode CLI

@@ -20,9 +20,9 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/ptyworker/claude/anthropictest"
-	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
-	"github.com/legion-dev/legion/ptyworker/gemini/geminitest"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/agent/gemini/geminitest"
 )
 
 // ownForms are the commands of the planner's turns in these tests, in

@@ -7,7 +7,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/ptyworker/codex/openaitest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
 )
 
 // The question tests of the kinds (TestCodexQuestionAsText,

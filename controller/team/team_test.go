@@ -12,11 +12,11 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/github/githubtest"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 func testTeam(t *testing.T) *Team {
@@ -80,7 +80,7 @@ func TestPlanDispatch(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(home, ".claude.json")); err != nil || !strings.Contains(string(data), `"hasTrustDialogAccepted": true`) {
 		t.Errorf("~/.claude.json: %v\n%s; want the team's workspace trusted", err, data)
 	}
-	if d.Agent != "claude" || !strings.HasPrefix(d.SessionFile, claude.ProjectDir(home, d.Cwd)) {
+	if d.Agent != "claude" || !strings.HasPrefix(d.SessionFile, claudecode.ProjectDir(home, d.Cwd)) {
 		t.Errorf("Agent %q, SessionFile %s; want claude, under the worktree's project dir", d.Agent, d.SessionFile)
 	}
 	if !slices.Contains(d.Env, "LEGION_ISSUE=DEMO-1") || !slices.Contains(d.Env, "LEGION_PORT_OFFSET=10") ||

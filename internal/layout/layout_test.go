@@ -143,7 +143,7 @@ func TestImportRules(t *testing.T) {
 			"the catalog of directives is plain data"},
 		{"units/hostprobe", []string{"units", "config", "ptyworker", "activation"},
 			"the host probe runs systemd-run and reads /proc: plain data out"},
-		{"ptyworker/proto", []string{"ptyworker", "ptyworker/claude", "ptyworker/codex/...", "ptyworker/gemini/...", "ptyworker/opencode/...", "ptyworker/confine", "ptyworker/workerunit", "activation", "agent/...", "config", "units/...", "controller/..."},
+		{"ptyworker/proto", []string{"ptyworker", "ptyworker/confine", "ptyworker/workerunit", "activation", "agent/...", "config", "units/...", "controller/..."},
 			"the worker's protocol, client, spec and registry file: what others know of the worker without linking its daemon, an agent kind or Landlock"},
 	}
 	// Who only talks to workers links the protocol and its client

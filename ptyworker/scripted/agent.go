@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 )
 
 // Environment variables the agent reads its script from.
@@ -182,7 +182,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Stdin == nil {
 		o.Stdin = strings.NewReader("")
 	}
-	path := claude.SessionFile(o.Home, o.Cwd, o.Args.SessionID)
+	path := claudecode.SessionFile(o.Home, o.Cwd, o.Args.SessionID)
 	sess, once, err := openSession(path, o.Args.SessionID, o.Cwd, o.Args.Resume)
 	if err != nil {
 		return err

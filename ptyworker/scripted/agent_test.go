@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // TestTurnsAtThePrompt: a turn ends with Stop and the agent waits at its
@@ -301,7 +301,7 @@ func TestAskUserQuestion(t *testing.T) {
 			p := w.start(t, "permission-notify 50ms\nif-prompt pick ask "+question+" | Postgres | SQLite\nsay got $ANSWER",
 				"--settings", w.settings(t, decideNone, nil), "--session-id", id.String(), "pick")
 			p.waitOutput(t, askFooter, 1)
-			q, waiting, err := claude.PendingQuestion(path)
+			q, waiting, err := claudecode.PendingQuestion(path)
 			if err != nil || !waiting || q.Text() != question || len(q.Questions[0].Options) != 2 {
 				t.Fatalf("PendingQuestion while asking = %+v, %v, %v; want waiting on %q with 2 options", q, waiting, err, question)
 			}
@@ -311,7 +311,7 @@ func TestAskUserQuestion(t *testing.T) {
 				}
 			}
 			pr := w.waitEvent(t, EventPermissionRequest, 1)[0]
-			if pr["tool_name"] != claude.AskUserQuestion || pr["permission_suggestions"] != nil {
+			if pr["tool_name"] != claudecode.AskUserQuestion || pr["permission_suggestions"] != nil {
 				t.Errorf("PermissionRequest = %v; want AskUserQuestion without permission_suggestions", pr)
 			}
 			w.waitEvent(t, EventNotification, 1)
@@ -326,7 +326,7 @@ func TestAskUserQuestion(t *testing.T) {
 				p.send(t, "free text after esc\r")
 			}
 			stop := w.waitEvent(t, EventStop, 1)[0]
-			if _, waiting, err := claude.PendingQuestion(path); err != nil || waiting {
+			if _, waiting, err := claudecode.PendingQuestion(path); err != nil || waiting {
 				t.Errorf("PendingQuestion after the dialog = %v, %v; want not waiting", waiting, err)
 			}
 			r := toolResults(t, path)[0]
@@ -500,7 +500,7 @@ func TestSubagentInBackground(t *testing.T) {
 		t.Errorf("SubagentStart %v, SubagentStop %v, task %v: want the same agent", start, stop, task)
 	}
 	transcript := fmt.Sprint(stop["agent_transcript_path"])
-	if filepath.Dir(transcript) != claude.SubagentDir(w.sessionFile(id)) || len(readSession(t, transcript)) < 2 {
+	if filepath.Dir(transcript) != claudecode.SubagentDir(w.sessionFile(id)) || len(readSession(t, transcript)) < 2 {
 		t.Errorf("agent_transcript_path %s: want a subagent file with lines", transcript)
 	}
 	if up := named(evs, EventUserPromptSubmit)[1]["prompt"]; !strings.HasPrefix(fmt.Sprint(up), "<task-notification>") {
@@ -570,12 +570,12 @@ func TestWorkKeepsSessionFresh(t *testing.T) {
 	if pre := w.waitEvent(t, EventPreToolUse, 1)[0]; pre["tool_name"] != "Bash" {
 		t.Errorf("PreToolUse = %v; want Bash", pre)
 	}
-	first, err := claude.Liveness(path)
+	first, err := claudecode.Liveness(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitfor.True(t, waitTimeout, "liveness to advance during work", func() bool {
-		l, err := claude.Liveness(path)
+		l, err := claudecode.Liveness(path)
 		return err == nil && l.After(first)
 	})
 }
@@ -588,7 +588,7 @@ func TestSubagentKeepsSessionFresh(t *testing.T) {
 	p.waitOutput(t, "turn ended", 1)
 	var subFiles []string
 	waitfor.True(t, waitTimeout, "a subagent file with lines", func() bool {
-		subFiles, _ = filepath.Glob(filepath.Join(claude.SubagentDir(path), "agent-*.jsonl"))
+		subFiles, _ = filepath.Glob(filepath.Join(claudecode.SubagentDir(path), "agent-*.jsonl"))
 		return len(subFiles) == 1 && len(readSession(t, subFiles[0])) > 1
 	})
 	st, err := os.Stat(path)
@@ -597,7 +597,7 @@ func TestSubagentKeepsSessionFresh(t *testing.T) {
 	}
 	mainMtime := st.ModTime()
 	waitfor.True(t, waitTimeout, "liveness past the session file's mtime", func() bool {
-		l, err := claude.Liveness(path)
+		l, err := claudecode.Liveness(path)
 		return err == nil && l.After(mainMtime)
 	})
 	if st, err := os.Stat(path); err != nil || !st.ModTime().Equal(mainMtime) {

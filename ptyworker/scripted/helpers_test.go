@@ -18,8 +18,8 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/google/uuid"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude"
 )
 
 // helperEnv makes the test binary run the agent's Main instead of tests,
@@ -69,7 +69,7 @@ func newWorld(t *testing.T) *world {
 	return &world{home: t.TempDir(), cwd: cwd, dir: t.TempDir()}
 }
 
-func (w *world) sessionFile(id uuid.UUID) string { return claude.SessionFile(w.home, w.cwd, id) }
+func (w *world) sessionFile(id uuid.UUID) string { return claudecode.SessionFile(w.home, w.cwd, id) }
 
 // hookLog is where the settings' hooks append their payloads.
 func (w *world) hookLog() string { return filepath.Join(w.dir, "hooks.jsonl") }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 )
 
 // version is what the agent writes as Claude Code's "version".
@@ -163,7 +163,7 @@ func openSession(path string, id uuid.UUID, cwd string, resume bool) (*transcrip
 	}
 	// Find the last line's uuid to chain on, and the once-steps done.
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), claude.MaxLineSize)
+	sc.Buffer(make([]byte, 64<<10), claudecode.MaxLineSize)
 	for sc.Scan() {
 		var l struct {
 			UUID    string `json:"uuid"`
@@ -192,7 +192,7 @@ func openSession(path string, id uuid.UUID, cwd string, resume bool) (*transcrip
 // openSubagent creates the file of subagent agentID under the session's
 // subagent directory, with its .meta.json beside it.
 func openSubagent(sessionFile, sessionID, cwd, agentID string, meta any) (*transcript, error) {
-	dir := claude.SubagentDir(sessionFile)
+	dir := claudecode.SubagentDir(sessionFile)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create subagent directory: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/legion-dev/legion/ptyworker/claude"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 )
 
 // toolCall is one tool call of the current turn.
@@ -342,7 +342,7 @@ func (a *agent) ask(ctx context.Context, s step) error {
 		items = append(items, it)
 		questions = append(questions, map[string]any{"question": it.question, "header": it.header, "options": options, "multiSelect": false})
 	}
-	c, err := a.startTool(ctx, claude.AskUserQuestion, map[string]any{"questions": questions})
+	c, err := a.startTool(ctx, claudecode.AskUserQuestion, map[string]any{"questions": questions})
 	if err != nil {
 		return err
 	}

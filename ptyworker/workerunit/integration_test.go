@@ -20,8 +20,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/ptyworker/claude"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -75,7 +75,7 @@ func startUnitWith(t *testing.T, burst uint32, edit func(*proto.Spec)) *sdSessio
 		Env:          []string{"HOME=" + sd.Home},
 		ArgvNew:      []string{bin, "scripted-agent", "--session-id", id, "go"},
 		ArgvResume:   []string{bin, "scripted-agent", "--resume", id, "go on"},
-		SessionFile:  claude.SessionFile(sd.Home, cwd, uuid.MustParse(id)),
+		SessionFile:  claudecode.SessionFile(sd.Home, cwd, uuid.MustParse(id)),
 		StaleAfter:   proto.Duration(sdStaleAfter),
 		StartupGrace: 0,
 		Token:        tok, DaemonInstanceID: "it-daemon",
