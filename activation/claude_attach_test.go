@@ -16,9 +16,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/agent/claude/claudetest"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )

@@ -16,11 +16,11 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/legion-dev/legion/agent/codex/codextest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/agent/codex/codextest"
-	"github.com/legion-dev/legion/agent/codex/openaitest"
 )
 
 // codexRun is the real CLI in a PTY.

@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legion-dev/legion/config"
-	"github.com/legion-dev/legion/controller/instructions"
-	"github.com/legion-dev/legion/internal/followmodel"
-	"github.com/legion-dev/legion/internal/shellquote"
-	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/agent/claude/claudetest"
 	"github.com/legion-dev/legion/agent/codex/codextest"
 	"github.com/legion-dev/legion/agent/codex/openaitest"
 	"github.com/legion-dev/legion/agent/gemini/geminitest"
 	"github.com/legion-dev/legion/agent/opencode/opencodetest"
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/instructions"
+	"github.com/legion-dev/legion/internal/followmodel"
+	"github.com/legion-dev/legion/internal/shellquote"
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 // The commands of the probes: followCommand is the only step of the first

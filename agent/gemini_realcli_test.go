@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/agent/gemini/geminitest"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/agent/gemini/geminitest"
 )
 
 // TestRealGeminiNewAndResume: the real Gemini CLI, started as Prepare says

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/agent/codex/openaitest"
-	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 )
 
 // TestRealOpencodeNewAndResume: the real opencode CLI, started as Prepare

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/agent/codex/codextest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/agent/gemini/geminitest"
+	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/agent/codex/codextest"
-	"github.com/legion-dev/legion/agent/codex/openaitest"
 	"github.com/legion-dev/legion/ptyworker/confine"
-	"github.com/legion-dev/legion/agent/gemini/geminitest"
-	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 )
 
 // TestRealKindsSandboxed: Codex, the Gemini CLI and opencode, each real,

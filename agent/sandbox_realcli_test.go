@@ -15,10 +15,10 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/shellquote"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/ptyworker/confine"
 )
 

@@ -9,13 +9,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/legion-dev/legion/agent/cliversion"
-	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/agent/claude/claudetest"
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/agent/codex/codextest"
-	"github.com/legion-dev/legion/ptyworker/confine"
 	"github.com/legion-dev/legion/agent/gemini/geminitest"
 	"github.com/legion-dev/legion/agent/opencode/opencodetest"
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/ptyworker/confine"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 

@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/legion-dev/legion/agent/cliversion"
-	"github.com/legion-dev/legion/cli/doctor"
 	"github.com/legion-dev/legion/agent/claude/claudetest"
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/agent/codex/codextest"
+	"github.com/legion-dev/legion/cli/doctor"
 )
 
 // TestDoctorJSON runs `legion doctor --json` where nothing is set up: the

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
-	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sandbox"
 	"github.com/legion-dev/legion/units/unitname"

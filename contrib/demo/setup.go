@@ -18,9 +18,9 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/team"
-	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/hostprobe"
 	"github.com/legion-dev/legion/units/sandbox"

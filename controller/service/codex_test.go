@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/agent/codex/codextest"
 	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/controller"
 )
 
 // startCodex is start for a team whose agent is the real Codex CLI (kind

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent/gemini/geminitest"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/internal/waitfor"
-	"github.com/legion-dev/legion/agent/gemini/geminitest"
 )
 
 // startGemini is start for a team whose agent is the real Gemini CLI (kind

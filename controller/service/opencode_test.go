@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/agent/codex/openaitest"
 	"github.com/legion-dev/legion/agent/opencode/opencodetest"
+	"github.com/legion-dev/legion/controller"
 )
 
 // startOpencode is start for a team whose agent is the real opencode CLI

@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/agent/codex/openaitest"
 	"github.com/legion-dev/legion/agent/gemini/geminitest"
+	"github.com/legion-dev/legion/controller"
 )
 
 // ownForms are the commands of the planner's turns in these tests, in

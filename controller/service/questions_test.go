@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/controller"
 )
 
 // The question tests of the kinds (TestCodexQuestionAsText,

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/legion-dev/legion/internal/followmodel"
 	"github.com/legion-dev/legion/agent/claude/anthropictest"
+	"github.com/legion-dev/legion/internal/followmodel"
 )
 
 // followPrompt is a prompt in Legion's instruction format.

@@ -13,9 +13,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
-	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/agent/claude/claudetest"
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 // git runs git in dir with a fixed identity (the test HOME has none).

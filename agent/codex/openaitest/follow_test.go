@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/legion-dev/legion/internal/followmodel"
 	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/internal/followmodel"
 )
 
 // prompt is a prompt in Legion's instruction format.
