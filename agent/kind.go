@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/google/uuid"
@@ -106,21 +105,4 @@ type Launch struct {
 	// PolicyNote says why the policy "sandbox" runs the agent unconfined
 	// with its prompts on (as allowlist); "" otherwise. For the log.
 	PolicyNote string
-}
-
-// For is the kind a team's agent config selects (agent.kind).
-func For(a config.Agent) (Kind, error) {
-	switch a.Kind {
-	case config.AgentClaude, "":
-		return &Claude{Config: a}, nil
-	case config.AgentCustom:
-		return &Custom{Config: a}, nil
-	case config.AgentCodex:
-		return &Codex{Config: a}, nil
-	case config.AgentGemini:
-		return &Gemini{Config: a}, nil
-	case config.AgentOpencode:
-		return &Opencode{Config: a}, nil
-	}
-	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q, %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentGemini, config.AgentOpencode, config.AgentCustom)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/instructions"
@@ -189,7 +190,7 @@ func (t *Team) SessionOf(issue string, mode controller.Mode) (uuid.UUID, string,
 	if err != nil {
 		return uuid.UUID{}, "", err
 	}
-	kind, err := agent.For(t.Agent)
+	kind, err := kinds.For(t.Agent)
 	if err != nil {
 		return uuid.UUID{}, "", fmt.Errorf("team %s: %w", t.Name, err)
 	}
@@ -212,7 +213,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
 	am := t.Agent.ForMode(string(mode))
-	kind, err := agent.For(am)
+	kind, err := kinds.For(am)
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
 	}
