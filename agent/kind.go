@@ -9,6 +9,7 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/envlist"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Kind is one kind of agent. Plan and Prepare take a [Session] the caller
@@ -105,4 +106,12 @@ type Launch struct {
 	// PolicyNote says why the policy "sandbox" runs the agent unconfined
 	// with its prompts on (as allowlist); "" otherwise. For the log.
 	PolicyNote string
+}
+
+// HookTranslator is a kind whose CLI's hook payloads are not Claude
+// Code's: `legion hook` translates them with its dialect before it
+// forwards them to the worker. Prepare names the kind in the agent's
+// environment (proto.EnvHookDialect = the kind's Name).
+type HookTranslator interface {
+	HookDialect() proto.HookDialect
 }

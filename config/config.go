@@ -296,8 +296,8 @@ func (a Agent) clone() Agent {
 	return a
 }
 
-// AgentKind names the kind of program a team's workers run (package agent
-// implements each).
+// AgentKind names the kind of program a team's workers run (each is a
+// package agent/<kind>, listed in the registry agent/kinds).
 type AgentKind string
 
 // Agent kinds.
@@ -309,13 +309,13 @@ const (
 	// liveness from its output, no completion detection.
 	AgentCustom AgentKind = "custom"
 	// AgentCodex is OpenAI's Codex CLI: a Codex home per conversation with
-	// hooks that report its state (package agent's Codex).
+	// hooks that report its state (package agent/codex).
 	AgentCodex AgentKind = "codex"
 	// AgentGemini is Google's Gemini CLI: a Gemini home per conversation
-	// with hooks that report its state (package agent's Gemini).
+	// with hooks that report its state (package agent/gemini).
 	AgentGemini AgentKind = "gemini"
 	// AgentOpencode is the opencode CLI: an opencode home per conversation
-	// with a plugin that reports its state (package agent's Opencode).
+	// with a plugin that reports its state (package agent/opencode).
 	AgentOpencode AgentKind = "opencode"
 )
 
@@ -350,7 +350,7 @@ const (
 	// PermissionsSandbox asks nobody, as bypass, but the agent runs
 	// confined by Landlock: it writes only its worktree, the git objects
 	// and refs a commit needs, its own state, the toolchains' caches and
-	// /tmp, and reads no secrets (package agent's SandboxFor). Where
+	// /tmp, and reads no secrets (agent.SandboxFor). Where
 	// Landlock cannot hold, and for the controller agent, it is allowlist.
 	PermissionsSandbox PermissionPolicy = "sandbox"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/legion-dev/legion/internal/privdir"
 )
 
-// Claude is Claude Code (agent.kind = "claude"). Its session files follow
+// Kind is Claude Code (agent.kind = "claude"). Its session files follow
 // package agent/claude/claudecode; Prepare gives every session:
 //
 //   - its own settings file, Session.Dir/settings.json (0600, in a 0700
@@ -26,7 +26,7 @@ import (
 //   - the arguments --settings FILE and --permission-mode (manual for the
 //     allowlist and ask policies, so that what no rule allows opens a
 //     dialog, reported by the PermissionRequest hook; bypassPermissions for
-//     bypass), inserted into both argvs where [InsertArgs] says;
+//     bypass), inserted into both argvs where [agent.InsertArgs] says;
 //   - the answers, in ~/.claude.json, to the dialogs a new worktree would
 //     stop at ([WriteDialogAnswers]);
 //   - CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (no telemetry, no update

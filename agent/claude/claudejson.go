@@ -19,7 +19,7 @@ import (
 	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
-// ClaudeJSON is Claude Code's own state file in home, ~/.claude.json. It
+// JSONPath is Claude Code's own state file in home, ~/.claude.json. It
 // holds a few answers that Claude Code reads from nowhere else.
 func JSONPath(home string) string { return filepath.Join(home, ".claude.json") }
 
@@ -41,7 +41,7 @@ const (
 	claudeLockWait = 30 * time.Second
 )
 
-// ErrCorruptClaudeJSON is wrapped by WriteDialogAnswers' error when
+// ErrCorruptJSON is wrapped by WriteDialogAnswers' error when
 // ~/.claude.json is not a JSON object, or one of the entries Legion sets is
 // of another type than Claude Code writes. The file is left untouched.
 var ErrCorruptJSON = errors.New("not Claude Code's JSON")

@@ -46,7 +46,7 @@ type settingsPermissions struct {
 // SettingsFor is the settings file of a session whose agent runs in the
 // worktree cwd under policy: hooks for every one of HookEvents running
 // `<legion> hook` (legion shell-quoted), and the allow rules of the
-// policy ([AllowRules]); bypass also pre-answers bypass mode's warning.
+// policy ([agent.AllowRules]); bypass also pre-answers bypass mode's warning.
 func SettingsFor(policy config.PermissionPolicy, legion, cwd string, allow []string) ([]byte, error) {
 	rules, err := agent.AllowRules(policy, legion, cwd, allow)
 	if err != nil {

@@ -20,10 +20,10 @@ import (
 	"github.com/legion-dev/legion/internal/shellquote"
 )
 
-// Codex is OpenAI's Codex CLI (agent.kind = "codex"), as probed in
+// Kind is OpenAI's Codex CLI (agent.kind = "codex"), as probed in
 // agent/codex/FACTS.md (cited below as X<n>). Codex picks its
 // conversation's id itself (X9), so Legion gives every conversation a
-// Codex home of its own, [Home], and resumes "the last session" of
+// Kind home of its own, [Home], and resumes "the last session" of
 // that home (`codex resume --last`, X11). Prepare gives every session:
 //
 //   - the home's config.toml (0600, in a 0700 directory): the user's own
@@ -44,7 +44,7 @@ import (
 //     both argvs;
 //   - CODEX_HOME in its environment.
 //
-// The worker runs it as kind claude ([Launch].Agent is "claude"): its state
+// The worker runs it as kind claude ([agent.Launch].Agent is "claude"): its state
 // comes from those hooks, approvals are held and answered through the
 // PermissionRequest hook. The session file is the home's history.jsonl,
 // which Codex writes at the first prompt (X10): once it exists a restart
@@ -61,14 +61,14 @@ type Kind struct {
 	Config config.Agent // the team's agent table
 }
 
-// CodexHookEvents are the Codex hook events a session's config.toml sends
+// HookEvents are the Codex hook events a session's config.toml sends
 // to its worker (X13).
 var HookEvents = []string{
 	"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
 	"PostToolUse", "Stop", "SubagentStart", "SubagentStop", "SessionEnd",
 }
 
-// CodexHistoryFile is the file of a Codex home that Codex writes at every
+// HistoryFile is the file of a Codex home that Codex writes at every
 // prompt: a Codex session's session file.
 const HistoryFile = "history.jsonl"
 
@@ -85,7 +85,7 @@ func (*Kind) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
 // depends on the session's directory; Plan names it.
 func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 
-// CodexHome is the Codex home of conversation id whose sessions keep their
+// Home is the Codex home of conversation id whose sessions keep their
 // directories in dir's parent: "codex-<id>" beside them, shared by the
 // sessions of one conversation (an implementer and its retro).
 func Home(dir string, id uuid.UUID) string {
@@ -164,7 +164,7 @@ func (c *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 	return l, nil
 }
 
-// CodexConfigFor is the config.toml of a Codex home: the user's config
+// ConfigFor is the config.toml of a Codex home: the user's config
 // file userConfig (none when it does not exist) with its hooks replaced by
 // Legion's (each of CodexHookEvents running `<legion> hook`, the
 // PermissionRequest one with PermissionHookTimeout, SessionEnd with Codex's
@@ -227,7 +227,7 @@ func ConfigFor(userConfig, legion, repo string, sb *Sandbox) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// CodexSandbox is what a Codex home's config.toml adds to Codex's own
+// Sandbox is what a Codex home's config.toml adds to Codex's own
 // workspace-write sandbox (sandbox_workspace_write), the sandbox of the
 // allowlist and ask policies.
 type Sandbox struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/legion-dev/legion/config"
 )
 
-// Custom is any terminal program (agent.kind = "custom"), run as the
+// Kind is any terminal program (agent.kind = "custom"), run as the
 // team's agent.new says, with nothing prepared: no settings, no hooks, no
 // session file. Its worker knows it is alive only from its output, cannot
 // tell working from waiting, relays a person's text as typed keys and

@@ -19,9 +19,10 @@ import (
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/internal/shellquote"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
-// Gemini is Google's Gemini CLI (agent.kind = "gemini"), as probed in
+// Kind is Google's Gemini CLI (agent.kind = "gemini"), as probed in
 // agent/gemini/FACTS.md (cited below as G<n>). Every conversation gets
 // a Gemini home of its own, [Home], passed as GEMINI_CLI_HOME (the
 // CLI then keeps all of its state in <home>/.gemini, G14), so the user's
@@ -30,7 +31,7 @@ import (
 //   - the home's .gemini/settings.json (0600, in 0700 directories): the
 //     user's own settings.json (~/.gemini) with, replaced, a hook for each
 //     of [HookEvents] running `<legion> hook` (which reads Gemini's
-//     events as Claude Code's, see ptyworker.RelayHook), the auth type
+//     events as Claude Code's, translated as [HookDialect] says), the auth type
 //     gemini-api-key unless the user chose another (no auth dialog, G4,
 //     G5), no auto-update, update nag or usage statistics;
 //   - a policy file (.gemini/policies/legion.toml, [PolicyFor])
@@ -50,11 +51,13 @@ import (
 //     worktree goes away while it runs, and with it the CLI's hooks, which
 //     run in its working directory: so the main checkout is the one
 //     trusted and named then);
-//   - GEMINI_CLI_HOME and GEMINI_CLI_NO_RELAUNCH=true (one node process
-//     instead of two, G1, so the worker's SIGINT ends it cleanly, G3).
+//   - GEMINI_CLI_HOME, GEMINI_CLI_NO_RELAUNCH=true (one node process
+//     instead of two, G1, so the worker's SIGINT ends it cleanly, G3) and
+//     LEGION_HOOK_DIALECT=gemini (`legion hook` translates its payloads
+//     with [HookDialect]).
 //
 // The session id is Legion's own (--session-id on a new run, --resume on a
-// restart, G7). The worker runs it as kind claude ([Launch].Agent is
+// restart, G7). The worker runs it as kind claude ([agent.Launch].Agent is
 // "claude"). Approvals cannot be answered by a hook (G11): the worker sees
 // the dialog by its Notification (G10), and a person's answer goes in by
 // keys (1 allows, Esc denies); for one of Legion's own commands the
@@ -71,7 +74,7 @@ type Kind struct {
 	Config config.Agent // the team's agent table
 }
 
-// GeminiHookEvents are the Gemini hook events a session's settings send to
+// HookEvents are the Gemini hook events a session's settings send to
 // its worker (G9): not AfterModel (once per streamed chunk) nor
 // PreCompress (before every model call), which say nothing of the state.
 var HookEvents = []string{
@@ -83,14 +86,14 @@ var HookEvents = []string{
 // <home>/.gemini/tmp/<geminiProject>.
 const geminiProject = "legion"
 
-// GeminiLogsFile is the file of a project that the Gemini CLI writes at
+// LogsFile is the file of a project that the Gemini CLI writes at
 // every prompt (relative to the Gemini home): a Gemini session's session
 // file.
 var LogsFile = filepath.Join(".gemini", "tmp", geminiProject, "logs.json")
 
 // geminiAllowed are the command prefixes of the shell commands policy
 // lets a gemini agent run without asking, as Claude Code's rules
-// ([AllowRules]): for allowlist Legion's own commands of the worker's
+// ([agent.AllowRules]): for allowlist Legion's own commands of the worker's
 // instructions (legion issue, legion state, legion worktree finish, by
 // name and by legion's absolute path) and git, for ask only Legion's
 // reports (legion issue); none for bypass, which asks nothing. A prefix
@@ -117,7 +120,7 @@ func geminiAllowed(legion string, policy config.PermissionPolicy) []string {
 	return out
 }
 
-// GeminiPolicyFor is the policy file (the Gemini CLI's policy engine, its
+// PolicyFor is the policy file (the Gemini CLI's policy engine, its
 // user tier: <home>/.gemini/policies) of every session. It denies the
 // question tool ask_user: its dialog is answered by no hook (G12) and
 // opens even under --approval-mode yolo, so a question would wait on a
@@ -164,7 +167,7 @@ func (*Kind) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
 // depends on the session's directory; Plan names it.
 func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 
-// GeminiHome is the Gemini home (GEMINI_CLI_HOME) of conversation id whose
+// Home is the Gemini home (GEMINI_CLI_HOME) of conversation id whose
 // sessions keep their directories in dir's parent: "gemini-<id>" beside
 // them, shared by the sessions of one conversation (an implementer and its
 // retro).
@@ -258,11 +261,11 @@ func (g *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 			l.ArgvResume = append([]string{"/usr/bin/env", "-C", cwd}, l.ArgvResume...)
 		}
 	}
-	l.Env = append(l.Env, "GEMINI_CLI_HOME="+home, "GEMINI_CLI_NO_RELAUNCH=true")
+	l.Env = append(l.Env, "GEMINI_CLI_HOME="+home, "GEMINI_CLI_NO_RELAUNCH=true", proto.EnvHookDialect+"="+string(config.AgentGemini))
 	return l, nil
 }
 
-// GeminiSettingsFor is the settings.json of a Gemini home: the user's
+// SettingsFor is the settings.json of a Gemini home: the user's
 // settings file userSettings (none when it does not exist) with its hooks
 // replaced by Legion's (each of GeminiHookEvents running `<legion> hook`),
 // the API key's auth type unless it names one, and no auto-update, update

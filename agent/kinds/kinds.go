@@ -19,6 +19,7 @@ import (
 	"github.com/legion-dev/legion/agent/gemini"
 	"github.com/legion-dev/legion/agent/opencode"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // registry is every kind, by agent.kind's spelling, in the order the docs
@@ -60,4 +61,19 @@ func All() []agent.Kind {
 		out[i] = r.new(config.Agent{Kind: r.kind})
 	}
 	return out
+}
+
+// HookDialect is the hook dialect of the kind named name, when it has one
+// ([agent.HookTranslator]): what `legion hook` translates an agent's
+// payloads with when its environment names a dialect.
+func HookDialect(name string) (proto.HookDialect, bool) {
+	for _, r := range registry {
+		if string(r.kind) != name {
+			continue
+		}
+		if t, ok := r.new(config.Agent{Kind: r.kind}).(agent.HookTranslator); ok {
+			return t.HookDialect(), true
+		}
+	}
+	return proto.HookDialect{}, false
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/legion-dev/legion/internal/privdir"
 )
 
-// Opencode is the opencode CLI (agent.kind = "opencode"), as probed in
+// Kind is the opencode CLI (agent.kind = "opencode"), as probed in
 // agent/opencode/FACTS.md (cited below as O<n>). opencode picks its
 // conversation's id itself (ses_…, O6), so Legion gives every
 // conversation an opencode home of its own, [Home], with its own
@@ -47,7 +47,7 @@ import (
 //   - the removal of opencode's lock left by a killed run (O4), when its
 //     process is gone.
 //
-// The worker runs it as kind claude ([Launch].Agent is "claude"): the
+// The worker runs it as kind claude ([agent.Launch].Agent is "claude"): the
 // plugin's payloads have Claude Code's names and fields. The session file
 // is the home's "session" (opencode's ses_ id): once it exists a restart
 // resumes, and the plugin sends the resumed start's prompt (O7: with
@@ -65,18 +65,18 @@ type Kind struct {
 //go:embed opencode_plugin.js
 var opencodePlugin string
 
-// OpencodeSessionFile is the file of an opencode home that holds the
+// SessionFileName is the file of an opencode home that holds the
 // conversation's opencode session id: its session file.
 const SessionFileName = "session"
 
-// OpencodeUsageFile is the file of an opencode home where Legion's plugin
+// UsageFile is the file of an opencode home where Legion's plugin
 // appends each assistant message's tokens and cost, one JSON object a
 // line ({"id","sessionID","tokens":{"input","output","reasoning",
 // "cache":{"read","write"}},"cost"}), again whenever they change: opencode
 // itself keeps them only in its SQLite database (FACTS O27).
 const UsageFile = "usage.jsonl"
 
-// OpencodeEnv is the environment every opencode agent gets: no network
+// Env is the environment every opencode agent gets: no network
 // beyond its provider (O3).
 var Env = []string{
 	"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1",
@@ -96,7 +96,7 @@ func (*Kind) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
 // depends on the session's directory; Plan names it.
 func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 
-// OpencodeHome is the opencode home of conversation id whose sessions keep
+// Home is the opencode home of conversation id whose sessions keep
 // their directories in dir's parent: "opencode-<id>" beside them, shared
 // by the sessions of one conversation (an implementer and its retro).
 func Home(dir string, id uuid.UUID) string {
@@ -182,7 +182,7 @@ func (o *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 	return l, nil
 }
 
-// OpencodePluginFor is the plugin of the conversation whose opencode home
+// PluginFor is the plugin of the conversation whose opencode home
 // is home: Legion's plugin with the legion binary and its files there
 // (the session file it records the id in, the usage file, the resumed
 // start's prompt, its log).
@@ -208,7 +208,7 @@ func argValue(argv []string, flag string) string {
 	return ""
 }
 
-// OpencodeConfigFor is the opencode.json Legion passes as OPENCODE_CONFIG:
+// ConfigFor is the opencode.json Legion passes as OPENCODE_CONFIG:
 // the plugin, and the permissions of policy (allow: Claude Code rules of
 // agent.allow; only Bash(...) ones are used), the question tool denied
 // under every policy, whatever the user's own opencode.json says of it.
@@ -278,7 +278,7 @@ func bashPattern(rule string) (string, bool) {
 	return in, in != ""
 }
 
-// RemoveStaleOpencodeLocks removes the locks in dir
+// RemoveStaleLocks removes the locks in dir
 // (~/.local/state/opencode/locks/<hash>.lock/, O4) left by an opencode
 // that is gone: its meta.json ({token, pid, hostname, createdAt}) names
 // this host and a pid that no longer runs. opencode itself breaks a lock
