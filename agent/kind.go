@@ -103,6 +103,9 @@ type Launch struct {
 	// Sandbox confines the agent (the policy "sandbox" where it holds);
 	// nil for none.
 	Sandbox *api.Sandbox
+	// DialogMarkers are lines on the agent's screen while one of its own
+	// approval dialogs is open that no hook answers (api.SpawnArgs's).
+	DialogMarkers []string
 	// PolicyNote says why the policy "sandbox" runs the agent unconfined
 	// with its prompts on (as allowlist); "" otherwise. For the log.
 	PolicyNote string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
@@ -320,17 +321,28 @@ const (
 )
 
 // KindArgv is the default agent.new and agent.resume of kind, and whether
-// kind has defaults of its own (otherwise Claude Code's are the defaults).
+// kind has defaults of its own (otherwise Claude Code's are the defaults):
+// its CLI's pin's (agent/cliversion).
 func KindArgv(kind AgentKind) (argvNew, argvResume []string, ok bool) {
-	switch kind {
-	case AgentCodex:
-		return slices.Clone(codexAgentNew), slices.Clone(codexAgentResume), true
-	case AgentGemini:
-		return slices.Clone(geminiAgentNew), slices.Clone(geminiAgentResume), true
-	case AgentOpencode:
-		return slices.Clone(opencodeAgentNew), slices.Clone(opencodeAgentResume), true
+	if c, found := cliversion.For(string(kind)); found && c.New != nil {
+		return slices.Clone(c.New), slices.Clone(c.Resume), true
 	}
 	return nil, nil, false
+}
+
+// kindNames are the kinds agent.kind may name: every pinned CLI's
+// (agent/cliversion) and, with custom, AgentCustom. agent.kind_by_mode
+// takes only kinds with hooks (a custom agent has no default argv to
+// switch to).
+func kindNames(custom bool) []string {
+	var out []string
+	for _, c := range cliversion.All() {
+		out = append(out, c.Kind)
+	}
+	if custom {
+		out = append(out, string(AgentCustom))
+	}
+	return out
 }
 
 // PermissionPolicy says which of an agent's tool calls run without asking

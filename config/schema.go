@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 	"github.com/legion-dev/legion/units/hardening"
@@ -50,17 +51,8 @@ const (
 var (
 	defaultAgentNew    = []string{"claude", "--session-id", "{session_id}", "{prompt}"}
 	defaultAgentResume = []string{"claude", "--resume", "{session_id}", "{prompt}"}
-	// Codex picks its own session ids; each conversation has a Codex home
-	// of its own, whose last session is the one to resume.
-	codexAgentNew    = []string{"codex", "{prompt}"}
-	codexAgentResume = []string{"codex", "resume", "--last", "{prompt}"}
-
-	geminiAgentNew    = []string{"gemini", "--session-id", "{session_id}", "{prompt}"}
-	geminiAgentResume = []string{"gemini", "--resume", "{session_id}", "{prompt}"}
-	// opencode picks its own session ids too; each conversation has its
-	// own session database, whose last session is the one to continue.
-	opencodeAgentNew    = []string{"opencode", "--prompt", "{prompt}"}
-	opencodeAgentResume = []string{"opencode", "--continue", "--prompt", "{prompt}"}
+	// The other kinds' defaults are their pins' (agent/cliversion, KindArgv).
+	codexAgentNew, codexAgentResume = cliversion.Codex.New, cliversion.Codex.Resume
 )
 
 // defaultHelper, defaultWorker and defaultTeam are the built-in defaults; a

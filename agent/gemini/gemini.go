@@ -262,6 +262,7 @@ func (g *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 		}
 	}
 	l.Env = append(l.Env, "GEMINI_CLI_HOME="+home, "GEMINI_CLI_NO_RELAUNCH=true", proto.EnvHookDialect+"="+string(config.AgentGemini))
+	l.DialogMarkers = []string{DialogMarker}
 	return l, nil
 }
 

@@ -30,3 +30,10 @@ var HookDialect = proto.HookDialect{
 // an agent whose environment names it (proto.EnvHookDialect, which
 // Prepare sets).
 func (*Kind) HookDialect() proto.HookDialect { return HookDialect }
+
+// DialogMarker is on the screen while the Gemini CLI's approval dialog is
+// open ("3. No, suggest changes (esc)", G10), which no hook answers: its
+// "1. Allow once" allows and Esc declines, as in Claude Code's, so the
+// worker answers it (for Legion's own commands at once, for a person's
+// approval when it comes).
+const DialogMarker = "suggest changes (esc)"

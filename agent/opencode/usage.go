@@ -13,7 +13,7 @@ import (
 )
 
 // opencodeUsageLine is one line of an opencode home's usage file
-// (agent.OpencodeUsageFile), which Legion's plugin appends from
+// ([UsageFile]), which Legion's plugin appends from
 // opencode's message.updated events: an assistant message's tokens, as
 // opencode counts them (input without the cached tokens, output without
 // the reasoning tokens, opencode FACTS O27), and its cost in USD.

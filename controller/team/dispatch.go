@@ -41,6 +41,9 @@ type Dispatch struct {
 	// allows without a person (agent.OwnCommands of the phase's policy),
 	// for a worker that sees the agent's permission requests.
 	OwnCommands []string
+	// DialogMarkers are the agent's approval dialogs no hook answers
+	// (agent.Launch's).
+	DialogMarkers []string
 	// Legion is the legion program the agent's hooks run (Team.Legion).
 	Legion string
 	Cwd    string // the issue's worktree
@@ -266,7 +269,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	}
 	return Dispatch{
 		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: workerID,
-		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, Legion: t.Legion,
+		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, DialogMarkers: l.DialogMarkers, Legion: t.Legion,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
 		Sandbox:            l.Sandbox,
