@@ -25,6 +25,10 @@ type Usage struct {
 	// and the Gemini CLI record none; the scripted agent, an older Claude
 	// Code): the tokens are all there is.
 	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// Model is the model of the last message with usage, as the agent
+	// recorded it ("" when it did not): what [Usage.Priced] prices the
+	// tokens of a file whose agent reported no cost at.
+	Model string `json:"model,omitempty"`
 	// Files are the session files read (for a person checking the sums).
 	Files []string `json:"files,omitempty"`
 }
@@ -32,6 +36,44 @@ type Usage struct {
 // Total is every token counted.
 func (u Usage) Total() int64 {
 	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheCreationTokens
+}
+
+// Price is what a model's tokens cost, in USD per million tokens.
+type Price struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cache_read"`
+	CacheWrite float64 `json:"cache_write"`
+}
+
+// PriceOf is the price of model in prices, whose keys are model names or
+// their prefixes ("gpt-5" prices "gpt-5-codex"): the longest key model
+// starts with. False when none does.
+func PriceOf(prices map[string]Price, model string) (Price, bool) {
+	best, found := "", false
+	for k := range prices {
+		if k != "" && len(model) >= len(k) && model[:len(k)] == k && len(k) >= len(best) {
+			best, found = k, true
+		}
+	}
+	return prices[best], found
+}
+
+// Priced is u with CostUSD set from its tokens at its model's price in
+// prices when the agent reported no cost (Codex, the Gemini CLI); u as
+// it is when it has a cost, or no model, or its model has no price.
+func (u Usage) Priced(prices map[string]Price) Usage {
+	if u.CostUSD != nil || u.Total() == 0 {
+		return u
+	}
+	p, ok := PriceOf(prices, u.Model)
+	if !ok {
+		return u
+	}
+	c := (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output +
+		float64(u.CacheReadTokens)*p.CacheRead + float64(u.CacheCreationTokens)*p.CacheWrite) / 1e6
+	u.CostUSD = &c
+	return u
 }
 
 // Add adds v to u; counts stop at the largest int64 instead of wrapping
@@ -47,6 +89,9 @@ func (u *Usage) Add(v Usage) {
 			c += *u.CostUSD
 		}
 		u.CostUSD = &c
+	}
+	if v.Model != "" {
+		u.Model = v.Model
 	}
 	u.Files = append(u.Files, v.Files...)
 }

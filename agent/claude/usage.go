@@ -25,6 +25,7 @@ type claudeUsageLine struct {
 	Type    string `json:"type"`
 	Message *struct {
 		ID    string      `json:"id"`
+		Model string      `json:"model"`
 		Usage *claudeUsed `json:"usage"`
 	} `json:"message"`
 	TotalCostUSD *float64 `json:"totalCostUSD"`
@@ -37,6 +38,10 @@ type claudeUsed struct {
 	CacheCreation int64 `json:"cache_creation_input_tokens"`
 }
 
+// syntheticModel is the model Claude Code records on messages it made
+// itself (an interrupted turn's), which no API billed.
+const syntheticModel = "<synthetic>"
+
 // ParseUsage sums the usage of one Claude Code session file (or a
 // subagent's) read from r: each assistant message's usage once (by its
 // message id; the last line of an id counts), and the largest cost-state
@@ -45,6 +50,7 @@ type claudeUsed struct {
 // notes); negative counts are refused as corrupt.
 func ParseUsage(r io.Reader) (agent.Usage, error) {
 	var u agent.Usage
+	var model string
 	byID := map[string]claudeUsed{}
 	var anon []claudeUsed
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -55,6 +61,9 @@ func ParseUsage(r io.Reader) (agent.Usage, error) {
 			if json.Unmarshal(line, &l) == nil {
 				switch {
 				case l.Type == "assistant" && l.Message != nil && l.Message.Usage != nil:
+					if m := l.Message.Model; m != "" && m != syntheticModel {
+						model = m
+					}
 					if l.Message.ID == "" {
 						anon = append(anon, *l.Message.Usage)
 					} else {
@@ -84,6 +93,7 @@ func ParseUsage(r io.Reader) (agent.Usage, error) {
 		}
 		u.Add(agent.Usage{InputTokens: m.Input, OutputTokens: m.Output, CacheReadTokens: m.CacheRead, CacheCreationTokens: m.CacheCreation})
 	}
+	u.Model = model
 	return u, nil
 }
 

@@ -14,12 +14,14 @@ import (
 
 // codexUsageLine is the part of a Codex rollout line that usage reads:
 // event_msg token_count, whose info.total_token_usage is the
-// conversation's running total (so the last one counts).
+// conversation's running total (so the last one counts), and turn_context,
+// whose payload names the turn's model (X31).
 type codexUsageLine struct {
 	Type    string `json:"type"`
 	Payload *struct {
-		Type string `json:"type"`
-		Info *struct {
+		Type  string `json:"type"`
+		Model string `json:"model"` // turn_context
+		Info  *struct {
 			Total *struct {
 				Input       int64 `json:"input_tokens"`
 				CachedInput int64 `json:"cached_input_tokens"`
@@ -33,12 +35,20 @@ type codexUsageLine struct {
 // ParseUsage reads a Codex rollout file from r: the last token_count
 // event's total_token_usage (cached input is counted as cache reads and
 // taken out of the input; reasoning tokens are part of the output, as
-// Codex counts them). Codex records no cost. Other lines are skipped.
+// Codex counts them), and the last turn_context's model. Codex records no
+// cost. Other lines are skipped.
 func ParseUsage(r io.Reader) (agent.Usage, error) {
 	var u agent.Usage
+	var model string
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := agent.ReadLine(br, agent.MaxUsageLine)
+		if bytes.Contains(line, []byte(`"turn_context"`)) {
+			var l codexUsageLine
+			if json.Unmarshal(line, &l) == nil && l.Type == "turn_context" && l.Payload != nil && l.Payload.Model != "" {
+				model = l.Payload.Model
+			}
+		}
 		if bytes.Contains(line, []byte(`"token_count"`)) {
 			var l codexUsageLine
 			if json.Unmarshal(line, &l) == nil && l.Type == "event_msg" && l.Payload != nil &&
@@ -57,6 +67,7 @@ func ParseUsage(r io.Reader) (agent.Usage, error) {
 			return agent.Usage{}, err
 		}
 	}
+	u.Model = model
 	return u, nil
 }
 

@@ -29,6 +29,7 @@ type geminiUsageLine struct {
 type geminiMessage struct {
 	ID     string        `json:"id"`
 	Type   string        `json:"type"`
+	Model  string        `json:"model"`
 	Tokens *geminiTokens `json:"tokens"`
 }
 
@@ -55,7 +56,11 @@ type geminiTokens struct {
 func ParseUsage(r io.Reader) (agent.Usage, error) {
 	byID := map[string]geminiTokens{}
 	var anon []geminiTokens
+	var model string
 	keep := func(m geminiMessage) {
+		if m.Type == "gemini" && m.Model != "" {
+			model = m.Model
+		}
 		switch {
 		case m.Type != "gemini" || m.Tokens == nil:
 		case m.ID == "":
@@ -96,6 +101,7 @@ func ParseUsage(r io.Reader) (agent.Usage, error) {
 			OutputTokens:    agent.SatAdd(t.Output, t.Thoughts),
 		})
 	}
+	u.Model = model
 	return u, nil
 }
 

@@ -43,8 +43,8 @@ func TestParseClaudeUsage(t *testing.T) {
 			if err != nil {
 				t.Fatalf("claude.ParseUsage(%s): %v", tt.file, err)
 			}
-			if u.InputTokens != tt.input || u.OutputTokens != tt.output || u.CostUSD == nil || *u.CostUSD != tt.cost {
-				t.Errorf("claude.ParseUsage(%s) = %+v (cost %v); want input %d, output %d, cost %v", tt.file, u, u.CostUSD, tt.input, tt.output, tt.cost)
+			if u.InputTokens != tt.input || u.OutputTokens != tt.output || u.CostUSD == nil || *u.CostUSD != tt.cost || u.Model != "claude-opus-5-5" {
+				t.Errorf("claude.ParseUsage(%s) = %+v (cost %v); want input %d, output %d, cost %v, model claude-opus-5-5 (not the interrupted turn's <synthetic>)", tt.file, u, u.CostUSD, tt.input, tt.output, tt.cost)
 			}
 		})
 	}
@@ -53,7 +53,7 @@ func TestParseClaudeUsage(t *testing.T) {
 // TestParseRealUsage: files the real CLIs wrote against the repository's
 // fake model APIs (whose usage differs field by field), before and after
 // a resume: gemini FACTS G31 (Gemini CLI 0.61.0's chat file, from
-// agent.TestRealGeminiNewAndResume: three model calls, then one resumed,
+// TestRealGeminiNewAndResume: three model calls, then one resumed,
 // each written again as it changes) and opencode FACTS O27 (opencode
 // 1.18.33 through Legion's plugin, from TestRealOpencodeNewAndResume:
 // two calls, then one resumed, each first with zeros; opencode's own
@@ -68,7 +68,7 @@ func TestParseRealUsage(t *testing.T) {
 	}{
 		// Per call: prompt 100 of which 40 cached, tool-use prompt 3,
 		// candidates 10, thoughts 5.
-		{"gemini-session-new-and-resumed.jsonl", gemini.ParseUsage, agent.Usage{InputTokens: 4 * 63, CacheReadTokens: 4 * 40, OutputTokens: 4 * 15}},
+		{"gemini-session-new-and-resumed.jsonl", gemini.ParseUsage, agent.Usage{InputTokens: 4 * 63, CacheReadTokens: 4 * 40, OutputTokens: 4 * 15, Model: "gemini-2.5-flash"}},
 		// Per call: input 100 of which 40 cached, output 10 of which 5
 		// reasoning.
 		{"opencode-usage.jsonl", opencode.ParseUsage, agent.Usage{InputTokens: 3 * 60, CacheReadTokens: 3 * 40, OutputTokens: 3 * 10, CostUSD: &cost}},
@@ -107,6 +107,11 @@ func TestParseUsageLines(t *testing.T) {
 			`{"type":"assistant","message":{"id":"m1","usage":{"input_tokens":5}}}` + "\nnot json \"usage\"\n" +
 				`{"type":"assistant","message":{"id":"m2","usage":{"input_tokens":6}}}` + "\n", agent.Usage{InputTokens: 11}, ""},
 		{"claude negative", claudeText, `{"type":"assistant","message":{"id":"m1","usage":{"input_tokens":-5}}}` + "\n", agent.Usage{}, "0 or more"},
+		{"codex model of the last turn", codexText,
+			`{"timestamp":"t","type":"turn_context","payload":{"turn_id":"a","model":"gpt-5-codex"}}` + "\n" +
+				`{"timestamp":"t","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":10,"output_tokens":1}}}}` + "\n" +
+				`{"timestamp":"t","type":"turn_context","payload":{"turn_id":"b","model":"gpt-5.1"}}` + "\n",
+			agent.Usage{InputTokens: 10, OutputTokens: 1, Model: "gpt-5.1"}, ""},
 		{"codex last total counts", codexText,
 			`{"timestamp":"t","type":"event_msg","payload":{"type":"token_count","info":null}}` + "\n" +
 				`{"timestamp":"t","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":100,"cached_input_tokens":40,"output_tokens":7,"reasoning_output_tokens":3,"total_tokens":107}}}}` + "\n" +
@@ -144,7 +149,8 @@ func TestParseUsageLines(t *testing.T) {
 				return
 			}
 			if err != nil || got.InputTokens != tt.want.InputTokens || got.OutputTokens != tt.want.OutputTokens ||
-				got.CacheReadTokens != tt.want.CacheReadTokens || got.CacheCreationTokens != tt.want.CacheCreationTokens || got.CostUSD != nil {
+				got.CacheReadTokens != tt.want.CacheReadTokens || got.CacheCreationTokens != tt.want.CacheCreationTokens || got.CostUSD != nil ||
+				tt.want.Model != "" && got.Model != tt.want.Model {
 				t.Errorf("parse = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
@@ -215,6 +221,30 @@ func TestEveryCLIRecordsUsage(t *testing.T) {
 		_, pinned := cliversion.For(k.Name())
 		if _, ok := k.(agent.UsageReader); ok != pinned {
 			t.Errorf("kind %s: usage reader %v, CLI pinned %v; want every pinned CLI's kind to read usage, and only those", k.Name(), ok, pinned)
+		}
+	}
+}
+
+// TestPriced: a file whose agent reported no cost is priced at its
+// model's price (the longest prefix that matches), per million tokens;
+// one with a cost, no model or an unpriced model keeps what it had.
+func TestPriced(t *testing.T) {
+	prices := map[string]agent.Price{
+		"gpt-5":       {Input: 1.25, Output: 10, CacheRead: 0.125},
+		"gpt-5-codex": {Input: 2, Output: 20, CacheRead: 0.2},
+	}
+	u := agent.Usage{InputTokens: 1_000_000, OutputTokens: 100_000, CacheReadTokens: 2_000_000, Model: "gpt-5-codex-mini"}
+	if got := u.Priced(prices); got.CostUSD == nil || math.Abs(*got.CostUSD-(2+2+0.4)) > 1e-9 {
+		t.Errorf("Priced(%+v) cost %v; want 4.4 at gpt-5-codex's price", u, got.CostUSD)
+	}
+	u.Model = "gpt-5.1"
+	if got := u.Priced(prices); got.CostUSD == nil || math.Abs(*got.CostUSD-(1.25+1+0.25)) > 1e-9 {
+		t.Errorf("Priced(%+v) cost %v; want 2.5 at gpt-5's price", u, got.CostUSD)
+	}
+	reported := 0.5
+	for _, v := range []agent.Usage{{InputTokens: 1, Model: "gpt-5", CostUSD: &reported}, {InputTokens: 1}, {InputTokens: 1, Model: "o3"}} {
+		if got := v.Priced(prices); got.CostUSD != v.CostUSD {
+			t.Errorf("Priced(%+v) cost %v; want it as it was", v, got.CostUSD)
 		}
 	}
 }
