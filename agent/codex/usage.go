@@ -15,7 +15,7 @@ import (
 // codexUsageLine is the part of a Codex rollout line that usage reads:
 // event_msg token_count, whose info.total_token_usage is the
 // conversation's running total (so the last one counts), and turn_context,
-// whose payload names the turn's model (X31).
+// whose payload names the turn's model (X33).
 type codexUsageLine struct {
 	Type    string `json:"type"`
 	Payload *struct {
