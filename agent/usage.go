@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/google/uuid"
+	"github.com/legion-dev/legion/config"
 )
 
 // Usage is what an issue's agents used so far, summed over its sessions'
@@ -38,13 +39,9 @@ func (u Usage) Total() int64 {
 	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheCreationTokens
 }
 
-// Price is what a model's tokens cost, in USD per million tokens.
-type Price struct {
-	Input      float64 `json:"input"`
-	Output     float64 `json:"output"`
-	CacheRead  float64 `json:"cache_read"`
-	CacheWrite float64 `json:"cache_write"`
-}
+// Price is what a model's tokens cost, in USD per million tokens
+// (legion.toml's budget.prices).
+type Price = config.Price
 
 // PriceOf is the price of model in prices, whose keys are model names or
 // their prefixes ("gpt-5" prices "gpt-5-codex"): the longest key model

@@ -162,6 +162,7 @@ type Team struct {
 	GitHub GitHub // used when Review is ReviewGitHub
 
 	Notify Notify // where the team's waits for a person are announced
+	Budget Budget // the spend at which the team's agents stop
 }
 
 // ShortID is the first 8 hex characters of the team's UUID; unit and slice

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"time"
 
@@ -80,6 +81,7 @@ func defaultTeam() Team {
 		StartLimitInterval: time.Hour,
 		WIPLimit:           1,
 		IdleGrace:          30 * time.Second,
+		Budget:             Budget{Prices: maps.Clone(DefaultPrices)},
 		Agent: Agent{
 			Kind:        AgentClaude,
 			New:         append([]string(nil), defaultAgentNew...),
@@ -891,5 +893,43 @@ var Schema = []Setting{
 		Doc: "The dashboard as the person reaches it, the base of the links in notifications " +
 			"(<dashboard_url>/#needs/<team>/<issue>). Unset: http://<[web] address>:<[web] port>.",
 		set: onTeam(func(t *Team, v any) (err error) { t.Notify.DashboardURL, err = httpURLValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "budget.issue_tokens", Type: "integer", Default: "0",
+		Doc: "The tokens (input, output, cache reads and writes, as the agents record them) all phases of one issue may " +
+			"use; 0 is no limit. When a phase crosses it, its agent is ended once its turn ends and the issue escalated " +
+			"with the spend per phase (README: Operations: budgets). The label budget-approved on the issue lets it go on.",
+		set: onTeam(func(t *Team, v any) (err error) {
+			t.Budget.IssueTokens, err = intValue(v, 0, maxBudgetTokens)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "budget.issue_usd", Type: "number", Default: "0",
+		Doc: "The cost in US dollars all phases of one issue may reach (what the agent reports, else its tokens at " +
+			"budget.prices); 0 is no limit. Crossed: as budget.issue_tokens.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Budget.IssueUSD, err = usdValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "budget.day_tokens", Type: "integer", Default: "0",
+		Doc: "The tokens the team's agents may use in one day (local time); 0 is no limit. Over it, no new agent is " +
+			"started until the next day or a higher limit (running ones finish their phase).",
+		set: onTeam(func(t *Team, v any) (err error) {
+			t.Budget.DayTokens, err = intValue(v, 0, maxBudgetTokens)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "budget.day_usd", Type: "number", Default: "0",
+		Doc: "The cost in US dollars the team's agents may reach in one day (local time); 0 is no limit. Over it: as " +
+			"budget.day_tokens.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Budget.DayUSD, err = usdValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "budget.prices", Type: "table", Example: `{ "gpt-5" = { input = 1.25, output = 10, cache_read = 0.125 } }`,
+		Doc: "USD per million tokens by model (input, output, cache_read, cache_write; a key prices every model whose " +
+			"name starts with it, the longest key wins), over Legion's shipped prices (dated and sourced in the README), " +
+			"for agents that record no cost (Codex, the Gemini CLI).",
+		set: onTeam(func(t *Team, v any) (err error) { t.Budget.Prices, err = pricesValue(v); return err }),
 	},
 }
