@@ -87,8 +87,9 @@ type SpendBudget struct {
 	DayTokens   int64   `json:"day_tokens,omitempty"`
 	DayUSD      float64 `json:"day_usd,omitempty"`
 	// Today is what the team's agents spent since local midnight (the
-	// Ledger's day).
-	Today Spend `json:"today"`
+	// Ledger's day); Problem says what went wrong with the ledger's file.
+	Today   Spend  `json:"today"`
+	Problem string `json:"problem,omitempty"`
 }
 
 // issueOver says why s crosses the issue limits, "" when it does not.

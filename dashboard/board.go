@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/service"
@@ -63,8 +64,8 @@ type BoardIssue struct {
 	Action controller.Action `json:"action"`
 	Reason string            `json:"reason,omitempty"`
 	// Usage is the tokens and cost of the issue's agents so far, from
-	// their session files (IssueUsage); nil when none could be read.
-	Usage *Usage `json:"usage,omitempty"`
+	// their session files (team.IssueUsage); nil when none could be read.
+	Usage *agent.Usage `json:"usage,omitempty"`
 }
 
 // teamState is what the server keeps of one team: its tracker, opened
@@ -170,7 +171,7 @@ func (s *Server) board(w http.ResponseWriter, r *http.Request) {
 		home, _ := os.UserHomeDir()
 		for _, col := range b.Columns {
 			for i := range col.Issues {
-				if u, err := IssueUsage(ts.t, home, col.Issues[i].ID); err == nil && (u.Total() > 0 || u.CostUSD != nil) {
+				if u, err := team.IssueUsage(ts.t, home, col.Issues[i].ID); err == nil && (u.Total() > 0 || u.CostUSD != nil) {
 					col.Issues[i].Usage = &u
 				}
 			}
