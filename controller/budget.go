@@ -47,7 +47,7 @@ type PhaseSpend struct {
 
 // String is the spend as people read it: "1,234,567 tokens, $3.21".
 func (s Spend) String() string {
-	out := groupDigits(s.Tokens) + " tokens"
+	out := FormatTokens(s.Tokens)
 	if s.USD > 0 || !s.Unpriced {
 		out += fmt.Sprintf(", $%.2f", s.USD)
 		if s.Unpriced {
@@ -56,6 +56,9 @@ func (s Spend) String() string {
 	}
 	return out
 }
+
+// FormatTokens is n tokens as people read them: "1,234,567 tokens".
+func FormatTokens(n int64) string { return groupDigits(n) + " tokens" }
 
 // groupDigits writes n with thousands separators.
 func groupDigits(n int64) string {
@@ -195,6 +198,39 @@ type ledgerFile struct {
 	Last  map[string]Spend `json:"last"`  // issue → spend when last seen
 }
 
+// Today reads the ledger at path, as the controller last wrote it, for
+// another process (the dashboard): the team's spend today (local time of
+// now), zero when the ledger is of another day or does not exist.
+func Today(path string, now time.Time) (Spend, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Spend{}, nil
+	}
+	if err != nil {
+		return Spend{}, err
+	}
+	var f ledgerFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return Spend{}, fmt.Errorf("budget ledger %s: %w", path, err)
+	}
+	if f.Day != now.Format(time.DateOnly) {
+		return Spend{}, nil
+	}
+	return f.today(), nil
+}
+
+// today is the spend since the day's start.
+func (f ledgerFile) today() Spend {
+	var today Spend
+	for _, id := range slices.Sorted(maps.Keys(f.Last)) {
+		last, start := f.Last[id], f.Start[id]
+		today.Tokens += max(last.Tokens-start.Tokens, 0)
+		today.USD += max(last.USD-start.USD, 0)
+		today.Unpriced = today.Unpriced || last.Unpriced
+	}
+	return today
+}
+
 // Observe records the issues' spend now and returns the team's spend
 // today (local time of now): for every issue ever seen today, its last
 // spend less its spend at the start of the day. problem, when not empty,
@@ -235,12 +271,7 @@ func (l *Ledger) Observe(now time.Time, spends map[string]Spend) (today Spend, p
 		s.Phases = nil
 		l.day.Last[id] = s
 	}
-	for _, id := range slices.Sorted(maps.Keys(l.day.Last)) {
-		last, start := l.day.Last[id], l.day.Start[id]
-		today.Tokens += max(last.Tokens-start.Tokens, 0)
-		today.USD += max(last.USD-start.USD, 0)
-		today.Unpriced = today.Unpriced || last.Unpriced
-	}
+	today = l.day.today()
 	data, err := json.Marshal(l.day)
 	if err == nil {
 		err = atomicfile.WritePrivate(l.Path, append(data, '\n'))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -40,6 +41,9 @@ type Board struct {
 	// Live says the sessions are the helper's live view (false until the
 	// session stream's first snapshot, or while the helper is unreachable).
 	Live bool `json:"live"`
+	// Budget is the team's budget (budget.* of legion.toml) with its
+	// spend today, as the controller last recorded it; nil for none.
+	Budget *controller.SpendBudget `json:"budget,omitempty"`
 }
 
 // Column is one phase of a Board.
@@ -167,6 +171,14 @@ func (s *Server) board(w http.ResponseWriter, r *http.Request) {
 	sessions, live := s.Sessions()
 	b := buildBoard(name, rep, sessions)
 	b.Refreshed, b.Live = refreshed, live
+	if ts.t != nil && ts.t.Budget.Any() {
+		bud := ts.t.Budget
+		b.Budget = &controller.SpendBudget{IssueTokens: bud.IssueTokens, IssueUSD: bud.IssueUSD, DayTokens: bud.DayTokens, DayUSD: bud.DayUSD}
+		var err error
+		if b.Budget.Today, err = controller.Today(filepath.Join(ts.t.StateDir, "budget.json"), time.Now()); err != nil {
+			b.Budget.Problem = err.Error()
+		}
+	}
 	if ts.t != nil {
 		home, _ := os.UserHomeDir()
 		for _, col := range b.Columns {
