@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"os"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -109,6 +110,13 @@ type Launch struct {
 	// PolicyNote says why the policy "sandbox" runs the agent unconfined
 	// with its prompts on (as allowlist); "" otherwise. For the log.
 	PolicyNote string
+}
+
+// LimitWindower is a kind whose provider limits its agents' use over a
+// window (Claude's and Codex's five hours, Gemini's day): Legion's backoff
+// at a limit whose reset time it does not learn never waits longer.
+type LimitWindower interface {
+	LimitWindow() time.Duration
 }
 
 // HookTranslator is a kind whose CLI's hook payloads are not Claude

@@ -79,6 +79,7 @@ const (
 	ActionEscalateAPIError    Action = "escalate_api_error"  // its turn failed at the API (rate limit, auth)
 	ActionEndWorker           Action = "end_worker"          // worker-done and its turn ended: end it cleanly
 	ActionEscalateBudget      Action = "escalate_budget"     // over its budget: end its agent (if any), ask a person
+	ActionResumeAfterLimit    Action = "resume_after_limit"  // its kind's usage limit lifted: prompt its agent to go on
 	ActionRelayFeedback       Action = "relay_feedback"
 	ActionSkip                Action = "skip"
 	ActionNone                Action = "none"
@@ -173,6 +174,15 @@ type State struct {
 	// Budget is the team's budget and its spend today; nil when it has
 	// none.
 	Budget *SpendBudget `json:"budget,omitempty"`
+	// KindOf is the agent kind of each mode (agent.kind, kind_by_mode);
+	// Pauses are the kinds waiting at their API's limit (Limits), and
+	// LimitWindows each kind's longest limit, which the backoff never
+	// exceeds.
+	KindOf       map[Mode]string          `json:"kind_of,omitempty"`
+	Pauses       map[string]*Pause        `json:"pauses,omitempty"`
+	LimitWindows map[string]time.Duration `json:"limit_windows,omitempty"`
+	// LimitsProblem says what went wrong with the pauses' file.
+	LimitsProblem string `json:"limits_problem,omitempty"`
 }
 
 // Decision is the suggested action for one issue and the tracker changes
@@ -212,8 +222,9 @@ func Decide(s State) []Decision {
 		}
 	}
 	out := make([]Decision, 0, len(s.Issues))
+	resume := resumable(s)
 	for _, is := range s.Issues {
-		d := applyBudget(decideIssue(is, s), is, s)
+		d := applyBudget(applyLimits(decideIssue(is, s), is, s, resume), is, s)
 		if wt := is.Worktree; wt != nil && wt.Problem != "" && startsWorker(d.Action) {
 			// The worker would run in it: its dispatch would fail.
 			d = Decision{Issue: is.ID, Action: ActionSkip,

@@ -101,6 +101,12 @@ type Sources struct {
 	Budget *SpendBudget
 	Spend  SpendSource
 	Ledger *Ledger
+	// KindOf is the agent kind of each mode; Limits keeps the kinds'
+	// pauses at their API's limits (nil: an agent stopped at a limit is
+	// escalated at once); LimitWindows are the kinds' longest limits.
+	KindOf       map[Mode]string
+	Limits       *Limits
+	LimitWindows map[string]time.Duration
 }
 
 // IssueState is one issue in `legion state`: what was collected and what
@@ -115,7 +121,10 @@ type IssueState struct {
 type Report struct {
 	WIPLimit int          `json:"wip_limit"`
 	Budget   *SpendBudget `json:"budget,omitempty"`
-	Issues   []IssueState `json:"issues"`
+	// Pauses are the agent kinds waiting at their API's limits.
+	Pauses        map[string]*Pause `json:"pauses,omitempty"`
+	LimitsProblem string            `json:"limits_problem,omitempty"`
+	Issues        []IssueState      `json:"issues"`
 }
 
 // Collect reads every source once (one tracker query, one review query, one
@@ -210,6 +219,10 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 	if src.Budget != nil && src.Spend != nil {
 		st.Budget = collectSpend(ctx, src, &st)
 	}
+	st.KindOf, st.LimitWindows = src.KindOf, src.LimitWindows
+	if src.Limits != nil {
+		st.Pauses, st.LimitsProblem = src.Limits.Observe(&st, src.LimitWindows)
+	}
 	return st, tracked, nil
 }
 
@@ -252,7 +265,7 @@ func reviewsFromLabels(issues []TrackedIssue) map[string]Review {
 // Suggest runs Decide on st and pairs each issue with its decision.
 func Suggest(st State) Report {
 	ds := Decide(st)
-	r := Report{WIPLimit: st.WIPLimit, Budget: st.Budget, Issues: make([]IssueState, len(st.Issues))}
+	r := Report{WIPLimit: st.WIPLimit, Budget: st.Budget, Pauses: st.Pauses, LimitsProblem: st.LimitsProblem, Issues: make([]IssueState, len(st.Issues))}
 	for i, is := range st.Issues {
 		r.Issues[i] = IssueState{Issue: is, Decision: ds[i]}
 		if is.Worker != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -111,3 +112,8 @@ func (c *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 
 // New is the kind for the team's agent table a.
 func New(a config.Agent) agent.Kind { return &Kind{Config: a} }
+
+// LimitWindow is five hours: the provider's usage windows (a plan's
+// five-hour limit) are the longest Legion backs off at a limit whose
+// reset time it does not learn.
+func (*Kind) LimitWindow() time.Duration { return 5 * time.Hour }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/uuid"
@@ -315,3 +316,8 @@ func SettingsFor(userSettings, legion string) ([]byte, error) {
 
 // New is the kind for the team's agent table a.
 func New(a config.Agent) agent.Kind { return &Kind{Config: a} }
+
+// LimitWindow is a day: the Gemini API's quotas are per minute and per
+// day, the longest Legion backs off at a limit whose reset time it does
+// not learn.
+func (*Kind) LimitWindow() time.Duration { return 24 * time.Hour }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -340,3 +341,8 @@ func processAlive(pid int) bool {
 
 // New is the kind for the team's agent table a.
 func New(a config.Agent) agent.Kind { return &Kind{Config: a} }
+
+// LimitWindow is five hours: the provider's usage windows (a plan's
+// five-hour limit) are the longest Legion backs off at a limit whose
+// reset time it does not learn.
+func (*Kind) LimitWindow() time.Duration { return 5 * time.Hour }

@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -93,6 +96,14 @@ func printReport(w io.Writer, rep controller.Report) error {
 		if is.Worktree != nil && len(is.Worktree.Conflicts) > 0 {
 			fmt.Fprintf(w, "\n%s would conflict merging %s: %s\n", is.ID, is.Worktree.Branch, strings.Join(is.Worktree.Conflicts, ", "))
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(rep.Pauses)) {
+		if p := rep.Pauses[k]; p.Paused(time.Now()) {
+			fmt.Fprintf(w, "\n%s paused until %s at its API's usage limit (%d seen; `legion limits resume` ends it)\n", k, p.Until.Local().Format(time.DateTime), len(p.Hits))
+		}
+	}
+	if rep.LimitsProblem != "" {
+		fmt.Fprintf(w, "\n%s\n", rep.LimitsProblem)
 	}
 	if b := rep.Budget; b != nil {
 		fmt.Fprintf(w, "\nBudget: today %s of %s; per issue %s\n", b.Today, limits(b.DayTokens, b.DayUSD), limits(b.IssueTokens, b.IssueUSD))

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legion-dev/legion/controller"
 )
@@ -41,5 +42,32 @@ func TestPrintReportBudget(t *testing.T) {
 	b.Reset()
 	if err := printReport(&b, rep); err != nil || strings.Contains(b.String(), "Budget") {
 		t.Errorf("legion state without a budget:\n%s (%v); want no budget lines", b.String(), err)
+	}
+}
+
+// TestPrintPauses: legion limits lists each paused kind with until when
+// and from what; legion state says which kinds are paused.
+func TestPrintPauses(t *testing.T) {
+	now := time.Now()
+	pauses := map[string]*controller.Pause{
+		"claude": {Until: now.Add(time.Hour), Hits: []time.Time{now, now}, Waited: 3 * time.Minute},
+		"codex":  {Until: now.Add(-time.Minute), ResetKnown: true, Hits: []time.Time{now}},
+	}
+	var b strings.Builder
+	if err := printPauses(&b, pauses, now); err != nil {
+		t.Fatal(err)
+	}
+	until := now.Add(time.Hour).Local().Format(time.DateTime)
+	for _, want := range []string{"claude  " + until + "  backoff", "codex   - (not paused)       reset time"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("legion limits:\n%s\nwant %q", b.String(), want)
+		}
+	}
+	b.Reset()
+	if err := printReport(&b, controller.Report{Pauses: pauses}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "claude paused until "+until) || strings.Contains(b.String(), "codex paused") {
+		t.Errorf("legion state:\n%s\nwant claude paused, codex not", b.String())
 	}
 }

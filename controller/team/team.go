@@ -6,11 +6,15 @@
 package team
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/github"
@@ -45,6 +49,7 @@ type Team struct {
 	Worktrees *workspace.Manager
 
 	ledger *controller.Ledger // the team's spend today (StateDir/budget.json)
+	limits *controller.Limits // its kinds' pauses at their API's limits (StateDir/limits.json)
 
 	instrOnce sync.Once
 	instr     *instructions.Set
@@ -67,6 +72,7 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 		StateDir:   dir,
 		Worktrees:  Worktrees(t, stateHome),
 		ledger:     &controller.Ledger{Path: filepath.Join(dir, "budget.json")},
+		limits:     &controller.Limits{Path: LimitsPath(dir)},
 	}
 	switch t.Tracker {
 	case config.TrackerLocal:
@@ -180,9 +186,26 @@ func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 		WIPLimit:  t.WIPLimit,
 		IdleGrace: t.IdleGrace,
 	}
+	src.KindOf, src.LimitWindows = map[controller.Mode]string{}, map[string]time.Duration{}
+	for _, m := range config.WorkerModes() {
+		a := t.Agent.ForMode(m)
+		kind := cmp.Or(string(a.Kind), string(config.AgentClaude))
+		src.KindOf[controller.Mode(m)] = kind
+		if k, err := kinds.For(a); err == nil {
+			if w, ok := k.(agent.LimitWindower); ok {
+				src.LimitWindows[kind] = w.LimitWindow()
+			}
+		}
+	}
+	src.Limits = t.limits
 	if b := t.Budget; b.Any() {
 		src.Budget = &controller.SpendBudget{IssueTokens: b.IssueTokens, IssueUSD: b.IssueUSD, DayTokens: b.DayTokens, DayUSD: b.DayUSD}
 		src.Spend, src.Ledger = t, t.ledger
 	}
 	return src
 }
+
+// LimitsPath is where the controller of the team whose state directory is
+// dir keeps its agent kinds' pauses at their API's limits; `legion limits
+// resume` ends them by writing it.
+func LimitsPath(dir string) string { return filepath.Join(dir, "limits.json") }
