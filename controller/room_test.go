@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestDecideRoom(t *testing.T) {
+	const gib = 1 << 30
+	todo := func(id string) Issue { return Issue{ID: id, Status: StatusTodo, Labels: []string{}} }
+	reviewing := Issue{ID: "R", Status: StatusNeedsReview, Labels: []string{}, Worker: live(ModeReview)}
+	tests := []struct {
+		name   string
+		room   Room
+		wip    int
+		issues []Issue
+		// want is, per issue, the gate it waits for ("" when admitted) or
+		// "wip" for the WIP limit.
+		want []Gate
+	}{
+		{"zero room admits all", Room{}, 0,
+			[]Issue{todo("A"), todo("B")}, []Gate{"", ""}},
+		{"team session limit counts reviewers", Room{SessionLimit: 2}, 0,
+			[]Issue{reviewing, todo("A"), todo("B")}, []Gate{"", "", GateTeamSessions}},
+		{"machine limit counts this tick's dispatches", Room{MachineLimit: 3, MachineLive: 1}, 0,
+			[]Issue{todo("A"), todo("B"), todo("C")}, []Gate{"", "", GateMachineSessions}},
+		{"machine limit already reached by other teams", Room{MachineLimit: 2, MachineLive: 2}, 0,
+			[]Issue{todo("A")}, []Gate{GateMachineSessions}},
+		{"memory for one agent of two", Room{MemoryKnown: true, Memory: 3 * gib / 2, AgentSize: gib, AgentSizeFrom: SizeLearnt}, 0,
+			[]Issue{todo("A"), todo("B")}, []Gate{"", GateMemory}},
+		{"memory below one agent", Room{MemoryKnown: true, Memory: gib / 2, AgentSize: gib, AgentSizeFrom: SizeMemoryMax}, 0,
+			[]Issue{todo("A")}, []Gate{GateMemory}},
+		{"memory unknown gates nothing", Room{Memory: 0, AgentSize: gib}, 0,
+			[]Issue{todo("A")}, []Gate{""}},
+		// The WIP limit is checked first; a dispatch it holds takes no room.
+		{"wip before room", Room{SessionLimit: 1}, 1,
+			[]Issue{todo("A"), todo("B")}, []Gate{"", "wip"}},
+		// A live worker is left alone: the room gates only starts.
+		{"live workers are not gated", Room{SessionLimit: 1, MemoryKnown: true, AgentSize: gib}, 0,
+			[]Issue{reviewing}, []Gate{""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := State{WIPLimit: tt.wip, Room: tt.room, Issues: tt.issues}
+			ds := Decide(s)
+			for i, d := range ds {
+				var got Gate
+				switch {
+				case d.Room != nil:
+					got = d.Room.Gate
+					if d.Action != ActionSkip || d.MoveTo != "" || len(d.AddLabels)+len(d.RemoveLabels) > 0 {
+						t.Errorf("%s waits for room with %+v; want a skip that changes nothing", d.Issue, d)
+					}
+				case d.Action == ActionSkip && tt.issues[i].Worker == nil:
+					got = "wip"
+				}
+				if got != tt.want[i] {
+					t.Errorf("Decide(%+v) for %s = %s (%s); want gate %q", tt.room, d.Issue, d.Action, d.Reason, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestRoomReason(t *testing.T) {
+	s := State{Room: Room{MemoryKnown: true, Memory: 1288490188, AgentSize: 900 << 20, AgentSizeFrom: SizeLearnt},
+		Issues: []Issue{{ID: "A", Status: StatusTodo}, {ID: "B", Status: StatusTodo}}}
+	d := Decide(s)[1]
+	want := "waiting for room: 329 MiB available, agents here peak at 900 MiB; would dispatch_planner"
+	if d.Reason != want {
+		t.Errorf("Decide(...)[1].Reason = %q; want %q", d.Reason, want)
+	}
+}
+
+func TestBytes(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0: "0 B", 1023: "1023 B", 1024: "1 KiB", 900 << 20: "900 MiB", 1288490188: "1.2 GiB", 3 << 30: "3 GiB", 1 << 50: "1 PiB",
+	} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q; want %q", n, got, want)
+		}
+	}
+}
+
+// BenchmarkAdmission is the capacity check's cost per tick at 1,000 Todo
+// issues with a machine limit and a memory gate that admit half of them.
+func BenchmarkAdmission(b *testing.B) {
+	s := State{Room: Room{MachineLimit: 600, MachineLive: 100, MemoryKnown: true, Memory: 500 << 30, AgentSize: 1 << 30, AgentSizeFrom: SizeLearnt}}
+	for i := range 1000 {
+		s.Issues = append(s.Issues, Issue{ID: fmt.Sprintf("I-%d", i), Status: StatusTodo, Labels: []string{}})
+	}
+	for b.Loop() {
+		Decide(s)
+	}
+}
