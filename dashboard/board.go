@@ -62,6 +62,9 @@ type BoardIssue struct {
 	// `legion state` suggests).
 	Action controller.Action `json:"action"`
 	Reason string            `json:"reason,omitempty"`
+	// Room says why its next agent waits for room (a session limit,
+	// memory); nil when it does not wait. Such an issue is not stalled.
+	Room *controller.RoomWait `json:"room,omitempty"`
 	// Usage is the tokens and cost of the issue's agents so far, from
 	// their session files (IssueUsage); nil when none could be read.
 	Usage *Usage `json:"usage,omitempty"`
@@ -200,7 +203,7 @@ func buildBoard(name string, rep controller.Report, sessions []api.Session) Boar
 	for _, is := range rep.Issues {
 		bi := BoardIssue{
 			ID: is.ID, Title: is.Title, Status: is.Status, Labels: is.Labels,
-			Failed: is.Failed, Action: is.Action, Reason: is.Reason,
+			Failed: is.Failed, Action: is.Action, Reason: is.Reason, Room: is.Decision.Room,
 		}
 		bi.Session = pickSession(byIssue[is.ID])
 		if i, ok := col[is.Status]; ok {

@@ -94,5 +94,14 @@ func printReport(w io.Writer, rep controller.Report) error {
 			fmt.Fprintf(w, "\n%s would conflict merging %s: %s\n", is.ID, is.Worktree.Branch, strings.Join(is.Worktree.Conflicts, ", "))
 		}
 	}
+	var waiting []string
+	for _, is := range rep.Issues {
+		if is.Decision.Room != nil {
+			waiting = append(waiting, is.ID)
+		}
+	}
+	if len(waiting) > 0 {
+		fmt.Fprintf(w, "\nwaiting for room (not stalled; dispatched once there is room): %s\n", strings.Join(waiting, ", "))
+	}
 	return nil
 }

@@ -7,12 +7,14 @@ package team
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/capacity"
 	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/instructions"
 	"github.com/legion-dev/legion/controller/linear"
@@ -166,7 +168,9 @@ func linearStatuses(l config.Linear) map[controller.Status]string {
 }
 
 // Sources are the team's state sources for controller.Collect, with live
-// sessions from sessions (the helper), its wip_limit and idle_grace.
+// sessions from sessions (the helper), its wip_limit and idle_grace, and
+// the room for its agents as its controller last learnt their size
+// (Room(false, nil)).
 func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 	return controller.Sources{
 		Tracker:   t.Tracker,
@@ -175,5 +179,19 @@ func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 		Worktrees: t.Worktrees,
 		WIPLimit:  t.WIPLimit,
 		IdleGrace: t.IdleGrace,
+		Room:      t.Room(false, nil),
 	}
+}
+
+// Room is the source of the room for the team's agents: its session
+// limits, the machine's, and the memory one more agent needs. With learn
+// (the team's controller only) it samples the agents' peak memory and
+// keeps what it learns in the state directory; log hears what cannot be
+// read.
+func (t *Team) Room(learn bool, log *slog.Logger) *capacity.Source {
+	return capacity.New(capacity.Options{
+		Short: t.ShortID(), StateDir: t.StateDir, AgentMemoryMax: t.Agent.MemoryMax,
+		SessionLimit: t.SessionLimit, MachineLimit: t.MachineSessionLimit,
+		Learn: learn, Log: log,
+	})
 }
