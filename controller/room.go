@@ -18,13 +18,17 @@ type Room struct {
 	// now. 0 is no cap.
 	MachineLimit int `json:"machine_limit,omitempty"`
 	MachineLive  int `json:"machine_live,omitempty"`
-	// Memory is how many bytes one more agent can have: the machine's
-	// MemAvailable, or less when the team's slice has a MemoryMax= with
-	// less left under it (MemoryWhere says which). MemoryKnown false: it
-	// could not be read, and memory gates nothing.
+	// Memory is the machine's MemAvailable in bytes; MemoryKnown false:
+	// it could not be read, and memory gates nothing.
 	Memory      uint64 `json:"memory,omitempty"`
 	MemoryKnown bool   `json:"memory_known,omitempty"`
-	MemoryWhere string `json:"memory_where,omitempty"`
+	// SliceLimit is the MemoryMax= of the team's slice (memory_max) as its
+	// cgroup says, and SliceLeft what its units leave under it; 0: no
+	// limit, or it could not be read. The slice is checked only while an
+	// agent of the team runs: with none, nothing in the slice would free
+	// room by waiting, so one agent starts and the limit holds it.
+	SliceLimit uint64 `json:"slice_limit,omitempty"`
+	SliceLeft  uint64 `json:"slice_left,omitempty"`
 	// AgentSize is the memory one more agent of the team is expected to
 	// take; AgentSizeFrom says where the figure comes from.
 	AgentSize     uint64   `json:"agent_size,omitempty"`
@@ -98,20 +102,25 @@ func (a *admission) check() *RoomWait {
 			Text: fmt.Sprintf("the machine's session_limit %d reached (%d agents of all teams live)", r.MachineLimit, live)}
 	}
 	if r.MemoryKnown && r.AgentSize > 0 {
-		left := uint64(0)
-		if r.Memory > a.reserved {
-			left = r.Memory - a.reserved
+		if left := minus(r.Memory, a.reserved); left < r.AgentSize {
+			return &RoomWait{Gate: GateMemory, Text: fmt.Sprintf("%s available, %s", Bytes(left), r.sizeText())}
 		}
-		if left < r.AgentSize {
-			where := ""
-			if r.MemoryWhere != "" {
-				where = " (" + r.MemoryWhere + ")"
-			}
-			return &RoomWait{Gate: GateMemory,
-				Text: fmt.Sprintf("%s available%s, %s", Bytes(left), where, r.sizeText())}
+	}
+	if r.SliceLimit > 0 && r.AgentSize > 0 && a.teamLive > 0 {
+		if left := minus(r.SliceLeft, a.reserved); left < r.AgentSize {
+			return &RoomWait{Gate: GateMemory, Text: fmt.Sprintf("%s available under the team's memory_max of %s, %s",
+				Bytes(left), Bytes(r.SliceLimit), r.sizeText())}
 		}
 	}
 	return nil
+}
+
+// minus is a-b, or 0 when b is more.
+func minus(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
 }
 
 // admit counts one more agent as started.

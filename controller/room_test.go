@@ -32,6 +32,12 @@ func TestDecideRoom(t *testing.T) {
 			[]Issue{todo("A")}, []Gate{GateMemory}},
 		{"memory unknown gates nothing", Room{Memory: 0, AgentSize: gib}, 0,
 			[]Issue{todo("A")}, []Gate{""}},
+		{"slice checked while the team's agents run", Room{SliceLimit: 4 * gib, SliceLeft: 3 * gib / 2, AgentSize: gib, AgentSizeFrom: SizeLearnt}, 0,
+			[]Issue{reviewing, todo("A"), todo("B")}, []Gate{"", "", GateMemory}},
+		// With none of the team's agents running, waiting frees nothing in
+		// its slice: one starts, and the slice's limit holds it.
+		{"slice full with no agent of the team", Room{SliceLimit: gib, SliceLeft: gib / 2, AgentSize: gib, AgentSizeFrom: SizeLearnt}, 0,
+			[]Issue{todo("A"), todo("B")}, []Gate{"", GateMemory}},
 		// The WIP limit is checked first; a dispatch it holds takes no room.
 		{"wip before room", Room{SessionLimit: 1}, 1,
 			[]Issue{todo("A"), todo("B")}, []Gate{"", "wip"}},
@@ -63,6 +69,12 @@ func TestDecideRoom(t *testing.T) {
 }
 
 func TestRoomReason(t *testing.T) {
+	slice := State{Room: Room{SliceLimit: 2 << 30, SliceLeft: 512 << 20, AgentSize: 1 << 30, AgentSizeFrom: SizeMemoryMax},
+		Issues: []Issue{{ID: "A", Status: StatusTodo, Worker: live(ModePlan)}, {ID: "B", Status: StatusTodo}}}
+	if got, want := Decide(slice)[1].Reason, "waiting for room: 512 MiB available under the team's memory_max of 2 GiB, "+
+		"agents here may take up to 1 GiB (agent.memory_max); would dispatch_planner"; got != want {
+		t.Errorf("Decide(...)[1].Reason = %q; want %q", got, want)
+	}
 	s := State{Room: Room{MemoryKnown: true, Memory: 1288490188, AgentSize: 900 << 20, AgentSizeFrom: SizeLearnt},
 		Issues: []Issue{{ID: "A", Status: StatusTodo}, {ID: "B", Status: StatusTodo}}}
 	d := Decide(s)[1]

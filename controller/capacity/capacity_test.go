@@ -180,8 +180,8 @@ func FuzzPeaksFile(f *testing.F) {
 }
 
 // TestSourceRoom: the controller's Source learns from the workers it sees
-// end, keeps it across a restart (a new Source), and takes the slice's
-// room when it is less than MemAvailable.
+// end, keeps it across a restart (a new Source), and reads the room left
+// under the slice's limit.
 func TestSourceRoom(t *testing.T) {
 	root, state := t.TempDir(), t.TempDir()
 	proc := v1Tree(t, root, "3221225472\n")
@@ -201,7 +201,7 @@ func TestSourceRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := controller.Room{SessionLimit: 2, MachineLimit: 5, MachineLive: 3, Memory: 2 << 30, MemoryKnown: true,
-		AgentSize: 2 << 30, AgentSizeFrom: controller.SizeMemoryMax}
+		SliceLimit: 3 << 30, SliceLeft: 2 << 30, AgentSize: 2 << 30, AgentSizeFrom: controller.SizeMemoryMax}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("Room() before any agent finished (-want +got):\n%s", diff)
 	}
@@ -231,7 +231,7 @@ func TestSourceRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.AgentSize, want.AgentSizeFrom = 943718400, controller.SizeLearnt
-	want.Memory, want.MemoryWhere = 3<<29, "under the team's memory_max of 2.5 GiB"
+	want.SliceLimit, want.SliceLeft = 5<<29, 3<<29
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("Room() after the planner ended, read by another Source (-want +got):\n%s", diff)
 	}

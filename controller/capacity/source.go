@@ -75,8 +75,8 @@ func New(o Options) *Source {
 }
 
 // Room reads the room there is now. Memory that cannot be read is
-// reported unknown (MemoryKnown false) and logged, not an error: the
-// capacity gate then holds nothing back, as without this Source. The
+// reported unknown (MemoryKnown false, SliceLimit 0) and logged, not an
+// error: memory then holds nothing back, as without this Source. The
 // session count of a machine limit is an error when the helper cannot be
 // asked.
 func (s *Source) Room(ctx context.Context) (controller.Room, error) {
@@ -103,19 +103,18 @@ func (s *Source) Room(ctx context.Context) (controller.Room, error) {
 	case s.o.AgentMemoryMax > 0:
 		r.AgentSize, r.AgentSizeFrom = s.o.AgentMemoryMax, controller.SizeMemoryMax
 	}
-	avail, err := readMemAvailable(s.o.Meminfo)
-	if err != nil {
-		s.warn("capacity: the available memory cannot be read; memory holds no dispatch back", err)
-		return r, nil
+	if avail, err := readMemAvailable(s.o.Meminfo); err != nil {
+		s.warn("capacity: the available memory cannot be read; the machine's memory holds no dispatch back", err)
+	} else {
+		r.Memory, r.MemoryKnown = avail, true
 	}
-	r.Memory, r.MemoryKnown = avail, true
 	if slice.Dir != "" {
 		left, limit, limited, err := slice.Room()
 		switch {
 		case err != nil:
 			s.warn("capacity: the team's slice cannot be read; its memory_max is not checked", err)
-		case limited && left < avail:
-			r.Memory, r.MemoryWhere = left, "under the team's memory_max of "+controller.Bytes(limit)
+		case limited:
+			r.SliceLeft, r.SliceLimit = left, limit
 		}
 	}
 	return r, nil

@@ -177,3 +177,122 @@ func TestMemoryGate(t *testing.T) {
 		return s.ActiveState != "inactive" || s.NRestarts > 0
 	})
 }
+
+// TestSlicePressureKillsTheAgent: the team's slice is limited to 192 MiB
+// (memory_max) and its planner's first run allocates without end. The
+// kernel's OOM killer, acting inside the slice, where legion@demo runs
+// too, picks the agent's process (oom_score_adj 500) and never the
+// controller: the controller keeps its MainPID and restarts, the slice
+// records the kill, and the issue still goes to Done (the worker resumes
+// the agent, which does not run away twice; the next phases start though
+// the learnt size no longer fits the slice, because no agent of the team
+// runs to free room in it).
+//
+// It runs only where the kernel enforces the slice's MemoryMax= for the
+// user manager (cgroup2 with the memory controller delegated, or the v1
+// memory hierarchy units/sandbox mounts on a hybrid host); elsewhere it
+// skips, even with CI=true: that is the kernel's layout, not a missing
+// prerequisite.
+func TestSlicePressureKillsTheAgent(t *testing.T) {
+	script := "if-env LEGION_MODE=plan run sh -c \"if [ ! -e $HOME/ran-away ]; then touch $HOME/ran-away; exec tail /dev/zero; fi\"\n" +
+		planScript + implementScript + implementDone + approveScript + retroFinishScript
+	e := start(t, script, teamOptions{wipLimit: 1, staleAfter: "2m", extra: "memory_max = \"192M\"\n"})
+	ctx := testCtx(t)
+	id := e.addIssue(ctx, "Run away once")
+	e.startController()
+	ctl, _ := unitname.ControllerUnit(teamName)
+	var before units.State
+	e.poll(ctx, ctl+" running", func() (bool, string) {
+		var err error
+		before, err = e.mgr.State(ctx, ctl)
+		return err == nil && before.MainPID != 0, fmt.Sprint(before, err)
+	})
+	events, limit := sliceOOMFiles(t, int(before.MainPID))
+	if limit != 192<<20 {
+		t.Skipf("the kernel does not enforce the team's memory_max for this user manager (slice limit %d)", limit)
+	}
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
+	if _, err := os.Stat(filepath.Join(e.sd.Home, "ran-away")); err != nil {
+		t.Fatalf("the planner never ran away: %v", err)
+	}
+	if n := oomKills(t, events); n < 1 {
+		t.Errorf("%s: %d; want the kernel to have enforced the slice's limit", events, n)
+	}
+	_, sid := e.sessionFile(id, controller.ModePlan)
+	if tr := e.transcript(sid); !strings.Contains(tr, "run sh: signal: killed") {
+		t.Errorf("the planner's transcript has no \"run sh: signal: killed\" (the runaway killed):\n%s", tail(tr, 20))
+	}
+	after, err := e.mgr.State(ctx, ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.MainPID != before.MainPID || after.NRestarts != before.NRestarts {
+		t.Errorf("%s after the OOM kill: %v; want it untouched (before: %v)", ctl, after, before)
+	}
+}
+
+// sliceOOMFiles are, for the process pid in a team's slice as this
+// process sees the cgroups, the slice's file that counts how the kernel
+// enforced its limit (see oomKills) and the limit in bytes (0 when
+// unreadable).
+func sliceOOMFiles(t *testing.T, pid int) (events string, limit uint64) {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		var dir, limitFile string
+		switch {
+		case f[1] == "memory":
+			dir = filepath.Join(capacity.CgroupRoot, "memory", filepath.Dir(f[2]))
+			// v1 counts an OOM kill in the victim's own cgroup, gone
+			// with its unit's run; the slice counts that its limit was hit.
+			events, limitFile = filepath.Join(dir, "memory.failcnt"), "memory.limit_in_bytes"
+		case f[0] == "0" && f[1] == "":
+			dir = filepath.Join(capacity.CgroupRoot, filepath.Dir(f[2]))
+			events, limitFile = filepath.Join(dir, "memory.events"), "memory.max"
+		default:
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, limitFile))
+		if err != nil {
+			continue
+		}
+		limit, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if limit != 0 {
+			return events, limit
+		}
+	}
+	return "", 0
+}
+
+// oomKills is what a slice's file says of the kernel enforcing its
+// limit: the oom_kill count of cgroup2's memory.events (hierarchical), or
+// cgroup v1's memory.failcnt, how often the limit was hit.
+func oomKills(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(path) == "memory.failcnt" {
+		n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return n
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if n, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			v, _ := strconv.Atoi(n)
+			return v
+		}
+	}
+	t.Fatalf("%s has no oom_kill line:\n%s", path, data)
+	return 0
+}
