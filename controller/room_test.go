@@ -94,14 +94,46 @@ func TestBytes(t *testing.T) {
 	}
 }
 
-// BenchmarkAdmission is the capacity check's cost per tick at 1,000 Todo
-// issues with a machine limit and a memory gate that admit half of them.
+// BenchmarkAdmission is the capacity check's cost in Decide per tick at
+// 1,000 Todo issues (every one a dispatch to check): with a room whose
+// machine limit and memory admit half of them, against the zero Room
+// (the baseline: no check beyond the WIP limit). The room's reading is
+// capacity's BenchmarkRoom.
 func BenchmarkAdmission(b *testing.B) {
-	s := State{Room: Room{MachineLimit: 600, MachineLive: 100, MemoryKnown: true, Memory: 500 << 30, AgentSize: 1 << 30, AgentSizeFrom: SizeLearnt}}
-	for i := range 1000 {
-		s.Issues = append(s.Issues, Issue{ID: fmt.Sprintf("I-%d", i), Status: StatusTodo, Labels: []string{}})
+	issues := make([]Issue, 1000)
+	for i := range issues {
+		issues[i] = Issue{ID: fmt.Sprintf("I-%d", i), Status: StatusTodo, Labels: []string{}}
 	}
-	for b.Loop() {
-		Decide(s)
+	for _, bc := range []struct {
+		name string
+		room Room
+	}{
+		{"none", Room{}},
+		{"room", Room{SessionLimit: 800, MachineLimit: 600, MachineLive: 100, MemoryKnown: true, Memory: 500 << 30,
+			SliceLimit: 1 << 40, SliceLeft: 1 << 40, AgentSize: 1 << 30, AgentSizeFrom: SizeLearnt}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := State{Room: bc.room, Issues: issues}
+			for b.Loop() {
+				Decide(s)
+			}
+		})
+	}
+}
+
+// TestRoomWaitIsNotAWait: an issue waiting for room is not among what
+// waits for a person (nothing is notified or escalated for it), however
+// long it waits.
+func TestRoomWaitIsNotAWait(t *testing.T) {
+	s := State{Room: Room{SessionLimit: 1}, Issues: []Issue{
+		{ID: "A", Status: StatusInProgress, Labels: []string{}, Worker: live(ModeImplement)},
+		{ID: "B", Status: StatusTodo, Labels: []string{}},
+	}}
+	ds := Decide(s)
+	if ds[1].Room == nil {
+		t.Fatalf("Decide(...)[1] = %+v; want B waiting for room", ds[1])
+	}
+	if w := waits(s, []TrackedIssue{{ID: "A"}, {ID: "B"}}, ds); len(w) != 0 {
+		t.Errorf("waits = %+v; want none", w)
 	}
 }

@@ -236,3 +236,17 @@ func TestSourceRoom(t *testing.T) {
 		t.Errorf("Room() after the planner ended, read by another Source (-want +got):\n%s", diff)
 	}
 }
+
+// BenchmarkRoom is the room's reading per tick in the controller: this
+// machine's /proc/meminfo and cgroups (no team slice is found outside a
+// user manager's units, so that part is the search) and capacity.json,
+// with no machine limit (no helper call).
+func BenchmarkRoom(b *testing.B) {
+	s := New(Options{Short: "0123abcd", StateDir: b.TempDir(), Learn: true})
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := s.Room(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
