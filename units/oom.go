@@ -3,18 +3,23 @@ package units
 // What the kernel and systemd-oomd kill first under memory pressure: an
 // agent, never Legion's own units.
 //
-// An unprivileged user manager can raise a unit's oom_score_adj but not
-// lower it below what the manager itself has (the kernel wants
-// CAP_SYS_RESOURCE for that; user@.service starts managers at
-// OOMScoreAdjust=100 on Debian and Fedora, and a unit asking for less
-// fails to start). So Legion's units keep the manager's value and every
-// agent's worker unit raises its own to AgentOOMScoreAdjust: the kernel's
-// badness of a process is its memory in pages plus oom_score_adj
-// thousandths of all memory, so an agent at 500 is picked before any
-// process of the user's at the manager's value that is not larger by half
-// the machine's memory, Legion's small helper and controllers among them,
-// and the rest of the user's session too. Within a team's slice, whose
-// MemoryMax= triggers the kernel's OOM killer inside it, the controller
+// A process without CAP_SYS_RESOURCE (an unprivileged user's manager and
+// its units) can set its oom_score_adj to anything above the floor that a
+// process with that capability last set for it (the kernel's
+// oom_score_adj_min, fs/proc/base.c; systemd as PID 1 sets it when it
+// starts user@.service, at OOMScoreAdjust=100 on Debian and Fedora), but
+// not below. systemd does not refuse a unit that asks for less: it starts
+// it at the value it inherited (TestOOMScoreAdjust probes both under a
+// manager without the capability). So lowering Legion's own units is not
+// open to an unprivileged manager, and Legion's units keep the manager's
+// value while every agent's worker unit raises its own to
+// AgentOOMScoreAdjust: the kernel's badness of a process is its memory in
+// pages plus oom_score_adj thousandths of all memory (of the cgroup's
+// limit, inside a memory-limited cgroup), so an agent at 500 is picked
+// before any process at the manager's value that is not larger by half of
+// that, Legion's small helper and controllers among them, and the rest of
+// the user's session too. Within a team's slice, whose MemoryMax=
+// triggers the kernel's OOM killer inside it, the controller
 // (legion@TEAM.service runs in that slice) is never the pick while an
 // agent runs there.
 //
