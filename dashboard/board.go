@@ -277,7 +277,11 @@ func (s *Server) refreshTeam(ctx context.Context, ts *teamState) bool {
 	hadErr := ts.err != nil
 	ts.err = nil
 	ts.report = controller.Suggest(st)
-	d, _ := json.Marshal(ts.report)
+	// The room's figures (free memory) move on every read: a board
+	// changes with what its cards show, not with them.
+	digest := ts.report
+	digest.Room = controller.Room{}
+	d, _ := json.Marshal(digest)
 	changed := string(d) != ts.digest
 	ts.digest = string(d)
 	return changed || hadErr
