@@ -59,7 +59,7 @@ func FuzzMemAvailable(f *testing.F) {
 // legion.slice/legion-0123abcd.slice/legion@demo.service): the slice with
 // limit and usage, the controller and a worker with its peak. It returns
 // the /proc/self/cgroup text.
-func v1Tree(t *testing.T, root, limit string) []byte {
+func v1Tree(t testing.TB, root, limit string) []byte {
 	t.Helper()
 	slice := filepath.Join(root, "memory/user.slice/user-0.slice/user@0.service/legion.slice/legion-0123abcd.slice")
 	files := map[string]string{
@@ -249,4 +249,23 @@ func BenchmarkRoom(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzFindSlice: whatever /proc/self/cgroup says, FindSlice looks only
+// below the cgroup root and finds the team's slice or none.
+func FuzzFindSlice(f *testing.F) {
+	root := f.TempDir()
+	v1Tree(f, root, "3221225472\n")
+	f.Add([]byte("4:memory:/user.slice/user-0.slice/user@0.service/legion.slice/legion-0123abcd.slice/legion@demo.service\n"))
+	f.Add([]byte("4:memory:/../../..\n0::/\n"))
+	f.Add([]byte("4:cpu,memory:\n"))
+	f.Fuzz(func(t *testing.T, proc []byte) {
+		s, err := FindSlice(root, proc, "0123abcd", 0)
+		if err != nil {
+			return
+		}
+		if s.Dir != "" && (!strings.HasPrefix(s.Dir, root+"/") || !strings.HasSuffix(s.Dir, "/legion.slice/legion-0123abcd.slice")) {
+			t.Errorf("FindSlice(%q) = %s; want the slice below %s or none", proc, s.Dir, root)
+		}
+	})
 }
