@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
@@ -171,6 +172,7 @@ type Team struct {
 	GitHub GitHub // used when Review is ReviewGitHub
 
 	Notify Notify // where the team's waits for a person are announced
+	Budget Budget // the spend at which the team's agents stop
 }
 
 // ShortID is the first 8 hex characters of the team's UUID; unit and slice
@@ -306,8 +308,8 @@ func (a Agent) clone() Agent {
 	return a
 }
 
-// AgentKind names the kind of program a team's workers run (package agent
-// implements each).
+// AgentKind names the kind of program a team's workers run (each is a
+// package agent/<kind>, listed in the registry agent/kinds).
 type AgentKind string
 
 // Agent kinds.
@@ -319,28 +321,39 @@ const (
 	// liveness from its output, no completion detection.
 	AgentCustom AgentKind = "custom"
 	// AgentCodex is OpenAI's Codex CLI: a Codex home per conversation with
-	// hooks that report its state (package agent's Codex).
+	// hooks that report its state (package agent/codex).
 	AgentCodex AgentKind = "codex"
 	// AgentGemini is Google's Gemini CLI: a Gemini home per conversation
-	// with hooks that report its state (package agent's Gemini).
+	// with hooks that report its state (package agent/gemini).
 	AgentGemini AgentKind = "gemini"
 	// AgentOpencode is the opencode CLI: an opencode home per conversation
-	// with a plugin that reports its state (package agent's Opencode).
+	// with a plugin that reports its state (package agent/opencode).
 	AgentOpencode AgentKind = "opencode"
 )
 
 // KindArgv is the default agent.new and agent.resume of kind, and whether
-// kind has defaults of its own (otherwise Claude Code's are the defaults).
+// kind has defaults of its own (otherwise Claude Code's are the defaults):
+// its CLI's pin's (agent/cliversion).
 func KindArgv(kind AgentKind) (argvNew, argvResume []string, ok bool) {
-	switch kind {
-	case AgentCodex:
-		return slices.Clone(codexAgentNew), slices.Clone(codexAgentResume), true
-	case AgentGemini:
-		return slices.Clone(geminiAgentNew), slices.Clone(geminiAgentResume), true
-	case AgentOpencode:
-		return slices.Clone(opencodeAgentNew), slices.Clone(opencodeAgentResume), true
+	if c, found := cliversion.For(string(kind)); found && c.New != nil {
+		return slices.Clone(c.New), slices.Clone(c.Resume), true
 	}
 	return nil, nil, false
+}
+
+// kindNames are the kinds agent.kind may name: every pinned CLI's
+// (agent/cliversion) and, with custom, AgentCustom. agent.kind_by_mode
+// takes only kinds with hooks (a custom agent has no default argv to
+// switch to).
+func kindNames(custom bool) []string {
+	var out []string
+	for _, c := range cliversion.All() {
+		out = append(out, c.Kind)
+	}
+	if custom {
+		out = append(out, string(AgentCustom))
+	}
+	return out
 }
 
 // PermissionPolicy says which of an agent's tool calls run without asking
@@ -360,7 +373,7 @@ const (
 	// PermissionsSandbox asks nobody, as bypass, but the agent runs
 	// confined by Landlock: it writes only its worktree, the git objects
 	// and refs a commit needs, its own state, the toolchains' caches and
-	// /tmp, and reads no secrets (package agent's SandboxFor). Where
+	// /tmp, and reads no secrets (agent.SandboxFor). Where
 	// Landlock cannot hold, and for the controller agent, it is allowlist.
 	PermissionsSandbox PermissionPolicy = "sandbox"
 )

@@ -278,6 +278,21 @@ func TestLoadErrors(t *testing.T) {
 			want: `@FILE@:4: teams.demo.notify.ntfy_url: invalid URL "ntfy.sh/topic": expected an http:// or https:// address with a host`,
 		},
 		{
+			name: "budget negative",
+			text: team + "budget.issue_usd = -5\n",
+			want: `@FILE@:4: teams.demo.budget.issue_usd: -5 is out of range: expected a number of US dollars from 0 to 1e+09`,
+		},
+		{
+			name: "budget price field",
+			text: team + "budget.prices = { \"gpt-5\" = { input = 1.25, ouput = 10 } }\n",
+			want: `@FILE@:4: teams.demo.budget.prices: gpt-5.ouput: unknown field: expected input, output, cache_read or cache_write`,
+		},
+		{
+			name: "budget tokens as string",
+			text: team + "budget.day_tokens = \"1M\"\n",
+			want: `@FILE@:4: teams.demo.budget.day_tokens: expected an integer, got string "1M"`,
+		},
+		{
 			name: "start limit that cannot trip",
 			text: "[defaults]\nrestart_cooldown = \"1m\"\nstart_limit_interval = \"5m\"\n",
 			want: `@FILE@:3: defaults.start_limit_interval: start_limit_interval 5m0s must be longer than start_limit_burst × restart_cooldown (5 × 1m0s = 5m0s): restarts come at most once per cooldown, so systemd's start limit could never trip`,
@@ -713,5 +728,34 @@ func TestWorkerRelax(t *testing.T) {
 				t.Errorf("WorkerRelax() = %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestBudget: budget.* per team and in [defaults]; budget.prices merge
+// over the shipped prices, which every team has without it.
+func TestBudget(t *testing.T) {
+	ws := t.TempDir()
+	text := "[defaults]\nbudget.day_usd = 50\n\n[teams.a]\nid = \"" + demoID + "\"\nworkspace = \"" + ws + "\"\n" +
+		"budget.issue_tokens = 2_000_000\nbudget.issue_usd = 2.5\nbudget.prices = { \"gpt-5\" = { input = 2, output = 20 }, \"my-model\" = { input = 1 } }\n"
+	cfg, err := Parse(filepath.Join(ws, "legion.toml"), []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.Teams[0].Budget
+	if b.IssueTokens != 2_000_000 || b.IssueUSD != 2.5 || b.DayUSD != 50 || b.DayTokens != 0 || !b.Any() {
+		t.Errorf("budget = %+v; want issue 2M tokens and $2.5, day $50 from [defaults]", b)
+	}
+	if b.Prices["gpt-5"] != (Price{Input: 2, Output: 20}) || b.Prices["my-model"] != (Price{Input: 1}) || b.Prices["gemini-2.5-pro"] != DefaultPrices["gemini-2.5-pro"] {
+		t.Errorf("prices = %v; want gpt-5 and my-model overridden, the shipped ones kept", b.Prices)
+	}
+	if DefaultPrices["gpt-5"].Input != 1.25 {
+		t.Errorf("the shipped gpt-5 price changed to %v: budget.prices must not write into DefaultPrices", DefaultPrices["gpt-5"])
+	}
+	plain, err := Parse(filepath.Join(ws, "legion.toml"), []byte("[teams.a]\nid = \""+demoID+"\"\nworkspace = \""+ws+"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pb := plain.Teams[0].Budget; pb.Any() || len(pb.Prices) != len(DefaultPrices) {
+		t.Errorf("a team without budget keys: %+v; want no limit and the shipped prices", pb)
 	}
 }

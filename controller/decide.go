@@ -78,6 +78,7 @@ const (
 	ActionEscalateIdle        Action = "escalate_idle"       // its turn ended without worker-done
 	ActionEscalateAPIError    Action = "escalate_api_error"  // its turn failed at the API (rate limit, auth)
 	ActionEndWorker           Action = "end_worker"          // worker-done and its turn ended: end it cleanly
+	ActionEscalateBudget      Action = "escalate_budget"     // over its budget: end its agent (if any), ask a person
 	ActionRelayFeedback       Action = "relay_feedback"
 	ActionSkip                Action = "skip"
 	ActionNone                Action = "none"
@@ -134,6 +135,10 @@ type Issue struct {
 	// conflicts); decided on only when it is broken (Problem): no worker
 	// is started in it.
 	Worktree *workspace.Worktree `json:"worktree,omitempty"`
+	// Spend is what the issue's agents spent, read when the team has a
+	// budget (nil otherwise, or when it could not be read: SpendError).
+	Spend      *Spend `json:"spend,omitempty"`
+	SpendError string `json:"spend_error,omitempty"`
 }
 
 // HasLabel reports whether the issue carries label l.
@@ -168,6 +173,9 @@ type State struct {
 	// Room is the room the machine and the team have for more agents;
 	// the zero Room admits every dispatch.
 	Room Room `json:"room"`
+	// Budget is the team's budget and its spend today; nil when it has
+	// none.
+	Budget *SpendBudget `json:"budget,omitempty"`
 }
 
 // Decision is the suggested action for one issue and the tracker changes
@@ -214,7 +222,7 @@ func Decide(s State) []Decision {
 	}
 	out := make([]Decision, 0, len(s.Issues))
 	for _, is := range s.Issues {
-		d := decideIssue(is, s)
+		d := applyBudget(decideIssue(is, s), is, s)
 		if wt := is.Worktree; wt != nil && wt.Problem != "" && startsWorker(d.Action) {
 			// The worker would run in it: its dispatch would fail.
 			d = Decision{Issue: is.ID, Action: ActionSkip,

@@ -99,6 +99,11 @@ type Sources struct {
 	// Room is where the room for more agents is read (package
 	// controller/capacity); nil: no capacity gate beyond the WIP limit.
 	Room RoomSource
+	// Budget is the team's budget (its limits; Today is filled in from
+	// Ledger); nil for none, and then Spend is not read.
+	Budget *SpendBudget
+	Spend  SpendSource
+	Ledger *Ledger
 }
 
 // IssueState is one issue in `legion state`: what was collected and what
@@ -113,6 +118,7 @@ type IssueState struct {
 type Report struct {
 	WIPLimit int          `json:"wip_limit"`
 	Room     Room         `json:"room"`
+	Budget   *SpendBudget `json:"budget,omitempty"`
 	Issues   []IssueState `json:"issues"`
 }
 
@@ -211,7 +217,32 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 				Worker: &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == SessionWaitingInput, Question: s.Question, Agent: s.Agent}})
 		}
 	}
+	if src.Budget != nil && src.Spend != nil {
+		st.Budget = collectSpend(ctx, src, &st)
+	}
 	return st, tracked, nil
+}
+
+// collectSpend reads what each issue's agents spent (an issue whose spend
+// cannot be read says why and is not held to its budget) and the team's
+// spend today, and returns the team's budget with it.
+func collectSpend(ctx context.Context, src Sources, st *State) *SpendBudget {
+	b := *src.Budget
+	spends := make(map[string]Spend, len(st.Issues))
+	for i := range st.Issues {
+		is := &st.Issues[i]
+		s, err := src.Spend.Spend(ctx, is.ID)
+		if err != nil {
+			is.SpendError = err.Error()
+			continue
+		}
+		is.Spend = &s
+		spends[is.ID] = s
+	}
+	if src.Ledger != nil {
+		b.Today, b.Problem = src.Ledger.Observe(st.Now, spends)
+	}
+	return &b
 }
 
 // reviewsFromLabels is the local review source.
@@ -231,7 +262,7 @@ func reviewsFromLabels(issues []TrackedIssue) map[string]Review {
 // Suggest runs Decide on st and pairs each issue with its decision.
 func Suggest(st State) Report {
 	ds := Decide(st)
-	r := Report{WIPLimit: st.WIPLimit, Room: st.Room, Issues: make([]IssueState, len(st.Issues))}
+	r := Report{WIPLimit: st.WIPLimit, Room: st.Room, Budget: st.Budget, Issues: make([]IssueState, len(st.Issues))}
 	for i, is := range st.Issues {
 		r.Issues[i] = IssueState{Issue: is, Decision: ds[i]}
 		if is.Worker != nil {

@@ -21,6 +21,7 @@ const (
 	WaitUnfinished WaitKind = "unfinished" // the finisher ended, the issue is open
 	WaitInput      WaitKind = "input"      // user-input-needed, with no agent waiting
 	WaitFailed     WaitKind = "failed"     // systemd gave up on a worker
+	WaitBudget     WaitKind = "budget"     // the issue's agents crossed its budget
 )
 
 // Wait is one thing that waits for a person after a tick: an escalated
@@ -114,6 +115,8 @@ func kindOf(a Action) WaitKind {
 		return WaitRateLimit
 	case ActionEscalateUnfinished:
 		return WaitUnfinished
+	case ActionEscalateBudget:
+		return WaitBudget
 	}
 	return WaitInput
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/service"
@@ -61,8 +62,8 @@ type Need struct {
 	JournalSource string   `json:"journal_source,omitempty"`
 	// Escalated says the controller has asked in the tracker already
 	// (user-input-needed); answering here works either way.
-	Escalated bool   `json:"escalated"`
-	Usage     *Usage `json:"usage,omitempty"`
+	Escalated bool         `json:"escalated"`
+	Usage     *agent.Usage `json:"usage,omitempty"`
 }
 
 // NeedsResult is GET /api/needs.
@@ -234,7 +235,7 @@ func (s *Server) needs(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		for i := range ns {
-			if u, err := IssueUsage(t, home, ns[i].Issue); err == nil {
+			if u, err := team.IssueUsage(t, home, ns[i].Issue); err == nil {
 				ns[i].Usage = &u
 			}
 			if ns[i].Kind == NeedFailed {

@@ -31,12 +31,15 @@ package doctor
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
@@ -164,9 +167,9 @@ func Run(ctx context.Context, o Options) []Check {
 
 // teamChecks are the checks of team t: its agent program, its permission
 // policies, its GitHub token's access when it uses GitHub, and for each kind it runs in some mode (agent.kind and
-// agent.kind_by_mode) the version of that kind's CLI and what the kind
-// needs besides (Codex's credentials; the Gemini CLI's program, node and
-// key; opencode's key).
+// agent.kind_by_mode) the version of that kind's CLI and the kind's own
+// check ([agent.Checker]: Codex's credentials; the Gemini CLI's program,
+// node and key; opencode's key), found through the kinds' registry.
 func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, versions versionCache) []Check {
 	checks := []Check{checkAgent(o.ConfigPath, t, w), checkPolicy(t)}
 	if c, ok := checkInstructions(o.ConfigPath, t); ok {
@@ -186,13 +189,8 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 			continue
 		}
 		seen[u.kind] = true
-		switch u.kind {
-		case config.AgentCodex:
-			checks = append(checks, checkCodexKey(o.ConfigPath, t, w))
-		case config.AgentGemini:
-			checks = append(checks, checkGemini(o.ConfigPath, t, w))
-		case config.AgentOpencode:
-			checks = append(checks, checkOpencode(o.ConfigPath, t, w))
+		if c, ok := kindCheck(t, u.kind, w); ok {
+			checks = append(checks, c)
 		}
 	}
 	return checks
@@ -258,3 +256,35 @@ func withTimeout(ctx context.Context, d time.Duration, check func(context.Contex
 	defer cancel()
 	return check(ctx)
 }
+
+// kindCheck is kind's own check of team t's agents ([agent.Checker]),
+// when the kind has one.
+func kindCheck(t config.Team, kind config.AgentKind, w workerEnv) (Check, bool) {
+	k, err := kinds.For(config.Agent{Kind: kind})
+	if err != nil {
+		return Check{}, false // config refuses an unknown kind before this
+	}
+	ck, ok := k.(agent.Checker)
+	if !ok {
+		return Check{}, false
+	}
+	c := Check{Name: kindCheckName(ck, t.Name), Team: t.Name}
+	if w.err != nil {
+		c.Status, c.Detail = Warn, fmt.Sprintf("the user manager's environment, which workers get, cannot be read: %v", w.err)
+		c.Fix = fmt.Sprintf("see the check %q", CheckManager)
+		return c, true
+	}
+	var in []string
+	for _, m := range modes {
+		if mk := t.Agent.ForMode(m).Kind; mk == kind || mk == "" && kind == config.AgentClaude {
+			in = append(in, m)
+		}
+	}
+	r := ck.Check(agent.CheckEnv{Team: t, Modes: in, Env: w.env, EnvironmentDir: w.environmentDir()})
+	c.Status, c.Detail, c.Fix = Status(r.Status), r.Detail, r.Fix
+	return c, true
+}
+
+// kindCheckName names kind check ck of team, e.g. "codex credentials of
+// team demo".
+func kindCheckName(ck agent.Checker, team string) string { return ck.CheckName() + " of team " + team }

@@ -103,5 +103,34 @@ func printReport(w io.Writer, rep controller.Report) error {
 	if len(waiting) > 0 {
 		fmt.Fprintf(w, "\nwaiting for room (not stalled; dispatched once there is room): %s\n", strings.Join(waiting, ", "))
 	}
+	if b := rep.Budget; b != nil {
+		fmt.Fprintf(w, "\nBudget: today %s of %s; per issue %s\n", b.Today, limits(b.DayTokens, b.DayUSD), limits(b.IssueTokens, b.IssueUSD))
+		for _, is := range rep.Issues {
+			switch {
+			case is.Spend != nil && (is.Spend.Tokens > 0 || is.Spend.USD > 0):
+				fmt.Fprintf(w, "  %s: %s\n", is.ID, is.Spend)
+			case is.SpendError != "":
+				fmt.Fprintf(w, "  %s: spend unknown: %s\n", is.ID, is.SpendError)
+			}
+		}
+		if b.Problem != "" {
+			fmt.Fprintf(w, "  %s\n", b.Problem)
+		}
+	}
 	return nil
+}
+
+// limits says a budget's limits: "2,000,000 tokens or $25.00", "no limit".
+func limits(tokens int64, usd float64) string {
+	var parts []string
+	if tokens > 0 {
+		parts = append(parts, controller.FormatTokens(tokens))
+	}
+	if usd > 0 {
+		parts = append(parts, fmt.Sprintf("$%.2f", usd))
+	}
+	if len(parts) == 0 {
+		return "no limit"
+	}
+	return strings.Join(parts, " or ")
 }

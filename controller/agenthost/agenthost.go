@@ -25,6 +25,7 @@ import (
 
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/agent/claude/claudecode"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/service"
 	"github.com/legion-dev/legion/controller/team"
@@ -55,7 +56,7 @@ type Options struct {
 // it.
 func Spec(ctx context.Context, o Options) (*proto.Spec, error) {
 	t := o.Team
-	kind, err := agent.For(t.Agent)
+	kind, err := kinds.For(t.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
 	}

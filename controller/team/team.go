@@ -46,6 +46,8 @@ type Team struct {
 	Reviews   controller.ReviewSource // nil: outcome labels on the issue
 	Worktrees *workspace.Manager
 
+	ledger *controller.Ledger // the team's spend today (StateDir/budget.json)
+
 	instrOnce sync.Once
 	instr     *instructions.Set
 	instrErr  error
@@ -66,6 +68,7 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 		ConfigPath: configPath,
 		StateDir:   dir,
 		Worktrees:  Worktrees(t, stateHome),
+		ledger:     &controller.Ledger{Path: filepath.Join(dir, "budget.json")},
 	}
 	switch t.Tracker {
 	case config.TrackerLocal:
@@ -168,11 +171,12 @@ func linearStatuses(l config.Linear) map[controller.Status]string {
 }
 
 // Sources are the team's state sources for controller.Collect, with live
-// sessions from sessions (the helper), its wip_limit and idle_grace, and
-// the room for its agents as its controller last learnt their size
-// (Room(false, nil)).
+// sessions from sessions (the helper), its wip_limit and idle_grace, the
+// room for its agents as its controller last learnt their size
+// (Room(false, nil)), and, when it has a budget, its agents' spend
+// (t.Spend) and its day ledger.
 func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
-	return controller.Sources{
+	src := controller.Sources{
 		Tracker:   t.Tracker,
 		Reviews:   t.Reviews,
 		Sessions:  sessions,
@@ -181,6 +185,11 @@ func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 		IdleGrace: t.IdleGrace,
 		Room:      t.Room(false, nil),
 	}
+	if b := t.Budget; b.Any() {
+		src.Budget = &controller.SpendBudget{IssueTokens: b.IssueTokens, IssueUSD: b.IssueUSD, DayTokens: b.DayTokens, DayUSD: b.DayUSD}
+		src.Spend, src.Ledger = t, t.ledger
+	}
+	return src
 }
 
 // Room is the source of the room for the team's agents: its session

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/legion-dev/legion/controller"
+)
+
+// TestPrintReportBudget: with a budget, legion state says the team's
+// spend today against its daily limit, the per-issue limit, each issue's
+// spend (or why it is unknown) and a ledger problem; without one, none of
+// it.
+func TestPrintReportBudget(t *testing.T) {
+	rep := controller.Report{
+		Budget: &controller.SpendBudget{IssueTokens: 2_000_000, DayUSD: 25, Today: controller.Spend{Tokens: 1234, USD: 1.5}, Problem: "budget ledger x: disk full"},
+		Issues: []controller.IssueState{
+			{Issue: controller.Issue{ID: "A-1", Status: controller.StatusTodo, Spend: &controller.Spend{Tokens: 1_500_000, USD: 3.25}}},
+			{Issue: controller.Issue{ID: "A-2", Status: controller.StatusTodo, SpendError: "usage of /f: permission denied"}},
+			{Issue: controller.Issue{ID: "A-3", Status: controller.StatusTodo, Spend: &controller.Spend{}}},
+		},
+	}
+	var b strings.Builder
+	if err := printReport(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Budget: today 1,234 tokens, $1.50 of $25.00; per issue 2,000,000 tokens\n",
+		"  A-1: 1,500,000 tokens, $3.25\n",
+		"  A-2: spend unknown: usage of /f: permission denied\n",
+		"  budget ledger x: disk full\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("legion state:\n%s\nwant %q", b.String(), want)
+		}
+	}
+	if strings.Contains(b.String(), "  A-3:") {
+		t.Errorf("legion state lists A-3, which spent nothing:\n%s", b.String())
+	}
+	rep.Budget = nil
+	b.Reset()
+	if err := printReport(&b, rep); err != nil || strings.Contains(b.String(), "Budget") {
+		t.Errorf("legion state without a budget:\n%s (%v); want no budget lines", b.String(), err)
+	}
+}
