@@ -55,6 +55,10 @@ type Helper struct {
 	IdleExit time.Duration
 	// LogLevel is the lowest level the helper logs.
 	LogLevel slog.Level
+	// SessionLimit caps the live agent sessions of all teams on this
+	// machine; 0 is no cap. Every team's controller enforces it, counting
+	// the sessions the helper lists (Team.MachineSessionLimit).
+	SessionLimit int
 }
 
 // Web configures the dashboard: legion-web.socket and the server it
@@ -144,6 +148,12 @@ type Team struct {
 	StartLimitInterval time.Duration
 	// WIPLimit is how many code workers (implementers) may run at once.
 	WIPLimit int
+	// SessionLimit is how many of the team's agents, in every mode, may
+	// run at once; 0 is no cap beyond WIPLimit.
+	SessionLimit int
+	// MachineSessionLimit is [helper] session_limit, the same in every
+	// team: how many agents of all teams may run at once on the machine.
+	MachineSessionLimit int
 	// IdleGrace is how long an agent may sit idle at its prompt, its turn
 	// ended without worker-done, before the controller escalates.
 	IdleGrace time.Duration

@@ -41,6 +41,7 @@ func TestLoadValid(t *testing.T) {
 [helper]
 idle_exit = "0"
 log_level = "debug"
+session_limit = 6
 
 [worker]
 ring_size = "64K"
@@ -55,6 +56,7 @@ linear.api_key_env = "MY_LINEAR_KEY"
 id = "`+demoID+`"
 workspace = "@WS@"
 wip_limit = 3
+session_limit = 4
 memory_max = "4G"
 cpu_quota = "150%"
 tasks_max = 256
@@ -83,11 +85,13 @@ github = { repo = "example/demo", merge_method = "squash" }
 	defaults.StaleAfter = 15 * time.Minute
 	defaults.Agent.New = []string{"my-agent", "--id={session_id}", "{prompt}"}
 	defaults.Linear.APIKeyEnv = "MY_LINEAR_KEY"
+	defaults.MachineSessionLimit = 6 // [helper] session_limit, in every team
 
 	demo := defaults
 	demo.Name, demo.ID, demo.Workspace, demo.IssuePrefix = "demo", uuid.MustParse(demoID), ws, "DEMO"
 	demo.WIPLimit, demo.MemoryMax, demo.CPUQuotaPercent, demo.TasksMax = 3, 4<<30, 150, 256
 	demo.Tracker = TrackerLinear
+	demo.SessionLimit = 4
 	demo.Agent.MemoryMax, demo.Agent.CPUWeight = 1<<30, 50
 	demo.Hardening = Hardening{Relax: []string{"PrivateDevices"}, Add: []string{"PrivateTmp"}}
 	demo.Linear.TeamKey, demo.Linear.StatusDone = "ENG", "Shipped"
@@ -99,7 +103,7 @@ github = { repo = "example/demo", merge_method = "squash" }
 
 	want := &Config{
 		Path:     path,
-		Helper:   Helper{IdleExit: 0, LogLevel: slog.LevelDebug},
+		Helper:   Helper{IdleExit: 0, LogLevel: slog.LevelDebug, SessionLimit: 6},
 		Worker:   Worker{RingSize: 64 << 10, DetachKey: termkeys.MustParseKey("ctrl-q"), StartupGrace: 2 * time.Minute},
 		Web:      defaultWeb(),
 		Defaults: defaults,

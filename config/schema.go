@@ -173,6 +173,20 @@ var Schema = []Setting{
 		}),
 	},
 	{
+		Table: TableHelper, Key: "session_limit", Type: "integer", Example: "8",
+		Doc: "How many agent sessions of all teams may run at once on this machine, reviewers and " +
+			"`legion spawn` sessions included. Every team's controller counts the sessions the helper lists " +
+			"before it starts one, and an issue that would exceed it waits for room (`legion state` says so; " +
+			"it is not stalled). Two controllers that tick at the same moment may each start one, so it can be " +
+			"passed by one session per team for a tick. Unset: no cap (each team's wip_limit and session_limit, " +
+			"and the memory check, still hold).",
+		set: onHelper(func(h *Helper, v any) error {
+			n, err := intValue(v, 1, 10000)
+			h.SessionLimit = int(n)
+			return err
+		}),
+	},
+	{
 		Table: TableWeb, Key: "address", Type: "IP address", Default: `"127.0.0.1"`,
 		Doc: "The address legion-web.socket listens on for the dashboard (`legion web`). " +
 			"Only this machine can reach 127.0.0.1 (or ::1); any other address lets other " +
@@ -378,6 +392,21 @@ var Schema = []Setting{
 		set: onTeam(func(t *Team, v any) error {
 			n, err := intValue(v, 1, 1000)
 			t.WIPLimit = int(n)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "session_limit", Type: "integer", Example: "3",
+		Doc: "How many of the team's agents may run at once in every mode, reviewers included (wip_limit " +
+			"leaves them out). An issue whose next agent would exceed it waits for room: `legion state` and the " +
+			"board say so, it is not stalled, and it is dispatched once an agent of the team ends. Unset: no cap " +
+			"beyond wip_limit. Before any start the controller also checks memory: the room left (the machine's " +
+			"MemAvailable, or what the team's memory_max leaves, whichever is less) must hold one more agent of " +
+			"the team's expected size, which is the highest peak memory of its last finished agents, or " +
+			"agent.memory_max before one has finished, or 1 GiB without either.",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := intValue(v, 1, 1000)
+			t.SessionLimit = int(n)
 			return err
 		}),
 	},

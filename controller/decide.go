@@ -171,6 +171,9 @@ type State struct {
 	// (0: at once).
 	Now       time.Time     `json:"now"`
 	IdleGrace time.Duration `json:"idle_grace"`
+	// Room is the room the machine and the team have for more agents;
+	// the zero Room admits every dispatch.
+	Room Room `json:"room"`
 	// Budget is the team's budget and its spend today; nil when it has
 	// none.
 	Budget *SpendBudget `json:"budget,omitempty"`
@@ -205,6 +208,9 @@ type Decision struct {
 	// use: api.DecisionAllow or api.DecisionDeny.
 	Permission string `json:"permission,omitempty"`
 	InputBy    string `json:"input_by,omitempty"` // who answered (the comment's author)
+	// Room is set when the decision would start an agent but waits for
+	// room (Action is ActionSkip): the issue is not stalled.
+	Room *RoomWait `json:"waiting_for_room,omitempty"`
 }
 
 // codeWorker reports whether a worker in mode counts against the WIP limit:
@@ -212,9 +218,12 @@ type Decision struct {
 func codeWorker(mode Mode) bool { return mode != ModeReview }
 
 // Decide returns one decision per issue, in the order of s.Issues. It is
-// pure: the same State always gives the same decisions. The WIP limit is
-// applied in issue order, counting live code workers first.
+// pure: the same State always gives the same decisions. The WIP limit and
+// then the room (s.Room: the team's and the machine's session limits, the
+// memory one more agent needs) are applied in issue order, counting live
+// workers first and each admitted dispatch as it goes.
 func Decide(s State) []Decision {
+	room := newAdmission(s)
 	live := 0
 	for _, is := range s.Issues {
 		if is.Worker != nil && codeWorker(is.Worker.Mode) {
@@ -239,12 +248,19 @@ func Decide(s State) []Decision {
 					"see `journalctl --user -u '%s'`, then `systemctl --user reset-failed '%s'` lets Legion %s again",
 					f.Mode, f.why(), f.Unit, f.Unit, d.Action)}
 		}
-		if d.Mode != "" && codeWorker(d.Mode) && startsWorker(d.Action) {
-			if s.WIPLimit > 0 && live >= s.WIPLimit {
+		if d.Mode != "" && startsWorker(d.Action) {
+			code := codeWorker(d.Mode)
+			if code && s.WIPLimit > 0 && live >= s.WIPLimit {
 				d = Decision{Issue: is.ID, Action: ActionSkip,
 					Reason: fmt.Sprintf("WIP limit %d reached (%d code workers live); would %s", s.WIPLimit, live, d.Action)}
+			} else if w := room.check(); w != nil {
+				d = Decision{Issue: is.ID, Action: ActionSkip, Room: w,
+					Reason: fmt.Sprintf("waiting for room: %s; would %s", w.Text, d.Action)}
 			} else {
-				live++
+				room.admit()
+				if code {
+					live++
+				}
 			}
 		}
 		out = append(out, d)

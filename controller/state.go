@@ -96,6 +96,9 @@ type Sources struct {
 	IdleGrace time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Room is where the room for more agents is read (package
+	// controller/capacity); nil: no capacity gate beyond the WIP limit.
+	Room RoomSource
 	// Budget is the team's budget (its limits; Today is filled in from
 	// Ledger); nil for none, and then Spend is not read.
 	Budget *SpendBudget
@@ -120,6 +123,7 @@ type IssueState struct {
 // Report is the output of `legion state`.
 type Report struct {
 	WIPLimit int          `json:"wip_limit"`
+	Room     Room         `json:"room"`
 	Budget   *SpendBudget `json:"budget,omitempty"`
 	// Pauses are the agent kinds waiting at their API's limits.
 	Pauses        map[string]*Pause `json:"pauses,omitempty"`
@@ -185,12 +189,18 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 			failed[s.Issue] = append(failed[s.Issue], FailedWorker{Mode: s.Mode, Session: s.Name, Unit: s.Unit, Cause: s.Cause})
 		}
 	}
+	var room Room
+	if src.Room != nil {
+		if room, err = src.Room.Room(ctx); err != nil {
+			return State{}, nil, fmt.Errorf("collect the room for agents: %w", err)
+		}
+	}
 	now := time.Now
 	if src.Now != nil {
 		now = src.Now
 	}
 	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked)),
-		Now: now(), IdleGrace: src.IdleGrace}
+		Now: now(), IdleGrace: src.IdleGrace, Room: room}
 	for _, t := range tracked {
 		is := Issue{
 			ID: t.ID, Title: t.Title, Status: t.Status, Labels: slices.Clone(t.Labels),
@@ -265,7 +275,7 @@ func reviewsFromLabels(issues []TrackedIssue) map[string]Review {
 // Suggest runs Decide on st and pairs each issue with its decision.
 func Suggest(st State) Report {
 	ds := Decide(st)
-	r := Report{WIPLimit: st.WIPLimit, Budget: st.Budget, Pauses: st.Pauses, LimitsProblem: st.LimitsProblem, Issues: make([]IssueState, len(st.Issues))}
+	r := Report{WIPLimit: st.WIPLimit, Room: st.Room, Budget: st.Budget, Pauses: st.Pauses, LimitsProblem: st.LimitsProblem, Issues: make([]IssueState, len(st.Issues))}
 	for i, is := range st.Issues {
 		r.Issues[i] = IssueState{Issue: is, Decision: ds[i]}
 		if is.Worker != nil {

@@ -67,6 +67,9 @@ type BoardIssue struct {
 	// `legion state` suggests).
 	Action controller.Action `json:"action"`
 	Reason string            `json:"reason,omitempty"`
+	// Room says why its next agent waits for room (a session limit,
+	// memory); nil when it does not wait. Such an issue is not stalled.
+	Room *controller.RoomWait `json:"room,omitempty"`
 	// Usage is the tokens and cost of the issue's agents so far, from
 	// their session files (team.IssueUsage); nil when none could be read.
 	Usage *agent.Usage `json:"usage,omitempty"`
@@ -213,7 +216,7 @@ func buildBoard(name string, rep controller.Report, sessions []api.Session) Boar
 	for _, is := range rep.Issues {
 		bi := BoardIssue{
 			ID: is.ID, Title: is.Title, Status: is.Status, Labels: is.Labels,
-			Failed: is.Failed, Action: is.Action, Reason: is.Reason,
+			Failed: is.Failed, Action: is.Action, Reason: is.Reason, Room: is.Decision.Room,
 		}
 		bi.Session = pickSession(byIssue[is.ID])
 		if i, ok := col[is.Status]; ok {
@@ -287,7 +290,11 @@ func (s *Server) refreshTeam(ctx context.Context, ts *teamState) bool {
 	hadErr := ts.err != nil
 	ts.err = nil
 	ts.report = controller.Suggest(st)
-	d, _ := json.Marshal(ts.report)
+	// The room's figures (free memory) move on every read: a board
+	// changes with what its cards show, not with them.
+	digest := ts.report
+	digest.Room = controller.Room{}
+	d, _ := json.Marshal(digest)
 	changed := string(d) != ts.digest
 	ts.digest = string(d)
 	return changed || hadErr

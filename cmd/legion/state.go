@@ -105,6 +105,15 @@ func printReport(w io.Writer, rep controller.Report) error {
 	if rep.LimitsProblem != "" {
 		fmt.Fprintf(w, "\n%s\n", rep.LimitsProblem)
 	}
+	var waiting []string
+	for _, is := range rep.Issues {
+		if is.Decision.Room != nil {
+			waiting = append(waiting, is.ID)
+		}
+	}
+	if len(waiting) > 0 {
+		fmt.Fprintf(w, "\nwaiting for room (not stalled; dispatched once there is room): %s\n", strings.Join(waiting, ", "))
+	}
 	if b := rep.Budget; b != nil {
 		fmt.Fprintf(w, "\nBudget: today %s of %s; per issue %s\n", b.Today, limits(b.DayTokens, b.DayUSD), limits(b.IssueTokens, b.IssueUSD))
 		for _, is := range rep.Issues {

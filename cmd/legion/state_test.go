@@ -71,3 +71,26 @@ func TestPrintPauses(t *testing.T) {
 		t.Errorf("legion state:\n%s\nwant claude paused, codex not", b.String())
 	}
 }
+
+// TestPrintReportRoom: issues whose start waits for room are listed after
+// the table as not stalled; with none waiting the line is left out.
+func TestPrintReportRoom(t *testing.T) {
+	wait := &controller.RoomWait{Gate: controller.GateTeamSessions, Text: "session_limit 1 reached (1 of the team's agents live)"}
+	rep := controller.Report{Issues: []controller.IssueState{
+		{Issue: controller.Issue{ID: "A-1", Status: controller.StatusTodo}, Decision: controller.Decision{Action: controller.ActionDispatchPlanner}},
+		{Issue: controller.Issue{ID: "A-2", Status: controller.StatusTodo}, Decision: controller.Decision{Action: controller.ActionSkip, Room: wait,
+			Reason: "waiting for room: " + wait.Text + "; would dispatch_planner"}},
+	}}
+	var b strings.Builder
+	if err := printReport(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\nwaiting for room (not stalled; dispatched once there is room): A-2\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("legion state:\n%s\nwant %q", b.String(), want)
+	}
+	rep.Issues = rep.Issues[:1]
+	b.Reset()
+	if err := printReport(&b, rep); err != nil || strings.Contains(b.String(), "waiting for room") {
+		t.Errorf("legion state with nothing waiting:\n%s (%v); want no room line", b.String(), err)
+	}
+}

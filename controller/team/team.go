@@ -8,6 +8,7 @@ package team
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/capacity"
 	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/instructions"
 	"github.com/legion-dev/legion/controller/linear"
@@ -175,8 +177,10 @@ func linearStatuses(l config.Linear) map[controller.Status]string {
 }
 
 // Sources are the team's state sources for controller.Collect, with live
-// sessions from sessions (the helper), its wip_limit and idle_grace, and,
-// when it has a budget, its agents' spend (t.Spend) and its day ledger.
+// sessions from sessions (the helper), its wip_limit and idle_grace, the
+// room for its agents as its controller last learnt their size
+// (Room(false, nil)), and, when it has a budget, its agents' spend
+// (t.Spend) and its day ledger.
 func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 	src := controller.Sources{
 		Tracker:   t.Tracker,
@@ -185,6 +189,7 @@ func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 		Worktrees: t.Worktrees,
 		WIPLimit:  t.WIPLimit,
 		IdleGrace: t.IdleGrace,
+		Room:      t.Room(false, nil),
 	}
 	src.KindOf, src.LimitWindows = map[controller.Mode]string{}, map[string]time.Duration{}
 	for _, m := range config.WorkerModes() {
@@ -209,3 +214,16 @@ func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 // dir keeps its agent kinds' pauses at their API's limits; `legion limits
 // resume` ends them by writing it.
 func LimitsPath(dir string) string { return filepath.Join(dir, "limits.json") }
+
+// Room is the source of the room for the team's agents: its session
+// limits, the machine's, and the memory one more agent needs. With learn
+// (the team's controller only) it samples the agents' peak memory and
+// keeps what it learns in the state directory; log hears what cannot be
+// read.
+func (t *Team) Room(learn bool, log *slog.Logger) *capacity.Source {
+	return capacity.New(capacity.Options{
+		Short: t.ShortID(), StateDir: t.StateDir, AgentMemoryMax: t.Agent.MemoryMax,
+		SessionLimit: t.SessionLimit, MachineLimit: t.MachineSessionLimit,
+		Learn: learn, Log: log,
+	})
+}

@@ -74,6 +74,7 @@
       is.usage ? usageLine(is.usage, budget) : null,
       (is.failed || []).map((f) => h("div", {className: "meta"},
         h("span", {className: "state failed", textContent: f.mode + " failed", title: f.cause || ""}))),
+      is.room ? h("div", {className: "meta room", textContent: "waiting for room: " + is.room.text, title: "not stalled: dispatched once there is room"}) : null,
       is.action && !["none", "skip"].includes(is.action) ? h("div", {className: "meta next", textContent: "next: " + is.action.replace(/_/g, " "), title: is.reason || ""}) : null);
     return c;
   }
