@@ -40,7 +40,7 @@ func TestLimitsWaitedOut(t *testing.T) {
 			{ID: "A-1", Status: StatusInProgress, Worker: limitedWorker(ModeImplement, t0.Add(2*time.Second), nil)},
 			{ID: "A-2", Status: StatusTodo, Worker: limitedWorker(ModePlan, t0, nil)},
 			{ID: "A-3", Status: StatusTodo, Worker: limitedWorker(ModePlan, t0.Add(time.Second), nil)},
-			{ID: "A-4", Status: StatusTodo},                                         // a new planner (claude)
+			{ID: "A-4", Status: StatusTodo},                                           // a new planner (claude)
 			{ID: "A-5", Status: StatusNeedsReview, Labels: []string{LabelWorkerDone}}, // a new reviewer (codex)
 		}
 	}
