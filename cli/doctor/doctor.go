@@ -175,6 +175,9 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 	if c, ok := checkInstructions(o.ConfigPath, t); ok {
 		checks = append(checks, c)
 	}
+	if t.Notify.Any() {
+		checks = append(checks, checkNotify(o.ConfigPath, t, w))
+	}
 	if needs, ok := usesGitHub(t); ok {
 		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {
 			return checkGitHub(ctx, o.ConfigPath, t, w, needs)
