@@ -78,7 +78,7 @@ func TestKindByMode(t *testing.T) {
 	for _, c := range checks {
 		names = append(names, c.Name)
 	}
-	want := []string{"agent of team demo", "permissions of team demo", "codex version of team demo",
+	want := []string{"agent of team demo", "permissions of team demo", "capacity of team demo", "codex version of team demo",
 		"codex credentials of team demo", "claude version of team demo"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("checks of a team with kind_by_mode (-want +got):\n%s", diff)

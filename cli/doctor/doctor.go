@@ -41,6 +41,7 @@ import (
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/capacity"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/hostprobe"
@@ -102,6 +103,9 @@ type Options struct {
 	SystemBus string
 	// Timeout bounds each check that talks to something; default 10s.
 	Timeout time.Duration
+	// StateHome is $XDG_STATE_HOME/legion (teams' learnt agent sizes);
+	// Meminfo is /proc/meminfo. Empty: the system's.
+	StateHome, Meminfo string
 	// FindWorker locates the program worker units run; default: the one
 	// beside the legion that the installed legion.service runs (else Bin),
 	// as that legion finds it (proto.FindBinaryFor).
@@ -175,6 +179,7 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 	if c, ok := checkInstructions(o.ConfigPath, t); ok {
 		checks = append(checks, c)
 	}
+	checks = append(checks, checkCapacity(t, o.StateHome, o.Meminfo))
 	if t.Notify.Any() {
 		checks = append(checks, checkNotify(o.ConfigPath, t, w))
 	}
@@ -238,6 +243,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SystemBus == "" {
 		o.SystemBus = cmp.Or(os.Getenv("DBUS_SYSTEM_BUS_ADDRESS"), "unix:path=/run/dbus/system_bus_socket")
+	}
+	if o.StateHome == "" {
+		o.StateHome, _ = config.StateDir()
+	}
+	if o.Meminfo == "" {
+		o.Meminfo = capacity.MeminfoPath
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
