@@ -49,6 +49,13 @@ type Wait struct {
 	New bool `json:"new,omitempty"`
 }
 
+// Waits are what waits for a person in st as collected (tracked are the
+// tracker's issues it was collected from): every issue that carries
+// user-input-needed without user-feedback-given, and every failed worker.
+// The agent controller's host announces these, since its agent escalates
+// by itself.
+func Waits(st State, tracked []TrackedIssue) []Wait { return waits(st, tracked, nil) }
+
 // waits are what waits for a person after a tick: the escalations of the
 // decisions applied in it (applied), then, from the state collected before
 // it, every other issue that carries user-input-needed without
