@@ -49,6 +49,9 @@ type Pause struct {
 	// Hits are when each limit of this episode was seen (the first is when
 	// it began); an episode ends once the kind ran a window without one.
 	Hits []time.Time `json:"hits"`
+	// Pauses counts the episode's pauses: the backoff of the next is
+	// twice the last. Limits seen while paused add hits, not pauses.
+	Pauses int `json:"pauses"`
 	// Waited is how long the episode's pauses added up to.
 	Waited time.Duration `json:"waited"`
 	// last is the agent state's Since of the newest hit, so one StopFailure
@@ -142,6 +145,15 @@ func (l *Limits) Observe(st *State, windows map[string]time.Duration) (pauses ma
 		}
 		p.Last = w.Agent.Since
 		p.Hits = append(p.Hits, w.Agent.Since)
+		if p.Paused(now) {
+			// Another agent of the kind stopped at the same limit: one
+			// pause holds them all (a later reset time extends it).
+			if r := w.Agent.ResetAt; r != nil && r.After(p.Until) {
+				p.Waited += r.Sub(p.Until)
+				p.Until, p.ResetKnown = *r, true
+			}
+			continue
+		}
 		window := cmp.Or(windows[kind], 5*time.Hour)
 		if p.Waited >= window {
 			// A whole window of waiting, and it came back: no more
@@ -149,10 +161,11 @@ func (l *Limits) Observe(st *State, windows map[string]time.Duration) (pauses ma
 			p.Until, p.ResetKnown = now, false
 			continue
 		}
+		p.Pauses++
 		if r := w.Agent.ResetAt; r != nil && r.After(now) {
 			p.Until, p.ResetKnown = *r, true
 		} else {
-			wait := limitBackoff << min(len(p.Hits)-1, 20)
+			wait := limitBackoff << min(p.Pauses-1, 20)
 			p.Until, p.ResetKnown = now.Add(min(wait, window)), false
 		}
 		p.Waited += p.Until.Sub(now)
@@ -259,9 +272,9 @@ func applyLimits(d Decision, is Issue, s State, resume map[string]bool) Decision
 			return d
 		}
 		window := cmp.Or(s.LimitWindows[kind], 5*time.Hour)
-		if p.Waited >= window && len(p.Hits) > 1 && !p.Paused(s.Now) {
-			d.Comment += fmt.Sprintf("\n\nLegion waited out %s's limit %d times, %s in all (a whole window, %s), and it came back each time: %s. "+
-				"It stops waiting by itself; `legion limits resume` lets the paused agents try again.", kind, len(p.Hits), p.Waited.Round(time.Minute), window, p.history())
+		if p.Waited >= window && p.Pauses > 0 && !p.Paused(s.Now) {
+			d.Comment += fmt.Sprintf("\n\nLegion waited out %s's limit %d times, %s in all (a whole window, %s), and it came back each time (limits seen: %s). "+
+				"It stops waiting by itself; `legion limits resume` lets the paused agents try again.", kind, p.Pauses, p.Waited.Round(time.Minute), window, p.history())
 			d.Reason += " (the limit keeps coming back: escalated once)"
 			return d
 		}

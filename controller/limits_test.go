@@ -27,11 +27,13 @@ func tickLimits(t *testing.T, l *Limits, st State) []Decision {
 	return Decide(st)
 }
 
-// TestLimitsWaitedOut: an agent stopped at its kind's limit (no reset time
-// given) is not escalated: its kind pauses for a minute, then two, then
-// four; new dispatches of that kind wait, another kind's do not; when the
-// pause ends the paused conversations are prompted to go on, oldest
-// first, two a tick; a reset time the agent gives is waited for instead.
+// TestLimitsWaitedOut: agents stopped at their kind's limit (no reset time
+// given) are not escalated: the kind pauses once for them all (the first
+// backoff, a minute); new dispatches of that kind wait, another kind's do
+// not; when the pause ends the paused conversations are prompted to go
+// on, oldest first, two a tick; one that stops at the limit again starts
+// the next, longer pause (two minutes); a reset time the agent gives is
+// waited for instead.
 func TestLimitsWaitedOut(t *testing.T) {
 	l := &Limits{Path: filepath.Join(t.TempDir(), "limits.json")}
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -55,12 +57,12 @@ func TestLimitsWaitedOut(t *testing.T) {
 		t.Errorf("reason %q; want when the pause ends and why", ds[0].Reason)
 	}
 	p, _ := l.Pauses()
-	if c := p["claude"]; c == nil || len(c.Hits) != 3 || !c.Until.Equal(t0.Add(5*time.Second).Add(4*time.Minute)) {
-		// Three limits seen in one tick: 1, 2, then 4 minutes (the last one's pause).
-		t.Errorf("claude's pause = %+v; want three hits, until 4 minutes after the tick", c)
+	if c := p["claude"]; c == nil || len(c.Hits) != 3 || c.Pauses != 1 || !c.Until.Equal(t0.Add(5*time.Second).Add(time.Minute)) {
+		// Three agents stopped at the same limit: one pause, the first backoff.
+		t.Errorf("claude's pause = %+v; want three hits, one pause until a minute after the tick", c)
 	}
 	// Before the pause ends: still waiting. After: the two oldest go on.
-	now := t0.Add(5 * time.Second).Add(4*time.Minute - time.Second)
+	now := t0.Add(5 * time.Second).Add(time.Minute - time.Second)
 	if ds = tickLimits(t, l, State{Now: now, Issues: issues(t0)}); ds[1].Action != ActionSkip {
 		t.Errorf("a second before the pause ends: %s; want skip", ds[1].Action)
 	}
@@ -77,6 +79,13 @@ func TestLimitsWaitedOut(t *testing.T) {
 	}
 	if !strings.Contains(ds[0].Reason, "waiting for its turn") {
 		t.Errorf("the third paused conversation: %q; want it to wait its turn", ds[0].Reason)
+	}
+	// A resumed one stops at the limit again: the second pause, twice as long.
+	again := issues(t0)
+	again[1].Worker = limitedWorker(ModePlan, now.Add(10*time.Second), nil)
+	tickLimits(t, l, State{Now: now.Add(11 * time.Second), Issues: again})
+	if p, _ := l.Pauses(); p["claude"].Pauses != 2 || !p["claude"].Until.Equal(now.Add(11*time.Second).Add(2*time.Minute)) {
+		t.Errorf("after a second limit: %+v; want the second pause, two minutes", p["claude"])
 	}
 
 	// A reset time the agent gives is the pause's end.
