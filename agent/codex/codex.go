@@ -64,7 +64,7 @@ type Kind struct {
 
 // HookEvents are the Codex hook events a session's config.toml sends
 // to its worker (X13), and PostModelRequest, the only one that reports a
-// failed model request (X41; [HookDialect] reads it as a StopFailure).
+// failed model request (X34; [HookDialect] reads it as a StopFailure).
 var HookEvents = []string{
 	"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
 	"PostToolUse", "Stop", "SubagentStart", "SubagentStop", "SessionEnd",

@@ -5,12 +5,12 @@ import "github.com/legion-dev/legion/ptyworker/proto"
 // HookDialect is Codex's hooks as Claude Code's: they have Claude Code's
 // names and payloads (X13) but for a failed model request, which Codex
 // reports only as a PostModelRequest with status "failed" and its error
-// text (X40-X43: no Stop, no StopFailure): that one is Claude Code's
+// text (X34: no Stop, no StopFailure): that one is Claude Code's
 // StopFailure, its error kind read from the text, and the reset time of a
 // ChatGPT plan's usage limit from its "try again at 2:12 PM." or "try
 // again at Dec 1st, 2026 2:43 PM." (local time, minutes).
 //
-// A failed request Codex retries fires it too (X42): the agent is then
+// A failed request Codex retries fires it too (X35): the agent is then
 // at api_error until the retry's answer moves it on (a tool, Stop).
 var HookDialect = proto.HookDialect{
 	Failures: map[string]proto.Failure{

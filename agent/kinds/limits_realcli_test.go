@@ -93,7 +93,7 @@ func translated(t *testing.T, kind config.AgentKind, log, name string) map[strin
 // config asks for, reaches Legion as a StopFailure "rate_limit" once
 // codex.HookDialect translates it, with the reset time of a ChatGPT plan's
 // usage limit; a plain rate limit has none. Codex's own retries are off
-// (the provider's request_max_retries and stream_max_retries 0, X43).
+// (the provider's request_max_retries and stream_max_retries 0, X37).
 func TestRealCodexLimit(t *testing.T) {
 	bin := codextest.Binary(t)
 	reset := time.Now().Add(50 * time.Hour)
@@ -190,7 +190,7 @@ func TestRealOpencodeLimit(t *testing.T) {
 // RESOURCE_EXHAUSTED with a PerDay quota id) fires no hook after
 // BeforeAgent: it opens its own dialog, "Usage limit reached for
 // <model>." with "1. Keep trying" and "2. Stop", and waits there
-// (gemini FACTS G30). Nothing reaches Legion's hook; the screen is all
+// (gemini FACTS G32). Nothing reaches Legion's hook; the screen is all
 // there is.
 func TestRealGeminiLimit(t *testing.T) {
 	bin := geminitest.Binary(t)

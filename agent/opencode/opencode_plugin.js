@@ -202,7 +202,7 @@ export const Legion = async (ctx) => {
         }
         case "session.status": {
           // opencode retries a failed model request by itself, for ever,
-          // 429s of any kind included (opencode FACTS O30): each retry is
+          // 429s of any kind included (opencode FACTS O28): each retry is
           // a StopFailure whose reset_at is the retry's time, so that the
           // worker sees the agent stopped at a limit until it moves on.
           const st = p.status || {}
