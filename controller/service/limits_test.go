@@ -84,7 +84,7 @@ if-env LEGION_MODE=implement once run git commit -qm "implement $LEGION_ISSUE"
 		}
 	}
 	var pauses map[string]*controller.Pause
-	if err := json.Unmarshal([]byte(e.legion(ctx, "limits", teamName, "--json")), &pauses); err != nil {
+	if err := json.Unmarshal([]byte(e.legion(ctx, "limits", "show", teamName, "--json")), &pauses); err != nil {
 		t.Fatal(err)
 	}
 	// Each implementer stopped once; agents that stopped while paused
