@@ -578,17 +578,14 @@ func (k *claudeKind) requests(issue string, mode controller.Mode) []modelRequest
 	return out
 }
 
-func (k *claudeKind) stalled(ctx context.Context) time.Time {
+// checkRestarted checks that the stream held after its first events
+// and waits until the stalled CLI let go of it.
+func (k *claudeKind) checkRestarted(ctx context.Context) {
 	select {
 	case <-k.stall.Stalled():
-	case <-ctx.Done():
-		k.e.t.Fatalf("the stream never stalled: %v", ctx.Err())
+	default:
+		k.e.t.Errorf("the planner restarted but its stream never held")
 	}
-	return time.Now()
-}
-
-// checkRestarted waits until the stalled CLI let go of its stream.
-func (k *claudeKind) checkRestarted(ctx context.Context) {
 	select {
 	case <-k.stall.Gone():
 	case <-ctx.Done():

@@ -2,8 +2,6 @@ package service_test
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,22 +159,6 @@ func (k *responsesKind) requests(issue string, mode controller.Mode) []modelRequ
 		}
 	}
 	return out
-}
-
-// stalled waits for the request the stall step's turn answered.
-func (k *responsesKind) stalled(ctx context.Context) time.Time {
-	var at time.Time
-	k.e.poll(ctx, "a stalled stream", func() (bool, string) {
-		reqs := k.srv.Requests()
-		for _, r := range reqs {
-			if r.Turn.Stall {
-				at = r.Time
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d requests", len(reqs))
-	})
-	return at
 }
 
 func (k *responsesKind) assertScripted(issue string, only controller.Mode) {

@@ -224,23 +224,6 @@ func (k *geminiKind) requests(issue string, mode controller.Mode) []modelRequest
 	return out
 }
 
-// stalled waits for the request the stall step's turn answered (no hook
-// fires while it hangs, gemini FACTS G13).
-func (k *geminiKind) stalled(ctx context.Context) time.Time {
-	var at time.Time
-	k.e.poll(ctx, "a stalled stream", func() (bool, string) {
-		reqs := k.srv.Requests()
-		for _, r := range reqs {
-			if r.Turn.Stall {
-				at = r.Time
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d requests", len(reqs))
-	})
-	return at
-}
-
 // assertScripted is assertGeminiScripted, over every request whatever
 // only says.
 func (k *geminiKind) assertScripted(string, controller.Mode) {

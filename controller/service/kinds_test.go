@@ -67,9 +67,6 @@ type kindDriver interface {
 	// carrying its prompt; the CLI's side requests, such as titles, left
 	// out), oldest first.
 	requests(issue string, mode controller.Mode) []modelRequest
-	// stalled waits until the stall step's stream hangs and returns when
-	// it began (at the latest).
-	stalled(ctx context.Context) time.Time
 	// question scripts issue's plan phase: a question to a person, then
 	// the phase's turns.
 	question(issue string) kindQuestion
@@ -237,7 +234,17 @@ func kindStallResumed(ctx context.Context, t *testing.T, k kind) {
 	start := time.Now()
 	e.startController()
 
-	stalled := d.stalled(ctx)
+	var stalled time.Time
+	e.poll(ctx, "the planner's stream stalled", func() (bool, string) {
+		reqs := d.requests(id, controller.ModePlan)
+		for _, r := range reqs {
+			if r.stalled {
+				stalled = r.time
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d requests of the planner", len(reqs))
+	})
 	unit := workerUnit(t, id, controller.ModePlan)
 	e.poll(ctx, "the stalled planner restarted by systemd", func() (bool, string) {
 		st, err := e.mgr.State(ctx, unit)
