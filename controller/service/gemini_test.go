@@ -2,10 +2,7 @@ package service_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +13,6 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent/gemini/geminitest"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 // startGemini is start for a team whose agent is the real Gemini CLI (kind
@@ -69,39 +65,10 @@ func (e *env) geminiPhase(issue string, mode controller.Mode) []geminitest.Turn 
 	return turns
 }
 
-// geminiWait bounds the wait for one phase of a Gemini agent: every start
-// of the CLI takes seconds of node start-up, up to 20 s on a loaded
-// machine (gemini FACTS G19), and a restarted phase starts twice.
+// geminiWait bounds a test of one phase of a Gemini agent: every start of
+// the CLI takes seconds of node start-up, up to 20 s on a loaded machine
+// (gemini FACTS G19).
 const geminiWait = 3 * time.Minute
-
-// waitGeminiCompleted is waitCompleted with geminiWait.
-func (e *env) waitGeminiCompleted(ctx context.Context, issue string, mode controller.Mode) api.Session {
-	e.t.Helper()
-	var s api.Session
-	waitfor.Check(e.t, geminiWait, fmt.Sprintf("the %s worker of %s completed", mode, issue), func() error {
-		var ok bool
-		if s, ok = e.session(ctx, issue, mode); !ok {
-			return errors.New("no session")
-		}
-		if s.State != api.StateExited || s.Exit == nil {
-			return fmt.Errorf("%s exit %v agent %+v", s.State, s.Exit, s.Agent)
-		}
-		return nil
-	})
-	return s
-}
-
-// waitGeminiFinished is assertFinished for the implementer's file of
-// geminiPhase (and of phaseTurns), waiting for each phase's worker first
-// (waitGeminiCompleted): assertFinished's one wait is too short for five
-// phases of the Gemini CLI.
-func (e *env) waitGeminiFinished(ctx context.Context, id string) {
-	e.t.Helper()
-	for _, m := range allModes {
-		e.waitGeminiCompleted(ctx, id, m)
-	}
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
-}
 
 // assertGeminiScripted checks that every scripted turn was taken and no
 // request went unscripted within a phase. An unscripted request right
@@ -178,11 +145,10 @@ func TestGeminiPlansClaudeImplements(t *testing.T) {
 	srv.Script(e.geminiPhase(id, controller.ModePlan)...)
 	e.scriptAll(id, controller.ModePlan)
 	e.startController()
-	e.waitGeminiFinished(ctx, id)
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
 
-	assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, controller.ModePlan))
-	for _, m := range allModes[1:] {
-		assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, m))
+	for _, m := range allModes {
+		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
 	}
 	assertGeminiScripted(t, srv)
 	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "gemini") {
