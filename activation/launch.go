@@ -26,7 +26,7 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	l := launch{
 		name: a.Name, id: a.ID, agentSession: a.AgentSession, team: a.Team, issue: a.Issue, mode: a.Mode, role: a.Role,
 		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume,
-		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter), agent: a.Agent, ownCommands: a.OwnCommands, legion: a.Legion, sandbox: a.Sandbox,
+		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter), agent: a.Agent, ownCommands: a.OwnCommands, dialogMarkers: a.DialogMarkers, legion: a.Legion, sandbox: a.Sandbox,
 		startLimitInterval: time.Duration(a.StartLimitInterval), ringSize: a.RingSize,
 		reuseLive: a.Reuse, instructions: a.Instructions,
 	}

@@ -61,6 +61,7 @@ type launch struct {
 	staleAfter            time.Duration
 	agent                 string // proto.AgentClaude or AgentCustom ("": custom)
 	ownCommands           []string
+	dialogMarkers         []string
 	legion                string
 	sandbox               *api.Sandbox
 	cooldown              time.Duration
@@ -142,7 +143,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	spec := &proto.Spec{
 		Version: proto.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
-		Agent: l.agent, Sandbox: l.sandbox, Instructions: l.instructions, OwnCommands: l.ownCommands, Legion: l.legion, SessionFile: l.watch, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
+		Agent: l.agent, Sandbox: l.sandbox, Instructions: l.instructions, OwnCommands: l.ownCommands, DialogMarkers: l.dialogMarkers, Legion: l.legion, SessionFile: l.watch, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
 		Paths: proto.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},
 	}

@@ -2,14 +2,15 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"os"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/envlist"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Kind is one kind of agent. Plan and Prepare take a [Session] the caller
@@ -103,24 +104,25 @@ type Launch struct {
 	// Sandbox confines the agent (the policy "sandbox" where it holds);
 	// nil for none.
 	Sandbox *api.Sandbox
+	// DialogMarkers are lines on the agent's screen while one of its own
+	// approval dialogs is open that no hook answers (api.SpawnArgs's).
+	DialogMarkers []string
 	// PolicyNote says why the policy "sandbox" runs the agent unconfined
 	// with its prompts on (as allowlist); "" otherwise. For the log.
 	PolicyNote string
 }
 
-// For is the kind a team's agent config selects (agent.kind).
-func For(a config.Agent) (Kind, error) {
-	switch a.Kind {
-	case config.AgentClaude, "":
-		return &Claude{Config: a}, nil
-	case config.AgentCustom:
-		return &Custom{Config: a}, nil
-	case config.AgentCodex:
-		return &Codex{Config: a}, nil
-	case config.AgentGemini:
-		return &Gemini{Config: a}, nil
-	case config.AgentOpencode:
-		return &Opencode{Config: a}, nil
-	}
-	return nil, fmt.Errorf("unknown agent kind %q: expected %q, %q, %q, %q or %q", a.Kind, config.AgentClaude, config.AgentCodex, config.AgentGemini, config.AgentOpencode, config.AgentCustom)
+// LimitWindower is a kind whose provider limits its agents' use over a
+// window (Claude's and Codex's five hours, Gemini's day): Legion's backoff
+// at a limit whose reset time it does not learn never waits longer.
+type LimitWindower interface {
+	LimitWindow() time.Duration
+}
+
+// HookTranslator is a kind whose CLI's hook payloads are not Claude
+// Code's: `legion hook` translates them with its dialect before it
+// forwards them to the worker. Prepare names the kind in the agent's
+// environment (proto.EnvHookDialect = the kind's Name).
+type HookTranslator interface {
+	HookDialect() proto.HookDialect
 }

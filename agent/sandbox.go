@@ -57,7 +57,7 @@ func EffectivePolicy(a config.Agent, s Session, kind config.AgentKind) (policy c
 
 // applyPolicy is the policy a kind prepares s with (see EffectivePolicy),
 // and records in l the sandbox, or why the policy "sandbox" is not one.
-func applyPolicy(a config.Agent, s Session, kind config.AgentKind, l *Launch) config.PermissionPolicy {
+func ApplyPolicy(a config.Agent, s Session, kind config.AgentKind, l *Launch) config.PermissionPolicy {
 	policy, sb, why := EffectivePolicy(a, s, kind)
 	l.Sandbox, l.PolicyNote = sb, why
 	return policy
@@ -118,8 +118,8 @@ func SandboxFor(s Session, kind config.AgentKind) *api.Sandbox {
 	caches := []string{cache, modcache, h(".npm")}
 	sb := &api.Sandbox{Read: []string{"/"}}
 	sb.Write = append(sb.Write, filepath.Clean(s.Cwd))
-	sb.Write = append(sb.Write, gitWritable(s.Cwd)...)
-	sb.Write = append(sb.Write, filepath.Clean(s.Dir), conversationHome(s.Dir, string(kind), s.ID))
+	sb.Write = append(sb.Write, GitWritable(s.Cwd)...)
+	sb.Write = append(sb.Write, filepath.Clean(s.Dir), ConversationHome(s.Dir, string(kind), s.ID))
 	switch kind {
 	case config.AgentClaude:
 		sb.Write = append(sb.Write, h(".claude"), h(".claude.json"))
@@ -169,7 +169,7 @@ func SandboxFor(s Session, kind config.AgentKind) *api.Sandbox {
 // repository's git directory: its objects, refs and logs, and the
 // worktree's own directory (HEAD, index). Nothing when cwd has no .git
 // file (a main checkout writes its own .git, which is below cwd).
-func gitWritable(cwd string) []string {
+func GitWritable(cwd string) []string {
 	b, err := os.ReadFile(filepath.Join(cwd, ".git"))
 	if err != nil {
 		return nil

@@ -1,12 +1,15 @@
-package agent
+package agent_test
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/agenttest"
+	"github.com/legion-dev/legion/agent/claude"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker/confine"
 )
@@ -16,19 +19,10 @@ import (
 // write) when it holds.
 func holding(t *testing.T, holds bool) {
 	t.Helper()
-	old := probeSandbox
-	probeSandbox = func() confine.Status { return confine.Status{ABI: 7, Holds: holds, Why: "test"} }
-	t.Cleanup(func() { probeSandbox = old })
-	home, err := os.UserHomeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scratch := filepath.Join(home, ".cache", "legion-test")
-	if err := os.MkdirAll(scratch, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(scratch) }) // once empty: the last test to end removes it
-	t.Setenv("TMPDIR", scratch)
+	old := *agent.ProbeSandbox
+	*agent.ProbeSandbox = func() confine.Status { return confine.Status{ABI: 7, Holds: holds, Why: "test"} }
+	t.Cleanup(func() { *agent.ProbeSandbox = old })
+	agenttest.OutsideTmp(t)
 }
 
 // TestSandboxPolicyPerKind: under the policy "sandbox" every kind is
@@ -51,12 +45,12 @@ func TestSandboxPolicyPerKind(t *testing.T) {
 				} else {
 					a.New, a.Resume = []string{"claude", "--session-id", "{session_id}", "{prompt}"}, []string{"claude", "--resume", "{session_id}"}
 				}
-				k, err := For(a)
+				k, err := kinds.For(a)
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := testSession(t, k, "implement")
-				l := prepared(t, k, s)
+				s := agenttest.Session(t, k, "implement")
+				l := agenttest.Prepared(t, k, s)
 				argv := strings.Join(l.ArgvNew, " ")
 				if holds {
 					if !strings.Contains(argv, arg) || l.Sandbox == nil || l.PolicyNote != "" {
@@ -74,7 +68,7 @@ func TestSandboxPolicyPerKind(t *testing.T) {
 
 func TestEffectivePolicy(t *testing.T) {
 	holding(t, true)
-	k := &Claude{}
+	k := claude.New(config.Agent{})
 	for _, c := range []struct {
 		name   string
 		policy config.PermissionPolicy
@@ -91,11 +85,11 @@ func TestEffectivePolicy(t *testing.T) {
 		{"home below /tmp", config.PermissionsSandbox, "review", "/tmp/h", config.PermissionsAllowlist, "below the writable /tmp"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := testSession(t, k, c.mode)
+			s := agenttest.Session(t, k, c.mode)
 			if c.home != "" {
 				s.Home = c.home
 			}
-			got, sb, why := EffectivePolicy(config.Agent{Permissions: c.policy}, s, config.AgentClaude)
+			got, sb, why := agent.EffectivePolicy(config.Agent{Permissions: c.policy}, s, config.AgentClaude)
 			if got != c.want || (sb != nil) != (c.want == config.PermissionsBypass && c.policy == config.PermissionsSandbox) || !strings.Contains(why, c.why) {
 				t.Errorf("EffectivePolicy(%s, %s) = %s, sandbox %v, %q; want %s, %q", c.policy, c.mode, got, sb != nil, why, c.want, c.why)
 			}
@@ -107,10 +101,10 @@ func TestEffectivePolicy(t *testing.T) {
 // what it may not read.
 func TestSandboxFor(t *testing.T) {
 	holding(t, true)
-	_, repo, wt, home := gitWorktree(t)
-	s := Session{ID: teamID, Mode: "implement", Cwd: wt, Repo: repo, Home: home, Dir: filepath.Join(home, ".local/state/legion/agents/w"),
+	_, repo, wt, home := agenttest.GitWorktree(t)
+	s := agent.Session{ID: agenttest.TeamID, Mode: "implement", Cwd: wt, Repo: repo, Home: home, Dir: filepath.Join(home, ".local/state/legion/agents/w"),
 		LookupEnv: func(string) (string, bool) { return "", false }}
-	sb := SandboxFor(s, config.AgentClaude)
+	sb := agent.SandboxFor(s, config.AgentClaude)
 	if err := sb.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +120,7 @@ func TestSandboxFor(t *testing.T) {
 		}
 	}
 	s.Secrets = []string{"/srv/keys/linear", ""}
-	sb = SandboxFor(s, config.AgentClaude)
+	sb = agent.SandboxFor(s, config.AgentClaude)
 	if !slices.Contains(sb.Hide, "/srv/keys/linear") {
 		t.Errorf("hide %v: want the team's tracker credentials file in it", sb.Hide)
 	}

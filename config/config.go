@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
 
@@ -54,6 +55,10 @@ type Helper struct {
 	IdleExit time.Duration
 	// LogLevel is the lowest level the helper logs.
 	LogLevel slog.Level
+	// SessionLimit caps the live agent sessions of all teams on this
+	// machine; 0 is no cap. Every team's controller enforces it, counting
+	// the sessions the helper lists (Team.MachineSessionLimit).
+	SessionLimit int
 }
 
 // Web configures the dashboard: legion-web.socket and the server it
@@ -143,6 +148,12 @@ type Team struct {
 	StartLimitInterval time.Duration
 	// WIPLimit is how many code workers (implementers) may run at once.
 	WIPLimit int
+	// SessionLimit is how many of the team's agents, in every mode, may
+	// run at once; 0 is no cap beyond WIPLimit.
+	SessionLimit int
+	// MachineSessionLimit is [helper] session_limit, the same in every
+	// team: how many agents of all teams may run at once on the machine.
+	MachineSessionLimit int
 	// IdleGrace is how long an agent may sit idle at its prompt, its turn
 	// ended without worker-done, before the controller escalates.
 	IdleGrace time.Duration
@@ -161,6 +172,7 @@ type Team struct {
 	GitHub GitHub // used when Review is ReviewGitHub
 
 	Notify Notify // where the team's waits for a person are announced
+	Budget Budget // the spend at which the team's agents stop
 }
 
 // ShortID is the first 8 hex characters of the team's UUID; unit and slice
@@ -296,8 +308,8 @@ func (a Agent) clone() Agent {
 	return a
 }
 
-// AgentKind names the kind of program a team's workers run (package agent
-// implements each).
+// AgentKind names the kind of program a team's workers run (each is a
+// package agent/<kind>, listed in the registry agent/kinds).
 type AgentKind string
 
 // Agent kinds.
@@ -309,28 +321,39 @@ const (
 	// liveness from its output, no completion detection.
 	AgentCustom AgentKind = "custom"
 	// AgentCodex is OpenAI's Codex CLI: a Codex home per conversation with
-	// hooks that report its state (package agent's Codex).
+	// hooks that report its state (package agent/codex).
 	AgentCodex AgentKind = "codex"
 	// AgentGemini is Google's Gemini CLI: a Gemini home per conversation
-	// with hooks that report its state (package agent's Gemini).
+	// with hooks that report its state (package agent/gemini).
 	AgentGemini AgentKind = "gemini"
 	// AgentOpencode is the opencode CLI: an opencode home per conversation
-	// with a plugin that reports its state (package agent's Opencode).
+	// with a plugin that reports its state (package agent/opencode).
 	AgentOpencode AgentKind = "opencode"
 )
 
 // KindArgv is the default agent.new and agent.resume of kind, and whether
-// kind has defaults of its own (otherwise Claude Code's are the defaults).
+// kind has defaults of its own (otherwise Claude Code's are the defaults):
+// its CLI's pin's (agent/cliversion).
 func KindArgv(kind AgentKind) (argvNew, argvResume []string, ok bool) {
-	switch kind {
-	case AgentCodex:
-		return slices.Clone(codexAgentNew), slices.Clone(codexAgentResume), true
-	case AgentGemini:
-		return slices.Clone(geminiAgentNew), slices.Clone(geminiAgentResume), true
-	case AgentOpencode:
-		return slices.Clone(opencodeAgentNew), slices.Clone(opencodeAgentResume), true
+	if c, found := cliversion.For(string(kind)); found && c.New != nil {
+		return slices.Clone(c.New), slices.Clone(c.Resume), true
 	}
 	return nil, nil, false
+}
+
+// kindNames are the kinds agent.kind may name: every pinned CLI's
+// (agent/cliversion) and, with custom, AgentCustom. agent.kind_by_mode
+// takes only kinds with hooks (a custom agent has no default argv to
+// switch to).
+func kindNames(custom bool) []string {
+	var out []string
+	for _, c := range cliversion.All() {
+		out = append(out, c.Kind)
+	}
+	if custom {
+		out = append(out, string(AgentCustom))
+	}
+	return out
 }
 
 // PermissionPolicy says which of an agent's tool calls run without asking
@@ -350,7 +373,7 @@ const (
 	// PermissionsSandbox asks nobody, as bypass, but the agent runs
 	// confined by Landlock: it writes only its worktree, the git objects
 	// and refs a commit needs, its own state, the toolchains' caches and
-	// /tmp, and reads no secrets (package agent's SandboxFor). Where
+	// /tmp, and reads no secrets (agent.SandboxFor). Where
 	// Landlock cannot hold, and for the controller agent, it is allowlist.
 	PermissionsSandbox PermissionPolicy = "sandbox"
 )

@@ -41,6 +41,7 @@ func TestLoadValid(t *testing.T) {
 [helper]
 idle_exit = "0"
 log_level = "debug"
+session_limit = 6
 
 [worker]
 ring_size = "64K"
@@ -55,6 +56,7 @@ linear.api_key_env = "MY_LINEAR_KEY"
 id = "`+demoID+`"
 workspace = "@WS@"
 wip_limit = 3
+session_limit = 4
 memory_max = "4G"
 cpu_quota = "150%"
 tasks_max = 256
@@ -83,11 +85,13 @@ github = { repo = "example/demo", merge_method = "squash" }
 	defaults.StaleAfter = 15 * time.Minute
 	defaults.Agent.New = []string{"my-agent", "--id={session_id}", "{prompt}"}
 	defaults.Linear.APIKeyEnv = "MY_LINEAR_KEY"
+	defaults.MachineSessionLimit = 6 // [helper] session_limit, in every team
 
 	demo := defaults
 	demo.Name, demo.ID, demo.Workspace, demo.IssuePrefix = "demo", uuid.MustParse(demoID), ws, "DEMO"
 	demo.WIPLimit, demo.MemoryMax, demo.CPUQuotaPercent, demo.TasksMax = 3, 4<<30, 150, 256
 	demo.Tracker = TrackerLinear
+	demo.SessionLimit = 4
 	demo.Agent.MemoryMax, demo.Agent.CPUWeight = 1<<30, 50
 	demo.Hardening = Hardening{Relax: []string{"PrivateDevices"}, Add: []string{"PrivateTmp"}}
 	demo.Linear.TeamKey, demo.Linear.StatusDone = "ENG", "Shipped"
@@ -99,7 +103,7 @@ github = { repo = "example/demo", merge_method = "squash" }
 
 	want := &Config{
 		Path:     path,
-		Helper:   Helper{IdleExit: 0, LogLevel: slog.LevelDebug},
+		Helper:   Helper{IdleExit: 0, LogLevel: slog.LevelDebug, SessionLimit: 6},
 		Worker:   Worker{RingSize: 64 << 10, DetachKey: termkeys.MustParseKey("ctrl-q"), StartupGrace: 2 * time.Minute},
 		Web:      defaultWeb(),
 		Defaults: defaults,
@@ -272,6 +276,21 @@ func TestLoadErrors(t *testing.T) {
 			name: "notify URL not http",
 			text: team + "notify.ntfy_url = \"ntfy.sh/topic\"\n",
 			want: `@FILE@:4: teams.demo.notify.ntfy_url: invalid URL "ntfy.sh/topic": expected an http:// or https:// address with a host`,
+		},
+		{
+			name: "budget negative",
+			text: team + "budget.issue_usd = -5\n",
+			want: `@FILE@:4: teams.demo.budget.issue_usd: -5 is out of range: expected a number of US dollars from 0 to 1e+09`,
+		},
+		{
+			name: "budget price field",
+			text: team + "budget.prices = { \"gpt-5\" = { input = 1.25, ouput = 10 } }\n",
+			want: `@FILE@:4: teams.demo.budget.prices: gpt-5.ouput: unknown field: expected input, output, cache_read or cache_write`,
+		},
+		{
+			name: "budget tokens as string",
+			text: team + "budget.day_tokens = \"1M\"\n",
+			want: `@FILE@:4: teams.demo.budget.day_tokens: expected an integer, got string "1M"`,
 		},
 		{
 			name: "start limit that cannot trip",
@@ -709,5 +728,34 @@ func TestWorkerRelax(t *testing.T) {
 				t.Errorf("WorkerRelax() = %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestBudget: budget.* per team and in [defaults]; budget.prices merge
+// over the shipped prices, which every team has without it.
+func TestBudget(t *testing.T) {
+	ws := t.TempDir()
+	text := "[defaults]\nbudget.day_usd = 50\n\n[teams.a]\nid = \"" + demoID + "\"\nworkspace = \"" + ws + "\"\n" +
+		"budget.issue_tokens = 2_000_000\nbudget.issue_usd = 2.5\nbudget.prices = { \"gpt-5\" = { input = 2, output = 20 }, \"my-model\" = { input = 1 } }\n"
+	cfg, err := Parse(filepath.Join(ws, "legion.toml"), []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.Teams[0].Budget
+	if b.IssueTokens != 2_000_000 || b.IssueUSD != 2.5 || b.DayUSD != 50 || b.DayTokens != 0 || !b.Any() {
+		t.Errorf("budget = %+v; want issue 2M tokens and $2.5, day $50 from [defaults]", b)
+	}
+	if b.Prices["gpt-5"] != (Price{Input: 2, Output: 20}) || b.Prices["my-model"] != (Price{Input: 1}) || b.Prices["gemini-2.5-pro"] != DefaultPrices["gemini-2.5-pro"] {
+		t.Errorf("prices = %v; want gpt-5 and my-model overridden, the shipped ones kept", b.Prices)
+	}
+	if DefaultPrices["gpt-5"].Input != 1.25 {
+		t.Errorf("the shipped gpt-5 price changed to %v: budget.prices must not write into DefaultPrices", DefaultPrices["gpt-5"])
+	}
+	plain, err := Parse(filepath.Join(ws, "legion.toml"), []byte("[teams.a]\nid = \""+demoID+"\"\nworkspace = \""+ws+"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pb := plain.Teams[0].Budget; pb.Any() || len(pb.Prices) != len(DefaultPrices) {
+		t.Errorf("a team without budget keys: %+v; want no limit and the shipped prices", pb)
 	}
 }

@@ -99,6 +99,7 @@ func (d *decoder) config(raw map[string]any) *Config {
 	d.section(raw, "helper", TableHelper, &cfg.Helper)
 	d.section(raw, "worker", TableWorker, &cfg.Worker)
 	d.section(raw, "web", TableWeb, &cfg.Web)
+	cfg.Defaults.MachineSessionLimit = cfg.Helper.SessionLimit
 	if d.section(raw, "defaults", TableTeam, &cfg.Defaults) {
 		d.kindDefaults(&cfg.Defaults, []string{"defaults"}, "")
 		d.crossCheck(&cfg.Defaults, []string{"defaults"})

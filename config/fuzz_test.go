@@ -43,6 +43,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add("[teams.\"x.y\"]\narr = [\n  1, # c\n  { k = \"v\", n.m = 2 },\n]\nd = 1979-05-27 07:32:00Z\n")
 	f.Add("s = \"\"\"a\"\"\"\"\"\nl = '''\n'' x\n'''\n\"\\u00e9\" = 1\n[[l]]\ni = { x = {\n y = 1, } }\n")
 	f.Add(team + "stale_after = \"10 minutes\"\nwip_limit = 0\n")
+	f.Add(team + "budget.issue_usd = 1e308\nbudget.prices = { \"\" = { input = -1 }, m = { output = nan } }\n")
 	f.Add("[teams.\"a b\"]\nid = \"" + demoID + "\"\nworkspace = \"/\"\nagent = { new = [\"x\", \"{issue}\"] }\n")
 	f.Add("[defaults]\nlinear.team_key = 'ENG'\nstart_limit_interval = \"1s\"\n[[teams]]\n")
 	f.Add("a = [{b = {c = [1, {d = 2}]}}]\n\"\\u00e9\" = '''\n'''\n")

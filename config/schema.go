@@ -3,11 +3,13 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 	"github.com/legion-dev/legion/units/hardening"
@@ -50,17 +52,8 @@ const (
 var (
 	defaultAgentNew    = []string{"claude", "--session-id", "{session_id}", "{prompt}"}
 	defaultAgentResume = []string{"claude", "--resume", "{session_id}", "{prompt}"}
-	// Codex picks its own session ids; each conversation has a Codex home
-	// of its own, whose last session is the one to resume.
-	codexAgentNew    = []string{"codex", "{prompt}"}
-	codexAgentResume = []string{"codex", "resume", "--last", "{prompt}"}
-
-	geminiAgentNew    = []string{"gemini", "--session-id", "{session_id}", "{prompt}"}
-	geminiAgentResume = []string{"gemini", "--resume", "{session_id}", "{prompt}"}
-	// opencode picks its own session ids too; each conversation has its
-	// own session database, whose last session is the one to continue.
-	opencodeAgentNew    = []string{"opencode", "--prompt", "{prompt}"}
-	opencodeAgentResume = []string{"opencode", "--continue", "--prompt", "{prompt}"}
+	// The other kinds' defaults are their pins' (agent/cliversion, KindArgv).
+	codexAgentNew, codexAgentResume = cliversion.Codex.New, cliversion.Codex.Resume
 )
 
 // defaultHelper, defaultWorker and defaultTeam are the built-in defaults; a
@@ -88,6 +81,7 @@ func defaultTeam() Team {
 		StartLimitInterval: time.Hour,
 		WIPLimit:           1,
 		IdleGrace:          30 * time.Second,
+		Budget:             Budget{Prices: maps.Clone(DefaultPrices)},
 		Agent: Agent{
 			Kind:        AgentClaude,
 			New:         append([]string(nil), defaultAgentNew...),
@@ -176,6 +170,20 @@ var Schema = []Setting{
 				return fmt.Errorf(`invalid log level %q: expected "debug", "info", "warn" or "error"`, s)
 			}
 			return nil
+		}),
+	},
+	{
+		Table: TableHelper, Key: "session_limit", Type: "integer", Example: "8",
+		Doc: "How many agent sessions of all teams may run at once on this machine, reviewers and " +
+			"`legion spawn` sessions included. Every team's controller counts the sessions the helper lists " +
+			"before it starts one, and an issue that would exceed it waits for room (`legion state` says so; " +
+			"it is not stalled). Two controllers that tick at the same moment may each start one, so it can be " +
+			"passed by one session per team for a tick. Unset: no cap (each team's wip_limit and session_limit, " +
+			"and the memory check, still hold).",
+		set: onHelper(func(h *Helper, v any) error {
+			n, err := intValue(v, 1, 10000)
+			h.SessionLimit = int(n)
+			return err
 		}),
 	},
 	{
@@ -384,6 +392,21 @@ var Schema = []Setting{
 		set: onTeam(func(t *Team, v any) error {
 			n, err := intValue(v, 1, 1000)
 			t.WIPLimit = int(n)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "session_limit", Type: "integer", Example: "3",
+		Doc: "How many of the team's agents may run at once in every mode, reviewers included (wip_limit " +
+			"leaves them out). An issue whose next agent would exceed it waits for room: `legion state` and the " +
+			"board say so, it is not stalled, and it is dispatched once an agent of the team ends. Unset: no cap " +
+			"beyond wip_limit. Before any start the controller also checks memory: the room left (the machine's " +
+			"MemAvailable, or what the team's memory_max leaves, whichever is less) must hold one more agent of " +
+			"the team's expected size, which is the highest peak memory of its last finished agents, or " +
+			"agent.memory_max before one has finished, or 1 GiB without either.",
+		set: onTeam(func(t *Team, v any) error {
+			n, err := intValue(v, 1, 1000)
+			t.SessionLimit = int(n)
 			return err
 		}),
 	},
@@ -899,5 +922,43 @@ var Schema = []Setting{
 		Doc: "The dashboard as the person reaches it, the base of the links in notifications " +
 			"(<dashboard_url>/#needs/<team>/<issue>). Unset: http://<[web] address>:<[web] port>.",
 		set: onTeam(func(t *Team, v any) (err error) { t.Notify.DashboardURL, err = httpURLValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "budget.issue_tokens", Type: "integer", Default: "0",
+		Doc: "The tokens (input, output, cache reads and writes, as the agents record them) all phases of one issue may " +
+			"use; 0 is no limit. When a phase crosses it, its agent is ended once its turn ends and the issue escalated " +
+			"with the spend per phase (README: Operations: budgets). The label budget-approved on the issue lets it go on.",
+		set: onTeam(func(t *Team, v any) (err error) {
+			t.Budget.IssueTokens, err = intValue(v, 0, maxBudgetTokens)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "budget.issue_usd", Type: "number", Default: "0",
+		Doc: "The cost in US dollars all phases of one issue may reach (what the agent reports, else its tokens at " +
+			"budget.prices); 0 is no limit. Crossed: as budget.issue_tokens.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Budget.IssueUSD, err = usdValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "budget.day_tokens", Type: "integer", Default: "0",
+		Doc: "The tokens the team's agents may use in one day (local time); 0 is no limit. Over it, no new agent is " +
+			"started until the next day or a higher limit (running ones finish their phase).",
+		set: onTeam(func(t *Team, v any) (err error) {
+			t.Budget.DayTokens, err = intValue(v, 0, maxBudgetTokens)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "budget.day_usd", Type: "number", Default: "0",
+		Doc: "The cost in US dollars the team's agents may reach in one day (local time); 0 is no limit. Over it: as " +
+			"budget.day_tokens.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Budget.DayUSD, err = usdValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "budget.prices", Type: "table", Example: `{ "gpt-5" = { input = 1.25, output = 10, cache_read = 0.125 } }`,
+		Doc: "USD per million tokens by model (input, output, cache_read, cache_write; a key prices every model whose " +
+			"name starts with it, the longest key wins), over Legion's shipped prices (dated and sourced in the README), " +
+			"for agents that record no cost (Codex, the Gemini CLI).",
+		set: onTeam(func(t *Team, v any) (err error) { t.Budget.Prices, err = pricesValue(v); return err }),
 	},
 }

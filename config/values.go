@@ -231,7 +231,7 @@ func policyByModeValue(v any) (map[string]PermissionPolicy, error) {
 // to).
 func kindByModeValue(v any) (map[string]AgentKind, error) {
 	return byModeValue(v, `a table such as { plan = "codex" }`, func(v any) (AgentKind, error) {
-		k, err := enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode))
+		k, err := enumValue(v, "agent kind", kindNames(false)...)
 		return AgentKind(k), err
 	})
 }
@@ -377,7 +377,7 @@ func envByKindValue(v any) (map[AgentKind]map[string]string, error) {
 // agentKindValue is an agent kind, any of them (agent.kind, the keys of
 // agent.env_by_kind); agent.kind_by_mode takes only kinds with hooks.
 func agentKindValue(v any) (string, error) {
-	return enumValue(v, "agent kind", string(AgentClaude), string(AgentCodex), string(AgentGemini), string(AgentOpencode), string(AgentCustom))
+	return enumValue(v, "agent kind", kindNames(true)...)
 }
 
 // httpURLValue requires v to be an absolute http or https URL with a host.

@@ -44,11 +44,11 @@ func Apply(ctx context.Context, src Sources, disp Dispatcher, d Decision, is Iss
 		if err := disp.Dispatch(ctx, d.Issue, d.Mode); err != nil {
 			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 		}
-	case d.Action == ActionRelayFeedback && is.Worker != nil:
+	case (d.Action == ActionRelayFeedback || d.Action == ActionResumeAfterLimit) && is.Worker != nil:
 		if err := disp.Respond(ctx, is.Worker.Session, d.Input, d.Permission, d.InputBy); err != nil {
 			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 		}
-	case d.Action == ActionEndWorker && is.Worker != nil:
+	case (d.Action == ActionEndWorker || d.Action == ActionEscalateBudget) && is.Worker != nil:
 		if err := disp.End(ctx, is.Worker.Session, d.Reason); err != nil {
 			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 		}

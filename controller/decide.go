@@ -78,6 +78,8 @@ const (
 	ActionEscalateIdle        Action = "escalate_idle"       // its turn ended without worker-done
 	ActionEscalateAPIError    Action = "escalate_api_error"  // its turn failed at the API (rate limit, auth)
 	ActionEndWorker           Action = "end_worker"          // worker-done and its turn ended: end it cleanly
+	ActionEscalateBudget      Action = "escalate_budget"     // over its budget: end its agent (if any), ask a person
+	ActionResumeAfterLimit    Action = "resume_after_limit"  // its kind's usage limit lifted: prompt its agent to go on
 	ActionRelayFeedback       Action = "relay_feedback"
 	ActionSkip                Action = "skip"
 	ActionNone                Action = "none"
@@ -134,6 +136,10 @@ type Issue struct {
 	// conflicts); decided on only when it is broken (Problem): no worker
 	// is started in it.
 	Worktree *workspace.Worktree `json:"worktree,omitempty"`
+	// Spend is what the issue's agents spent, read when the team has a
+	// budget (nil otherwise, or when it could not be read: SpendError).
+	Spend      *Spend `json:"spend,omitempty"`
+	SpendError string `json:"spend_error,omitempty"`
 }
 
 // HasLabel reports whether the issue carries label l.
@@ -165,6 +171,21 @@ type State struct {
 	// (0: at once).
 	Now       time.Time     `json:"now"`
 	IdleGrace time.Duration `json:"idle_grace"`
+	// Room is the room the machine and the team have for more agents;
+	// the zero Room admits every dispatch.
+	Room Room `json:"room"`
+	// Budget is the team's budget and its spend today; nil when it has
+	// none.
+	Budget *SpendBudget `json:"budget,omitempty"`
+	// KindOf is the agent kind of each mode (agent.kind, kind_by_mode);
+	// Pauses are the kinds waiting at their API's limit (Limits), and
+	// LimitWindows each kind's longest limit, which the backoff never
+	// exceeds.
+	KindOf       map[Mode]string          `json:"kind_of,omitempty"`
+	Pauses       map[string]*Pause        `json:"pauses,omitempty"`
+	LimitWindows map[string]time.Duration `json:"limit_windows,omitempty"`
+	// LimitsProblem says what went wrong with the pauses' file.
+	LimitsProblem string `json:"limits_problem,omitempty"`
 }
 
 // Decision is the suggested action for one issue and the tracker changes
@@ -187,6 +208,9 @@ type Decision struct {
 	// use: api.DecisionAllow or api.DecisionDeny.
 	Permission string `json:"permission,omitempty"`
 	InputBy    string `json:"input_by,omitempty"` // who answered (the comment's author)
+	// Room is set when the decision would start an agent but waits for
+	// room (Action is ActionSkip): the issue is not stalled.
+	Room *RoomWait `json:"waiting_for_room,omitempty"`
 }
 
 // codeWorker reports whether a worker in mode counts against the WIP limit:
@@ -194,9 +218,12 @@ type Decision struct {
 func codeWorker(mode Mode) bool { return mode != ModeReview }
 
 // Decide returns one decision per issue, in the order of s.Issues. It is
-// pure: the same State always gives the same decisions. The WIP limit is
-// applied in issue order, counting live code workers first.
+// pure: the same State always gives the same decisions. The WIP limit and
+// then the room (s.Room: the team's and the machine's session limits, the
+// memory one more agent needs) are applied in issue order, counting live
+// workers first and each admitted dispatch as it goes.
 func Decide(s State) []Decision {
+	room := newAdmission(s)
 	live := 0
 	for _, is := range s.Issues {
 		if is.Worker != nil && codeWorker(is.Worker.Mode) {
@@ -204,8 +231,9 @@ func Decide(s State) []Decision {
 		}
 	}
 	out := make([]Decision, 0, len(s.Issues))
+	resume := resumable(s)
 	for _, is := range s.Issues {
-		d := decideIssue(is, s)
+		d := applyBudget(applyLimits(decideIssue(is, s), is, s, resume), is, s)
 		if wt := is.Worktree; wt != nil && wt.Problem != "" && startsWorker(d.Action) {
 			// The worker would run in it: its dispatch would fail.
 			d = Decision{Issue: is.ID, Action: ActionSkip,
@@ -220,12 +248,19 @@ func Decide(s State) []Decision {
 					"see `journalctl --user -u '%s'`, then `systemctl --user reset-failed '%s'` lets Legion %s again",
 					f.Mode, f.why(), f.Unit, f.Unit, d.Action)}
 		}
-		if d.Mode != "" && codeWorker(d.Mode) && startsWorker(d.Action) {
-			if s.WIPLimit > 0 && live >= s.WIPLimit {
+		if d.Mode != "" && startsWorker(d.Action) {
+			code := codeWorker(d.Mode)
+			if code && s.WIPLimit > 0 && live >= s.WIPLimit {
 				d = Decision{Issue: is.ID, Action: ActionSkip,
 					Reason: fmt.Sprintf("WIP limit %d reached (%d code workers live); would %s", s.WIPLimit, live, d.Action)}
+			} else if w := room.check(); w != nil {
+				d = Decision{Issue: is.ID, Action: ActionSkip, Room: w,
+					Reason: fmt.Sprintf("waiting for room: %s; would %s", w.Text, d.Action)}
 			} else {
-				live++
+				room.admit()
+				if code {
+					live++
+				}
 			}
 		}
 		out = append(out, d)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,8 @@ import (
 // user-input-needed, or the decision adds it with a comment saying what is
 // awaited), or a failed unit is reported (the reason names the unit and
 // its cause). Statuses Legion does not act on (Backlog, Canceled) are left
-// alone by design and are not checked.
+// alone by design and are not checked. With no room for another agent,
+// each start waits for room instead, saying so, and nothing else changes.
 func TestDecideNoSilentStall(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	statuses := []Status{StatusTodo, StatusInProgress, StatusNeedsReview, StatusRetro}
@@ -90,6 +92,19 @@ func TestDecideNoSilentStall(t *testing.T) {
 					if why := stalls(is, d); why != "" {
 						t.Errorf("%s [%s] with %s, %s: %s: decision %s (%q)",
 							st, strings.Join(ls, ","), sit.name, src.name, why, d.Action, d.Reason)
+					}
+					// With no room, a start waits for room, saying so,
+					// and every other decision is the same: room holds
+					// back only starts, and a wait for room is not a stall.
+					full := Decide(State{LabelReviews: src.labelReviews, Issues: []Issue{is}, Now: now, IdleGrace: time.Minute,
+						Room: Room{MachineLimit: 1, MachineLive: 1}})[0]
+					switch {
+					case startsWorker(d.Action) && (full.Room == nil || full.Action != ActionSkip || !strings.HasPrefix(full.Reason, "waiting for room: ")):
+						t.Errorf("%s [%s] with %s, %s: no room: %s (%q), room %v; want a skip waiting for room instead of %s",
+							st, strings.Join(ls, ","), sit.name, src.name, full.Action, full.Reason, full.Room, d.Action)
+					case !startsWorker(d.Action) && !reflect.DeepEqual(full, d):
+						t.Errorf("%s [%s] with %s, %s: no room changed %+v to %+v; want it unchanged (it starts nothing)",
+							st, strings.Join(ls, ","), sit.name, src.name, d, full)
 					}
 				}
 			}

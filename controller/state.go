@@ -96,6 +96,20 @@ type Sources struct {
 	IdleGrace time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Room is where the room for more agents is read (package
+	// controller/capacity); nil: no capacity gate beyond the WIP limit.
+	Room RoomSource
+	// Budget is the team's budget (its limits; Today is filled in from
+	// Ledger); nil for none, and then Spend is not read.
+	Budget *SpendBudget
+	Spend  SpendSource
+	Ledger *Ledger
+	// KindOf is the agent kind of each mode; Limits keeps the kinds'
+	// pauses at their API's limits (nil: an agent stopped at a limit is
+	// escalated at once); LimitWindows are the kinds' longest limits.
+	KindOf       map[Mode]string
+	Limits       *Limits
+	LimitWindows map[string]time.Duration
 }
 
 // IssueState is one issue in `legion state`: what was collected and what
@@ -109,7 +123,12 @@ type IssueState struct {
 // Report is the output of `legion state`.
 type Report struct {
 	WIPLimit int          `json:"wip_limit"`
-	Issues   []IssueState `json:"issues"`
+	Room     Room         `json:"room"`
+	Budget   *SpendBudget `json:"budget,omitempty"`
+	// Pauses are the agent kinds waiting at their API's limits.
+	Pauses        map[string]*Pause `json:"pauses,omitempty"`
+	LimitsProblem string            `json:"limits_problem,omitempty"`
+	Issues        []IssueState      `json:"issues"`
 }
 
 // Collect reads every source once (one tracker query, one review query, one
@@ -170,12 +189,18 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 			failed[s.Issue] = append(failed[s.Issue], FailedWorker{Mode: s.Mode, Session: s.Name, Unit: s.Unit, Cause: s.Cause})
 		}
 	}
+	var room Room
+	if src.Room != nil {
+		if room, err = src.Room.Room(ctx); err != nil {
+			return State{}, nil, fmt.Errorf("collect the room for agents: %w", err)
+		}
+	}
 	now := time.Now
 	if src.Now != nil {
 		now = src.Now
 	}
 	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked)),
-		Now: now(), IdleGrace: src.IdleGrace}
+		Now: now(), IdleGrace: src.IdleGrace, Room: room}
 	for _, t := range tracked {
 		is := Issue{
 			ID: t.ID, Title: t.Title, Status: t.Status, Labels: slices.Clone(t.Labels),
@@ -201,7 +226,36 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 				Worker: &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == SessionWaitingInput, Question: s.Question, Agent: s.Agent}})
 		}
 	}
+	if src.Budget != nil && src.Spend != nil {
+		st.Budget = collectSpend(ctx, src, &st)
+	}
+	st.KindOf, st.LimitWindows = src.KindOf, src.LimitWindows
+	if src.Limits != nil {
+		st.Pauses, st.LimitsProblem = src.Limits.Observe(&st, src.LimitWindows)
+	}
 	return st, tracked, nil
+}
+
+// collectSpend reads what each issue's agents spent (an issue whose spend
+// cannot be read says why and is not held to its budget) and the team's
+// spend today, and returns the team's budget with it.
+func collectSpend(ctx context.Context, src Sources, st *State) *SpendBudget {
+	b := *src.Budget
+	spends := make(map[string]Spend, len(st.Issues))
+	for i := range st.Issues {
+		is := &st.Issues[i]
+		s, err := src.Spend.Spend(ctx, is.ID)
+		if err != nil {
+			is.SpendError = err.Error()
+			continue
+		}
+		is.Spend = &s
+		spends[is.ID] = s
+	}
+	if src.Ledger != nil {
+		b.Today, b.Problem = src.Ledger.Observe(st.Now, spends)
+	}
+	return &b
 }
 
 // reviewsFromLabels is the local review source.
@@ -221,7 +275,7 @@ func reviewsFromLabels(issues []TrackedIssue) map[string]Review {
 // Suggest runs Decide on st and pairs each issue with its decision.
 func Suggest(st State) Report {
 	ds := Decide(st)
-	r := Report{WIPLimit: st.WIPLimit, Issues: make([]IssueState, len(st.Issues))}
+	r := Report{WIPLimit: st.WIPLimit, Room: st.Room, Budget: st.Budget, Pauses: st.Pauses, LimitsProblem: st.LimitsProblem, Issues: make([]IssueState, len(st.Issues))}
 	for i, is := range st.Issues {
 		r.Issues[i] = IssueState{Issue: is, Decision: ds[i]}
 		if is.Worker != nil {

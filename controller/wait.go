@@ -21,6 +21,7 @@ const (
 	WaitUnfinished WaitKind = "unfinished" // the finisher ended, the issue is open
 	WaitInput      WaitKind = "input"      // user-input-needed, with no agent waiting
 	WaitFailed     WaitKind = "failed"     // systemd gave up on a worker
+	WaitBudget     WaitKind = "budget"     // the issue's agents crossed its budget
 )
 
 // Wait is one thing that waits for a person after a tick: an escalated
@@ -47,6 +48,13 @@ type Wait struct {
 	// escalated again in the same tick).
 	New bool `json:"new,omitempty"`
 }
+
+// Waits are what waits for a person in st as collected (tracked are the
+// tracker's issues it was collected from): every issue that carries
+// user-input-needed without user-feedback-given, and every failed worker.
+// The agent controller's host announces these, since its agent escalates
+// by itself.
+func Waits(st State, tracked []TrackedIssue) []Wait { return waits(st, tracked, nil) }
 
 // waits are what waits for a person after a tick: the escalations of the
 // decisions applied in it (applied), then, from the state collected before
@@ -114,6 +122,8 @@ func kindOf(a Action) WaitKind {
 		return WaitRateLimit
 	case ActionEscalateUnfinished:
 		return WaitUnfinished
+	case ActionEscalateBudget:
+		return WaitBudget
 	}
 	return WaitInput
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/service"
@@ -39,6 +41,9 @@ type Board struct {
 	// Live says the sessions are the helper's live view (false until the
 	// session stream's first snapshot, or while the helper is unreachable).
 	Live bool `json:"live"`
+	// Budget is the team's budget (budget.* of legion.toml) with its
+	// spend today, as the controller last recorded it; nil for none.
+	Budget *controller.SpendBudget `json:"budget,omitempty"`
 }
 
 // Column is one phase of a Board.
@@ -62,9 +67,12 @@ type BoardIssue struct {
 	// `legion state` suggests).
 	Action controller.Action `json:"action"`
 	Reason string            `json:"reason,omitempty"`
+	// Room says why its next agent waits for room (a session limit,
+	// memory); nil when it does not wait. Such an issue is not stalled.
+	Room *controller.RoomWait `json:"room,omitempty"`
 	// Usage is the tokens and cost of the issue's agents so far, from
-	// their session files (IssueUsage); nil when none could be read.
-	Usage *Usage `json:"usage,omitempty"`
+	// their session files (team.IssueUsage); nil when none could be read.
+	Usage *agent.Usage `json:"usage,omitempty"`
 }
 
 // teamState is what the server keeps of one team: its tracker, opened
@@ -166,11 +174,19 @@ func (s *Server) board(w http.ResponseWriter, r *http.Request) {
 	sessions, live := s.Sessions()
 	b := buildBoard(name, rep, sessions)
 	b.Refreshed, b.Live = refreshed, live
+	if ts.t != nil && ts.t.Budget.Any() {
+		bud := ts.t.Budget
+		b.Budget = &controller.SpendBudget{IssueTokens: bud.IssueTokens, IssueUSD: bud.IssueUSD, DayTokens: bud.DayTokens, DayUSD: bud.DayUSD}
+		var err error
+		if b.Budget.Today, err = controller.Today(filepath.Join(ts.t.StateDir, "budget.json"), time.Now()); err != nil {
+			b.Budget.Problem = err.Error()
+		}
+	}
 	if ts.t != nil {
 		home, _ := os.UserHomeDir()
 		for _, col := range b.Columns {
 			for i := range col.Issues {
-				if u, err := IssueUsage(ts.t, home, col.Issues[i].ID); err == nil && (u.Total() > 0 || u.CostUSD != nil) {
+				if u, err := team.IssueUsage(ts.t, home, col.Issues[i].ID); err == nil && (u.Total() > 0 || u.CostUSD != nil) {
 					col.Issues[i].Usage = &u
 				}
 			}
@@ -200,7 +216,7 @@ func buildBoard(name string, rep controller.Report, sessions []api.Session) Boar
 	for _, is := range rep.Issues {
 		bi := BoardIssue{
 			ID: is.ID, Title: is.Title, Status: is.Status, Labels: is.Labels,
-			Failed: is.Failed, Action: is.Action, Reason: is.Reason,
+			Failed: is.Failed, Action: is.Action, Reason: is.Reason, Room: is.Decision.Room,
 		}
 		bi.Session = pickSession(byIssue[is.ID])
 		if i, ok := col[is.Status]; ok {
@@ -274,7 +290,11 @@ func (s *Server) refreshTeam(ctx context.Context, ts *teamState) bool {
 	hadErr := ts.err != nil
 	ts.err = nil
 	ts.report = controller.Suggest(st)
-	d, _ := json.Marshal(ts.report)
+	// The room's figures (free memory) move on every read: a board
+	// changes with what its cards show, not with them.
+	digest := ts.report
+	digest.Room = controller.Room{}
+	d, _ := json.Marshal(digest)
 	changed := string(d) != ts.digest
 	ts.digest = string(d)
 	return changed || hadErr

@@ -22,9 +22,12 @@ func columnJS(status string) string {
 // TestBoardInBrowser: a real Chromium logs in by the login URL, sees the
 // demo team's three issues in Todo, sees session changes arrive over the
 // event socket while the controller runs them, and sees every issue move
-// to Done. Screenshots of each view are kept (see webtest.ArtifactDir).
+// to Done, each card with its agents' tokens against the team's budget
+// per issue and the board with the team's spend today against its daily
+// budget. Screenshots of each view are kept (see webtest.ArtifactDir).
 func TestBoardInBrowser(t *testing.T) {
-	f := webtest.Start(t, webtest.Options{Issues: demo.Issues, TrackerRefresh: 2 * time.Second})
+	f := webtest.Start(t, webtest.Options{Issues: demo.Issues, TrackerRefresh: 2 * time.Second,
+		TeamTOML: "budget.issue_tokens = 1_000_000_000\nbudget.day_tokens = 2_000_000_000\n"})
 	b := webtest.NewBrowser(t)
 
 	b.Navigate(f.LoginURL())
@@ -60,7 +63,8 @@ func TestBoardInBrowser(t *testing.T) {
 
 	b.WaitJS("every issue Done", columnJS("Done")+` === 3`)
 	// The agents' tokens, summed from their session files.
-	b.WaitJS("tokens on every Done card", `[...document.querySelectorAll('.column[data-status="Done"] .card')].every(c => /^[0-9,]+ tokens/.test((c.querySelector('.usage') || {}).textContent || ""))`)
+	b.WaitJS("tokens on every Done card", `[...document.querySelectorAll('.column[data-status="Done"] .card')].every(c => /^[0-9,]+ tokens of 1,000,000,000/.test((c.querySelector('.usage') || {}).textContent || ""))`)
+	b.WaitJS("the team's spend today", `/^today [0-9,]+ tokens of 2,000,000,000/.test((document.querySelector('.board-head .budget') || {}).textContent || "")`)
 	b.Screenshot("board-done")
 	for _, status := range []string{"Todo", "In Progress", "Needs Review", "Retro"} {
 		var n int

@@ -53,3 +53,20 @@ func TestBuildBoard(t *testing.T) {
 		t.Errorf("buildBoard has %d columns; want %d", len(b.Columns), len(Phases))
 	}
 }
+
+// TestBuildBoardRoom: an issue whose dispatch waits for room carries the
+// wait on its card (board.js shows "waiting for room: TEXT").
+func TestBuildBoardRoom(t *testing.T) {
+	w := &controller.RoomWait{Gate: controller.GateMemory, Text: "1.2 GiB available, agents here peak at 900 MiB"}
+	rep := controller.Report{Issues: []controller.IssueState{
+		{Issue: controller.Issue{ID: "D-1", Status: controller.StatusTodo, Labels: []string{}},
+			Decision: controller.Decision{Action: controller.ActionSkip, Room: w}},
+		{Issue: controller.Issue{ID: "D-2", Status: controller.StatusTodo, Labels: []string{}},
+			Decision: controller.Decision{Action: controller.ActionDispatchPlanner}},
+	}}
+	b := buildBoard("t", rep, nil)
+	todo := b.Columns[0].Issues
+	if len(todo) != 2 || todo[0].Room != w || todo[1].Room != nil {
+		t.Errorf("buildBoard Todo column %+v; want D-1 waiting for room (%+v), D-2 not", todo, w)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/service"
@@ -52,6 +54,10 @@ type Need struct {
 	// the API's error (rate_limit), the controller's comment (input).
 	Message string     `json:"message,omitempty"`
 	ResetAt *time.Time `json:"reset_at,omitempty"` // rate_limit: when it lifts, if the API said
+	// PausedUntil is, for a rate_limit, when the controller prompts the
+	// agent to go on by itself (its kind's pause, `legion limits`); nil
+	// when its kind is not paused.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
 	// Unit, Cause and Journal are a failed session's: its unit, why
 	// systemd gave up, and the last lines about it (JournalSource says
 	// where they come from: "journal" or "transcript").
@@ -61,8 +67,8 @@ type Need struct {
 	JournalSource string   `json:"journal_source,omitempty"`
 	// Escalated says the controller has asked in the tracker already
 	// (user-input-needed); answering here works either way.
-	Escalated bool   `json:"escalated"`
-	Usage     *Usage `json:"usage,omitempty"`
+	Escalated bool         `json:"escalated"`
+	Usage     *agent.Usage `json:"usage,omitempty"`
 }
 
 // NeedsResult is GET /api/needs.
@@ -133,11 +139,46 @@ func teamNeeds(ctx context.Context, c *api.Client, t *team.Team) ([]Need, error)
 	if err != nil {
 		return nil, fmt.Errorf("team %s: %w", t.Name, err)
 	}
+	pauses, _ := (&controller.Limits{Path: team.LimitsPath(t.StateDir)}).Pauses() // unreadable: no pause shown
+	now := time.Now()
 	var out []Need
 	for _, is := range st.Issues {
-		out = append(out, issueNeeds(t.Name, is, lastLegionComment(tracked, is.ID))...)
+		for _, n := range issueNeeds(t.Name, is, lastLegionComment(tracked, is.ID)) {
+			if n.Kind == NeedRateLimit {
+				kind := cmp.Or(string(t.Agent.ForMode(n.Mode).Kind), string(config.AgentClaude))
+				if p := pauses[kind]; p.Paused(now) {
+					until := p.Until
+					n.PausedUntil = &until
+				}
+			}
+			out = append(out, n)
+		}
 	}
 	return out, nil
+}
+
+// resumeLimits is POST /api/limits/{team}/resume: a person ends the
+// team's pauses at its agent kinds' limits from the dashboard (as `legion
+// limits resume`), and the controller is woken to prompt the paused agents.
+func (s *Server) resumeLimits(w http.ResponseWriter, r *http.Request) {
+	teamName := r.PathValue("team")
+	t, err := s.openTeam(teamName)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "resume limits: %v", err)
+		return
+	}
+	ended, err := (&controller.Limits{Path: team.LimitsPath(t.StateDir)}).Resume(time.Now())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "resume limits of team %s: %v", teamName, err)
+		return
+	}
+	if len(ended) > 0 {
+		if err := team.Wake(t.StateDir, "resumed from the dashboard"); err != nil {
+			s.log.Warn("could not wake the controller", "team", teamName, "err", err)
+		}
+		s.log.Info("limits resumed from the dashboard", "team", teamName, "kinds", ended)
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"resumed": ended})
 }
 
 // lastLegionComment is the newest comment of Legion's own on issue id.
@@ -234,7 +275,7 @@ func (s *Server) needs(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		for i := range ns {
-			if u, err := IssueUsage(t, home, ns[i].Issue); err == nil {
+			if u, err := team.IssueUsage(t, home, ns[i].Issue); err == nil {
 				ns[i].Usage = &u
 			}
 			if ns[i].Kind == NeedFailed {

@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	s.sessionAPI().register(s.mux)
 	s.mux.HandleFunc("GET /api/needs", s.needs)
 	s.mux.HandleFunc("POST /api/needs/{team}/{id}/answer", s.answer)
+	s.mux.HandleFunc("POST /api/limits/{team}/resume", s.resumeLimits)
 	s.mux.HandleFunc("GET /api/timeline/{team}", s.timeline)
 	s.mux.HandleFunc("POST /hooks/github/{team}", s.githubHook)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

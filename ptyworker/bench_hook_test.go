@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/internal/benchreport"
 	"github.com/legion-dev/legion/ptyworker/proto"
 
@@ -78,7 +79,7 @@ func BenchmarkHookToStateEvent(b *testing.B) {
 		for i := range 2 * hookSamples {
 			p := payloads[i%2]
 			t0 := time.Now()
-			if err := RelayHook(context.Background(), strings.NewReader(p.raw), &bytes.Buffer{}, getenv); err != nil {
+			if err := RelayHook(context.Background(), strings.NewReader(p.raw), &bytes.Buffer{}, getenv, kinds.HookDialect); err != nil {
 				b.Fatal(err)
 			}
 			seen(p.state)

@@ -18,8 +18,10 @@
 // registry file, the agent's state from its hooks (agent kind claude:
 // hook.go takes them on hook connections and answers permission requests,
 // agentstate.go is the state machine, hookpayload.go reads Claude Code's
-// payloads, geminihook.go reads the Gemini CLI's as Claude Code's, relay.go
-// is `legion hook`), the tracker commands it runs for its agent
+// payloads, relay.go is `legion hook`, which first translates another
+// CLI's payloads with the hook dialect its kind gives, proto.HookDialect;
+// the dialogs no hook answers, which the worker answers by keys, are the
+// spec's DialogMarkers), the tracker commands it runs for its agent
 // (issue.go), the answers a person gives and the clean end of a finished
 // agent (hook.go), the agent's confinement under the sandbox policy
 // (package confine: the worker builds the Landlock ruleset and starts the

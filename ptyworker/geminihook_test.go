@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/agent/gemini"
 )
 
 // TestFromGemini: the Gemini CLI's events, as 0.61.0 sends them (gemini
@@ -21,7 +23,7 @@ func TestFromGemini(t *testing.T) {
 		{in: `{"hook_event_name":"SessionEnd","reason":"exit"}`, event: HookSessionEnd},
 		{in: `{"hook_event_name":"Stop","last_assistant_message":"x"}`, event: HookStop, last: "x"},
 	} {
-		ev, err := parseHook(fromGemini([]byte(c.in)), time.Now())
+		ev, err := parseHook(gemini.HookDialect.Translate([]byte(c.in)), time.Now())
 		if err != nil {
 			t.Errorf("%s: %v", c.in, err)
 			continue
@@ -31,8 +33,8 @@ func TestFromGemini(t *testing.T) {
 		}
 	}
 	for _, in := range []string{`[1]`, `{"hook_event_name":7}`, `{"hook_event_name":"Stop"}`, `not json`} {
-		if got := string(fromGemini([]byte(in))); got != in {
-			t.Errorf("fromGemini(%s) = %s; want it unchanged", in, got)
+		if got := string(gemini.HookDialect.Translate([]byte(in))); got != in {
+			t.Errorf("gemini.HookDialect.Translate(%s) = %s; want it unchanged", in, got)
 		}
 	}
 }
@@ -44,13 +46,13 @@ func FuzzFromGemini(f *testing.F) {
 	f.Add([]byte(`{"hook_event_name":"Notification","notification_type":"ToolPermission"}`))
 	f.Add([]byte(`{"hook_event_name":"BeforeTool","tool_name":5}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out := fromGemini(in)
+		out := gemini.HookDialect.Translate(in)
 		if string(out) == string(in) {
 			return
 		}
 		var p map[string]json.RawMessage
 		if err := json.Unmarshal(out, &p); err != nil || p["hook_event_name"] == nil {
-			t.Fatalf("fromGemini(%q) = %q: not an event", in, out)
+			t.Fatalf("gemini.HookDialect.Translate(%q) = %q: not an event", in, out)
 		}
 	})
 }

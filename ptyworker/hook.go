@@ -94,15 +94,15 @@ func (c *conn) handleHook(m *proto.Message) {
 		if w.agent.cur != nil {
 			since = w.agent.cur.LastEvent
 		}
-		own := len(w.holds) == 0 && cmd != "" && ownCommand(w.spec, cmd)
+		own := len(w.holds) == 0 && cmd != "" && len(w.spec.DialogMarkers) > 0 && ownCommand(w.spec, cmd)
 		if own {
 			w.lastHook = now
 		}
 		w.mu.Unlock()
 		if own {
-			// A dialog no hook answers (the Gemini CLI's, gemini FACTS
-			// G10, G11) asks for one of Legion's own commands: the
-			// worker answers it by keys.
+			// A dialog no hook answers (Spec.DialogMarkers: the Gemini
+			// CLI's, gemini FACTS G10, G11) asks for one of Legion's own
+			// commands: the worker answers it by keys.
 			c.reply(m.ID, proto.HookResult{})
 			go w.allowDialog(cmd, ev, since)
 			return
@@ -148,9 +148,9 @@ func (c *conn) handleHook(m *proto.Message) {
 	}
 }
 
-// allowDialog answers the Gemini CLI's approval dialog for cmd, one of
+// allowDialog answers the agent's own approval dialog for cmd, one of
 // Legion's own commands, with its key "1. Allow once", once the dialog is
-// on the screen (its line "suggest changes (esc)"; Claude Code's dialogs,
+// on the screen (a line of Spec.DialogMarkers; Claude Code's dialogs,
 // whose 1 may be a question's option, are not answered). When it does
 // not show within dialogWait, or the keys fail, the permission prompt ev
 // counts as any other: the agent waits for a person (unless the agent
@@ -158,7 +158,7 @@ func (c *conn) handleHook(m *proto.Message) {
 func (w *worker) allowDialog(cmd string, ev *hookEvent, since time.Time) {
 	w.respondMu.Lock()
 	defer w.respondMu.Unlock()
-	ok, e := w.waitScreenFunc(func(text string) bool { return strings.Contains(text, geminiDialogMarker) }, false, dialogWait)
+	ok, e := w.waitScreenFunc(func(text string) bool { return containsAny(text, w.spec.DialogMarkers) }, false, dialogWait)
 	if e == nil && ok {
 		if e = w.typeKeys("1"); e == nil {
 			w.log.Debug("allowed Legion's own command in the agent's dialog", "command", clipText(cmd, 500))
@@ -181,10 +181,6 @@ func (w *worker) allowDialog(cmd string, ev *hookEvent, since time.Time) {
 		w.agentChanged(now)
 	}
 }
-
-// geminiDialogMarker is on the screen while the Gemini CLI's approval
-// dialog is open ("3. No, suggest changes (esc)", gemini FACTS G10).
-const geminiDialogMarker = "suggest changes (esc)"
 
 // dropHolds lets go of the held requests of a connection that ended.
 // Claude Code kills a hook that waits when a person answers its dialog in
@@ -543,18 +539,27 @@ func (w *worker) answer(p *proto.RespondParams, by string, a *api.Agent, h *hold
 	return w.respondResult(proto.DeliveredKeys), nil
 }
 
-// dialogMarkers are on the screen while an agent's dialog is open, one of
-// them at least: Claude Code's for a question ("Enter to select · ↑/↓ to
-// navigate · Esc to cancel", or "Tab/Arrow keys" with several questions)
-// or a permission ("Esc to cancel · Tab to amend"), and the Gemini CLI's
-// approval dialog ("3. No, suggest changes (esc)", gemini FACTS G10),
-// whose 1 also allows and Esc also declines.
-var dialogMarkers = []string{"Esc to cancel", geminiDialogMarker}
+// claudeDialogMarker is on the screen while one of Claude Code's dialogs
+// is open: a question ("Enter to select · ↑/↓ to navigate · Esc to
+// cancel", or "Tab/Arrow keys" with several questions) or a permission
+// ("Esc to cancel · Tab to amend").
+const claudeDialogMarker = "Esc to cancel"
+
+// dialogMarkers are on the screen while the agent's dialog is open, one of
+// them at least: Claude Code's, and those the agent's kind gave
+// (Spec.DialogMarkers: the Gemini CLI's approval dialog, whose 1 also
+// allows and Esc also declines).
+func (w *worker) dialogMarkers() []string {
+	return append([]string{claudeDialogMarker}, w.spec.DialogMarkers...)
+}
 
 // dialogOpen reports whether the screen text shows a dialog.
-func dialogOpen(text string) bool {
-	for _, m := range dialogMarkers {
-		if strings.Contains(text, m) {
+func (w *worker) dialogOpen(text string) bool { return containsAny(text, w.dialogMarkers()) }
+
+// containsAny reports whether text contains one of subs.
+func containsAny(text string, subs []string) bool {
+	for _, s := range subs {
+		if strings.Contains(text, s) {
 			return true
 		}
 	}
@@ -597,9 +602,9 @@ func (w *worker) waitScreenFunc(shows func(text string) bool, gone bool, timeout
 
 // waitDialog waits until a dialog is on the agent's screen.
 func (w *worker) waitDialog() *proto.RPCError {
-	ok, e := w.waitScreenFunc(dialogOpen, false, dialogWait)
+	ok, e := w.waitScreenFunc(w.dialogOpen, false, dialogWait)
 	if e == nil && !ok {
-		e = &proto.RPCError{Code: proto.CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no line with %q); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, dialogMarkers)}
+		e = &proto.RPCError{Code: proto.CodeIOError, Message: fmt.Sprintf("session %s: the agent's dialog is not on its screen after %s (no line with %q); nothing was typed: try again, or look with legion attach", w.spec.SessionID, dialogWait, w.dialogMarkers())}
 	}
 	return e
 }
@@ -642,7 +647,7 @@ func (w *worker) escapeThenPrompt(text string) *proto.RPCError {
 	if e := w.typeKeys("\x1b"); e != nil {
 		return e
 	}
-	if ok, e := w.waitScreenFunc(dialogOpen, true, keyWait); e != nil {
+	if ok, e := w.waitScreenFunc(w.dialogOpen, true, keyWait); e != nil {
 		return e
 	} else if !ok {
 		w.log.Warn("the dialog is still on the screen after Esc; typing the text all the same", "wait", keyWait)

@@ -7,6 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+
+	"github.com/legion-dev/legion/agent/kinds"
 )
 
 // TestMain gives the agents these tests start the signal dispositions a
@@ -28,7 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if os.Getenv(envTestHookRelay) == "1" {
-		if err := RelayHook(context.Background(), os.Stdin, os.Stdout, os.Getenv); err != nil {
+		if err := RelayHook(context.Background(), os.Stdin, os.Stdout, os.Getenv, kinds.HookDialect); err != nil {
 			fmt.Fprintln(os.Stderr, "legion", err)
 		}
 		os.Exit(0)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent/gemini"
 	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
@@ -196,6 +197,7 @@ func TestOwnCommandAllowedAtOnce(t *testing.T) {
 func TestOwnCommandDialogAllowedByKeys(t *testing.T) {
 	spec := hookSpec(t, "LEGION_TEAM=testteam", "LEGION_ISSUE=ENG-1")
 	spec.OwnCommands = []string{api.OwnIssue}
+	spec.DialogMarkers = []string{gemini.DialogMarker}
 	tw := startWorker(t, spec, Options{})
 	c := tw.dial()
 	s := follow(c, 0, 0)
@@ -210,4 +212,24 @@ func TestOwnCommandDialogAllowedByKeys(t *testing.T) {
 	if in, err := c.Info(ctxT(t)); err != nil || in.Agent == nil || in.Agent.State != api.AgentWorking || in.Waiting {
 		t.Errorf("agent after its own command's dialog was answered = %+v (waiting %v), %v; want working, not waiting", in.Agent, in.Waiting, err)
 	}
+}
+
+// TestOwnCommandDialogNeedsMarker: the worker answers by keys only the
+// dialogs its spec names (Spec.DialogMarkers, which the Gemini kind
+// gives); without them the same dialog for one of Legion's own commands
+// waits for a person, as any permission prompt.
+func TestOwnCommandDialogNeedsMarker(t *testing.T) {
+	spec := hookSpec(t, "LEGION_TEAM=testteam", "LEGION_ISSUE=ENG-1")
+	spec.OwnCommands = []string{api.OwnIssue}
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutput(t, "agent-ready")
+	if err := c.Input(ctxT(t), []byte("gemini-own\r")); err != nil {
+		t.Fatal(err)
+	}
+	agentIn(t, c, api.AgentWaitingPermission)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -16,8 +17,11 @@ import (
 const relayEventTimeout = 30 * time.Second
 
 // RelayHook is `legion hook`: Claude Code runs it for a hook event with
-// the event's JSON payload on stdin (so do Codex and the Gemini CLI, whose
-// events it first renames to Claude Code's, see fromGemini). It reads the
+// the event's JSON payload on stdin (so do Codex and the Gemini CLI). When
+// the agent's environment names a hook dialect (proto.EnvHookDialect, set
+// by a kind whose payloads are not Claude Code's), dialect looks it up and
+// the payload is translated to Claude Code's first; an unknown one is an
+// error and the payload is forwarded as it is. It reads the
 // payload (at most MaxHookPayload bytes), forwards it to the session's worker (getenv's
 // EnvHookSocket, hello with its EnvHookToken) and writes what the worker
 // answers to stdout: nothing, or a PermissionRequest's decision for
@@ -28,7 +32,7 @@ const relayEventTimeout = 30 * time.Second
 // Outside a Legion session (no EnvHookSocket) it does nothing and returns
 // nil. The caller exits 0 whatever it returns (an error goes to stderr):
 // a hook that fails must not stop the agent.
-func RelayHook(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
+func RelayHook(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv func(string) string, dialect func(name string) (proto.HookDialect, bool)) error {
 	socket, token := getenv(proto.EnvHookSocket), getenv(proto.EnvHookToken)
 	if socket == "" {
 		return nil
@@ -47,7 +51,15 @@ func RelayHook(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv fu
 	if !json.Valid(payload) {
 		return fmt.Errorf("hook: the payload on stdin is not JSON (%s); not forwarded", describeJSON(payload))
 	}
-	payload = ShrinkHookPayload(fromGemini(payload))
+	var unknown error
+	if name := getenv(proto.EnvHookDialect); name != "" {
+		if d, ok := dialect(name); ok {
+			payload = d.Translate(payload)
+		} else {
+			unknown = fmt.Errorf("hook: %s=%s names no hook dialect Legion knows; forwarded untranslated", proto.EnvHookDialect, name)
+		}
+	}
+	payload = ShrinkHookPayload(payload)
 	dctx, cancel := context.WithTimeout(ctx, proto.RelayDialTimeout)
 	defer cancel()
 	c, err := proto.Dial(dctx, socket)
@@ -66,15 +78,15 @@ func RelayHook(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv fu
 	}
 	out, err := c.Hook(cctx, payload)
 	if err != nil {
-		return fmt.Errorf("hook: %w", err)
+		return errors.Join(unknown, fmt.Errorf("hook: %w", err))
 	}
 	if len(out) == 0 {
-		return nil
+		return unknown
 	}
 	if _, err := stdout.Write(append(out, '\n')); err != nil {
-		return fmt.Errorf("hook: write the answer: %w", err)
+		return errors.Join(unknown, fmt.Errorf("hook: write the answer: %w", err))
 	}
-	return nil
+	return unknown
 }
 
 // isPermissionRequest reports whether payload is a PermissionRequest

@@ -202,6 +202,7 @@ func helperUnit(bin string, u hardening.Unsupported) Unit {
 		Exec("ExecStart", []string{bin, "helper"}),
 		String("Service", "Restart", "on-failure"),
 		Duration("Service", "RestartSec", "RestartUSec", 0),
+		FileOnly("Service", "ManagedOOMPreference", legionOOMPreference, false),
 	}}, hardening.Helper(), u)
 }
 
@@ -238,6 +239,7 @@ func webUnit(bin string, u hardening.Unsupported) Unit {
 		Exec("ExecStart", []string{bin, "web", "serve"}),
 		String("Service", "Restart", "on-failure"),
 		Duration("Service", "RestartSec", "RestartUSec", time.Second),
+		FileOnly("Service", "ManagedOOMPreference", legionOOMPreference, false),
 	}}, hardening.Web(), u)
 }
 
@@ -305,6 +307,7 @@ func controllerTemplate(bin string, d RestartPolicy, u hardening.Unsupported) Un
 		Duration("Service", "RestartSec", "RestartUSec", d.RestartCooldown),
 		Duration("Service", "WatchdogSec", "WatchdogUSec", controllerWatchdog),
 		String("Service", "KillMode", "mixed"),
+		FileOnly("Service", "ManagedOOMPreference", legionOOMPreference, false),
 	}
 	unit := withHardening(Unit{Name: unitname.ControllerTemplate, Options: opts}, hardening.Controller(), u)
 	unit.Options = append(unit.Options, FileOnly("Install", "WantedBy", "default.target", false))
@@ -338,6 +341,10 @@ func teamFiles(t TeamUnits, u hardening.Unsupported) ([]File, error) {
 
 	su := Unit{Name: slice, Options: []Option{
 		String("Unit", "Description", "Legion team "+t.Name),
+		// systemd-oomd, where it runs, kills one of the team's agents when
+		// the slice's memory pressure stays high (the controller in it
+		// opts out): see AgentOOMScoreAdjust.
+		FileOnly("Slice", "ManagedOOMMemoryPressure", "kill", false),
 	}}
 	if t.MemoryMax > 0 {
 		su.Options = append(su.Options, Uint64("Slice", "MemoryMax", t.MemoryMax))

@@ -147,6 +147,11 @@ func Uint32(section, key string, v uint32) Option {
 	return Option{Section: section, Key: key, Value: strconv.FormatUint(uint64(v), 10), Prop: prop(key, v)}
 }
 
+// Int32 is a numeric option that D-Bus types as int32 (OOMScoreAdjust).
+func Int32(section, key string, v int32) Option {
+	return Option{Section: section, Key: key, Value: strconv.FormatInt(int64(v), 10), Prop: prop(key, v)}
+}
+
 // Uint64 is a numeric option that D-Bus types as uint64 (MemoryMax, TasksMax).
 func Uint64(section, key string, v uint64) Option {
 	return Option{Section: section, Key: key, Value: strconv.FormatUint(v, 10), Prop: prop(key, v)}

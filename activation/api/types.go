@@ -253,6 +253,11 @@ type SpawnArgs struct {
 	// and issue, as the team's permission policy says. Agent "claude"
 	// only; empty: every permission request waits for a person.
 	OwnCommands []string `json:"own_commands,omitempty"`
+	// DialogMarkers are lines on the agent's screen while one of its own
+	// approval dialogs is open that no hook answers (the Gemini CLI's),
+	// besides Claude Code's; the worker answers them with Claude Code's
+	// keys (1 allows once, Esc declines). Agent "claude" only.
+	DialogMarkers []string `json:"dialog_markers,omitempty"`
 	// Legion is the legion program's absolute path, as the agent's hooks
 	// run it: with OwnCommands, a command that runs Legion by this path
 	// (or another path of the same file) is Legion's own, as is one that

@@ -35,6 +35,10 @@ type CLI struct {
 	// TestEnv names the variable that points the tests at another build
 	// of the CLI than the installed Tested one.
 	TestEnv string
+	// New and Resume are the default agent.new and agent.resume of a team
+	// of this kind (legion.toml's placeholders, e.g. {prompt}); nil for
+	// Claude Code, whose are legion.toml's own defaults.
+	New, Resume []string
 
 	// prefix and suffix surround the version in what --version prints,
 	// e.g. "codex-cli " and " (Claude Code)".
@@ -61,15 +65,23 @@ var (
 	Codex = CLI{
 		Kind: "codex", Name: "Codex", Program: "codex", Package: "@openai/codex",
 		Tested: CodexTested, Script: "scripts/install-agent-clis", TestEnv: "LEGION_CODEX",
+		// Codex picks its own session ids; each conversation has a Codex
+		// home of its own, whose last session is the one to resume.
+		New: []string{"codex", "{prompt}"}, Resume: []string{"codex", "resume", "--last", "{prompt}"},
 		prefix: "codex-cli ",
 	}
 	Gemini = CLI{
 		Kind: "gemini", Name: "Gemini CLI", Program: "gemini", Package: "@google/gemini-cli",
 		Tested: GeminiTested, Script: "scripts/install-agent-clis", TestEnv: "LEGION_GEMINI",
+		New:    []string{"gemini", "--session-id", "{session_id}", "{prompt}"},
+		Resume: []string{"gemini", "--resume", "{session_id}", "{prompt}"},
 	}
 	Opencode = CLI{
 		Kind: "opencode", Name: "opencode", Program: "opencode", Package: "opencode-ai",
 		Tested: OpencodeTested, Script: "scripts/install-agent-clis", TestEnv: "LEGION_OPENCODE",
+		// opencode picks its own session ids too; each conversation has its
+		// own session database, whose last session is the one to continue.
+		New: []string{"opencode", "--prompt", "{prompt}"}, Resume: []string{"opencode", "--continue", "--prompt", "{prompt}"},
 	}
 )
 

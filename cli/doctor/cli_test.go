@@ -1,18 +1,22 @@
 package doctor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/agent/claude/claudetest"
 	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/agent/codex/codextest"
 	"github.com/legion-dev/legion/agent/gemini/geminitest"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/agent/opencode/opencodetest"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/ptyworker/confine"
@@ -74,7 +78,7 @@ func TestKindByMode(t *testing.T) {
 	for _, c := range checks {
 		names = append(names, c.Name)
 	}
-	want := []string{"agent of team demo", "permissions of team demo", "codex version of team demo",
+	want := []string{"agent of team demo", "permissions of team demo", "capacity of team demo", "codex version of team demo",
 		"codex credentials of team demo", "claude version of team demo"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("checks of a team with kind_by_mode (-want +got):\n%s", diff)
@@ -86,7 +90,7 @@ func TestKindByMode(t *testing.T) {
 			"anything else waits for a person; ask in finish (claude): only legion issue, every other call waits for a person", "")
 	expect(t, find(t, checks, cliCheckName("demo", config.AgentCodex)), OK, "Codex "+cliversion.CodexTested+" at ", "")
 	expect(t, find(t, checks, cliCheckName("demo", config.AgentClaude)), OK, "Claude Code "+cliversion.ClaudeTested+" at ", "")
-	expect(t, find(t, checks, codexKeyCheckName("demo")), Warn, "no OPENAI_API_KEY", "codex login")
+	expect(t, find(t, checks, "codex credentials of team demo"), Warn, "no OPENAI_API_KEY", "codex login")
 
 	got := find(t, checks, cliCheckName("demo", config.AgentCodex)).CLI
 	wantCLI := &InstalledCLI{Kind: config.AgentCodex, Modes: []string{"plan"}, Program: "codex",
@@ -287,5 +291,26 @@ func TestCLIVersionManagerPath(t *testing.T) {
 	}
 	if strings.Contains(os.Getenv("PATH"), dir) {
 		t.Fatalf("this shell's PATH %s has %s: the test proves nothing", os.Getenv("PATH"), dir)
+	}
+}
+
+// TestKindCheckWithoutManager: every kind's own check (codex, gemini,
+// opencode, through the registry) warns and points at the manager's check
+// when the user manager's environment, which it reads, cannot be read.
+func TestKindCheckWithoutManager(t *testing.T) {
+	var checked []string
+	for _, k := range kinds.All() {
+		kind := config.AgentKind(k.Name())
+		c, ok := kindCheck(config.Team{Name: "demo", Agent: config.Agent{Kind: kind}}, kind, workerEnv{err: errors.New("no bus")})
+		if !ok {
+			continue
+		}
+		checked = append(checked, k.Name())
+		if c.Status != Warn || !strings.Contains(c.Fix, CheckManager) || c.Name != k.(agent.Checker).CheckName()+" of team demo" {
+			t.Errorf("kind %s without the manager's environment: %+v; want a warning pointing at %q", kind, c, CheckManager)
+		}
+	}
+	if want := []string{"codex", "gemini", "opencode"}; !slices.Equal(checked, want) {
+		t.Errorf("kinds with a check of their own: %q; want %q", checked, want)
 	}
 }

@@ -31,13 +31,17 @@ package doctor
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/capacity"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/hostprobe"
@@ -99,6 +103,9 @@ type Options struct {
 	SystemBus string
 	// Timeout bounds each check that talks to something; default 10s.
 	Timeout time.Duration
+	// StateHome is $XDG_STATE_HOME/legion (teams' learnt agent sizes);
+	// Meminfo is /proc/meminfo. Empty: the system's.
+	StateHome, Meminfo string
 	// FindWorker locates the program worker units run; default: the one
 	// beside the legion that the installed legion.service runs (else Bin),
 	// as that legion finds it (proto.FindBinaryFor).
@@ -164,13 +171,17 @@ func Run(ctx context.Context, o Options) []Check {
 
 // teamChecks are the checks of team t: its agent program, its permission
 // policies, its GitHub token's access when it uses GitHub, and for each kind it runs in some mode (agent.kind and
-// agent.kind_by_mode) the version of that kind's CLI and what the kind
-// needs besides (Codex's credentials; the Gemini CLI's program, node and
-// key; opencode's key).
+// agent.kind_by_mode) the version of that kind's CLI and the kind's own
+// check ([agent.Checker]: Codex's credentials; the Gemini CLI's program,
+// node and key; opencode's key), found through the kinds' registry.
 func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, versions versionCache) []Check {
 	checks := []Check{checkAgent(o.ConfigPath, t, w), checkPolicy(t)}
 	if c, ok := checkInstructions(o.ConfigPath, t); ok {
 		checks = append(checks, c)
+	}
+	checks = append(checks, checkCapacity(t, o.StateHome, o.Meminfo))
+	if t.Notify.Any() {
+		checks = append(checks, checkNotify(o.ConfigPath, t, w))
 	}
 	if needs, ok := usesGitHub(t); ok {
 		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {
@@ -186,13 +197,8 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 			continue
 		}
 		seen[u.kind] = true
-		switch u.kind {
-		case config.AgentCodex:
-			checks = append(checks, checkCodexKey(o.ConfigPath, t, w))
-		case config.AgentGemini:
-			checks = append(checks, checkGemini(o.ConfigPath, t, w))
-		case config.AgentOpencode:
-			checks = append(checks, checkOpencode(o.ConfigPath, t, w))
+		if c, ok := kindCheck(t, u.kind, w); ok {
+			checks = append(checks, c)
 		}
 	}
 	return checks
@@ -238,6 +244,12 @@ func (o Options) withDefaults() Options {
 	if o.SystemBus == "" {
 		o.SystemBus = cmp.Or(os.Getenv("DBUS_SYSTEM_BUS_ADDRESS"), "unix:path=/run/dbus/system_bus_socket")
 	}
+	if o.StateHome == "" {
+		o.StateHome, _ = config.StateDir()
+	}
+	if o.Meminfo == "" {
+		o.Meminfo = capacity.MeminfoPath
+	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
@@ -258,3 +270,35 @@ func withTimeout(ctx context.Context, d time.Duration, check func(context.Contex
 	defer cancel()
 	return check(ctx)
 }
+
+// kindCheck is kind's own check of team t's agents ([agent.Checker]),
+// when the kind has one.
+func kindCheck(t config.Team, kind config.AgentKind, w workerEnv) (Check, bool) {
+	k, err := kinds.For(config.Agent{Kind: kind})
+	if err != nil {
+		return Check{}, false // config refuses an unknown kind before this
+	}
+	ck, ok := k.(agent.Checker)
+	if !ok {
+		return Check{}, false
+	}
+	c := Check{Name: kindCheckName(ck, t.Name), Team: t.Name}
+	if w.err != nil {
+		c.Status, c.Detail = Warn, fmt.Sprintf("the user manager's environment, which workers get, cannot be read: %v", w.err)
+		c.Fix = fmt.Sprintf("see the check %q", CheckManager)
+		return c, true
+	}
+	var in []string
+	for _, m := range modes {
+		if mk := t.Agent.ForMode(m).Kind; mk == kind || mk == "" && kind == config.AgentClaude {
+			in = append(in, m)
+		}
+	}
+	r := ck.Check(agent.CheckEnv{Team: t, Modes: in, Env: w.env, EnvironmentDir: w.environmentDir()})
+	c.Status, c.Detail, c.Fix = Status(r.Status), r.Detail, r.Fix
+	return c, true
+}
+
+// kindCheckName names kind check ck of team, e.g. "codex credentials of
+// team demo".
+func kindCheckName(ck agent.Checker, team string) string { return ck.CheckName() + " of team " + team }

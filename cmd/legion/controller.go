@@ -69,6 +69,10 @@ systemd restarts a stale controller agent, which resumes its session.`,
 				return fmt.Errorf("find the legion executable, which agents' hooks run: %w", err)
 			}
 			log := journal.NewLogger(journal.IdentLegion, cfg.Helper.LogLevel).With("team", t.Name)
+			n, err := newNotifier(tm, cfg, log)
+			if err != nil {
+				return err
+			}
 			if t.Controller == config.ControllerAgent {
 				home, err := os.UserHomeDir()
 				if err != nil {
@@ -80,12 +84,8 @@ systemd restarts a stale controller agent, which resumes its session.`,
 				}
 				return agenthost.Run(cmd.Context(), agenthost.Options{
 					Team: tm, Worker: cfg.Worker, Home: home, RuntimeDir: runtime, StateDir: state,
-					Version: version, Log: log,
+					Version: version, Log: log, Notifier: n,
 				})
-			}
-			n, err := newNotifier(tm, cfg, log)
-			if err != nil {
-				return err
 			}
 			return service.Run(cmd.Context(), service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log, Notifier: n})
 		},

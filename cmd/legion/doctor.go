@@ -44,7 +44,17 @@ otherwise), and for each team:
     dialogs;
   - for Codex, its credentials; for the Gemini CLI, its program, node and
     GEMINI_API_KEY or a Google sign-in; for opencode, its provider's key
-    (present in the user manager's environment, never read);
+    (present in the user manager's environment, never read): each kind's
+    own check, found through the kinds' registry;
+  - whether one of its agents fits: the size the controller expects one
+    to take (its agents' learnt peak, else agent.memory_max, else 1 GiB)
+    against the machine's memory and the team's slice (memory_max), a
+    failure when it never could, a warning when it waits for room now;
+  - when it configures notifications ([teams.<name>.notify]), each
+    channel set up as its controller sets it up: a webhook's signing
+    secret and an ntfy token from the user manager's environment or a
+    0600 file, and for notify.desktop a session bus (nothing is sent:
+    legion notify test does);
   - when it uses GitHub (tracker = "github" or review = "github"), what
     its token may do on github.repo: the token is read as the controller
     reads it (from the user manager's environment, else

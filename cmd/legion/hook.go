@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/ptyworker"
 )
 
@@ -45,7 +46,7 @@ that a failed hook never stops the agent; errors go to stderr.`,
 			if slices.Contains(args, "--help") || slices.Contains(args, "-h") {
 				return cmd.Help()
 			}
-			if err := ptyworker.RelayHook(cmd.Context(), os.Stdin, os.Stdout, os.Getenv); err != nil {
+			if err := ptyworker.RelayHook(cmd.Context(), os.Stdin, os.Stdout, os.Getenv, kinds.HookDialect); err != nil {
 				fmt.Fprintln(os.Stderr, "legion", err)
 			}
 			return nil

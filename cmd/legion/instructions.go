@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/instructions"
 	"github.com/legion-dev/legion/controller/workspace"
@@ -37,7 +38,7 @@ Nothing is created: no worktree, no session.`,
 			if len(args) == 3 {
 				issue = args[2]
 			}
-			kind, err := agent.For(t.Agent.ForMode(mode))
+			kind, err := kinds.For(t.Agent.ForMode(mode))
 			if err != nil {
 				return fmt.Errorf("team %s: %w", t.Name, err)
 			}

@@ -65,6 +65,7 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newTmuxCmd(g),
 		newWebCmd(g),
 		newNotifyCmd(g),
+		newLimitsCmd(g),
 	)
 	// `legion demo` and `legion scripted-agent` with the demo tag; a
 	// hidden `legion demo` that says how to get it without (nodemo.go).

@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -94,5 +97,51 @@ func printReport(w io.Writer, rep controller.Report) error {
 			fmt.Fprintf(w, "\n%s would conflict merging %s: %s\n", is.ID, is.Worktree.Branch, strings.Join(is.Worktree.Conflicts, ", "))
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(rep.Pauses)) {
+		if p := rep.Pauses[k]; p.Paused(time.Now()) {
+			fmt.Fprintf(w, "\n%s paused until %s at its API's usage limit (%d seen; `legion limits resume` ends it)\n", k, p.Until.Local().Format(time.DateTime), len(p.Hits))
+		}
+	}
+	if rep.LimitsProblem != "" {
+		fmt.Fprintf(w, "\n%s\n", rep.LimitsProblem)
+	}
+	var waiting []string
+	for _, is := range rep.Issues {
+		if is.Decision.Room != nil {
+			waiting = append(waiting, is.ID)
+		}
+	}
+	if len(waiting) > 0 {
+		fmt.Fprintf(w, "\nwaiting for room (not stalled; dispatched once there is room): %s\n", strings.Join(waiting, ", "))
+	}
+	if b := rep.Budget; b != nil {
+		fmt.Fprintf(w, "\nBudget: today %s of %s; per issue %s\n", b.Today, limits(b.DayTokens, b.DayUSD), limits(b.IssueTokens, b.IssueUSD))
+		for _, is := range rep.Issues {
+			switch {
+			case is.Spend != nil && (is.Spend.Tokens > 0 || is.Spend.USD > 0):
+				fmt.Fprintf(w, "  %s: %s\n", is.ID, is.Spend)
+			case is.SpendError != "":
+				fmt.Fprintf(w, "  %s: spend unknown: %s\n", is.ID, is.SpendError)
+			}
+		}
+		if b.Problem != "" {
+			fmt.Fprintf(w, "  %s\n", b.Problem)
+		}
+	}
 	return nil
+}
+
+// limits says a budget's limits: "2,000,000 tokens or $25.00", "no limit".
+func limits(tokens int64, usd float64) string {
+	var parts []string
+	if tokens > 0 {
+		parts = append(parts, controller.FormatTokens(tokens))
+	}
+	if usd > 0 {
+		parts = append(parts, fmt.Sprintf("$%.2f", usd))
+	}
+	if len(parts) == 0 {
+		return "no limit"
+	}
+	return strings.Join(parts, " or ")
 }

@@ -16,6 +16,7 @@
 package agenthost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +26,10 @@ import (
 
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/agent/claude/claudecode"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/notify"
 	"github.com/legion-dev/legion/controller/service"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker"
@@ -42,7 +46,14 @@ type Options struct {
 	Home, RuntimeDir, StateDir string
 	Version                    string
 	Log                        *slog.Logger // nil: discard
+	// Notifier, when not nil, is told every WaitsEvery what waits for a
+	// person (the issues the agent escalated, failed workers).
+	Notifier   *notify.Notifier
+	WaitsEvery time.Duration // 0: DefaultWaitsEvery
 }
+
+// DefaultWaitsEvery is how often the host looks for waits to announce.
+const DefaultWaitsEvery = 15 * time.Second
 
 // Spec is the pty-worker spec of a team's controller agent: its
 // deterministic session (UUIDv5 of the team and "controller") in the
@@ -55,7 +66,7 @@ type Options struct {
 // it.
 func Spec(ctx context.Context, o Options) (*proto.Spec, error) {
 	t := o.Team
-	kind, err := agent.For(t.Agent)
+	kind, err := kinds.For(t.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("controller agent of team %s: %w", t.Name, err)
 	}
@@ -123,6 +134,12 @@ func Run(ctx context.Context, o Options) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Notifier != nil {
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = o.Notifier.Run(wctx) }()
+		go watchWaits(wctx, o)
+	}
 	for ctx.Err() == nil {
 		// Planned afresh for every pass: a pass that was ended as
 		// completed is never run again with its token.
@@ -142,4 +159,31 @@ func Run(ctx context.Context, o Options) error {
 	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	return service.StopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
+}
+
+// watchWaits tells o.Notifier what waits for a person, every
+// o.WaitsEvery until ctx ends: the controller agent escalates by itself
+// (user-input-needed and its comment), so the host reads the tracker and
+// the sessions as the auto controller does, and announces the same waits.
+func watchWaits(ctx context.Context, o Options) {
+	every := cmp.Or(o.WaitsEvery, DefaultWaitsEvery)
+	src := controller.Sources{Tracker: o.Team.Tracker, Sessions: service.NewSessionSource(o.Team.Name), IdleGrace: o.Team.IdleGrace}
+	for {
+		st, tracked, err := controller.Collect(ctx, src)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			o.Log.Warn("notify: the tracker or the sessions cannot be read; waits are announced when they can", "err", err)
+		default:
+			if err := o.Notifier.Observe(controller.Waits(st, tracked), time.Now()); err != nil {
+				o.Log.Warn("notify: the waits could not be recorded", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
 }

@@ -91,6 +91,8 @@ func what(k controller.WaitKind) string {
 		return "the finisher did not close the issue"
 	case controller.WaitFailed:
 		return "a worker failed for good"
+	case controller.WaitBudget:
+		return "the issue's agents reached its budget"
 	}
 	return "Legion asks for input"
 }

@@ -460,16 +460,17 @@ func TestClaudeIdleEscalated(t *testing.T) {
 	e.assertSessionScripted(sid)
 }
 
-// TestClaudeRateLimitEscalated (issue 18, f): the API answers the
-// planner's first request with a 429 (CLAUDE_CODE_MAX_RETRIES=0, so the
-// CLI gives up at once rather than after three minutes of retries). The
-// StopFailure hook puts the agent in api_error; the controller escalates
-// naming the rate limit and does not restart it (NRestarts stays 0 over
-// several ticks, one run); answered with "continue" once the API answers
-// again, the agent goes on and completes its phase.
-func TestClaudeRateLimitEscalated(t *testing.T) {
-	e := startClaude(t, teamOptions{wipLimit: 1}, "CLAUDE_CODE_MAX_RETRIES=0")
-	ctx := claudeCtx(t, 3*time.Minute)
+// TestClaudeRateLimitWaitedOut: the real Claude Code stops at the
+// model API's usage limit (a 429, its StopFailure "rate_limit", no reset
+// time given: agent/claude/FACTS.md F1e, F1i). Legion does not escalate:
+// it pauses the kind (a minute, the first backoff), holds a new planner
+// of the same kind, says so in legion state, keeps the worker as it is
+// (no restart), and when the pause ends prompts the same conversation to
+// go on, without a person; the phase then finishes and the held issue
+// is dispatched.
+func TestClaudeRateLimitWaitedOut(t *testing.T) {
+	e := startClaude(t, teamOptions{wipLimit: 2}, "CLAUDE_CODE_MAX_RETRIES=0")
+	ctx := claudeCtx(t, 4*time.Minute)
 	id := e.addIssue(ctx, "Hit the rate limit")
 	e.script(id, controller.ModePlan, append([]anthropictest.Turn{{Failure: anthropictest.RateLimited(2*time.Second, time.Now().Add(90*time.Second))}},
 		e.phaseTurns(id, controller.ModePlan)...)...)
@@ -477,46 +478,65 @@ func TestClaudeRateLimitEscalated(t *testing.T) {
 	sid := sessionID(id, controller.ModePlan)
 	unit := workerUnit(t, id, controller.ModePlan)
 
-	comment := e.waitEscalated(ctx, id, 0, "rate limit", "429")
-	s, ok := e.session(ctx, id, controller.ModePlan)
-	if !ok || s.Agent == nil || s.Agent.State != api.AgentAPIError {
-		t.Errorf("the planner while escalated: %+v; want its agent in api_error", s.Agent)
+	// The limit: the planner's agent in api_error, the kind paused.
+	var limitedAt time.Time
+	for {
+		if s, ok := e.session(ctx, id, controller.ModePlan); ok && s.Agent != nil && s.Agent.State == api.AgentAPIError {
+			limitedAt = s.Agent.Since
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the planner never stopped at the limit")
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	st, err := e.mgr.State(ctx, unit)
-	if err != nil {
-		t.Fatal(err)
+	e.waitTicks(ctx, 2)
+	if d := e.decision(ctx, id); d.Action != controller.ActionSkip || !strings.Contains(d.Reason, "paused until") || !strings.Contains(d.Reason, "claude's usage limit") {
+		t.Errorf("legion state while paused: %s (%s); want a skip saying until when", d.Action, d.Reason)
 	}
-	pid := st.MainPID
-	// No restart loop: the worker stays, the same process, over ticks.
-	e.waitTicks(ctx, 3)
-	if st, err = e.mgr.State(ctx, unit); err != nil || st.NRestarts != 0 || st.MainPID != pid || st.ActiveState != "active" {
-		t.Errorf("%s after three ticks: %v (err %v); want active, NRestarts 0, MainPID %d", unit, st, err, pid)
+	// A second issue of the same kind waits too.
+	held := e.addIssue(ctx, "Wait for the limit")
+	e.scriptAll(held)
+	e.waitTicks(ctx, 2)
+	if d := e.decision(ctx, held); d.Action != controller.ActionSkip || !strings.Contains(d.Reason, "paused until") {
+		t.Errorf("a new planner while claude is paused: %s (%s); want it held", d.Action, d.Reason)
 	}
-	if n := len(e.api.MessageRequests(sid)); n != 1 {
-		t.Errorf("%d requests of the planner while escalated; want 1 (no retries)", n)
+	if _, ok := e.session(ctx, held, controller.ModePlan); ok {
+		t.Errorf("%s's planner started while claude is paused", held)
 	}
-	if is := e.issue(ctx, id); len(legionComments(is)) != 1 {
-		t.Errorf("Legion's comments %q; want the one escalation", legionComments(is))
+	if st, err := e.mgr.State(ctx, unit); err != nil || st.NRestarts != 0 || st.ActiveState != "active" {
+		t.Errorf("%s while paused: %+v, %v; want active, no restart (the worker waits as it is)", unit, st, err)
 	}
 
-	e.answer(ctx, id, "continue")
-	s = e.waitCompleted(ctx, id, controller.ModePlan)
-	e.stopController()
+	// The pause ends; the same conversation goes on by itself.
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
 	assertCompleted(t, s)
-	e.assertAnswered(ctx, id)
-	// The failed turn left no assistant message: the CLI sends the first
-	// prompt and the new one as one user message.
 	reqs := e.api.MessageRequests(sid)
-	if len(reqs) < 2 || !strings.HasSuffix(strings.TrimSpace(reqs[1].LastUserText()), "continue") {
-		got := ""
-		if len(reqs) >= 2 {
-			got = reqs[1].LastUserText()
+	if len(reqs) < 2 {
+		t.Fatalf("%d requests of the planner; want the limited one and the resumed ones", len(reqs))
+	}
+	if !strings.HasSuffix(strings.TrimSpace(reqs[1].LastUserText()), controller.ResumePrompt) {
+		t.Errorf("the request after the pause has the user text %q; want it to end with Legion's resume prompt", reqs[1].LastUserText())
+	}
+	if wait := reqs[1].Time.Sub(limitedAt); wait < 55*time.Second || wait > 2*time.Minute {
+		t.Errorf("the planner went on %s after the limit; want after the first backoff, a minute", wait)
+	}
+	if is := e.issue(ctx, id); len(legionComments(is)) != 0 || slices.Contains(is.Labels, controller.LabelInputNeeded) {
+		t.Errorf("Legion escalated (comments %q, labels %v); want the limit waited out without a person", legionComments(is), is.Labels)
+	}
+	// The held issue is dispatched once the kind runs again.
+	for {
+		if _, ok := e.session(ctx, held, controller.ModePlan); ok {
+			break
 		}
-		t.Errorf("the request after the answer has the user text %q; want it to end with the prompt \"continue\"", got)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s's planner never started after the pause", held)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	if !strings.Contains(comment, "failed at the model's API") {
-		t.Errorf("escalated as %q; want the API failure's escalation", comment)
-	}
+	e.stopController()
 	e.assertSessionScripted(sid)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/instructions"
@@ -40,6 +41,9 @@ type Dispatch struct {
 	// allows without a person (agent.OwnCommands of the phase's policy),
 	// for a worker that sees the agent's permission requests.
 	OwnCommands []string
+	// DialogMarkers are the agent's approval dialogs no hook answers
+	// (agent.Launch's).
+	DialogMarkers []string
 	// Legion is the legion program the agent's hooks run (Team.Legion).
 	Legion string
 	Cwd    string // the issue's worktree
@@ -189,7 +193,7 @@ func (t *Team) SessionOf(issue string, mode controller.Mode) (uuid.UUID, string,
 	if err != nil {
 		return uuid.UUID{}, "", err
 	}
-	kind, err := agent.For(t.Agent)
+	kind, err := kinds.For(t.Agent)
 	if err != nil {
 		return uuid.UUID{}, "", fmt.Errorf("team %s: %w", t.Name, err)
 	}
@@ -212,7 +216,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
 	am := t.Agent.ForMode(string(mode))
-	kind, err := agent.For(am)
+	kind, err := kinds.For(am)
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
 	}
@@ -265,7 +269,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	}
 	return Dispatch{
 		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: workerID,
-		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, Legion: t.Legion,
+		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, DialogMarkers: l.DialogMarkers, Legion: t.Legion,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
 		Sandbox:            l.Sandbox,

@@ -31,7 +31,7 @@ func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
 	a := Launch(t.Team, w)
 	a.Name, a.ID, a.Issue, a.Mode, a.Role = d.Name, d.WorkerID.String(), d.Issue, string(d.Mode), "worker"
 	a.AgentSession = d.SessionID.String()
-	a.Agent, a.Sandbox, a.Instructions, a.OwnCommands, a.Legion = d.Agent, d.Sandbox, d.Instructions, d.OwnCommands, d.Legion
+	a.Agent, a.Sandbox, a.Instructions, a.OwnCommands, a.DialogMarkers, a.Legion = d.Agent, d.Sandbox, d.Instructions, d.OwnCommands, d.DialogMarkers, d.Legion
 	a.Cwd, a.Env, a.Argv, a.ArgvResume = d.Cwd, d.Env, d.ArgvNew, d.ArgvResume
 	a.StaleAfter = api.Duration(d.StaleAfter) // without a session file: judged by its output
 	if d.SessionFile != "" {

@@ -6,13 +6,19 @@
 package team
 
 import (
+	"cmp"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/kinds"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/capacity"
 	"github.com/legion-dev/legion/controller/github"
 	"github.com/legion-dev/legion/controller/instructions"
 	"github.com/legion-dev/legion/controller/linear"
@@ -44,6 +50,9 @@ type Team struct {
 	Reviews   controller.ReviewSource // nil: outcome labels on the issue
 	Worktrees *workspace.Manager
 
+	ledger *controller.Ledger // the team's spend today (StateDir/budget.json)
+	limits *controller.Limits // its kinds' pauses at their API's limits (StateDir/limits.json)
+
 	instrOnce sync.Once
 	instr     *instructions.Set
 	instrErr  error
@@ -64,6 +73,8 @@ func Open(t config.Team, configPath, stateHome string) (*Team, error) {
 		ConfigPath: configPath,
 		StateDir:   dir,
 		Worktrees:  Worktrees(t, stateHome),
+		ledger:     &controller.Ledger{Path: filepath.Join(dir, "budget.json")},
+		limits:     &controller.Limits{Path: LimitsPath(dir)},
 	}
 	switch t.Tracker {
 	case config.TrackerLocal:
@@ -166,14 +177,53 @@ func linearStatuses(l config.Linear) map[controller.Status]string {
 }
 
 // Sources are the team's state sources for controller.Collect, with live
-// sessions from sessions (the helper), its wip_limit and idle_grace.
+// sessions from sessions (the helper), its wip_limit and idle_grace, the
+// room for its agents as its controller last learnt their size
+// (Room(false, nil)), and, when it has a budget, its agents' spend
+// (t.Spend) and its day ledger.
 func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
-	return controller.Sources{
+	src := controller.Sources{
 		Tracker:   t.Tracker,
 		Reviews:   t.Reviews,
 		Sessions:  sessions,
 		Worktrees: t.Worktrees,
 		WIPLimit:  t.WIPLimit,
 		IdleGrace: t.IdleGrace,
+		Room:      t.Room(false, nil),
 	}
+	src.KindOf, src.LimitWindows = map[controller.Mode]string{}, map[string]time.Duration{}
+	for _, m := range config.WorkerModes() {
+		a := t.Agent.ForMode(m)
+		kind := cmp.Or(string(a.Kind), string(config.AgentClaude))
+		src.KindOf[controller.Mode(m)] = kind
+		if k, err := kinds.For(a); err == nil {
+			if w, ok := k.(agent.LimitWindower); ok {
+				src.LimitWindows[kind] = w.LimitWindow()
+			}
+		}
+	}
+	src.Limits = t.limits
+	if b := t.Budget; b.Any() {
+		src.Budget = &controller.SpendBudget{IssueTokens: b.IssueTokens, IssueUSD: b.IssueUSD, DayTokens: b.DayTokens, DayUSD: b.DayUSD}
+		src.Spend, src.Ledger = t, t.ledger
+	}
+	return src
+}
+
+// LimitsPath is where the controller of the team whose state directory is
+// dir keeps its agent kinds' pauses at their API's limits; `legion limits
+// resume` ends them by writing it.
+func LimitsPath(dir string) string { return filepath.Join(dir, "limits.json") }
+
+// Room is the source of the room for the team's agents: its session
+// limits, the machine's, and the memory one more agent needs. With learn
+// (the team's controller only) it samples the agents' peak memory and
+// keeps what it learns in the state directory; log hears what cannot be
+// read.
+func (t *Team) Room(learn bool, log *slog.Logger) *capacity.Source {
+	return capacity.New(capacity.Options{
+		Short: t.ShortID(), StateDir: t.StateDir, AgentMemoryMax: t.Agent.MemoryMax,
+		SessionLimit: t.SessionLimit, MachineLimit: t.MachineSessionLimit,
+		Learn: learn, Log: log,
+	})
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/claude"
 	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
@@ -66,7 +66,7 @@ func TestPlanDispatch(t *testing.T) {
 	}
 	// The claude kind (the default) adds its settings file, written under
 	// the team's state for this worker, before the session flag.
-	settings := filepath.Join(tm.StateDir, "agents", d.WorkerID.String(), agent.SettingsFileName)
+	settings := filepath.Join(tm.StateDir, "agents", d.WorkerID.String(), claude.SettingsFileName)
 	wantNew := []string{"my-agent", "--settings", settings, "--permission-mode", "manual", "--session-id", d.SessionID.String(), d.Instructions}
 	if !slices.Equal(d.ArgvNew, wantNew) {
 		t.Errorf("ArgvNew = %q; want %q", d.ArgvNew, wantNew)

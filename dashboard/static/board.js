@@ -38,25 +38,43 @@
 
   // usageLine is the tokens (and cost, when the agent reported one) that
   // the issue's agents used so far.
-  function usageLine(u) {
+  // With a budget, it says against the issue's limits, "over" once one is
+  // reached.
+  function usageLine(u, bud) {
     const n = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_creation_tokens;
     let text = n.toLocaleString() + " tokens";
+    if (bud && bud.issue_tokens) text += " of " + bud.issue_tokens.toLocaleString();
     if (u.cost_usd != null) text += " · $" + u.cost_usd.toFixed(2);
-    return h("div", {className: "meta usage", textContent: text,
+    if (bud && bud.issue_usd) text += " of $" + bud.issue_usd.toFixed(2);
+    const over = bud && ((bud.issue_tokens && n >= bud.issue_tokens) || (bud.issue_usd && u.cost_usd != null && u.cost_usd >= bud.issue_usd));
+    return h("div", {className: "meta usage" + (over ? " over" : ""), textContent: text,
       title: "input " + u.input_tokens + ", output " + u.output_tokens +
         ", cache read " + u.cache_read_tokens + ", cache write " + u.cache_creation_tokens});
   }
 
-  function card(is) {
+  // budgetLine is the team's spend today against its daily budget.
+  function budgetLine(bud) {
+    const t = bud.today || {tokens: 0, usd: 0};
+    let text = "today " + t.tokens.toLocaleString() + " tokens";
+    if (bud.day_tokens) text += " of " + bud.day_tokens.toLocaleString();
+    text += " · $" + t.usd.toFixed(2) + (t.unpriced ? "+" : "");
+    if (bud.day_usd) text += " of $" + bud.day_usd.toFixed(2);
+    const over = (bud.day_tokens && t.tokens >= bud.day_tokens) || (bud.day_usd && t.usd >= bud.day_usd);
+    return h("span", {className: "budget" + (over ? " over error" : ""), textContent: text + (over ? ": no new agent today" : ""),
+      title: bud.problem || "the team's agents since midnight (budget.day_tokens, budget.day_usd)"});
+  }
+
+  function card(is, budget) {
     const s = is.session;
     const c = h("div", {className: "card", data: {issue: is.id, session: s ? s.name : ""}},
       h("div", {className: "id", textContent: is.id}),
       h("div", {className: "title", textContent: is.title}),
       is.labels.length ? h("div", {className: "meta"}, is.labels.map((l) => h("span", {className: "label", textContent: l}))) : null,
       s ? sessionLine(s) : null,
-      is.usage ? usageLine(is.usage) : null,
+      is.usage ? usageLine(is.usage, budget) : null,
       (is.failed || []).map((f) => h("div", {className: "meta"},
         h("span", {className: "state failed", textContent: f.mode + " failed", title: f.cause || ""}))),
+      is.room ? h("div", {className: "meta room", textContent: "waiting for room: " + is.room.text, title: "not stalled: dispatched once there is room"}) : null,
       is.action && !["none", "skip"].includes(is.action) ? h("div", {className: "meta next", textContent: "next: " + is.action.replace(/_/g, " "), title: is.reason || ""}) : null);
     return c;
   }
@@ -65,11 +83,12 @@
     if (!root || !root.isConnected) return; // the user moved on
     const cols = b.columns.map((col) => h("section", {className: "column", data: {status: col.status}},
       h("h2", {}, col.status, h("span", {className: "count", textContent: String(col.issues.length)})),
-      col.issues.map(card)));
+      col.issues.map((is) => card(is, b.budget))));
     const board = h("div", {className: "board", data: {team: b.team}}, cols);
     const head = h("div", {className: "board-head meta"},
       b.live ? null : h("span", {className: "error", textContent: "sessions not live (is the helper reachable?)"}),
       b.error ? h("span", {className: "error", textContent: b.error}) : null,
+      b.budget ? budgetLine(b.budget) : null,
       h("span", {className: "muted", textContent: "tracker read " + ago(b.refreshed)}));
     root.textContent = "";
     root.appendChild(head);

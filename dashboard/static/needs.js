@@ -96,6 +96,16 @@
       if (n.kind === "rate_limit") {
         parts.push(E("p", {className: "error"}, n.message || "The turn failed at the API."));
         if (n.reset_at) parts.push(E("p", {className: "muted"}, "The limit lifts at " + new Date(n.reset_at).toLocaleString() + "."));
+        if (n.paused_until) {
+          parts.push(E("p", {className: "paused"}, "Paused until " + new Date(n.paused_until).toLocaleString() +
+            ": Legion then prompts it to go on by itself."));
+          const status = E("span", {className: "muted"});
+          parts.push(E("div", {className: "row"}, E("button", {className: "resume", textContent: "Resume now",
+            title: "legion limits resume " + n.team + ": end the pause; the controller prompts the paused agents",
+            on: {click: () => Legion.api("/api/limits/" + encodeURIComponent(n.team) + "/resume", {method: "POST", headers: {"Content-Type": "application/json"}, body: "{}"}).then(
+              (r) => { status.textContent = (r.resumed || []).length ? "resumed: " + r.resumed.join(", ") : "nothing was paused"; },
+              (e) => { status.textContent = String(e); })}}), status));
+        }
       } else {
         parts.push(E("p", {className: "muted"}, n.kind === "turn" ? "Its last message:" : "The controller asked:"));
         parts.push(E("pre", {className: "message"}, n.message || "(nothing)"));

@@ -44,6 +44,8 @@ type Options struct {
 	WIPLimit int
 	// TrackerRefresh is the server's (dashboard.Options); 0 is its default.
 	TrackerRefresh time.Duration
+	// TeamTOML is more of the team's table (e.g. budget.day_tokens = 1000).
+	TeamTOML string
 }
 
 // Fixture is a private systemd user manager with Legion's units installed
@@ -135,7 +137,8 @@ start_limit_burst = 20
 start_limit_interval = "10m"
 agent.new = [%s, "--session-id", "{session_id}", "{prompt}"]
 agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
-`, f.WebPort, TeamName, TeamID, ws, wip, agent, agent)
+%s
+`, f.WebPort, TeamName, TeamID, ws, wip, agent, agent, o.TeamTOML)
 	f.ConfigPath = filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "legion", "legion.toml")
 	if err := os.MkdirAll(filepath.Dir(f.ConfigPath), 0o700); err != nil {
 		t.Fatal(err)

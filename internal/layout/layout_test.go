@@ -124,7 +124,7 @@ func TestImportRules(t *testing.T) {
 		never  []string
 		reason string
 	}{
-		{"activation", []string{"config", "controller/...", "agent", "dashboard/...", "cli/...", "contrib/..."},
+		{"activation", []string{"config", "controller/...", "agent", "agent/kinds", "dashboard/...", "cli/...", "contrib/..."},
 			"the helper is a session supervisor that knows no teams, trackers, agent kinds, dashboard or CLI tools: callers plan launches"},
 		{"activation/api", []string{"..."},
 			"the helper's API imports nothing of Legion's, so a client links no server"},
@@ -133,7 +133,7 @@ func TestImportRules(t *testing.T) {
 		{"cli/attachterm", []string{"activation"}, "the attach terminal is a client of the helper, not its server"},
 		{"cli/tmuxview", []string{"activation"}, "legion tmux's view and follower are a client of the helper, not its server"},
 		{"dashboard", []string{"activation"}, "the dashboard is a client of the helper, not its server"},
-		{"cmd/legion-pty-worker", []string{"github.com/godbus/dbus/v5", "github.com/spf13/cobra", "github.com/BurntSushi/toml", "config", "units", "units/sandbox", "controller/...", "activation"},
+		{"cmd/legion-pty-worker", []string{"github.com/godbus/dbus/v5", "github.com/spf13/cobra", "github.com/BurntSushi/toml", "config", "units", "units/sandbox", "controller/...", "activation", "agent", "agent/kinds"},
 			"a worker stays resident for each session: it links no D-Bus, CLI, config or unit code"},
 		{"config", []string{"ptyworker", "activation", "units", "controller/..."},
 			"every reader of legion.toml links config: it links no worker daemon, helper or unit code"},
@@ -145,6 +145,32 @@ func TestImportRules(t *testing.T) {
 			"the host probe runs systemd-run and reads /proc: plain data out"},
 		{"ptyworker/proto", []string{"ptyworker", "ptyworker/confine", "ptyworker/workerunit", "activation", "agent/...", "config", "units/...", "controller/..."},
 			"the worker's protocol, client, spec and registry file: what others know of the worker without linking its daemon, an agent kind or Landlock"},
+	}
+	// The agent kinds are the packages the registry (agent/kinds) names.
+	// The helper and the worker link none (they are handed data: a launch,
+	// a spec), and no kind links another, the registry, a controller, the
+	// helper, the worker daemon, the dashboard or the CLI's tools: a kind
+	// is one directory that adds nothing but itself.
+	for _, k := range kindPackages(all) {
+		for _, pkg := range []string{"activation", "cmd/legion-pty-worker"} {
+			rules = append(rules, struct {
+				pkg    string
+				never  []string
+				reason string
+			}{pkg, []string{k}, "the helper and the worker are handed launches and specs, and link no agent kind"})
+		}
+		var others []string
+		for _, o := range kindPackages(all) {
+			if o != k {
+				others = append(others, o)
+			}
+		}
+		rules = append(rules, struct {
+			pkg    string
+			never  []string
+			reason string
+		}{k, append(others, "agent/kinds", "controller/...", "activation", "ptyworker", "dashboard/...", "cli/..."),
+			"a kind is one directory: it links the agent contract, config and its own facts, no other kind, registry or process"})
 	}
 	// Who only talks to workers links the protocol and its client
 	// (ptyworker/proto), not the daemon: the helper, the unit a worker
@@ -173,6 +199,9 @@ func TestImportRules(t *testing.T) {
 			}{pkg, []string{"units", "github.com/godbus/dbus/v5", "github.com/coreos/go-systemd/v22/dbus"},
 				"the controller reaches systemd only through the helper"})
 		}
+	}
+	if len(kindPackages(all)) < 5 {
+		t.Errorf("agent/kinds links %q: want the five kinds' packages", kindPackages(all))
 	}
 	for _, r := range rules {
 		ds, ok := all[r.pkg]
@@ -212,6 +241,20 @@ func TestImportRules(t *testing.T) {
 			t.Errorf("%s links the dashboard: only cmd/legion (and the demo) may", pkg)
 		}
 	}
+}
+
+// kindPackages are the agent kinds' packages: what agent/kinds, the
+// registry, links directly below agent/ (agent/claude, agent/codex, …),
+// not the contract (agent) or shared helpers below a kind's directory.
+func kindPackages(all map[string][]string) []string {
+	var out []string
+	for _, d := range all["agent/kinds"] {
+		if rest, ok := strings.CutPrefix(d, "agent/"); ok && !strings.Contains(rest, "/") && rest != "cliversion" && !testOnly(d) {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestBinaryDeps: what each shipped binary links, Legion's packages and

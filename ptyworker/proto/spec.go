@@ -42,6 +42,12 @@ const (
 	AgentClaude = "claude" // Claude Code: state from its hooks
 )
 
+// maxDialogMarkers and maxDialogMarker bound Spec.DialogMarkers.
+const (
+	maxDialogMarkers = 8
+	maxDialogMarker  = 200
+)
+
 // ownCommandGroups are the values Spec.OwnCommands may hold.
 var ownCommandGroups = []string{api.OwnIssue, api.OwnState, api.OwnWorktreeFinish}
 
@@ -101,6 +107,10 @@ type Spec struct {
 	// issue (owncommand.go), as the team's permission policy says. Kind
 	// claude only; empty: every request waits for a person.
 	OwnCommands []string `json:"own_commands,omitempty"`
+	// DialogMarkers are lines on the agent's screen while one of its own
+	// approval dialogs is open that no hook answers (api.SpawnArgs's):
+	// the worker answers them with Claude Code's keys. Kind claude only.
+	DialogMarkers []string `json:"dialog_markers,omitempty"`
 	// Legion is the legion program's absolute path as the agent's hooks
 	// run it: a command that runs Legion by this path (or another of the
 	// same file) is one of Legion's own, as one that runs `legion` by name.
@@ -209,6 +219,17 @@ func (s *Spec) Validate() error {
 		if !slices.Contains(ownCommandGroups, g) {
 			return bad("own_commands", "%q: want some of %q", clip(g, 32), ownCommandGroups)
 		}
+	}
+	if len(s.DialogMarkers) > maxDialogMarkers {
+		return bad("dialog_markers", "%d markers: want at most %d", len(s.DialogMarkers), maxDialogMarkers)
+	}
+	for _, m := range s.DialogMarkers {
+		if strings.TrimSpace(m) == "" || len(m) > maxDialogMarker || strings.ContainsAny(m, "\n\r") {
+			return bad("dialog_markers", "%q: want a line of screen text, 1 to %d bytes", clip(m, 32), maxDialogMarker)
+		}
+	}
+	if len(s.DialogMarkers) > 0 && s.Agent != AgentClaude {
+		return bad("dialog_markers", "needs agent %q (the worker answers dialogs of agents with hooks)", AgentClaude)
 	}
 	if s.Legion != "" && !filepath.IsAbs(s.Legion) {
 		return bad("legion", "%q is not an absolute path", s.Legion)

@@ -95,6 +95,9 @@ func Transient(s *proto.Spec, p Policy) (units.Unit, error) {
 		units.String("Service", "KillMode", "mixed"),
 		units.Duration("Service", "TimeoutStopSec", "TimeoutStopUSec", p.StopTimeout),
 		units.String("Service", "Slice", slice),
+		// Under memory pressure the kernel kills an agent before Legion's
+		// own units (units.AgentOOMScoreAdjust says why a raise).
+		units.Int32("Service", "OOMScoreAdjust", units.AgentOOMScoreAdjust),
 		units.Environment(env),
 	}
 	return units.Unit{Name: s.Unit, Options: opts}, nil

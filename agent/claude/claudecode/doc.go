@@ -1,4 +1,4 @@
-// Package claude knows Claude Code's session files: the deterministic session
+// Package claudecode knows Claude Code's session files: the deterministic session
 // IDs Legion gives them, where Claude Code keeps them
 // (~/.claude/projects/<encoded cwd>/<session>.jsonl), how fresh they are
 // (liveness, subagent files included), and whether the agent is waiting on a
