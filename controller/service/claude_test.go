@@ -598,9 +598,14 @@ func (k *claudeKind) requests(issue string, mode controller.Mode) []modelRequest
 	return out
 }
 
-// checkRestarted checks that the stream held after its first events
-// and waits until the stalled CLI let go of it.
-func (k *claudeKind) checkRestarted(ctx context.Context) {
+// checkRestarted checks that the stream held after its first events,
+// waits until the stalled CLI let go of it, and checks that this came
+// stale_after at least after the stall: the CLI fires no hook and writes
+// no session file while its stream hangs and its spinner redraws. (The
+// other kinds' last sign of life may come before their stalled request,
+// so the request's time bounds nothing for them: opencode's restart
+// came 28.7 s after its stalled request under stale_after 30s.)
+func (k *claudeKind) checkRestarted(ctx context.Context, stalled time.Time, staleAfter time.Duration) {
 	select {
 	case <-k.stall.Stalled():
 	default:
@@ -610,6 +615,9 @@ func (k *claudeKind) checkRestarted(ctx context.Context) {
 	case <-k.stall.Gone():
 	case <-ctx.Done():
 		k.e.t.Fatalf("the stalled CLI never let go of its stream: %v", ctx.Err())
+	}
+	if dt := time.Since(stalled); dt < staleAfter {
+		k.e.t.Errorf("restarted %s after the stall; want stale_after (%s) at least", dt, staleAfter)
 	}
 }
 

@@ -92,10 +92,10 @@ type (
 	denialChecker interface {
 		checkDenied(issue string, ok, no step)
 	}
-	// restartChecker waits, once the stalled worker restarted, for what
-	// the kind's fake sees of the restart.
+	// restartChecker checks more once the worker whose stream stalled
+	// at stalled restarted, under stale_after staleAfter.
 	restartChecker interface {
-		checkRestarted(ctx context.Context)
+		checkRestarted(ctx context.Context, stalled time.Time, staleAfter time.Duration)
 	}
 )
 
@@ -219,7 +219,7 @@ func kindTodoToDone(ctx context.Context, t *testing.T, k kind) {
 // kindStallResumed: the plan phase's first stream hangs mid-message (the
 // fake sends the start of a text, then nothing). No hook fires and no
 // session file is written meanwhile, so after stale_after the worker
-// counts the agent stale and systemd restarts it, once, no sooner; the CLI
+// counts the agent stale and systemd restarts it, once; the CLI
 // is resumed from its real session file (the transcript says so, with
 // the kind's resume argv), and its first request then carries the
 // conversation so far: the plan's prompt as history and as the resumed
@@ -253,13 +253,9 @@ func kindStallResumed(ctx context.Context, t *testing.T, k kind) {
 		}
 		return st.NRestarts >= 1, fmt.Sprintf("%s/%s NRestarts=%d", st.ActiveState, st.SubState, st.NRestarts)
 	})
+	t.Logf("stalled %s after the start; restarted %s after the stall", stalled.Sub(start).Round(time.Millisecond), time.Since(stalled).Round(time.Millisecond))
 	if c, ok := d.(restartChecker); ok {
-		c.checkRestarted(ctx)
-	}
-	restarted := time.Now()
-	t.Logf("stalled %s after the start; restarted %s after the stall", stalled.Sub(start).Round(time.Millisecond), restarted.Sub(stalled).Round(time.Millisecond))
-	if dt := restarted.Sub(stalled); dt < k.stallAfter {
-		t.Errorf("restarted %s after the stall; want stale_after (%s) at least", dt, k.stallAfter)
+		c.checkRestarted(ctx, stalled, k.stallAfter)
 	}
 
 	e.assertFinished(ctx, id, id+".txt", "impl "+id)
