@@ -35,6 +35,12 @@ const limitBackoff = time.Minute
 // so a limit that lifts for all does not bring them all back at once.
 const ResumesPerTick = 2
 
+// ResumeGrace is how long after a reset time an agent gave Legion waits
+// before it prompts a conversation still stopped at the limit: some CLIs
+// try again by themselves at that time (opencode: agent/opencode O28),
+// and a prompt on top would be a second one.
+const ResumeGrace = 30 * time.Second
+
 // ResumePrompt is what a conversation paused at a limit is told when the
 // pause ends.
 const ResumePrompt = "The model API's usage limit has lifted: continue where you stopped."
@@ -240,7 +246,7 @@ func resumable(s State) map[string]bool {
 	for _, is := range s.Issues {
 		if w := is.Worker; rateLimited(w) && !is.HasLabel(LabelInputNeeded) && !is.HasLabel(LabelFeedbackGiven) {
 			kind := s.KindOf[w.Mode]
-			if p := s.Pauses[kind]; p != nil && !p.Paused(s.Now) {
+			if p := s.Pauses[kind]; p != nil && !p.Paused(s.Now) && (!p.ResetKnown || s.Now.Sub(p.Until) >= ResumeGrace) {
 				byKind[kind] = append(byKind[kind], is)
 			}
 		}

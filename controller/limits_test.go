@@ -95,6 +95,16 @@ func TestLimitsWaitedOut(t *testing.T) {
 	if ds[0].Action != ActionSkip || !strings.Contains(ds[0].Reason, "the reset time the agent gave") {
 		t.Errorf("with a reset time: %s (%s); want a skip until it", ds[0].Action, ds[0].Reason)
 	}
+	// At the reset time the kind runs again, but the stopped conversation
+	// is given ResumeGrace to go on by itself (a CLI that retries at that
+	// time) before Legion prompts it.
+	b1 := []Issue{{ID: "B-1", Status: StatusTodo, Worker: limitedWorker(ModePlan, t0, &reset)}, {ID: "B-2", Status: StatusTodo}}
+	if ds = tickLimits(t, l2, State{Now: reset.Add(time.Second), Issues: b1}); ds[0].Action != ActionSkip || ds[1].Action != ActionDispatchPlanner {
+		t.Errorf("just after the reset: %s, %s; want the stopped one left a moment, a new planner dispatched", ds[0].Action, ds[1].Action)
+	}
+	if ds = tickLimits(t, l2, State{Now: reset.Add(ResumeGrace), Issues: b1}); ds[0].Action != ActionResumeAfterLimit {
+		t.Errorf("ResumeGrace after the reset: %s (%s); want it prompted", ds[0].Action, ds[0].Reason)
+	}
 }
 
 // TestLimitsEscalateAfterAWindow: a limit that keeps coming back after

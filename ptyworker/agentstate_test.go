@@ -144,6 +144,7 @@ func TestAgentStateEvents(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	reset := now.Add(90 * time.Second)
 	fixedReset := time.Date(2026, 11, 24, 13, 0, 0, 0, time.UTC)
+	msReset := fixedReset.Add(118 * time.Millisecond)
 	tests := []struct {
 		name   string
 		events []string
@@ -163,6 +164,12 @@ func TestAgentStateEvents(t *testing.T) {
 		{"StopFailure with text and reset_at", []string{
 			`{"hook_event_name":"StopFailure","error":"authentication_failed","reset_at":"2026-11-24T13:00:00Z"}`,
 		}, agentView{State: api.AgentAPIError, Error: "authentication_failed"}, &fixedReset},
+		{"StopFailure of Codex 0.169.0 at a ChatGPT plan's usage limit, as codex.HookDialect translates its PostModelRequest", []string{
+			`{"session_id":"s","turn_id":"t","cwd":"/w","model":"fake-model","hook_event_name":"StopFailure","status":"failed","token_usage":null,"error":"rate_limit","error_message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at 1:00 PM.","reset_at":"2026-11-24T13:00:00Z"}`,
+		}, agentView{State: api.AgentAPIError, Error: "rate_limit: You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at 1:00 PM."}, &fixedReset},
+		{"StopFailure of opencode 1.18.33's plugin at a retried 429", []string{
+			`{"session_id":"ses_x","cwd":"/w","hook_event_name":"StopFailure","error":"rate_limit","error_message":"Rate limit reached for m. Please try again in 40s.","attempt":1,"reset_at":"2026-11-24T13:00:00.118Z"}`,
+		}, agentView{State: api.AgentAPIError, Error: "rate_limit: Rate limit reached for m. Please try again in 40s."}, &msReset},
 		{"StopFailure with nothing said", []string{`{"hook_event_name":"StopFailure"}`},
 			agentView{State: api.AgentAPIError, Error: "the turn failed at the API (no detail given)"}, nil},
 		{"a new turn clears the API error", []string{

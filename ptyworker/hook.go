@@ -402,7 +402,7 @@ func (w *worker) respond(p *proto.RespondParams) (*proto.RespondResult, *proto.R
 	changed := false
 	if cur := w.agent.cur; a != nil && cur != nil && (st == api.AgentIdle || st == api.AgentAPIError) &&
 		cur.State == st && cur.LastEvent.Equal(a.LastEvent) {
-		changed = w.agent.moveOn(now, "")
+		changed = w.movedOn(now, "")
 	}
 	w.mu.Unlock()
 	if changed {
@@ -466,7 +466,7 @@ func (w *worker) decide(p *proto.RespondParams, by string, a *api.Agent, h *hold
 		// hook event says so.
 		changed = w.agent.dialogClosed(now)
 	default:
-		changed = w.agent.moveOn(now, a.Tool)
+		changed = w.movedOn(now, a.Tool)
 	}
 	w.mu.Unlock()
 	if changed {
@@ -504,7 +504,7 @@ func (w *worker) answer(p *proto.RespondParams, by string, a *api.Agent, h *hold
 			case len(w.holds) > 0:
 				changed = w.agent.waitPermission(now, w.holds[0].tool, w.holds[0].input)
 			case w.agent.cur != nil && w.agent.cur.State == api.AgentWaitingAnswer:
-				changed = w.agent.moveOn(now, "")
+				changed = w.movedOn(now, "")
 			}
 			w.mu.Unlock()
 			if changed {
@@ -530,7 +530,7 @@ func (w *worker) answer(p *proto.RespondParams, by string, a *api.Agent, h *hold
 	w.mu.Lock()
 	changed := false
 	if w.agent.cur != nil && w.agent.cur.State == api.AgentWaitingAnswer {
-		changed = w.agent.moveOn(now, "")
+		changed = w.movedOn(now, "")
 	}
 	w.mu.Unlock()
 	if changed {
@@ -716,4 +716,14 @@ func (w *worker) isEnding() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.ending
+}
+
+// movedOn is the agent's state after a person's answer (or Legion's next
+// prompt) went to it, with w.mu held: working on. The answer is also its
+// sign of life until its own hooks say more: its turn-start event may come
+// late on a loaded machine, and the watchdog must not judge the wait that
+// just ended (at its prompt, at its API's limit) as silence.
+func (w *worker) movedOn(now time.Time, tool string) bool {
+	w.lastHook = now
+	return w.agent.moveOn(now, tool)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
@@ -248,5 +249,43 @@ func TestNotifyWithoutSocket(t *testing.T) {
 	os.Unsetenv("NOTIFY_SOCKET")
 	if err := sdNotify("READY=1"); err != nil {
 		t.Errorf("sdNotify without NOTIFY_SOCKET = %v; want nil", err)
+	}
+}
+
+// TestPromptTypedIsASignOfLife: an agent that waited at its prompt (or at
+// its API's limit) for longer than stale_after is given its next prompt by
+// the worker (a person's reply, or Legion's resume after a usage limit);
+// until its turn-start hook comes, which may take a while on a loaded
+// machine, the typed prompt is its sign of life: the watchdog is fed, not
+// triggered at once for the wait that just ended.
+func TestPromptTypedIsASignOfLife(t *testing.T) {
+	ns := listenNotify(t)
+	spec := hookSpec(t)
+	spec.StaleAfter = proto.Duration(400 * time.Millisecond)
+	tw := startWorker(t, spec, Options{Tick: 20 * time.Millisecond})
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutput(t, "agent-ready")
+	for _, l := range []string{"work\r", "stop\r"} {
+		if err := c.Input(ctxT(t), []byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentIn(t, c, api.AgentIdle)
+	time.Sleep(1200 * time.Millisecond) // three stale periods at its prompt: fed, idle
+	if n := ns.count("WATCHDOG=trigger"); n != 0 {
+		t.Fatalf("WATCHDOG=trigger %d times while the agent idled at its prompt", n)
+	}
+	// The fake agent sends no hook for this line: a slow turn start.
+	if _, err := c.Respond(ctxT(t), proto.RespondParams{Text: "go on"}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutput(t, "got:go on")
+	time.Sleep(200 * time.Millisecond) // ten ticks, half of stale_after
+	if n := ns.count("WATCHDOG=trigger"); n != 0 {
+		t.Errorf("WATCHDOG=trigger %d times right after the prompt was typed; want it fed until stale_after passes without a sign of life", n)
 	}
 }

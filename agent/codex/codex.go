@@ -18,6 +18,7 @@ import (
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/internal/shellquote"
+	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
 // Kind is OpenAI's Codex CLI (agent.kind = "codex"), as probed in
@@ -62,10 +63,12 @@ type Kind struct {
 }
 
 // HookEvents are the Codex hook events a session's config.toml sends
-// to its worker (X13).
+// to its worker (X13), and PostModelRequest, the only one that reports a
+// failed model request (X34; [HookDialect] reads it as a StopFailure).
 var HookEvents = []string{
 	"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
 	"PostToolUse", "Stop", "SubagentStart", "SubagentStop", "SessionEnd",
+	"PostModelRequest",
 }
 
 // HistoryFile is the file of a Codex home that Codex writes at every
@@ -160,7 +163,7 @@ func (c *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 	if l.ArgvResume != nil {
 		l.ArgvResume = agent.InsertArgs(nil, l.ArgvResume, args...)
 	}
-	l.Env = append(l.Env, "CODEX_HOME="+home)
+	l.Env = append(l.Env, "CODEX_HOME="+home, proto.EnvHookDialect+"="+string(config.AgentCodex))
 	return l, nil
 }
 

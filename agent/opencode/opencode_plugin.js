@@ -200,6 +200,22 @@ export const Legion = async (ctx) => {
           send("Stop", { stop_hook_active: false, last_assistant_message: lastText })
           return
         }
+        case "session.status": {
+          // opencode retries a failed model request by itself, for ever,
+          // 429s of any kind included (opencode FACTS O28): each retry is
+          // a StopFailure whose reset_at is the retry's time, so that the
+          // worker sees the agent stopped at a limit until it moves on.
+          const st = p.status || {}
+          if (st.type !== "retry" || !main(p.sessionID)) return
+          const msg = String(st.message || "")
+          let kind = "server_error"
+          if (/exceeded your current quota|insufficient.quota|billing/i.test(msg)) kind = "billing_error"
+          else if (/rate.limit|usage limit|too many requests|\b429\b|resource.exhausted|quota/i.test(msg)) kind = "rate_limit"
+          const fields = { error: kind, error_message: msg, attempt: st.attempt }
+          if (kind === "rate_limit" && Number.isFinite(st.next)) fields.reset_at = new Date(st.next).toISOString()
+          send("StopFailure", fields)
+          return
+        }
         case "session.error": {
           if (p.sessionID && !main(p.sessionID)) return
           const e = p.error || {}

@@ -15,9 +15,13 @@ import (
 )
 
 func newLimitsCmd(g *globals) *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "limits TEAM",
+		Use:   "limits",
+		Short: "The agent kinds waiting at their model API's usage limit",
+	}
+	var asJSON bool
+	show := &cobra.Command{
+		Use:   "show TEAM",
 		Short: "Show the agent kinds waiting at their API's usage limit",
 		Long: `Show, for each agent kind of TEAM whose agents stopped at the model API's
 rate or usage limit, until when its new dispatches wait, whether that is
@@ -40,8 +44,8 @@ conversations to go on by itself, oldest first, two a tick.`,
 			return printPauses(cmd.OutOrStdout(), pauses, time.Now())
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(&cobra.Command{
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(show, &cobra.Command{
 		Use:   "resume TEAM [KIND...]",
 		Short: "End the pauses of a team's agent kinds now",
 		Long: `End the pauses at the model API's limit of TEAM's agent kinds (all of them,

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +94,21 @@ func TestPrintReportRoom(t *testing.T) {
 	b.Reset()
 	if err := printReport(&b, rep); err != nil || strings.Contains(b.String(), "waiting for room") {
 		t.Errorf("legion state with nothing waiting:\n%s (%v); want no room line", b.String(), err)
+	}
+}
+
+// TestLimitsFindsTheConfig: `legion limits show TEAM` finds legion.toml as
+// every command does ($LEGION_CONFIG here), and says when no kind is
+// paused.
+func TestLimitsFindsTheConfig(t *testing.T) {
+	dir := sandboxXDG(t)
+	path := filepath.Join(dir, "legion.toml")
+	if err := os.WriteFile(path, []byte("[teams.demo]\nid = \"6f1c2b9e-8d4a-4c3b-9e2f-1a2b3c4d5e6f\"\nworkspace = \""+dir+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LEGION_CONFIG", path)
+	out, _, err := legion(t, "limits", "show", "demo")
+	if err != nil || !strings.Contains(out, "no agent kind waits at its API's limit") {
+		t.Errorf("legion limits show demo = %q, %v; want no pause", out, err)
 	}
 }

@@ -438,7 +438,7 @@ func (e *env) assertFinished(ctx context.Context, id, file, want string) {
 	if br := e.git(e.ws, "branch", "--list", "legion/"+id); strings.TrimSpace(br) != "" {
 		e.t.Errorf("branch legion/%s still exists: %q", id, br)
 	}
-	if wts := e.git(e.ws, "worktree", "list"); strings.Contains(wts, id) {
+	if wts := e.git(e.ws, "worktree", "list"); strings.Contains(wts, "/"+id+" ") { // not DEMO-10 for DEMO-1
 		e.t.Errorf("worktree of %s still listed:\n%s", id, wts)
 	}
 }

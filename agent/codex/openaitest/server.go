@@ -27,7 +27,9 @@
 // (the text in several pieces) or function_call_arguments.done,
 // response.output_item.done (the whole item), response.completed (the
 // response with its output and usage); each event flushed on its own.
-// A request without "Authorization: Bearer <Key>" gets 401.
+// A request without "Authorization: Bearer <Key>" gets 401. A turn's
+// Failure is an error body as the API sends it (limits.go: a rate limit,
+// a spent quota, a ChatGPT plan's usage limit, with their headers).
 //
 // # What is simplified
 //
@@ -92,6 +94,12 @@ type Turn struct {
 	// bash with {"command", "description"} (when Exec is empty).
 	Tool string
 	Args map[string]any
+	// Failure, if set, answers with an HTTP error instead of a stream
+	// (RateLimited, QuotaExceeded, UsageLimitReached).
+	Failure *Failure
+	// Repeat is how many more requests this turn answers after the first
+	// (Forever: every matching request from then on).
+	Repeat int
 	// Match says whether a request may take the turn (nil: any).
 	Match func(body []byte) bool
 }
@@ -256,7 +264,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		for i, t := range s.turns {
 			if t.Match == nil || t.Match(body) {
 				req.Turn, req.Unscripted = t, false
-				s.turns = append(s.turns[:i:i], s.turns[i+1:]...)
+				switch {
+				case t.Repeat == Forever:
+				case t.Repeat > 0:
+					s.turns[i].Repeat--
+				default:
+					s.turns = append(s.turns[:i:i], s.turns[i+1:]...)
+				}
 				break
 			}
 		}
@@ -268,6 +282,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.reqs = append(s.reqs, req)
 	n := len(s.reqs)
 	s.mu.Unlock()
+	if req.Turn.Failure != nil {
+		req.Turn.Failure.write(w)
+		return
+	}
 	s.stream(w, r, fmt.Sprintf("%d_%d", n, req.Time.UnixNano()), req.Turn)
 }
 

@@ -25,7 +25,9 @@
 // modelVersion,responseId}, the text in several chunks, finishReason
 // "STOP" and the usage on the last; a tool call as one functionCall part
 // {name,args}. Each chunk is flushed on its own. A request without the
-// header "x-goog-api-key: <Key>" gets 403 with the API's error body.
+// header "x-goog-api-key: <Key>" gets 403 with the API's error body. A
+// turn's Failure is an error body as the API sends it (limits.go: a spent
+// quota, 429 RESOURCE_EXHAUSTED with its google.rpc details).
 //
 // # What is simplified
 //
@@ -87,6 +89,12 @@ type Turn struct {
 	// connection open until the client goes away (or the server closes):
 	// a hung stream.
 	Stall bool
+	// Failure, if set, answers with an HTTP error instead of a stream
+	// (Exhausted: a spent quota).
+	Failure *Failure
+	// Repeat is how many more requests this turn answers after the first
+	// (Forever: every matching request from then on).
+	Repeat int
 	// Match says whether a request may take the turn (nil: any).
 	Match func(body []byte) bool
 }
@@ -176,7 +184,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	for i, t := range s.turns {
 		if t.Match == nil || t.Match(body) {
 			req.Turn, req.Unscripted = t, false
-			s.turns = append(s.turns[:i:i], s.turns[i+1:]...)
+			switch {
+			case t.Repeat == Forever:
+			case t.Repeat > 0:
+				s.turns[i].Repeat--
+			default:
+				s.turns = append(s.turns[:i:i], s.turns[i+1:]...)
+			}
 			break
 		}
 	}
@@ -187,6 +201,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.reqs = append(s.reqs, req)
 	n := len(s.reqs)
 	s.mu.Unlock()
+	if req.Turn.Failure != nil {
+		req.Turn.Failure.write(w)
+		return
+	}
 	s.stream(w, r, fmt.Sprintf("resp-%d-%d", n, req.Time.UnixNano()), req.Turn)
 }
 
