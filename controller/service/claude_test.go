@@ -9,15 +9,14 @@ package service_test
 // environment, as a user's agents would get theirs, never from argv.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,17 +136,10 @@ func bash(id, command string) anthropictest.Turn {
 	return use(anthropictest.Bash(command, "Run "+strings.Fields(command)[0]).WithID(id))
 }
 
-// inPhase matches the requests of issue's phase mode: its conversation
-// holds the phase's prompt (the worker's first prompt; it stays in the
-// conversation when the agent is prompted again or resumed). The retro
-// resumes the implementer's session: an implement turn never answers a
-// conversation that has reached its retro.
+// inPhase matches the requests of issue's phase mode (phaseMatch).
 func inPhase(issue string, mode controller.Mode) func(*anthropictest.Request) bool {
-	want := []byte(fmt.Sprintf("# Legion: %s %s ", mode, issue))
-	retro := []byte(fmt.Sprintf("# Legion: %s %s ", controller.ModeRetro, issue))
-	return func(r *anthropictest.Request) bool {
-		return bytes.Contains(r.Body, want) && (mode != controller.ModeImplement || !bytes.Contains(r.Body, retro))
-	}
+	m := phaseMatch(issue, mode)
+	return func(r *anthropictest.Request) bool { return m(r.Body) }
 }
 
 // script queues turns for issue's phase mode, in its agent session (the
@@ -324,81 +316,6 @@ func legionComments(is controller.TrackedIssue) []string {
 	return out
 }
 
-// TestClaudeTodoToDone (issue 18, a and g): an issue goes from Todo to
-// Done through all five phases with the real CLI: each phase's tools run
-// with no permission prompt under the default allowlist policy, each
-// worker ends as completed within seconds of its last tracker command,
-// none restarts, no start-up dialog shows in any new session, and the
-// implementer's file lands on main.
-func TestClaudeTodoToDone(t *testing.T) {
-	e := startClaude(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 4*time.Minute)
-	id := e.addIssue(ctx, "Write a file")
-	e.scriptAll(id)
-	start := time.Now()
-	e.startController()
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
-	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
-
-	is := e.issue(ctx, id)
-	if len(is.Labels) != 0 {
-		t.Errorf("labels of the done issue = %v; want none", is.Labels)
-	}
-	if c := legionComments(is); len(c) != 0 {
-		t.Errorf("Legion escalated (comments %q); want no escalation: every tool allowed, every phase finished", c)
-	}
-	if e.logged("agent state", "state=waiting_permission") {
-		t.Errorf("an agent waited for a permission; want every tool of the phases allowed by the allowlist policy")
-	}
-	for _, m := range allModes {
-		s := e.waitCompleted(ctx, id, m)
-		assertCompleted(t, s)
-		// Within seconds of the phase's last command: its result went to
-		// the API, the agent's last turn ended, the controller ended it.
-		req, _, ok := e.toolResultRequest(sessionID(id, m), doneID(id, m))
-		if !ok {
-			t.Errorf("%s: no request carries the result of its last command %s", m, doneID(id, m))
-			continue
-		}
-		if lag := s.Exit.Time.Sub(req.Time); lag < 0 || lag > 10*time.Second {
-			t.Errorf("%s worker exited %s after its last command's result reached the API; want within 10s", m, lag)
-		} else {
-			t.Logf("%s worker ended %s after its last command", m, lag.Round(time.Millisecond))
-		}
-	}
-	for _, m := range allModes {
-		sid := sessionID(id, m)
-		for _, turn := range e.phaseTurns(id, m) {
-			for _, b := range turn.Blocks {
-				if b.Type == "tool_use" {
-					e.assertToolOK(sid, b.ID)
-				}
-			}
-		}
-	}
-	e.assertScripted()
-
-	// (g) No dialog at the start of any session: each one's first request
-	// came with its prompt, and no transcript shows a dialog's text.
-	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
-		reqs := e.api.MessageRequests(sessionID(id, m))
-		if len(reqs) == 0 || !strings.Contains(reqs[0].FirstUserText(), fmt.Sprintf("# Legion: %s %s ", m, id)) {
-			t.Errorf("%s: the first API request is not the phase's prompt (%d requests)", m, len(reqs))
-		}
-	}
-	for _, m := range allModes {
-		wid := workerID(id, m)
-		if loc := dialogText.FindStringIndex(e.transcript(wid)); loc != nil {
-			tr := e.transcript(wid)
-			t.Errorf("the %s transcript shows a dialog (%q):\n%s", m, tr[loc[0]:loc[1]], tail(tr[max(0, loc[0]-500):min(len(tr), loc[1]+500)], 20))
-		}
-	}
-	// The retro ran in the implementer's own session, resumed.
-	if text, _ := e.sessionFile(id, controller.ModeRetro); !strings.Contains(text, "Retro done.") {
-		t.Errorf("the implementer's session has no retro in it:\n%s", tail(text, 5))
-	}
-}
-
 // workerID is the id of the worker of issue in mode: it names the
 // worker's transcript (for the retro, not the agent session's id).
 func workerID(issue string, mode controller.Mode) string {
@@ -483,19 +400,6 @@ func (e *env) assertSessionScripted(session string) {
 	}
 }
 
-// waitToolResult waits until a request of session carries the result of
-// tool_use id and returns it.
-func (e *env) waitToolResult(ctx context.Context, session, id string) anthropictest.ToolResult {
-	e.t.Helper()
-	var res anthropictest.ToolResult
-	e.poll(ctx, "the result of "+id+" at the API", func() (bool, string) {
-		var ok bool
-		_, res, ok = e.toolResultRequest(session, id)
-		return ok, fmt.Sprintf("%d requests of session %s", len(e.api.MessageRequests(session)), session)
-	})
-	return res
-}
-
 // logged reports whether a line of the manager's log (the workers' and
 // the helper's output) holds every one of want.
 func (e *env) logged(want ...string) bool {
@@ -509,113 +413,6 @@ func (e *env) logged(want ...string) bool {
 		}
 	}
 	return false
-}
-
-// TestClaudeQuestionAnswered (issue 18, b): the planner asks with
-// AskUserQuestion; the controller escalates the question with its
-// options; a person answers in the tracker in words of their own (not an
-// option, with a digit in it); the agent gets exactly those words, as the
-// session file's answers and the API's tool_result show, and the phase
-// completes.
-func TestClaudeQuestionAnswered(t *testing.T) {
-	e := startClaude(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 3*time.Minute)
-	id := e.addIssue(ctx, "Ask first")
-	q := anthropictest.Question{
-		Question: "Which format should the plan's notes use?", Header: "Format",
-		Options: []anthropictest.Option{{Label: "Markdown", Description: "headings and lists"}, {Label: "Plain text", Description: "no markup"}},
-	}
-	ask := toolID(id, controller.ModePlan, "ask")
-	e.script(id, controller.ModePlan, append([]anthropictest.Turn{use(anthropictest.AskUserQuestion(q).WithID(ask))},
-		e.phaseTurns(id, controller.ModePlan)...)...)
-	e.startController()
-
-	e.waitEscalated(ctx, id, 0, q.Question, "Markdown", "Plain text")
-	if s, ok := e.session(ctx, id, controller.ModePlan); !ok || s.Agent == nil || s.Agent.State != api.AgentWaitingAnswer {
-		t.Errorf("the planner while its question is escalated: %+v; want its agent waiting_answer", s.Agent)
-	}
-	answer := "Neither: reStructuredText, in 2 files"
-	e.answer(ctx, id, answer)
-	s := e.waitCompleted(ctx, id, controller.ModePlan)
-	e.stopController()
-	assertCompleted(t, s)
-	e.assertAnswered(ctx, id)
-
-	sid := sessionID(id, controller.ModePlan)
-	want := fmt.Sprintf("%q=%q", q.Question, answer)
-	if _, res, ok := e.toolResultRequest(sid, ask); !ok || res.IsError || !strings.Contains(res.Content, want) {
-		t.Errorf("the question's tool_result at the API: %+v (found %v); want no error and %s", res, ok, want)
-	}
-	block, line, ok := e.claudeSession(id, controller.ModePlan).ToolResult(ask)
-	if !ok {
-		t.Fatalf("no tool_result of the question in the planner's session file")
-	}
-	if diff := cmp.Diff(map[string]string{q.Question: answer}, line.Answers()); diff != "" {
-		t.Errorf("answers in the session file (-want +got):\n%s", diff)
-	}
-	if block.IsError || !strings.Contains(block.ResultText(), want) {
-		t.Errorf("tool_result in the session file %q (is_error %v); want it to hold %s", block.ResultText(), block.IsError, want)
-	}
-	if !e.logged("respond: answer", "by=ana") {
-		t.Errorf("the manager's log has no line of the answer by ana")
-	}
-	e.assertSessionScripted(sid)
-}
-
-// TestClaudePermissionApprovedAndDenied (issue 18, c): two commands the
-// allowlist does not cover are escalated, each with the tool and the exact
-// command. The first, approved with a comment "approve", runs; the second,
-// denied with "deny: not now", does not, and the agent is told why; the
-// phase then completes. Both decisions are logged with who made them.
-func TestClaudePermissionApprovedAndDenied(t *testing.T) {
-	e := startClaude(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 3*time.Minute)
-	id := e.addIssue(ctx, "Touch two files")
-	okID, noID := toolID(id, controller.ModePlan, "touch_ok"), toolID(id, controller.ModePlan, "touch_no")
-	e.script(id, controller.ModePlan, append([]anthropictest.Turn{bash(okID, "touch approved.txt"), bash(noID, "touch denied.txt")},
-		e.phaseTurns(id, controller.ModePlan)...)...)
-	e.startController()
-	sid := sessionID(id, controller.ModePlan)
-	wt := e.team.Worktrees.Path(id)
-
-	e.waitEscalated(ctx, id, 0, "Bash", "touch approved.txt")
-	if s, ok := e.session(ctx, id, controller.ModePlan); !ok || s.Agent == nil || s.Agent.State != api.AgentWaitingPermission || s.Agent.Command != "touch approved.txt" {
-		t.Errorf("the planner while its permission is escalated: %+v; want its agent waiting_permission for touch approved.txt", s.Agent)
-	}
-	e.answer(ctx, id, "approve")
-	if res := e.waitToolResult(ctx, sid, okID); res.IsError {
-		t.Errorf("the approved command failed: %q", res.Content)
-	}
-	if _, err := os.Stat(filepath.Join(wt, "approved.txt")); err != nil {
-		t.Errorf("the approved command did not run: %v", err)
-	}
-
-	e.waitEscalated(ctx, id, 1, "Bash", "touch denied.txt")
-	e.answer(ctx, id, "deny: not now")
-	if res := e.waitToolResult(ctx, sid, noID); !res.IsError || res.Content != "not now" {
-		t.Errorf("the denied command's tool_result: %+v; want is_error with the reason \"not now\"", res)
-	}
-	s := e.waitCompleted(ctx, id, controller.ModePlan)
-	e.stopController()
-	assertCompleted(t, s)
-	e.assertAnswered(ctx, id)
-	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
-		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
-	}
-	block, _, ok := e.claudeSession(id, controller.ModePlan).ToolResult(noID)
-	if !ok || !block.IsError || block.ResultText() != "not now" {
-		t.Errorf("the denial in the session file: %+v (found %v); want an error result \"not now\"", block, ok)
-	}
-	for _, want := range [][]string{
-		{"agent state", "state=waiting_permission", "touch approved.txt"},
-		{"respond: permission", "by=ana", "what=allow", "touch approved.txt"},
-		{"respond: permission", "by=ana", "what=deny", "touch denied.txt", "not now"},
-	} {
-		if !e.logged(want...) {
-			t.Errorf("the manager's log has no line with %q", want)
-		}
-	}
-	e.assertSessionScripted(sid)
 }
 
 // TestClaudeIdleEscalated (issue 18, d): the planner's turn ends without
@@ -661,82 +458,6 @@ func TestClaudeIdleEscalated(t *testing.T) {
 		t.Errorf("the manager's log has no line of the prompt by ana")
 	}
 	e.assertSessionScripted(sid)
-}
-
-// TestClaudeStallRestartedAndResumed (issue 18, e): the implementer's API
-// stream stalls mid-message. No hook fires and the session file is not
-// written while the CLI's spinner keeps redrawing, so after stale_after the
-// worker counts the agent stale and systemd restarts it; the CLI is
-// resumed (--resume) from its real session file and the issue still goes
-// to Done.
-func TestClaudeStallRestartedAndResumed(t *testing.T) {
-	e := startClaude(t, teamOptions{wipLimit: 1, staleAfter: "20s"})
-	ctx := claudeCtx(t, 5*time.Minute)
-	id := e.addIssue(ctx, "Stall once")
-	stall := anthropictest.NewStall(4) // message_start, content_block_start, ping, one delta
-	e.scriptAll(id, controller.ModeImplement)
-	e.script(id, controller.ModeImplement, append([]anthropictest.Turn{{
-		Blocks: []anthropictest.Block{anthropictest.Text("Let me think about how best to write this file, at some length.")},
-		Stall:  stall,
-	}}, e.phaseTurns(id, controller.ModeImplement)...)...)
-	start := time.Now()
-	e.startController()
-
-	select {
-	case <-stall.Stalled():
-	case <-ctx.Done():
-		t.Fatalf("the implementer's stream never stalled: %v", ctx.Err())
-	}
-	stalled := time.Now()
-	unit := workerUnit(t, id, controller.ModeImplement)
-	e.poll(ctx, "the stalled implementer restarted by systemd", func() (bool, string) {
-		st, err := e.mgr.State(ctx, unit)
-		if err != nil {
-			return false, err.Error()
-		}
-		return st.NRestarts >= 1, fmt.Sprintf("%s/%s NRestarts=%d", st.ActiveState, st.SubState, st.NRestarts)
-	})
-	select {
-	case <-stall.Gone():
-	case <-ctx.Done():
-		t.Fatalf("the stalled CLI never let go of its stream: %v", ctx.Err())
-	}
-	restarted := time.Now()
-	t.Logf("stalled %s after the start; restarted %s after the stall", stalled.Sub(start).Round(time.Millisecond), restarted.Sub(stalled).Round(time.Millisecond))
-	if d := restarted.Sub(stalled); d < 20*time.Second {
-		t.Errorf("restarted %s after the stall; want stale_after (20s) at least", d)
-	}
-
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
-	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
-	s := e.waitCompleted(ctx, id, controller.ModeImplement)
-	if s.Restarts != 1 || s.Exit == nil || !strings.HasPrefix(s.Exit.Reason, "completed:") {
-		t.Errorf("implementer session: restarts %d, exit %v; want 1 restart, then completed", s.Restarts, s.Exit)
-	}
-	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeReview, controller.ModeRetro, controller.ModeFinish} {
-		assertCompleted(t, e.waitCompleted(ctx, id, m))
-	}
-	sid := sessionID(id, controller.ModeImplement)
-	tr := e.transcript(workerID(id, controller.ModeImplement))
-	for _, want := range []string{"run 2 start (resume)", "--resume " + sid} {
-		if !strings.Contains(tr, want) {
-			t.Errorf("the implementer's transcript has no %q:\n%s", want, tail(tr, 20))
-		}
-	}
-	// The resumed CLI read its session file: the first request after the
-	// restart carries the first run's prompt and the new one.
-	prompt := fmt.Sprintf("# Legion: %s %s ", controller.ModeImplement, id)
-	var resumed *anthropictest.Request
-	for _, r := range e.api.MessageRequests(sid) {
-		if r.Time.After(restarted) {
-			resumed = r
-			break
-		}
-	}
-	if resumed == nil || bytes.Count(resumed.Body, []byte(prompt)) < 2 {
-		t.Errorf("the first request after the restart does not carry the conversation so far (the prompt twice)")
-	}
-	e.assertScripted()
 }
 
 // TestClaudeRateLimitWaitedOut: the real Claude Code stops at the
@@ -817,4 +538,214 @@ func TestClaudeRateLimitWaitedOut(t *testing.T) {
 	}
 	e.stopController()
 	e.assertSessionScripted(sid)
+}
+
+// claudeKind is the kinds' suite's driver of the real Claude Code CLI
+// (startClaude), whose turns are scripted per agent session.
+type claudeKind struct {
+	e     *env
+	stall *anthropictest.Stall // the stall step's, once scripted
+	// stalledReq is the request the stall step's turn answered.
+	stalledReq atomic.Pointer[anthropictest.Request]
+}
+
+func startClaudeKind(t *testing.T, o teamOptions) (*env, kindDriver) {
+	e := startClaude(t, o)
+	return e, &claudeKind{e: e}
+}
+
+func (k *claudeKind) script(issue string, mode controller.Mode, before ...step) {
+	m := inPhase(issue, mode)
+	var turns []anthropictest.Turn
+	for _, s := range before {
+		switch {
+		case s.stall:
+			k.stall = anthropictest.NewStall(4) // message_start, content_block_start, ping, one delta
+			turns = append(turns, anthropictest.Turn{
+				Blocks: []anthropictest.Block{anthropictest.Text(s.text)},
+				Stall:  k.stall,
+				Match: func(r *anthropictest.Request) bool {
+					ok := m(r)
+					if ok {
+						k.stalledReq.CompareAndSwap(nil, r)
+					}
+					return ok
+				},
+			})
+			continue
+		case s.shell != "":
+			turns = append(turns, bash(toolID(issue, mode, s.id), s.shell))
+		default:
+			turns = append(turns, say(s.text))
+		}
+		turns[len(turns)-1].Match = m
+	}
+	for _, t := range k.e.phaseTurns(issue, mode) {
+		t.Match = m
+		turns = append(turns, t)
+	}
+	k.e.api.Script(sessionID(issue, mode), turns...)
+}
+
+func (k *claudeKind) requests(issue string, mode controller.Mode) []modelRequest {
+	m := inPhase(issue, mode)
+	var out []modelRequest
+	for _, r := range k.e.api.MessageRequests(sessionID(issue, mode)) {
+		if m(r) {
+			out = append(out, modelRequest{time: r.Time, body: r.Body, stalled: r == k.stalledReq.Load()})
+		}
+	}
+	return out
+}
+
+// checkRestarted checks that the stream held after its first events,
+// waits until the stalled CLI let go of it, and checks that this came
+// stale_after at least after the stall: the CLI fires no hook and writes
+// no session file while its stream hangs and its spinner redraws. (The
+// other kinds' last sign of life may come before their stalled request,
+// so the request's time bounds nothing for them: opencode's restart
+// came 28.7 s after its stalled request under stale_after 30s.)
+func (k *claudeKind) checkRestarted(ctx context.Context, stalled time.Time, staleAfter time.Duration) {
+	select {
+	case <-k.stall.Stalled():
+	default:
+		k.e.t.Errorf("the planner restarted but its stream never held")
+	}
+	select {
+	case <-k.stall.Gone():
+	case <-ctx.Done():
+		k.e.t.Fatalf("the stalled CLI never let go of its stream: %v", ctx.Err())
+	}
+	if dt := time.Since(stalled); dt < staleAfter {
+		k.e.t.Errorf("restarted %s after the stall; want stale_after (%s) at least", dt, staleAfter)
+	}
+}
+
+func (k *claudeKind) assertScripted(issue string, only controller.Mode) {
+	k.e.t.Helper()
+	if only == "" {
+		k.e.assertScripted()
+		return
+	}
+	k.e.assertSessionScripted(sessionID(issue, only))
+}
+
+// completed is assertCompleted: exit code 0.
+func (k *claudeKind) completed(t testing.TB, s api.Session) {
+	t.Helper()
+	assertCompleted(t, s)
+}
+
+func (k *claudeKind) resumeArgs(sid string) string { return "--resume " + sid }
+
+// question: the planner asks with AskUserQuestion, with options; the
+// escalation shows them; the person answers in words of their own (not
+// an option, with a digit in it); the agent gets exactly those words, as
+// the session file's answers and the API's tool_result show.
+func (k *claudeKind) question(issue string) kindQuestion {
+	e := k.e
+	q := anthropictest.Question{
+		Question: "Which format should the plan's notes use?", Header: "Format",
+		Options: []anthropictest.Option{{Label: "Markdown", Description: "headings and lists"}, {Label: "Plain text", Description: "no markup"}},
+	}
+	ask := toolID(issue, controller.ModePlan, "ask")
+	e.script(issue, controller.ModePlan, append([]anthropictest.Turn{use(anthropictest.AskUserQuestion(q).WithID(ask))},
+		e.phaseTurns(issue, controller.ModePlan)...)...)
+	answer := "Neither: reStructuredText, in 2 files"
+	return kindQuestion{
+		escalated: []string{q.Question, "Markdown", "Plain text"},
+		state:     api.AgentWaitingAnswer,
+		answer:    answer,
+		logged:    []string{"respond: answer", "by=ana"},
+		check: func() {
+			t := e.t
+			sid := sessionID(issue, controller.ModePlan)
+			want := fmt.Sprintf("%q=%q", q.Question, answer)
+			if _, res, ok := e.toolResultRequest(sid, ask); !ok || res.IsError || !strings.Contains(res.Content, want) {
+				t.Errorf("the question's tool_result at the API: %+v (found %v); want no error and %s", res, ok, want)
+			}
+			block, line, ok := e.claudeSession(issue, controller.ModePlan).ToolResult(ask)
+			if !ok {
+				t.Fatalf("no tool_result of the question in the planner's session file")
+			}
+			if diff := cmp.Diff(map[string]string{q.Question: answer}, line.Answers()); diff != "" {
+				t.Errorf("answers in the session file (-want +got):\n%s", diff)
+			}
+			if block.IsError || !strings.Contains(block.ResultText(), want) {
+				t.Errorf("tool_result in the session file %q (is_error %v); want it to hold %s", block.ResultText(), block.IsError, want)
+			}
+		},
+	}
+}
+
+// checkDenied: the approved command's tool_result is no error; the
+// denied one's is an error whose text is the reason, at the API and in
+// the session file.
+func (k *claudeKind) checkDenied(issue string, ok, no step) {
+	e, t := k.e, k.e.t
+	sid := sessionID(issue, controller.ModePlan)
+	okID, noID := toolID(issue, controller.ModePlan, ok.id), toolID(issue, controller.ModePlan, no.id)
+	if _, res, found := e.toolResultRequest(sid, okID); !found || res.IsError {
+		t.Errorf("the approved command's tool_result: %+v (found %v); want no error", res, found)
+	}
+	if _, res, found := e.toolResultRequest(sid, noID); !found || !res.IsError || res.Content != "not now" {
+		t.Errorf("the denied command's tool_result: %+v (found %v); want is_error with the reason \"not now\"", res, found)
+	}
+	block, _, found := e.claudeSession(issue, controller.ModePlan).ToolResult(noID)
+	if !found || !block.IsError || block.ResultText() != "not now" {
+		t.Errorf("the denial in the session file: %+v (found %v); want an error result \"not now\"", block, found)
+	}
+}
+
+// checkTodoToDone (issue 18, a and g): each phase's tools ran with no
+// permission prompt under the default allowlist policy; each worker
+// ended within seconds of its last tracker command; no start-up dialog
+// showed in any new session; the retro is in the implementer's session
+// file.
+func (k *claudeKind) checkTodoToDone(ctx context.Context, id string) {
+	e, t := k.e, k.e.t
+	for _, m := range allModes {
+		s := e.waitCompleted(ctx, id, m)
+		// Within seconds of the phase's last command: its result went to
+		// the API, the agent's last turn ended, the controller ended it.
+		req, _, ok := e.toolResultRequest(sessionID(id, m), doneID(id, m))
+		if !ok {
+			t.Errorf("%s: no request carries the result of its last command %s", m, doneID(id, m))
+			continue
+		}
+		if lag := s.Exit.Time.Sub(req.Time); lag < 0 || lag > 10*time.Second {
+			t.Errorf("%s worker exited %s after its last command's result reached the API; want within 10s", m, lag)
+		} else {
+			t.Logf("%s worker ended %s after its last command", m, lag.Round(time.Millisecond))
+		}
+	}
+	for _, m := range allModes {
+		sid := sessionID(id, m)
+		for _, turn := range e.phaseTurns(id, m) {
+			for _, b := range turn.Blocks {
+				if b.Type == "tool_use" {
+					e.assertToolOK(sid, b.ID)
+				}
+			}
+		}
+	}
+	// (g) No dialog at the start of any session: each one's first request
+	// came with its prompt, and no transcript shows a dialog's text.
+	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
+		reqs := e.api.MessageRequests(sessionID(id, m))
+		if len(reqs) == 0 || !strings.Contains(reqs[0].FirstUserText(), phasePrompt(id, m)) {
+			t.Errorf("%s: the first API request is not the phase's prompt (%d requests)", m, len(reqs))
+		}
+	}
+	for _, m := range allModes {
+		wid := workerID(id, m)
+		if loc := dialogText.FindStringIndex(e.transcript(wid)); loc != nil {
+			tr := e.transcript(wid)
+			t.Errorf("the %s transcript shows a dialog (%q):\n%s", m, tr[loc[0]:loc[1]], tail(tr[max(0, loc[0]-500):min(len(tr), loc[1]+500)], 20))
+		}
+	}
+	// The retro ran in the implementer's own session, resumed.
+	if text, _ := e.sessionFile(id, controller.ModeRetro); !strings.Contains(text, "Retro done.") {
+		t.Errorf("the implementer's session has no retro in it:\n%s", tail(text, 5))
+	}
 }

@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,11 +54,7 @@ func startCodex(t *testing.T, o teamOptions) (*env, *openaitest.Server) {
 // Claude, with shell commands only (Codex's exec_command).
 func (e *env) codexPhase(issue string, mode controller.Mode) []openaitest.Turn {
 	label := func(l string) string { return e.lcmd("issue", "label", teamName, issue, l) }
-	match := func(body []byte) bool {
-		want := []byte(fmt.Sprintf("# Legion: %s %s ", mode, issue))
-		retro := []byte(fmt.Sprintf("# Legion: %s %s ", controller.ModeRetro, issue))
-		return bytes.Contains(body, want) && (mode != controller.ModeImplement || !bytes.Contains(body, retro))
-	}
+	match := phaseMatch(issue, mode)
 	var turns []openaitest.Turn
 	switch mode {
 	case controller.ModePlan:
@@ -112,148 +107,6 @@ func assertCompletedAnyCode(t testing.TB, s api.Session) {
 	}
 }
 
-// TestCodexTodoToDone (issue 21): an issue goes from Todo to Done through
-// all five phases with the real Codex CLI as the team's agent (kind codex,
-// bypass policy) against a local Responses API: every phase's commands
-// run, each worker ends as completed (by SIGINT, see assertCompletedAnyCode),
-// none restarts, and the implementer's file lands on main. The finisher
-// runs with --cd <main checkout>: its hooks would fail once its worktree
-// is gone (codex FACTS X21).
-func TestCodexTodoToDone(t *testing.T) {
-	e, srv := startCodex(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 5*time.Minute)
-	id := e.addIssue(ctx, "Write a file")
-	for _, m := range allModes {
-		srv.Script(e.codexPhase(id, m)...)
-	}
-	start := time.Now()
-	e.startController()
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
-	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
-	for _, m := range allModes {
-		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
-	}
-	if left := srv.Left(); len(left) != 0 {
-		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
-	}
-	for _, r := range srv.Requests() {
-		if r.Unscripted {
-			t.Errorf("an unscripted request at %s", r.Time.Format("15:04:05.000"))
-		}
-	}
-}
-
-// TestCodexStallResumed (issue 21): the plan phase's first stream hangs
-// (the fake sends one piece of text, then nothing); the worker's watchdog
-// sees no hook for stale_after and systemd restarts the worker, which
-// resumes the conversation (`codex resume --last` in its Codex home: the
-// session file exists), whose next request goes on with the same
-// conversation; the issue still reaches Done.
-func TestCodexStallResumed(t *testing.T) {
-	e, srv := startCodex(t, teamOptions{wipLimit: 1, staleAfter: "5s"})
-	ctx := claudeCtx(t, 5*time.Minute)
-	id := e.addIssue(ctx, "Write a file")
-	plan := e.codexPhase(id, controller.ModePlan)
-	stall := plan[0]
-	stall.Exec, stall.Text, stall.Stall = "", "Thinking about the plan", true
-	srv.Script(append([]openaitest.Turn{stall}, plan...)...)
-	for _, m := range allModes[1:] {
-		srv.Script(e.codexPhase(id, m)...)
-	}
-	e.startController()
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
-
-	s := e.waitCompleted(ctx, id, controller.ModePlan)
-	if s.Restarts == 0 {
-		t.Errorf("the plan worker never restarted; want a restart for the hung stream")
-	}
-	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "start (resume)") {
-		t.Errorf("the plan worker's restart did not resume the conversation; its transcript:\n%s", tail(tr, 20))
-	}
-	// The request after the stall is the same conversation: it carries
-	// the phase's prompt once, as history, and the resumed prompt.
-	var after []openaitest.Request
-	for _, r := range srv.Requests() {
-		if !r.Title && bytes.Contains(r.Body, []byte("# Legion: plan "+id+" ")) {
-			after = append(after, r)
-		}
-	}
-	if len(after) < 2 || !after[0].Turn.Stall {
-		t.Fatalf("plan requests: %d, the first stalled %v; want the stalled one, then more", len(after), len(after) > 0 && after[0].Turn.Stall)
-	}
-	if n := bytes.Count(after[1].Body, []byte("# Legion: plan "+id+" ")); n < 2 {
-		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
-	}
-	for _, m := range allModes[1:] {
-		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
-	}
-}
-
-// TestCodexPermissionApprovedAndDenied (issue 21): under the allowlist
-// policy Codex runs with its own default approvals; two commands it must
-// run outside its sandbox are escalated, each with the tool and the exact
-// command (Codex's PermissionRequest hook, held by the worker). The first,
-// approved, runs; the second, denied with "deny: not now", does not, and
-// the model is told why; the phase then completes.
-func TestCodexPermissionApprovedAndDenied(t *testing.T) {
-	e, srv := startCodex(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
-	ctx := claudeCtx(t, 3*time.Minute)
-	id := e.addIssue(ctx, "Touch two files")
-	plan := e.codexPhase(id, controller.ModePlan)
-	ok, no := plan[0], plan[0]
-	ok.Exec, ok.Escalate = "touch approved.txt", true
-	no.Exec, no.Escalate = "touch denied.txt", true
-	srv.Script(append([]openaitest.Turn{ok, no}, plan...)...)
-	e.startController()
-	wt := e.team.Worktrees.Path(id)
-
-	e.waitEscalated(ctx, id, 0, "Bash", "touch approved.txt")
-	if s, found := e.session(ctx, id, controller.ModePlan); !found || s.Agent == nil || s.Agent.State != api.AgentWaitingPermission || s.Agent.Command != "touch approved.txt" {
-		t.Errorf("the planner while its permission is escalated: %+v; want its agent waiting_permission for touch approved.txt", s.Agent)
-	}
-	e.answer(ctx, id, "approve")
-	e.poll(ctx, "approved.txt made", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(wt, "approved.txt"))
-		return err == nil, fmt.Sprint(err)
-	})
-	e.waitEscalated(ctx, id, 1, "Bash", "touch denied.txt")
-	e.answer(ctx, id, "deny: not now")
-	s := e.waitCompleted(ctx, id, controller.ModePlan)
-	e.stopController()
-	assertCompletedAnyCode(t, s)
-	e.assertAnswered(ctx, id)
-	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
-		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
-	}
-	told := false
-	for _, r := range srv.Requests() {
-		told = told || bytes.Contains(r.Body, []byte(`Rejected(\\\"not now\\\")`))
-	}
-	if !told {
-		t.Errorf("no request tells the model the command was rejected with \"not now\"")
-	}
-	if left := srv.Left(); len(left) != 0 {
-		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
-	}
-}
-
-// TestCodexQuestionAsText: Codex offers the model request_user_input,
-// which its description keeps to Plan mode (codex FACTS X16); Legion runs
-// Codex in its default mode, where a call of it must fail at once rather
-// than open a dialog that no hook shows: the model then asks in text and
-// ends its turn, the controller escalates what it said, and the person's
-// answer is its next prompt; the phase completes without a restart.
-func TestCodexQuestionAsText(t *testing.T) {
-	e, srv := startCodex(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 6*time.Minute)
-	id := e.addIssue(ctx, "Ask first")
-	plan := e.codexPhase(id, controller.ModePlan)
-	scriptToolQuestion(srv, plan, "request_user_input", map[string]any{"id": "scope", "header": "Scope"})
-	e.startController()
-	e.answerTextQuestion(ctx, id, e.waitCompleted)
-	assertToolRefused(t, srv, "request_user_input")
-}
-
 // TestMixedKindsTodoToDone (issue 21): a team that plans with Codex
 // (agent.kind_by_mode) and implements, reviews, retros and finishes with
 // Claude Code completes an issue: each phase's agent is its kind's real
@@ -288,4 +141,87 @@ func TestMixedKindsTodoToDone(t *testing.T) {
 		t.Errorf("the plan worker did not run Codex; its transcript:\n%s", tail(tr, 10))
 	}
 	e.assertScripted()
+}
+
+// responsesKind is what the kinds' suite's drivers of the CLIs on a fake
+// Responses API (Codex, opencode) share.
+type responsesKind struct {
+	e   *env
+	srv *openaitest.Server
+}
+
+func (k *responsesKind) requests(issue string, mode controller.Mode) []modelRequest {
+	m := phaseMatch(issue, mode)
+	var out []modelRequest
+	for _, r := range k.srv.Requests() {
+		if !r.Title && m(r.Body) {
+			out = append(out, modelRequest{time: r.Time, body: r.Body, stalled: r.Turn.Stall})
+		}
+	}
+	return out
+}
+
+func (k *responsesKind) assertScripted(issue string, only controller.Mode) {
+	t := k.e.t
+	t.Helper()
+	if left := k.srv.Left(); len(left) != 0 {
+		t.Errorf("%d scripted turns were never asked for: %+v", len(left), left)
+	}
+	for _, r := range k.srv.Requests() {
+		if r.Unscripted && (only == "" || phaseMatch(issue, only)(r.Body)) {
+			t.Errorf("an unscripted request at %s", r.Time.Format("15:04:05.000"))
+		}
+	}
+}
+
+// codexKind is the kinds' suite's driver of the real Codex CLI
+// (startCodex).
+type codexKind struct{ responsesKind }
+
+func startCodexKind(t *testing.T, o teamOptions) (*env, kindDriver) {
+	e, srv := startCodex(t, o)
+	return e, &codexKind{responsesKind{e: e, srv: srv}}
+}
+
+// script: a shell step is an exec_command call; one that asks, a call
+// to run outside Codex's sandbox.
+func (k *codexKind) script(issue string, mode controller.Mode, before ...step) {
+	m := phaseMatch(issue, mode)
+	var turns []openaitest.Turn
+	for _, s := range before {
+		turns = append(turns, openaitest.Turn{Text: s.text, Exec: s.shell, Escalate: s.ask, Stall: s.stall, Match: m})
+	}
+	k.srv.Script(append(turns, k.e.codexPhase(issue, mode)...)...)
+}
+
+// completed is assertCompletedAnyCode: the worker ends Codex with
+// SIGINT, which Codex does not catch (codex FACTS X2).
+func (k *codexKind) completed(t testing.TB, s api.Session) {
+	t.Helper()
+	assertCompletedAnyCode(t, s)
+}
+
+// resumeArgs: `codex resume --last` in the conversation's Codex home,
+// where its session file is.
+func (k *codexKind) resumeArgs(string) string { return "resume --last" }
+
+// question: Codex offers the model request_user_input, which its
+// description keeps to Plan mode (codex FACTS X16); Legion runs Codex in
+// its default mode, where a call of it must fail at once rather than
+// open a dialog that no hook shows: the model then asks in text and ends
+// its turn, and the person's answer is its next prompt.
+func (k *codexKind) question(issue string) kindQuestion {
+	scriptToolQuestion(k.srv, k.e.codexPhase(issue, controller.ModePlan), "request_user_input", map[string]any{"id": "scope", "header": "Scope"})
+	return textKindQuestion(func() { assertToolRefused(k.e.t, k.srv, "request_user_input") })
+}
+
+// checkDenied: Codex tells the model the reason as its rejection.
+func (k *codexKind) checkDenied(string, step, step) {
+	told := false
+	for _, r := range k.srv.Requests() {
+		told = told || bytes.Contains(r.Body, []byte(`Rejected(\\\"not now\\\")`))
+	}
+	if !told {
+		k.e.t.Errorf("no request tells the model the command was rejected with \"not now\"")
+	}
 }

@@ -2,10 +2,7 @@ package service_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +13,6 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent/gemini/geminitest"
 	"github.com/legion-dev/legion/controller"
-	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 // startGemini is start for a team whose agent is the real Gemini CLI (kind
@@ -69,39 +65,10 @@ func (e *env) geminiPhase(issue string, mode controller.Mode) []geminitest.Turn 
 	return turns
 }
 
-// geminiWait bounds the wait for one phase of a Gemini agent: every start
-// of the CLI takes seconds of node start-up, up to 20 s on a loaded
-// machine (gemini FACTS G19), and a restarted phase starts twice.
+// geminiWait bounds a test of one phase of a Gemini agent: every start of
+// the CLI takes seconds of node start-up, up to 20 s on a loaded machine
+// (gemini FACTS G19).
 const geminiWait = 3 * time.Minute
-
-// waitGeminiCompleted is waitCompleted with geminiWait.
-func (e *env) waitGeminiCompleted(ctx context.Context, issue string, mode controller.Mode) api.Session {
-	e.t.Helper()
-	var s api.Session
-	waitfor.Check(e.t, geminiWait, fmt.Sprintf("the %s worker of %s completed", mode, issue), func() error {
-		var ok bool
-		if s, ok = e.session(ctx, issue, mode); !ok {
-			return errors.New("no session")
-		}
-		if s.State != api.StateExited || s.Exit == nil {
-			return fmt.Errorf("%s exit %v agent %+v", s.State, s.Exit, s.Agent)
-		}
-		return nil
-	})
-	return s
-}
-
-// waitGeminiFinished is assertFinished for the implementer's file of
-// geminiPhase (and of phaseTurns), waiting for each phase's worker first
-// (waitGeminiCompleted): assertFinished's one wait is too short for five
-// phases of the Gemini CLI.
-func (e *env) waitGeminiFinished(ctx context.Context, id string) {
-	e.t.Helper()
-	for _, m := range allModes {
-		e.waitGeminiCompleted(ctx, id, m)
-	}
-	e.assertFinished(ctx, id, id+".txt", "impl "+id)
-}
 
 // assertGeminiScripted checks that every scripted turn was taken and no
 // request went unscripted within a phase. An unscripted request right
@@ -131,159 +98,6 @@ func assertGeminiScripted(t *testing.T, srv *geminitest.Server) {
 		}
 		t.Errorf("an unscripted request at %s, within a phase: %s", r.Time.Format("15:04:05.000"), body)
 	}
-}
-
-// TestGeminiTodoToDone (issue 21): an issue goes from Todo to Done through
-// all five phases with the real Gemini CLI as the team's agent (kind
-// gemini, bypass policy: --approval-mode yolo) against a local Gemini
-// API: every phase's commands run, each worker ends as completed, none
-// restarts, and the implementer's file lands on main.
-func TestGeminiTodoToDone(t *testing.T) {
-	e, srv := startGemini(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 12*time.Minute)
-	id := e.addIssue(ctx, "Write a file")
-	for _, m := range allModes {
-		srv.Script(e.geminiPhase(id, m)...)
-	}
-	start := time.Now()
-	e.startController()
-	e.waitGeminiFinished(ctx, id)
-	t.Logf("Todo to Done in %s", time.Since(start).Round(time.Millisecond))
-	for _, m := range allModes {
-		assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, m))
-	}
-	assertGeminiScripted(t, srv)
-}
-
-// TestGeminiStallResumed (issue 21): the plan phase's first stream hangs
-// (the fake sends one chunk of text, then nothing; no hook fires, gemini
-// FACTS G13); the worker's watchdog sees no hook for stale_after and
-// systemd restarts the worker, which resumes the conversation (`gemini
-// --resume <id>`: the session file exists), whose next request carries
-// the stalled turn's prompt as history; the issue still reaches Done.
-// stale_after is 20 s, not Codex's 5 s: the CLI's node start-up alone
-// takes seconds under load, before its first hook.
-func TestGeminiStallResumed(t *testing.T) {
-	e, srv := startGemini(t, teamOptions{wipLimit: 1, staleAfter: "20s"})
-	ctx := claudeCtx(t, 12*time.Minute)
-	id := e.addIssue(ctx, "Write a file")
-	plan := e.geminiPhase(id, controller.ModePlan)
-	stall := plan[0]
-	stall.Shell, stall.Text, stall.Stall = "", "Thinking about the plan", true
-	srv.Script(append([]geminitest.Turn{stall}, plan...)...)
-	for _, m := range allModes[1:] {
-		srv.Script(e.geminiPhase(id, m)...)
-	}
-	e.startController()
-	e.waitGeminiFinished(ctx, id)
-
-	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
-	if s.Restarts == 0 {
-		t.Errorf("the plan worker never restarted; want a restart for the hung stream")
-	}
-	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "start (resume)") {
-		t.Errorf("the plan worker's restart did not resume the conversation; its transcript:\n%s", tail(tr, 20))
-	}
-	var after []geminitest.Request
-	for _, r := range srv.Requests() {
-		if bytes.Contains(r.Body, []byte("# Legion: plan "+id+" ")) {
-			after = append(after, r)
-		}
-	}
-	if len(after) < 2 || !after[0].Turn.Stall {
-		t.Fatalf("plan requests: %d, the first stalled %v; want the stalled one, then more", len(after), len(after) > 0 && after[0].Turn.Stall)
-	}
-	if n := bytes.Count(after[1].Body, []byte("# Legion: plan "+id+" ")); n < 2 {
-		t.Errorf("the first request after the restart names the plan prompt %d times; want it as history and as the resumed prompt", n)
-	}
-	for _, m := range allModes[1:] {
-		assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, m))
-	}
-}
-
-// TestGeminiPermissionApprovedAndDenied (issue 21): under the allowlist
-// policy Legion's commands run unasked (tools.allowed), and two other
-// shell commands open the CLI's approval dialog: each is escalated with
-// the tool and the exact command (the worker sees the dialog by Gemini's
-// Notification hook). The first, approved, runs (the key 1); the second,
-// denied with "deny: not now", does not (Esc, then the reason as the next
-// prompt, which the model gets); the phase then completes.
-func TestGeminiPermissionApprovedAndDenied(t *testing.T) {
-	e, srv := startGemini(t, teamOptions{wipLimit: 1, extra: "agent.permissions_by_mode = { plan = \"allowlist\" }\n"})
-	ctx := claudeCtx(t, 6*time.Minute)
-	id := e.addIssue(ctx, "Touch two files")
-	plan := e.geminiPhase(id, controller.ModePlan)
-	ok, no := plan[0], plan[0]
-	ok.Shell, no.Shell = "touch approved.txt", "touch denied.txt"
-	// After the denial the reason is the next prompt: the plan's steps
-	// then go on.
-	srv.Script(append([]geminitest.Turn{ok, no}, plan...)...)
-	e.startController()
-	wt := e.team.Worktrees.Path(id)
-
-	e.waitEscalated(ctx, id, 0, "Bash", "touch approved.txt")
-	if s, found := e.session(ctx, id, controller.ModePlan); !found || s.Agent == nil || s.Agent.State != api.AgentWaitingPermission || s.Agent.Command != "touch approved.txt" {
-		t.Errorf("the planner while its permission is escalated: %+v; want its agent waiting_permission for touch approved.txt", s.Agent)
-	}
-	e.answer(ctx, id, "approve")
-	e.poll(ctx, "approved.txt made", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(wt, "approved.txt"))
-		return err == nil, fmt.Sprint(err)
-	})
-	e.waitEscalated(ctx, id, 1, "Bash", "touch denied.txt")
-	e.answer(ctx, id, "deny: not now")
-	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
-	e.stopController()
-	assertCompletedAnyCode(t, s)
-	e.assertAnswered(ctx, id)
-	if _, err := os.Stat(filepath.Join(wt, "denied.txt")); err == nil {
-		t.Errorf("the denied command ran: %s exists", filepath.Join(wt, "denied.txt"))
-	}
-	told := false
-	for _, r := range srv.Requests() {
-		told = told || bytes.Contains(r.Body, []byte("not now"))
-	}
-	if !told {
-		t.Errorf("no request tells the model \"not now\"")
-	}
-	assertGeminiScripted(t, srv)
-}
-
-// TestGeminiQuestionAsText: the Gemini CLI's question tool, ask_user,
-// opens a dialog that no hook can answer (gemini FACTS G12), even under
-// --approval-mode yolo, so Legion's policy file denies it: the CLI does
-// not offer it to the model, and a call of it fails at once instead of
-// waiting on a dialog nobody sees. The model asks in text and ends its
-// turn; the controller escalates what it said, and the person's answer is
-// its next prompt; the phase then completes.
-func TestGeminiQuestionAsText(t *testing.T) {
-	e, srv := startGemini(t, teamOptions{wipLimit: 1})
-	ctx := claudeCtx(t, 6*time.Minute)
-	id := e.addIssue(ctx, "Ask first")
-	plan := e.geminiPhase(id, controller.ModePlan)
-	call := geminitest.Turn{Call: &geminitest.Call{Name: "ask_user", Args: map[string]any{"questions": []any{
-		map[string]any{"header": "Scope", "question": "Cover the tests too?", "type": "yesno"},
-	}}}, Match: plan[0].Match}
-	srv.Script(append([]geminitest.Turn{call, {Text: textQuestion}}, plan...)...)
-	e.startController()
-	e.answerTextQuestion(ctx, id, e.waitGeminiCompleted)
-	reqs := srv.Requests()
-	// The call fails at once (gemini FACTS G21): the next request answers
-	// it with an error.
-	if len(reqs) < 2 || !bytes.Contains(reqs[1].Body, []byte(`"functionResponse":{"name":"ask_user","response":{"error":`)) {
-		t.Errorf("the request after the ask_user call does not answer it with an error")
-	}
-	told := false
-	for i, r := range reqs {
-		if tools := declaredTools(t, r.Body); slices.Contains(tools, "ask_user") || !slices.Contains(tools, "run_shell_command") {
-			t.Errorf("request %d offers the tools %q; want run_shell_command and not ask_user", i, tools)
-		}
-		told = told || bytes.Contains(r.Body, []byte(textAnswer))
-	}
-	if !told {
-		t.Errorf("no request carries the answer %q", textAnswer)
-	}
-	assertGeminiScripted(t, srv)
 }
 
 // declaredTools are the names of the functions a Gemini API request body
@@ -331,15 +145,90 @@ func TestGeminiPlansClaudeImplements(t *testing.T) {
 	srv.Script(e.geminiPhase(id, controller.ModePlan)...)
 	e.scriptAll(id, controller.ModePlan)
 	e.startController()
-	e.waitGeminiFinished(ctx, id)
+	e.assertFinished(ctx, id, id+".txt", "impl "+id)
 
-	assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, controller.ModePlan))
-	for _, m := range allModes[1:] {
-		assertCompletedAnyCode(t, e.waitGeminiCompleted(ctx, id, m))
+	for _, m := range allModes {
+		assertCompletedAnyCode(t, e.waitCompleted(ctx, id, m))
 	}
 	assertGeminiScripted(t, srv)
 	if tr := e.transcript(workerID(id, controller.ModePlan)); !strings.Contains(tr, "gemini") {
 		t.Errorf("the plan worker did not run Gemini; its transcript:\n%s", tail(tr, 10))
 	}
 	e.assertScripted()
+}
+
+// geminiKind is the kinds' suite's driver of the real Gemini CLI
+// (startGemini).
+type geminiKind struct {
+	e   *env
+	srv *geminitest.Server
+}
+
+func startGeminiKind(t *testing.T, o teamOptions) (*env, kindDriver) {
+	e, srv := startGemini(t, o)
+	return e, &geminiKind{e: e, srv: srv}
+}
+
+// script: a shell step is a run_shell_command call.
+func (k *geminiKind) script(issue string, mode controller.Mode, before ...step) {
+	m := phaseMatch(issue, mode)
+	var turns []geminitest.Turn
+	for _, s := range before {
+		turns = append(turns, geminitest.Turn{Text: s.text, Shell: s.shell, Stall: s.stall, Match: m})
+	}
+	k.srv.Script(append(turns, k.e.geminiPhase(issue, mode)...)...)
+}
+
+func (k *geminiKind) requests(issue string, mode controller.Mode) []modelRequest {
+	m := phaseMatch(issue, mode)
+	var out []modelRequest
+	for _, r := range k.srv.Requests() {
+		if m(r.Body) {
+			out = append(out, modelRequest{time: r.Time, body: r.Body, stalled: r.Turn.Stall})
+		}
+	}
+	return out
+}
+
+// assertScripted is assertGeminiScripted, over every request whatever
+// only says.
+func (k *geminiKind) assertScripted(string, controller.Mode) {
+	k.e.t.Helper()
+	assertGeminiScripted(k.e.t.(*testing.T), k.srv)
+}
+
+// completed is assertCompleted: the CLI ends on SIGINT with 0.
+func (k *geminiKind) completed(t testing.TB, s api.Session) {
+	t.Helper()
+	assertCompleted(t, s)
+}
+
+// resumeArgs: `gemini --resume <id>`, the session file being there.
+func (k *geminiKind) resumeArgs(sid string) string { return "--resume " + sid }
+
+// question: the Gemini CLI's question tool, ask_user, opens a dialog
+// that no hook can answer (gemini FACTS G12), even under --approval-mode
+// yolo, so Legion's policy file denies it: the CLI does not offer it to
+// the model, and a call of it fails at once instead of waiting on a
+// dialog nobody sees. The model asks in text and ends its turn.
+func (k *geminiKind) question(issue string) kindQuestion {
+	plan := k.e.geminiPhase(issue, controller.ModePlan)
+	call := geminitest.Turn{Call: &geminitest.Call{Name: "ask_user", Args: map[string]any{"questions": []any{
+		map[string]any{"header": "Scope", "question": "Cover the tests too?", "type": "yesno"},
+	}}}, Match: plan[0].Match}
+	k.srv.Script(append([]geminitest.Turn{call, {Text: textQuestion, Match: plan[0].Match}}, plan...)...)
+	return textKindQuestion(func() {
+		t := k.e.t.(*testing.T)
+		reqs := k.srv.Requests()
+		// The call fails at once (gemini FACTS G21): the next request
+		// answers it with an error.
+		if len(reqs) < 2 || !bytes.Contains(reqs[1].Body, []byte(`"functionResponse":{"name":"ask_user","response":{"error":`)) {
+			t.Errorf("the request after the ask_user call does not answer it with an error")
+		}
+		for i, r := range reqs {
+			if tools := declaredTools(t, r.Body); slices.Contains(tools, "ask_user") || !slices.Contains(tools, "run_shell_command") {
+				t.Errorf("request %d offers the tools %q; want run_shell_command and not ask_user", i, tools)
+			}
+		}
+	})
 }

@@ -255,7 +255,7 @@ func TestGeminiOwnCommandsUnasked(t *testing.T) {
 		}
 	})
 	e.startController()
-	s := e.waitGeminiCompleted(ctx, id, controller.ModePlan)
+	s := e.waitCompleted(ctx, id, controller.ModePlan)
 	e.stopController()
 	assertCompleted(t, s)
 	e.assertOwnUnasked(ctx, id)
