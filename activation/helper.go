@@ -107,6 +107,8 @@ type Helper struct {
 	peerUID  int
 
 	started    time.Time // when Run started
+	// admitMu admits the spawns with a machine cap one at a time.
+	admitMu sync.Mutex
 	recovering atomic.Bool
 	// listable: recovery's first phase is done, so sessions.list is
 	// served while the workers are checked (recovery.go).

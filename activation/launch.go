@@ -28,7 +28,7 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume,
 		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter), agent: a.Agent, ownCommands: a.OwnCommands, dialogMarkers: a.DialogMarkers, legion: a.Legion, sandbox: a.Sandbox,
 		startLimitInterval: time.Duration(a.StartLimitInterval), ringSize: a.RingSize,
-		reuseLive: a.Reuse, instructions: a.Instructions,
+		reuseLive: a.Reuse, instructions: a.Instructions, maxLive: a.MaxLive,
 	}
 	if a.Team == "" || strings.ContainsFunc(a.Team, isCtl) {
 		return launch{}, bad("team", "%q: want the team's name (printable, not empty)", a.Team)

@@ -72,6 +72,8 @@ type launch struct {
 	// reuseLive makes a live session of the same name and team a success
 	// (dispatch is idempotent) instead of an exists error.
 	reuseLive bool
+	// maxLive is the machine's cap on live sessions (api.SpawnArgs.MaxLive).
+	maxLive int
 }
 
 // teamShort is the first 8 hex digits of the team UUID.
@@ -103,6 +105,19 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 				return api.SpawnResult{Name: name, ID: v.ID, Unit: v.Unit}, nil
 			}
 			return api.SpawnResult{}, api.Errorf(api.CodeExists, "session %s already exists (%s, unit %s): pick another --name, or `legion sessions kill %s` first", name, v.State, v.Unit, name)
+		}
+	}
+
+	if l.maxLive > 0 {
+		// Spawns with a cap are admitted one at a time, and each counts
+		// the live sessions, its own start included once it is in the
+		// table: two controllers that passed their own count at once
+		// cannot both start.
+		h.admitMu.Lock()
+		defer h.admitMu.Unlock()
+		live := len(h.sessions.where(func(s *session) bool { return !s.view().State.Ended() }))
+		if live >= l.maxLive {
+			return api.SpawnResult{}, api.Errorf(api.CodeNoRoom, "spawn %s: the machine's session_limit %d is reached (%d sessions of all teams live): it waits for one to end", name, l.maxLive, live)
 		}
 	}
 
@@ -231,6 +246,14 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		}
 		return api.SpawnResult{}, fmt.Errorf("start unit %s: %w%s (see `systemctl --user status %s`)", unit, err, why, unit)
 	}
+	// Started: until systemd is asked again, the unit is activating (an
+	// empty state would read as a session already over, and the machine
+	// cap would not count it).
+	ns.mu.Lock()
+	if ns.us.ActiveState == "" {
+		ns.us = units.State{Name: unit, LoadState: "loaded", ActiveState: units.StateActivating}
+	}
+	ns.mu.Unlock()
 	h.sessions.put(ns)
 	h.events.mark(unit) // publish it: the unit's own signals may have come before the put
 	log.Debug("spawn timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)

@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,5 +138,57 @@ func TestStatusInstructions(t *testing.T) {
 		if s.Instructions != "" {
 			t.Errorf("List has the instructions of %s; want them in status only", s.Name)
 		}
+	}
+}
+
+// TestSpawnMaxLive: spawns with the machine's cap (MaxLive) are admitted
+// one at a time against the live sessions of all teams: of several asked
+// at once with room for one more, exactly one starts and the others are
+// refused with no_room, naming the cap; once a session ended there is
+// room again.
+func TestSpawnMaxLive(t *testing.T) {
+	sdtest.Start(t)
+	ip := startInProcessOn(t, nil, Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c := ip.client(t)
+	first := testLaunch("busy-1", "/bin/sleep", "600")
+	if _, err := c.Spawn(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			a := testLaunch(fmt.Sprintf("capped-%d", i), "/bin/sleep", "600")
+			a.MaxLive = 2
+			_, err := ip.client(t).Spawn(ctx, a)
+			errs <- err
+		}()
+	}
+	started, refused := 0, 0
+	for range 4 {
+		switch err := <-errs; {
+		case err == nil:
+			started++
+		case errors.Is(err, api.ErrNoRoom) && strings.Contains(err.Error(), "session_limit 2"):
+			refused++
+		default:
+			t.Errorf("Spawn: %v; want success or no_room", err)
+		}
+	}
+	if started != 1 || refused != 3 {
+		t.Errorf("%d started, %d refused; want 1 and 3 (room for one more beside busy-1)", started, refused)
+	}
+	if _, err := c.Kill(ctx, "busy-1"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "busy-1 ended", func() (bool, string) {
+		s, err := c.Status(ctx, "busy-1")
+		return err == nil && s.State.Ended(), fmt.Sprintf("%+v, %v", s, err)
+	})
+	a := testLaunch("capped-after", "/bin/sleep", "600")
+	a.MaxLive = 2
+	if _, err := c.Spawn(ctx, a); err != nil {
+		t.Errorf("Spawn after busy-1 ended: %v; want room", err)
 	}
 }

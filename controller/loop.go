@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/legion-dev/legion/activation/api"
 )
 
 // LoopOptions configure Loop, the auto controller.
@@ -56,7 +58,11 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 		// lines of a dispatch follow the decision's in the journal.
 		ilog := issueLogger(log, disp, d, st.Issues[i]).With("action", string(d.Action))
 		ilog.Info("apply", "reason", d.Reason)
-		if err := Apply(ctx, src, disp, d, st.Issues[i]); err != nil {
+		if err := Apply(ctx, src, disp, d, st.Issues[i]); errors.Is(err, api.ErrNoRoom) {
+			// Another team's controller took the machine's last slot since
+			// this tick's count: the helper holds the cap; waiting for room.
+			ilog.Info("waiting for room: the helper refused the start", "err", err)
+		} else if err != nil {
 			r.Failed++
 			ilog.Warn("apply failed", "err", err)
 			continue

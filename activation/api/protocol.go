@@ -86,6 +86,7 @@ const (
 	CodeUnavailable        = "unavailable"         // the worker is (re)starting or unreachable; retryable
 	CodeRecovering         = "recovering"          // the helper is reconciling after its start; retryable
 	CodeNotImplemented     = "not_implemented"     // a command this helper does not have yet (older helper, newer client)
+	CodeNoRoom             = "no_room"             // spawn: MaxLive sessions of all teams are live; retry when one ended
 	CodeInternal           = "internal"            // anything else; the message says what failed
 )
 
@@ -118,6 +119,7 @@ var (
 	ErrUnavailable    = &Error{Code: CodeUnavailable}
 	ErrRecovering     = &Error{Code: CodeRecovering}
 	ErrNotImplemented = &Error{Code: CodeNotImplemented}
+	ErrNoRoom         = &Error{Code: CodeNoRoom}
 	ErrInternal       = &Error{Code: CodeInternal}
 )
 

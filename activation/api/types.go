@@ -273,6 +273,12 @@ type SpawnArgs struct {
 	StartupGrace       *Duration `json:"startup_grace,omitempty"` // required with Watch, refused without
 	RingSize           int       `json:"ring_size"`               // bytes, 4 KiB to 256 MiB
 
+	// MaxLive, when not 0, is the machine's cap on live sessions of all
+	// teams ([helper] session_limit): the spawn is refused (CodeNoRoom)
+	// when that many are live or being spawned with a cap, counted under
+	// one lock, so two controllers deciding at once cannot both pass it.
+	MaxLive int `json:"max_live,omitempty"`
+
 	// Reuse makes a live session of the same name and team a success
 	// (Started false: dispatch is idempotent) instead of an exists error.
 	// A live session of another team that holds the name is an exists

@@ -39,5 +39,6 @@ func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
 		a.StartupGrace = new(api.Duration(w.StartupGrace))
 	}
 	a.Reuse = true
+	a.MaxLive = t.MachineSessionLimit // the helper holds the machine's cap exactly
 	return a
 }
