@@ -106,9 +106,9 @@ type Helper struct {
 	bootID   string // "" when unknown: then no session counts as lost
 	peerUID  int
 
-	started    time.Time // when Run started
+	started time.Time // when Run started
 	// admitMu admits the spawns with a machine cap one at a time.
-	admitMu sync.Mutex
+	admitMu    sync.Mutex
 	recovering atomic.Bool
 	// listable: recovery's first phase is done, so sessions.list is
 	// served while the workers are checked (recovery.go).

@@ -15,7 +15,9 @@ const MeminfoPath = "/proc/meminfo"
 // MemAvailable is the MemAvailable line of /proc/meminfo's text data, in
 // bytes: the kernel's estimate of what can be allocated without swapping.
 // path names the file in errors.
-func MemAvailable(path string, data []byte) (uint64, error) { return memField(path, data, "MemAvailable") }
+func MemAvailable(path string, data []byte) (uint64, error) {
+	return memField(path, data, "MemAvailable")
+}
 
 // MemTotal is the MemTotal line of /proc/meminfo's text data, in bytes:
 // the machine's usable memory.
