@@ -30,6 +30,10 @@ import (
 // each next one twice the last, up to the kind's window.
 const limitBackoff = time.Minute
 
+// maxHits bounds the hits a Pause keeps: a long episode of many agents
+// keeps its newest.
+const maxHits = 100
+
 // ResumesPerTick is how many paused conversations of one kind are
 // prompted to go on in one tick once its limit lifted: a few at a time,
 // so a limit that lifts for all does not bring them all back at once.
@@ -60,7 +64,7 @@ type Pause struct {
 	Pauses int `json:"pauses"`
 	// Waited is how long the episode's pauses added up to.
 	Waited time.Duration `json:"waited"`
-	// last is the agent state's Since of the newest hit, so one StopFailure
+	// Last is the agent state's Since of the newest hit, so one StopFailure
 	// is one hit however many ticks see it.
 	Last time.Time `json:"last"`
 }
@@ -151,6 +155,9 @@ func (l *Limits) Observe(st *State, windows map[string]time.Duration) (pauses ma
 		}
 		p.Last = w.Agent.Since
 		p.Hits = append(p.Hits, w.Agent.Since)
+		if len(p.Hits) > maxHits {
+			p.Hits = p.Hits[len(p.Hits)-maxHits:] // the history an escalation shows
+		}
 		if p.Paused(now) {
 			// Another agent of the kind stopped at the same limit: one
 			// pause holds them all (a later reset time extends it).
