@@ -89,10 +89,16 @@ func (p *Pause) history() string {
 // words for it.
 var rateLimitText = regexp.MustCompile(`(?i)^rate_limit|\b429\b|rate[ _-]?limit|usage[ _-]?limit|quota|resource_exhausted|too many requests`)
 
+// notALimit matches the error kinds that waiting does not fix, whatever
+// their text says (a spent API credit's "Quota exceeded"): the agent's
+// StopFailure error first, as the worker reports it.
+var notALimit = regexp.MustCompile(`^(billing_error|authentication_failed|invalid_request|server_error|max_output_tokens)\b`)
+
 // rateLimited reports whether w's agent stopped at its API's limit (not at
-// another API error: authentication, an overloaded server).
+// another API error: authentication, spent credit, an overloaded server).
 func rateLimited(w *Worker) bool {
-	return w.agentIn(api.AgentAPIError) && (w.Agent.ResetAt != nil || rateLimitText.MatchString(w.Agent.Error))
+	return w.agentIn(api.AgentAPIError) && !notALimit.MatchString(w.Agent.Error) &&
+		(w.Agent.ResetAt != nil || rateLimitText.MatchString(w.Agent.Error))
 }
 
 // Limits are the pauses of a team's agent kinds, kept in a small JSON file

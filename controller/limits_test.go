@@ -147,6 +147,10 @@ func TestLimitsEscalateAfterAWindow(t *testing.T) {
 	if ds = tickLimits(t, l, State{Now: now.Add(time.Minute), Issues: []Issue{{ID: "B-1", Status: StatusTodo, Worker: auth}}}); ds[0].Action != ActionEscalateAPIError {
 		t.Errorf("an authentication failure: %s; want escalate_api_error at once", ds[0].Action)
 	}
+	credit := &Worker{Mode: ModePlan, Session: "s", Agent: &api.Agent{State: api.AgentAPIError, Since: now, Error: "billing_error: Quota exceeded. Check your plan and billing details."}}
+	if ds = tickLimits(t, l, State{Now: now.Add(time.Minute), Issues: []Issue{{ID: "B-2", Status: StatusTodo, Worker: credit}}}); ds[0].Action != ActionEscalateAPIError {
+		t.Errorf("spent API credit: %s; want escalate_api_error at once (waiting does not fix it)", ds[0].Action)
+	}
 	// A window with no limit ends the episode.
 	tickLimits(t, l, State{Now: now.Add(11 * time.Hour)})
 	if p, _ := l.Pauses(); p["claude"] != nil {
