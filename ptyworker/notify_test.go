@@ -261,7 +261,8 @@ func TestNotifyWithoutSocket(t *testing.T) {
 func TestPromptTypedIsASignOfLife(t *testing.T) {
 	ns := listenNotify(t)
 	spec := hookSpec(t)
-	spec.StaleAfter = proto.Duration(400 * time.Millisecond)
+	const staleAfter = 2 * time.Second
+	spec.StaleAfter = proto.Duration(staleAfter)
 	tw := startWorker(t, spec, Options{Tick: 20 * time.Millisecond})
 	c := tw.dial()
 	s := follow(c, 0, 0)
@@ -275,7 +276,7 @@ func TestPromptTypedIsASignOfLife(t *testing.T) {
 		}
 	}
 	agentIn(t, c, api.AgentIdle)
-	time.Sleep(1200 * time.Millisecond) // three stale periods at its prompt: fed, idle
+	time.Sleep(staleAfter + 500*time.Millisecond) // longer than stale_after at its prompt: fed, idle
 	if n := ns.count("WATCHDOG=trigger"); n != 0 {
 		t.Fatalf("WATCHDOG=trigger %d times while the agent idled at its prompt", n)
 	}
@@ -283,9 +284,14 @@ func TestPromptTypedIsASignOfLife(t *testing.T) {
 	if _, err := c.Respond(ctxT(t), proto.RespondParams{Text: "go on"}); err != nil {
 		t.Fatal(err)
 	}
-	s.waitOutput(t, "got:go on")
-	time.Sleep(200 * time.Millisecond) // ten ticks, half of stale_after
+	h, err := c.Health(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Watchdog != proto.WatchFresh || h.ActivityAgeMS >= staleAfter.Milliseconds() {
+		t.Errorf("right after the prompt was typed: watchdog %s, activity %d ms old; want fresh: the prompt is its sign of life", h.Watchdog, h.ActivityAgeMS)
+	}
 	if n := ns.count("WATCHDOG=trigger"); n != 0 {
-		t.Errorf("WATCHDOG=trigger %d times right after the prompt was typed; want it fed until stale_after passes without a sign of life", n)
+		t.Errorf("WATCHDOG=trigger %d times right after the prompt was typed", n)
 	}
 }
