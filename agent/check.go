@@ -42,10 +42,15 @@ func (e CheckEnv) Getenv(key string) string {
 	return v
 }
 
-// LookPath is prog's path in the manager's PATH (absolute directories
-// only: a worker's cwd is its worktree), or "" when it is not there.
-func (e CheckEnv) LookPath(prog string) string {
-	for _, dir := range filepath.SplitList(e.Getenv("PATH")) {
+// LookPath is prog's path in the manager's PATH ([LookIn]), or "" when
+// it is not there.
+func (e CheckEnv) LookPath(prog string) string { return LookIn(prog, e.Getenv("PATH")) }
+
+// LookIn finds prog (a name without '/') in the directories of a PATH
+// value as execvp does, absolute directories only (a worker's cwd is its
+// worktree: "." means nothing fixed); "" when no directory has it.
+func LookIn(prog, path string) string {
+	for _, dir := range filepath.SplitList(path) {
 		if !filepath.IsAbs(dir) {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/envlist"
 	"github.com/legion-dev/legion/units"
@@ -51,20 +52,6 @@ func (w workerEnv) environmentDir() string {
 		return filepath.Join(h, ".config", "environment.d")
 	}
 	return "~/.config/environment.d"
-}
-
-// lookIn finds prog (a name without '/') in the directories of a PATH
-// value as execvp does; it returns "" when no directory has it.
-func lookIn(prog, path string) string {
-	for _, dir := range filepath.SplitList(path) {
-		if !filepath.IsAbs(dir) {
-			continue // a worker's cwd is its worktree: "." means nothing fixed
-		}
-		if p, err := exec.LookPath(filepath.Join(dir, prog)); err == nil {
-			return p
-		}
-	}
-	return ""
 }
 
 // checkAgent: can the team's workers start its agent? The program (argv[0]
@@ -117,7 +104,7 @@ func checkAgent(configPath string, t config.Team, w workerEnv) Check {
 				prog, path, w.err))
 			status = worse(status, Warn)
 		default:
-			if path := lookIn(prog, managerPath); path != "" {
+			if path := agent.LookIn(prog, managerPath); path != "" {
 				found = append(found, path)
 				continue
 			}

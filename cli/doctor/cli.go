@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/config"
 )
@@ -140,7 +141,7 @@ func checkCLI(ctx context.Context, o Options, t config.Team, u kindUse, w worker
 			shellNote = " (found in this shell's PATH: the user manager's environment, which workers get, cannot be read)"
 		}
 	default:
-		info.Path = lookIn(prog, searched)
+		info.Path = agent.LookIn(prog, searched)
 	}
 	if info.Path == "" {
 		c.Status = Fail

@@ -94,7 +94,7 @@ func TestKindByMode(t *testing.T) {
 
 	got := find(t, checks, cliCheckName("demo", config.AgentCodex)).CLI
 	wantCLI := &InstalledCLI{Kind: config.AgentCodex, Modes: []string{"plan"}, Program: "codex",
-		Path: lookIn("codex", w.get("PATH")), Version: cliversion.CodexTested, Tested: cliversion.CodexTested}
+		Path: agent.LookIn("codex", w.get("PATH")), Version: cliversion.CodexTested, Tested: cliversion.CodexTested}
 	if diff := cmp.Diff(wantCLI, got); diff != "" {
 		t.Errorf("codex version check's cli (-want +got):\n%s", diff)
 	}
@@ -189,7 +189,7 @@ func TestRealCLIVersions(t *testing.T) {
 			if os.Getenv(cli.TestEnv) != "" {
 				status = c.Status // another build of the CLI, of any version
 			}
-			expect(t, c, status, " at "+lookIn(cli.Program, w.get("PATH")), "")
+			expect(t, c, status, " at "+agent.LookIn(cli.Program, w.get("PATH")), "")
 			if c.CLI == nil || c.CLI.Version == "" || (status == OK && c.CLI.Version != cli.Tested) {
 				t.Errorf("check's cli = %+v; want version %s", c.CLI, cli.Tested)
 			}
@@ -275,7 +275,7 @@ func TestCLIVersionManagerPath(t *testing.T) {
 	s := newSandbox(t)
 	s.useManager(t, m)
 	w := realCLIs(t, config.AgentClaude, config.AgentCodex)
-	dir := filepath.Dir(lookIn("codex", w.get("PATH")))
+	dir := filepath.Dir(agent.LookIn("codex", w.get("PATH")))
 	if _, err := m.Systemctl(t, "set-environment", "PATH="+dir+":/usr/local/bin:/usr/bin:/bin"); err != nil {
 		t.Fatal(err)
 	}
