@@ -127,12 +127,37 @@ func notify(o any, f func(string)) {
 	}
 }
 
-// Start starts the informers and waits until they have listed the
-// namespace once; they stop with ctx.
-func (e *Engine) Start(ctx context.Context) error {
-	e.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), e.synced...) {
-		return fmt.Errorf("kubernetes: namespace %s: could not list Legion's jobs and pods: %w", e.Target.Namespace, context.Cause(ctx))
+// Start starts the informers, which run until life ends, and waits
+// until they have listed the namespace once or wait ends.
+func (e *Engine) Start(life, wait context.Context) error {
+	e.factory.Start(life.Done())
+	if err := e.check(wait); err != nil {
+		return err
+	}
+	if !cache.WaitForCacheSync(wait.Done(), e.synced...) {
+		return fmt.Errorf("kubernetes: namespace %s: could not list Legion's jobs and pods: %w", e.Target.Namespace, context.Cause(wait))
+	}
+	return nil
+}
+
+// check asks the API server for the namespace once, so that an unknown
+// server, refused credentials or a missing namespace are an error that
+// says so instead of informers that retry in silence.
+func (e *Engine) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := e.client.CoreV1().Namespaces().Get(ctx, e.Target.Namespace, metav1.GetOptions{}); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return fmt.Errorf("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or fix kubernetes.namespace", e.Target.Namespace, e.Target.Namespace)
+		case apierrors.IsForbidden(err):
+			// May not read namespaces: listing jobs is what matters.
+			if _, err := e.client.BatchV1().Jobs(e.Target.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				return e.explain("list", "jobs", err)
+			}
+			return nil
+		}
+		return e.explain("get", "namespaces", err)
 	}
 	return nil
 }
@@ -183,11 +208,12 @@ func (e *Engine) Kill(ctx context.Context, id string) error {
 	return e.deleteJob(ctx, JobName(id))
 }
 
-// TeamStop kills every session of team teamID and returns their names.
-func (e *Engine) TeamStop(ctx context.Context, teamID string) ([]string, error) {
+// TeamStop kills every live session of the team whose id starts with
+// short (its 8 hex digits) and returns their names.
+func (e *Engine) TeamStop(ctx context.Context, short string) ([]string, error) {
 	var names []string
 	for _, s := range e.Sessions() {
-		if s.Engine != api.EngineKubernetes || e.teamOf(s.ID) != teamID || s.State.Ended() {
+		if !strings.HasPrefix(e.teamOf(s.ID), short) || s.State.Ended() {
 			continue
 		}
 		if err := e.Kill(ctx, s.ID); err != nil {
