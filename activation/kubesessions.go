@@ -206,7 +206,7 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 // kubeOnly is the answer to a command the helper cannot yet serve for a
 // session on a cluster.
 func kubeOnly(cmd string, v api.Session) error {
-	return api.Errorf(api.CodeUnavailable, "%s: session %s runs on Kubernetes (node %q): %s through the API server is not built yet; use `kubectl exec` into its pod (job %s)",
+	return api.Errorf(api.CodeNotImplemented, "%s: session %s runs on Kubernetes (node %q): %s through the API server is not built yet; use `kubectl exec` into its pod (job %s)",
 		cmd, v.Name, v.Node, cmd, kube.JobName(v.ID))
 }
 

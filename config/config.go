@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
@@ -202,6 +203,20 @@ type Team struct {
 
 	Notify Notify // where the team's waits for a person are announced
 	Budget Budget // the spend at which the team's agents stop
+}
+
+// KubeTarget is where the helper runs the team's sessions with engine
+// "kubernetes"; nil with engine "systemd".
+func (t Team) KubeTarget() *api.KubeTarget {
+	if t.Engine != EngineKubernetes {
+		return nil
+	}
+	k := t.Kubernetes
+	return &api.KubeTarget{
+		Kubeconfig: k.Kubeconfig, Context: k.Context, Namespace: k.Namespace, Image: k.Image,
+		StorageClass: k.StorageClass, Storage: k.Storage, CPURequest: k.CPURequest, MemoryRequest: k.MemoryRequest,
+		CPULimit: k.CPULimit, MemoryLimit: k.MemoryLimit, SecretName: k.Secret,
+	}
 }
 
 // ShortID is the first 8 hex characters of the team's UUID; unit and slice

@@ -370,6 +370,9 @@ func SessionOf(j *batchv1.Job, pods []*corev1.Pod) api.Session {
 		// Scheduling, pulling, or waiting for the Job controller's next
 		// pod (its backoff).
 		s.State = api.StateStarting
+		if cur != nil {
+			s.Cause = waitingCause(cur)
+		}
 	default:
 		s.State = api.StateRunning
 	}
@@ -397,4 +400,27 @@ func exitOf(p *corev1.Pod) *api.Exit {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
+}
+
+// waitingCause says why pod p does not start when a person must act: an
+// image that cannot be pulled, a pod no node can take.
+func waitingCause(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		w := cs.State.Waiting
+		if w == nil {
+			continue
+		}
+		switch w.Reason {
+		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+			return fmt.Sprintf("the image %s cannot be pulled (%s: %s): fix kubernetes.image, or the pull secret of the namespace's service account", cs.Image, w.Reason, firstLine(w.Message))
+		case "CreateContainerConfigError", "CreateContainerError":
+			return fmt.Sprintf("the pod cannot start its container (%s: %s)", w.Reason, firstLine(w.Message))
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return "no node can take the pod: " + firstLine(c.Message)
+		}
+	}
+	return ""
 }
