@@ -2,8 +2,9 @@
 PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR   = $(PREFIX)/bin
-# legion-pty-worker, the program worker units run; legion finds it beside
-# itself (bin/ of a build tree) or here.
+# legion-pty-worker, the program worker units run, and legion-kube, the
+# Kubernetes engine; legion finds them beside itself (bin/ of a build
+# tree) or here.
 LIBEXECDIR = $(PREFIX)/libexec/legion
 UNITDIR  = $(PREFIX)/lib/systemd/user
 GO      ?= go
@@ -20,7 +21,7 @@ build demo: export CGO_ENABLED ?= 0
 all: build
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/legion ./cmd/legion-pty-worker
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/legion ./cmd/legion-pty-worker ./cmd/legion-kube
 
 # Unit and integration tests. Integration tests start private systemd user
 # managers (see units/sdtest); with CI=true a missing prerequisite fails them.
@@ -56,6 +57,7 @@ fuzz:
 install: build
 	install -D -m 0755 bin/legion $(DESTDIR)$(BINDIR)/legion
 	install -D -m 0755 bin/legion-pty-worker $(DESTDIR)$(LIBEXECDIR)/legion-pty-worker
+	install -D -m 0755 bin/legion-kube $(DESTDIR)$(LIBEXECDIR)/legion-kube
 	./bin/legion install --unit-dir $(DESTDIR)$(UNITDIR) --bin $(BINDIR)/legion --packaged
 
 clean:

@@ -40,7 +40,7 @@ func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ api.Request) (any
 	for _, s := range ss {
 		res.Sessions = append(res.Sessions, s.view())
 	}
-	res.Sessions = append(res.Sessions, h.kube.sessions()...)
+	res.Sessions = append(res.Sessions, h.kube.sessions(ctx)...)
 	h.sessions.mu.Lock()
 	res.Recovery, res.Checking = h.sessions.counts, h.sessions.checking
 	res.Quarantined = append([]api.Quarantined(nil), h.sessions.quarantined...)
@@ -58,7 +58,7 @@ func (h *Helper) lookup(ctx context.Context, cmd, name string) (*session, error)
 		h.sessions.refresh(ctx, []*session{s})
 		return s, nil
 	}
-	if _, v, ok := h.kube.find(name); ok {
+	if v, ok := h.kube.find(ctx, name); ok {
 		return nil, kubeOnly(cmd, v)
 	}
 	if r, path := h.findEnded(name); r != nil {
@@ -82,7 +82,7 @@ func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req api.Request) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, v, ok := h.kubeOnlyHere(name); ok {
+	if v, ok := h.kubeOnlyHere(ctx, name); ok {
 		return api.StatusResult{Session: v}, nil, nil
 	}
 	s, err := h.lookup(ctx, req.Cmd, name)
@@ -102,8 +102,8 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 	if err != nil {
 		return nil, nil, err
 	}
-	if e, v, ok := h.kubeOnlyHere(name); ok {
-		res, err := h.killKube(ctx, e, v)
+	if v, ok := h.kubeOnlyHere(ctx, name); ok {
+		res, err := h.killKube(ctx, v)
 		return res, nil, err
 	}
 	s, err := h.lookup(ctx, req.Cmd, name)

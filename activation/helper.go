@@ -62,6 +62,10 @@ type Options struct {
 	// helper).
 	Binary string
 
+	// KubeBinary is the legion-kube program the helper runs for sessions
+	// on clusters; "" means the one beside the legion executable.
+	KubeBinary string
+
 	// RecoveryAttempts is how often recovery tries to reach a worker that
 	// does not answer before it quarantines the entry (0 means 5), waiting
 	// RecoveryBackoff (0 means 100ms, doubling) between tries.

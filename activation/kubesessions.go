@@ -1,16 +1,23 @@
 package activation
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
-	"github.com/legion-dev/legion/activation/kube"
+	"github.com/legion-dev/legion/activation/kube/wire"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/ptyworker/proto"
 )
@@ -20,87 +27,265 @@ import (
 // follows their sessions before anyone spawns there.
 const kubeTargetsFile = "kubernetes-targets.json"
 
-// kubeSessions are the helper's Kubernetes engines (package
-// activation/kube), one per target (kubeconfig, context, namespace),
-// started on the first spawn there and at every helper start for the
-// targets in kubeTargetsFile. Their sessions are Jobs: the helper lists,
-// follows, kills and stops them through the API server; it keeps no file
-// of theirs, as the cluster holds their state.
+// kubeCallTimeout bounds one request to the engine process (a spawn waits
+// for a finished Job of the same session to go, up to 2 minutes).
+const kubeCallTimeout = 3 * time.Minute
+
+// kubeSessions are the helper's sessions on clusters (engine
+// "kubernetes"). The Kubernetes client lives in a process of its own,
+// legion-kube engine (package activation/kube; see package wire for why),
+// started on the first spawn on a cluster and at every helper start when
+// kubeTargetsFile names targets; it ends with the helper. Its sessions
+// are Jobs: the helper lists, follows, kills and stops them through it,
+// and keeps no file of theirs but the targets: the cluster holds their
+// state.
 type kubeSessions struct {
-	h       *Helper
-	ctx     context.Context // the helper's run: the engines' informers stop with it
+	h    *Helper
+	life context.Context // the helper's run
+
 	mu      sync.Mutex
-	engines map[string]*kube.Engine // by targetKey
+	targets map[string]api.KubeTarget // by key: every target spawned on
+	proc    *kubeProc                 // nil until needed, or after it died
+}
+
+func newKubeSessions(life context.Context, h *Helper) *kubeSessions {
+	return &kubeSessions{h: h, life: life, targets: map[string]api.KubeTarget{}}
 }
 
 func targetKey(t api.KubeTarget) string {
 	return t.Kubeconfig + "\x00" + t.Context + "\x00" + t.Namespace
 }
 
-func newKubeSessions(ctx context.Context, h *Helper) *kubeSessions {
-	return &kubeSessions{h: h, ctx: ctx, engines: map[string]*kube.Engine{}}
+// kubeProc is one run of legion-kube engine.
+type kubeProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	wmu    sync.Mutex
+	mu     sync.Mutex
+	nextID uint64
+	wait   map[uint64]chan wire.Reply
+	dead   chan struct{} // closed when its stdout ended
+	err    error         // why, once dead
 }
 
-// engine returns the running engine of t, starting it (and recording t)
-// when it is new. The engine's Target is replaced by t: a spawn carries
-// the team's current image and limits.
-func (k *kubeSessions) engine(ctx context.Context, t api.KubeTarget) (*kube.Engine, error) {
+// process returns the running engine process, starting it (and following
+// every known target again) when there is none.
+func (k *kubeSessions) process(ctx context.Context) (*kubeProc, error) {
+	k.mu.Lock()
+	if p := k.proc; p != nil {
+		select {
+		case <-p.dead:
+		default:
+			k.mu.Unlock()
+			return p, nil
+		}
+	}
+	bin := k.h.opts.KubeBinary
+	if bin == "" {
+		var err error
+		if bin, err = findKubeBinary(); err != nil {
+			k.mu.Unlock()
+			return nil, api.Errorf(api.CodeBadRequest, "%v", err)
+		}
+	}
+	p, err := startKubeProc(k.life, bin, k.h)
+	if err != nil {
+		k.mu.Unlock()
+		return nil, err
+	}
+	k.proc = p
+	targets := make([]api.KubeTarget, 0, len(k.targets))
+	for _, t := range k.targets {
+		targets = append(targets, t)
+	}
+	k.mu.Unlock()
+	for _, t := range targets {
+		if _, err := p.call(ctx, wire.Request{Op: wire.OpStart, Target: &t}); err != nil {
+			k.h.log.Error("cannot follow the sessions of a Kubernetes target", "context", t.Context, "namespace", t.Namespace, "err", err)
+		}
+	}
+	return p, nil
+}
+
+// findKubeBinary is legion-kube beside the legion executable, else in
+// the worker's libexec directory, as the worker's binary is found.
+func findKubeBinary() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	dirs := []string{filepath.Dir(exe)}
+	if proto.LibexecDir != "" {
+		dirs = append(dirs, proto.LibexecDir)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, wire.BinaryName)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s (Legion's Kubernetes engine) not found in %s: install it with `make install`, or `go install github.com/legion-dev/legion/cmd/%s`",
+		wire.BinaryName, strings.Join(dirs, " or "), wire.BinaryName)
+}
+
+func startKubeProc(life context.Context, bin string, h *Helper) (*kubeProc, error) {
+	cmd := exec.Command(bin, "engine")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.Stderr = &logWriter{h: h}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s engine: %w", bin, err)
+	}
+	p := &kubeProc{cmd: cmd, stdin: stdin, wait: map[uint64]chan wire.Reply{}, dead: make(chan struct{})}
+	h.log.Info("started the Kubernetes engine", "pid", cmd.Process.Pid)
+	go p.read(stdout, h)
+	go func() {
+		// The engine ends with the helper: its stdin closes, it returns.
+		select {
+		case <-life.Done():
+			stdin.Close()
+			select {
+			case <-p.dead:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+			}
+		case <-p.dead:
+		}
+		cmd.Wait()
+	}()
+	return p, nil
+}
+
+// read routes the engine's replies to their callers and its events to
+// sessions.watch, until its stdout ends.
+func (p *kubeProc) read(r io.Reader, h *Helper) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var rep wire.Reply
+		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
+			h.log.Error("unreadable line from the Kubernetes engine", "err", err)
+			continue
+		}
+		if rep.ID == 0 {
+			if rep.Event != nil {
+				h.events.publishView(*rep.Event, h.log)
+			}
+			continue
+		}
+		p.mu.Lock()
+		ch := p.wait[rep.ID]
+		delete(p.wait, rep.ID)
+		p.mu.Unlock()
+		if ch != nil {
+			ch <- rep
+		}
+	}
+	p.mu.Lock()
+	p.err = cmp(sc.Err(), errors.New("it exited"))
+	close(p.dead)
+	p.mu.Unlock()
+	h.log.Warn("the Kubernetes engine ended; started again on the next request", "err", p.err)
+}
+
+func cmp(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// call sends req and waits for its reply.
+func (p *kubeProc) call(ctx context.Context, req wire.Request) (wire.Reply, error) {
+	ch := make(chan wire.Reply, 1)
+	p.mu.Lock()
+	select {
+	case <-p.dead:
+		err := p.err
+		p.mu.Unlock()
+		return wire.Reply{}, api.Errorf(api.CodeUnavailable, "the Kubernetes engine ended (%v); retry", err)
+	default:
+	}
+	p.nextID++
+	req.ID = p.nextID
+	p.wait[req.ID] = ch
+	p.mu.Unlock()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return wire.Reply{}, err
+	}
+	p.wmu.Lock()
+	_, err = p.stdin.Write(append(b, '\n'))
+	p.wmu.Unlock()
+	if err != nil {
+		return wire.Reply{}, api.Errorf(api.CodeUnavailable, "the Kubernetes engine does not take requests (%v); retry", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, kubeCallTimeout)
+	defer cancel()
+	select {
+	case rep := <-ch:
+		if rep.Error != nil {
+			return rep, rep.Error
+		}
+		return rep, nil
+	case <-p.dead:
+		return wire.Reply{}, api.Errorf(api.CodeUnavailable, "the Kubernetes engine ended during %s; retry", req.Op)
+	case <-ctx.Done():
+		p.mu.Lock()
+		delete(p.wait, req.ID)
+		p.mu.Unlock()
+		return wire.Reply{}, fmt.Errorf("kubernetes %s: %w", req.Op, ctx.Err())
+	}
+}
+
+// callIfRunning is call on the running engine, and nothing when none
+// runs and no target is known (no session on any cluster).
+func (k *kubeSessions) callIfRunning(ctx context.Context, req wire.Request) (wire.Reply, error) {
+	k.mu.Lock()
+	none := len(k.targets) == 0
+	k.mu.Unlock()
+	if none {
+		return wire.Reply{}, nil
+	}
+	p, err := k.process(ctx)
+	if err != nil {
+		return wire.Reply{}, err
+	}
+	return p.call(ctx, req)
+}
+
+// remember records t (a spawn there succeeded or its engine started).
+func (k *kubeSessions) remember(t api.KubeTarget) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	key := targetKey(t)
-	if e, ok := k.engines[key]; ok {
-		e.Target = t
-		return e, nil
+	if old, ok := k.targets[key]; ok && old == t {
+		return
 	}
-	cfg, err := kube.Config(t)
+	k.targets[key] = t
+	ts := make([]api.KubeTarget, 0, len(k.targets))
+	for _, t := range k.targets {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b api.KubeTarget) int { return strings.Compare(targetKey(a), targetKey(b)) })
+	b, err := json.MarshalIndent(ts, "", "  ")
+	if err == nil {
+		err = atomicfile.Write(filepath.Join(k.h.opts.StateDir, kubeTargetsFile), append(b, '\n'), 0o600)
+	}
 	if err != nil {
-		return nil, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
-	}
-	e, err := kube.New(cfg, t, k.changed(t))
-	if err != nil {
-		return nil, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
-	}
-	// The informers run for the helper's life, not the request's; the
-	// first listing is waited for as long as the request allows.
-	if err := e.Start(k.ctx, ctx); err != nil {
-		return nil, err
-	}
-	k.engines[key] = e
-	if err := k.saveLocked(); err != nil {
 		k.h.log.Warn("cannot record the Kubernetes targets", "file", kubeTargetsFile, "err", err)
 	}
-	return e, nil
 }
 
-// changed publishes a session's new view whenever its Job or pods change.
-func (k *kubeSessions) changed(t api.KubeTarget) func(id string) {
-	return func(id string) {
-		k.mu.Lock()
-		e := k.engines[targetKey(t)]
-		k.mu.Unlock()
-		if e == nil {
-			return
-		}
-		if v, ok := e.Session(id); ok {
-			k.h.events.publishView(v, k.h.log)
-		}
-	}
-}
-
-func (k *kubeSessions) saveLocked() error {
-	ts := make([]api.KubeTarget, 0, len(k.engines))
-	for _, e := range k.engines {
-		ts = append(ts, e.Target)
-	}
-	b, err := json.MarshalIndent(ts, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(filepath.Join(k.h.opts.StateDir, kubeTargetsFile), append(b, '\n'), 0o600)
-}
-
-// restore starts the engines of the recorded targets. A target that
-// cannot be reached is logged and tried again at the next spawn there.
+// restore follows the recorded targets' sessions again. A target that
+// cannot be reached is logged, and tried again at the next spawn there.
 func (k *kubeSessions) restore() {
 	p := filepath.Join(k.h.opts.StateDir, kubeTargetsFile)
 	b, err := os.ReadFile(p)
@@ -112,63 +297,48 @@ func (k *kubeSessions) restore() {
 		err = json.Unmarshal(b, &ts)
 	}
 	if err != nil {
-		k.h.log.Error("unreadable Kubernetes targets; their sessions are not listed until the next spawn there", "file", p, "err", err)
+		k.h.log.Error("unreadable Kubernetes targets: their sessions are not listed until the next spawn there", "file", p, "err", err)
 		return
 	}
-	for _, t := range ts {
-		if _, err := k.engine(k.ctx, t); err != nil {
-			k.h.log.Error("cannot follow the sessions of a Kubernetes target", "context", t.Context, "namespace", t.Namespace, "err", err)
-		}
-	}
-}
-
-func (k *kubeSessions) all() []*kube.Engine {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	out := make([]*kube.Engine, 0, len(k.engines))
-	for _, e := range k.engines {
-		out = append(out, e)
+	for _, t := range ts {
+		k.targets[targetKey(t)] = t
 	}
-	return out
+	k.mu.Unlock()
+	if _, err := k.process(k.life); err != nil {
+		k.h.log.Error("cannot start the Kubernetes engine", "err", err)
+	}
 }
 
-// sessions are the sessions of every engine.
-func (k *kubeSessions) sessions() []api.Session {
-	var out []api.Session
-	for _, e := range k.all() {
-		out = append(out, e.Sessions()...)
+// sessions are the sessions on every cluster; none when the engine does
+// not answer (logged: the machine's sessions are still listed).
+func (k *kubeSessions) sessions(ctx context.Context) []api.Session {
+	rep, err := k.callIfRunning(ctx, wire.Request{Op: wire.OpList})
+	if err != nil {
+		k.h.log.Warn("cannot list the sessions on Kubernetes", "err", err)
 	}
-	return out
+	return rep.Sessions
 }
 
-// find is the session named name on a cluster, and its engine.
-func (k *kubeSessions) find(name string) (*kube.Engine, api.Session, bool) {
-	for _, e := range k.all() {
-		for _, s := range e.Sessions() {
-			if s.Name == name {
-				return e, s, true
-			}
+// find is the session named name on a cluster, with its target.
+func (k *kubeSessions) find(ctx context.Context, name string) (api.Session, bool) {
+	for _, s := range k.sessions(ctx) {
+		if s.Name == name {
+			return s, true
 		}
 	}
-	return nil, api.Session{}, false
+	return api.Session{}, false
 }
 
-// spawnKube starts l as a Job on its target. The worker's spec is
-// written for the pod: its paths are the pod's, and no systemd watchdog
+// spawnKube starts l as a Job on target t. The worker's spec is written
+// for the pod: its paths are the pod's, and no systemd watchdog
 // supervises it (SelfWatchdog).
 func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api.SpawnResult, error) {
 	if s, ok := h.sessions.get(l.name); ok && !s.view().State.Ended() {
 		return api.SpawnResult{}, api.Errorf(api.CodeExists, "session %s already runs on this machine (unit %s)", l.name, s.unit)
 	}
-	e, err := h.kube.engine(ctx, t)
-	if err != nil {
-		return api.SpawnResult{}, err
-	}
-	if _, v, ok := h.kube.find(l.name); ok && v.ID != l.id {
-		return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: session name %s is taken by session %s on the cluster", l.name, v.ID)
-	}
-	if v, ok := e.Session(l.id); ok && v.State == api.StateFailed && l.reuseLive {
-		return api.SpawnResult{}, api.Errorf(api.CodeNotRunning, "spawn: session %s failed on the cluster: %s; it is not started again until a person acts (`legion sessions kill %s`, then dispatch)", l.name, v.Cause, l.name)
+	if v, ok := h.kube.find(ctx, l.name); ok && v.ID != l.id {
+		return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: session name %s is taken by session %s on a cluster", l.name, v.ID)
 	}
 	token, err := proto.NewToken()
 	if err != nil {
@@ -177,10 +347,10 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	spec := &proto.Spec{
 		Version: proto.SpecVersion, SessionID: l.id, AgentSession: l.agentSession, Name: l.name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
-		Agent: l.agent, Sandbox: l.sandbox, Instructions: l.instructions, OwnCommands: l.ownCommands, DialogMarkers: l.dialogMarkers, Legion: l.legion,
+		Agent: l.agent, Instructions: l.instructions, OwnCommands: l.ownCommands, DialogMarkers: l.dialogMarkers, Legion: l.legion,
 		SessionFile: l.watch, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: l.unit, SelfWatchdog: true,
-		Paths: proto.Paths{RuntimeDir: kube.RuntimeDir, StateDir: kube.StateDir},
+		Paths: proto.Paths{RuntimeDir: wire.RuntimeDir, StateDir: wire.StateDir},
 	}
 	if l.watch != "" {
 		spec.StartupGrace = proto.Duration(l.startupGrace)
@@ -192,44 +362,78 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	if err != nil {
 		return api.SpawnResult{}, err
 	}
-	started, err := e.Spawn(ctx, kube.Session{
-		ID: l.id, Name: l.name, Team: l.team, TeamID: l.teamID.String(), Issue: l.issue, Mode: l.mode, Unit: l.unit,
-		Spec: b, StartLimitBurst: int(l.startLimitBurst),
-	})
+	p, err := h.kube.process(ctx)
 	if err != nil {
 		return api.SpawnResult{}, err
 	}
-	h.log.Info("spawn on kubernetes", "session", l.name, "namespace", t.Namespace, "job", kube.JobName(l.id), "started", started)
-	return api.SpawnResult{Name: l.name, ID: l.id, Unit: l.unit, Started: started}, nil
+	if _, err := p.call(ctx, wire.Request{Op: wire.OpStart, Target: &t}); err != nil {
+		return api.SpawnResult{}, err
+	}
+	h.kube.remember(t)
+	rep, err := p.call(ctx, wire.Request{Op: wire.OpSpawn, Target: &t, Spawn: &wire.Spawn{
+		ID: l.id, Name: l.name, Team: l.team, TeamID: l.teamID.String(), Issue: l.issue, Mode: l.mode, Unit: l.unit,
+		Spec: b, StartLimitBurst: int(l.startLimitBurst), Reuse: l.reuseLive,
+	}})
+	if err != nil {
+		return api.SpawnResult{}, err
+	}
+	h.log.Info("spawn on kubernetes", "session", l.name, "namespace", t.Namespace, "job", wire.JobName(l.id), "started", rep.Started)
+	return api.SpawnResult{Name: l.name, ID: l.id, Unit: l.unit, Started: rep.Started}, nil
 }
 
 // kubeOnly is the answer to a command the helper cannot yet serve for a
 // session on a cluster.
 func kubeOnly(cmd string, v api.Session) error {
 	return api.Errorf(api.CodeNotImplemented, "%s: session %s runs on Kubernetes (node %q): %s through the API server is not built yet; use `kubectl exec` into its pod (job %s)",
-		cmd, v.Name, v.Node, cmd, kube.JobName(v.ID))
+		cmd, v.Name, v.Node, cmd, wire.JobName(v.ID))
+}
+
+// kubeOnlyHere finds a session by name on a cluster when this machine has
+// no live session of that name.
+func (h *Helper) kubeOnlyHere(ctx context.Context, name string) (api.Session, bool) {
+	if s, ok := h.sessions.get(name); ok && !s.view().State.Ended() {
+		return api.Session{}, false
+	}
+	return h.kube.find(ctx, name)
 }
 
 // killKube kills a session on a cluster; its issue's volume stays.
-func (h *Helper) killKube(ctx context.Context, e *kube.Engine, v api.Session) (api.StatusResult, error) {
+func (h *Helper) killKube(ctx context.Context, v api.Session) (api.StatusResult, error) {
 	if v.State.Ended() && v.State != api.StateFailed {
 		return api.StatusResult{}, api.Errorf(api.CodeNotRunning, "session %s has already ended: %s", v.Name, v.Exit)
 	}
-	if err := e.Kill(ctx, v.ID); err != nil {
+	// The engine finds the session's target by its id: ask every one.
+	k := h.kube
+	k.mu.Lock()
+	targets := make([]api.KubeTarget, 0, len(k.targets))
+	for _, t := range k.targets {
+		targets = append(targets, t)
+	}
+	k.mu.Unlock()
+	p, err := k.process(ctx)
+	if err != nil {
 		return api.StatusResult{}, err
 	}
-	h.log.Info("session killed", "session", v.Name, "namespace", e.Target.Namespace)
+	for _, t := range targets {
+		if _, err := p.call(ctx, wire.Request{Op: wire.OpKill, Target: &t, SessionID: v.ID}); err != nil {
+			return api.StatusResult{}, err
+		}
+	}
+	h.log.Info("session killed", "session", v.Name, "engine", api.EngineKubernetes)
 	v.State = api.StateExited
 	v.Exit = &api.Exit{Time: time.Now(), Reason: "killed by legion sessions kill"}
 	h.events.publishView(v, h.log)
 	return api.StatusResult{Session: v}, nil
 }
 
-// kubeOnlyHere finds a session by name on a cluster when this machine has
-// no live session of that name.
-func (h *Helper) kubeOnlyHere(name string) (*kube.Engine, api.Session, bool) {
-	if s, ok := h.sessions.get(name); ok && !s.view().State.Ended() {
-		return nil, api.Session{}, false
+// logWriter sends the engine's stderr lines to the helper's log.
+type logWriter struct{ h *Helper }
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if l != "" {
+			w.h.log.Warn("kubernetes engine: " + l)
+		}
 	}
-	return h.kube.find(name)
+	return len(b), nil
 }

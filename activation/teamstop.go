@@ -8,6 +8,7 @@ import (
 	"regexp"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/kube/wire"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -64,15 +65,11 @@ func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request
 		}
 		res.Stopped = append(res.Stopped, u.Name)
 	}
-	for _, e := range h.kube.all() {
-		names, err := e.TeamStop(ctx, a.Short)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, n := range names {
-			h.log.Info("stopped a session of a stopped team on kubernetes", "team", a.Team, "session", n, "namespace", e.Target.Namespace)
-			res.Stopped = append(res.Stopped, n)
-		}
+	rep, err := h.kube.callIfRunning(ctx, wire.Request{Op: wire.OpTeamStop, Short: a.Short})
+	errs = append(errs, err)
+	for _, n := range rep.Stopped {
+		h.log.Info("stopped a session of a stopped team on kubernetes", "team", a.Team, "session", n)
+		res.Stopped = append(res.Stopped, n)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, err

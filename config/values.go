@@ -1,9 +1,6 @@
 package config
 
 import (
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"errors"
 	"fmt"
 	"maps"
@@ -396,17 +393,26 @@ func httpURLValue(v any) (string, error) {
 	return s, nil
 }
 
-// quantityValue is a Kubernetes quantity ("500m", "2Gi").
+// quantityValue is a Kubernetes quantity ("500m", "2Gi"), as
+// k8s.io/apimachinery's resource.ParseQuantity takes it (without a sign:
+// sizes and shares are positive); TestQuantityLikeKubernetes holds the two
+// together. Not that package itself: it would grow every legion start
+// (see package activation/kube/wire).
 func quantityValue(v any) (string, error) {
 	s, err := nonEmptyString(v)
 	if err != nil {
 		return "", err
 	}
-	if _, err := resource.ParseQuantity(s); err != nil {
+	if !quantityRE.MatchString(s) {
 		return "", fmt.Errorf("invalid quantity %q: expected a Kubernetes quantity such as \"500m\", \"2\" or \"10Gi\"", s)
 	}
 	return s, nil
 }
 
+var (
+	quantityRE = regexp.MustCompile(`^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]{1,2})?$`)
+	dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+)
+
 // dnsLabel reports whether s is an RFC 1123 label, as namespaces are.
-func dnsLabel(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
+func dnsLabel(s string) bool { return len(s) <= 63 && dnsLabelRE.MatchString(s) }

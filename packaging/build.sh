@@ -6,7 +6,7 @@
 #   packaging/build.sh version DESC    print the package version for the git
 #                                      describe output DESC, and exit
 #
-# Steps: build the binaries legion and legion-pty-worker (static,
+# Steps: build the binaries legion, legion-pty-worker and legion-kube (static,
 # -trimpath; the worker goes to /usr/libexec/legion); stage the static user units
 # (`legion install --packaged --bin /usr/bin/legion`), the man pages
 # (`legion docs`, gzipped) and completions, README.md and the documented
@@ -91,14 +91,14 @@ trap 'rm -rf "$LEGION_STAGE"' EXIT
 echo "build.sh: legion $LEGION_VERSION ($VERSION, commit $COMMIT) for $LEGION_ARCH" >&2
 CGO_ENABLED=0 "$GO" build -trimpath \
 	-ldflags "-X main.version=$VERSION -X main.commit=$COMMIT -X github.com/legion-dev/legion/ptyworker/proto.LibexecDir=/usr/libexec/legion" \
-	-o "$LEGION_STAGE/" ./cmd/legion ./cmd/legion-pty-worker
+	-o "$LEGION_STAGE/" ./cmd/legion ./cmd/legion-pty-worker ./cmd/legion-kube
 "$LEGION_STAGE/legion" install --packaged --unit-dir "$LEGION_STAGE/units" --bin /usr/bin/legion >/dev/null
 "$LEGION_STAGE/legion" docs --man "$LEGION_STAGE/man" --completions "$LEGION_STAGE/completions"
 gzip -9n "$LEGION_STAGE"/man/man1/*.1 "$LEGION_STAGE"/man/man5/*.5
 cp README.md legion.toml "$LEGION_STAGE/"
 # Staged files keep their modes in the packages only where nfpm.yaml
 # does not set them; make them right regardless.
-chmod 0755 "$LEGION_STAGE/legion" "$LEGION_STAGE/legion-pty-worker"
+chmod 0755 "$LEGION_STAGE/legion" "$LEGION_STAGE/legion-pty-worker" "$LEGION_STAGE/legion-kube"
 
 mkdir -p "$DIST"
 for p in $PACKAGERS; do

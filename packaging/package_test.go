@@ -117,6 +117,10 @@ func TestPackages(t *testing.T) {
 		if want := "legion-pty-worker " + testVersion + "\n"; err != nil || string(out) != want {
 			t.Errorf("usr/libexec/legion/legion-pty-worker --version = %q, %v; want %q", out, err, want)
 		}
+		out, err = exec.CommandContext(t.Context(), filepath.Join(root, "usr/libexec/legion/legion-kube"), "--version").Output()
+		if want := "legion-kube " + testVersion + "\n"; err != nil || string(out) != want {
+			t.Errorf("usr/libexec/legion/legion-kube --version = %q, %v; want %q", out, err, want)
+		}
 		// The demo links test code: a packaged legion is built without
 		// it (internal/layout checks what it links), says so, and has no
 		// page for it.
@@ -174,6 +178,7 @@ func checkFiles(t *testing.T, root string) {
 	want := map[string]fs.FileMode{
 		"usr/bin/legion":                                       0o755,
 		"usr/libexec/legion/legion-pty-worker":                 0o755,
+		"usr/libexec/legion/legion-kube":                       0o755,
 		"usr/lib/systemd/user/legion.socket":                   0o644,
 		"usr/lib/systemd/user/legion.service":                  0o644,
 		"usr/lib/systemd/user/legion@.service":                 0o644,

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/kube/wire"
 )
 
 // Config is the client configuration of target: its kubeconfig (file,
@@ -166,9 +167,8 @@ func (e *Engine) check(ctx context.Context) error {
 // and the spec's Secret owned by the Job. started is false when s's Job
 // is already there and not finished (a dispatch is idempotent). A
 // finished Job of the same session is deleted first, and waited for.
-func (e *Engine) Spawn(ctx context.Context, s Session) (started bool, err error) {
-	s.Target = e.Target
-	objs, err := Build(s)
+func (e *Engine) Spawn(ctx context.Context, s wire.Spawn) (started bool, err error) {
+	objs, err := Build(e.Target, s)
 	if err != nil {
 		return false, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
 	}
@@ -178,6 +178,9 @@ func (e *Engine) Spawn(ctx context.Context, s Session) (started bool, err error)
 	switch {
 	case err == nil && !finished(old):
 		return false, nil
+	case err == nil && s.Reuse && failed(old):
+		v := SessionOf(old, nil)
+		return false, api.Errorf(api.CodeNotRunning, "spawn: session %s failed on the cluster: %s; it is not started again until a person acts (`legion sessions kill %s`, then dispatch)", s.Name, v.Cause, s.Name)
 	case err == nil:
 		if err := e.deleteJob(ctx, objs.Job.Name); err != nil {
 			return false, err
@@ -299,6 +302,11 @@ func (e *Engine) Session(id string) (api.Session, bool) {
 	}
 	pods, _ := e.pods.Pods(e.Target.Namespace).List(k8slabels.SelectorFromSet(k8slabels.Set{LabelSession: id}))
 	return SessionOf(j, pods), true
+}
+
+func failed(j *batchv1.Job) bool {
+	c, ok := finalCondition(j)
+	return ok && (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget)
 }
 
 func finished(j *batchv1.Job) bool {

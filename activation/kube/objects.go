@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/kube/wire"
 )
 
 // Labels and annotations on every object Legion makes. Label values must
@@ -32,19 +33,16 @@ const (
 	AnnotUnit  = "legion.dev/unit"
 )
 
-// Paths in a session's pod. The issue's volume holds everything that must
-// outlive a pod: the worktree, the agent's home (its session files) and
-// Legion's state (registry, transcript); the worker's sockets are on an
-// emptyDir of the pod, its spec on a Secret.
+// Paths and names are package wire's (the helper uses them too).
 const (
-	VolumeMount = "/legion"          // the issue's volume
-	StateDir    = "/legion/state"    // proto.Paths.StateDir
-	HomeDir     = "/legion/home"     // HOME: the agent's session files
-	WorkDir     = "/legion/work"     // the worktree
-	RuntimeDir  = "/run/legion"      // proto.Paths.RuntimeDir (emptyDir)
-	SpecDir     = "/run/legion-spec" // the spec Secret
-	SpecFile    = SpecDir + "/spec.json"
-	SecretsDir  = "/run/secrets/legion" // the team's Secret (KubeTarget.SecretName)
+	VolumeMount = wire.VolumeMount
+	StateDir    = wire.StateDir
+	HomeDir     = wire.HomeDir
+	WorkDir     = wire.WorkDir
+	RuntimeDir  = wire.RuntimeDir
+	SpecDir     = wire.SpecDir
+	SpecFile    = wire.SpecFile
+	SecretsDir  = wire.SecretsDir
 
 	containerName = "worker"
 	// ExitCannotStart is the worker's exit code for an agent that cannot
@@ -54,21 +52,11 @@ const (
 	runAs = 1000
 )
 
-// Session is one session to run as a Job: the helper's checked launch.
-type Session struct {
-	ID, Name, Team, TeamID, Issue, Mode, Unit string
-	Target                                    api.KubeTarget
-	// Spec is the worker's spec file (JSON, with its control token): it
-	// goes into a Secret, never into the Job's spec.
-	Spec []byte
-	// StartLimitBurst is how many runs may fail before the session fails
-	// for good (the Job's backoffLimit is one less).
-	StartLimitBurst int
-}
-
-// JobName is the name of session id's Job; its Secret is SecretName.
-func JobName(id string) string    { return "legion-" + id }
-func SecretName(id string) string { return "legion-spec-" + id }
+// JobName and SecretName name a session's Job and its spec's Secret.
+var (
+	JobName    = wire.JobName
+	SecretName = wire.SecretName
+)
 
 // VolumeName is the name of the volume of one issue of a team (or, for a
 // session with no issue, of that session's name): every phase of the
@@ -97,7 +85,7 @@ func Slug(s string, n int) string {
 	return d + "-" + h
 }
 
-func labels(s Session) map[string]string {
+func labels(s wire.Spawn) map[string]string {
 	l := map[string]string{
 		LabelManagedBy: ManagedBy,
 		LabelTeamID:    s.TeamID,
@@ -110,7 +98,7 @@ func labels(s Session) map[string]string {
 	return l
 }
 
-func annotations(s Session) map[string]string {
+func annotations(s wire.Spawn) map[string]string {
 	return map[string]string{AnnotName: s.Name, AnnotTeam: s.Team, AnnotIssue: s.Issue, AnnotUnit: s.Unit}
 }
 
@@ -121,10 +109,9 @@ type Objects struct {
 	Secret *corev1.Secret // the spec; owned by the Job, so it goes with it
 }
 
-// Build returns the objects of s. Bad quantities in its target are errors
-// naming the legion.toml key.
-func Build(s Session) (Objects, error) {
-	t := s.Target
+// Build returns the objects of session s on target t. Bad quantities in
+// t are errors naming the legion.toml key.
+func Build(t api.KubeTarget, s wire.Spawn) (Objects, error) {
 	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 	for _, q := range []struct {
 		key, val string

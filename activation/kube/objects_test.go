@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/kube/wire"
 )
 
 const (
@@ -16,19 +17,22 @@ const (
 	sessionID = "0b8c1a55-8f3e-4d0c-9d6e-1f2a3b4c5d6e"
 )
 
-func testSession() Session {
-	return Session{
+func testTarget() api.KubeTarget {
+	return api.KubeTarget{Namespace: "legion-demo", Image: "reg.example/legion-worker:1", Storage: "10Gi",
+		CPURequest: "500m", MemoryRequest: "1Gi", MemoryLimit: "2Gi", SecretName: "demo-agents"}
+}
+
+func testSession() wire.Spawn {
+	return wire.Spawn{
 		ID: sessionID, Name: "DEMO-1-plan", Team: "demo team", TeamID: teamID, Issue: "DEMO-1", Mode: "plan",
-		Unit: "legion-6f1c2e0a-DEMO\\x2d1-plan.service",
-		Target: api.KubeTarget{Namespace: "legion-demo", Image: "reg.example/legion-worker:1", Storage: "10Gi",
-			CPURequest: "500m", MemoryRequest: "1Gi", MemoryLimit: "2Gi", SecretName: "demo-agents"},
+		Unit:            "legion-6f1c2e0a-DEMO\\x2d1-plan.service",
 		Spec:            []byte(`{"token":"SECRET-TOKEN"}`),
 		StartLimitBurst: 5,
 	}
 }
 
 func TestBuildHardenedJob(t *testing.T) {
-	o, err := Build(testSession())
+	o, err := Build(testTarget(), testSession())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +92,10 @@ func TestBuildHardenedJob(t *testing.T) {
 // Every phase of one issue mounts the same volume; another issue, or the
 // same identifier in another team, gets its own.
 func TestBuildVolumePerIssue(t *testing.T) {
-	name := func(mut func(*Session)) string {
+	name := func(mut func(*wire.Spawn)) string {
 		s := testSession()
 		mut(&s)
-		o, err := Build(s)
+		o, err := Build(testTarget(), s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,11 +104,11 @@ func TestBuildVolumePerIssue(t *testing.T) {
 		}
 		return o.Volume.Name
 	}
-	plan := name(func(*Session) {})
-	impl := name(func(s *Session) { s.Mode, s.ID = "implement", "1b8c1a55-8f3e-4d0c-9d6e-1f2a3b4c5d6e" })
-	other := name(func(s *Session) { s.Issue = "DEMO-2" })
-	otherTeam := name(func(s *Session) { s.TeamID = "7f1c2e0a-3b5d-4c8e-9a7f-2d4b6c8e0a1f" })
-	lower := name(func(s *Session) { s.Issue = "demo-1" })
+	plan := name(func(*wire.Spawn) {})
+	impl := name(func(s *wire.Spawn) { s.Mode, s.ID = "implement", "1b8c1a55-8f3e-4d0c-9d6e-1f2a3b4c5d6e" })
+	other := name(func(s *wire.Spawn) { s.Issue = "DEMO-2" })
+	otherTeam := name(func(s *wire.Spawn) { s.TeamID = "7f1c2e0a-3b5d-4c8e-9a7f-2d4b6c8e0a1f" })
+	lower := name(func(s *wire.Spawn) { s.Issue = "demo-1" })
 	if plan != impl {
 		t.Errorf("plan's volume %s, implement's %s: want one per issue", plan, impl)
 	}
@@ -116,9 +120,9 @@ func TestBuildVolumePerIssue(t *testing.T) {
 }
 
 func TestBuildBadQuantity(t *testing.T) {
-	s := testSession()
-	s.Target.MemoryLimit = "2 GB"
-	_, err := Build(s)
+	target := testTarget()
+	target.MemoryLimit = "2 GB"
+	_, err := Build(target, testSession())
 	if err == nil || !strings.Contains(err.Error(), "kubernetes.memory_limit \"2 GB\"") {
 		t.Errorf("err %v: want one naming kubernetes.memory_limit", err)
 	}

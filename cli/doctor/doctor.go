@@ -110,6 +110,10 @@ type Options struct {
 	// beside the legion that the installed legion.service runs (else Bin),
 	// as that legion finds it (proto.FindBinaryFor).
 	FindWorker func() (string, error)
+	// KubeBinary is legion-kube, which checks a team with engine
+	// "kubernetes"; default: the one beside this legion, else in the
+	// libexec directory.
+	KubeBinary string
 	// Version is legion's own version; when set, a worker that reports
 	// another one is a warning (one was upgraded without the other).
 	Version string
@@ -185,7 +189,7 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 	}
 	if t.Engine == config.EngineKubernetes {
 		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {
-			return checkKube(ctx, o.ConfigPath, t, w)
+			return checkKube(ctx, o.ConfigPath, o.KubeBinary, t, w)
 		}))
 	}
 	if needs, ok := usesGitHub(t); ok {

@@ -1,0 +1,83 @@
+// Package wire is what the helper and its Kubernetes engine process
+// (legion-kube engine) say to each other: JSON lines, requests on the
+// engine's stdin, replies and session events on its stdout. It imports
+// nothing of Kubernetes, so the legion program, whose every start (each
+// `legion hook` an agent runs) pays for what it links, stays small: the
+// client libraries live in legion-kube alone (internal/layout asserts it).
+package wire
+
+import (
+	"github.com/legion-dev/legion/activation/api"
+)
+
+// Ops of a Request.
+const (
+	OpStart    = "start"     // follow Target's sessions (its informers); replies when listed once
+	OpSpawn    = "spawn"     // Spawn on Target
+	OpKill     = "kill"      // SessionID on Target
+	OpTeamStop = "team_stop" // every live session of the team with short id Short, on every target
+	OpList     = "list"      // every session of every target
+)
+
+// Request is one line on the engine's stdin.
+type Request struct {
+	ID        uint64          `json:"id"`
+	Op        string          `json:"op"`
+	Target    *api.KubeTarget `json:"target,omitempty"`
+	Spawn     *Spawn          `json:"spawn,omitempty"`
+	SessionID string          `json:"session_id,omitempty"`
+	Short     string          `json:"short,omitempty"`
+}
+
+// Reply is one line on the engine's stdout: the answer to request ID,
+// or, with ID 0, an Event.
+type Reply struct {
+	ID       uint64        `json:"id,omitempty"`
+	Error    *api.Error    `json:"error,omitempty"`
+	Started  bool          `json:"started,omitempty"`
+	Sessions []api.Session `json:"sessions,omitempty"`
+	Stopped  []string      `json:"stopped,omitempty"`
+	Event    *api.Session  `json:"event,omitempty"` // a session's new view (its Job or a pod changed)
+}
+
+// Spawn is one session to run as a Job: the helper's checked launch.
+type Spawn struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Team   string `json:"team"`
+	TeamID string `json:"team_id"`
+	Issue  string `json:"issue,omitempty"`
+	Mode   string `json:"mode"`
+	Unit   string `json:"unit"`
+	// Spec is the worker's spec file (JSON, with its control token): it
+	// goes into a Secret, never into the Job's spec.
+	Spec []byte `json:"spec"`
+	// StartLimitBurst is how many runs may fail before the session fails
+	// for good (the Job's backoffLimit is one less).
+	StartLimitBurst int `json:"start_limit_burst"`
+	// Reuse: a failed Job of the session is an error, not replaced (a
+	// dispatch never restarts what failed for good).
+	Reuse bool `json:"reuse,omitempty"`
+}
+
+// Paths in a session's pod. The issue's volume holds everything that must
+// outlive a pod: the worktree, the agent's home (its session files) and
+// Legion's state (registry, transcript); the worker's sockets are on an
+// emptyDir of the pod, its spec on a Secret.
+const (
+	VolumeMount = "/legion"          // the issue's volume
+	StateDir    = "/legion/state"    // proto.Paths.StateDir
+	HomeDir     = "/legion/home"     // HOME: the agent's session files
+	WorkDir     = "/legion/work"     // the worktree
+	RuntimeDir  = "/run/legion"      // proto.Paths.RuntimeDir (emptyDir)
+	SpecDir     = "/run/legion-spec" // the spec Secret
+	SpecFile    = SpecDir + "/spec.json"
+	SecretsDir  = "/run/secrets/legion" // the team's Secret (KubeTarget.SecretName)
+)
+
+// JobName is the name of session id's Job; its Secret is SecretName.
+func JobName(id string) string    { return "legion-" + id }
+func SecretName(id string) string { return "legion-spec-" + id }
+
+// BinaryName is the engine's program, found beside legion.
+const BinaryName = "legion-kube"

@@ -1,0 +1,80 @@
+// Command legion-kube is Legion's Kubernetes engine: the program that
+// talks to a team's cluster for the helper (`legion-kube engine`, started
+// by the helper on the first session of a team with engine =
+// "kubernetes") and for `legion doctor` (`legion-kube check`). It is a
+// program of its own, not a subcommand of legion, because the Kubernetes
+// client libraries would make every start of legion (each `legion hook`
+// an agent runs) slower; the work is package activation/kube's, this file
+// only parses the command line.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/kube"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+const usage = `Usage: legion-kube engine | check | --version
+
+Legion's Kubernetes engine; people use legion (legion sessions, legion
+doctor) instead.
+
+  engine   serve the helper: JSON lines of package activation/kube/wire on
+           stdin and stdout (spawn, kill, list, team stop, session events)
+  check    read a team's target (JSON, api.KubeTarget) on stdin and check it
+           as the helper will use it: kubeconfig and context, API server,
+           namespace, RBAC, storage class; print what was found, or the
+           problem on stderr with exit status 1
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	switch args[0] {
+	case "--version":
+		fmt.Fprintln(stdout, "legion-kube", version)
+		return 0
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "engine":
+		if err := kube.Serve(ctx, stdin, stdout); err != nil {
+			fmt.Fprintln(stderr, "legion-kube:", err)
+			return 1
+		}
+		return 0
+	case "check":
+		var t api.KubeTarget
+		if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&t); err != nil {
+			fmt.Fprintln(stderr, "legion-kube check: read the target (JSON) on stdin:", err)
+			return 2
+		}
+		found, err := kube.Check(ctx, t)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintln(stdout, found)
+		return 0
+	}
+	fmt.Fprintf(stderr, "legion-kube: unknown command %q\n%s", args[0], usage)
+	return 2
+}
