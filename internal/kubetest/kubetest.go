@@ -106,6 +106,7 @@ type Cluster struct {
 
 	opts       Options
 	components []*component
+	extraArgs  map[string][]string // more arguments by component, for this package's tests
 }
 
 // Binaries returns the directory of the control plane's binaries, running
@@ -186,13 +187,7 @@ func moduleRoot() (string, error) {
 // CI=true it builds them instead, and fails the test if that fails.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if !cached() && os.Getenv("CI") != "true" {
-		sdtest.Require(t, "the Kubernetes control plane's binaries (run "+installScript+"; several CPU-minutes, cached after)", false)
-	}
-	bin, err := Binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := binaries(t)
 	c := &Cluster{Dir: t.TempDir(), opts: opts}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -205,6 +200,21 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// binaries is Binaries for a test: without the binaries it skips the
+// test, saying how to build them, unless CI=true; then it builds them and
+// fails the test if that fails.
+func binaries(t testing.TB) string {
+	t.Helper()
+	if !cached() && os.Getenv("CI") != "true" {
+		t.Skipf("the Kubernetes control plane's binaries are not built: run %s (several CPU-minutes, cached after); with CI=true the test builds them", installScript)
+	}
+	bin, err := Binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 func (c *Cluster) start(t testing.TB, bin string) error {
@@ -247,7 +257,7 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 	}
 
 	run := func(name string, args ...string) error {
-		p, err := start(t, c.Dir, name, filepath.Join(bin, name), args...)
+		p, err := start(t, c.Dir, name, filepath.Join(bin, name), append(args, c.extraArgs[name]...)...)
 		if err != nil {
 			return err
 		}
@@ -373,7 +383,7 @@ func (c *Cluster) poll(ctx context.Context, what string, cond func() error) erro
 	return waitfor.Until(time.Until(deadline), what, func() error {
 		for _, p := range c.components {
 			if err := p.exited(); err != nil {
-				return err
+				return waitfor.Stop(err)
 			}
 		}
 		return cond()
