@@ -331,6 +331,10 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		"--tls-cert-file="+pki.ServingCert,
 		"--tls-private-key-file="+pki.ServingKey,
 		"--cidr=10.0.0.0/16",
+		// kwok renews each node's Lease, so the node lifecycle controller
+		// never sees a node go silent (without it, it marks a node Unknown
+		// every 50 s and kwok makes it Ready again: a flapping node).
+		"--node-lease-duration-seconds=40",
 	); err != nil {
 		return err
 	}
@@ -414,7 +418,9 @@ func (c *Cluster) waitReadyz(ctx context.Context) error {
 }
 
 // AddNode adds a kwok node named name, with the cluster's node capacity,
-// and waits until it is Ready.
+// and waits until it is Ready and the node lifecycle controller has lifted
+// its not-ready taint. kwok renews the node's Lease in kube-node-lease, so
+// it stays Ready until deleted.
 func (c *Cluster) AddNode(t testing.TB, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
@@ -486,6 +492,11 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string) error {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
+				return fmt.Errorf("node %s has taint %s", name, taint.ToString())
+			}
 		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {

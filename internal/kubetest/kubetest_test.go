@@ -167,6 +167,18 @@ func TestCluster(t *testing.T) {
 		if cpu := n.Status.Allocatable[corev1.ResourceCPU]; cpu.String() != "32" {
 			t.Errorf("node extra allocatable cpu = %s; want 32 (the default)", cpu.String())
 		}
+		// kwok holds the node's Lease, which keeps it Ready past the node
+		// lifecycle controller's grace period.
+		waitfor.Check(t, wait, "the Lease of node extra", func() error {
+			l, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "extra", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
+				return fmt.Errorf("lease of node extra has holder %v, renewed %v; want held (by kwok) and renewed", l.Spec.HolderIdentity, l.Spec.RenewTime)
+			}
+			return nil
+		})
 		c.DeleteNode(t, "extra")
 	})
 
