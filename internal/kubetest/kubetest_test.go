@@ -182,6 +182,34 @@ func TestCluster(t *testing.T) {
 		c.DeleteNode(t, "extra")
 	})
 
+	t.Run("a pod on a deleted node ends and the Job replaces it", func(t *testing.T) {
+		c.AddNode(t, "doomed")
+		job := jobSpec("lost", 1)
+		job.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "doomed"}
+		job, err := c.Client.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := runningPod(t, c, job)
+		begin := time.Now()
+		c.DeleteNode(t, "doomed")
+		// The pod garbage collector marks the orphan Failed with a
+		// DisruptionTarget condition and deletes it; the Job controller
+		// counts the failure and makes a new pod, which has no node to go
+		// to (Pending) until a node with that hostname comes back.
+		waitfor.Check(t, wait, "a new pod of Job lost", func() error {
+			for _, p := range jobPods(t, c, job) {
+				if p.Name != first.Name {
+					return nil
+				}
+			}
+			return fmt.Errorf("pods %v", summary(jobPods(t, c, job)))
+		})
+		t.Logf("the Job replaced the pod of the deleted node after %v", time.Since(begin).Round(time.Second))
+		c.AddNode(t, "doomed")
+		runningPod(t, c, job)
+	})
+
 	t.Run("exec runs the command locally through the API server", func(t *testing.T) {
 		job := newJob(t, c, "exec", 0)
 		pod := runningPod(t, c, job)
