@@ -1,19 +1,29 @@
 // Package kubetest runs a real Kubernetes control plane for tests: etcd,
-// kube-apiserver, kube-controller-manager (the real Job controller, pod
-// GC, namespace, garbage collector, service account controllers) and
-// kube-scheduler, built from the Go module proxy at pinned versions by
-// scripts/install-kube-control-plane, with kwok's simulated nodes. All of
-// a cluster's state is in the test's temporary directory; every process is
-// the test's child, ended in t.Cleanup and killed with the test process.
+// kube-apiserver, kube-controller-manager (all its controllers: Job, pod
+// GC, namespace, garbage collector, service account and token, node
+// lifecycle) and kube-scheduler, built from the Go module proxy at pinned
+// versions by scripts/install-kube-control-plane, with kwok's simulated
+// nodes. A cluster starts in a few seconds; all its state is in the test's
+// temporary directory, and every process is the test's child, ended in
+// t.Cleanup and killed with the test process (Pdeathsig).
 //
-// Nodes are kwok's, never real: a pod scheduled onto one becomes Running
-// and Ready and stays so until the test reports its end with EndPod (as a
-// kubelet would) or deletes it. kwok's pod-complete stage, which finishes
-// every Job's pod at once, is left out (kwok-stages.yaml).
+// Nodes are kwok's, never real ones: a pod scheduled onto one becomes
+// Running and Ready and stays so until the test reports its end with
+// EndPod (as a kubelet would) or deletes it; a deleted pod ends Failed
+// with exit code 143, as on SIGTERM, before it is removed. kwok's
+// pod-complete stage, which finishes every Job's pod at once, is left out
+// (kwok-stages.yaml). A deleted node's pods are ended by the real pod
+// garbage collector, about a minute later. With Options.ExecDir, exec on a
+// pod through the API server runs the command on this machine.
 //
-// It owns the cluster's processes, certificates, tokens and kubeconfig. It
-// never reaches a cluster it did not start, never reads the user's
-// kubeconfig, and is for tests only: nothing that ships imports it.
+// The API server authenticates by static tokens: the admin (Cluster.Config,
+// Kubeconfig; group system:masters) and RestrictedUser (RestrictedConfig;
+// no group, no role), and authorizes with Node and RBAC.
+//
+// It owns the cluster's processes, keys, certificates, tokens and
+// kubeconfig. It never reaches a cluster it did not start, never reads
+// the user's kubeconfig, and is for tests only: nothing that ships
+// imports it (internal/layout checks that).
 package kubetest
 
 import (
@@ -83,10 +93,11 @@ type Options struct {
 	NodeCPU, NodeMemory string
 	// ExecDir, if set, makes exec on any pod (through the API server, as
 	// kubectl exec and client-go's tools/remotecommand do it, with or
-	// without a TTY) run the requested command as a local process, a child
-	// of kwok, in ExecDir with kwok's environment: kwok's ClusterExec with
-	// a Local target. A test can thus attach through the real API server
-	// to a worker it started on this machine. Unset, exec is refused.
+	// without a TTY, whose size the client sets) run the requested command
+	// as a local process, a child of kwok, in ExecDir with kwok's
+	// environment: kwok's ClusterExec with a Local target. A test can thus
+	// attach through the real API server to a worker it started on this
+	// machine. Unset, exec on a pod fails (kwok finds no exec target).
 	ExecDir string
 }
 

@@ -233,6 +233,28 @@ func TestCluster(t *testing.T) {
 		if stderr.String() != "oops\n" {
 			t.Errorf("exec stderr = %q; want %q", stderr.String(), "oops\n")
 		}
+
+		// With a TTY: the command's stdin and stdout are a terminal of
+		// the size the client asked for.
+		req = c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod.Name).
+			SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+			Container: "worker",
+			Command:   []string{"sh", "-c", "test -t 0 && test -t 1 && stty size"},
+			Stdin:     true, Stdout: true, TTY: true,
+		}, scheme.ParameterCodec)
+		if ex, err = remotecommand.NewWebSocketExecutor(c.Config, "GET", req.URL().String()); err != nil {
+			t.Fatal(err)
+		}
+		sizes := make(sizeQueue, 1)
+		sizes <- remotecommand.TerminalSize{Width: 91, Height: 37}
+		close(sizes) // one size, then Next says there are no more
+		stdout.Reset()
+		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader(""), Stdout: &stdout, Tty: true, TerminalSizeQueue: sizes}); err != nil {
+			t.Fatalf("exec with a TTY in pod %s: %v (output %q)", pod.Name, err, stdout.String())
+		}
+		if got := strings.TrimSpace(stdout.String()); got != "37 91" {
+			t.Errorf("exec with a TTY: stty size printed %q; want %q", got, "37 91")
+		}
 	})
 
 	t.Run("deleting a pod removes it", func(t *testing.T) {
@@ -321,4 +343,16 @@ func summary(pods []corev1.Pod) []string {
 		s = append(s, fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase))
 	}
 	return s
+}
+
+// sizeQueue hands the exec stream the terminal sizes sent on it, until it
+// is closed.
+type sizeQueue chan remotecommand.TerminalSize
+
+func (q sizeQueue) Next() *remotecommand.TerminalSize {
+	s, ok := <-q
+	if !ok {
+		return nil
+	}
+	return &s
 }
