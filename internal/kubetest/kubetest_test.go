@@ -1,11 +1,14 @@
 package kubetest_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,11 +238,15 @@ func TestCluster(t *testing.T) {
 		}
 
 		// With a TTY: the command's stdin and stdout are a terminal of
-		// the size the client asked for.
+		// the size the client asked for. The command waits for the size
+		// (it comes on its own stream, maybe after the command started)
+		// and, once it has printed it, for a line of input: kwok closes
+		// the terminal when the command exits and may drop what it wrote
+		// last, so the test reads the size before it lets the command end.
 		req = c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod.Name).
 			SubResource("exec").VersionedParams(&corev1.PodExecOptions{
 			Container: "worker",
-			Command:   []string{"sh", "-c", "test -t 0 && test -t 1 && stty size"},
+			Command:   []string{"sh", "-c", `test -t 0 && test -t 1 || exit 1; while [ "$(stty size)" = "0 0" ]; do sleep 0.05; done; stty size; read line`},
 			Stdin:     true, Stdout: true, TTY: true,
 		}, scheme.ParameterCodec)
 		if ex, err = remotecommand.NewWebSocketExecutor(c.Config, "GET", req.URL().String()); err != nil {
@@ -248,12 +255,18 @@ func TestCluster(t *testing.T) {
 		sizes := make(sizeQueue, 1)
 		sizes <- remotecommand.TerminalSize{Width: 91, Height: 37}
 		close(sizes) // one size, then Next says there are no more
-		stdout.Reset()
-		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader(""), Stdout: &stdout, Tty: true, TerminalSizeQueue: sizes}); err != nil {
-			t.Fatalf("exec with a TTY in pod %s: %v (output %q)", pod.Name, err, stdout.String())
-		}
-		if got := strings.TrimSpace(stdout.String()); got != "37 91" {
-			t.Errorf("exec with a TTY: stty size printed %q; want %q", got, "37 91")
+		stdinR, stdinW := io.Pipe()
+		screen := &awaited{want: "37 91", seen: make(chan struct{})}
+		go func() {
+			<-screen.seen
+			stdinW.Write([]byte("\r"))
+		}()
+		streamCtx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		err = ex.StreamWithContext(streamCtx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: screen, Tty: true, TerminalSizeQueue: sizes})
+		stdinW.Close()
+		if err != nil || !screen.found() {
+			t.Fatalf("exec with a TTY in pod %s: %v; output %q, want it to contain %q", pod.Name, err, screen.String(), "37 91")
 		}
 	})
 
@@ -355,4 +368,36 @@ func (q sizeQueue) Next() *remotecommand.TerminalSize {
 		return nil
 	}
 	return &s
+}
+
+// awaited is a stream's output that closes seen once it contains want.
+type awaited struct {
+	want string
+	seen chan struct{}
+	mu   sync.Mutex
+	buf  strings.Builder
+	done bool
+}
+
+func (a *awaited) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.buf.Write(p)
+	if !a.done && strings.Contains(a.buf.String(), a.want) {
+		a.done = true
+		close(a.seen)
+	}
+	return len(p), nil
+}
+
+func (a *awaited) found() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.done
+}
+
+func (a *awaited) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.buf.String()
 }

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,7 +47,7 @@ func start(t testing.TB, dir, name, bin string, args ...string) (*component, err
 	c.cmd.Dir = dir
 	c.cmd.Stdout, c.cmd.Stderr = f, f
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
+	if err := startOnSpawner(c.cmd); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -56,6 +58,36 @@ func start(t testing.TB, dir, name, bin string, args ...string) (*component, err
 	}()
 	t.Cleanup(c.stop)
 	return c, nil
+}
+
+// spawn carries start requests to the spawner thread.
+var spawn = make(chan spawnRequest)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var spawnerOnce sync.Once
+
+// startOnSpawner starts cmd from one OS thread that never exits. Pdeathsig
+// fires when the thread that forked the child exits, not the process
+// (golang/go#27505), and Go ends a thread when a goroutine that locked it
+// returns without unlocking (as code entering namespaces does): a child
+// started from such a thread would be killed in mid-test. The spawner
+// goroutine locks its thread and lives as long as the test process.
+func startOnSpawner(cmd *exec.Cmd) error {
+	spawnerOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives until the process exits
+			for r := range spawn {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error)
+	spawn <- spawnRequest{cmd, done}
+	return <-done
 }
 
 // stop ends the component by its PID: SIGTERM, then SIGKILL if it has not
