@@ -189,13 +189,13 @@ func (p *kubeProc) read(r io.Reader, h *Helper) {
 		}
 	}
 	p.mu.Lock()
-	p.err = cmp(sc.Err(), errors.New("it exited"))
+	p.err = orErr(sc.Err(), errors.New("it exited"))
 	close(p.dead)
 	p.mu.Unlock()
 	h.log.Warn("the Kubernetes engine ended; started again on the next request", "err", p.err)
 }
 
-func cmp(a, b error) error {
+func orErr(a, b error) error {
 	if a != nil {
 		return a
 	}
