@@ -171,3 +171,39 @@ func staleName(name, prefix string) bool {
 	err = unix.Kill(pid, 0) // signal 0 only checks; it sends nothing
 	return err != nil && !errors.Is(err, unix.EPERM)
 }
+
+var kubeBin struct {
+	once sync.Once
+	err  error
+}
+
+// kubeName is the Kubernetes engine's program (activation/kube/wire's
+// BinaryName).
+const kubeName = "legion-kube"
+
+// KubeBinary builds ./cmd/legion-kube beside LegionBinary's legion, where
+// legion looks for it, once per test process, and returns its path. It is
+// built only when a test asks: it links the Kubernetes client.
+func KubeBinary(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Dir(LegionBinary(t))
+	kubeBin.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			kubeBin.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/"+kubeName)
+		cmd.Dir = root
+		cmd.Env = append(startEnv[:len(startEnv):len(startEnv)], "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			kubeBin.err = fmt.Errorf("go build ./cmd/%s in %s: %w\n%s", kubeName, root, err, out)
+		}
+	})
+	if kubeBin.err != nil {
+		t.Fatalf("build %s: %v", kubeName, kubeBin.err)
+	}
+	return filepath.Join(dir, kubeName)
+}
