@@ -40,6 +40,7 @@ func (h *Helper) cmdList(ctx context.Context, _ *clientConn, _ api.Request) (any
 	for _, s := range ss {
 		res.Sessions = append(res.Sessions, s.view())
 	}
+	res.Sessions = append(res.Sessions, h.kube.sessions()...)
 	h.sessions.mu.Lock()
 	res.Recovery, res.Checking = h.sessions.counts, h.sessions.checking
 	res.Quarantined = append([]api.Quarantined(nil), h.sessions.quarantined...)
@@ -56,6 +57,9 @@ func (h *Helper) lookup(ctx context.Context, cmd, name string) (*session, error)
 	if s, ok := h.sessions.get(name); ok {
 		h.sessions.refresh(ctx, []*session{s})
 		return s, nil
+	}
+	if _, v, ok := h.kube.find(name); ok {
+		return nil, kubeOnly(cmd, v)
 	}
 	if r, path := h.findEnded(name); r != nil {
 		s := newSession(h, r, path)
@@ -78,6 +82,9 @@ func (h *Helper) cmdStatus(ctx context.Context, _ *clientConn, req api.Request) 
 	if err != nil {
 		return nil, nil, err
 	}
+	if _, v, ok := h.kubeOnlyHere(name); ok {
+		return api.StatusResult{Session: v}, nil, nil
+	}
 	s, err := h.lookup(ctx, req.Cmd, name)
 	if err != nil {
 		return nil, nil, err
@@ -94,6 +101,10 @@ func (h *Helper) cmdKill(ctx context.Context, _ *clientConn, req api.Request) (a
 	name, err := nameArg(req)
 	if err != nil {
 		return nil, nil, err
+	}
+	if e, v, ok := h.kubeOnlyHere(name); ok {
+		res, err := h.killKube(ctx, e, v)
+		return res, nil, err
 	}
 	s, err := h.lookup(ctx, req.Cmd, name)
 	if err != nil {

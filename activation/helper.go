@@ -120,6 +120,7 @@ type Helper struct {
 	listeners []net.Listener
 
 	sessions *table
+	kube     *kubeSessions // sessions on clusters (engine kubernetes)
 	mgr      *units.Manager
 	events   *sessionEvents
 	// followers counts the goroutines that follow a worker connection
@@ -257,6 +258,7 @@ func (h *Helper) Run(ctx context.Context) error {
 	defer h.sessions.closeAll()
 	h.events = newSessionEvents()
 	h.events.queue = h.opts.watchQueue
+	h.kube = newKubeSessions(ctx, h)
 
 	h.opts.Notify("STATUS=recovering sessions")
 	// Connections live on connCtx, not on gctx: an idle exit lets a
@@ -293,6 +295,9 @@ func (h *Helper) Run(ctx context.Context) error {
 			return err
 		}
 		h.recovering.Store(false)
+		// Sessions on clusters: followed again in the background (a
+		// cluster that does not answer must not hold this helper up).
+		go h.kube.restore()
 		// What recovery read is current: publish it as it is. Changes of
 		// units since recovery listed them are marked, refreshed next.
 		for _, s := range h.sessions.all() {

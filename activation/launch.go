@@ -68,7 +68,19 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	if !filepath.IsAbs(a.Cwd) {
 		return launch{}, bad("cwd", "%q is not an absolute path", a.Cwd)
 	}
-	if fi, err := os.Stat(a.Cwd); err != nil || !fi.IsDir() {
+	if t := a.Kubernetes; t != nil {
+		// The paths are the pod's: nothing to look at here.
+		switch {
+		case t.Namespace == "":
+			return launch{}, bad("kubernetes.namespace", "empty: want the team's namespace")
+		case t.Image == "":
+			return launch{}, bad("kubernetes.image", "empty: want the worker image")
+		case t.Storage == "":
+			return launch{}, bad("kubernetes.storage", "empty: want the size of the issue's volume, e.g. \"10Gi\"")
+		case a.Sandbox != nil:
+			return launch{}, bad("sandbox", "not on Kubernetes: the pod's security context confines the agent")
+		}
+	} else if fi, err := os.Stat(a.Cwd); err != nil || !fi.IsDir() {
 		return launch{}, bad("cwd", "%s is not a directory", a.Cwd)
 	}
 	if err := checkArgv(a.Argv); err != nil {

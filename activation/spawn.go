@@ -42,6 +42,10 @@ func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req api.Request) (
 	if err != nil {
 		return nil, nil, err
 	}
+	if a.Kubernetes != nil {
+		res, err := h.spawnKube(ctx, l, *a.Kubernetes)
+		return res, nil, err
+	}
 	res, err := h.launch(ctx, l)
 	return res, nil, err
 }

@@ -64,6 +64,16 @@ func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request
 		}
 		res.Stopped = append(res.Stopped, u.Name)
 	}
+	for _, e := range h.kube.all() {
+		names, err := e.TeamStop(ctx, a.Short)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, n := range names {
+			h.log.Info("stopped a session of a stopped team on kubernetes", "team", a.Team, "session", n, "namespace", e.Target.Namespace)
+			res.Stopped = append(res.Stopped, n)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, err
 	}

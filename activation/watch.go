@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"sync"
@@ -117,7 +118,18 @@ func (e *sessionEvents) unsubscribe(sub *subscriber) {
 func (e *sessionEvents) publish(s *session) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	v := s.view() // under e.mu: what is published last is the newest view
+	e.publishLocked(s.view(), s.log) // under e.mu: what is published last is the newest view
+}
+
+// publishView publishes v, the view of a session the helper does not
+// host in its table (one on a cluster).
+func (e *sessionEvents) publishView(v api.Session, log *slog.Logger) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.publishLocked(v, log)
+}
+
+func (e *sessionEvents) publishLocked(v api.Session, log *slog.Logger) {
 	old, had := e.last[v.Name]
 	e.last[v.Name] = v
 	typ, ok := eventType(old, had, v)
@@ -128,7 +140,7 @@ func (e *sessionEvents) publish(s *session) {
 	ev := api.SessionEvent{Type: typ, Seq: e.seq, Time: time.Now(), Session: &v}
 	raw, err := json.Marshal(ev)
 	if err != nil {
-		s.log.Error("encode session event", "err", err)
+		log.Error("encode session event", "err", err)
 		return
 	}
 	for sub := range e.subs {
@@ -140,7 +152,7 @@ func (e *sessionEvents) publish(s *session) {
 		default:
 			delete(e.subs, sub)
 			close(sub.dropped)
-			s.log.Warn("dropped a sessions.watch subscriber that fell behind", "queue", cap(sub.ch))
+			log.Warn("dropped a sessions.watch subscriber that fell behind", "queue", cap(sub.ch))
 		}
 	}
 }

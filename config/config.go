@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent/cliversion"
 	"github.com/legion-dev/legion/ptyworker/termkeys"
 )
@@ -113,6 +114,31 @@ const (
 	ReviewGitHub ReviewKind = "github" // labels on the issue branch's pull request
 )
 
+// EngineKind names where a team's sessions run.
+type EngineKind string
+
+// Engines.
+const (
+	EngineSystemd    EngineKind = "systemd"    // transient units of the user's manager
+	EngineKubernetes EngineKind = "kubernetes" // a Job per session on a cluster
+)
+
+// Kubernetes is a team's [teams.<name>.kubernetes] table: where on a
+// cluster its sessions run with engine = "kubernetes".
+type Kubernetes struct {
+	Kubeconfig    string // absolute; "" means $KUBECONFIG, else ~/.kube/config
+	Context       string // "" means the kubeconfig's current context
+	Namespace     string
+	Image         string
+	StorageClass  string // "" means the cluster's default
+	Storage       string // each issue's volume, a quantity
+	CPURequest    string
+	MemoryRequest string
+	CPULimit      string
+	MemoryLimit   string
+	Secret        string // the team's Secret mounted into each session's pod; "" for none
+}
+
 // ControllerKind names what runs as `legion controller TEAM`.
 type ControllerKind string
 
@@ -135,6 +161,10 @@ type Team struct {
 	Tracker    TrackerKind
 	Review     ReviewKind
 	Controller ControllerKind
+	// Engine is where the team's sessions run; Kubernetes says where on
+	// a cluster, with EngineKubernetes.
+	Engine     EngineKind
+	Kubernetes Kubernetes
 
 	// StaleAfter is how long an agent may go without session-file activity
 	// (and without waiting on a human) before systemd restarts it.
@@ -173,6 +203,20 @@ type Team struct {
 
 	Notify Notify // where the team's waits for a person are announced
 	Budget Budget // the spend at which the team's agents stop
+}
+
+// KubeTarget is where the helper runs the team's sessions with engine
+// "kubernetes"; nil with engine "systemd".
+func (t Team) KubeTarget() *api.KubeTarget {
+	if t.Engine != EngineKubernetes {
+		return nil
+	}
+	k := t.Kubernetes
+	return &api.KubeTarget{
+		Kubeconfig: k.Kubeconfig, Context: k.Context, Namespace: k.Namespace, Image: k.Image,
+		StorageClass: k.StorageClass, Storage: k.Storage, CPURequest: k.CPURequest, MemoryRequest: k.MemoryRequest,
+		CPULimit: k.CPULimit, MemoryLimit: k.MemoryLimit, SecretName: k.Secret,
+	}
 }
 
 // ShortID is the first 8 hex characters of the team's UUID; unit and slice

@@ -258,6 +258,26 @@ func TestLoadErrors(t *testing.T) {
 			want: `@FILE@:4: teams.demo.github.repo: missing: required when tracker = "github" (the repository as "owner/name")`,
 		},
 		{
+			name: "kubernetes engine without namespace",
+			text: team + "engine = \"kubernetes\"\nkubernetes.image = \"reg.example/w:1\"\n",
+			want: `@FILE@:4: teams.demo.kubernetes.namespace: missing: required when engine = "kubernetes" (the team's namespace)`,
+		},
+		{
+			name: "kubernetes engine without image",
+			text: team + "engine = \"kubernetes\"\nkubernetes.namespace = \"demo\"\n",
+			want: `@FILE@:4: teams.demo.kubernetes.image: missing: required when engine = "kubernetes" (the worker image: README, Kubernetes)`,
+		},
+		{
+			name: "kubernetes bad quantity",
+			text: team + "kubernetes.memory_limit = \"2 GB\"\n",
+			want: `@FILE@:4: teams.demo.kubernetes.memory_limit: invalid quantity "2 GB": expected a Kubernetes quantity such as "500m", "2" or "10Gi"`,
+		},
+		{
+			name: "kubernetes bad namespace",
+			text: team + "kubernetes.namespace = \"Demo_NS\"\n",
+			want: `@FILE@:4: teams.demo.kubernetes.namespace: invalid namespace "Demo_NS": expected a DNS label (lower-case letters, digits and '-', at most 63)`,
+		},
+		{
 			name: "linear without team key",
 			text: team + "tracker = \"linear\"\n",
 			want: `@FILE@:4: teams.demo.linear.team_key: missing: required when tracker = "linear" (the Linear team key, e.g. "ENG")`,

@@ -304,6 +304,14 @@ func (d *decoder) crossCheck(t *Team, path []string) {
 	if t.GitHub.WebhookSecretFile != "" && t.GitHub.Repo == "" {
 		d.missing(append(slices.Clip(path), "github"), "webhook_secret_file", []string{"repo"}, `missing: required with github.webhook_secret_file (the repository whose events the webhook accepts, as "owner/name")`)
 	}
+	if t.Engine == EngineKubernetes {
+		if t.Kubernetes.Namespace == "" {
+			d.missing(path, "engine", []string{"kubernetes", "namespace"}, `missing: required when engine = "kubernetes" (the team's namespace)`)
+		}
+		if t.Kubernetes.Image == "" {
+			d.missing(path, "engine", []string{"kubernetes", "image"}, `missing: required when engine = "kubernetes" (the worker image: README, Kubernetes)`)
+		}
+	}
 	if n := t.Notify; n.WebhookURL != "" && n.WebhookSecretEnv == "" && n.WebhookSecretFile == "" {
 		d.missing(append(slices.Clip(path), "notify"), "webhook_url", []string{"webhook_secret_file"}, `missing: required with notify.webhook_url (or notify.webhook_secret_env): the secret that signs each message`)
 	}

@@ -75,6 +75,8 @@ func defaultTeam() Team {
 		Tracker:            TrackerLocal,
 		Review:             ReviewLocal,
 		Controller:         ControllerAuto,
+		Engine:             EngineSystemd,
+		Kubernetes:         Kubernetes{Storage: "10Gi", CPURequest: "500m", MemoryRequest: "1Gi", MemoryLimit: "2Gi"},
 		StaleAfter:         10 * time.Minute,
 		RestartCooldown:    30 * time.Second,
 		StartLimitBurst:    5,
@@ -342,6 +344,81 @@ var Schema = []Setting{
 			t.Controller = ControllerKind(s)
 			return err
 		}),
+	},
+	{
+		Table: TableTeam, Key: "engine", Type: `"systemd" or "kubernetes"`, Default: `"systemd"`,
+		Doc: "Where the team's agent sessions run: \"systemd\", a transient unit of your user manager per " +
+			"session, or \"kubernetes\", a Job per session on a cluster, with a volume per issue " +
+			"([teams.<name>.kubernetes]; README: Kubernetes). `legion sessions list` shows where each runs.",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := enumValue(v, "engine", string(EngineSystemd), string(EngineKubernetes))
+			t.Engine = EngineKind(s)
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.kubeconfig", Type: "path", Example: `"~/.kube/config"`,
+		Doc: "The kubeconfig the helper reads for the team's cluster. Unset: $KUBECONFIG of the user manager, else ~/.kube/config.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.Kubeconfig, err = pathValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.context", Type: "string", Example: `"prod"`,
+		Doc: "The kubeconfig's context of the team's cluster. Unset: its current context.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.Context, err = nonEmptyString(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.namespace", Type: "string", Example: `"legion-demo"`,
+		Doc: "The team's namespace (it must exist); required with engine = \"kubernetes\".",
+		set: onTeam(func(t *Team, v any) error {
+			s, err := nonEmptyString(v)
+			if err == nil && !dnsLabel(s) {
+				err = fmt.Errorf("invalid namespace %q: expected a DNS label (lower-case letters, digits and '-', at most 63)", s)
+			}
+			t.Kubernetes.Namespace = s
+			return err
+		}),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.image", Type: "string", Example: `"registry.example/legion-worker:1.0"`,
+		Doc: "The worker image: legion-pty-worker, legion and the team's agent CLIs (README: Kubernetes, the image); " +
+			"required with engine = \"kubernetes\".",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.Image, err = nonEmptyString(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.storage_class", Type: "string", Example: `"standard"`,
+		Doc: "The StorageClass of each issue's volume (worktree, agent session files, Legion's registry and transcript). Unset: the cluster's default.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.StorageClass, err = nonEmptyString(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.storage", Type: "quantity", Default: `"10Gi"`,
+		Doc: "The size of each issue's volume.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.Storage, err = quantityValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.cpu_request", Type: "quantity", Default: `"500m"`,
+		Doc: "The CPU each session's pod requests (the scheduler places it by this).",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.CPURequest, err = quantityValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.memory_request", Type: "quantity", Default: `"1Gi"`,
+		Doc: "The memory each session's pod requests: a real agent's tree is 230 MB to 1 GB.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.MemoryRequest, err = quantityValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.cpu_limit", Type: "quantity", Example: `"2"`,
+		Doc: "The CPU limit of each session's pod. Unset: none.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.CPULimit, err = quantityValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.memory_limit", Type: "quantity", Default: `"2Gi"`,
+		Doc: "The memory limit of each session's pod (the kernel ends the agent beyond it, and the Job starts a new pod).",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.MemoryLimit, err = quantityValue(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.secret", Type: "string", Example: `"legion-demo-agents"`,
+		Doc: "A Secret of the team's namespace mounted read-only into each session's pod at /run/secrets/legion, one file " +
+			"per key (the agents' API keys): secrets never go into a pod's literal env, its argv or a log. Unset: none.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.Secret, err = nonEmptyString(v); return err }),
 	},
 	{
 		Table: TableTeam, Key: "stale_after", Type: "duration", Default: `"10m"`,

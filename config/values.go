@@ -1,6 +1,9 @@
 package config
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"errors"
 	"fmt"
 	"maps"
@@ -392,3 +395,18 @@ func httpURLValue(v any) (string, error) {
 	}
 	return s, nil
 }
+
+// quantityValue is a Kubernetes quantity ("500m", "2Gi").
+func quantityValue(v any) (string, error) {
+	s, err := nonEmptyString(v)
+	if err != nil {
+		return "", err
+	}
+	if _, err := resource.ParseQuantity(s); err != nil {
+		return "", fmt.Errorf("invalid quantity %q: expected a Kubernetes quantity such as \"500m\", \"2\" or \"10Gi\"", s)
+	}
+	return s, nil
+}
+
+// dnsLabel reports whether s is an RFC 1123 label, as namespaces are.
+func dnsLabel(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }

@@ -301,6 +301,9 @@ func (w *worker) check(now time.Time, force bool) {
 				w.log.Error("transcript marker", "err", err)
 			}
 			msg = "WATCHDOG=trigger\n" + status
+			if w.spec.SelfWatchdog {
+				close(w.staleCh)
+			}
 		}
 	}
 	if err := w.opts.Notify(msg); err != nil {

@@ -1,6 +1,7 @@
 package ptyworker
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -293,5 +294,49 @@ func TestPromptTypedIsASignOfLife(t *testing.T) {
 	}
 	if n := ns.count("WATCHDOG=trigger"); n != 0 {
 		t.Errorf("WATCHDOG=trigger %d times right after the prompt was typed", n)
+	}
+}
+
+// Without systemd's watchdog (a Job's pod on Kubernetes), the worker
+// judges staleness the same way and ends the stale agent itself, with the
+// reason, exiting with a failure so its Job starts a new pod. A fresh
+// agent is left alone.
+func TestSelfWatchdogEndsStaleAgent(t *testing.T) {
+	spec := testSpec(t, "sh", "-c", "while :; do sleep 1; done")
+	spec.SessionFile = filepath.Join(spec.Cwd, "session.jsonl")
+	spec.StaleAfter = proto.Duration(400 * time.Millisecond)
+	spec.SelfWatchdog = true
+	if err := os.WriteFile(spec.SessionFile, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stopTouching := make(chan struct{})
+	touch(t, spec.SessionFile, stopTouching)
+	tw := startWorker(t, spec, Options{Tick: 50 * time.Millisecond})
+	c := tw.dial()
+	// Fresh for many ticks (and many stale_after periods of a file that
+	// is kept fresh): the worker runs on.
+	for i := 0; i < 20; i++ {
+		h, err := c.Health(ctxT(t))
+		if err != nil || h.Watchdog == proto.WatchStale {
+			t.Fatalf("Health() = %+v, %v while the session file is fresh", h, err)
+		}
+		select {
+		case <-tw.done:
+			t.Fatalf("the worker ended while its agent was fresh: %v", tw.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	close(stopTouching)
+	err := tw.wait()
+	var ee *ExitError
+	if !errors.As(err, &ee) || !strings.HasPrefix(ee.Exit.Reason, "watchdog: stale for ") {
+		t.Fatalf("Run() = %v; want an ExitError with the watchdog reason (a failure, so the Job restarts it)", err)
+	}
+	r, err := proto.ReadRegistry(spec.RegistryPath())
+	if err != nil || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "watchdog: stale for ") || r.State != proto.StateStopped {
+		t.Errorf("registry = %+v, %v; want stopped with the watchdog reason", r, err)
+	}
+	if tr := readTranscript(t, spec); !strings.Contains(tr, "reason: watchdog: stale for ") {
+		t.Errorf("transcript's exit line lacks the watchdog reason:\n%s", tr)
 	}
 }

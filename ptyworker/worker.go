@@ -139,6 +139,7 @@ type worker struct {
 
 	removeCh chan struct{} // closed by the first remove
 	endCh    chan struct{} // closed by the first end
+	staleCh  chan struct{} // with SelfWatchdog: closed by the first stale verdict
 }
 
 // Run hosts the session of spec until the agent exits, remove or end is
@@ -164,6 +165,7 @@ func Run(ctx context.Context, spec *proto.Spec, opts Options) error {
 		logged:   map[string]bool{},
 		removeCh: make(chan struct{}),
 		endCh:    make(chan struct{}),
+		staleCh:  make(chan struct{}),
 	}
 	w.allowedUIDs = opts.AllowedUIDs
 	if w.allowedUIDs == nil {
@@ -293,6 +295,7 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	exited := make(chan struct{})
 	go func() { defer close(exited); w.awaitExit(c, readerDone) }()
 	reason, final := "exited", proto.StateExited
+	selfStopped := false
 	select {
 	case <-exited:
 	case <-ctx.Done():
@@ -304,6 +307,15 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		}
 		final = proto.StateStopped
 		w.log.Info("stopping the agent", "reason", reason)
+		w.terminate(c, exited)
+	case <-w.staleCh:
+		// No watchdog of systemd's: the worker ends the stale agent
+		// itself and fails, so its supervisor (a Job) starts it again.
+		w.mu.Lock()
+		reason = w.stopReason
+		w.mu.Unlock()
+		final, selfStopped = proto.StateStopped, true
+		w.log.Info("stopping the stale agent; exiting 1 for a restart", "reason", reason)
 		w.terminate(c, exited)
 	case <-w.removeCh:
 		reason, final = "removed", proto.StateRemoved
@@ -353,6 +365,8 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	wg.Wait()
 
 	switch {
+	case selfStopped && final == proto.StateStopped:
+		return &ExitError{SessionID: s.SessionID, Exit: *e}
 	case final == proto.StateRemoved || final == proto.StateStopped || final == proto.StateCompleted || e.Success():
 		return nil
 	default:

@@ -72,6 +72,43 @@ type Session struct {
 	// Instructions are what the agent was told (SpawnArgs.Instructions);
 	// only sessions.status fills them in.
 	Instructions string `json:"instructions,omitempty"`
+	// Engine is where the session runs: "" or EngineSystemd (a transient
+	// unit of this user's manager), or EngineKubernetes (a Job on a
+	// cluster; Node names the node its pod runs on, "" while unscheduled).
+	Engine string `json:"engine,omitempty"`
+	Node   string `json:"node,omitempty"`
+}
+
+// The engines a session runs on (Session.Engine, SpawnArgs.Kubernetes).
+const (
+	EngineSystemd    = "systemd"
+	EngineKubernetes = "kubernetes"
+)
+
+// KubeTarget is where on a cluster a team's sessions run (engine
+// "kubernetes" in legion.toml's [kubernetes] table); see package
+// activation/kube for what a session becomes there. The helper reads the
+// kubeconfig itself: no credential travels in a request.
+type KubeTarget struct {
+	Kubeconfig string `json:"kubeconfig,omitempty"` // file; "" means $KUBECONFIG, else ~/.kube/config
+	Context    string `json:"context,omitempty"`    // "" means the kubeconfig's current context
+	Namespace  string `json:"namespace"`            // the team's namespace
+	Image      string `json:"image"`                // the worker image (legion-pty-worker, legion, the agent CLIs)
+	// StorageClass and Storage are each issue's volume (worktree, agent
+	// session files, Legion's spec, registry and transcript): "" means
+	// the cluster's default class.
+	StorageClass string `json:"storage_class,omitempty"`
+	Storage      string `json:"storage"` // a quantity, e.g. "10Gi"
+	// Requests and limits of the worker's container (quantities; "" for
+	// none).
+	CPURequest    string `json:"cpu_request,omitempty"`
+	MemoryRequest string `json:"memory_request,omitempty"`
+	CPULimit      string `json:"cpu_limit,omitempty"`
+	MemoryLimit   string `json:"memory_limit,omitempty"`
+	// SecretName is the team's Secret (the agents' API keys, one file
+	// per key) mounted read-only into every session's pod at
+	// /run/secrets/legion; "" for none.
+	SecretName string `json:"secret_name,omitempty"`
 }
 
 // Resources is a session's use of memory and CPU, read from its worker
@@ -284,6 +321,12 @@ type SpawnArgs struct {
 	// A live session of another team that holds the name is an exists
 	// error either way.
 	Reuse bool `json:"reuse,omitempty"`
+
+	// Kubernetes, when set, runs the session as a Job on that cluster
+	// instead of a transient unit of this user's manager (the team's
+	// engine "kubernetes"). Cwd, Argv, Env and Watch are then paths in
+	// the session's pod, not checked on this machine.
+	Kubernetes *KubeTarget `json:"kubernetes,omitempty"`
 }
 
 // ModeSpawn is the mode of sessions started with `legion spawn` (the

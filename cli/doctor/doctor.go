@@ -183,6 +183,11 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 	if t.Notify.Any() {
 		checks = append(checks, checkNotify(o.ConfigPath, t, w))
 	}
+	if t.Engine == config.EngineKubernetes {
+		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {
+			return checkKube(ctx, o.ConfigPath, t, w)
+		}))
+	}
 	if needs, ok := usesGitHub(t); ok {
 		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {
 			return checkGitHub(ctx, o.ConfigPath, t, w, needs)

@@ -53,6 +53,11 @@ systemd restarts a stale controller agent, which resumes its session.`,
 			if !ok {
 				return fmt.Errorf("team %q is not in %s (see `legion team list`)", name, cfg.Path)
 			}
+			if t.Engine == config.EngineKubernetes {
+				// Not silently on this machine instead: say what is built.
+				return fmt.Errorf("team %s has engine = \"kubernetes\": the controller does not dispatch to a cluster yet (it cannot yet prepare an issue's worktree and agent files on the issue's volume); "+
+					"the helper runs sessions with a Kubernetes target and `legion doctor` checks the cluster (README: Kubernetes); set engine = \"systemd\" in %s to run the team here", t.Name, cfg.Path)
+			}
 			d, err := config.ParseDuration(interval)
 			if err != nil {
 				return usageError{fmt.Errorf("--interval: %w", err)}

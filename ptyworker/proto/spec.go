@@ -128,6 +128,12 @@ type Spec struct {
 	SessionFile  string   `json:"session_file,omitempty"`
 	StaleAfter   Duration `json:"stale_after,omitempty"`   // required with SessionFile; without, liveness by hooks (claude) or output (custom)
 	StartupGrace Duration `json:"startup_grace,omitempty"` // fed regardless for this long after start
+	// SelfWatchdog: no systemd watchdog supervises the worker (engine
+	// kubernetes: a Job's pod). On the first stale verdict the worker
+	// ends the agent itself, records why, and exits 1, so the Job starts
+	// a new pod that resumes the same conversation, as systemd restarts
+	// a unit whose watchdog was triggered.
+	SelfWatchdog bool `json:"self_watchdog,omitempty"`
 
 	RingSize int `json:"ring_size,omitempty"` // bytes of output kept; 0 means DefaultRingSize
 	Cols     int `json:"cols,omitempty"`      // initial PTY size; 0 means 80x24
@@ -394,11 +400,10 @@ func ReadSpec(path string) (*Spec, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("read spec %s: not a regular file", path)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return nil, fmt.Errorf("read spec %s: owned by uid %d, want %d (the spec holds a control token)", path, st.Uid, os.Getuid())
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("read spec %s: mode %#o, want 0600 (the spec holds a control token)", path, perm)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if err := specOwner(int(st.Uid), fi.Mode().Perm(), os.Getuid()); err != nil {
+			return nil, fmt.Errorf("read spec %s: %w (the spec holds a control token)", path, err)
+		}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSpecBytes+1))
 	if err != nil {
@@ -429,4 +434,22 @@ func ParseSpec(b []byte) (*Spec, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// specOwner checks who may have written a spec file and who may read it:
+// the worker's own user with mode 0600, or root with no access for others
+// (a Kubernetes Secret volume: root-owned, readable by the pod's fsGroup,
+// mode 0440). Any other owner could have planted it.
+func specOwner(uid int, perm os.FileMode, me int) error {
+	switch {
+	case uid == me && perm&0o077 == 0:
+		return nil
+	case uid == me:
+		return fmt.Errorf("mode %#o, want 0600", perm)
+	case uid == 0 && perm&0o007 == 0:
+		return nil
+	case uid == 0:
+		return fmt.Errorf("owned by root with mode %#o, want no access for others (0440 at most)", perm)
+	}
+	return fmt.Errorf("owned by uid %d, want %d or root", uid, me)
 }

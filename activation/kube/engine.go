@@ -1,0 +1,426 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/legion-dev/legion/activation/api"
+)
+
+// Config is the client configuration of target: its kubeconfig (file,
+// else $KUBECONFIG, else ~/.kube/config) at its context (else the
+// current one). An unknown context or a missing file is an error naming
+// what to fix.
+func Config(t api.KubeTarget) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	where := "$KUBECONFIG or ~/.kube/config"
+	if t.Kubeconfig != "" {
+		rules.ExplicitPath = t.Kubeconfig
+		where = t.Kubeconfig
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: read the kubeconfig (%s): %w", where, err)
+	}
+	if t.Context != "" {
+		if _, ok := raw.Contexts[t.Context]; !ok {
+			known := make([]string, 0, len(raw.Contexts))
+			for name := range raw.Contexts {
+				known = append(known, name)
+			}
+			sort.Strings(known)
+			return nil, fmt.Errorf("kubernetes.context %q: no such context in %s (it has: %s)", t.Context, where, strings.Join(known, ", "))
+		}
+	} else if raw.CurrentContext == "" {
+		return nil, fmt.Errorf("kubernetes.context is empty and %s has no current context: set kubernetes.context in legion.toml", where)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{CurrentContext: t.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: kubeconfig %s, context %q: %w", where, t.Context, err)
+	}
+	cfg.UserAgent = "legion"
+	return cfg, nil
+}
+
+// DefaultKubeconfig is where Config looks without a file in the target.
+func DefaultKubeconfig() string {
+	if p := os.Getenv("KUBECONFIG"); p != "" {
+		return p
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".kube", "config")
+}
+
+// Engine runs sessions of one target (a cluster's namespace) as Jobs and
+// follows them with informers on Legion's Jobs and pods there. Create it
+// with New, start it with Start.
+type Engine struct {
+	Target  api.KubeTarget
+	client  kubernetes.Interface
+	factory informers.SharedInformerFactory
+	jobs    batchlisters.JobLister
+	pods    corelisters.PodLister
+	synced  []cache.InformerSynced
+}
+
+// New returns the engine of target t, talking to the cluster with cfg.
+// onChange, when set, is called with a session's id whenever its Job or
+// one of its pods changes (the helper's sessions.watch).
+func New(cfg *rest.Config, t api.KubeTarget, onChange func(id string)) (*Engine, error) {
+	if t.Namespace == "" {
+		return nil, errors.New("kubernetes.namespace is empty: want the team's namespace")
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: client: %w", err)
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(c, 10*time.Minute, informers.WithNamespace(t.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + ManagedBy }))
+	ji, pi := f.Batch().V1().Jobs(), f.Core().V1().Pods()
+	e := &Engine{Target: t, client: c, factory: f, jobs: ji.Lister(), pods: pi.Lister(),
+		synced: []cache.InformerSynced{ji.Informer().HasSynced, pi.Informer().HasSynced}}
+	if onChange != nil {
+		h := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { notify(o, onChange) },
+			UpdateFunc: func(_, o any) { notify(o, onChange) },
+			DeleteFunc: func(o any) { notify(o, onChange) },
+		}
+		if _, err := ji.Informer().AddEventHandler(h); err != nil {
+			return nil, err
+		}
+		if _, err := pi.Informer().AddEventHandler(h); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func notify(o any, f func(string)) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	if m, ok := o.(metav1.Object); ok {
+		if id := m.GetLabels()[LabelSession]; id != "" {
+			f(id)
+		}
+	}
+}
+
+// Start starts the informers, which run until life ends, and waits
+// until they have listed the namespace once or wait ends.
+func (e *Engine) Start(life, wait context.Context) error {
+	e.factory.Start(life.Done())
+	if err := e.check(wait); err != nil {
+		return err
+	}
+	if !cache.WaitForCacheSync(wait.Done(), e.synced...) {
+		return fmt.Errorf("kubernetes: namespace %s: could not list Legion's jobs and pods: %w", e.Target.Namespace, context.Cause(wait))
+	}
+	return nil
+}
+
+// check asks the API server for the namespace once, so that an unknown
+// server, refused credentials or a missing namespace are an error that
+// says so instead of informers that retry in silence.
+func (e *Engine) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := e.client.CoreV1().Namespaces().Get(ctx, e.Target.Namespace, metav1.GetOptions{}); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return fmt.Errorf("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or fix kubernetes.namespace", e.Target.Namespace, e.Target.Namespace)
+		case apierrors.IsForbidden(err):
+			// May not read namespaces: listing jobs is what matters.
+			if _, err := e.client.BatchV1().Jobs(e.Target.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				return e.explain("list", "jobs", err)
+			}
+			return nil
+		}
+		return e.explain("get", "namespaces", err)
+	}
+	return nil
+}
+
+// Spawn creates s's objects: the issue's volume unless it exists, the Job,
+// and the spec's Secret owned by the Job. started is false when s's Job
+// is already there and not finished (a dispatch is idempotent). A
+// finished Job of the same session is deleted first, and waited for.
+func (e *Engine) Spawn(ctx context.Context, s Session) (started bool, err error) {
+	s.Target = e.Target
+	objs, err := Build(s)
+	if err != nil {
+		return false, api.Errorf(api.CodeBadRequest, "spawn: %v", err)
+	}
+	ns := e.Target.Namespace
+	jobs := e.client.BatchV1().Jobs(ns)
+	old, err := jobs.Get(ctx, objs.Job.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && !finished(old):
+		return false, nil
+	case err == nil:
+		if err := e.deleteJob(ctx, objs.Job.Name); err != nil {
+			return false, err
+		}
+	case !apierrors.IsNotFound(err):
+		return false, e.explain("get", "jobs", err)
+	}
+	if _, err := e.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objs.Volume, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, e.explain("create", "persistentvolumeclaims", err)
+	}
+	job, err := jobs.Create(ctx, objs.Job, metav1.CreateOptions{})
+	if err != nil {
+		return false, e.explain("create", "jobs", err)
+	}
+	objs.Secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID}}
+	if _, err := e.client.CoreV1().Secrets(ns).Create(ctx, objs.Secret, metav1.CreateOptions{}); err != nil {
+		// Without its spec the pod cannot start: take the Job back.
+		_ = e.deleteJob(context.WithoutCancel(ctx), job.Name)
+		return false, e.explain("create", "secrets", err)
+	}
+	return true, nil
+}
+
+// Kill deletes session id's Job, its pods and its spec; the issue's
+// volume stays for the next phase. A session that is not there is not an
+// error.
+func (e *Engine) Kill(ctx context.Context, id string) error {
+	return e.deleteJob(ctx, JobName(id))
+}
+
+// TeamStop kills every live session of the team whose id starts with
+// short (its 8 hex digits) and returns their names.
+func (e *Engine) TeamStop(ctx context.Context, short string) ([]string, error) {
+	var names []string
+	for _, s := range e.Sessions() {
+		if !strings.HasPrefix(e.teamOf(s.ID), short) || s.State.Ended() {
+			continue
+		}
+		if err := e.Kill(ctx, s.ID); err != nil {
+			return names, err
+		}
+		names = append(names, s.Name)
+	}
+	return names, nil
+}
+
+func (e *Engine) teamOf(id string) string {
+	j, err := e.jobs.Jobs(e.Target.Namespace).Get(JobName(id))
+	if err != nil {
+		return ""
+	}
+	return j.Labels[LabelTeamID]
+}
+
+func (e *Engine) deleteJob(ctx context.Context, name string) error {
+	fg := metav1.DeletePropagationForeground
+	jobs := e.client.BatchV1().Jobs(e.Target.Namespace)
+	if err := jobs.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return e.explain("delete", "jobs", err)
+	}
+	// Foreground: the Job is gone once its pods are; a new pod of the
+	// same session never shares the volume with the old one.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := jobs.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kubernetes: job %s/%s and its pods are not gone after 2m (a node that does not answer?): %w", e.Target.Namespace, name, err)
+	}
+	return nil
+}
+
+// explain turns an API error into one that says what to fix.
+func (e *Engine) explain(verb, resource string, err error) error {
+	ns := e.Target.Namespace
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("kubernetes: the kubeconfig's user may not %s %s in namespace %s: grant it (the README's Kubernetes RBAC lists the verbs): %w", verb, resource, ns, err)
+	case apierrors.IsNotFound(err) && strings.Contains(err.Error(), "namespaces"):
+		return fmt.Errorf("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or fix kubernetes.namespace: %w", ns, ns, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("kubernetes: the cluster refused the kubeconfig's credentials (context %q): %w", e.Target.Context, err)
+	}
+	return fmt.Errorf("kubernetes: %s %s in namespace %s: %w", verb, resource, ns, err)
+}
+
+// Sessions are the sessions of the engine's namespace, from its informers.
+func (e *Engine) Sessions() []api.Session {
+	jobs, err := e.jobs.Jobs(e.Target.Namespace).List(k8slabels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make([]api.Session, 0, len(jobs))
+	for _, j := range jobs {
+		id := j.Labels[LabelSession]
+		if id == "" {
+			continue
+		}
+		sel := k8slabels.SelectorFromSet(k8slabels.Set{LabelSession: id})
+		pods, _ := e.pods.Pods(e.Target.Namespace).List(sel)
+		out = append(out, SessionOf(j, pods))
+	}
+	slices.SortFunc(out, func(a, b api.Session) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Session is session id as its Job and pods say; ok is false when it has
+// no Job.
+func (e *Engine) Session(id string) (api.Session, bool) {
+	j, err := e.jobs.Jobs(e.Target.Namespace).Get(JobName(id))
+	if err != nil {
+		return api.Session{}, false
+	}
+	pods, _ := e.pods.Pods(e.Target.Namespace).List(k8slabels.SelectorFromSet(k8slabels.Set{LabelSession: id}))
+	return SessionOf(j, pods), true
+}
+
+func finished(j *batchv1.Job) bool {
+	_, ok := finalCondition(j)
+	return ok
+}
+
+// finalCondition is the Job's Complete or Failed condition (or the
+// FailureTarget the Job controller sets before Failed), if any.
+func finalCondition(j *batchv1.Job) (batchv1.JobCondition, bool) {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobFailureTarget, batchv1.JobSuccessCriteriaMet:
+			return c, true
+		}
+	}
+	return batchv1.JobCondition{}, false
+}
+
+// SessionOf is the session that Job j and its pods are.
+func SessionOf(j *batchv1.Job, pods []*corev1.Pod) api.Session {
+	s := api.Session{
+		Name: j.Annotations[AnnotName], ID: j.Labels[LabelSession], Unit: j.Annotations[AnnotUnit],
+		Team: j.Annotations[AnnotTeam], Issue: j.Annotations[AnnotIssue], Mode: j.Labels[LabelMode],
+		Engine: api.EngineKubernetes, Restarts: uint32(max(j.Status.Failed, 0)),
+	}
+	// The newest pod is the session's current run; the newest that ended
+	// says how the last run ended.
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	var cur *corev1.Pod
+	if len(pods) > 0 {
+		cur = pods[len(pods)-1]
+		s.Node = cur.Spec.NodeName
+	}
+	for i := len(pods) - 1; i >= 0; i-- {
+		if ex := exitOf(pods[i]); ex != nil {
+			s.Exit = ex
+			break
+		}
+	}
+	if c, ok := finalCondition(j); ok {
+		switch {
+		case c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet:
+			s.State = api.StateExited
+		case c.Reason == batchv1.JobReasonPodFailurePolicy:
+			s.State = api.StateFailed
+			s.Cause = fmt.Sprintf("the agent cannot be started (the worker exited %d; a restart would not help): see `kubectl logs -n %s job/%s`", ExitCannotStart, j.Namespace, j.Name)
+		case c.Reason == batchv1.JobReasonBackoffLimitExceeded:
+			s.State = api.StateFailed
+			s.Cause = fmt.Sprintf("the start limit hit: %d runs failed", j.Status.Failed)
+			if s.Exit != nil && s.Exit.Code != nil {
+				s.Cause += fmt.Sprintf(", the last with exit code %d", *s.Exit.Code)
+			}
+			if s.Exit != nil && s.Exit.Reason != "" {
+				s.Cause += " (" + s.Exit.Reason + ")"
+			}
+		default:
+			s.State = api.StateFailed
+			s.Cause = fmt.Sprintf("the Job failed: %s: %s", c.Reason, c.Message)
+		}
+		return s
+	}
+	switch {
+	case cur == nil, cur.DeletionTimestamp != nil, cur.Status.Phase == corev1.PodPending,
+		cur.Status.Phase == corev1.PodFailed, cur.Status.Phase == corev1.PodSucceeded:
+		// Scheduling, pulling, or waiting for the Job controller's next
+		// pod (its backoff).
+		s.State = api.StateStarting
+		if cur != nil {
+			s.Cause = waitingCause(cur)
+		}
+	default:
+		s.State = api.StateRunning
+	}
+	return s
+}
+
+// exitOf is how pod p's worker ended, nil while it has not.
+func exitOf(p *corev1.Pod) *api.Exit {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != containerName || cs.State.Terminated == nil {
+			continue
+		}
+		t := cs.State.Terminated
+		code := int(t.ExitCode)
+		ex := &api.Exit{Code: &code, Time: t.FinishedAt.Time, Reason: strings.TrimSpace(t.Reason + " " + firstLine(t.Message))}
+		return ex
+	}
+	if p.Status.Phase == corev1.PodFailed {
+		// Ended without a container status: evicted, or its node lost.
+		return &api.Exit{Time: p.CreationTimestamp.Time, Reason: strings.TrimSpace(p.Status.Reason + " " + firstLine(p.Status.Message))}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// waitingCause says why pod p does not start when a person must act: an
+// image that cannot be pulled, a pod no node can take.
+func waitingCause(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		w := cs.State.Waiting
+		if w == nil {
+			continue
+		}
+		switch w.Reason {
+		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+			return fmt.Sprintf("the image %s cannot be pulled (%s: %s): fix kubernetes.image, or the pull secret of the namespace's service account", cs.Image, w.Reason, firstLine(w.Message))
+		case "CreateContainerConfigError", "CreateContainerError":
+			return fmt.Sprintf("the pod cannot start its container (%s: %s)", w.Reason, firstLine(w.Message))
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return "no node can take the pod: " + firstLine(c.Message)
+		}
+	}
+	return ""
+}
