@@ -19,6 +19,7 @@ package kubetest
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -80,6 +81,13 @@ type Options struct {
 	// NodeCPU and NodeMemory are each node's capacity and allocatable,
 	// as resource quantities ("8", "16Gi"); empty means 32 CPUs and 64Gi.
 	NodeCPU, NodeMemory string
+	// ExecDir, if set, makes exec on any pod (through the API server, as
+	// kubectl exec and client-go's tools/remotecommand do it, with or
+	// without a TTY) run the requested command as a local process, a child
+	// of kwok, in ExecDir with kwok's environment: kwok's ClusterExec with
+	// a Local target. A test can thus attach through the real API server
+	// to a worker it started on this machine. Unset, exec is refused.
+	ExecDir string
 }
 
 // Cluster is a running control plane.
@@ -98,6 +106,7 @@ type Cluster struct {
 
 	opts       Options
 	components []*component
+	extraArgs  map[string][]string // more arguments by component, for this package's tests
 }
 
 // Binaries returns the directory of the control plane's binaries, running
@@ -178,13 +187,7 @@ func moduleRoot() (string, error) {
 // CI=true it builds them instead, and fails the test if that fails.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if !cached() && os.Getenv("CI") != "true" {
-		sdtest.Require(t, "the Kubernetes control plane's binaries (run "+installScript+"; several CPU-minutes, cached after)", false)
-	}
-	bin, err := Binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := binaries(t)
 	c := &Cluster{Dir: t.TempDir(), opts: opts}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -199,13 +202,28 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
+// binaries is Binaries for a test: without the binaries it skips the
+// test, saying how to build them, unless CI=true; then it builds them and
+// fails the test if that fails.
+func binaries(t testing.TB) string {
+	t.Helper()
+	if !cached() && os.Getenv("CI") != "true" {
+		t.Skipf("the Kubernetes control plane's binaries are not built: run %s (several CPU-minutes, cached after); with CI=true the test builds them", installScript)
+	}
+	bin, err := Binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 func (c *Cluster) start(t testing.TB, bin string) error {
 	t.Helper()
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return err
 	}
-	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+	etcdClient, etcdPeer, apiPort, kubeletPort := ports[0], ports[1], ports[2], ports[3]
 	_, svcNet, err := net.ParseCIDR(serviceCIDR)
 	if err != nil {
 		return err
@@ -239,7 +257,7 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 	}
 
 	run := func(name string, args ...string) error {
-		p, err := start(t, c.Dir, name, filepath.Join(bin, name), args...)
+		p, err := start(t, c.Dir, name, filepath.Join(bin, name), append(args, c.extraArgs[name]...)...)
 		if err != nil {
 			return err
 		}
@@ -256,8 +274,8 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		"--etcd-servers=http://"+hostPort(etcdClient),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none", // the lease reconciler refuses a loopback address
 		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+filepath.Join(c.Dir, "pki"),
 		"--tls-cert-file="+pki.ServingCert,
 		"--tls-private-key-file="+pki.ServingKey,
 		"--client-ca-file="+pki.CACert,
@@ -299,7 +317,7 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		return err
 	}
 	kwokConfig := filepath.Join(c.Dir, "kwok.yaml")
-	if err := os.WriteFile(kwokConfig, kwokStages, 0o600); err != nil {
+	if err := os.WriteFile(kwokConfig, kwokConfiguration(c.opts.ExecDir), 0o600); err != nil {
 		return err
 	}
 	if err := run("kwok",
@@ -308,6 +326,10 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
 		"--node-ip=127.0.0.1",
+		"--node-port="+strconv.Itoa(kubeletPort),
+		"--server-address="+hostPort(kubeletPort),
+		"--tls-cert-file="+pki.ServingCert,
+		"--tls-private-key-file="+pki.ServingKey,
 		"--cidr=10.0.0.0/16",
 	); err != nil {
 		return err
@@ -332,6 +354,28 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 	})
 }
 
+// kwokConfiguration is kwok's configuration file: its stages and, if
+// execDir is set, a ClusterExec that runs every exec locally in execDir.
+func kwokConfiguration(execDir string) []byte {
+	if execDir == "" {
+		return kwokStages
+	}
+	b, err := json.Marshal(execDir) // a JSON string is a YAML string
+	if err != nil {
+		panic(err) // a string always marshals
+	}
+	return fmt.Appendf(append([]byte(nil), kwokStages...), `---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterExec
+metadata:
+  name: local
+spec:
+  execs:
+  - local:
+      workDir: %s
+`, b)
+}
+
 // poll calls cond until it returns nil, a component exits (its log then
 // says why) or ctx ends.
 func (c *Cluster) poll(ctx context.Context, what string, cond func() error) error {
@@ -339,7 +383,7 @@ func (c *Cluster) poll(ctx context.Context, what string, cond func() error) erro
 	return waitfor.Until(time.Until(deadline), what, func() error {
 		for _, p := range c.components {
 			if err := p.exited(); err != nil {
-				return err
+				return waitfor.Stop(err)
 			}
 		}
 		return cond()

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/legion-dev/legion/internal/kubetest"
 	"github.com/legion-dev/legion/internal/waitfor"
@@ -43,7 +45,8 @@ func TestScriptBuildsKubeVersion(t *testing.T) {
 // controller and scheduler, what Legion's Kubernetes engine relies on.
 func TestCluster(t *testing.T) {
 	begin := time.Now()
-	c := kubetest.Start(t, kubetest.Options{Nodes: 2})
+	execDir := t.TempDir()
+	c := kubetest.Start(t, kubetest.Options{Nodes: 2, ExecDir: execDir})
 	t.Logf("Start took %v", time.Since(begin).Round(time.Millisecond))
 	ctx := t.Context()
 
@@ -165,6 +168,31 @@ func TestCluster(t *testing.T) {
 			t.Errorf("node extra allocatable cpu = %s; want 32 (the default)", cpu.String())
 		}
 		c.DeleteNode(t, "extra")
+	})
+
+	t.Run("exec runs the command locally through the API server", func(t *testing.T) {
+		job := newJob(t, c, "exec", 0)
+		pod := runningPod(t, c, job)
+		req := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod.Name).
+			SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+			Container: "worker",
+			Command:   []string{"sh", "-c", "pwd; read line; echo got $line; echo oops >&2"},
+			Stdin:     true, Stdout: true, Stderr: true,
+		}, scheme.ParameterCodec)
+		ex, err := remotecommand.NewWebSocketExecutor(c.Config, "GET", req.URL().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr strings.Builder
+		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader("input\n"), Stdout: &stdout, Stderr: &stderr}); err != nil {
+			t.Fatalf("exec in pod %s: %v (stderr %q)", pod.Name, err, stderr.String())
+		}
+		if want := execDir + "\ngot input\n"; stdout.String() != want {
+			t.Errorf("exec stdout = %q; want %q", stdout.String(), want)
+		}
+		if stderr.String() != "oops\n" {
+			t.Errorf("exec stderr = %q; want %q", stderr.String(), "oops\n")
+		}
 	})
 
 	t.Run("deleting a pod removes it", func(t *testing.T) {

@@ -32,12 +32,26 @@ func Until(timeout time.Duration, what string, cond func() error) error {
 		if err == nil {
 			return nil
 		}
+		if s, ok := errors.AsType[stopped](err); ok {
+			return fmt.Errorf("waiting for %s: %w", what, s.err)
+		}
 		if !time.Now().Before(deadline) {
 			return fmt.Errorf("waiting for %s: gave up after %v: %w", what, timeout, err)
 		}
 		time.Sleep(interval)
 	}
 }
+
+// Stop wraps err so that Until returns it at once instead of trying cond
+// again: for a condition that can no longer hold (the process that was to
+// make it true exited), so that the test fails now, with the cause, rather
+// than at the deadline.
+func Stop(err error) error { return stopped{err} }
+
+type stopped struct{ err error }
+
+func (s stopped) Error() string { return s.err.Error() }
+func (s stopped) Unwrap() error { return s.err }
 
 // Check is Until that fails t (t.Fatal) on the deadline.
 func Check(t testing.TB, timeout time.Duration, what string, cond func() error) {

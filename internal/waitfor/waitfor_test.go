@@ -21,6 +21,17 @@ func TestUntil(t *testing.T) {
 			t.Errorf("Until = %v after %d tries; want nil after 3", err, tries)
 		}
 	})
+	t.Run("stopped", func(t *testing.T) {
+		dead := errors.New("etcd exited")
+		tries := 0
+		err := Until(time.Hour, "etcd", func() error { tries++; return Stop(dead) })
+		if !errors.Is(err, dead) || !strings.Contains(err.Error(), "waiting for etcd: etcd exited") {
+			t.Errorf("Until = %v; want at once an error naming what was awaited and wrapping %v", err, dead)
+		}
+		if tries != 1 {
+			t.Errorf("cond called %d times after it said Stop; want 1", tries)
+		}
+	})
 	t.Run("never holds", func(t *testing.T) {
 		last := errors.New("saw 42")
 		tries := 0
