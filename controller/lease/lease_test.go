@@ -17,7 +17,9 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
@@ -180,15 +182,10 @@ func TestLease(t *testing.T) {
 		e := startElector(t, opts("lost", "victim", 15*time.Second))
 		e.waitLeading(t)
 		leases := c.Client.CoordinationV1().Leases("default")
-		l, err := leases.Get(t.Context(), "lost", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := metav1.NewMicroTime(time.Now())
-		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = ptr.To("thief"), ptr.To[int32](3600), &now
-		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		setLease(t, leases, "lost", func(s *coordv1.LeaseSpec) {
+			now := metav1.NewMicroTime(time.Now())
+			s.HolderIdentity, s.LeaseDurationSeconds, s.RenewTime = ptr.To("thief"), ptr.To[int32](3600), &now
+		})
 		e.waitStopped(t)
 		select {
 		case err := <-e.done:
@@ -198,17 +195,16 @@ func TestLease(t *testing.T) {
 		if n := e.leads.Load(); n != 1 {
 			t.Fatalf("lead ran %d times while the thief held the Lease; want 1", n)
 		}
-		l, err = leases.Get(t.Context(), "lost", metav1.GetOptions{})
+		l, err := leases.Get(t.Context(), "lost", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "thief" {
 			t.Fatalf("the Lease's holder = %q after the victim lost it; want thief (a lost lease is not released)", h)
 		}
-		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = nil, ptr.To[int32](1)
-		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		setLease(t, leases, "lost", func(s *coordv1.LeaseSpec) {
+			s.HolderIdentity, s.LeaseDurationSeconds = nil, ptr.To[int32](1)
+		})
 		e.waitLeading(t)
 		e.stop(t)
 	})
@@ -308,6 +304,24 @@ func TestLease(t *testing.T) {
 			t.Errorf("the heir acquired %v after the killed child's last renewal; want at least the lease duration %v", gap, leaseDuration)
 		}
 	})
+}
+
+// setLease changes the Lease as another client would, reading it again
+// when the elector's renewal came in between.
+func setLease(t *testing.T, leases coordclient.LeaseInterface, name string, change func(*coordv1.LeaseSpec)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(&l.Spec)
+		_, err = leases.Update(t.Context(), l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("update Lease %s: %v", name, err)
+	}
 }
 
 // elector is one lease.Run in a goroutine of the test, with what its lead
