@@ -70,6 +70,11 @@ var Rule = rbacv1.PolicyRule{
 	Verbs:     []string{"get", "create", "update"},
 }
 
+// ControllerName is the name of the Lease that `legion controller TEAM`
+// holds in the team's namespace: legion-controller-<short>, short being the
+// team's short id (config.Team.ShortID).
+func ControllerName(short string) string { return "legion-controller-" + short }
+
 // Options says which Lease Run holds, as whom, and how long.
 type Options struct {
 	// Config reaches the API server (rest.InClusterConfig in a pod).
