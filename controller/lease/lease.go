@@ -190,7 +190,7 @@ func term(ctx context.Context, o Options, client coordinationv1.CoordinationV1In
 	}}
 	// The elector's context is not ctx: once leading, it must keep
 	// renewing until lead has returned, even when ctx has ended.
-	logger := logr.FromSlogHandler(o.Log.Handler())
+	logger := logr.FromSlogHandler(quietCancel{o.Log.Handler()})
 	electCtx, stopElect := context.WithCancel(klog.NewContext(context.Background(), logger))
 	defer stopElect()
 	var (
@@ -316,4 +316,42 @@ func (l *writeLock) Update(ctx context.Context, r resourcelock.LeaderElectionRec
 		l.wrote.Store(true)
 	}
 	return err
+}
+
+// quietCancel passes client-go's election log to a slog handler, at Debug
+// for a record whose error is context.Canceled: that is term stopping the
+// elector (lead returned), which client-go reports as an error to
+// retrieve the Lease.
+type quietCancel struct{ slog.Handler }
+
+func (h quietCancel) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level <= slog.LevelDebug || !canceled(r) {
+		return h.Handler.Handle(ctx, r)
+	}
+	if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+		return nil
+	}
+	d := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool { d.AddAttrs(a); return true })
+	return h.Handler.Handle(ctx, d)
+}
+
+func (h quietCancel) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietCancel{h.Handler.WithAttrs(as)}
+}
+
+func (h quietCancel) WithGroup(name string) slog.Handler {
+	return quietCancel{h.Handler.WithGroup(name)}
+}
+
+// canceled says whether one of r's attributes is an error that is
+// context.Canceled.
+func canceled(r slog.Record) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		err, ok := a.Value.Any().(error)
+		found = ok && errors.Is(err, context.Canceled)
+		return !found
+	})
+	return found
 }
