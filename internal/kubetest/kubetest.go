@@ -1,19 +1,29 @@
 // Package kubetest runs a real Kubernetes control plane for tests: etcd,
-// kube-apiserver, kube-controller-manager (the real Job controller, pod
-// GC, namespace, garbage collector, service account controllers) and
-// kube-scheduler, built from the Go module proxy at pinned versions by
-// scripts/install-kube-control-plane, with kwok's simulated nodes. All of
-// a cluster's state is in the test's temporary directory; every process is
-// the test's child, ended in t.Cleanup and killed with the test process.
+// kube-apiserver, kube-controller-manager (all its controllers: Job, pod
+// GC, namespace, garbage collector, service account and token, node
+// lifecycle) and kube-scheduler, built from the Go module proxy at pinned
+// versions by scripts/install-kube-control-plane, with kwok's simulated
+// nodes. A cluster starts in a few seconds; all its state is in the test's
+// temporary directory, and every process is the test's child, ended in
+// t.Cleanup and killed with the test process (Pdeathsig).
 //
-// Nodes are kwok's, never real: a pod scheduled onto one becomes Running
-// and Ready and stays so until the test reports its end with EndPod (as a
-// kubelet would) or deletes it. kwok's pod-complete stage, which finishes
-// every Job's pod at once, is left out (kwok-stages.yaml).
+// Nodes are kwok's, never real ones: a pod scheduled onto one becomes
+// Running and Ready and stays so until the test reports its end with
+// EndPod (as a kubelet would) or deletes it; a deleted pod ends Failed
+// with exit code 143, as on SIGTERM, before it is removed. kwok's
+// pod-complete stage, which finishes every Job's pod at once, is left out
+// (kwok-stages.yaml). A deleted node's pods are ended by the real pod
+// garbage collector, about a minute later. With Options.ExecDir, exec on a
+// pod through the API server runs the command on this machine.
 //
-// It owns the cluster's processes, certificates, tokens and kubeconfig. It
-// never reaches a cluster it did not start, never reads the user's
-// kubeconfig, and is for tests only: nothing that ships imports it.
+// The API server authenticates by static tokens: the admin (Cluster.Config,
+// Kubeconfig; group system:masters) and RestrictedUser (RestrictedConfig;
+// no group, no role), and authorizes with Node and RBAC.
+//
+// It owns the cluster's processes, keys, certificates, tokens and
+// kubeconfig. It never reaches a cluster it did not start, never reads
+// the user's kubeconfig, and is for tests only: nothing that ships
+// imports it (internal/layout checks that).
 package kubetest
 
 import (
@@ -83,10 +93,11 @@ type Options struct {
 	NodeCPU, NodeMemory string
 	// ExecDir, if set, makes exec on any pod (through the API server, as
 	// kubectl exec and client-go's tools/remotecommand do it, with or
-	// without a TTY) run the requested command as a local process, a child
-	// of kwok, in ExecDir with kwok's environment: kwok's ClusterExec with
-	// a Local target. A test can thus attach through the real API server
-	// to a worker it started on this machine. Unset, exec is refused.
+	// without a TTY, whose size the client sets) run the requested command
+	// as a local process, a child of kwok, in ExecDir with kwok's
+	// environment: kwok's ClusterExec with a Local target. A test can thus
+	// attach through the real API server to a worker it started on this
+	// machine. Unset, exec on a pod fails (kwok finds no exec target).
 	ExecDir string
 }
 
@@ -331,6 +342,10 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		"--tls-cert-file="+pki.ServingCert,
 		"--tls-private-key-file="+pki.ServingKey,
 		"--cidr=10.0.0.0/16",
+		// kwok renews each node's Lease, so the node lifecycle controller
+		// never sees a node go silent (without it, it marks a node Unknown
+		// every 50 s and kwok makes it Ready again: a flapping node).
+		"--node-lease-duration-seconds=40",
 	); err != nil {
 		return err
 	}
@@ -414,7 +429,9 @@ func (c *Cluster) waitReadyz(ctx context.Context) error {
 }
 
 // AddNode adds a kwok node named name, with the cluster's node capacity,
-// and waits until it is Ready.
+// and waits until it is Ready and the node lifecycle controller has lifted
+// its not-ready taint. kwok renews the node's Lease in kube-node-lease, so
+// it stays Ready until deleted.
 func (c *Cluster) AddNode(t testing.TB, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
@@ -486,6 +503,11 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string) error {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
+				return fmt.Errorf("node %s has taint %s", name, taint.ToString())
+			}
 		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {

@@ -167,7 +167,47 @@ func TestCluster(t *testing.T) {
 		if cpu := n.Status.Allocatable[corev1.ResourceCPU]; cpu.String() != "32" {
 			t.Errorf("node extra allocatable cpu = %s; want 32 (the default)", cpu.String())
 		}
+		// kwok holds the node's Lease, which keeps it Ready past the node
+		// lifecycle controller's grace period.
+		waitfor.Check(t, wait, "the Lease of node extra", func() error {
+			l, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "extra", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
+				return fmt.Errorf("lease of node extra has holder %v, renewed %v; want held (by kwok) and renewed", l.Spec.HolderIdentity, l.Spec.RenewTime)
+			}
+			return nil
+		})
 		c.DeleteNode(t, "extra")
+	})
+
+	t.Run("a pod on a deleted node ends and the Job replaces it", func(t *testing.T) {
+		c.AddNode(t, "doomed")
+		job := jobSpec("lost", 1)
+		job.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "doomed"}
+		job, err := c.Client.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := runningPod(t, c, job)
+		begin := time.Now()
+		c.DeleteNode(t, "doomed")
+		// The pod garbage collector marks the orphan Failed with a
+		// DisruptionTarget condition and deletes it; the Job controller
+		// counts the failure and makes a new pod, which has no node to go
+		// to (Pending) until a node with that hostname comes back.
+		waitfor.Check(t, wait, "a new pod of Job lost", func() error {
+			for _, p := range jobPods(t, c, job) {
+				if p.Name != first.Name {
+					return nil
+				}
+			}
+			return fmt.Errorf("pods %v", summary(jobPods(t, c, job)))
+		})
+		t.Logf("the Job replaced the pod of the deleted node after %v", time.Since(begin).Round(time.Second))
+		c.AddNode(t, "doomed")
+		runningPod(t, c, job)
 	})
 
 	t.Run("exec runs the command locally through the API server", func(t *testing.T) {
@@ -192,6 +232,28 @@ func TestCluster(t *testing.T) {
 		}
 		if stderr.String() != "oops\n" {
 			t.Errorf("exec stderr = %q; want %q", stderr.String(), "oops\n")
+		}
+
+		// With a TTY: the command's stdin and stdout are a terminal of
+		// the size the client asked for.
+		req = c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod.Name).
+			SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+			Container: "worker",
+			Command:   []string{"sh", "-c", "test -t 0 && test -t 1 && stty size"},
+			Stdin:     true, Stdout: true, TTY: true,
+		}, scheme.ParameterCodec)
+		if ex, err = remotecommand.NewWebSocketExecutor(c.Config, "GET", req.URL().String()); err != nil {
+			t.Fatal(err)
+		}
+		sizes := make(sizeQueue, 1)
+		sizes <- remotecommand.TerminalSize{Width: 91, Height: 37}
+		close(sizes) // one size, then Next says there are no more
+		stdout.Reset()
+		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader(""), Stdout: &stdout, Tty: true, TerminalSizeQueue: sizes}); err != nil {
+			t.Fatalf("exec with a TTY in pod %s: %v (output %q)", pod.Name, err, stdout.String())
+		}
+		if got := strings.TrimSpace(stdout.String()); got != "37 91" {
+			t.Errorf("exec with a TTY: stty size printed %q; want %q", got, "37 91")
 		}
 	})
 
@@ -281,4 +343,16 @@ func summary(pods []corev1.Pod) []string {
 		s = append(s, fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase))
 	}
 	return s
+}
+
+// sizeQueue hands the exec stream the terminal sizes sent on it, until it
+// is closed.
+type sizeQueue chan remotecommand.TerminalSize
+
+func (q sizeQueue) Next() *remotecommand.TerminalSize {
+	s, ok := <-q
+	if !ok {
+		return nil
+	}
+	return &s
 }
