@@ -21,8 +21,9 @@ func newSessionsCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "List, inspect, follow and stop agent sessions",
-		Long: `Every agent session is a transient systemd unit running legion-pty-worker.
-These commands ask the helper (started on demand by legion.socket).`,
+		Long: `Every agent session is a transient systemd unit running legion-pty-worker,
+or, for a team with engine = "kubernetes", a Job on its cluster. These
+commands ask the helper (started on demand by legion.socket).`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newSessionsListCmd(), newSessionsStatusCmd(), newSessionsLogsCmd(), newSessionsKillCmd())
@@ -35,7 +36,9 @@ func newSessionsListCmd() *cobra.Command {
 		Use:   "list",
 		Short: "List sessions with their state (a failed or lost one with its cause), and the helper's last recovery",
 		Long: `List shows every session with its state (a failed or lost one with its
-cause) and the counts of the helper's last recovery.
+cause), where it runs (WHERE: "here" for a unit of your user manager,
+"k8s:NODE" for a Job's pod on a team's cluster) and the counts of the
+helper's last recovery.
 
 Right after the helper started (on demand, or again after a crash), it lists
 the sessions as soon as it has read systemd's units and the workers' registry
@@ -68,14 +71,14 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 		return writeJSON(out, res)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tAGENT\tTEAM\tISSUE\tMODE\tRESTARTS\tPID\tLAST ACTIVITY\tUNIT")
+	fmt.Fprintln(tw, "NAME\tSTATE\tAGENT\tTEAM\tISSUE\tMODE\tRESTARTS\tPID\tLAST ACTIVITY\tWHERE\tUNIT")
 	for _, s := range res.Sessions {
 		state := string(s.State)
 		if s.Checking {
 			state += " (checking)" // the helper just started and has yet to hear from its worker
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, state, agentColumn(s.Agent), s.Team, dash(s.Issue), dash(s.Mode),
-			s.Restarts, pidText(s.PID), ago(s.LastActivity), s.Unit)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Name, state, agentColumn(s.Agent), s.Team, dash(s.Issue), dash(s.Mode),
+			s.Restarts, pidText(s.PID), ago(s.LastActivity), where(s), s.Unit)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -83,6 +86,10 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 	for _, s := range res.Sessions {
 		switch s.State {
 		case api.StateFailed:
+			if s.Engine == api.EngineKubernetes {
+				fmt.Fprintf(out, "\n%s failed on Kubernetes: %s\n  it stays failed until `legion sessions kill %s`\n", s.Name, cmp.Or(s.Cause, "see its Job"), s.Name)
+				continue
+			}
 			fmt.Fprintf(out, "\n%s failed: %s\n  see `journalctl --user -u '%s'`; it stays failed until `systemctl --user reset-failed '%s'`\n",
 				s.Name, cmp.Or(s.Cause, "see its unit"), s.Unit, s.Unit)
 		case api.StateLost:
@@ -99,6 +106,15 @@ func runSessionsList(ctx context.Context, out io.Writer, asJSON bool) error {
 		fmt.Fprintf(out, "quarantined %s: %s (%s)\n", q.Name, q.Reason, q.Path)
 	}
 	return nil
+}
+
+// where is where a session runs: "here" (a unit of this user's manager),
+// or "k8s:NODE" ("k8s:-" while its pod waits for a node).
+func where(s api.Session) string {
+	if s.Engine == api.EngineKubernetes {
+		return "k8s:" + dash(s.Node)
+	}
+	return "here"
 }
 
 func newSessionsStatusCmd() *cobra.Command {
