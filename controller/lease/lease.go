@@ -109,10 +109,12 @@ func Identity() string {
 }
 
 // Run campaigns for the Lease and runs lead while holding it, until ctx
-// ends; it then returns nil. Losing the Lease cancels lead's context, and
-// Run campaigns again once lead has returned (whatever it returned). If
-// lead returns while still leading, Run releases the Lease and returns
-// lead's error (nil for context.Canceled). Other errors are bad Options.
+// ends. Losing the Lease cancels lead's context, and Run campaigns again
+// once lead has returned (whatever it returned: it is logged). When lead
+// returns for any other reason (ctx ended, or on its own while leading),
+// Run releases the Lease and returns lead's error, nil for
+// context.Canceled; it returns nil when ctx ends before it leads. Any
+// other error is a bad Options, returned before campaigning.
 func Run(ctx context.Context, o Options, lead func(ctx context.Context) error) error {
 	o, err := o.withDefaults()
 	if err != nil {
