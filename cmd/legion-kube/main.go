@@ -4,8 +4,9 @@
 // "kubernetes") and for `legion doctor` (`legion-kube check`). It is a
 // program of its own, not a subcommand of legion, because the Kubernetes
 // client libraries would make every start of legion (each `legion hook`
-// an agent runs) slower; the work is package activation/kube's, this file
-// only parses the command line.
+// an agent runs) slower; the work is packages activation/kube's and
+// controller/lease's, these files only parse the command line. `legion-kube
+// lead` runs a team's controller on a cluster under its Lease.
 package main
 
 import (
@@ -24,7 +25,7 @@ import (
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-const usage = `Usage: legion-kube engine | check | --version
+const usage = `Usage: legion-kube engine | check | lead [flags] -- COMMAND [ARG...] | --version
 
 Legion's Kubernetes engine; people use legion (legion sessions, legion
 doctor) instead.
@@ -35,6 +36,11 @@ doctor) instead.
            as the helper will use it: kubeconfig and context, API server,
            namespace, RBAC, storage class; print what was found, or the
            problem on stderr with exit status 1
+  lead     run COMMAND only while holding a Lease (--namespace, --name;
+           --kubeconfig, --context outside a pod): a team's controller on
+           a cluster, legion-kube lead --namespace NS --name
+           legion-controller-SHORT -- legion controller TEAM; exits with
+           COMMAND's status
 `
 
 func main() {
@@ -42,7 +48,7 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
+	if len(args) == 0 || len(args) > 1 && args[0] != "lead" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -55,6 +61,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "lead":
+		return lead(ctx, args[1:], stderr)
 	case "engine":
 		if err := kube.Serve(ctx, stdin, stdout); err != nil {
 			fmt.Fprintln(stderr, "legion-kube:", err)

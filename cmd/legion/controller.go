@@ -1,19 +1,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 
-	"github.com/legion-dev/legion/activation/kube"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/agenthost"
-	"github.com/legion-dev/legion/controller/lease"
 	"github.com/legion-dev/legion/controller/service"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/journal"
@@ -93,53 +87,14 @@ systemd restarts a stale controller agent, which resumes its session.`,
 				if err != nil {
 					return err
 				}
-				return leading(cmd.Context(), t, log, func(ctx context.Context) error {
-					return agenthost.Run(ctx, agenthost.Options{
-						Team: tm, Worker: cfg.Worker, Home: home, RuntimeDir: runtime, StateDir: state,
-						Version: version, Log: log, Notifier: n,
-					})
+				return agenthost.Run(cmd.Context(), agenthost.Options{
+					Team: tm, Worker: cfg.Worker, Home: home, RuntimeDir: runtime, StateDir: state,
+					Version: version, Log: log, Notifier: n,
 				})
 			}
-			return leading(cmd.Context(), t, log, func(ctx context.Context) error {
-				return service.Run(ctx, service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log, Notifier: n})
-			})
+			return service.Run(cmd.Context(), service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log, Notifier: n})
 		},
 	}
 	cmd.Flags().StringVar(&interval, "interval", service.DefaultInterval.String(), "time between ticks when no session event comes sooner")
 	return cmd
-}
-
-// leading runs the team's controller loop. With engine "kubernetes" it runs
-// it only while this process holds the team's Lease,
-// legion-controller-<short> in the team's namespace, so that two
-// controllers (two replicas of the Deployment, or a pod and a user's
-// machine) never decide at once: losing the Lease ends the loop's context
-// and it starts again once the Lease is won back. With engine "systemd"
-// the unit is the only instance and run runs at once.
-func leading(ctx context.Context, t config.Team, log *slog.Logger, run func(context.Context) error) error {
-	if t.Engine != config.EngineKubernetes {
-		return run(ctx)
-	}
-	cfg, err := leaseConfig(t)
-	if err != nil {
-		return err
-	}
-	return lease.Run(ctx, lease.Options{
-		Config: cfg, Namespace: t.Kubernetes.Namespace, Name: lease.ControllerName(t.ShortID()), Log: log,
-	}, run)
-}
-
-// leaseConfig reaches the API server that holds the team's Lease: the
-// pod's service account in a pod (rest.InClusterConfig), else the team's
-// kubeconfig and context, as the helper reaches it.
-func leaseConfig(t config.Team) (*rest.Config, error) {
-	cfg, err := rest.InClusterConfig()
-	switch {
-	case err == nil:
-		return cfg, nil
-	case errors.Is(err, rest.ErrNotInCluster):
-		return kube.Config(*t.KubeTarget())
-	default:
-		return nil, fmt.Errorf("team %s: in a pod, but its service account cannot reach the API server: %w", t.Name, err)
-	}
 }

@@ -191,8 +191,8 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment) {
 		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
 		t.Errorf("controller.yaml: container securityContext %+v; want no privilege escalation, a read-only root, all capabilities dropped", sc)
 	}
-	if !slices.Equal(c.Args[:1], []string{"controller"}) {
-		t.Errorf("controller.yaml: args %q; want controller TEAM", c.Args)
+	if want := []string{"legion-kube", "lead", "--namespace", "legion", "--name", "legion-controller-00000000", "--", "legion", "controller", "TEAM"}; !slices.Equal(c.Command, want) {
+		t.Errorf("controller.yaml: command %q; want %q (the controller only while holding its Lease)", c.Command, want)
 	}
 	pod := false
 	for _, e := range c.Env {
