@@ -41,7 +41,7 @@ type inProcess struct {
 // startInProcess starts a private manager (unless withManager is false:
 // one runs already) and runs a Helper with opts in the background on its
 // default socket. Cleanup stops it.
-func startInProcess(t *testing.T, withManager bool, opts Options) *inProcess {
+func startInProcess(t testing.TB, withManager bool, opts Options) *inProcess {
 	t.Helper()
 	if withManager {
 		sdtest.Start(t)
@@ -51,7 +51,7 @@ func startInProcess(t *testing.T, withManager bool, opts Options) *inProcess {
 
 // startInProcessOn is startInProcess on listener l (nil: the default
 // socket), with a manager already running.
-func startInProcessOn(t *testing.T, l net.Listener, opts Options) *inProcess {
+func startInProcessOn(t testing.TB, l net.Listener, opts Options) *inProcess {
 	t.Helper()
 	if l != nil {
 		opts.Listeners = []net.Listener{l}
@@ -105,7 +105,7 @@ func startInProcessOn(t *testing.T, l net.Listener, opts Options) *inProcess {
 	return ip
 }
 
-func (ip *inProcess) stop(t *testing.T) {
+func (ip *inProcess) stop(t testing.TB) {
 	ip.cancel()
 	select {
 	case err, ok := <-ip.done:
@@ -127,7 +127,7 @@ func (ip *inProcess) notified() []string {
 	return append([]string(nil), ip.notify...)
 }
 
-func (ip *inProcess) client(t *testing.T) *api.Client {
+func (ip *inProcess) client(t testing.TB) *api.Client {
 	t.Helper()
 	c, err := api.DialPath(t.Context(), ip.socket)
 	if err != nil {
@@ -138,7 +138,7 @@ func (ip *inProcess) client(t *testing.T) *api.Client {
 }
 
 // testWriter sends log lines to t.Log.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

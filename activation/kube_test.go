@@ -33,7 +33,7 @@ import (
 // kubeNamespace makes a namespace with a StorageClass of pre-made volumes
 // (a cluster without a provisioner: the persistent volume controller binds
 // each issue's claim to one of them), as a cluster operator would.
-func kubeNamespace(t *testing.T, c *kubetest.Cluster, ns string, volumes int) {
+func kubeNamespace(t testing.TB, c *kubetest.Cluster, ns string, volumes int) {
 	t.Helper()
 	ctx := t.Context()
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -74,7 +74,7 @@ func kubeLaunch(c *kubetest.Cluster, ns, issue, mode string) api.SpawnArgs {
 }
 
 // kubeSession waits until the helper lists session name as cond wants.
-func kubeSession(t *testing.T, cl *api.Client, name, what string, cond func(api.Session) bool) api.Session {
+func kubeSession(t testing.TB, cl *api.Client, name, what string, cond func(api.Session) bool) api.Session {
 	t.Helper()
 	var got api.Session
 	waitfor.Check(t, 90*time.Second, "session "+name+" "+what, func() error {
@@ -97,7 +97,7 @@ func kubeSession(t *testing.T, cl *api.Client, name, what string, cond func(api.
 }
 
 // podsOf are the pods of session id, oldest first.
-func podsOf(t *testing.T, c *kubetest.Cluster, ns, id string) []corev1.Pod {
+func podsOf(t testing.TB, c *kubetest.Cluster, ns, id string) []corev1.Pod {
 	t.Helper()
 	l, err := c.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "legion.dev/session" + "=" + id})
 	if err != nil {

@@ -320,9 +320,13 @@ func (k *kubeSessions) sessions(ctx context.Context) []api.Session {
 	return rep.Sessions
 }
 
-// find is the session named name on a cluster, with its target.
+// find is the session named name on a cluster.
 func (k *kubeSessions) find(ctx context.Context, name string) (api.Session, bool) {
-	for _, s := range k.sessions(ctx) {
+	rep, err := k.callIfRunning(ctx, wire.Request{Op: wire.OpList, Name: name})
+	if err != nil {
+		k.h.log.Warn("cannot look for a session on Kubernetes", "session", name, "err", err)
+	}
+	for _, s := range rep.Sessions {
 		if s.Name == name {
 			return s, true
 		}

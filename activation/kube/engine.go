@@ -61,6 +61,10 @@ func Config(t api.KubeTarget) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubernetes: kubeconfig %s, context %q: %w", where, t.Context, err)
 	}
 	cfg.UserAgent = "legion"
+	// client-go's default, 5 requests a second, made each spawn (four
+	// requests) wait about a second with 8 at a time; a team's burst of
+	// dispatches is what this must carry, as a controller's.
+	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
 }
 
@@ -83,6 +87,7 @@ type Engine struct {
 	jobs    batchlisters.JobLister
 	pods    corelisters.PodLister
 	synced  []cache.InformerSynced
+	stop    context.CancelFunc // ends the informers
 }
 
 // New returns the engine of target t, talking to the cluster with cfg.

@@ -102,7 +102,11 @@ func (s *server) serve(ctx context.Context, req wire.Request) wire.Reply {
 	case wire.OpList:
 		var all []api.Session
 		for _, e := range s.all() {
-			all = append(all, e.Sessions()...)
+			for _, v := range e.Sessions() {
+				if req.Name == "" || v.Name == req.Name {
+					all = append(all, v)
+				}
+			}
 		}
 		return wire.Reply{Sessions: all}
 	case wire.OpTeamStop:
@@ -162,6 +166,7 @@ func (s *server) engine(ctx context.Context, t api.KubeTarget) (*Engine, error) 
 		old.Target = t
 		return old, nil
 	}
+	e.stop = stop // its informers run until the engine process ends
 	s.engines[key] = e
 	return e, nil
 }

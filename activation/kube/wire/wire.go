@@ -16,7 +16,7 @@ const (
 	OpSpawn    = "spawn"     // Spawn on Target
 	OpKill     = "kill"      // SessionID on Target
 	OpTeamStop = "team_stop" // every live session of the team with short id Short, on every target
-	OpList     = "list"      // every session of every target
+	OpList     = "list"      // every session of every target; with Name, only the session of that name
 )
 
 // Request is one line on the engine's stdin.
@@ -27,6 +27,7 @@ type Request struct {
 	Spawn     *Spawn          `json:"spawn,omitempty"`
 	SessionID string          `json:"session_id,omitempty"`
 	Short     string          `json:"short,omitempty"`
+	Name      string          `json:"name,omitempty"`
 }
 
 // Reply is one line on the engine's stdout: the answer to request ID,
