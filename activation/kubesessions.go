@@ -28,8 +28,13 @@ import (
 const kubeTargetsFile = "kubernetes-targets.json"
 
 // kubeCallTimeout bounds one request to the engine process (a spawn waits
-// for a finished Job of the same session to go, up to 2 minutes).
-const kubeCallTimeout = 3 * time.Minute
+// for a finished Job of the same session to go, up to 2 minutes);
+// kubeReadTimeout one that reads its informers' caches (a list, a find),
+// so that an engine in trouble does not hold up the machine's sessions.
+const (
+	kubeCallTimeout = 3 * time.Minute
+	kubeReadTimeout = 10 * time.Second
+)
 
 // kubeSessions are the helper's sessions on clusters (engine
 // "kubernetes"). The Kubernetes client lives in a process of its own,
@@ -313,6 +318,8 @@ func (k *kubeSessions) restore() {
 // sessions are the sessions on every cluster; none when the engine does
 // not answer (logged: the machine's sessions are still listed).
 func (k *kubeSessions) sessions(ctx context.Context) []api.Session {
+	ctx, cancel := context.WithTimeout(ctx, kubeReadTimeout)
+	defer cancel()
 	rep, err := k.callIfRunning(ctx, wire.Request{Op: wire.OpList})
 	if err != nil {
 		k.h.log.Warn("cannot list the sessions on Kubernetes", "err", err)
@@ -322,6 +329,8 @@ func (k *kubeSessions) sessions(ctx context.Context) []api.Session {
 
 // find is the session named name on a cluster.
 func (k *kubeSessions) find(ctx context.Context, name string) (api.Session, bool) {
+	ctx, cancel := context.WithTimeout(ctx, kubeReadTimeout)
+	defer cancel()
 	rep, err := k.callIfRunning(ctx, wire.Request{Op: wire.OpList, Name: name})
 	if err != nil {
 		k.h.log.Warn("cannot look for a session on Kubernetes", "session", name, "err", err)
