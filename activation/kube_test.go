@@ -323,3 +323,29 @@ func TestKubeBadTarget(t *testing.T) {
 		t.Errorf("targets file after failed spawns only: %v; want none", err)
 	}
 }
+
+// A corrupt kubernetes-targets.json is quarantined at the helper's start,
+// not overwritten by the next spawn's record; the helper runs on.
+func TestKubeTargetsCorrupt(t *testing.T) {
+	sdtest.Start(t)
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(state, kubeTargetsFile)
+	if err := os.WriteFile(p, []byte(`[{"namespace": "demo"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ip := startInProcessOn(t, nil, Options{StateDir: state, KubeBinary: "/nonexistent/legion-kube"})
+	q := filepath.Join(state, quarantineDir, kubeTargetsFile)
+	waitfor.Check(t, time.Minute, "the corrupt targets file quarantined", func() error {
+		_, err := os.Stat(q)
+		return err
+	})
+	if b, err := os.ReadFile(q); err != nil || string(b) != `[{"namespace": "demo"` {
+		t.Errorf("quarantined file %q, %v; want the original bytes", b, err)
+	}
+	if _, err := ip.client(t).List(t.Context()); err != nil {
+		t.Errorf("List after a corrupt targets file: %v", err)
+	}
+}

@@ -302,7 +302,9 @@ func (k *kubeSessions) restore() {
 		err = json.Unmarshal(b, &ts)
 	}
 	if err != nil {
-		k.h.log.Error("unreadable Kubernetes targets: their sessions are not listed until the next spawn there", "file", p, "err", err)
+		// Quarantined, not overwritten by the next spawn's record.
+		dst, qerr := moveAside(p, filepath.Join(k.h.opts.StateDir, quarantineDir))
+		k.h.log.Error("unreadable Kubernetes targets, quarantined: their sessions are not listed until the next spawn there", "file", p, "quarantined", dst, "err", errors.Join(err, qerr))
 		return
 	}
 	k.mu.Lock()
