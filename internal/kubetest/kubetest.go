@@ -106,7 +106,8 @@ type Cluster struct {
 	// Kubeconfig is a kubeconfig file for the admin user (system:masters),
 	// context Context.
 	Kubeconfig string
-	// Config and Client are the admin's.
+	// Config and Client are the admin's. Config has no client-side rate
+	// limit (QPS -1); code under test sets its own.
 	Config *rest.Config
 	Client kubernetes.Interface
 	// RestrictedConfig is RestrictedUser's: for checking RBAC refusals.
@@ -252,7 +253,9 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		return err
 	}
 	server := "https://" + hostPort(apiPort)
-	c.Config = &rest.Config{Host: server, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{CAData: pki.caPEM}}
+	// QPS -1: no client-side rate limit (client-go's default, 5 requests a
+	// second, would make a test of a thousand Jobs take minutes).
+	c.Config = &rest.Config{Host: server, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{CAData: pki.caPEM}, QPS: -1}
 	c.RestrictedConfig = &rest.Config{Host: server, BearerToken: restrictedToken, TLSClientConfig: rest.TLSClientConfig{CAData: pki.caPEM}}
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return err
@@ -314,6 +317,8 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		"--root-ca-file="+pki.CACert,
 		"--controllers=*",
 		"--leader-elect=false",
+		"--kube-api-qps=1000", // default 20: the Job controller would make 1,000 pods in a minute
+		"--kube-api-burst=2000",
 		"--secure-port=0",
 		"--profiling=false",
 	); err != nil {
@@ -322,6 +327,8 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 	if err := run("kube-scheduler",
 		"--kubeconfig="+c.Kubeconfig,
 		"--leader-elect=false",
+		"--kube-api-qps=1000",
+		"--kube-api-burst=2000",
 		"--secure-port=0",
 		"--profiling=false",
 	); err != nil {
