@@ -232,28 +232,24 @@ func needs(ctx context.Context, bin string) ([]string, error) {
 	return out, nil
 }
 
-// libraries runs ldd on program and returns the libraries it names.
+// libraries runs ldd on program and returns the libraries it names;
+// none for a static program.
 func libraries(ctx context.Context, program string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, "ldd", program).Output()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "ldd", program)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		// ldd fails on a static program ("not a dynamic executable"):
-		// it needs nothing.
-		if bytes.Contains(out, []byte("not a dynamic executable")) || isStatic(program) {
+		if bytes.Contains(append(out, stderr.Bytes()...), []byte("not a dynamic executable")) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("ldd %s: %w", program, err)
+		return nil, fmt.Errorf("ldd %s: %w: %s", program, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	libs, err := ParseLdd(string(out))
 	if err != nil {
 		return nil, fmt.Errorf("ldd %s: %w", program, err)
 	}
 	return libs, nil
-}
-
-// isStatic reports whether the ELF program has no interpreter.
-func isStatic(program string) bool {
-	out, err := exec.Command("ldd", program).CombinedOutput()
-	return err != nil && bytes.Contains(out, []byte("not a dynamic executable"))
 }
 
 // hostVersion is `node --version` when node is among progs.
@@ -398,7 +394,6 @@ func (l *layer) write(w io.Writer) error {
 		if hdr.Typeflag != tar.TypeReg {
 			continue
 		}
-		var r io.Reader = bytes.NewReader(e.data)
 		if e.src != "" {
 			f, err := os.Open(e.src)
 			if err != nil {
@@ -411,7 +406,7 @@ func (l *layer) write(w io.Writer) error {
 			}
 			continue
 		}
-		if _, err := io.Copy(tw, r); err != nil {
+		if _, err := tw.Write(e.data); err != nil {
 			return err
 		}
 	}
