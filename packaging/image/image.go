@@ -109,7 +109,7 @@ func build(ctx context.Context, o Options, tmp string) (v1.Image, error) {
 	base.dir("tmp", 0o1777)
 	base.dir("run/legion-spec", 0o755)
 	if err := base.hostFile("/etc/ssl/certs/ca-certificates.crt"); err != nil {
-		return nil, fmt.Errorf("CA certificates: %w", err)
+		return nil, fmt.Errorf("the CA certificates: %w", err)
 	}
 
 	host := newLayer("host programs and libraries the agent CLIs run on")
@@ -123,7 +123,7 @@ func build(ctx context.Context, o Options, tmp string) (v1.Image, error) {
 		}
 		dst := path.Join(strings.TrimPrefix(CLIRoot, "/"), filepath.ToSlash(rel))
 		if err := l.tree(c.Dir, dst); err != nil {
-			return nil, fmt.Errorf("pack %s from %s: %w", c.Name, c.Dir, err)
+			return nil, fmt.Errorf("pack %s from %s: %w; install it with %s", c.Name, c.Dir, err, c.Script)
 		}
 		bin := filepath.Join(c.Dir, "node_modules", ".bin", c.Program)
 		runsOn, err := needs(ctx, bin)
@@ -147,7 +147,7 @@ func build(ctx context.Context, o Options, tmp string) (v1.Image, error) {
 	for _, b := range Binaries {
 		src := filepath.Join(o.BinDir, b)
 		if err := bins.copyFile(src, "usr/local/bin/"+b); err != nil {
-			return nil, fmt.Errorf("Legion's binaries (make build): %w", err)
+			return nil, fmt.Errorf("legion's binaries (make build): %w", err)
 		}
 	}
 

@@ -57,7 +57,7 @@ func ParseLdd(out string) ([]string, error) {
 func ParseShebang(head []byte) (interp, arg string, err error) {
 	rest, ok := bytes.CutPrefix(head, []byte("#!"))
 	if !ok {
-		return "", "", errors.New("neither an ELF program nor a script starting with #!")
+		return "", "", errors.New("neither an ELF program nor a #! script")
 	}
 	line, _, ok := bytes.Cut(rest, []byte("\n"))
 	if !ok {

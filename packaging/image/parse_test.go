@@ -76,7 +76,7 @@ func TestParseShebang(t *testing.T) {
 		{name: "no arg", head: "#!/bin/sh\nexit 0\n", interp: "/bin/sh"},
 		{name: "blanks and CR", head: "#!  /usr/bin/env   node -x \r\n", interp: "/usr/bin/env", arg: "node -x"},
 		{name: "tab", head: "#!/usr/bin/env\tnode\n", interp: "/usr/bin/env", arg: "node"},
-		{name: "not a script", head: "MZ...", err: "neither an ELF program nor a script"},
+		{name: "not a script", head: "MZ...", err: "neither an ELF program nor a #! script"},
 		{name: "no end of line", head: "#!/usr/bin/env node", err: "does not end"},
 		{name: "relative", head: "#!node\n", err: "want an absolute interpreter path"},
 	} {
