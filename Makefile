@@ -16,12 +16,18 @@ LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 # (Only for what make builds: go test -race, say, still gets cgo.)
 build demo: export CGO_ENABLED ?= 0
 
-.PHONY: all build test race check-deps lint bench fuzz install clean
+.PHONY: all build image test race check-deps lint bench fuzz install clean
 
 all: build
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/legion ./cmd/legion-pty-worker ./cmd/legion-kube
+
+# The worker image for a Kubernetes team (contrib/kubernetes/README.md), from
+# bin/ and the pinned CLIs in Legion's cache; CLIS=claude,codex to choose.
+CLIS ?= claude,codex,gemini,opencode
+image: build
+	bin/legion-kube image --out bin/legion-worker.tar --cli '$(CLIS)' --name legion-worker:$(VERSION)
 
 # Unit and integration tests. Integration tests start private systemd user
 # managers (see units/sdtest); with CI=true a missing prerequisite fails them.

@@ -6,7 +6,8 @@
 // client libraries would make every start of legion (each `legion hook`
 // an agent runs) slower; the work is packages activation/kube's and
 // controller/lease's, these files only parse the command line. `legion-kube
-// lead` runs a team's controller on a cluster under its Lease.
+// lead` runs a team's controller on a cluster under its Lease; `legion-kube
+// image` writes the worker image (package packaging/image).
 package main
 
 import (
@@ -25,7 +26,7 @@ import (
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-const usage = `Usage: legion-kube engine | check | lead [flags] -- COMMAND [ARG...] | --version
+const usage = `Usage: legion-kube engine | check | lead [flags] -- COMMAND [ARG...] | image --out FILE.tar [flags] | --version
 
 Legion's Kubernetes engine; people use legion (legion sessions, legion
 doctor) instead.
@@ -41,6 +42,10 @@ doctor) instead.
            a cluster, legion-kube lead --namespace NS --name
            legion-controller-SHORT -- legion controller TEAM; exits with
            COMMAND's status
+  image    write the worker image, built from scratch out of Legion's
+           binaries (--bin: beside this program, else ./bin) and the
+           pinned agent CLIs in Legion's cache (--cli claude,codex,...),
+           as an OCI image layout tar file (--out); print its digest
 `
 
 func main() {
@@ -48,7 +53,7 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || len(args) > 1 && args[0] != "lead" {
+	if len(args) == 0 || len(args) > 1 && args[0] != "lead" && args[0] != "image" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -63,6 +68,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case "lead":
 		return lead(ctx, args[1:], stderr)
+	case "image":
+		return imageCmd(ctx, args[1:], stdout, stderr)
 	case "engine":
 		if err := kube.Serve(ctx, stdin, stdout); err != nil {
 			fmt.Fprintln(stderr, "legion-kube:", err)
