@@ -17,6 +17,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/benchreport"
 	"github.com/legion-dev/legion/internal/kubetest"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -60,7 +61,25 @@ func BenchmarkKubeScale(b *testing.B) {
 		return a
 	}
 	kubeSpawn := spawnAll(b, ctx, cl, n, kube)
-	kubeSession(b, cl, kube(n-1).Name, "running", func(s api.Session) bool { return s.State == api.StateRunning })
+	// Every claim bound to a volume, every pod scheduled and running: the
+	// persistent volume controller binds a thousand claims in minutes on
+	// 2 cores.
+	waitfor.Check(b, 15*time.Minute, fmt.Sprintf("%d sessions on the cluster running", n), func() error {
+		res, err := cl.List(ctx)
+		if err != nil {
+			return err
+		}
+		running := 0
+		for _, s := range res.Sessions {
+			if s.Engine == api.EngineKubernetes && s.State == api.StateRunning {
+				running++
+			}
+		}
+		if running < n {
+			return fmt.Errorf("%d running", running)
+		}
+		return nil
+	})
 	kubeList := listTimes(b, ctx, cl, n, 7)
 	var kubeEvent []time.Duration
 	for r := range 5 {

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -85,7 +84,7 @@ type Engine struct {
 	client  kubernetes.Interface
 	factory informers.SharedInformerFactory
 	jobs    batchlisters.JobLister
-	pods    corelisters.PodLister
+	pods    cache.Indexer // by bySession
 	synced  []cache.InformerSynced
 	stop    context.CancelFunc // ends the informers
 }
@@ -104,7 +103,17 @@ func New(cfg *rest.Config, t api.KubeTarget, onChange func(id string)) (*Engine,
 	f := informers.NewSharedInformerFactoryWithOptions(c, 10*time.Minute, informers.WithNamespace(t.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + ManagedBy }))
 	ji, pi := f.Batch().V1().Jobs(), f.Core().V1().Pods()
-	e := &Engine{Target: t, client: c, factory: f, jobs: ji.Lister(), pods: pi.Lister(),
+	// Pods indexed by session: a list of n sessions reads each one's
+	// pods, not every pod n times (12.8x systemd's list at 1,000 before).
+	if err := pi.Informer().AddIndexers(cache.Indexers{bySession: func(o any) ([]string, error) {
+		if p, ok := o.(*corev1.Pod); ok && p.Labels[LabelSession] != "" {
+			return []string{p.Labels[LabelSession]}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	e := &Engine{Target: t, client: c, factory: f, jobs: ji.Lister(), pods: pi.Informer().GetIndexer(),
 		synced: []cache.InformerSynced{ji.Informer().HasSynced, pi.Informer().HasSynced}}
 	if onChange != nil {
 		h := cache.ResourceEventHandlerFuncs{
@@ -290,9 +299,7 @@ func (e *Engine) Sessions() []api.Session {
 		if id == "" {
 			continue
 		}
-		sel := k8slabels.SelectorFromSet(k8slabels.Set{LabelSession: id})
-		pods, _ := e.pods.Pods(e.Target.Namespace).List(sel)
-		out = append(out, SessionOf(j, pods))
+		out = append(out, SessionOf(j, e.podsOf(id)))
 	}
 	slices.SortFunc(out, func(a, b api.Session) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -305,8 +312,21 @@ func (e *Engine) Session(id string) (api.Session, bool) {
 	if err != nil {
 		return api.Session{}, false
 	}
-	pods, _ := e.pods.Pods(e.Target.Namespace).List(k8slabels.SelectorFromSet(k8slabels.Set{LabelSession: id}))
-	return SessionOf(j, pods), true
+	return SessionOf(j, e.podsOf(id)), true
+}
+
+// bySession is the index of pods by their session's id.
+const bySession = "session"
+
+func (e *Engine) podsOf(id string) []*corev1.Pod {
+	objs, _ := e.pods.ByIndex(bySession, id)
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods
 }
 
 func failed(j *batchv1.Job) bool {
