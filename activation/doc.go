@@ -46,6 +46,15 @@
 // both, with go list -deps); `legion helper` reads the [helper] table of legion.toml
 // and passes what it says in Options.
 //
+// Sessions of teams with engine "kubernetes" run as Jobs on their cluster
+// (kubesessions.go): a spawn with SpawnArgs.Kubernetes goes to the
+// Kubernetes engine, a process of its own (legion-kube engine, package
+// activation/kube, reached through activation/kube/wire), which the helper
+// starts on the first such spawn and again at each start when
+// kubernetes-targets.json names clusters; list, status, kill, team.stop
+// and sessions.watch cover those sessions, the other commands answer
+// not_implemented for them (they are to go through the API server).
+//
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves
 // every session running. It must never kill a worker it has not
@@ -66,6 +75,8 @@
 // registry/<session id>.json (the workers'; a lost session's stays in
 // place); registry/pruned/ (entries of sessions that ended, or were
 // forgotten, still found by status and logs);
-// registry/quarantine/ (entries recovery refused to adopt);
+// registry/quarantine/ (entries recovery refused to adopt, and an unreadable
+// kubernetes-targets.json); kubernetes-targets.json (the clusters the
+// helper has run sessions on, 0600);
 // transcripts/<session id>.log (never removed by the helper).
 package activation
