@@ -2,8 +2,8 @@ package activation
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
