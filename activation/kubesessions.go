@@ -57,6 +57,16 @@ func newKubeSessions(life context.Context, h *Helper) *kubeSessions {
 	return &kubeSessions{h: h, life: life, targets: map[string]api.KubeTarget{}}
 }
 
+// targetsLocked are the known targets, in key order; k.mu held.
+func (k *kubeSessions) targetsLocked() []api.KubeTarget {
+	ts := make([]api.KubeTarget, 0, len(k.targets))
+	for _, t := range k.targets {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b api.KubeTarget) int { return strings.Compare(targetKey(a), targetKey(b)) })
+	return ts
+}
+
 func targetKey(t api.KubeTarget) string {
 	return t.Kubeconfig + "\x00" + t.Context + "\x00" + t.Namespace
 }
@@ -99,10 +109,7 @@ func (k *kubeSessions) process(ctx context.Context) (*kubeProc, error) {
 		return nil, err
 	}
 	k.proc = p
-	targets := make([]api.KubeTarget, 0, len(k.targets))
-	for _, t := range k.targets {
-		targets = append(targets, t)
-	}
+	targets := k.targetsLocked()
 	k.mu.Unlock()
 	for _, t := range targets {
 		if _, err := p.call(ctx, wire.Request{Op: wire.OpStart, Target: &t}); err != nil {
@@ -112,25 +119,14 @@ func (k *kubeSessions) process(ctx context.Context) (*kubeProc, error) {
 	return p, nil
 }
 
-// findKubeBinary is legion-kube beside the legion executable, else in
-// the worker's libexec directory, as the worker's binary is found.
+// findKubeBinary is legion-kube as the worker's program is found: beside
+// the legion executable, else in the libexec directory.
 func findKubeBinary() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", err
 	}
-	dirs := []string{filepath.Dir(exe)}
-	if proto.LibexecDir != "" {
-		dirs = append(dirs, proto.LibexecDir)
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, wire.BinaryName)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s (Legion's Kubernetes engine) not found in %s: install it with `make install`, or `go install github.com/legion-dev/legion/cmd/%s`",
-		wire.BinaryName, strings.Join(dirs, " or "), wire.BinaryName)
+	return proto.FindProgram(exe, wire.BinaryName)
 }
 
 func startKubeProc(life context.Context, bin string, h *Helper) (*kubeProc, error) {
@@ -275,11 +271,7 @@ func (k *kubeSessions) remember(t api.KubeTarget) {
 		return
 	}
 	k.targets[key] = t
-	ts := make([]api.KubeTarget, 0, len(k.targets))
-	for _, t := range k.targets {
-		ts = append(ts, t)
-	}
-	slices.SortFunc(ts, func(a, b api.KubeTarget) int { return strings.Compare(targetKey(a), targetKey(b)) })
+	ts := k.targetsLocked()
 	b, err := json.MarshalIndent(ts, "", "  ")
 	if err == nil {
 		err = atomicfile.Write(filepath.Join(k.h.opts.StateDir, kubeTargetsFile), append(b, '\n'), 0o600)
@@ -420,10 +412,7 @@ func (h *Helper) killKube(ctx context.Context, v api.Session) (api.StatusResult,
 	// The engine finds the session's target by its id: ask every one.
 	k := h.kube
 	k.mu.Lock()
-	targets := make([]api.KubeTarget, 0, len(k.targets))
-	for _, t := range k.targets {
-		targets = append(targets, t)
-	}
+	targets := k.targetsLocked()
 	k.mu.Unlock()
 	p, err := k.process(ctx)
 	if err != nil {

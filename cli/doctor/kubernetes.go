@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/legion-dev/legion/activation/kube/wire"
@@ -32,14 +31,17 @@ func checkKube(ctx context.Context, configPath, kubeBinary string, t config.Team
 	if target.Kubeconfig == "" {
 		target.Kubeconfig = w.get("KUBECONFIG")
 	}
+	installFix := fmt.Sprintf("install %s beside legion (`make install`, or `go install github.com/legion-dev/legion/cmd/%s`)", wire.BinaryName, wire.BinaryName)
 	bin := kubeBinary
 	if bin == "" {
+		// Found as the helper finds it.
 		exe, err := os.Executable()
 		if err == nil {
-			bin = filepath.Join(filepath.Dir(exe), wire.BinaryName)
+			bin, err = proto.FindProgram(exe, wire.BinaryName)
 		}
-		if _, err := os.Stat(bin); err != nil && proto.LibexecDir != "" {
-			bin = filepath.Join(proto.LibexecDir, wire.BinaryName)
+		if err != nil {
+			c.Status, c.Detail, c.Fix = Fail, err.Error(), installFix
+			return c
 		}
 	}
 	in, err := json.Marshal(target)
@@ -59,7 +61,7 @@ func checkKube(ctx context.Context, configPath, kubeBinary string, t config.Team
 		c.Fix = fmt.Sprintf("fix [teams.%s.kubernetes] in %s, or the cluster, as the message says (README: Kubernetes)", tomlKey(t.Name), configPath)
 	case err != nil:
 		c.Status, c.Detail = Fail, fmt.Sprintf("run %s check: %v %s", bin, err, strings.TrimSpace(stderr.String()))
-		c.Fix = fmt.Sprintf("install %s beside legion (`make install`, or `go install github.com/legion-dev/legion/cmd/%s`)", wire.BinaryName, wire.BinaryName)
+		c.Fix = installFix
 	default:
 		c.Status = OK
 		c.Detail = strings.TrimSpace(stdout.String()) + "; image " + target.Image + " (pulled when a session starts: a pod that cannot pull it says so in `legion sessions list`)"

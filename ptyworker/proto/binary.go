@@ -35,20 +35,30 @@ func FindBinary() (string, error) {
 }
 
 // FindBinaryFor returns the worker executable that the legion program at
-// legion uses: BinaryName beside it (a build tree, go install), else in
-// LibexecDir.
+// legion uses: see FindProgram.
 func FindBinaryFor(legion string) (string, error) {
+	return findProgram(legion, BinaryName, ErrNoBinary)
+}
+
+// FindProgram returns Legion's program name (legion-pty-worker,
+// legion-kube) that the legion program at legion uses: name beside it (a
+// build tree, go install), else in LibexecDir.
+func FindProgram(legion, name string) (string, error) {
+	return findProgram(legion, name, errors.New(name+" not found"))
+}
+
+func findProgram(legion, name string, notFound error) (string, error) {
 	dirs := []string{filepath.Dir(legion)}
 	if LibexecDir != "" {
 		dirs = append(dirs, LibexecDir)
 	}
 	for _, d := range dirs {
-		p := filepath.Join(d, BinaryName)
+		p := filepath.Join(d, name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%w in %s: install it with `make install` (or `make build` for bin/), or `go install github.com/legion-dev/legion/cmd/%s`", ErrNoBinary, strings.Join(dirs, " or "), BinaryName)
+	return "", fmt.Errorf("%w in %s: install it with `make install` (or `make build` for bin/), or `go install github.com/legion-dev/legion/cmd/%s`", notFound, strings.Join(dirs, " or "), name)
 }
 
 // ExitAgentNotStartable is the worker's exit status when the agent cannot
