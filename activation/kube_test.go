@@ -251,7 +251,11 @@ func TestKubeSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for run := 1; run <= 2; run++ {
-		kubeSession(t, cl, other.Name, fmt.Sprintf("running (run %d)", run), func(s api.Session) bool { return s.State == api.StateRunning })
+		// Running on run's pod: not the last run's, still listed running
+		// until the informer sees its end.
+		kubeSession(t, cl, other.Name, fmt.Sprintf("running (run %d)", run), func(s api.Session) bool {
+			return s.State == api.StateRunning && s.Restarts == uint32(run-1)
+		})
 		p := podsOf(t, c, ns, other.ID)
 		c.EndPod(t, ns, p[len(p)-1].Name, 3)
 	}
