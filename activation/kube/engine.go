@@ -80,14 +80,21 @@ func DefaultKubeconfig() string {
 // follows them with informers on Legion's Jobs and pods there. Create it
 // with New, start it with Start.
 type Engine struct {
-	Target  api.KubeTarget
-	client  kubernetes.Interface
-	factory informers.SharedInformerFactory
-	jobs    batchlisters.JobLister
-	pods    cache.Indexer // by bySession
-	synced  []cache.InformerSynced
-	stop    context.CancelFunc // ends the informers
+	Target    api.KubeTarget
+	client    kubernetes.Interface
+	factories []informers.SharedInformerFactory
+	jobs      batchlisters.JobLister
+	pods      cache.Indexer // by bySession
+	refusals  cache.Indexer // the Job controller's FailedCreate events, by byJob
+	synced    []cache.InformerSynced
+	stop      context.CancelFunc // ends the informers
 }
+
+// refusalSelector selects the events of a Job whose pod the API server
+// refused (a quota, an admission policy): the Job controller's
+// FailedCreate. Events carry no labels of the Job's, so all the
+// namespace's Jobs' are watched; the recorder counts repeats in one event.
+const refusalSelector = "involvedObject.kind=Job,reason=FailedCreate"
 
 // New returns the engine of target t, talking to the cluster with cfg.
 // onChange, when set, is called with a session's id whenever its Job or
@@ -113,8 +120,20 @@ func New(cfg *rest.Config, t api.KubeTarget, onChange func(id string)) (*Engine,
 	}}); err != nil {
 		return nil, err
 	}
-	e := &Engine{Target: t, client: c, factory: f, jobs: ji.Lister(), pods: pi.Informer().GetIndexer(),
-		synced: []cache.InformerSynced{ji.Informer().HasSynced, pi.Informer().HasSynced}}
+	ef := informers.NewSharedInformerFactoryWithOptions(c, 10*time.Minute, informers.WithNamespace(t.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = refusalSelector }))
+	ei := ef.Core().V1().Events()
+	if err := ei.Informer().AddIndexers(cache.Indexers{byJob: func(o any) ([]string, error) {
+		if ev, ok := o.(*corev1.Event); ok {
+			return []string{ev.InvolvedObject.Name}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	e := &Engine{Target: t, client: c, factories: []informers.SharedInformerFactory{f, ef}, jobs: ji.Lister(),
+		pods: pi.Informer().GetIndexer(), refusals: ei.Informer().GetIndexer(),
+		synced: []cache.InformerSynced{ji.Informer().HasSynced, pi.Informer().HasSynced, ei.Informer().HasSynced}}
 	if onChange != nil {
 		h := cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { notify(o, onChange) },
@@ -125,6 +144,22 @@ func New(cfg *rest.Config, t api.KubeTarget, onChange func(id string)) (*Engine,
 			return nil, err
 		}
 		if _, err := pi.Informer().AddEventHandler(h); err != nil {
+			return nil, err
+		}
+		// A refusal names the Job, legion-<session id>.
+		refused := func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if ev, ok := o.(*corev1.Event); ok {
+				if id, ok := strings.CutPrefix(ev.InvolvedObject.Name, JobName("")); ok && id != "" {
+					onChange(id)
+				}
+			}
+		}
+		if _, err := ei.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: refused, UpdateFunc: func(_, o any) { refused(o) },
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -145,7 +180,9 @@ func notify(o any, f func(string)) {
 // Start starts the informers, which run until life ends, and waits
 // until they have listed the namespace once or wait ends.
 func (e *Engine) Start(life, wait context.Context) error {
-	e.factory.Start(life.Done())
+	for _, f := range e.factories {
+		f.Start(life.Done())
+	}
 	if err := e.check(wait); err != nil {
 		return err
 	}
@@ -161,18 +198,22 @@ func (e *Engine) Start(life, wait context.Context) error {
 func (e *Engine) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if _, err := e.client.CoreV1().Namespaces().Get(ctx, e.Target.Namespace, metav1.GetOptions{}); err != nil {
-		switch {
-		case apierrors.IsNotFound(err):
-			return fmt.Errorf("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or fix kubernetes.namespace", e.Target.Namespace, e.Target.Namespace)
-		case apierrors.IsForbidden(err):
-			// May not read namespaces: listing jobs is what matters.
-			if _, err := e.client.BatchV1().Jobs(e.Target.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-				return e.explain("list", "jobs", err)
-			}
-			return nil
+	_, err := e.client.CoreV1().Namespaces().Get(ctx, e.Target.Namespace, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or fix kubernetes.namespace", e.Target.Namespace, e.Target.Namespace)
+	case apierrors.IsForbidden(err):
+		// May not read namespaces: listing jobs is what matters.
+		if _, err := e.client.BatchV1().Jobs(e.Target.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return e.explain("list", "jobs", err)
 		}
+	case err != nil:
 		return e.explain("get", "namespaces", err)
+	}
+	// Refusals are read from events: a user who may not list them would
+	// leave the informers waiting in silence.
+	if _, err := e.client.CoreV1().Events(e.Target.Namespace).List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: refusalSelector}); err != nil {
+		return e.explain("list", "events", err)
 	}
 	return nil
 }
@@ -193,7 +234,7 @@ func (e *Engine) Spawn(ctx context.Context, s wire.Spawn) (started bool, err err
 	case err == nil && !finished(old):
 		return false, nil
 	case err == nil && s.Reuse && failed(old):
-		v := SessionOf(old, nil)
+		v := SessionOf(old, nil, nil)
 		return false, api.Errorf(api.CodeNotRunning, "spawn: session %s failed on the cluster: %s; it is not started again until a person acts (`legion sessions kill %s`, then dispatch)", s.Name, v.Cause, s.Name)
 	case err == nil:
 		if err := e.deleteJob(ctx, objs.Job.Name); err != nil {
@@ -277,6 +318,8 @@ func (e *Engine) deleteJob(ctx context.Context, name string) error {
 func (e *Engine) explain(verb, resource string, err error) error {
 	ns := e.Target.Namespace
 	switch {
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), quotaRefusal):
+		return fmt.Errorf("kubernetes: quota exceeded in namespace %s: %s %s refused: %w; it fits once sessions end, or the operator raises the namespace's ResourceQuota (kubectl describe resourcequota -n %s)", ns, verb, resource, err, ns)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("kubernetes: the kubeconfig's user may not %s %s in namespace %s: grant it (the README's Kubernetes RBAC lists the verbs): %w", verb, resource, ns, err)
 	case apierrors.IsNotFound(err) && strings.Contains(err.Error(), "namespaces"):
@@ -299,7 +342,7 @@ func (e *Engine) Sessions() []api.Session {
 		if id == "" {
 			continue
 		}
-		out = append(out, SessionOf(j, e.podsOf(id)))
+		out = append(out, SessionOf(j, e.podsOf(id), e.refusalsOf(j.Name)))
 	}
 	slices.SortFunc(out, func(a, b api.Session) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -312,11 +355,26 @@ func (e *Engine) Session(id string) (api.Session, bool) {
 	if err != nil {
 		return api.Session{}, false
 	}
-	return SessionOf(j, e.podsOf(id)), true
+	return SessionOf(j, e.podsOf(id), e.refusalsOf(j.Name)), true
 }
 
-// bySession is the index of pods by their session's id.
-const bySession = "session"
+// bySession is the index of pods by their session's id; byJob that of
+// events by the name of the Job they are about.
+const (
+	bySession = "session"
+	byJob     = "job"
+)
+
+func (e *Engine) refusalsOf(job string) []*corev1.Event {
+	objs, _ := e.refusals.ByIndex(byJob, job)
+	evs := make([]*corev1.Event, 0, len(objs))
+	for _, o := range objs {
+		if ev, ok := o.(*corev1.Event); ok {
+			evs = append(evs, ev)
+		}
+	}
+	return evs
+}
 
 func (e *Engine) podsOf(id string) []*corev1.Pod {
 	objs, _ := e.pods.ByIndex(bySession, id)
@@ -354,8 +412,9 @@ func finalCondition(j *batchv1.Job) (batchv1.JobCondition, bool) {
 	return batchv1.JobCondition{}, false
 }
 
-// SessionOf is the session that Job j and its pods are.
-func SessionOf(j *batchv1.Job, pods []*corev1.Pod) api.Session {
+// SessionOf is the session that Job j, its pods and the Job controller's
+// refusals to create them (FailedCreate events of j) are.
+func SessionOf(j *batchv1.Job, pods []*corev1.Pod, refusals []*corev1.Event) api.Session {
 	s := api.Session{
 		Name: j.Annotations[AnnotName], ID: j.Labels[LabelSession], Unit: j.Annotations[AnnotUnit],
 		Team: j.Annotations[AnnotTeam], Issue: j.Annotations[AnnotIssue], Mode: j.Labels[LabelMode],
@@ -403,8 +462,13 @@ func SessionOf(j *batchv1.Job, pods []*corev1.Pod) api.Session {
 		// Scheduling, pulling, or waiting for the Job controller's next
 		// pod (its backoff).
 		s.State = api.StateStarting
+		var since time.Time // refusals after the newest pod
 		if cur != nil {
 			s.Cause = waitingCause(cur)
+			since = cur.CreationTimestamp.Time
+		}
+		if s.Cause == "" && (cur == nil || cur.Status.Phase == corev1.PodFailed || cur.Status.Phase == corev1.PodSucceeded) {
+			s.Cause = refusedCause(j, refusals, since)
 		}
 	default:
 		s.State = api.StateRunning
@@ -456,4 +520,50 @@ func waitingCause(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// quotaRefusal is what the API server's ResourceQuota admission says when
+// an object would exceed a quota ("exceeded quota: NAME, requested: ...").
+const quotaRefusal = "exceeded quota"
+
+// refusedCause says why the Job controller could not create j's pod, from
+// the newest of j's FailedCreate events seen after since: a namespace
+// quota ("quota exceeded: ..."), or another refusal of the API server's
+// (Pod Security, a missing service account). "" when there is none: the
+// pod is then merely not made yet.
+func refusedCause(j *batchv1.Job, refusals []*corev1.Event, since time.Time) string {
+	var last *corev1.Event
+	var lastAt time.Time
+	for _, ev := range refusals {
+		if ev.InvolvedObject.UID != j.UID || ev.Reason != "FailedCreate" {
+			continue // a Job of the same name before, or another event
+		}
+		at := eventTime(ev)
+		if at.Before(since) || last != nil && !at.After(lastAt) {
+			continue
+		}
+		last, lastAt = ev, at
+	}
+	if last == nil {
+		return ""
+	}
+	msg := strings.TrimPrefix(firstLine(last.Message), "Error creating: ")
+	if strings.Contains(msg, quotaRefusal) {
+		return fmt.Sprintf("quota exceeded: %s; the pod starts once sessions end or the operator raises the quota (kubectl describe resourcequota -n %s)", msg, j.Namespace)
+	}
+	return "the Job cannot create its pod: " + msg
+}
+
+// eventTime is when ev last happened: its series' or its last time, else
+// when it was first recorded.
+func eventTime(ev *corev1.Event) time.Time {
+	switch {
+	case ev.Series != nil && !ev.Series.LastObservedTime.IsZero():
+		return ev.Series.LastObservedTime.Time
+	case !ev.LastTimestamp.IsZero():
+		return ev.LastTimestamp.Time
+	case !ev.EventTime.IsZero():
+		return ev.EventTime.Time
+	}
+	return ev.CreationTimestamp.Time
 }

@@ -188,9 +188,9 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 		checks = append(checks, checkNotify(o.ConfigPath, t, w))
 	}
 	if t.Engine == config.EngineKubernetes {
-		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {
-			return checkKube(ctx, o.ConfigPath, o.KubeBinary, t, w)
-		}))
+		kctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		checks = append(checks, checkKube(kctx, o.ConfigPath, o.KubeBinary, t, w)...)
+		cancel()
 	}
 	if needs, ok := usesGitHub(t); ok {
 		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {

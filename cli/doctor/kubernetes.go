@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,21 +14,40 @@ import (
 	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
-// kubeCheckName names the Kubernetes check of a team.
-func kubeCheckName(team string) string { return "Kubernetes of team " + team }
+// Names of the Kubernetes checks of a team.
+func kubeCheckName(team string) string  { return "Kubernetes of team " + team }
+func imageCheckName(team string) string { return "worker image of team " + team }
+func leaseCheckName(team string) string { return "controller Lease of team " + team }
 
-// checkKube: can the helper run team t's sessions on its cluster? Asked
-// of legion-kube check (package activation/kube's Check): the kubeconfig
-// and context, the API server, the namespace, every verb the engine uses
-// (by SelfSubjectAccessReview, as the kubeconfig's user) and the storage
-// class. The kubeconfig is the one the helper reads:
-// kubernetes.kubeconfig, else $KUBECONFIG of the user manager, else
-// ~/.kube/config.
-func checkKube(ctx context.Context, configPath, kubeBinary string, t config.Team, w workerEnv) Check {
-	c := Check{Name: kubeCheckName(t.Name), Team: t.Name}
-	target := t.KubeTarget()
-	if target.Kubeconfig == "" {
-		target.Kubeconfig = w.get("KUBECONFIG")
+// checkKube: can the helper run team t's sessions on its cluster, and its
+// controller hold the team's Lease? Asked of legion-kube check (package
+// activation/kube's Check), which answers three checks:
+//   - the cluster: the kubeconfig and context, the API server, the
+//     namespace, every verb the engine uses (by SelfSubjectAccessReview,
+//     as the kubeconfig's user) and the storage class;
+//   - the worker image: a HEAD of its manifest in its registry, with this
+//     machine's Docker credentials (not the cluster's pull secrets);
+//     a registry that answers "no such tag" fails, one this machine
+//     cannot reach or may not read is a warning (the nodes may);
+//   - the controller's Lease (legion-controller-<short>): the verbs a
+//     controller run with this kubeconfig needs (`legion controller TEAM`
+//     takes the Lease with it), and who holds the Lease now (a controller
+//     on the cluster).
+//
+// The kubeconfig is the one the helper reads: kubernetes.kubeconfig, else
+// $KUBECONFIG of the user manager, else ~/.kube/config.
+func checkKube(ctx context.Context, configPath, kubeBinary string, t config.Team, w workerEnv) []Check {
+	names := map[string]string{
+		wire.FindingCluster: kubeCheckName(t.Name),
+		wire.FindingImage:   imageCheckName(t.Name),
+		wire.FindingLease:   leaseCheckName(t.Name),
+	}
+	fail := func(detail, fix string) []Check {
+		return []Check{{Name: kubeCheckName(t.Name), Team: t.Name, Status: Fail, Detail: detail, Fix: fix}}
+	}
+	req := wire.CheckRequest{KubeTarget: *t.KubeTarget(), Lease: wire.ControllerLease(t.ShortID())}
+	if req.Kubeconfig == "" {
+		req.Kubeconfig = w.get("KUBECONFIG")
 	}
 	installFix := fmt.Sprintf("install %s beside legion (`make install`, or `go install github.com/legion-dev/legion/cmd/%s`)", wire.BinaryName, wire.BinaryName)
 	bin := kubeBinary
@@ -40,31 +58,45 @@ func checkKube(ctx context.Context, configPath, kubeBinary string, t config.Team
 			bin, err = proto.FindProgram(exe, wire.BinaryName)
 		}
 		if err != nil {
-			c.Status, c.Detail, c.Fix = Fail, err.Error(), installFix
-			return c
+			return fail(err.Error(), installFix)
 		}
 	}
-	in, err := json.Marshal(target)
+	in, err := json.Marshal(req)
 	if err != nil {
-		c.Status, c.Detail = Fail, err.Error()
-		return c
+		return fail(err.Error(), "")
 	}
 	cmd := exec.CommandContext(ctx, bin, "check")
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee) && ee.ExitCode() == 1:
-		c.Status, c.Detail = Fail, strings.TrimSpace(stderr.String())
-		c.Fix = fmt.Sprintf("fix [teams.%s.kubernetes] in %s, or the cluster, as the message says (README: Kubernetes)", tomlKey(t.Name), configPath)
-	case err != nil:
-		c.Status, c.Detail = Fail, fmt.Sprintf("run %s check: %v %s", bin, err, strings.TrimSpace(stderr.String()))
-		c.Fix = installFix
-	default:
-		c.Status = OK
-		c.Detail = strings.TrimSpace(stdout.String()) + "; image " + target.Image + " (pulled when a session starts: a pod that cannot pull it says so in `legion sessions list`)"
+	if err := cmd.Run(); err != nil {
+		return fail(fmt.Sprintf("run %s check: %v %s", bin, err, strings.TrimSpace(stderr.String())), installFix)
 	}
-	return c
+	var r wire.Report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || len(r.Findings) == 0 {
+		return fail(fmt.Sprintf("%s check printed %q: want its findings (JSON, wire.Report): %v", bin, strings.TrimSpace(stdout.String()), err),
+			"install the legion-kube of this legion's version beside it ("+installFix+")")
+	}
+	tableFix := fmt.Sprintf(" (in %s: [teams.%s.kubernetes]; README: Kubernetes)", configPath, tomlKey(t.Name))
+	var checks []Check
+	for _, f := range r.Findings {
+		name, ok := names[f.Name]
+		if !ok {
+			name = fmt.Sprintf("Kubernetes (%s) of team %s", f.Name, t.Name)
+		}
+		c := Check{Name: name, Team: t.Name, Detail: f.Detail, Fix: f.Fix}
+		switch f.Status {
+		case wire.StatusOK:
+			c.Status = OK
+		case wire.StatusWarn:
+			c.Status = Warn
+		default:
+			c.Status = Fail
+		}
+		if c.Status != OK && f.Name != wire.FindingLease {
+			c.Fix += tableFix
+		}
+		checks = append(checks, c)
+	}
+	return checks
 }

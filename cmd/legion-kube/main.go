@@ -19,8 +19,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/kube"
+	"github.com/legion-dev/legion/activation/kube/wire"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -33,10 +33,12 @@ doctor) instead.
 
   engine   serve the helper: JSON lines of package activation/kube/wire on
            stdin and stdout (spawn, kill, list, team stop, session events)
-  check    read a team's target (JSON, api.KubeTarget) on stdin and check it
-           as the helper will use it: kubeconfig and context, API server,
-           namespace, RBAC, storage class; print what was found, or the
-           problem on stderr with exit status 1
+  check    read a team's target and its controller's Lease (JSON,
+           wire.CheckRequest) on stdin and check them as the helper and
+           the controller will use them: kubeconfig and context, API
+           server, namespace, RBAC, storage class, the image in its
+           registry, the Lease's verbs and holder; print the findings
+           (JSON, wire.Report), each ok, warn or fail with what to fix
   lead     run COMMAND only while holding a Lease (--namespace, --name;
            --kubeconfig, --context outside a pod): a team's controller on
            a cluster, legion-kube lead --namespace NS --name
@@ -77,17 +79,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case "check":
-		var t api.KubeTarget
-		if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&t); err != nil {
-			fmt.Fprintln(stderr, "legion-kube check: read the target (JSON) on stdin:", err)
+		var req wire.CheckRequest
+		if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&req); err != nil {
+			fmt.Fprintln(stderr, "legion-kube check: read the request (JSON, wire.CheckRequest) on stdin:", err)
 			return 2
 		}
-		found, err := kube.Check(ctx, t)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
+		if err := json.NewEncoder(stdout).Encode(kube.Check(ctx, req)); err != nil {
+			fmt.Fprintln(stderr, "legion-kube check:", err)
 			return 1
 		}
-		fmt.Fprintln(stdout, found)
 		return 0
 	}
 	fmt.Fprintf(stderr, "legion-kube: unknown command %q\n%s", args[0], usage)

@@ -52,6 +52,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"github.com/legion-dev/legion/activation/kube/wire"
 )
 
 // Default durations, those of Kubernetes' own controllers.
@@ -73,7 +75,7 @@ var Rule = rbacv1.PolicyRule{
 // ControllerName is the name of the Lease that `legion controller TEAM`
 // holds in the team's namespace: legion-controller-<short>, short being the
 // team's short id (config.Team.ShortID).
-func ControllerName(short string) string { return "legion-controller-" + short }
+func ControllerName(short string) string { return wire.ControllerLease(short) }
 
 // Options says which Lease Run holds, as whom, and how long.
 type Options struct {
