@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -29,6 +31,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/legion-dev/legion/activation/kube"
+	"github.com/legion-dev/legion/activation/kube/wire"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/lease"
 	"github.com/legion-dev/legion/internal/kubetest"
 	"github.com/legion-dev/legion/internal/waitfor"
@@ -132,11 +136,26 @@ func wantRules() []rbacv1.PolicyRule {
 	return rules
 }
 
+// TestLeasePermission: what legion doctor checks of the controller's
+// Lease (activation/kube.LeasePermission) is what the controller uses
+// (controller/lease.Rule), under the same name.
+func TestLeasePermission(t *testing.T) {
+	p := kube.LeasePermission
+	if got := (rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{p.Resource}, Verbs: p.Verbs}); !cmp.Equal(got, lease.Rule) {
+		t.Errorf("kube.LeasePermission = %+v; want controller/lease.Rule %+v", got, lease.Rule)
+	}
+	if got, want := wire.ControllerLease(shortID), lease.ControllerName(shortID); got != want {
+		t.Errorf("wire.ControllerLease(%s) = %s; want %s", shortID, got, want)
+	}
+}
+
 func TestManifests(t *testing.T) {
 	objs := load(t)
 	var (
 		role   *rbacv1.Role
 		deploy *appsv1.Deployment
+		quota  *corev1.ResourceQuota
+		limits *corev1.LimitRange
 	)
 	for _, o := range objs {
 		m, err := metaOf(o.obj)
@@ -151,18 +170,90 @@ func TestManifests(t *testing.T) {
 			role = x
 		case *appsv1.Deployment:
 			deploy = x
+		case *corev1.ResourceQuota:
+			quota = x
+		case *corev1.LimitRange:
+			limits = x
 		case *corev1.Namespace, *corev1.ServiceAccount, *rbacv1.RoleBinding:
 		default:
-			t.Errorf("%s: a %T; want only Namespace, ServiceAccount, Role, RoleBinding and Deployment (nothing cluster-scoped but the namespace)", o.file, o.obj)
+			t.Errorf("%s: a %T; want only Namespace, ServiceAccount, Role, RoleBinding, ResourceQuota, LimitRange and Deployment (nothing cluster-scoped but the namespace)", o.file, o.obj)
 		}
 	}
-	if role == nil || deploy == nil {
-		t.Fatal("the manifests hold no Role or no Deployment")
+	if role == nil || deploy == nil || quota == nil || limits == nil {
+		t.Fatal("the manifests hold no Role, Deployment, ResourceQuota or LimitRange")
 	}
 	if diff := cmp.Diff(wantRules(), role.Rules); diff != "" {
 		t.Errorf("role.yaml: rules differ from activation/kube.Permissions and controller/lease.Rule (-want +got):\n%s", diff)
 	}
 	checkDeployment(t, deploy)
+	checkQuota(t, quota, limits, deploy)
+}
+
+// sessionsInQuota is how many sessions at legion.toml's defaults, with
+// the controller's pod, quota.yaml is sized for.
+const sessionsInQuota = 10
+
+// checkQuota: the quota limits every figure of a team's namespace, and
+// sessionsInQuota sessions at legion.toml's defaults (their pods as
+// activation/kube.Build makes them, the LimitRange's defaults filling
+// what they leave unset) and the controller fit in it, as do as many
+// issue volumes, five times over.
+func checkQuota(t *testing.T, q *corev1.ResourceQuota, lr *corev1.LimitRange, d *appsv1.Deployment) {
+	t.Helper()
+	for _, r := range []corev1.ResourceName{corev1.ResourcePods, corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory,
+		corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory, corev1.ResourcePersistentVolumeClaims, corev1.ResourceRequestsStorage} {
+		if _, ok := q.Spec.Hard[r]; !ok {
+			t.Errorf("quota.yaml: no %s in the ResourceQuota; want every figure of the team's namespace bounded", r)
+		}
+	}
+	if len(lr.Spec.Limits) != 1 || lr.Spec.Limits[0].Type != corev1.LimitTypeContainer {
+		t.Fatalf("quota.yaml: LimitRange %+v; want one item of type Container", lr.Spec.Limits)
+	}
+	withDefaults := func(r corev1.ResourceRequirements) corev1.ResourceRequirements {
+		r = *r.DeepCopy()
+		for _, l := range []struct{ list, def corev1.ResourceList }{{r.Requests, lr.Spec.Limits[0].DefaultRequest}, {r.Limits, lr.Spec.Limits[0].Default}} {
+			for k, v := range l.def {
+				if _, ok := l.list[k]; !ok {
+					l.list[k] = v
+				}
+			}
+		}
+		return r
+	}
+	team := config.DefaultTeam()
+	team.Engine, team.ID = config.EngineKubernetes, uuid.MustParse("6f1c2e0a-3b5d-4c8e-9a7f-2d4b6c8e0a1f")
+	team.Kubernetes.Namespace, team.Kubernetes.Image = namespace, "registry.example/legion-worker:1"
+	objs, err := kube.Build(*team.KubeTarget(), wire.Spawn{ID: uuid.NewString(), Name: "DEMO-1-plan", TeamID: team.ID.String(), Issue: "DEMO-1", Mode: "plan", StartLimitBurst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := withDefaults(objs.Job.Spec.Template.Spec.Containers[0].Resources)
+	controller := withDefaults(d.Spec.Template.Spec.Containers[0].Resources)
+	used := corev1.ResourceList{}
+	add := func(k corev1.ResourceName, q resource.Quantity, n int64) {
+		sum := used[k]
+		for range n {
+			sum.Add(q)
+		}
+		used[k] = sum
+	}
+	for _, p := range []struct {
+		r corev1.ResourceRequirements
+		n int64
+	}{{session, sessionsInQuota}, {controller, 1}} {
+		add(corev1.ResourcePods, resource.MustParse("1"), p.n)
+		add(corev1.ResourceRequestsCPU, p.r.Requests[corev1.ResourceCPU], p.n)
+		add(corev1.ResourceRequestsMemory, p.r.Requests[corev1.ResourceMemory], p.n)
+		add(corev1.ResourceLimitsCPU, p.r.Limits[corev1.ResourceCPU], p.n)
+		add(corev1.ResourceLimitsMemory, p.r.Limits[corev1.ResourceMemory], p.n)
+	}
+	add(corev1.ResourcePersistentVolumeClaims, resource.MustParse("1"), 5*sessionsInQuota)
+	add(corev1.ResourceRequestsStorage, objs.Volume.Spec.Resources.Requests[corev1.ResourceStorage], 5*sessionsInQuota)
+	for k, u := range used {
+		if hard := q.Spec.Hard[k]; hard.Cmp(u) < 0 {
+			t.Errorf("quota.yaml: %s = %s; %d sessions at legion.toml's defaults, the controller and %d volumes need %s", k, hard.String(), sessionsInQuota, 5*sessionsInQuota, u.String())
+		}
+	}
 }
 
 // checkDeployment checks the controller's Deployment: one replica,
@@ -214,8 +305,10 @@ func applyOrder(obj runtime.Object) int {
 		return 2
 	case *rbacv1.RoleBinding:
 		return 3
-	default:
+	case *corev1.ResourceQuota, *corev1.LimitRange:
 		return 4
+	default:
+		return 5
 	}
 }
 
@@ -246,7 +339,25 @@ func TestManifestsOnTheAPIServer(t *testing.T) {
 			_, err = c.Client.RbacV1().Roles(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = c.Client.RbacV1().RoleBindings(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+		case *corev1.ResourceQuota:
+			_, err = c.Client.CoreV1().ResourceQuotas(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+		case *corev1.LimitRange:
+			_, err = c.Client.CoreV1().LimitRanges(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
 		case *appsv1.Deployment:
+			// The quota admits pods once its controller has computed its
+			// use; until then the API server refuses them.
+			waitfor.Check(t, time.Minute, "the quota computed", func() error {
+				qs, err := c.Client.CoreV1().ResourceQuotas(x.Namespace).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return err
+				}
+				for _, q := range qs.Items {
+					if len(q.Status.Hard) == 0 {
+						return fmt.Errorf("quota %s has no status yet", q.Name)
+					}
+				}
+				return nil
+			})
 			_, err = c.Client.AppsV1().Deployments(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
 		default:
 			t.Fatalf("%s: no way to create a %T", o.file, o.obj)
@@ -257,7 +368,8 @@ func TestManifestsOnTheAPIServer(t *testing.T) {
 	}
 
 	// The Deployment's pod is admitted under Pod Security "restricted"
-	// (namespace.yaml): the API server itself judges the hardening.
+	// (namespace.yaml) and within the quota (quota.yaml, its limits
+	// defaulted by the LimitRange): the API server itself judges both.
 	waitfor.Check(t, 2*time.Minute, "the controller Deployment's pod", func() error {
 		pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=controller"})
 		if err != nil {
@@ -320,6 +432,9 @@ func TestManifestsOnTheAPIServer(t *testing.T) {
 		{namespace, "", "secrets", "", "list", ""},
 		{namespace, "", "secrets", "", "delete", ""},
 		{namespace, "", "persistentvolumeclaims", "", "delete", ""},
+		{namespace, "", "events", "", "create", ""},
+		{namespace, "", "events", "", "delete", ""},
+		{namespace, "", "resourcequotas", "", "update", ""},
 		{namespace, "", "configmaps", "", "update", ""},
 		{namespace, "apps", "deployments", "", "create", ""},
 		{namespace, "apps", "deployments", "", "update", ""},
