@@ -84,8 +84,8 @@ func checkImage(ctx context.Context, image string) wire.Finding {
 		f.Status, f.Detail, f.Fix = wire.StatusFail, err.Error(), "fix kubernetes.image: want a reference such as registry.example/legion-worker:1.0"
 	case errors.As(err, &ie) && ie.Problem == ImageMissing:
 		f.Status, f.Detail = wire.StatusFail, err.Error()
-		f.Fix = fmt.Sprintf("push the worker image there (contrib/kubernetes/README.md, The worker image), or fix kubernetes.image; " +
-			"ignore this only if the image is loaded on every node and never pulled")
+		f.Fix = "push the worker image there (contrib/kubernetes/README.md, The worker image), or fix kubernetes.image; " +
+			"ignore this only if the image is loaded on every node and never pulled"
 	case errors.As(err, &ie) && ie.Problem == ImageDenied:
 		f.Status, f.Detail = wire.StatusWarn, err.Error()
 		f.Fix = "nodes pull with the pull secrets of the namespace's default service account, which doctor does not read: " +

@@ -14,10 +14,14 @@
 //     PersistentVolumeClaim per issue that every phase mounts;
 //   - the Engine (engine.go) of one target (kubeconfig, context,
 //     namespace): spawn, kill, team stop, and each session's state from
-//     its Job and pods, followed with informers (pods indexed by
-//     session), a change reported by the session's id;
-//   - what the helper's user must be allowed (Permissions) and the check
-//     of it (check.go).
+//     its Job, its pods and the Job controller's refusals to make them
+//     (FailedCreate events: "quota exceeded"), followed with informers
+//     (pods indexed by session, events by Job), a change reported by the
+//     session's id;
+//   - what the helper's user must be allowed (Permissions, and
+//     LeasePermission for a controller) and `legion doctor`'s check of a
+//     team (check.go): the cluster, the worker image in its registry
+//     (CheckImage, with this machine's Docker credentials), the Lease.
 //
 // It never decides what runs (the controller and `legion spawn` do, the
 // helper checks their launch), never writes a secret into a Job's spec,

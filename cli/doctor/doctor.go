@@ -8,7 +8,9 @@
 // only on a loopback address; per team: its agent binary as workers will
 // find it (in the user manager's PATH), the permission policy of each mode
 // and what it lets the agent do unasked, what its GitHub token may do on
-// its repository (when it uses GitHub), and for every kind the team runs
+// its repository (when it uses GitHub), for a team with engine
+// "kubernetes" its cluster, worker image and controller Lease (asked of
+// legion-kube check), and for every kind the team runs
 // in some mode the version of that kind's CLI against the release Legion
 // was tested with (package agent/cliversion), Codex's credentials, the
 // Gemini CLI's program, node and key, opencode's key (present, never read))
@@ -19,7 +21,9 @@
 // or read a secret, but for a GitHub team's token, which is sent only to
 // the team's GitHub endpoint, as the controller sends it, and never
 // shown. Their side effects: that one query per GitHub team (one point
-// of the token's rate limit); the host probe's transient units
+// of the token's rate limit); per Kubernetes team, the API server's
+// access reviews and reads, and one HEAD of the worker image's manifest
+// at its registry; the host probe's transient units
 // (units/hostprobe: each runs one check and exits, and is collected);
 // the socket check's connection, which (as
 // any client's would) starts legion.service through socket activation;

@@ -1,6 +1,8 @@
 // Package wire is what the helper and its Kubernetes engine process
 // (legion-kube engine) say to each other: JSON lines, requests on the
-// engine's stdin, replies and session events on its stdout. It imports
+// engine's stdin, replies and session events on its stdout; and what
+// `legion doctor` asks `legion-kube check` (CheckRequest) and hears back
+// (Report). It imports
 // nothing of Kubernetes, so the legion program, whose every start (each
 // `legion hook` an agent runs) pays for what it links, stays small: the
 // client libraries live in legion-kube alone (internal/layout asserts it).
