@@ -2,11 +2,13 @@ package activation
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"github.com/legion-dev/legion/activation/kube/wire"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/ptyworker/proto"
+	"golang.org/x/sys/unix"
 )
 
 // kubeTargetsFile lists the Kubernetes targets the helper has run sessions
@@ -379,7 +382,7 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	h.kube.remember(t)
 	rep, err := p.call(ctx, wire.Request{Op: wire.OpSpawn, Target: &t, Spawn: &wire.Spawn{
 		ID: l.id, Name: l.name, Team: l.team, TeamID: l.teamID.String(), Issue: l.issue, Mode: l.mode, Unit: l.unit,
-		Spec: b, StartLimitBurst: int(l.startLimitBurst), Reuse: l.reuseLive,
+		Spec: b, Socket: spec.SocketPath(), StartLimitBurst: int(l.startLimitBurst), Reuse: l.reuseLive,
 	}})
 	if err != nil {
 		return api.SpawnResult{}, err
@@ -389,10 +392,11 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 }
 
 // kubeOnly is the answer to a command the helper cannot yet serve for a
-// session on a cluster.
+// session on a cluster (sessions.logs: its transcript is on the issue's
+// volume, and the worker image has no program to read it out by exec).
 func kubeOnly(cmd string, v api.Session) error {
-	return api.Errorf(api.CodeNotImplemented, "%s: session %s runs on Kubernetes (node %q): %s through the API server is not built yet; use `kubectl exec` into its pod (job %s)",
-		cmd, v.Name, v.Node, cmd, wire.JobName(v.ID))
+	return api.Errorf(api.CodeNotImplemented, "%s: session %s runs on Kubernetes (node %q): %s of a session on a cluster is not built yet; `legion attach %s` shows its screen, `kubectl logs job/%s` the worker's log",
+		cmd, v.Name, v.Node, cmd, v.Name, wire.JobName(v.ID))
 }
 
 // kubeOnlyHere finds a session by name on a cluster when this machine has
@@ -440,4 +444,209 @@ func (w *logWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// kubeExecStart bounds a cluster worker's first answer through exec:
+// legion-kube's start, the API server's exec to the node, the hello.
+const kubeExecStart = 30 * time.Second
+
+// kubeConn is a connection to the worker of a session on a cluster, past
+// its hello: one end of a socket pair whose other end is the stdin and
+// stdout of `legion-kube exec -- legion-pty-worker --connect` in the
+// session's pod (see wire.ConnectCommand). Closing it ends that exec.
+type kubeConn struct {
+	*net.UnixConn
+	done   chan struct{} // closed when legion-kube exec exited
+	stderr *bytes.Buffer // its stderr, read after done
+}
+
+// why is err with what legion-kube exec said, if it exited meanwhile.
+func (c *kubeConn) why(err error) error {
+	select {
+	case <-c.done:
+		if msg := strings.TrimSpace(c.stderr.String()); msg != "" {
+			return fmt.Errorf("%w (%s)", err, lastLine(msg))
+		}
+	case <-time.After(2 * time.Second):
+	}
+	return err
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// dialKube connects to the worker of cluster session v through the API
+// server and checks that it answers as that session (info).
+func (h *Helper) dialKube(ctx context.Context, v api.Session) (*kubeConn, *proto.Client, error) {
+	p, err := h.kube.process(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep, err := p.call(ctx, wire.Request{Op: wire.OpPod, Name: v.Name})
+	if err != nil {
+		return nil, nil, err
+	}
+	bin := h.opts.KubeBinary
+	if bin == "" {
+		if bin, err = findKubeBinary(); err != nil {
+			return nil, nil, api.Errorf(api.CodeBadRequest, "%v", err)
+		}
+	}
+	t := rep.Target
+	args := []string{"exec", "--namespace", t.Namespace, "--pod", rep.Pod}
+	if t.Kubeconfig != "" {
+		args = append(args, "--kubeconfig", t.Kubeconfig)
+	}
+	if t.Context != "" {
+		args = append(args, "--context", t.Context)
+	}
+	args = append(append(args, "--"), wire.ConnectCommand...)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	near, far := os.NewFile(uintptr(fds[0]), "kube-exec"), os.NewFile(uintptr(fds[1]), "kube-exec")
+	defer near.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout = far, far
+	c := &kubeConn{done: make(chan struct{}), stderr: &bytes.Buffer{}}
+	cmd.Stderr = &cappedWriter{b: c.stderr, max: 16 << 10}
+	// It ends with the helper; `legion attach` then asks again.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	err = cmd.Start()
+	far.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() {
+		err := cmd.Wait()
+		close(c.done)
+		if err != nil {
+			h.log.Warn("exec into a session's pod ended", "session", v.Name, "pod", rep.Pod, "err", err, "stderr", lastLine(strings.TrimSpace(c.stderr.String())))
+		}
+	}()
+	nc, err := net.FileConn(near)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, nil, err
+	}
+	c.UnixConn = nc.(*net.UnixConn)
+	wc := proto.NewClient(c)
+	ictx, cancel := context.WithTimeout(ctx, kubeExecStart)
+	defer cancel()
+	in, err := wc.Info(ictx)
+	if err == nil && in.SessionID != v.ID {
+		err = fmt.Errorf("pod %s hosts session %s", rep.Pod, in.SessionID)
+	}
+	if err != nil {
+		wc.Close()
+		return nil, nil, api.Errorf(api.CodeUnavailable, "session %s: its worker in pod %s does not answer through exec: %v", v.Name, rep.Pod, c.why(err))
+	}
+	return c, wc, nil
+}
+
+// cappedWriter keeps the first max bytes written to it.
+type cappedWriter struct {
+	mu  sync.Mutex
+	b   *bytes.Buffer
+	max int
+}
+
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.max - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// attachKube brokers attach to a cluster session: the descriptor handed
+// over is the relay through the API server, past hello, as for a local
+// session; Relayed tells the client that no ring can come through it.
+func (h *Helper) attachKube(ctx context.Context, v api.Session, a api.AttachArgs) (api.AttachResult, *os.File, error) {
+	c, wc, err := h.dialKube(ctx, v)
+	if err != nil {
+		return api.AttachResult{}, nil, err
+	}
+	// info was answered: the worker sends nothing more until asked, so
+	// closing the client (its reader) loses no byte of the duplicate's.
+	f, err := c.File()
+	wc.Close()
+	if err != nil {
+		return api.AttachResult{}, nil, err
+	}
+	h.log.Info("attach brokered through the API server", "session", v.Name, "read_only", a.ReadOnly)
+	return api.AttachResult{Session: v, Relayed: true}, f, nil
+}
+
+// sendKube types into a cluster session's PTY.
+func (h *Helper) sendKube(ctx context.Context, v api.Session, a api.SendArgs) (api.StatusResult, error) {
+	_, wc, err := h.dialKube(ctx, v)
+	if err != nil {
+		return api.StatusResult{}, err
+	}
+	defer wc.Close()
+	ictx, cancel := context.WithTimeout(ctx, workerCallTimeout+5*time.Second)
+	defer cancel()
+	if a.Text != "" {
+		if err := wc.Input(ictx, []byte(a.Text)); err != nil {
+			return api.StatusResult{}, kubeWorkerErr(v, "send text", err)
+		}
+	}
+	if !a.NoEnter {
+		if err := wc.Input(ictx, []byte("\r")); err != nil {
+			return api.StatusResult{}, kubeWorkerErr(v, "send Enter", err)
+		}
+	}
+	h.log.Info("sent input", "session", v.Name, "bytes", len(a.Text), "enter", !a.NoEnter, "engine", api.EngineKubernetes)
+	return api.StatusResult{Session: v}, nil
+}
+
+// respondKube delivers a person's answer to a cluster session.
+func (h *Helper) respondKube(ctx context.Context, v api.Session, a api.RespondArgs) (api.StatusResult, error) {
+	_, wc, err := h.dialKube(ctx, v)
+	if err != nil {
+		return api.StatusResult{}, err
+	}
+	defer wc.Close()
+	rctx, cancel := context.WithTimeout(ctx, respondTimeout)
+	defer cancel()
+	res, err := wc.Respond(rctx, proto.RespondParams{Text: a.Text, Decision: a.Decision, By: a.By})
+	if err != nil {
+		return api.StatusResult{}, kubeWorkerErr(v, "respond", err)
+	}
+	h.log.Info("respond delivered", "session", v.Name, "by", a.By, "decision", a.Decision, "text_bytes", len(a.Text), "delivered", res.Delivered, "engine", api.EngineKubernetes)
+	return api.StatusResult{Session: v}, nil
+}
+
+// endKube ends a cluster session's agent because its work is done: the
+// worker exits 0 and the Job completes.
+func (h *Helper) endKube(ctx context.Context, v api.Session, reason string) (api.StatusResult, error) {
+	_, wc, err := h.dialKube(ctx, v)
+	if err != nil {
+		return api.StatusResult{}, err
+	}
+	defer wc.Close()
+	ectx, cancel := context.WithTimeout(ctx, workerCallTimeout)
+	defer cancel()
+	if err := wc.End(ectx, reason); err != nil {
+		return api.StatusResult{}, kubeWorkerErr(v, "end", err)
+	}
+	h.log.Info("session ending: its work is done", "session", v.Name, "reason", reason, "engine", api.EngineKubernetes)
+	return api.StatusResult{Session: v}, nil
+}
+
+func kubeWorkerErr(v api.Session, what string, err error) error {
+	switch {
+	case proto.IsCode(err, proto.CodeSessionNotRunning):
+		return api.Errorf(api.CodeNotRunning, "session %s is not running: %v", v.Name, err)
+	case proto.IsCode(err, proto.CodeBadRequest):
+		return api.Errorf(api.CodeBadRequest, "session %s: %s: %v", v.Name, what, err)
+	}
+	return api.Errorf(api.CodeUnavailable, "session %s: %s through the API server: %v", v.Name, what, err)
 }

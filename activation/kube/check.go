@@ -26,6 +26,7 @@ type Permission struct {
 var Permissions = []Permission{
 	{Group: "batch", Resource: "jobs", Verbs: []string{"create", "get", "list", "watch", "delete"}, Why: "a Job per session"},
 	{Resource: "pods", Verbs: []string{"get", "list", "watch"}, Why: "where each session runs, how its runs ended"},
+	{Resource: "pods", Subresource: "exec", Verbs: []string{"create"}, Why: "attach and input (legion-pty-worker --connect in the pod)"},
 	{Resource: "secrets", Verbs: []string{"create"}, Why: "each session's spec, which holds its control token"},
 	{Resource: "persistentvolumeclaims", Verbs: []string{"create"}, Why: "a volume per issue"},
 }
@@ -67,7 +68,11 @@ func Check(ctx context.Context, t api.KubeTarget) (string, error) {
 				return "", fmt.Errorf("ask the API server what the kubeconfig's user may do: %w", err)
 			}
 			if !r.Status.Allowed {
-				denied = append(denied, verb+" "+p.Resource)
+				res := p.Resource
+				if p.Subresource != "" {
+					res += "/" + p.Subresource
+				}
+				denied = append(denied, verb+" "+res)
 			}
 		}
 	}

@@ -57,7 +57,7 @@ func TestKube(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, check(func(t *config.Team) { t.Kubernetes.Kubeconfig = restricted }), Fail,
-		"may not create jobs, get jobs, list jobs, watch jobs, delete jobs, get pods, list pods, watch pods, create secrets, create persistentvolumeclaims in namespace legion-demo", "")
+		"may not create jobs, get jobs, list jobs, watch jobs, delete jobs, get pods, list pods, watch pods, create pods/exec, create secrets, create persistentvolumeclaims in namespace legion-demo", "")
 
 	// The kubeconfig the helper reads: the manager's $KUBECONFIG without
 	// kubernetes.kubeconfig.

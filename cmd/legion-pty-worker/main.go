@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/legion-dev/legion/activation/kube/wire"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/confine"
 	"github.com/legion-dev/legion/ptyworker/proto"
@@ -25,12 +26,18 @@ import (
 var version = "dev"
 
 const usage = `Usage: legion-pty-worker --spec FILE
+       legion-pty-worker --connect [--spec FILE]
 
 Host one agent session: run the agent on a PTY, keep its output (ring and
 transcript), serve attach clients on a unix socket and feed systemd's
 watchdog while the agent's session file is fresh. systemd starts it in the
 session's transient unit; the spec file (JSON, mode 0600) says what to run.
 People use "legion spawn" and "legion attach" instead.
+
+With --connect it relays its stdin and stdout to a running worker's socket,
+past hello: on Kubernetes the helper runs it in a session's pod by exec
+through the API server, for attach and input ($LEGION_WORKER_SPEC and
+$LEGION_WORKER_SOCKET, set in the pod, find the worker).
 
 Exit status: 0 when the agent exited with code 0, the session was removed or
 the unit was stopped; 1 when the agent failed or the session could not be
@@ -69,6 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	spec := fs.String("spec", "", "the session's spec `FILE` (JSON, mode 0600)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	connect := fs.Bool("connect", false, "relay stdin and stdout to the worker of the spec in $"+wire.EnvSpec+" (or --spec), past its hello: run by exec in a session's pod on Kubernetes")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -82,6 +90,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case *showVersion:
 		fmt.Fprintln(stdout, "legion-pty-worker", version)
+		return 0
+	case *connect:
+		if *spec == "" {
+			*spec = os.Getenv(wire.EnvSpec)
+		}
+		if *spec == "" {
+			fmt.Fprintf(stderr, "legion-pty-worker: --connect needs --spec FILE or $%s\n", wire.EnvSpec)
+			return 2
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		if err := ptyworker.Connect(ctx, *spec, os.Getenv(wire.EnvSocket), os.Stdin, stdout); err != nil {
+			fmt.Fprintln(stderr, "legion-pty-worker:", err)
+			return 1
+		}
 		return 0
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "legion-pty-worker: unexpected argument %q (want only --spec FILE)\n", fs.Arg(0))
