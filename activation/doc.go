@@ -55,8 +55,8 @@
 // and sessions.watch cover those sessions. Attach, send, respond and end
 // reach their workers through the API server: a `legion-kube exec` of
 // `legion-pty-worker --connect` in the pod, its stdin and stdout a socket
-// pair whose other end the helper uses or hands over (dialKube).
-// sessions.logs answers not_implemented for them.
+// pair whose other end the helper uses or hands over (dialKube);
+// sessions.logs runs `legion-pty-worker --transcript` there (logsKube).
 //
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves

@@ -179,14 +179,13 @@ func TestKubeSessions(t *testing.T) {
 	if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != job.UID {
 		t.Errorf("the spec's Secret is owned by %+v; want the Job", sec.OwnerReferences)
 	}
-	// Logs of a cluster session are not built: it says so, naming the
-	// Job. Input goes through exec, which these nodes route nowhere: the
-	// error says what failed (TestKubeAttach has it work).
-	if _, err := cl.Logs(ctx, api.LogsArgs{Name: plan.Name}, io.Discard); !errors.Is(err, api.ErrNotImplemented) || !strings.Contains(err.Error(), wire.JobName(plan.ID)) {
-		t.Errorf("Logs = %v; want not_implemented naming the Job", err)
-	}
+	// Input and logs go through exec, which these nodes route nowhere:
+	// the error says what failed (TestKubeAttach has them work).
 	if _, err := cl.Send(ctx, plan.Name, "hi", false); !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "through exec") {
 		t.Errorf("Send = %v; want unavailable, saying exec failed", err)
+	}
+	if _, err := cl.Logs(ctx, api.LogsArgs{Name: plan.Name}, io.Discard); !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "through exec") {
+		t.Errorf("Logs = %v; want unavailable, saying exec failed", err)
 	}
 
 	// The run fails (its worker exits 1: a crash, or a stale agent the
@@ -487,6 +486,27 @@ func TestKubeAttach(t *testing.T) {
 	}
 	read("typed while attached")
 
+	// Logs: the transcript on the pod's volume, read there by exec; with
+	// follow, what comes after too, until the session ends.
+	var logs strings.Builder
+	if _, err := ip.client(t).Logs(ctx, api.LogsArgs{Name: a.Name}, &logs); err != nil || !strings.Contains(logs.String(), "typed while attached") {
+		t.Errorf("Logs = %v, %q; want the transcript with what was typed", err, logs.String())
+	}
+	var tailed strings.Builder
+	if _, err := ip.client(t).Logs(ctx, api.LogsArgs{Name: a.Name, Tail: 8}, &tailed); err != nil || tailed.Len() != 8 {
+		t.Errorf("Logs with tail 8 = %v, %q; want 8 bytes", err, tailed.String())
+	}
+	followed := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		res, err := ip.client(t).Logs(ctx, api.LogsArgs{Name: a.Name, Follow: true}, &b)
+		followed <- fmt.Sprintf("%s|%v|%s", res.Reason, err, b.String())
+	}()
+	if err := wc.Input(ctx, []byte("after the follow began\r")); err != nil {
+		t.Fatal(err)
+	}
+	read("after the follow began")
+
 	// End: the worker ends the agent and exits 0, as the pod's would.
 	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
 		t.Fatalf("End through the API server: %v", err)
@@ -505,6 +525,14 @@ func TestKubeAttach(t *testing.T) {
 	pod := podsOf(t, c, ns, a.ID)[0]
 	c.EndPod(t, ns, pod.Name, 0)
 	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool { return s.State.Ended() })
+	select {
+	case got := <-followed:
+		if !strings.HasPrefix(got, "session ended|<nil>|") || !strings.Contains(got, "after the follow began") {
+			t.Errorf("Logs with follow = %q; want what came after it began, ended with the session", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("Logs with follow did not end with the session")
+	}
 	if _, _, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name}); !errors.Is(err, api.ErrNotRunning) {
 		t.Errorf("Attach after the end = %v; want not_running", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -391,12 +392,13 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	return api.SpawnResult{Name: l.name, ID: l.id, Unit: l.unit, Started: rep.Started}, nil
 }
 
-// kubeOnly is the answer to a command the helper cannot yet serve for a
-// session on a cluster (sessions.logs: its transcript is on the issue's
-// volume, and the worker image has no program to read it out by exec).
+// kubeOnly is the answer to a command the helper does not serve for a
+// session on a cluster (sessions.reset: a Job failed for good is not
+// reset; kill deletes it, keeping the issue's volume, and the next
+// dispatch starts a new one).
 func kubeOnly(cmd string, v api.Session) error {
-	return api.Errorf(api.CodeNotImplemented, "%s: session %s runs on Kubernetes (node %q): %s of a session on a cluster is not built yet; `legion attach %s` shows its screen, `kubectl logs job/%s` the worker's log",
-		cmd, v.Name, v.Node, cmd, v.Name, wire.JobName(v.ID))
+	return api.Errorf(api.CodeNotImplemented, "%s: session %s runs on Kubernetes (job %s): not for a session on a cluster; `legion sessions kill %s` deletes its Job and keeps its volume, and the next dispatch starts it again",
+		cmd, v.Name, wire.JobName(v.ID), v.Name)
 }
 
 // kubeOnlyHere finds a session by name on a cluster when this machine has
@@ -479,21 +481,22 @@ func lastLine(s string) string {
 	return s
 }
 
-// dialKube connects to the worker of cluster session v through the API
-// server and checks that it answers as that session (info).
-func (h *Helper) dialKube(ctx context.Context, v api.Session) (*kubeConn, *proto.Client, error) {
+// execKube runs command in the running pod of cluster session v through
+// the API server (legion-kube exec), its stdin and stdout the returned
+// connection.
+func (h *Helper) execKube(ctx context.Context, v api.Session, command []string) (*kubeConn, string, error) {
 	p, err := h.kube.process(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
 	rep, err := p.call(ctx, wire.Request{Op: wire.OpPod, Name: v.Name})
 	if err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
 	bin := h.opts.KubeBinary
 	if bin == "" {
 		if bin, err = findKubeBinary(); err != nil {
-			return nil, nil, api.Errorf(api.CodeBadRequest, "%v", err)
+			return nil, "", api.Errorf(api.CodeBadRequest, "%v", err)
 		}
 	}
 	t := rep.Target
@@ -504,10 +507,10 @@ func (h *Helper) dialKube(ctx context.Context, v api.Session) (*kubeConn, *proto
 	if t.Context != "" {
 		args = append(args, "--context", t.Context)
 	}
-	args = append(append(args, "--"), wire.ConnectCommand...)
+	args = append(append(args, "--"), command...)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
 	near, far := os.NewFile(uintptr(fds[0]), "kube-exec"), os.NewFile(uintptr(fds[1]), "kube-exec")
 	defer near.Close()
@@ -520,7 +523,7 @@ func (h *Helper) dialKube(ctx context.Context, v api.Session) (*kubeConn, *proto
 	err = cmd.Start()
 	far.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, "", fmt.Errorf("start %s: %w", bin, err)
 	}
 	go func() {
 		err := cmd.Wait()
@@ -532,19 +535,30 @@ func (h *Helper) dialKube(ctx context.Context, v api.Session) (*kubeConn, *proto
 	nc, err := net.FileConn(near)
 	if err != nil {
 		_ = cmd.Process.Kill()
-		return nil, nil, err
+		return nil, "", err
 	}
 	c.UnixConn = nc.(*net.UnixConn)
+	return c, rep.Pod, nil
+}
+
+// dialKube connects to the worker of cluster session v through the API
+// server (wire.ConnectCommand) and checks that it answers as that
+// session (info).
+func (h *Helper) dialKube(ctx context.Context, v api.Session) (*kubeConn, *proto.Client, error) {
+	c, pod, err := h.execKube(ctx, v, wire.ConnectCommand)
+	if err != nil {
+		return nil, nil, err
+	}
 	wc := proto.NewClient(c)
 	ictx, cancel := context.WithTimeout(ctx, kubeExecStart)
 	defer cancel()
 	in, err := wc.Info(ictx)
 	if err == nil && in.SessionID != v.ID {
-		err = fmt.Errorf("pod %s hosts session %s", rep.Pod, in.SessionID)
+		err = fmt.Errorf("pod %s hosts session %s", pod, in.SessionID)
 	}
 	if err != nil {
 		wc.Close()
-		return nil, nil, api.Errorf(api.CodeUnavailable, "session %s: its worker in pod %s does not answer through exec: %v", v.Name, rep.Pod, c.why(err))
+		return nil, nil, api.Errorf(api.CodeUnavailable, "session %s: its worker in pod %s does not answer through exec: %v", v.Name, pod, c.why(err))
 	}
 	return c, wc, nil
 }
@@ -649,4 +663,96 @@ func kubeWorkerErr(v api.Session, what string, err error) error {
 		return api.Errorf(api.CodeBadRequest, "session %s: %s: %v", v.Name, what, err)
 	}
 	return api.Errorf(api.CodeUnavailable, "session %s: %s through the API server: %v", v.Name, what, err)
+}
+
+// logsKube streams a cluster session's transcript (sessions.logs), read
+// in its pod by exec (wire.TranscriptCommand): the transcript is on the
+// issue's volume, which only a pod of the session mounts. With follow it
+// goes on from each new pod of the session at the offset reached, until
+// the session has ended for good or the client hangs up.
+func (h *Helper) logsKube(ctx context.Context, cc *clientConn, req api.Request, v api.Session, a api.LogsArgs) (any, *os.File, error) {
+	off, tail := a.Offset, a.Tail
+	for {
+		c, _, err := h.execKube(ctx, v, wire.TranscriptCommand(off, tail, a.Follow))
+		switch {
+		case err != nil && !a.Follow:
+			return nil, nil, err
+		case err == nil:
+			started, serr := streamKubeLogs(ctx, cc, req, c, &off, func() bool { return h.kubeOver(ctx, v) })
+			c.Close()
+			if started {
+				tail = 0
+			}
+			if serr != nil {
+				return nil, nil, serr
+			}
+			if !a.Follow {
+				return api.LogsResult{Offset: off, Reason: "eof"}, nil, nil
+			}
+		}
+		// Between pods, or the last one ended.
+		if h.kubeOver(ctx, v) {
+			return api.LogsResult{Offset: off, Reason: "session ended"}, nil, nil
+		}
+		if peerClosed(cc.c) {
+			return nil, nil, io.EOF
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(logStateCheck):
+		}
+	}
+}
+
+// kubeOver reports whether cluster session v has ended for good (or is
+// gone, or its name now names another session).
+func (h *Helper) kubeOver(ctx context.Context, v api.Session) bool {
+	cur, ok := h.kube.find(ctx, v.Name)
+	return !ok || cur.ID != v.ID || cur.State.Ended()
+}
+
+// streamKubeLogs sends what a --transcript exec writes as log events: the
+// offset line sets *off, the bytes follow. It returns when the exec
+// ended (started: it sent its offset line), the session is over (a
+// pause in the bytes and over says so) or the client hung up (io.EOF).
+func streamKubeLogs(ctx context.Context, cc *clientConn, req api.Request, c *kubeConn, off *int64, over func() bool) (started bool, err error) {
+	r := bufio.NewReaderSize(c, logChunk)
+	_ = c.SetReadDeadline(time.Now().Add(kubeExecStart))
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return false, api.Errorf(api.CodeUnavailable, "read the transcript through exec: %v", c.why(err))
+	}
+	start, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		return false, api.Errorf(api.CodeUnavailable, "read the transcript through exec: offset line %q", truncateText(line, 40))
+	}
+	*off = start
+	buf := make([]byte, logChunk)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(logStateCheck))
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			ev, err := json.Marshal(api.LogEvent{Offset: *off, Data: buf[:n]})
+			if err != nil {
+				return true, err
+			}
+			if err := cc.send(api.Response{ID: req.ID, Event: ev}, nil); err != nil {
+				return true, err
+			}
+			*off += int64(n)
+		}
+		switch {
+		case rerr == nil:
+		case errors.Is(rerr, os.ErrDeadlineExceeded):
+			if peerClosed(cc.c) || ctx.Err() != nil {
+				return true, io.EOF
+			}
+			if over() {
+				return true, nil
+			}
+		default:
+			return true, nil // the exec ended: the pod's end, or all was sent
+		}
+	}
 }

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/legion-dev/legion/ptyworker/proto"
@@ -79,4 +82,73 @@ func Connect(ctx context.Context, specPath, socket string, in io.Reader, out io.
 		return fmt.Errorf("session %s: relay from its worker: %w", spec.Name, err)
 	}
 	return nil
+}
+
+// transcriptPoll is how often Transcript with follow looks for new bytes.
+const transcriptPoll = 100 * time.Millisecond
+
+// Transcript is `legion-pty-worker --transcript`, run by exec in a
+// session's container on a cluster for sessions.logs: it writes the
+// offset it starts at (offset, or tail bytes before the end; decimal,
+// one line), then the session's transcript from there. With follow it
+// keeps writing what the worker appends until stop is closed (the exec's
+// stdin ended: the helper is done) or ctx ends.
+func Transcript(ctx context.Context, specPath string, offset, tail int64, follow bool, stop <-chan struct{}, out io.Writer) error {
+	spec, err := proto.ReadSpec(specPath)
+	if err != nil {
+		return err
+	}
+	path := spec.TranscriptPath()
+	var f *os.File
+	for {
+		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || !follow {
+			return fmt.Errorf("session %s: %w", spec.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-stop:
+			return nil
+		case <-time.After(transcriptPoll):
+		}
+	}
+	defer f.Close()
+	if tail > 0 {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		offset = max(0, fi.Size()-tail)
+	}
+	if _, err := fmt.Fprintf(out, "%d\n", offset); err != nil {
+		return err
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.ReadAt(buf, offset)
+		if n > 0 {
+			if _, err := out.Write(buf[:n]); err != nil {
+				return err
+			}
+			offset += int64(n)
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-stop:
+			return nil
+		case <-time.After(transcriptPoll):
+		}
+	}
 }

@@ -7,6 +7,8 @@
 package wire
 
 import (
+	"strconv"
+
 	"github.com/legion-dev/legion/activation/api"
 )
 
@@ -95,6 +97,18 @@ const (
 // (ptyworker.Connect): the API server's exec stream becomes a connection
 // to the worker, as the helper's attach broker gives one on the machine.
 var ConnectCommand = []string{"legion-pty-worker", "--connect"}
+
+// TranscriptCommand, run by exec in a session's container, writes the
+// offset it starts at (one decimal line), then the session's transcript
+// from offset (or tail bytes before its end); with follow, until its
+// stdin ends (ptyworker.Transcript).
+func TranscriptCommand(offset, tail int64, follow bool) []string {
+	c := []string{"legion-pty-worker", "--transcript", "--offset", strconv.FormatInt(offset, 10), "--tail", strconv.FormatInt(tail, 10)}
+	if follow {
+		c = append(c, "--follow")
+	}
+	return c
+}
 
 // JobName is the name of session id's Job; its Secret is SecretName.
 func JobName(id string) string    { return "legion-" + id }
