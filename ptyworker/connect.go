@@ -98,6 +98,17 @@ func Transcript(ctx context.Context, specPath string, offset, tail int64, follow
 	if err != nil {
 		return err
 	}
+	// pause waits a poll; false when it is time to stop.
+	pause := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-stop:
+			return false
+		case <-time.After(transcriptPoll):
+			return true
+		}
+	}
 	path := spec.TranscriptPath()
 	var f *os.File
 	for {
@@ -108,12 +119,8 @@ func Transcript(ctx context.Context, specPath string, offset, tail int64, follow
 		if !errors.Is(err, fs.ErrNotExist) || !follow {
 			return fmt.Errorf("session %s: %w", spec.Name, err)
 		}
-		select {
-		case <-ctx.Done():
+		if !pause() {
 			return nil
-		case <-stop:
-			return nil
-		case <-time.After(transcriptPoll):
 		}
 	}
 	defer f.Close()
@@ -140,15 +147,8 @@ func Transcript(ctx context.Context, specPath string, offset, tail int64, follow
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		if !follow {
+		if !follow || !pause() {
 			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-stop:
-			return nil
-		case <-time.After(transcriptPoll):
 		}
 	}
 }
