@@ -204,6 +204,10 @@ func (h *Helper) cmdSend(ctx context.Context, _ *clientConn, req api.Request) (a
 	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
 	}
+	if v, ok := h.kubeOnlyHere(ctx, a.Name); ok {
+		res, err := h.sendKube(ctx, v, a)
+		return res, nil, err
+	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
 	if err != nil {
 		return nil, nil, err
@@ -234,6 +238,10 @@ func (h *Helper) cmdAttach(ctx context.Context, _ *clientConn, req api.Request) 
 	var a api.AttachArgs
 	if err := decodeArgs(req, &a); err != nil {
 		return nil, nil, err
+	}
+	if v, ok := h.kubeOnlyHere(ctx, a.Name); ok {
+		res, f, err := h.attachKube(ctx, v, a)
+		return res, f, err
 	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
 	if err != nil {

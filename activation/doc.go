@@ -52,8 +52,11 @@
 // activation/kube, reached through activation/kube/wire), which the helper
 // starts on the first such spawn and again at each start when
 // kubernetes-targets.json names clusters; list, status, kill, team.stop
-// and sessions.watch cover those sessions, the other commands answer
-// not_implemented for them (they are to go through the API server).
+// and sessions.watch cover those sessions. Attach, send, respond and end
+// reach their workers through the API server: a `legion-kube exec` of
+// `legion-pty-worker --connect` in the pod, its stdin and stdout a socket
+// pair whose other end the helper uses or hands over (dialKube);
+// sessions.logs runs `legion-pty-worker --transcript` there (logsKube).
 //
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,6 +29,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/kubetest"
 	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
@@ -176,9 +179,13 @@ func TestKubeSessions(t *testing.T) {
 	if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != job.UID {
 		t.Errorf("the spec's Secret is owned by %+v; want the Job", sec.OwnerReferences)
 	}
-	// Unbuilt commands say so, naming the Job.
-	if _, err := cl.Send(ctx, plan.Name, "hi", false); !errors.Is(err, api.ErrNotImplemented) || !strings.Contains(err.Error(), wire.JobName(plan.ID)) {
-		t.Errorf("Send = %v; want not_implemented naming the Job", err)
+	// Input and logs go through exec, which these nodes route nowhere:
+	// the error says what failed (TestKubeAttach has them work).
+	if _, err := cl.Send(ctx, plan.Name, "hi", false); !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "through exec") {
+		t.Errorf("Send = %v; want unavailable, saying exec failed", err)
+	}
+	if _, err := cl.Logs(ctx, api.LogsArgs{Name: plan.Name}, io.Discard); !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "through exec") {
+		t.Errorf("Logs = %v; want unavailable, saying exec failed", err)
 	}
 
 	// The run fails (its worker exits 1: a crash, or a stale agent the
@@ -351,5 +358,182 @@ func TestKubeTargetsCorrupt(t *testing.T) {
 	}
 	if _, err := ip.client(t).List(t.Context()); err != nil {
 		t.Errorf("List after a corrupt targets file: %v", err)
+	}
+}
+
+// TestKubeAttach: attach, input and end of a session on a cluster go
+// through the API server's exec, as the helper does them: legion-kube
+// exec runs `legion-pty-worker --connect` in the session's pod, which
+// says hello to the worker with the spec's token and relays. kwok's nodes
+// run no container: the test runs the pod's worker on this machine (the
+// Secret's spec, with paths of a temporary directory instead of the
+// pod's mounts) and kwok routes the exec to a local process whose
+// environment names that spec and socket, as the pod's does its own.
+func TestKubeAttach(t *testing.T) {
+	dir := t.TempDir()
+	specPath, socket := filepath.Join(dir, "spec.json"), filepath.Join(dir, "worker.sock")
+	worker := sdtest.WorkerBinary(t) // on the exec's PATH, as in the image
+	c := kubetest.Start(t, kubetest.Options{ExecDir: dir, ExecEnv: map[string]string{
+		wire.EnvSpec: specPath, wire.EnvSocket: socket, "PATH": filepath.Dir(worker) + ":/usr/bin:/bin"}})
+	const ns = "legion-attach"
+	kubeNamespace(t, c, ns, 2)
+	ip := startInProcess(t, true, Options{KubeBinary: sdtest.KubeBinary(t)})
+	cl := ip.client(t)
+	ctx := t.Context()
+
+	a := kubeLaunch(c, ns, "DEMO-7", "implement")
+	a.Argv, a.Role, a.Agent = []string{"/bin/cat"}, roleCommand, ""
+	if _, err := cl.Spawn(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	kubeSession(t, cl, a.Name, "running on a node", func(s api.Session) bool { return s.State == api.StateRunning })
+	job, err := c.Client.BatchV1().Jobs(ns).Get(ctx, wire.JobName(a.ID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env[wire.EnvSpec] != wire.SpecFile || !strings.HasPrefix(env[wire.EnvSocket], wire.RuntimeDir+"/") {
+		t.Errorf("the pod's environment %v; want %s=%s and %s in %s", env, wire.EnvSpec, wire.SpecFile, wire.EnvSocket, wire.RuntimeDir)
+	}
+
+	// The pod's worker, run here from the Secret's spec.
+	sec, err := c.Client.CoreV1().Secrets(ns).Get(ctx, wire.SecretName(a.ID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(sec.Data["spec.json"], &spec); err != nil {
+		t.Fatal(err)
+	}
+	spec["paths"] = map[string]any{"runtime_dir": filepath.Join(dir, "run"), "state_dir": filepath.Join(dir, "state")}
+	spec["cwd"] = dir
+	b, _ := json.Marshal(spec)
+	if err := os.WriteFile(specPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := exec.Command(worker, "--spec", specPath)
+	w.Stderr = os.Stderr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	t.Cleanup(func() {
+		_ = w.Process.Kill() // by PID; an error once it exited
+		<-done
+	})
+	// The worker puts its socket where the spec says; the exec's
+	// environment names it (the test gives the spec's path to kwok
+	// before the spawn, so it links the one to the other).
+	var sp struct{ Socket string }
+	waitfor.Check(t, 30*time.Second, "the worker's socket", func() error {
+		m, err := filepath.Glob(filepath.Join(dir, "run", "w", "*.sock"))
+		if err != nil || len(m) != 1 {
+			return fmt.Errorf("sockets %v, %v", m, err)
+		}
+		sp.Socket = m[0]
+		return nil
+	})
+	if err := os.Symlink(sp.Socket, socket); err != nil {
+		t.Fatal(err)
+	}
+
+	// Input through the helper, then attach: the relay, past hello, marked
+	// relayed so the client asks for no mapped ring.
+	if _, err := cl.Send(ctx, a.Name, "hello from the helper", false); err != nil {
+		t.Fatalf("Send through the API server: %v", err)
+	}
+	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
+	if err != nil {
+		t.Fatalf("Attach through the API server: %v", err)
+	}
+	if !res.Relayed || res.Session.ID != a.ID {
+		t.Errorf("AttachResult = %+v; want relayed, the session", res)
+	}
+	wc := proto.NewClient(conn)
+	defer wc.Close()
+	zero := uint64(0)
+	// As legion attach and the dashboard ask: mapped unless relayed (a
+	// ring's descriptor cannot cross the API server).
+	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
+		t.Fatalf("attach on the relay: %v", err)
+	}
+	var out strings.Builder
+	read := func(want string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			select {
+			case ev, ok := <-wc.Events():
+				if !ok {
+					t.Fatalf("the relay closed; output so far %q", out.String())
+				}
+				if ev.Kind == proto.EventKindOutput || ev.Kind == proto.EventKindSnapshot {
+					out.Write(ev.Data)
+				}
+			case <-deadline:
+				t.Fatalf("no %q in the attached output %q", want, out.String())
+			}
+		}
+	}
+	read("hello from the helper")
+	// Keys typed on the attached terminal reach the agent.
+	if err := wc.Input(ctx, []byte("typed while attached\r")); err != nil {
+		t.Fatal(err)
+	}
+	read("typed while attached")
+
+	// Logs: the transcript on the pod's volume, read there by exec; with
+	// follow, what comes after too, until the session ends.
+	var logs strings.Builder
+	if _, err := ip.client(t).Logs(ctx, api.LogsArgs{Name: a.Name}, &logs); err != nil || !strings.Contains(logs.String(), "typed while attached") {
+		t.Errorf("Logs = %v, %q; want the transcript with what was typed", err, logs.String())
+	}
+	var tailed strings.Builder
+	if _, err := ip.client(t).Logs(ctx, api.LogsArgs{Name: a.Name, Tail: 8}, &tailed); err != nil || tailed.Len() != 8 {
+		t.Errorf("Logs with tail 8 = %v, %q; want 8 bytes", err, tailed.String())
+	}
+	followed := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		res, err := ip.client(t).Logs(ctx, api.LogsArgs{Name: a.Name, Follow: true}, &b)
+		followed <- fmt.Sprintf("%s|%v|%s", res.Reason, err, b.String())
+	}()
+	if err := wc.Input(ctx, []byte("after the follow began\r")); err != nil {
+		t.Fatal(err)
+	}
+	read("after the follow began")
+
+	// End: the worker ends the agent and exits 0, as the pod's would.
+	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
+		t.Fatalf("End through the API server: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the worker exited %v after end; want 0", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker did not exit after end")
+	}
+	done <- nil // for the cleanup
+
+	// Without a running pod, attach says so.
+	pod := podsOf(t, c, ns, a.ID)[0]
+	c.EndPod(t, ns, pod.Name, 0)
+	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool { return s.State.Ended() })
+	select {
+	case got := <-followed:
+		if !strings.HasPrefix(got, "session ended|<nil>|") || !strings.Contains(got, "after the follow began") {
+			t.Errorf("Logs with follow = %q; want what came after it began, ended with the session", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("Logs with follow did not end with the session")
+	}
+	if _, _, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name}); !errors.Is(err, api.ErrNotRunning) {
+		t.Errorf("Attach after the end = %v; want not_running", err)
 	}
 }

@@ -2,15 +2,18 @@ package activation
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +23,7 @@ import (
 	"github.com/legion-dev/legion/activation/kube/wire"
 	"github.com/legion-dev/legion/internal/atomicfile"
 	"github.com/legion-dev/legion/ptyworker/proto"
+	"golang.org/x/sys/unix"
 )
 
 // kubeTargetsFile lists the Kubernetes targets the helper has run sessions
@@ -379,7 +383,7 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	h.kube.remember(t)
 	rep, err := p.call(ctx, wire.Request{Op: wire.OpSpawn, Target: &t, Spawn: &wire.Spawn{
 		ID: l.id, Name: l.name, Team: l.team, TeamID: l.teamID.String(), Issue: l.issue, Mode: l.mode, Unit: l.unit,
-		Spec: b, StartLimitBurst: int(l.startLimitBurst), Reuse: l.reuseLive,
+		Spec: b, Socket: spec.SocketPath(), StartLimitBurst: int(l.startLimitBurst), Reuse: l.reuseLive,
 	}})
 	if err != nil {
 		return api.SpawnResult{}, err
@@ -388,11 +392,13 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	return api.SpawnResult{Name: l.name, ID: l.id, Unit: l.unit, Started: rep.Started}, nil
 }
 
-// kubeOnly is the answer to a command the helper cannot yet serve for a
-// session on a cluster.
+// kubeOnly is the answer to a command the helper does not serve for a
+// session on a cluster (sessions.reset: a Job failed for good is not
+// reset; kill deletes it, keeping the issue's volume, and the next
+// dispatch starts a new one).
 func kubeOnly(cmd string, v api.Session) error {
-	return api.Errorf(api.CodeNotImplemented, "%s: session %s runs on Kubernetes (node %q): %s through the API server is not built yet; use `kubectl exec` into its pod (job %s)",
-		cmd, v.Name, v.Node, cmd, wire.JobName(v.ID))
+	return api.Errorf(api.CodeNotImplemented, "%s: session %s runs on Kubernetes (job %s): not for a session on a cluster; `legion sessions kill %s` deletes its Job and keeps its volume, and the next dispatch starts it again",
+		cmd, v.Name, wire.JobName(v.ID), v.Name)
 }
 
 // kubeOnlyHere finds a session by name on a cluster when this machine has
@@ -440,4 +446,313 @@ func (w *logWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// kubeExecStart bounds a cluster worker's first answer through exec:
+// legion-kube's start, the API server's exec to the node, the hello.
+const kubeExecStart = 30 * time.Second
+
+// kubeConn is a connection to the worker of a session on a cluster, past
+// its hello: one end of a socket pair whose other end is the stdin and
+// stdout of `legion-kube exec -- legion-pty-worker --connect` in the
+// session's pod (see wire.ConnectCommand). Closing it ends that exec.
+type kubeConn struct {
+	*net.UnixConn
+	done   chan struct{} // closed when legion-kube exec exited
+	stderr *bytes.Buffer // its stderr, read after done
+}
+
+// why is err with what legion-kube exec said, if it exited meanwhile.
+func (c *kubeConn) why(err error) error {
+	select {
+	case <-c.done:
+		if msg := strings.TrimSpace(c.stderr.String()); msg != "" {
+			return fmt.Errorf("%w (%s)", err, lastLine(msg))
+		}
+	case <-time.After(2 * time.Second):
+	}
+	return err
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// execKube runs command in the running pod of cluster session v through
+// the API server (legion-kube exec), its stdin and stdout the returned
+// connection.
+func (h *Helper) execKube(ctx context.Context, v api.Session, command []string) (*kubeConn, string, error) {
+	p, err := h.kube.process(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	rep, err := p.call(ctx, wire.Request{Op: wire.OpPod, Name: v.Name})
+	if err != nil {
+		return nil, "", err
+	}
+	bin := h.opts.KubeBinary
+	if bin == "" {
+		if bin, err = findKubeBinary(); err != nil {
+			return nil, "", api.Errorf(api.CodeBadRequest, "%v", err)
+		}
+	}
+	t := rep.Target
+	args := []string{"exec", "--namespace", t.Namespace, "--pod", rep.Pod}
+	if t.Kubeconfig != "" {
+		args = append(args, "--kubeconfig", t.Kubeconfig)
+	}
+	if t.Context != "" {
+		args = append(args, "--context", t.Context)
+	}
+	args = append(append(args, "--"), command...)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	near, far := os.NewFile(uintptr(fds[0]), "kube-exec"), os.NewFile(uintptr(fds[1]), "kube-exec")
+	defer near.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout = far, far
+	c := &kubeConn{done: make(chan struct{}), stderr: &bytes.Buffer{}}
+	cmd.Stderr = &cappedWriter{b: c.stderr, max: 16 << 10}
+	// It ends with the helper; `legion attach` then asks again.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	err = cmd.Start()
+	far.Close()
+	if err != nil {
+		return nil, "", fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() {
+		err := cmd.Wait()
+		close(c.done)
+		if err != nil {
+			h.log.Warn("exec into a session's pod ended", "session", v.Name, "pod", rep.Pod, "err", err, "stderr", lastLine(strings.TrimSpace(c.stderr.String())))
+		}
+	}()
+	nc, err := net.FileConn(near)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, "", err
+	}
+	c.UnixConn = nc.(*net.UnixConn)
+	return c, rep.Pod, nil
+}
+
+// dialKube connects to the worker of cluster session v through the API
+// server (wire.ConnectCommand) and checks that it answers as that
+// session (info).
+func (h *Helper) dialKube(ctx context.Context, v api.Session) (*kubeConn, *proto.Client, error) {
+	c, pod, err := h.execKube(ctx, v, wire.ConnectCommand)
+	if err != nil {
+		return nil, nil, err
+	}
+	wc := proto.NewClient(c)
+	ictx, cancel := context.WithTimeout(ctx, kubeExecStart)
+	defer cancel()
+	in, err := wc.Info(ictx)
+	if err == nil && in.SessionID != v.ID {
+		err = fmt.Errorf("pod %s hosts session %s", pod, in.SessionID)
+	}
+	if err != nil {
+		wc.Close()
+		return nil, nil, api.Errorf(api.CodeUnavailable, "session %s: its worker in pod %s does not answer through exec: %v", v.Name, pod, c.why(err))
+	}
+	return c, wc, nil
+}
+
+// cappedWriter keeps the first max bytes written to it.
+type cappedWriter struct {
+	mu  sync.Mutex
+	b   *bytes.Buffer
+	max int
+}
+
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.max - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// attachKube brokers attach to a cluster session: the descriptor handed
+// over is the relay through the API server, past hello, as for a local
+// session; Relayed tells the client that no ring can come through it.
+func (h *Helper) attachKube(ctx context.Context, v api.Session, a api.AttachArgs) (api.AttachResult, *os.File, error) {
+	c, wc, err := h.dialKube(ctx, v)
+	if err != nil {
+		return api.AttachResult{}, nil, err
+	}
+	// info was answered: the worker sends nothing more until asked, so
+	// closing the client (its reader) loses no byte of the duplicate's.
+	f, err := c.File()
+	wc.Close()
+	if err != nil {
+		return api.AttachResult{}, nil, err
+	}
+	h.log.Info("attach brokered through the API server", "session", v.Name, "read_only", a.ReadOnly)
+	return api.AttachResult{Session: v, Relayed: true}, f, nil
+}
+
+// sendKube types into a cluster session's PTY.
+func (h *Helper) sendKube(ctx context.Context, v api.Session, a api.SendArgs) (api.StatusResult, error) {
+	_, wc, err := h.dialKube(ctx, v)
+	if err != nil {
+		return api.StatusResult{}, err
+	}
+	defer wc.Close()
+	ictx, cancel := context.WithTimeout(ctx, workerCallTimeout+5*time.Second)
+	defer cancel()
+	if a.Text != "" {
+		if err := wc.Input(ictx, []byte(a.Text)); err != nil {
+			return api.StatusResult{}, kubeWorkerErr(v, "send text", err)
+		}
+	}
+	if !a.NoEnter {
+		if err := wc.Input(ictx, []byte("\r")); err != nil {
+			return api.StatusResult{}, kubeWorkerErr(v, "send Enter", err)
+		}
+	}
+	h.log.Info("sent input", "session", v.Name, "bytes", len(a.Text), "enter", !a.NoEnter, "engine", api.EngineKubernetes)
+	return api.StatusResult{Session: v}, nil
+}
+
+// respondKube delivers a person's answer to a cluster session.
+func (h *Helper) respondKube(ctx context.Context, v api.Session, a api.RespondArgs) (api.StatusResult, error) {
+	_, wc, err := h.dialKube(ctx, v)
+	if err != nil {
+		return api.StatusResult{}, err
+	}
+	defer wc.Close()
+	rctx, cancel := context.WithTimeout(ctx, respondTimeout)
+	defer cancel()
+	res, err := wc.Respond(rctx, proto.RespondParams{Text: a.Text, Decision: a.Decision, By: a.By})
+	if err != nil {
+		return api.StatusResult{}, kubeWorkerErr(v, "respond", err)
+	}
+	h.log.Info("respond delivered", "session", v.Name, "by", a.By, "decision", a.Decision, "text_bytes", len(a.Text), "delivered", res.Delivered, "engine", api.EngineKubernetes)
+	return api.StatusResult{Session: v}, nil
+}
+
+// endKube ends a cluster session's agent because its work is done: the
+// worker exits 0 and the Job completes.
+func (h *Helper) endKube(ctx context.Context, v api.Session, reason string) (api.StatusResult, error) {
+	_, wc, err := h.dialKube(ctx, v)
+	if err != nil {
+		return api.StatusResult{}, err
+	}
+	defer wc.Close()
+	ectx, cancel := context.WithTimeout(ctx, workerCallTimeout)
+	defer cancel()
+	if err := wc.End(ectx, reason); err != nil {
+		return api.StatusResult{}, kubeWorkerErr(v, "end", err)
+	}
+	h.log.Info("session ending: its work is done", "session", v.Name, "reason", reason, "engine", api.EngineKubernetes)
+	return api.StatusResult{Session: v}, nil
+}
+
+func kubeWorkerErr(v api.Session, what string, err error) error {
+	switch {
+	case proto.IsCode(err, proto.CodeSessionNotRunning):
+		return api.Errorf(api.CodeNotRunning, "session %s is not running: %v", v.Name, err)
+	case proto.IsCode(err, proto.CodeBadRequest):
+		return api.Errorf(api.CodeBadRequest, "session %s: %s: %v", v.Name, what, err)
+	}
+	return api.Errorf(api.CodeUnavailable, "session %s: %s through the API server: %v", v.Name, what, err)
+}
+
+// logsKube streams a cluster session's transcript (sessions.logs), read
+// in its pod by exec (wire.TranscriptCommand): the transcript is on the
+// issue's volume, which only a pod of the session mounts. With follow it
+// goes on from each new pod of the session at the offset reached, until
+// the session has ended for good or the client hangs up.
+func (h *Helper) logsKube(ctx context.Context, cc *clientConn, req api.Request, v api.Session, a api.LogsArgs) (any, *os.File, error) {
+	off, tail := a.Offset, a.Tail
+	for {
+		c, _, err := h.execKube(ctx, v, wire.TranscriptCommand(off, tail, a.Follow))
+		switch {
+		case err != nil && !a.Follow:
+			return nil, nil, err
+		case err == nil:
+			started, serr := streamKubeLogs(ctx, cc, req, c, &off, func() bool { return h.kubeOver(ctx, v) })
+			c.Close()
+			if started {
+				tail = 0
+			}
+			if serr != nil {
+				return nil, nil, serr
+			}
+			if !a.Follow {
+				return api.LogsResult{Offset: off, Reason: "eof"}, nil, nil
+			}
+		}
+		// Between pods, or the last one ended.
+		if h.kubeOver(ctx, v) {
+			return api.LogsResult{Offset: off, Reason: "session ended"}, nil, nil
+		}
+		if peerClosed(cc.c) {
+			return nil, nil, io.EOF
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(logStateCheck):
+		}
+	}
+}
+
+// kubeOver reports whether cluster session v has ended for good (or is
+// gone, or its name now names another session).
+func (h *Helper) kubeOver(ctx context.Context, v api.Session) bool {
+	cur, ok := h.kube.find(ctx, v.Name)
+	return !ok || cur.ID != v.ID || cur.State.Ended()
+}
+
+// streamKubeLogs sends what a --transcript exec writes as log events: the
+// offset line sets *off, the bytes follow. It returns when the exec
+// ended (started: it sent its offset line), the session is over (a
+// pause in the bytes and over says so) or the client hung up (io.EOF).
+func streamKubeLogs(ctx context.Context, cc *clientConn, req api.Request, c *kubeConn, off *int64, over func() bool) (started bool, err error) {
+	r := bufio.NewReaderSize(c, logChunk)
+	_ = c.SetReadDeadline(time.Now().Add(kubeExecStart))
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return false, api.Errorf(api.CodeUnavailable, "read the transcript through exec: %v", c.why(err))
+	}
+	start, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		return false, api.Errorf(api.CodeUnavailable, "read the transcript through exec: offset line %q", truncateText(line, 40))
+	}
+	*off = start
+	buf := make([]byte, logChunk)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(logStateCheck))
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			ev, err := json.Marshal(api.LogEvent{Offset: *off, Data: buf[:n]})
+			if err != nil {
+				return true, err
+			}
+			if err := cc.send(api.Response{ID: req.ID, Event: ev}, nil); err != nil {
+				return true, err
+			}
+			*off += int64(n)
+		}
+		switch {
+		case rerr == nil:
+		case errors.Is(rerr, os.ErrDeadlineExceeded):
+			if peerClosed(cc.c) || ctx.Err() != nil {
+				return true, io.EOF
+			}
+			if over() {
+				return true, nil
+			}
+		default:
+			return true, nil // the exec ended: the pod's end, or all was sent
+		}
+	}
 }

@@ -40,6 +40,9 @@ func (h *Helper) cmdLogs(ctx context.Context, cc *clientConn, req api.Request) (
 	if a.Offset > 0 && a.Tail > 0 {
 		return nil, nil, api.Errorf(api.CodeBadRequest, "%s: offset and tail both given: want one of them", req.Cmd)
 	}
+	if v, ok := h.kubeOnlyHere(ctx, a.Name); ok {
+		return h.logsKube(ctx, cc, req, v, a)
+	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
 	if err != nil {
 		return nil, nil, err

@@ -29,6 +29,10 @@ func (h *Helper) cmdRespond(ctx context.Context, _ *clientConn, req api.Request)
 	if a.Decision != "" && a.Decision != api.DecisionAllow && a.Decision != api.DecisionDeny {
 		return nil, nil, api.Errorf(api.CodeBadRequest, "%s: decision %q: want %s or %s", req.Cmd, truncateText(a.Decision, 40), api.DecisionAllow, api.DecisionDeny)
 	}
+	if v, ok := h.kubeOnlyHere(ctx, a.Name); ok {
+		res, err := h.respondKube(ctx, v, a)
+		return res, nil, err
+	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
 	if err != nil {
 		return nil, nil, err
@@ -71,6 +75,10 @@ func (h *Helper) cmdEnd(ctx context.Context, _ *clientConn, req api.Request) (an
 	}
 	if strings.TrimSpace(a.Reason) == "" {
 		return nil, nil, api.Errorf(api.CodeBadRequest, "%s: give a reason (e.g. \"worker-done and its turn ended\")", req.Cmd)
+	}
+	if v, ok := h.kubeOnlyHere(ctx, a.Name); ok {
+		res, err := h.endKube(ctx, v, a.Reason)
+		return res, nil, err
 	}
 	s, err := h.lookup(ctx, req.Cmd, a.Name)
 	if err != nil {

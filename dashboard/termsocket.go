@@ -157,6 +157,7 @@ type termConn struct {
 
 	c          *api.Client   // the helper; dialed again when it restarted
 	wc         *proto.Client // the worker, through the helper's descriptor
+	relayed    bool          // that descriptor is a relay (api.AttachResult.Relayed): no mapped ring
 	epoch      string        // the worker's output epoch (AttachResult.Epoch)
 	offset     uint64        // the next output byte the page has not got
 	control    bool          // the page took control
@@ -388,15 +389,17 @@ func (t *termConn) reattach(ctx context.Context) (done bool, err error) {
 		from = &off
 	}
 	var conn net.Conn
+	var res api.AttachResult
 	err = t.helper(ctx, func(c *api.Client) error {
 		var err error
-		conn, _, err = c.Attach(ctx, api.AttachArgs{Name: t.name, ReadOnly: !t.control})
+		conn, res, err = c.Attach(ctx, api.AttachArgs{Name: t.name, ReadOnly: !t.control})
 		return err
 	})
 	if err != nil {
 		return false, nil // between runs: try again at the next poll
 	}
 	wc := proto.NewClient(conn) // the helper said hello on it
+	t.relayed = res.Relayed
 	if err := t.attachWorker(ctx, wc, from); err != nil {
 		wc.Close()
 		return false, nil
@@ -409,7 +412,7 @@ func (t *termConn) reattach(ctx context.Context) (done bool, err error) {
 // attachWorker attaches wc from offset (nil: a snapshot), read-only
 // unless the page has control.
 func (t *termConn) attachWorker(ctx context.Context, wc *proto.Client, from *uint64) error {
-	p := proto.AttachParams{ReadOnly: !t.control, Mapped: true}
+	p := proto.AttachParams{ReadOnly: !t.control, Mapped: !t.relayed}
 	if from != nil {
 		off := *from
 		p.Offset, p.Epoch = &off, t.epoch

@@ -241,6 +241,10 @@ type AttachArgs struct {
 // on. The descriptor arrives with the response line (SCM_RIGHTS).
 type AttachResult struct {
 	Session Session `json:"session"`
+	// Relayed: the descriptor is a relay to a worker elsewhere (a pod on
+	// a cluster, through the API server's exec), not the worker's own
+	// socket; no ring descriptor can cross it, so attach without mapped.
+	Relayed bool `json:"relayed,omitempty"`
 }
 
 // SpawnArgs are the args of spawn: a full launch, planned by the caller

@@ -29,6 +29,7 @@ type Permission struct {
 var Permissions = []Permission{
 	{Group: "batch", Resource: "jobs", Verbs: []string{"create", "get", "list", "watch", "delete"}, Why: "a Job per session"},
 	{Resource: "pods", Verbs: []string{"get", "list", "watch"}, Why: "where each session runs, how its runs ended"},
+	{Resource: "pods", Subresource: "exec", Verbs: []string{"create"}, Why: "attach and input (legion-pty-worker --connect in the pod)"},
 	{Resource: "secrets", Verbs: []string{"create"}, Why: "each session's spec, which holds its control token"},
 	{Resource: "persistentvolumeclaims", Verbs: []string{"create"}, Why: "a volume per issue"},
 	{Resource: "events", Verbs: []string{"list", "watch"}, Why: "why a Job has no pod: the Job controller's FailedCreate (a quota refused it)"},
@@ -139,7 +140,11 @@ func clusterOf(ctx context.Context, t api.KubeTarget) (kubernetes.Interface, str
 				return c, "", err
 			}
 			if !ok {
-				denied = append(denied, verb+" "+p.Resource)
+				res := p.Resource
+				if p.Subresource != "" {
+					res += "/" + p.Subresource
+				}
+				denied = append(denied, verb+" "+res)
 			}
 		}
 	}

@@ -358,6 +358,24 @@ func (e *Engine) Session(id string) (api.Session, bool) {
 	return SessionOf(j, e.podsOf(id), e.refusalsOf(j.Name)), true
 }
 
+// RunningPod is the name of session id's running pod (the newest, if
+// the informer still lists one that is going), or "" when none runs.
+func (e *Engine) RunningPod(id string) string {
+	var best *corev1.Pod
+	for _, p := range e.podsOf(id) {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		if best == nil || best.CreationTimestamp.Before(&p.CreationTimestamp) {
+			best = p
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.Name
+}
+
 // bySession is the index of pods by their session's id; byJob that of
 // events by the name of the Job they are about.
 const (

@@ -180,6 +180,14 @@ func Build(t api.KubeTarget, s wire.Spawn) (Objects, error) {
 		volumes = append(volumes, corev1.Volume{Name: "secrets", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: t.SecretName, DefaultMode: &secretMode}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "secrets", MountPath: SecretsDir, ReadOnly: true})
 	}
+	env := []corev1.EnvVar{
+		{Name: "HOME", Value: HomeDir},
+		{Name: "LEGION_ENGINE", Value: api.EngineKubernetes},
+		{Name: wire.EnvSpec, Value: SpecFile},
+	}
+	if s.Socket != "" {
+		env = append(env, corev1.EnvVar{Name: wire.EnvSocket, Value: s.Socket})
+	}
 	backoff := int32(s.StartLimitBurst - 1)
 	replaceFailed := batchv1.Failed
 	job := &batchv1.Job{
@@ -209,13 +217,10 @@ func Build(t api.KubeTarget, s wire.Spawn) (Objects, error) {
 					},
 					Volumes: volumes,
 					Containers: []corev1.Container{{
-						Name:    containerName,
-						Image:   t.Image,
-						Command: []string{"legion-pty-worker", "--spec", SpecFile},
-						Env: []corev1.EnvVar{
-							{Name: "HOME", Value: HomeDir},
-							{Name: "LEGION_ENGINE", Value: api.EngineKubernetes},
-						},
+						Name:         containerName,
+						Image:        t.Image,
+						Command:      []string{"legion-pty-worker", "--spec", SpecFile},
+						Env:          env,
 						WorkingDir:   VolumeMount,
 						Resources:    res,
 						VolumeMounts: mounts,

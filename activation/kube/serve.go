@@ -109,6 +109,21 @@ func (s *server) serve(ctx context.Context, req wire.Request) wire.Reply {
 			}
 		}
 		return wire.Reply{Sessions: all}
+	case wire.OpPod:
+		for _, e := range s.all() {
+			for _, v := range e.Sessions() {
+				if v.Name != req.Name {
+					continue
+				}
+				pod := e.RunningPod(v.ID)
+				if pod == "" {
+					return fail(api.Errorf(api.CodeNotRunning, "session %s has no running pod (job %s is %s)", v.Name, JobName(v.ID), v.State))
+				}
+				t := e.Target
+				return wire.Reply{Pod: pod, Target: &t}
+			}
+		}
+		return fail(api.Errorf(api.CodeNotFound, "no session named %q on a cluster", req.Name))
 	case wire.OpTeamStop:
 		var stopped []string
 		var errs []error

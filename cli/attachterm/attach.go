@@ -120,9 +120,10 @@ type attacher struct {
 // offset (nil: a screen snapshot).
 func (a *attacher) connect(ctx context.Context, offset *uint64) error {
 	var conn net.Conn
+	var res api.AttachResult
 	err := a.helper(ctx, func(c *api.Client) error {
 		var err error
-		conn, _, err = c.Attach(ctx, api.AttachArgs{Name: a.o.Name, ReadOnly: a.o.ReadOnly})
+		conn, res, err = c.Attach(ctx, api.AttachArgs{Name: a.o.Name, ReadOnly: a.o.ReadOnly})
 		return err
 	})
 	if err != nil {
@@ -133,7 +134,7 @@ func (a *attacher) connect(ctx context.Context, offset *uint64) error {
 		return fmt.Errorf("attach %s: %w", a.o.Name, err)
 	}
 	wc := proto.NewClient(conn) // the helper already said hello on it
-	p := proto.AttachParams{Offset: offset, ReadOnly: a.o.ReadOnly, Mapped: true}
+	p := proto.AttachParams{Offset: offset, ReadOnly: a.o.ReadOnly, Mapped: !res.Relayed}
 	if cols, rows, err := term.GetSize(int(a.o.Out.Fd())); err == nil && cols > 0 && rows > 0 {
 		p.Cols, p.Rows = cols, rows
 	}

@@ -137,14 +137,18 @@ func TestKube(t *testing.T) {
 	restricted := kubeconfigAs(t, c, c.RestrictedConfig.BearerToken)
 	none := check(func(t *config.Team) { t.Kubernetes.Kubeconfig = restricted })
 	expect(t, cluster(none), Fail,
-		"may not create jobs, get jobs, list jobs, watch jobs, delete jobs, get pods, list pods, watch pods, create secrets, create persistentvolumeclaims, list events, watch events in namespace legion-demo", "")
+		"may not create jobs, get jobs, list jobs, watch jobs, delete jobs, get pods, list pods, watch pods, create pods/exec, create secrets, create persistentvolumeclaims, list events, watch events in namespace legion-demo", "")
 	expect(t, ls(none), Fail, "may not get lease "+lease+", create leases, update lease "+lease+" in namespace legion-demo", "contrib/kubernetes/role.yaml")
 
 	// The same user bound to the engine's verbs and to another team's
 	// Lease: the engine is fine, the team's Lease is not.
 	var rules []rbacv1.PolicyRule
 	for _, p := range kube.Permissions {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{p.Resource}, Verbs: p.Verbs})
+		res := p.Resource
+		if p.Subresource != "" {
+			res += "/" + p.Subresource
+		}
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{res}, Verbs: p.Verbs})
 	}
 	rules = append(rules,
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},

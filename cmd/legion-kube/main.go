@@ -26,7 +26,7 @@ import (
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-const usage = `Usage: legion-kube engine | check | lead [flags] -- COMMAND [ARG...] | image --out FILE.tar [flags] | --version
+const usage = `Usage: legion-kube engine | check | lead [flags] -- COMMAND [ARG...] | exec [flags] -- COMMAND [ARG...] | image --out FILE.tar [flags] | --version
 
 Legion's Kubernetes engine; people use legion (legion sessions, legion
 doctor) instead.
@@ -44,6 +44,10 @@ doctor) instead.
            a cluster, legion-kube lead --namespace NS --name
            legion-controller-SHORT -- legion controller TEAM; exits with
            COMMAND's status
+  exec     run COMMAND in a session's pod (--pod, --namespace; --kubeconfig,
+           --context) through the API server, this program's stdin, stdout
+           and stderr its streams: the helper's way to a worker on a
+           cluster (attach, input), with legion-pty-worker --connect
   image    write the worker image, built from scratch out of Legion's
            binaries (--bin: beside this program, else ./bin) and the
            pinned agent CLIs in Legion's cache (--cli claude,codex,...),
@@ -55,7 +59,7 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || len(args) > 1 && args[0] != "lead" && args[0] != "image" {
+	if len(args) == 0 || len(args) > 1 && args[0] != "lead" && args[0] != "image" && args[0] != "exec" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -70,6 +74,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case "lead":
 		return lead(ctx, args[1:], stderr)
+	case "exec":
+		return execCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "image":
 		return imageCmd(ctx, args[1:], stdout, stderr)
 	case "engine":

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/legion-dev/legion/activation/kube/wire"
 	"github.com/legion-dev/legion/ptyworker"
 	"github.com/legion-dev/legion/ptyworker/confine"
 	"github.com/legion-dev/legion/ptyworker/proto"
@@ -25,12 +26,20 @@ import (
 var version = "dev"
 
 const usage = `Usage: legion-pty-worker --spec FILE
+       legion-pty-worker --connect [--spec FILE]
+       legion-pty-worker --transcript [--offset N | --tail N] [--follow] [--spec FILE]
 
 Host one agent session: run the agent on a PTY, keep its output (ring and
 transcript), serve attach clients on a unix socket and feed systemd's
 watchdog while the agent's session file is fresh. systemd starts it in the
 session's transient unit; the spec file (JSON, mode 0600) says what to run.
 People use "legion spawn" and "legion attach" instead.
+
+With --connect it relays its stdin and stdout to a running worker's socket,
+past hello: on Kubernetes the helper runs it in a session's pod by exec
+through the API server, for attach and input ($LEGION_WORKER_SPEC and
+$LEGION_WORKER_SOCKET, set in the pod, find the worker). With --transcript
+it writes the session's transcript, for legion sessions logs.
 
 Exit status: 0 when the agent exited with code 0, the session was removed or
 the unit was stopped; 1 when the agent failed or the session could not be
@@ -69,6 +78,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	spec := fs.String("spec", "", "the session's spec `FILE` (JSON, mode 0600)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	transcript := fs.Bool("transcript", false, "write the transcript of the worker of the spec in $"+wire.EnvSpec+" (or --spec), after the offset it starts at (one line): run by exec in a session's pod on Kubernetes")
+	offset := fs.Int64("offset", 0, "with --transcript, the byte `OFFSET` to start at")
+	tail := fs.Int64("tail", 0, "with --transcript, start at most `N` bytes before the end")
+	follow := fs.Bool("follow", false, "with --transcript, go on with what the worker appends until stdin ends")
+	connect := fs.Bool("connect", false, "relay stdin and stdout to the worker of the spec in $"+wire.EnvSpec+" (or --spec), past its hello: run by exec in a session's pod on Kubernetes")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -82,6 +96,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case *showVersion:
 		fmt.Fprintln(stdout, "legion-pty-worker", version)
+		return 0
+	case *connect || *transcript:
+		if *spec == "" {
+			*spec = os.Getenv(wire.EnvSpec)
+		}
+		if *spec == "" {
+			fmt.Fprintf(stderr, "legion-pty-worker: --connect and --transcript need --spec FILE or $%s\n", wire.EnvSpec)
+			return 2
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		var err error
+		if *connect {
+			err = ptyworker.Connect(ctx, *spec, os.Getenv(wire.EnvSocket), os.Stdin, stdout)
+		} else {
+			done := make(chan struct{})
+			go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(done) }()
+			err = ptyworker.Transcript(ctx, *spec, *offset, *tail, *follow, done, stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "legion-pty-worker:", err)
+			return 1
+		}
 		return 0
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "legion-pty-worker: unexpected argument %q (want only --spec FILE)\n", fs.Arg(0))

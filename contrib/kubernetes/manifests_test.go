@@ -427,7 +427,8 @@ func TestManifestsOnTheAPIServer(t *testing.T) {
 	denied := []struct{ ns, group, resource, sub, verb, name string }{
 		{namespace, "", "pods", "", "delete", ""},
 		{namespace, "", "pods", "", "create", ""},
-		{namespace, "", "pods", "exec", "create", ""},
+		{namespace, "", "pods", "attach", "create", ""},
+		{namespace, "", "pods", "portforward", "create", ""},
 		{namespace, "", "secrets", "", "get", ""},
 		{namespace, "", "secrets", "", "list", ""},
 		{namespace, "", "secrets", "", "delete", ""},

@@ -31,11 +31,13 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,6 +101,9 @@ type Options struct {
 	// attach through the real API server to a worker it started on this
 	// machine. Unset, exec on a pod fails (kwok finds no exec target).
 	ExecDir string
+	// ExecEnv is added to the environment of every such command. Its
+	// PATH is also kwok's own, which kwok finds the command on.
+	ExecEnv map[string]string
 }
 
 // Cluster is a running control plane.
@@ -271,7 +276,12 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 	}
 
 	run := func(name string, args ...string) error {
-		p, err := start(t, c.Dir, name, filepath.Join(bin, name), append(args, c.extraArgs[name]...)...)
+		var env []string
+		if path, ok := c.opts.ExecEnv["PATH"]; ok && name == "kwok" {
+			// kwok looks the exec's command up on its own PATH.
+			env = append(os.Environ(), "PATH="+path)
+		}
+		p, err := start(t, c.Dir, name, filepath.Join(bin, name), env, append(args, c.extraArgs[name]...)...)
 		if err != nil {
 			return err
 		}
@@ -335,7 +345,7 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		return err
 	}
 	kwokConfig := filepath.Join(c.Dir, "kwok.yaml")
-	if err := os.WriteFile(kwokConfig, kwokConfiguration(c.opts.ExecDir), 0o600); err != nil {
+	if err := os.WriteFile(kwokConfig, kwokConfiguration(c.opts.ExecDir, c.opts.ExecEnv), 0o600); err != nil {
 		return err
 	}
 	if err := run("kwok",
@@ -377,14 +387,26 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 }
 
 // kwokConfiguration is kwok's configuration file: its stages and, if
-// execDir is set, a ClusterExec that runs every exec locally in execDir.
-func kwokConfiguration(execDir string) []byte {
+// execDir is set, a ClusterExec that runs every exec locally in execDir
+// with env added to kwok's environment.
+func kwokConfiguration(execDir string, env map[string]string) []byte {
 	if execDir == "" {
 		return kwokStages
 	}
-	b, err := json.Marshal(execDir) // a JSON string is a YAML string
+	type envVar struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	}
+	local := struct {
+		WorkDir string   `json:"workDir"`
+		Envs    []envVar `json:"envs,omitempty"`
+	}{WorkDir: execDir}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		local.Envs = append(local.Envs, envVar{k, env[k]})
+	}
+	b, err := json.Marshal(local) // JSON is YAML
 	if err != nil {
-		panic(err) // a string always marshals
+		panic(err) // strings always marshal
 	}
 	return fmt.Appendf(append([]byte(nil), kwokStages...), `---
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -393,8 +415,7 @@ metadata:
   name: local
 spec:
   execs:
-  - local:
-      workDir: %s
+  - local: %s
 `, b)
 }
 

@@ -36,7 +36,7 @@ type component struct {
 // dir/<name>.log, and registers its end in t.Cleanup: SIGTERM, then SIGKILL
 // after stopGrace. Pdeathsig kills it should the test process die first
 // (a panic, a timeout, SIGKILL), so no component outlives its test.
-func start(t testing.TB, dir, name, bin string, args ...string) (*component, error) {
+func start(t testing.TB, dir, name, bin string, env []string, args ...string) (*component, error) {
 	t.Helper()
 	c := &component{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	f, err := os.Create(c.log)
@@ -45,6 +45,7 @@ func start(t testing.TB, dir, name, bin string, args ...string) (*component, err
 	}
 	c.cmd = exec.Command(bin, args...)
 	c.cmd.Dir = dir
+	c.cmd.Env = env // nil: this process's
 	c.cmd.Stdout, c.cmd.Stderr = f, f
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := startOnSpawner(c.cmd); err != nil {

@@ -9,6 +9,8 @@
 package wire
 
 import (
+	"strconv"
+
 	"github.com/legion-dev/legion/activation/api"
 )
 
@@ -19,6 +21,7 @@ const (
 	OpKill     = "kill"      // SessionID on Target
 	OpTeamStop = "team_stop" // every live session of the team with short id Short, on every target
 	OpList     = "list"      // every session of every target; with Name, only the session of that name
+	OpPod      = "pod"       // the running pod of the session of Name, and its Target: where to exec
 )
 
 // Request is one line on the engine's stdin.
@@ -35,12 +38,14 @@ type Request struct {
 // Reply is one line on the engine's stdout: the answer to request ID,
 // or, with ID 0, an Event.
 type Reply struct {
-	ID       uint64        `json:"id,omitempty"`
-	Error    *api.Error    `json:"error,omitempty"`
-	Started  bool          `json:"started,omitempty"`
-	Sessions []api.Session `json:"sessions,omitempty"`
-	Stopped  []string      `json:"stopped,omitempty"`
-	Event    *api.Session  `json:"event,omitempty"` // a session's new view (its Job or a pod changed)
+	ID       uint64          `json:"id,omitempty"`
+	Error    *api.Error      `json:"error,omitempty"`
+	Started  bool            `json:"started,omitempty"`
+	Sessions []api.Session   `json:"sessions,omitempty"`
+	Stopped  []string        `json:"stopped,omitempty"`
+	Event    *api.Session    `json:"event,omitempty"`  // a session's new view (its Job or a pod changed)
+	Pod      string          `json:"pod,omitempty"`    // OpPod: the session's running pod
+	Target   *api.KubeTarget `json:"target,omitempty"` // OpPod: the cluster it runs on
 }
 
 // Spawn is one session to run as a Job: the helper's checked launch.
@@ -58,6 +63,9 @@ type Spawn struct {
 	// StartLimitBurst is how many runs may fail before the session fails
 	// for good (the Job's backoffLimit is one less).
 	StartLimitBurst int `json:"start_limit_burst"`
+	// Socket is the worker's socket in the pod (proto.Spec.SocketPath):
+	// the pod's environment names it (EnvSocket), for ConnectCommand.
+	Socket string `json:"socket,omitempty"`
 	// Reuse: a failed Job of the session is an error, not replaced (a
 	// dispatch never restarts what failed for good).
 	Reuse bool `json:"reuse,omitempty"`
@@ -77,6 +85,32 @@ const (
 	SpecFile    = SpecDir + "/spec.json"
 	SecretsDir  = "/run/secrets/legion" // the team's Secret (KubeTarget.SecretName)
 )
+
+// The environment of a session's container that ConnectCommand, run in
+// it by exec, finds its worker by: the spec (token and daemon id for its
+// hello) and the socket.
+const (
+	EnvSpec   = "LEGION_WORKER_SPEC"
+	EnvSocket = "LEGION_WORKER_SOCKET"
+)
+
+// ConnectCommand, run by exec in a session's container, says hello to
+// its worker and then relays its stdin and stdout to the worker's socket
+// (ptyworker.Connect): the API server's exec stream becomes a connection
+// to the worker, as the helper's attach broker gives one on the machine.
+var ConnectCommand = []string{"legion-pty-worker", "--connect"}
+
+// TranscriptCommand, run by exec in a session's container, writes the
+// offset it starts at (one decimal line), then the session's transcript
+// from offset (or tail bytes before its end); with follow, until its
+// stdin ends (ptyworker.Transcript).
+func TranscriptCommand(offset, tail int64, follow bool) []string {
+	c := []string{"legion-pty-worker", "--transcript", "--offset", strconv.FormatInt(offset, 10), "--tail", strconv.FormatInt(tail, 10)}
+	if follow {
+		c = append(c, "--follow")
+	}
+	return c
+}
 
 // JobName is the name of session id's Job; its Secret is SecretName.
 func JobName(id string) string    { return "legion-" + id }
