@@ -98,7 +98,15 @@ type Options struct {
 	// environment: kwok's ClusterExec with a Local target. A test can thus
 	// attach through the real API server to a worker it started on this
 	// machine. Unset, exec on a pod fails (kwok finds no exec target).
+	// A pod the runner runs (RunPods) has its own kwok Exec, which kwok
+	// prefers to this ClusterExec.
 	ExecDir string
+	// RunPods makes the cluster's pods on simulated (kwok) nodes run:
+	// the test runs each Running pod's container with runc and reports
+	// its end, exec and pods/log reach it through the API server (see
+	// the package doc). It needs root and runc: without them the test
+	// skips, or fails with CI=true.
+	RunPods bool
 }
 
 // Cluster is a running control plane.
@@ -117,6 +125,7 @@ type Cluster struct {
 	Dir string
 
 	opts       Options
+	runner     *podRunner // with Options.RunPods
 	components []*component
 	extraArgs  map[string][]string // more arguments by component, for this package's tests
 }
@@ -199,6 +208,10 @@ func moduleRoot() (string, error) {
 // CI=true it builds them instead, and fails the test if that fails.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	var runc string
+	if opts.RunPods {
+		runc = runnerRequirements(t)
+	}
 	bin := binaries(t)
 	c := &Cluster{Dir: t.TempDir(), opts: opts}
 	t.Cleanup(func() {
@@ -210,6 +223,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	})
 	if err := c.start(t, bin); err != nil {
 		t.Fatal(err)
+	}
+	if opts.RunPods {
+		if err := c.startRunner(t, runc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return c
 }
@@ -338,7 +356,14 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 	if err := os.WriteFile(kwokConfig, kwokConfiguration(c.opts.ExecDir), 0o600); err != nil {
 		return err
 	}
-	if err := run("kwok",
+	var crds []string
+	if c.opts.RunPods {
+		if err := c.installKwokCRDs(ctx); err != nil {
+			return err
+		}
+		crds = []string{"--enable-crds=Exec,Logs"}
+	}
+	if err := run("kwok", append(crds,
 		"--kubeconfig="+c.Kubeconfig,
 		"--config="+kwokConfig,
 		"--manage-all-nodes=false",
@@ -353,7 +378,7 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		// never sees a node go silent (without it, it marks a node Unknown
 		// every 50 s and kwok makes it Ready again: a flapping node).
 		"--node-lease-duration-seconds=40",
-	); err != nil {
+	)...); err != nil {
 		return err
 	}
 	n := c.opts.Nodes
