@@ -16,6 +16,51 @@
 // garbage collector, about a minute later. With Options.ExecDir, exec on a
 // pod through the API server runs the command on this machine.
 //
+// With Options.RunPods, pods on the simulated (kwok) nodes run: the test
+// plays a kubelet's part for them with a real OCI runtime, runc, on this
+// machine. That is still not a real node (no kubelet, no CRI, no image,
+// no pod network); what it gives and what it does not:
+//   - When kwok has made a pod Running, its single container runs in the
+//     foreground of `runc run`, a child of the test: rootfs an overlay
+//     whose lower layer is this machine's / (the image is not pulled or
+//     used), upper and work in the test's directory, read-only when the
+//     container asks; mount, pid, ipc and uts namespaces, the host's
+//     network; command and args, env, workingDir, the pod's user, group,
+//     fsGroup and supplemental groups, capabilities (none when it drops
+//     ALL), no new privileges when it forbids privilege escalation.
+//   - Volumes: a claim is one directory per namespace and claim
+//     (Cluster.VolumeDir), kept across pods, group fsGroup, setgid; a
+//     Secret's data is written as files (root, group fsGroup, its
+//     defaultMode) and mounted read-only; an emptyDir is the pod's own
+//     directory, a tmpfs for medium Memory. Other volumes (projected ones,
+//     such as the service account token a pod gets unless
+//     automountServiceAccountToken is false), envFrom, valueFrom,
+//     privileged containers and init containers are refused: the pod ends
+//     Failed with exit code 128, reason StartError, and the test fails.
+//   - Its exit is reported as EndPod does. A pod deleted, or ended by
+//     someone else (the pod garbage collector ends a lost node's pods),
+//     has its container killed (runc kill KILL, runc delete --force); a
+//     deleted pod's end is then kwok's (exit code 143). At the test's end
+//     every container is killed, every mount it made unmounted and every
+//     cgroup removed, by the ids the runner made.
+//   - exec and pods/log go through the API server to kwok, which reads a
+//     kwok Exec and Logs made per pod (kwok --enable-crds=Exec,Logs; its
+//     CRDs are installed first). exec does not enter the container: it
+//     runs the command on this machine, as the container's uid and gid
+//     (kwok requires both to exist in this machine's /etc/passwd and
+//     /etc/group), in the host directory of the container's working
+//     directory, with the container's env whose values that are paths
+//     under a volume mount are rewritten to the host's. A per-pod Exec
+//     wins over Options.ExecDir's ClusterExec (kwok looks it up first), so
+//     both can be set. pods/log reads the container's output, which the
+//     runner writes in the CRI log format (a follow does not end with
+//     the container: kwok's reader, k8s.io/cri-client/pkg/logs, asks no
+//     runtime whether it still runs, so the client ends it).
+//   - Not applied: seccomp (RuntimeDefault is asked for by Legion's pods
+//     and ignored here), AppArmor, resource requests and limits (each
+//     container gets its own cgroup, kubetest-<pod uid>, with no limit),
+//     $(VAR) expansion in command, args and env, probes, image pulls.
+//
 // The API server authenticates by static tokens: the admin (Cluster.Config,
 // Kubeconfig; group system:masters) and RestrictedUser (RestrictedConfig;
 // no group, no role), and authorizes with Node and RBAC.

@@ -101,6 +101,9 @@ func runnerRequirements(t testing.TB) string {
 	}
 	runc, err := exec.LookPath("runc")
 	if err != nil {
+		runc, err = exec.LookPath("/usr/sbin/runc") // Debian's, off a user's PATH
+	}
+	if err != nil {
 		miss("runc is missing: install the Debian package runc (scripts/check-deps does)")
 	}
 	return runc

@@ -27,7 +27,10 @@ import (
 // and read-only root seen from inside, exec and pods/log through the API
 // server, and the container killed with its Job.
 func TestRunPods(t *testing.T) {
-	c := kubetest.Start(t, kubetest.Options{RunPods: true})
+	// ExecDir too: a pod the runner runs has its own kwok Exec, which kwok
+	// must prefer to ExecDir's ClusterExec (exec below reads ./hello in
+	// the working directory, which ExecDir does not have).
+	c := kubetest.Start(t, kubetest.Options{RunPods: true, ExecDir: t.TempDir()})
 	ctx := t.Context()
 
 	t.Run("a failed pod's replacement sees what it wrote on the claim", func(t *testing.T) {
@@ -182,6 +185,27 @@ echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 			}
 			return fmt.Errorf("pod %s: %v", pod.Name, err)
 		})
+	})
+
+	t.Run("a pod ended by someone else has its container killed", func(t *testing.T) {
+		// As the pod garbage collector ends the pods of a lost node.
+		job := createJob(t, c, runJob(t, c, "ended", 0, "exec sleep 1000"))
+		pod := runningPod(t, c, job)
+		pid := c.ContainerPID(t, "default", pod.Name)
+		c.EndPod(t, "default", pod.Name, 137)
+		waitfor.Check(t, wait, fmt.Sprintf("the container's process %d gone", pid), func() error {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("kill -0 %d: %v", pid, err)
+			}
+			return nil
+		})
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := p.Status.ContainerStatuses; len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.ExitCode != 137 {
+			t.Errorf("pod %s container statuses %+v; want the end the test reported (137), not the runner's", pod.Name, st)
+		}
 	})
 }
 
