@@ -302,3 +302,35 @@ func memoryCgroup(t *testing.T, pid int) string {
 	t.Fatalf("%s has no memory line (cgroup v1): %q", file, b)
 	return ""
 }
+
+// TestRunPodsCleanup: a container still running when its test ends is
+// killed, its cgroup removed and its mounts unmounted by the test's
+// cleanup.
+func TestRunPodsCleanup(t *testing.T) {
+	var pid int
+	var cgroup, pods string
+	t.Run("leave a container running", func(t *testing.T) {
+		c := kubetest.Start(t, kubetest.Options{RunPods: true})
+		job := createJob(t, c, runJob(t, c, "left", 0, "exec sleep 1000"))
+		pod := runningPod(t, c, job)
+		pid = c.ContainerPID(t, "default", pod.Name)
+		cgroup = memoryCgroup(t, pid)
+		pods = filepath.Join(c.Dir, "pods")
+	})
+	if pid == 0 {
+		t.Fatal("the subtest ran no container")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("after the test, kill -0 %d (the container's first process): %v; want ESRCH", pid, err)
+	}
+	if _, err := os.Stat(cgroup); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the test, stat %s (the container's cgroup): %v; want it removed", cgroup, err)
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), pods) {
+		t.Errorf("after the test, /proc/self/mountinfo has mounts under %s", pods)
+	}
+}
