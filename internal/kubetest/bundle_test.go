@@ -11,6 +11,10 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/kube"
+	"github.com/legion-dev/legion/activation/kube/wire"
 )
 
 // hardenedPod is a pod as Legion's engine makes one (activation/kube).
@@ -183,5 +187,39 @@ func TestCRILog(t *testing.T) {
 	want := []string{"stdout F one", "stdout F ", "stdout P two", "stderr P <16K>", "stderr F " + long[:4<<10]}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("log lines (-want +got):\n%s", d)
+	}
+}
+
+// TestOCISpecOfLegionPod: the pod of a Legion session (activation/kube's
+// Job template) is one the runner runs, as the hardening asks.
+func TestOCISpecOfLegionPod(t *testing.T) {
+	objs, err := kube.Build(api.KubeTarget{Namespace: "team", Image: "legion-worker:test", Storage: "1Gi", SecretName: "keys"},
+		wire.Spawn{ID: "0123456789abcdef", Name: "LIN-1-plan", TeamID: "0123456789abcdef", Issue: "LIN-1", Mode: "plan", Spec: []byte("{}"), StartLimitBurst: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p"}, Spec: objs.Job.Spec.Template.Spec}
+	dirs := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		dirs[v.Name] = "/h/" + v.Name
+	}
+	mounts, err := containerMounts(pod, &pod.Spec.Containers[0], dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ociSpec(pod, mounts, "kubetest-x")
+	if err != nil {
+		t.Fatalf("ociSpec of Legion's pod: %v", err)
+	}
+	if u := s.Process.User; u.UID != 1000 || u.GID != 1000 || !s.Root.Readonly || !s.Process.NoNewPrivileges || len(s.Process.Capabilities.Bounding) != 0 {
+		t.Errorf("Legion's pod runs as %+v, read-only root %v, no new privileges %v, capabilities %v; want 1000:1000, true, true, none", u, s.Root.Readonly, s.Process.NoNewPrivileges, s.Process.Capabilities.Bounding)
+	}
+	if got := hostPath(mounts, wire.RuntimeDir+"/worker.sock"); got != "/h/run/worker.sock" {
+		t.Errorf("the worker's socket directory %s is %q on this machine; want /h/run/worker.sock", wire.RuntimeDir, got)
+	}
+	for _, m := range mounts {
+		if m.readOnly != (m.container == wire.SpecDir || m.container == wire.SecretsDir) {
+			t.Errorf("mount %+v: want only the spec and the team's secrets read-only", m)
+		}
 	}
 }
