@@ -152,6 +152,13 @@ type Options struct {
 	// the package doc). It needs root and runc: without them the test
 	// skips, or fails with CI=true.
 	RunPods bool
+	// PodBinds are directories of this machine that the runner binds,
+	// read-only and at the same path, into every container it runs,
+	// after the pod's own volumes: where a test built the programs a pod
+	// runs (sdtest builds them under /tmp, which a pod's /tmp emptyDir
+	// would hide). A real node would have them from the image. The pod's
+	// user must be able to reach and read them.
+	PodBinds []string
 }
 
 // Cluster is a running control plane.

@@ -333,6 +333,12 @@ func (r *podRunner) start(pod *corev1.Pod) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	for _, d := range r.c.opts.PodBinds {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("%s: kubetest.Options.PodBinds has %q: want an absolute path", what, d)
+		}
+		mounts = append(mounts, volumeMount{host: filepath.Clean(d), container: filepath.Clean(d), readOnly: true})
+	}
 	spec, err := ociSpec(pod, mounts, ctr.cgroups)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

@@ -30,7 +30,13 @@ func TestRunPods(t *testing.T) {
 	// ExecDir too: a pod the runner runs has its own kwok Exec, which kwok
 	// must prefer to ExecDir's ClusterExec (exec below reads ./hello in
 	// the working directory, which ExecDir does not have).
-	c := kubetest.Start(t, kubetest.Options{RunPods: true, ExecDir: t.TempDir()})
+	// PodBinds: a directory of this machine under /tmp, which the pod's
+	// /tmp emptyDir would hide, carries a program the pod runs.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "hello-bin"), []byte("#!/bin/sh\necho bound program\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := kubetest.Start(t, kubetest.Options{RunPods: true, ExecDir: t.TempDir(), PodBinds: []string{bin}})
 	ctx := t.Context()
 
 	t.Run("a failed pod's replacement sees what it wrote on the claim", func(t *testing.T) {
@@ -83,6 +89,7 @@ func TestRunPods(t *testing.T) {
 		job := runJob(t, c, "hardened", 0, `id -u; id -G; touch /var/tmp/x 2>&1 | grep -q 'Read-only file system' && echo root read-only
 stat -c '%a %u:%g' /run/legion-spec/spec.json; cat /run/legion-spec/spec.json; echo
 grep -E '^(CapEff|NoNewPrivs)' /proc/self/status
+python3 -c 'import os; os.openpty(); print("a pty")'; "$BIN"/hello-bin
 echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 		secretMode, uid, no, yes := int32(0o440), int64(1000), false, true
 		spec := &job.Spec.Template.Spec
@@ -98,7 +105,7 @@ echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 			{Name: "run", MountPath: "/run/legion"},
 			{Name: "tmp", MountPath: "/tmp"},
 		}
-		ctr.Env = []corev1.EnvVar{{Name: "HELLO", Value: "/run/legion/hello"}, {Name: "SPEC", Value: "/run/legion-spec/spec.json"}}
+		ctr.Env = []corev1.EnvVar{{Name: "HELLO", Value: "/run/legion/hello"}, {Name: "SPEC", Value: "/run/legion-spec/spec.json"}, {Name: "BIN", Value: bin}}
 		ctr.WorkingDir = "/run/legion"
 		ctr.SecurityContext = &corev1.SecurityContext{
 			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
@@ -121,7 +128,7 @@ echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 			}
 			return nil
 		})
-		want := "1000\n1000\nroot read-only\n440 0:1000\n" + specJSON + "\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nready\n"
+		want := "1000\n1000\nroot read-only\n440 0:1000\n" + specJSON + "\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\na pty\nbound program\nready\n"
 		if out != want {
 			t.Errorf("pods/log of %s = %q; want %q", pod.Name, out, want)
 		}
