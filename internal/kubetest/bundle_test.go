@@ -1,11 +1,13 @@
 package kubetest
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -222,4 +224,53 @@ func TestOCISpecOfLegionPod(t *testing.T) {
 			t.Errorf("mount %+v: want only the spec and the team's secrets read-only", m)
 		}
 	}
+}
+
+// FuzzCRILog: whatever a container writes, the log is lines of the CRI
+// format whose contents, read as k8s.io/cri-client/pkg/logs reads them
+// (P: a part of a line; F: the line's end), give back exactly what it
+// wrote.
+func FuzzCRILog(f *testing.F) {
+	f.Add([]byte("one\n\ntwo"))
+	f.Add([]byte(strings.Repeat("x", 17<<10) + "\n\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		file, err := os.Create(filepath.Join(t.TempDir(), "log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		(&criLog{f: file}).copy("stdout", bytes.NewReader(in))
+		if err := file.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(file.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		for len(b) > 0 {
+			line, rest, ok := bytes.Cut(b, []byte("\n"))
+			if !ok {
+				t.Fatalf("the log ends without a newline: %.80q", line)
+			}
+			b = rest
+			parts := bytes.SplitN(line, []byte(" "), 4)
+			if len(parts) != 4 || string(parts[1]) != "stdout" {
+				t.Fatalf("log line %.80q: want <time> stdout <F|P> <text>", line)
+			}
+			if _, err := time.Parse(time.RFC3339Nano, string(parts[0])); err != nil {
+				t.Fatalf("log line %.80q: %v", line, err)
+			}
+			got = append(got, parts[3]...)
+			switch string(parts[2]) {
+			case "F":
+				got = append(got, '\n')
+			case "P":
+			default:
+				t.Fatalf("log line %.80q: tag %q; want F or P", line, parts[2])
+			}
+		}
+		if !bytes.Equal(got, in) {
+			t.Errorf("the log reads back as %.80q; want %.80q", got, in)
+		}
+	})
 }
