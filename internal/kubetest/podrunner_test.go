@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -213,6 +214,23 @@ echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 		if st := p.Status.ContainerStatuses; len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.ExitCode != 137 {
 			t.Errorf("pod %s container statuses %+v; want the end the test reported (137), not the runner's", pod.Name, st)
 		}
+	})
+
+	t.Run("a lost node's container is killed", func(t *testing.T) {
+		c.AddNode(t, "doomed")
+		j := runJob(t, c, "lost", 0, "exec sleep 1000")
+		j.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "doomed"}
+		pod := runningPod(t, c, createJob(t, c, j))
+		pid := c.ContainerPID(t, "default", pod.Name)
+		begin := time.Now()
+		c.DeleteNode(t, "doomed")
+		waitfor.Check(t, wait, fmt.Sprintf("the container's process %d gone", pid), func() error {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("kill -0 %d: %v", pid, err)
+			}
+			return nil
+		})
+		t.Logf("the pod garbage collector ended the pod, and the runner its container, %v after the node was deleted", time.Since(begin).Round(time.Second))
 	})
 }
 
