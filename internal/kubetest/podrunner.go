@@ -50,18 +50,17 @@ const stopTimeout = time.Minute
 
 // podRunner plays a kubelet's part for the pods on kwok's simulated nodes:
 // it runs each Running pod's container with runc and reports its end. One
-// goroutine (run) handles every pod event in turn; each container has one
-// goroutine waiting for its runc (wait). Both end in close.
+// goroutine, started by startRunner, handles the pod events one at a time;
+// each container has one goroutine waiting for its runc (wait). The
+// test's cleanup ends them all, and the informer's.
 type podRunner struct {
 	c      *Cluster
 	t      testing.TB
 	runc   string // the runc binary
 	root   string // runc's --root: the state of this runner's containers
 	dyn    dynamic.Interface
-	ctx    context.Context // ended by close: the runner's API calls
-	cancel context.CancelFunc
 	queue  *workqueue.Typed[string] // pod keys, namespace/name
-	done   chan struct{}            // closed when run returns
+	done   chan struct{}            // closed when the event goroutine returns
 
 	mu   sync.Mutex
 	ctrs map[types.UID]*container
@@ -184,7 +183,6 @@ func (c *Cluster) startRunner(t testing.TB, runc string) error {
 			return err
 		}
 	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName!=" }))
 	inf := factory.Core().V1().Pods()
@@ -201,7 +199,10 @@ func (c *Cluster) startRunner(t testing.TB, runc string) error {
 		return err
 	}
 	lister := inf.Lister()
-	factory.Start(r.ctx.Done())
+	// The runner's API calls end with the test's cleanup (t.Context ends
+	// before the cleanup that must still kill the containers).
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
 	c.runner = r
 	go func() {
 		defer close(r.done)
@@ -218,13 +219,13 @@ func (c *Cluster) startRunner(t testing.TB, runc string) error {
 			if err != nil {
 				t.Errorf("pod runner: look up pod %s: %v", key, err)
 			} else {
-				r.reconcile(ns, name, pod)
+				r.reconcile(ctx, ns, name, pod)
 			}
 			r.queue.Done(key)
 		}
 	}()
 	t.Cleanup(func() {
-		r.cancel()
+		cancel()
 		r.queue.ShutDown()
 		<-r.done
 		factory.Shutdown()
@@ -250,7 +251,7 @@ func (c *Cluster) startRunner(t testing.TB, runc string) error {
 // (nil: gone): it starts the container of a Running pod that has none, and
 // kills the container of a pod deleted, being deleted, or ended by
 // someone else (the pod garbage collector ends the pods of a lost node).
-func (r *podRunner) reconcile(ns, name string, pod *corev1.Pod) {
+func (r *podRunner) reconcile(ctx context.Context, ns, name string, pod *corev1.Pod) {
 	r.mu.Lock()
 	var mine []*container
 	for _, ctr := range r.ctrs {
@@ -278,9 +279,9 @@ func (r *podRunner) reconcile(ns, name string, pod *corev1.Pod) {
 			r.t.Error(err)
 		}
 	case ctr == nil && !ending && pod.Status.Phase == corev1.PodRunning:
-		if err := r.start(pod); err != nil {
+		if err := r.start(ctx, pod); err != nil {
 			r.t.Errorf("pod runner: %v", err)
-			if err := r.c.endPod(r.ctx, pod.Namespace, pod.Name, 128, "StartError", err.Error()); err != nil && !apierrors.IsNotFound(err) && r.ctx.Err() == nil {
+			if err := r.c.endPod(ctx, pod.Namespace, pod.Name, 128, "StartError", err.Error()); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 				r.t.Errorf("pod runner: %v", err)
 			}
 		}
@@ -290,7 +291,7 @@ func (r *podRunner) reconcile(ns, name string, pod *corev1.Pod) {
 // start makes pod's bundle (an overlay of the host's root, its volumes),
 // its kwok Exec and Logs, and runs `runc run` in the foreground, its output
 // into the pod's log. A goroutine waits for runc and reports the end.
-func (r *podRunner) start(pod *corev1.Pod) (err error) {
+func (r *podRunner) start(ctx context.Context, pod *corev1.Pod) (err error) {
 	ctr := &container{
 		id: string(pod.UID), namespace: pod.Namespace, name: pod.Name,
 		dir:     filepath.Join(r.c.Dir, "pods", string(pod.UID)[:8]),
@@ -322,7 +323,7 @@ func (r *podRunner) start(pod *corev1.Pod) (err error) {
 		return fmt.Errorf("%s: mount an overlay of / on %s (%s): %w", what, rootfs, opts, err)
 	}
 	ctr.addMount(rootfs)
-	vols, err := r.volumes(pod, ctr)
+	vols, err := r.volumes(ctx, pod, ctr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -354,7 +355,7 @@ func (r *podRunner) start(pod *corev1.Pod) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := r.kwokObjects(pod, spec, mounts, ctr); err != nil {
+	if err := r.kwokObjects(ctx, pod, spec, mounts, ctr); err != nil {
 		logf.Close()
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -381,13 +382,13 @@ func (r *podRunner) start(pod *corev1.Pod) (err error) {
 	for stream, rd := range map[string]io.Reader{"stdout": stdout, "stderr": stderr} {
 		copies.Go(func() { out.copy(stream, rd) })
 	}
-	go r.wait(ctr, &copies, logf)
+	go r.wait(ctx, ctr, &copies, logf)
 	return nil
 }
 
 // wait waits for ctr's runc run, unmounts what start mounted and, unless
 // the runner killed it, reports the end with EndPod's status.
-func (r *podRunner) wait(ctr *container, copies *sync.WaitGroup, logf *os.File) {
+func (r *podRunner) wait(ctx context.Context, ctr *container, copies *sync.WaitGroup, logf *os.File) {
 	copies.Wait() // the pipes reach EOF when runc and the container are gone
 	err := ctr.cmd.Wait()
 	code := ctr.cmd.ProcessState.ExitCode()
@@ -413,7 +414,7 @@ func (r *podRunner) wait(ctr *container, copies *sync.WaitGroup, logf *os.File) 
 		if code != 0 {
 			reason = "Error"
 		}
-		if err := r.c.endPod(r.ctx, ctr.namespace, ctr.name, int32(code), reason, ""); err != nil && !apierrors.IsNotFound(err) && r.ctx.Err() == nil {
+		if err := r.c.endPod(ctx, ctr.namespace, ctr.name, int32(code), reason, ""); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			r.t.Errorf("pod runner: %v", err)
 		}
 	}
@@ -458,7 +459,7 @@ func gone(out []byte) bool {
 // (Cluster.VolumeDir); a Secret's data is written as files, root-owned,
 // group fsGroup, mode defaultMode; an emptyDir is the pod's own
 // directory, a tmpfs for medium Memory.
-func (r *podRunner) volumes(pod *corev1.Pod, ctr *container) (map[string]string, error) {
+func (r *podRunner) volumes(ctx context.Context, pod *corev1.Pod, ctr *container) (map[string]string, error) {
 	gid := -1
 	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
 		gid = int(*sc.FSGroup)
@@ -499,7 +500,7 @@ func (r *podRunner) volumes(pod *corev1.Pod, ctr *container) (map[string]string,
 				}
 			}
 		case v.Secret != nil:
-			if err := r.secretVolume(pod.Namespace, v.Secret, dir, gid); err != nil {
+			if err := r.secretVolume(ctx, pod.Namespace, v.Secret, dir, gid); err != nil {
 				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
 			}
 		default: // a projected one too, such as the service account token's
@@ -513,11 +514,11 @@ func (r *podRunner) volumes(pod *corev1.Pod, ctr *container) (map[string]string,
 // secretVolume writes the Secret's data into dir as a kubelet does: each
 // key (or each item's path) a file of mode defaultMode (the item's mode
 // if set), owned by root and group gid (fsGroup; -1: root's).
-func (r *podRunner) secretVolume(ns string, src *corev1.SecretVolumeSource, dir string, gid int) error {
+func (r *podRunner) secretVolume(ctx context.Context, ns string, src *corev1.SecretVolumeSource, dir string, gid int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	s, err := r.c.Client.CoreV1().Secrets(ns).Get(r.ctx, src.SecretName, metav1.GetOptions{})
+	s, err := r.c.Client.CoreV1().Secrets(ns).Get(ctx, src.SecretName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) && src.Optional != nil && *src.Optional {
 		return nil
 	}
@@ -571,7 +572,7 @@ func (r *podRunner) secretVolume(ns string, src *corev1.SecretVolumeSource, dir 
 // host's, in the host directory of its working directory, as its user and
 // group) and Logs (pods/log reads the container's log). Both are owned by
 // the pod: the garbage collector removes them with it.
-func (r *podRunner) kwokObjects(pod *corev1.Pod, spec *specs.Spec, mounts []volumeMount, ctr *container) error {
+func (r *podRunner) kwokObjects(ctx context.Context, pod *corev1.Pod, spec *specs.Spec, mounts []volumeMount, ctr *container) error {
 	var envs []any
 	for _, kv := range spec.Process.Env {
 		name, value, _ := strings.Cut(kv, "=")
@@ -606,10 +607,10 @@ func (r *podRunner) kwokObjects(pod *corev1.Pod, spec *specs.Spec, mounts []volu
 		}}},
 	}
 	for _, o := range objs {
-		_, err := r.dyn.Resource(o.gvr).Namespace(pod.Namespace).Create(r.ctx, o.obj, metav1.CreateOptions{})
+		_, err := r.dyn.Resource(o.gvr).Namespace(pod.Namespace).Create(ctx, o.obj, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) { // an earlier pod of that name: replace it
-			if err = r.dyn.Resource(o.gvr).Namespace(pod.Namespace).Delete(r.ctx, pod.Name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
-				_, err = r.dyn.Resource(o.gvr).Namespace(pod.Namespace).Create(r.ctx, o.obj, metav1.CreateOptions{})
+			if err = r.dyn.Resource(o.gvr).Namespace(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
+				_, err = r.dyn.Resource(o.gvr).Namespace(pod.Namespace).Create(ctx, o.obj, metav1.CreateOptions{})
 			}
 		}
 		if err != nil {
