@@ -97,8 +97,8 @@ func hostPath(mounts []volumeMount, p string) string {
 // capabilities, no new privileges, a read-only root, the volume mounts;
 // and mount, pid, ipc and uts namespaces (the host's network). What the
 // runner cannot honour is an error naming the field, never silently
-// dropped; what it does not apply (seccomp, AppArmor, resource limits) is
-// listed in the package doc.
+// dropped; what it does not apply (AppArmor, resource limits) is listed in
+// the package doc. Seccomp RuntimeDefault is containerd's default profile.
 func ociSpec(pod *corev1.Pod, mounts []volumeMount, cgroupsPath string) (*specs.Spec, error) {
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) != 0 || len(pod.Spec.EphemeralContainers) != 0 {
 		return nil, fmt.Errorf("pod %s/%s has %d containers and %d init containers: the runner runs pods of exactly one container", pod.Namespace, pod.Name, len(pod.Spec.Containers), len(pod.Spec.InitContainers))
@@ -215,6 +215,17 @@ func ociSpec(pod *corev1.Pod, mounts []volumeMount, cgroupsPath string) (*specs.
 	if spec.Process.Capabilities.Bounding == nil {
 		spec.Process.Capabilities = &specs.LinuxCapabilities{}
 	}
+	// Seccomp as containerd's CRI does it: after the capabilities, which
+	// the profile reads.
+	if prof := seccompProfile(psc, sc); prof != nil {
+		switch prof.Type {
+		case corev1.SeccompProfileTypeRuntimeDefault:
+			spec.Linux.Seccomp = runtimeDefaultSeccomp(spec)
+		case corev1.SeccompProfileTypeUnconfined:
+		default:
+			return nil, fmt.Errorf("%s %s: not supported; use RuntimeDefault or Unconfined", field("seccompProfile"), prof.Type)
+		}
+	}
 	for _, m := range mounts {
 		opts := []string{"rbind", "nosuid", "nodev"}
 		if m.readOnly {
@@ -225,6 +236,16 @@ func ociSpec(pod *corev1.Pod, mounts []volumeMount, cgroupsPath string) (*specs.
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.container, Type: "bind", Source: m.host, Options: opts})
 	}
 	return spec, nil
+}
+
+// seccompProfile is the container's seccomp profile, else the pod's; nil
+// (Unconfined, as a kubelet without --seccomp-default) when neither sets
+// one.
+func seccompProfile(psc *corev1.PodSecurityContext, sc *corev1.SecurityContext) *corev1.SeccompProfile {
+	if sc.SeccompProfile != nil {
+		return sc.SeccompProfile
+	}
+	return psc.SeccompProfile
 }
 
 // hostname is the pod's hostname as a kubelet sets it: spec.hostname, else

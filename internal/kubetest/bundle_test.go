@@ -119,6 +119,9 @@ func TestOCISpecRefuses(t *testing.T) {
 		{"privileged", func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Privileged = &yes }, "privileged is true"},
 		{"root with runAsNonRoot", func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsUser = &zero }, "runAsNonRoot is true and the user is root"},
 		{"a relative workingDir", func(p *corev1.Pod) { p.Spec.Containers[0].WorkingDir = "legion" }, `workingDir "legion"`},
+		{"a Localhost seccomp profile", func(p *corev1.Pod) {
+			p.Spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost}
+		}, "seccompProfile Localhost: not supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := hardenedPod()
@@ -215,6 +218,9 @@ func TestOCISpecOfLegionPod(t *testing.T) {
 	}
 	if u := s.Process.User; u.UID != 1000 || u.GID != 1000 || !s.Root.Readonly || !s.Process.NoNewPrivileges || len(s.Process.Capabilities.Bounding) != 0 {
 		t.Errorf("Legion's pod runs as %+v, read-only root %v, no new privileges %v, capabilities %v; want 1000:1000, true, true, none", u, s.Root.Readonly, s.Process.NoNewPrivileges, s.Process.Capabilities.Bounding)
+	}
+	if s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction != specs.ActErrno || len(s.Linux.Seccomp.Syscalls) == 0 {
+		t.Errorf("Legion's pod asks for seccomp RuntimeDefault; ociSpec gives %+v, want containerd's default profile (deny by default)", s.Linux.Seccomp)
 	}
 	if got := hostPath(mounts, wire.RuntimeDir+"/worker.sock"); got != "/h/run/worker.sock" {
 		t.Errorf("the worker's socket directory %s is %q on this machine; want /h/run/worker.sock", wire.RuntimeDir, got)

@@ -27,7 +27,9 @@
 //     container asks; mount, pid, ipc and uts namespaces, the host's
 //     network; command and args, env, workingDir, the pod's user, group,
 //     fsGroup and supplemental groups, capabilities (none when it drops
-//     ALL), no new privileges when it forbids privilege escalation.
+//     ALL), no new privileges when it forbids privilege escalation,
+//     seccomp RuntimeDefault as containerd's CRI applies it (its default
+//     profile, copied in seccomp_default.go).
 //   - Volumes: a claim is one directory per namespace and claim
 //     (Cluster.VolumeDir), kept across pods, group fsGroup, setgid; a
 //     Secret's data is written as files (root, group fsGroup, its
@@ -56,10 +58,10 @@
 //     runner writes in the CRI log format (a follow does not end with
 //     the container: kwok's reader, k8s.io/cri-client/pkg/logs, asks no
 //     runtime whether it still runs, so the client ends it).
-//   - Not applied: seccomp (RuntimeDefault is asked for by Legion's pods
-//     and ignored here), AppArmor, resource requests and limits (each
-//     container gets its own cgroup, kubetest-<pod uid>, with no limit),
-//     $(VAR) expansion in command, args and env, probes, image pulls.
+//   - Not applied: a Localhost seccomp profile (refused), AppArmor,
+//     resource requests and limits (each container gets its own cgroup,
+//     kubetest-<pod uid>, with no limit), $(VAR) expansion in command,
+//     args and env, probes, image pulls.
 //
 // The API server authenticates by static tokens: the admin (Cluster.Config,
 // Kubeconfig; group system:masters) and RestrictedUser (RestrictedConfig;

@@ -54,13 +54,13 @@ const stopTimeout = time.Minute
 // each container has one goroutine waiting for its runc (wait). The
 // test's cleanup ends them all, and the informer's.
 type podRunner struct {
-	c      *Cluster
-	t      testing.TB
-	runc   string // the runc binary
-	root   string // runc's --root: the state of this runner's containers
-	dyn    dynamic.Interface
-	queue  *workqueue.Typed[string] // pod keys, namespace/name
-	done   chan struct{}            // closed when the event goroutine returns
+	c     *Cluster
+	t     testing.TB
+	runc  string // the runc binary
+	root  string // runc's --root: the state of this runner's containers
+	dyn   dynamic.Interface
+	queue *workqueue.Typed[string] // pod keys, namespace/name
+	done  chan struct{}            // closed when the event goroutine returns
 
 	mu   sync.Mutex
 	ctrs map[types.UID]*container

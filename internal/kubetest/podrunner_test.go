@@ -89,12 +89,13 @@ func TestRunPods(t *testing.T) {
 		}
 		job := runJob(t, c, "hardened", 0, `id -u; id -G; touch /var/tmp/x 2>&1 | grep -q 'Read-only file system' && echo root read-only
 stat -c '%a %u:%g' /run/legion-spec/spec.json; cat /run/legion-spec/spec.json; echo
-grep -E '^(CapEff|NoNewPrivs)' /proc/self/status
+grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status
 python3 -c 'import os; os.openpty(); print("a pty")'; "$BIN"/hello-bin
 echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 		secretMode, uid, no, yes := int32(0o440), int64(1000), false, true
 		spec := &job.Spec.Template.Spec
-		spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid}
+		spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 		spec.Volumes = []corev1.Volume{
 			{Name: "spec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "spec", DefaultMode: &secretMode}}},
 			{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
@@ -129,7 +130,7 @@ echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 			}
 			return nil
 		})
-		want := "1000\n1000\nroot read-only\n440 0:1000\n" + specJSON + "\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\na pty\nbound program\nready\n"
+		want := "1000\n1000\nroot read-only\n440 0:1000\n" + specJSON + "\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\na pty\nbound program\nready\n"
 		if out != want {
 			t.Errorf("pods/log of %s = %q; want %q", pod.Name, out, want)
 		}
