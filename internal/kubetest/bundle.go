@@ -94,11 +94,12 @@ func hostPath(mounts []volumeMount, p string) string {
 // pod's single container, rootfs the bundle's "rootfs" directory. It
 // carries what the pod asks for and the runner honours: command and args,
 // env, workingDir, user, group, fsGroup and supplemental groups,
-// capabilities, no new privileges, a read-only root, the volume mounts;
-// and mount, pid, ipc and uts namespaces (the host's network). What the
-// runner cannot honour is an error naming the field, never silently
-// dropped; what it does not apply (AppArmor, resource limits) is listed in
-// the package doc. Seccomp RuntimeDefault is containerd's default profile.
+// capabilities, no new privileges, a read-only root, seccomp
+// RuntimeDefault (containerd's default profile), CPU and memory limits,
+// the volume mounts; and mount, pid, ipc and uts namespaces (the host's
+// network). What the runner cannot honour is an error naming the field,
+// never silently dropped; what it does not apply (AppArmor, probes) is
+// listed in the package doc.
 func ociSpec(pod *corev1.Pod, mounts []volumeMount, cgroupsPath string) (*specs.Spec, error) {
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) != 0 || len(pod.Spec.EphemeralContainers) != 0 {
 		return nil, fmt.Errorf("pod %s/%s has %d containers and %d init containers: the runner runs pods of exactly one container", pod.Namespace, pod.Name, len(pod.Spec.Containers), len(pod.Spec.InitContainers))
@@ -215,6 +216,7 @@ func ociSpec(pod *corev1.Pod, mounts []volumeMount, cgroupsPath string) (*specs.
 	if spec.Process.Capabilities.Bounding == nil {
 		spec.Process.Capabilities = &specs.LinuxCapabilities{}
 	}
+	spec.Linux.Resources = withLimits(spec.Linux.Resources, ctr.Resources)
 	// Seccomp as containerd's CRI does it: after the capabilities, which
 	// the profile reads.
 	if prof := seccompProfile(psc, sc); prof != nil {
@@ -236,6 +238,31 @@ func ociSpec(pod *corev1.Pod, mounts []volumeMount, cgroupsPath string) (*specs.
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.container, Type: "bind", Source: m.host, Options: opts})
 	}
 	return spec, nil
+}
+
+// cpuPeriod is the CFS period a kubelet sets with a CPU limit (100 ms).
+const cpuPeriod = 100000
+
+// withLimits adds the container's resources to res as a kubelet asks a
+// runtime for them: CPU shares from the CPU request (1024 per CPU, at
+// least 2), a CFS quota from the CPU limit, the memory limit.
+func withLimits(res *specs.LinuxResources, r corev1.ResourceRequirements) *specs.LinuxResources {
+	if q, ok := r.Requests[corev1.ResourceCPU]; ok {
+		shares := uint64(max(q.MilliValue()*1024/1000, 2))
+		res.CPU = &specs.LinuxCPU{Shares: &shares}
+	}
+	if q, ok := r.Limits[corev1.ResourceCPU]; ok {
+		if res.CPU == nil {
+			res.CPU = &specs.LinuxCPU{}
+		}
+		period, quota := uint64(cpuPeriod), max(q.MilliValue()*cpuPeriod/1000, 1000) // the kernel's minimum quota is 1 ms
+		res.CPU.Period, res.CPU.Quota = &period, &quota
+	}
+	if q, ok := r.Limits[corev1.ResourceMemory]; ok {
+		limit := q.Value()
+		res.Memory = &specs.LinuxMemory{Limit: &limit}
+	}
+	return res
 }
 
 // seccompProfile is the container's seccomp profile, else the pod's; nil

@@ -198,7 +198,8 @@ func TestCRILog(t *testing.T) {
 // TestOCISpecOfLegionPod: the pod of a Legion session (activation/kube's
 // Job template) is one the runner runs, as the hardening asks.
 func TestOCISpecOfLegionPod(t *testing.T) {
-	objs, err := kube.Build(api.KubeTarget{Namespace: "team", Image: "legion-worker:test", Storage: "1Gi", SecretName: "keys"},
+	objs, err := kube.Build(api.KubeTarget{Namespace: "team", Image: "legion-worker:test", Storage: "1Gi", SecretName: "keys",
+		CPURequest: "500m", CPULimit: "1500m", MemoryRequest: "1Gi", MemoryLimit: "2Gi"},
 		wire.Spawn{ID: "0123456789abcdef", Name: "LIN-1-plan", TeamID: "0123456789abcdef", Issue: "LIN-1", Mode: "plan", Spec: []byte("{}"), StartLimitBurst: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +222,10 @@ func TestOCISpecOfLegionPod(t *testing.T) {
 	}
 	if s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction != specs.ActErrno || len(s.Linux.Seccomp.Syscalls) == 0 {
 		t.Errorf("Legion's pod asks for seccomp RuntimeDefault; ociSpec gives %+v, want containerd's default profile (deny by default)", s.Linux.Seccomp)
+	}
+	if r := s.Linux.Resources; r.CPU == nil || r.CPU.Shares == nil || *r.CPU.Shares != 512 || r.CPU.Quota == nil || *r.CPU.Quota != 150000 ||
+		r.CPU.Period == nil || *r.CPU.Period != 100000 || r.Memory == nil || r.Memory.Limit == nil || *r.Memory.Limit != 2<<30 {
+		t.Errorf("Legion's pod (cpu 500m request, 1500m limit, memory limit 2Gi) gets resources cpu %+v, memory %+v; want shares 512, quota 150000 per 100000, limit 2Gi", r.CPU, r.Memory)
 	}
 	if got := hostPath(mounts, wire.RuntimeDir+"/worker.sock"); got != "/h/run/worker.sock" {
 		t.Errorf("the worker's socket directory %s is %q on this machine; want /h/run/worker.sock", wire.RuntimeDir, got)

@@ -29,7 +29,9 @@
 //     fsGroup and supplemental groups, capabilities (none when it drops
 //     ALL), no new privileges when it forbids privilege escalation,
 //     seccomp RuntimeDefault as containerd's CRI applies it (its default
-//     profile, copied in seccomp_default.go).
+//     profile, copied in seccomp_default.go), the CPU request as shares
+//     and the CPU and memory limits in the container's own cgroup
+//     (kubetest-<pod uid>, under the test's).
 //   - Volumes: a claim is one directory per namespace and claim
 //     (Cluster.VolumeDir), kept across pods, group fsGroup, setgid; a
 //     Secret's data is written as files (root, group fsGroup, its
@@ -58,9 +60,9 @@
 //     runner writes in the CRI log format (a follow does not end with
 //     the container: kwok's reader, k8s.io/cri-client/pkg/logs, asks no
 //     runtime whether it still runs, so the client ends it).
-//   - Not applied: a Localhost seccomp profile (refused), AppArmor,
-//     resource requests and limits (each container gets its own cgroup,
-//     kubetest-<pod uid>, with no limit), $(VAR) expansion in command,
+//   - Not applied: a Localhost seccomp profile (refused), AppArmor, the
+//     memory request (cgroup v1 has no place for it), other resources,
+//     the pod's overhead and QoS cgroups, $(VAR) expansion in command,
 //     args and env, probes, image pulls.
 //
 // The API server authenticates by static tokens: the admin (Cluster.Config,

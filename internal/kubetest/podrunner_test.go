@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,6 +110,7 @@ echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 		}
 		ctr.Env = []corev1.EnvVar{{Name: "HELLO", Value: "/run/legion/hello"}, {Name: "SPEC", Value: "/run/legion-spec/spec.json"}, {Name: "BIN", Value: bin}}
 		ctr.WorkingDir = "/run/legion"
+		ctr.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
 		ctr.SecurityContext = &corev1.SecurityContext{
 			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -116,7 +118,16 @@ echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 		job = createJob(t, c, job)
 		pod := runningPod(t, c, job)
 		pid := c.ContainerPID(t, "default", pod.Name)
-		cgroup := memoryCgroup(t, pid)
+		cgroup := cgroupDir(t, pid, "memory")
+		for file, want := range map[string]string{
+			filepath.Join(cgroup, "memory.limit_in_bytes"):               "67108864", // 64Mi
+			filepath.Join(cgroupDir(t, pid, "cpu"), "cpu.cfs_quota_us"):  "50000",    // 500m of 100 ms
+			filepath.Join(cgroupDir(t, pid, "cpu"), "cpu.cfs_period_us"): "100000",
+		} {
+			if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != want {
+				t.Errorf("%s: %q, %v; want %s (the container's limits)", file, b, err, want)
+			}
+		}
 
 		var out string
 		waitfor.Check(t, wait, "pods/log of "+pod.Name+" up to ready", func() error {
@@ -304,9 +315,10 @@ func jobCondition(j *batchv1.Job, typ batchv1.JobConditionType) bool {
 	return false
 }
 
-// memoryCgroup is the directory of process pid's cgroup in the memory
-// hierarchy (cgroup v1, as on this machine kind), which must exist.
-func memoryCgroup(t *testing.T, pid int) string {
+// cgroupDir is the directory of process pid's cgroup in the hierarchy of
+// controller (cgroup v1, as on this machine kind), which must exist and
+// be the runner's (kubetest-<pod uid>).
+func cgroupDir(t *testing.T, pid int, controller string) string {
 	t.Helper()
 	file := fmt.Sprintf("/proc/%d/cgroup", pid)
 	b, err := os.ReadFile(file)
@@ -314,18 +326,20 @@ func memoryCgroup(t *testing.T, pid int) string {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if _, p, ok := strings.Cut(line, ":memory:"); ok {
-			dir := filepath.Join("/sys/fs/cgroup/memory", p)
-			if _, err := os.Stat(dir); err != nil {
-				t.Fatalf("%s names memory cgroup %s: %v", file, p, err)
-			}
-			if !strings.Contains(p, "kubetest-") {
-				t.Fatalf("%s names memory cgroup %s; want the runner's, kubetest-<pod uid>", file, p)
-			}
-			return dir
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !slices.Contains(strings.Split(parts[1], ","), controller) {
+			continue
 		}
+		dir := filepath.Join("/sys/fs/cgroup", parts[1], parts[2])
+		if _, err := os.Stat(dir); err != nil {
+			t.Fatalf("%s names %s cgroup %s: %v", file, controller, parts[2], err)
+		}
+		if !strings.Contains(parts[2], "kubetest-") {
+			t.Fatalf("%s names %s cgroup %s; want the runner's, kubetest-<pod uid>", file, controller, parts[2])
+		}
+		return dir
 	}
-	t.Fatalf("%s has no memory line (cgroup v1): %q", file, b)
+	t.Fatalf("%s has no %s line (cgroup v1): %q", file, controller, b)
 	return ""
 }
 
@@ -340,7 +354,7 @@ func TestRunPodsCleanup(t *testing.T) {
 		job := createJob(t, c, runJob(t, c, "left", 0, "exec sleep 1000"))
 		pod := runningPod(t, c, job)
 		pid = c.ContainerPID(t, "default", pod.Name)
-		cgroup = memoryCgroup(t, pid)
+		cgroup = cgroupDir(t, pid, "memory")
 		pods = filepath.Join(c.Dir, "pods")
 	})
 	if pid == 0 {
