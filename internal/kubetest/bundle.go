@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// defaultPath is the PATH of a container whose pod sets none: the image
-// would give one; the runner has no image, only the host's root.
+// defaultPath is the PATH of a container whose pod and image env
+// (Options.PodEnv) set none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // defaultCaps are the capabilities a container runtime grants a container
@@ -100,7 +100,7 @@ func hostPath(mounts []volumeMount, p string) string {
 // network). What the runner cannot honour is an error naming the field,
 // never silently dropped; what it does not apply (AppArmor, probes) is
 // listed in the package doc.
-func ociSpec(pod *corev1.Pod, mounts []volumeMount, cgroupsPath string) (*specs.Spec, error) {
+func ociSpec(pod *corev1.Pod, imageEnv []string, mounts []volumeMount, cgroupsPath string) (*specs.Spec, error) {
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) != 0 || len(pod.Spec.EphemeralContainers) != 0 {
 		return nil, fmt.Errorf("pod %s/%s has %d containers and %d init containers: the runner runs pods of exactly one container", pod.Namespace, pod.Name, len(pod.Spec.Containers), len(pod.Spec.InitContainers))
 	}
@@ -146,16 +146,30 @@ func ociSpec(pod *corev1.Pod, mounts []volumeMount, cgroupsPath string) (*specs.
 		user.AdditionalGids = append(user.AdditionalGids, uint32(g))
 	}
 
-	env := []string{"HOSTNAME=" + hostname(pod)}
-	hasPath := false
+	// The image's env, then HOSTNAME, then the container's, each name
+	// once, a later value replacing an earlier one in its place.
+	var env []string
+	at := map[string]int{}
+	set := func(name, value string) {
+		if i, ok := at[name]; ok {
+			env[i] = name + "=" + value
+			return
+		}
+		at[name] = len(env)
+		env = append(env, name+"="+value)
+	}
+	for _, kv := range imageEnv {
+		name, value, _ := strings.Cut(kv, "=")
+		set(name, value)
+	}
+	set("HOSTNAME", hostname(pod))
 	for _, e := range ctr.Env {
 		if e.ValueFrom != nil {
 			return nil, fmt.Errorf("%s uses valueFrom: not supported; give a value", field("env "+e.Name))
 		}
-		hasPath = hasPath || e.Name == "PATH"
-		env = append(env, e.Name+"="+e.Value)
+		set(e.Name, e.Value)
 	}
-	if !hasPath {
+	if _, ok := at["PATH"]; !ok {
 		env = append([]string{"PATH=" + defaultPath}, env...)
 	}
 

@@ -55,7 +55,7 @@ func TestOCISpec(t *testing.T) {
 	if d := cmp.Diff(wantMounts, mounts, cmp.AllowUnexported(volumeMount{})); d != "" {
 		t.Errorf("containerMounts (-want +got):\n%s", d)
 	}
-	s, err := ociSpec(pod, mounts, "kubetest-x")
+	s, err := ociSpec(pod, nil, mounts, "kubetest-x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,15 +91,15 @@ func TestOCISpec(t *testing.T) {
 		Name: "c", Command: []string{"sh"}, Env: []corev1.EnvVar{{Name: "PATH", Value: "/bin"}},
 		SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_PTRACE"}, Drop: []corev1.Capability{"KILL"}}},
 	}}}}
-	s, err = ociSpec(plain, nil, "")
+	s, err = ociSpec(plain, []string{"PATH=/image/bin", "LANG=C"}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	caps := strings.Join(s.Process.Capabilities.Effective, " ")
 	if s.Process.NoNewPrivileges || s.Root.Readonly || s.Process.User.UID != 0 || s.Process.Cwd != "/" ||
 		!strings.Contains(caps, "CAP_SYS_PTRACE") || strings.Contains(caps, "CAP_KILL") || !strings.Contains(caps, "CAP_CHOWN") ||
-		strings.Join(s.Process.Env, " ") != "HOSTNAME=q PATH=/bin" {
-		t.Errorf("ociSpec of a plain pod: process %+v, caps %s, root %+v; want uid 0 in /, the default caps but KILL, plus SYS_PTRACE, new privileges allowed, a writable root, its own PATH", s.Process, caps, s.Root)
+		strings.Join(s.Process.Env, " ") != "PATH=/bin LANG=C HOSTNAME=q" {
+		t.Errorf("ociSpec of a plain pod: process %+v, caps %s, root %+v; want uid 0 in /, the default caps but KILL, plus SYS_PTRACE, new privileges allowed, a writable root, the image env with its own PATH in the image's place", s.Process, caps, s.Root)
 	}
 }
 
@@ -126,7 +126,7 @@ func TestOCISpecRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := hardenedPod()
 			tc.change(pod)
-			_, err := ociSpec(pod, nil, "")
+			_, err := ociSpec(pod, nil, nil, "")
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "pod ns/p") {
 				t.Errorf("ociSpec = %v; want an error naming pod ns/p and containing %q", err, tc.want)
 			}
@@ -213,7 +213,7 @@ func TestOCISpecOfLegionPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ociSpec(pod, mounts, "kubetest-x")
+	s, err := ociSpec(pod, nil, mounts, "kubetest-x")
 	if err != nil {
 		t.Fatalf("ociSpec of Legion's pod: %v", err)
 	}

@@ -22,9 +22,9 @@
 // no pod network); what it gives and what it does not:
 //   - When kwok has made a pod Running, its single container runs in the
 //     foreground of `runc run`, a child of the test: rootfs an overlay
-//     whose lower layer is this machine's / (the image is not pulled or
-//     used), upper and work in the test's directory, read-only when the
-//     container asks; mount, pid, ipc and uts namespaces, the host's
+//     whose lower layer is this machine's / or Options.PodRoot (the pod's
+//     image is not pulled or used), upper and work in the test's
+//     directory, read-only when the container asks; mount, pid, ipc and uts namespaces, the host's
 //     network; command and args, env, workingDir, the pod's user, group,
 //     fsGroup and supplemental groups, capabilities (none when it drops
 //     ALL), no new privileges when it forbids privilege escalation,
@@ -163,6 +163,14 @@ type Options struct {
 	// would hide). A real node would have them from the image. The pod's
 	// user must be able to reach and read them.
 	PodBinds []string
+	// PodRoot is the lower layer of every container's root: "" for this
+	// machine's /, else a directory holding an image's root (the worker
+	// image's layers extracted, say), so a container runs what that
+	// image holds. PodEnv is the image's environment (its config's Env,
+	// such as PATH), which the container's env overrides as a kubelet
+	// merges them.
+	PodRoot string
+	PodEnv  []string
 }
 
 // Cluster is a running control plane.

@@ -318,9 +318,16 @@ func (r *podRunner) start(ctx context.Context, pod *corev1.Pod) (err error) {
 		}
 	}
 	rootfs := filepath.Join(ctr.dir, "rootfs")
-	opts := "lowerdir=/,upperdir=" + filepath.Join(ctr.dir, "upper") + ",workdir=" + filepath.Join(ctr.dir, "work")
+	lower := "/"
+	if r.c.opts.PodRoot != "" {
+		if !filepath.IsAbs(r.c.opts.PodRoot) {
+			return fmt.Errorf("%s: kubetest.Options.PodRoot %q: want an absolute path", what, r.c.opts.PodRoot)
+		}
+		lower = r.c.opts.PodRoot
+	}
+	opts := "lowerdir=" + lower + ",upperdir=" + filepath.Join(ctr.dir, "upper") + ",workdir=" + filepath.Join(ctr.dir, "work")
 	if err := syscall.Mount("overlay", rootfs, "overlay", 0, opts); err != nil {
-		return fmt.Errorf("%s: mount an overlay of / on %s (%s): %w", what, rootfs, opts, err)
+		return fmt.Errorf("%s: mount an overlay of %s on %s (%s): %w", what, lower, rootfs, opts, err)
 	}
 	ctr.addMount(rootfs)
 	vols, err := r.volumes(ctx, pod, ctr)
@@ -340,7 +347,7 @@ func (r *podRunner) start(ctx context.Context, pod *corev1.Pod) (err error) {
 		}
 		mounts = append(mounts, volumeMount{host: filepath.Clean(d), container: filepath.Clean(d), readOnly: true})
 	}
-	spec, err := ociSpec(pod, mounts, ctr.cgroups)
+	spec, err := ociSpec(pod, r.c.opts.PodEnv, mounts, ctr.cgroups)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

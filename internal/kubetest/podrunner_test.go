@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/legion-dev/legion/internal/kubetest"
 	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/packaging/image"
 )
 
 // TestRunPods runs pods on simulated (kwok) nodes whose containers the
@@ -372,5 +374,62 @@ func TestRunPodsCleanup(t *testing.T) {
 	}
 	if strings.Contains(string(b), pods) {
 		t.Errorf("after the test, /proc/self/mountinfo has mounts under %s", pods)
+	}
+}
+
+// TestRunPodsImageRoot: with Options.PodRoot a container's root is that
+// directory (here a root of nothing but sh and the libraries it needs),
+// not this machine's /, and its env starts from Options.PodEnv.
+func TestRunPodsImageRoot(t *testing.T) {
+	root := t.TempDir()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ldd", sh).Output()
+	if err != nil {
+		t.Fatalf("ldd %s: %v", sh, err)
+	}
+	libs, err := image.ParseLdd(string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(libs, sh+":/bin/sh") {
+		src, dst, ok := strings.Cut(f, ":")
+		if !ok {
+			dst = src
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(dst)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, dst), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodRoot: root, PodEnv: []string{"PATH=/bin", "FROM_IMAGE=image"}})
+	j := runJob(t, c, "image", 0, `echo "$FROM_IMAGE $PATH"; if [ -e /usr/bin/python3 ]; then echo the host root; else echo the image root; fi`)
+	j.Spec.Template.Spec.Containers[0].Command[0] = "sh" // found by the image's PATH
+	j.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "FROM_IMAGE", Value: "pod"}}
+	job := createJob(t, c, j)
+	waitfor.Check(t, wait, "Job image Complete", func() error {
+		got, err := c.Client.BatchV1().Jobs("default").Get(t.Context(), job.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !jobCondition(got, batchv1.JobComplete) {
+			return fmt.Errorf("job conditions %v, pods %v", got.Status.Conditions, summary(jobPods(t, c, job)))
+		}
+		return nil
+	})
+	pods := jobPods(t, c, job)
+	if len(pods) != 1 {
+		t.Fatalf("Job image has pods %v; want one", summary(pods))
+	}
+	if got, want := podLog(t, c, pods[0].Name), "pod /bin\nthe image root\n"; got != want {
+		t.Errorf("pods/log = %q; want %q (the pod's env over the image's, the image's root)", got, want)
 	}
 }
