@@ -16,14 +16,15 @@
    limitations under the License.
 */
 
-// This file is containerd v2.4.2's contrib/seccomp/seccomp_default.go
-// (github.com/containerd/containerd/v2, Apache-2.0): the profile that
-// containerd's CRI applies for seccompProfile RuntimeDefault. Copied, not
-// imported (the containerd module would upgrade this module's shared
-// dependencies), with three changes marked "kubetest": the package, the
-// function's name (DefaultProfile), and its kernel version check (>= 4.8,
-// true on any kernel Kubernetes 1.37 runs on) without containerd's
-// kernelversion package.
+// This file is containerd's
+// github.com/containerd/containerd/v2@v2.4.2/contrib/seccomp/seccomp_default.go
+// (Apache-2.0): the profile that containerd's CRI applies for
+// seccompProfile RuntimeDefault. Copied, not imported (the containerd
+// module would upgrade this module's shared dependencies), with three
+// changes marked "kubetest": the package, the function's name
+// (DefaultProfile), and its kernel version check (>= 4.8, true on any
+// kernel Kubernetes 1.37 runs on) without containerd's kernelversion
+// package.
 
 package kubetest // kubetest: was package seccomp
 
