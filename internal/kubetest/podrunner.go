@@ -288,7 +288,7 @@ func (r *podRunner) reconcile(ctx context.Context, ns, name string, pod *corev1.
 	}
 }
 
-// start makes pod's bundle (an overlay of the host's root, its volumes),
+// start makes pod's bundle (an overlay of the root, its volumes),
 // its kwok Exec and Logs, and runs `runc run` in the foreground, its output
 // into the pod's log. A goroutine waits for runc and reports the end.
 func (r *podRunner) start(ctx context.Context, pod *corev1.Pod) (err error) {
