@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -282,6 +283,43 @@ func FuzzCRILog(f *testing.F) {
 		}
 		if !bytes.Equal(got, in) {
 			t.Errorf("the log reads back as %.80q; want %.80q", got, in)
+		}
+	})
+}
+
+func TestCounter(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", 3, true},               // cgroup v1 memory.oom_control
+		{"low 0\nhigh 0\nmax 2\noom 1\noom_kill 1\noom_group_kill 0\n", 1, true}, // v2 memory.events
+		{"oom_kill_disable 0\n", 0, false},
+		{"oom_kill x\n", 0, false},
+		{"", 0, false},
+	} {
+		got, err := counter([]byte(tc.in), "oom_kill")
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("counter(%q, oom_kill) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzCounter: any cgroup file gives a count or an error, and a file
+// whose first oom_kill line says N gives N.
+func FuzzCounter(f *testing.F) {
+	f.Add([]byte("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"), uint64(7))
+	f.Fuzz(func(t *testing.T, data []byte, n uint64) {
+		if _, err := counter(data, "oom_kill"); err != nil && !strings.Contains(err.Error(), "oom_kill") {
+			t.Errorf("counter(%q) = %v; want an error naming the key", data, err)
+		}
+		if bytes.Contains(data, []byte("oom_kill ")) {
+			return
+		}
+		file := append(append([]byte(nil), data...), fmt.Sprintf("\noom_kill %d\n", n)...)
+		if got, err := counter(file, "oom_kill"); err != nil || got != n {
+			t.Errorf("counter(%q) = %d, %v; want %d", file, got, err, n)
 		}
 	})
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -367,7 +369,9 @@ func (r *podRunner) start(ctx context.Context, pod *corev1.Pod) (err error) {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 
-	ctr.cmd = exec.Command(r.runc, "--root", r.root, "run", "--bundle", ctr.dir, ctr.id)
+	// --keep: the stopped container and its cgroup stay until wait has
+	// read whether the kernel killed it for memory, then deletes it.
+	ctr.cmd = exec.Command(r.runc, "--root", r.root, "run", "--keep", "--bundle", ctr.dir, ctr.id)
 	ctr.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out := &criLog{f: logf}
 	stdout, err := ctr.cmd.StdoutPipe()
@@ -393,8 +397,10 @@ func (r *podRunner) start(ctx context.Context, pod *corev1.Pod) (err error) {
 	return nil
 }
 
-// wait waits for ctr's runc run, unmounts what start mounted and, unless
-// the runner killed it, reports the end with EndPod's status.
+// wait waits for ctr's runc run, reads whether the kernel killed the
+// container for memory, deletes it, unmounts what start mounted and,
+// unless the runner killed it, reports the end with EndPod's status
+// (reason OOMKilled after an OOM kill in its cgroup).
 func (r *podRunner) wait(ctx context.Context, ctr *container, copies *sync.WaitGroup, logf *os.File) {
 	copies.Wait() // the pipes reach EOF when runc and the container are gone
 	err := ctr.cmd.Wait()
@@ -409,6 +415,13 @@ func (r *podRunner) wait(ctx context.Context, ctr *container, copies *sync.WaitG
 	if err := logf.Close(); err != nil {
 		r.t.Errorf("pod runner: %v", err)
 	}
+	oom, oomErr := oomKilled(ctr.cgroups)
+	if oomErr != nil {
+		r.t.Errorf("pod runner: pod %s/%s: %v", ctr.namespace, ctr.name, oomErr)
+	}
+	if out, err := exec.Command(r.runc, "--root", r.root, "delete", "--force", ctr.id).CombinedOutput(); err != nil && !gone(out) {
+		r.t.Errorf("pod runner: pod %s/%s: runc delete --force %s: %v: %s", ctr.namespace, ctr.name, ctr.id, err, out)
+	}
 	if err := ctr.unmount(); err != nil {
 		r.t.Errorf("pod runner: pod %s/%s: %v", ctr.namespace, ctr.name, err)
 	}
@@ -418,7 +431,10 @@ func (r *podRunner) wait(ctx context.Context, ctr *container, copies *sync.WaitG
 	r.mu.Unlock()
 	if !killed {
 		reason := "Completed"
-		if code != 0 {
+		switch {
+		case oom:
+			reason = "OOMKilled" // as a kubelet says it, whatever the exit code
+		case code != 0:
 			reason = "Error"
 		}
 		if err := r.c.endPod(ctx, ctr.namespace, ctr.name, int32(code), reason, ""); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
@@ -674,6 +690,60 @@ func (l *criLog) copy(stream string, r io.Reader) {
 			return
 		}
 	}
+}
+
+// oomKilled says whether the kernel's OOM killer killed a process of the
+// cgroup at cgroupsPath inner (relative to this process's cgroup): the
+// oom_kill count of its memory.oom_control (cgroup v1) or memory.events
+// (v2) is not 0. A cgroup with neither file is an error naming it.
+func oomKilled(inner string) (bool, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		file := "memory.oom_control"
+		switch {
+		case parts[1] == "":
+			file = "memory.events"
+		case !slices.Contains(strings.Split(parts[1], ","), "memory"):
+			continue
+		}
+		for _, dir := range cgroupDirs(parts[1], parts[2], inner) {
+			data, err := os.ReadFile(filepath.Join(dir, file))
+			if errors.Is(err, os.ErrNotExist) {
+				continue // not this hierarchy's (a v2 root on a v1 machine)
+			}
+			if err != nil {
+				return false, err
+			}
+			n, err := counter(data, "oom_kill")
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", filepath.Join(dir, file), err)
+			}
+			return n > 0, nil
+		}
+	}
+	return false, fmt.Errorf("no memory.oom_control or memory.events of cgroup %s below this process's", inner)
+}
+
+// counter is the value of key in a cgroup file of "key value" lines.
+func counter(data []byte, key string) (uint64, error) {
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if ok && k == key {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s %q: want a count: %w", key, v, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("no %q line: want lines of \"key value\"", key)
 }
 
 // removeCgroups removes the cgroup directories of cgroupsPath inner, a

@@ -230,6 +230,25 @@ echo "hello from pid $$" > /run/legion/hello; echo ready; exec sleep 1000`)
 		}
 	})
 
+	t.Run("a container over its memory limit ends OOMKilled", func(t *testing.T) {
+		j := runJob(t, c, "oom", 0, `python3 -c 'b = bytearray(256 << 20); b[::4096] = b"x" * len(b[::4096])'`)
+		j.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")}
+		job := createJob(t, c, j)
+		var st *corev1.ContainerStateTerminated
+		waitfor.Check(t, wait, "the pod of Job oom ended", func() error {
+			for _, p := range jobPods(t, c, job) {
+				if s := p.Status.ContainerStatuses; p.Status.Phase == corev1.PodFailed && len(s) == 1 && s[0].State.Terminated != nil {
+					st = s[0].State.Terminated
+					return nil
+				}
+			}
+			return fmt.Errorf("pods %v", summary(jobPods(t, c, job)))
+		})
+		if st.Reason != "OOMKilled" || st.ExitCode != 137 {
+			t.Errorf("the pod of Job oom ended with reason %q, exit code %d; want OOMKilled, 137 (SIGKILL)", st.Reason, st.ExitCode)
+		}
+	})
+
 	t.Run("a lost node's container is killed", func(t *testing.T) {
 		c.AddNode(t, "doomed")
 		j := runJob(t, c, "lost", 0, "exec sleep 1000")
