@@ -41,12 +41,13 @@
 //     automountServiceAccountToken is false), envFrom, valueFrom,
 //     privileged containers and init containers are refused: the pod ends
 //     Failed with exit code 128, reason StartError, and the test fails.
-//   - Its exit is reported as EndPod does. A pod deleted, or ended by
-//     someone else (the pod garbage collector ends a lost node's pods),
-//     has its container killed (runc kill KILL, runc delete --force); a
-//     deleted pod's end is then kwok's (exit code 143). At the test's end
-//     every container is killed, every mount it made unmounted and every
-//     cgroup removed, by the ids the runner made.
+//   - Its exit is reported as EndPod does, with reason OOMKilled when
+//     the kernel's OOM killer killed it in its cgroup. A pod deleted, or
+//     ended by someone else (the pod garbage collector ends a lost node's
+//     pods), has its container killed (runc kill KILL, runc delete
+//     --force); a deleted pod's end is then kwok's (exit code 143). At
+//     the test's end every container is killed, every mount it made
+//     unmounted and every cgroup removed, by the ids the runner made.
 //   - exec and pods/log go through the API server to kwok, which reads a
 //     kwok Exec and Logs made per pod (kwok --enable-crds=Exec,Logs; its
 //     CRDs are installed first). exec does not enter the container: it
