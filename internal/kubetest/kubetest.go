@@ -16,6 +16,56 @@
 // garbage collector, about a minute later. With Options.ExecDir, exec on a
 // pod through the API server runs the command on this machine.
 //
+// With Options.RunPods, pods on the simulated (kwok) nodes run: the test
+// plays a kubelet's part for them with a real OCI runtime, runc, on this
+// machine. That is still not a real node (no kubelet, no CRI, no image,
+// no pod network); what it gives and what it does not:
+//   - When kwok has made a pod Running, its single container runs in the
+//     foreground of `runc run`, a child of the test: rootfs an overlay
+//     whose lower layer is this machine's / or Options.PodRoot (the pod's
+//     image is not pulled or used), upper and work in the test's
+//     directory, read-only when the container asks; mount, pid, ipc and uts namespaces, the host's
+//     network; command and args, env, workingDir, the pod's user, group,
+//     fsGroup and supplemental groups, capabilities (none when it drops
+//     ALL), no new privileges when it forbids privilege escalation,
+//     seccomp RuntimeDefault as containerd's CRI applies it (its default
+//     profile, copied in seccomp_default.go), the CPU request as shares
+//     and the CPU and memory limits in the container's own cgroup
+//     (kubetest-<pod uid>, under the test's).
+//   - Volumes: a claim is one directory per namespace and claim
+//     (Cluster.VolumeDir), kept across pods, group fsGroup, setgid; a
+//     Secret's data is written as files (root, group fsGroup, its
+//     defaultMode) and mounted read-only; an emptyDir is the pod's own
+//     directory, a tmpfs for medium Memory. Other volumes (projected ones,
+//     such as the service account token a pod gets unless
+//     automountServiceAccountToken is false), envFrom, valueFrom,
+//     privileged containers and init containers are refused: the pod ends
+//     Failed with exit code 128, reason StartError, and the test fails.
+//   - Its exit is reported as EndPod does, with reason OOMKilled when
+//     the kernel's OOM killer killed it in its cgroup. A pod deleted, or
+//     ended by someone else (the pod garbage collector ends a lost node's
+//     pods), has its container killed (runc kill KILL, runc delete
+//     --force); a deleted pod's end is then kwok's (exit code 143). At
+//     the test's end every container is killed, every mount it made
+//     unmounted and every cgroup removed, by the ids the runner made.
+//   - exec and pods/log go through the API server to kwok, which reads a
+//     kwok Exec and Logs made per pod (kwok --enable-crds=Exec,Logs; its
+//     CRDs are installed first). exec does not enter the container: it
+//     runs the command on this machine, as the container's uid and gid
+//     (kwok requires both to exist in this machine's /etc/passwd and
+//     /etc/group), in the host directory of the container's working
+//     directory, with the container's env whose values that are paths
+//     under a volume mount are rewritten to the host's. A per-pod Exec
+//     wins over Options.ExecDir's ClusterExec (kwok looks it up first), so
+//     both can be set. pods/log reads the container's output, which the
+//     runner writes in the CRI log format (a follow does not end with
+//     the container: kwok's reader, k8s.io/cri-client/pkg/logs, asks no
+//     runtime whether it still runs, so the client ends it).
+//   - Not applied: a Localhost seccomp profile (refused), AppArmor, the
+//     memory request (cgroup v1 has no place for it), other resources,
+//     the pod's overhead and QoS cgroups, $(VAR) expansion in command,
+//     args and env, probes, image pulls.
+//
 // The API server authenticates by static tokens: the admin (Cluster.Config,
 // Kubeconfig; group system:masters) and RestrictedUser (RestrictedConfig;
 // no group, no role), and authorizes with Node and RBAC.
@@ -100,10 +150,34 @@ type Options struct {
 	// environment: kwok's ClusterExec with a Local target. A test can thus
 	// attach through the real API server to a worker it started on this
 	// machine. Unset, exec on a pod fails (kwok finds no exec target).
+	// A pod the runner runs (RunPods) has its own kwok Exec, which kwok
+	// prefers to this ClusterExec.
 	ExecDir string
 	// ExecEnv is added to the environment of every such command. Its
-	// PATH is also kwok's own, which kwok finds the command on.
+	// PATH is also kwok's own, which kwok finds any exec's command on
+	// (a RunPods pod's too).
 	ExecEnv map[string]string
+	// RunPods makes the cluster's pods on simulated (kwok) nodes run:
+	// the test runs each Running pod's container with runc and reports
+	// its end, exec and pods/log reach it through the API server (see
+	// the package doc). It needs root and runc: without them the test
+	// skips, or fails with CI=true.
+	RunPods bool
+	// PodBinds are directories of this machine that the runner binds,
+	// read-only and at the same path, into every container it runs,
+	// after the pod's own volumes: where a test built the programs a pod
+	// runs (sdtest builds them under /tmp, which a pod's /tmp emptyDir
+	// would hide). A real node would have them from the image. The pod's
+	// user must be able to reach and read them.
+	PodBinds []string
+	// PodRoot is the lower layer of every container's root: "" for this
+	// machine's /, else a directory holding an image's root (the worker
+	// image's layers extracted, say), so a container runs what that
+	// image holds. PodEnv is the image's environment (its config's Env,
+	// such as PATH), which the container's env overrides as a kubelet
+	// merges them.
+	PodRoot string
+	PodEnv  []string
 }
 
 // Cluster is a running control plane.
@@ -122,6 +196,7 @@ type Cluster struct {
 	Dir string
 
 	opts       Options
+	runner     *podRunner // with Options.RunPods
 	components []*component
 	extraArgs  map[string][]string // more arguments by component, for this package's tests
 }
@@ -204,6 +279,10 @@ func moduleRoot() (string, error) {
 // CI=true it builds them instead, and fails the test if that fails.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	var runc string
+	if opts.RunPods {
+		runc = runnerRequirements(t)
+	}
 	bin := binaries(t)
 	c := &Cluster{Dir: t.TempDir(), opts: opts}
 	t.Cleanup(func() {
@@ -215,6 +294,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	})
 	if err := c.start(t, bin); err != nil {
 		t.Fatal(err)
+	}
+	if opts.RunPods {
+		if err := c.startRunner(t, runc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return c
 }
@@ -348,7 +432,14 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 	if err := os.WriteFile(kwokConfig, kwokConfiguration(c.opts.ExecDir, c.opts.ExecEnv), 0o600); err != nil {
 		return err
 	}
-	if err := run("kwok",
+	var crds []string
+	if c.opts.RunPods {
+		if err := c.installKwokCRDs(ctx); err != nil {
+			return err
+		}
+		crds = []string{"--enable-crds=Exec,Logs"}
+	}
+	if err := run("kwok", append(crds,
 		"--kubeconfig="+c.Kubeconfig,
 		"--config="+kwokConfig,
 		"--manage-all-nodes=false",
@@ -363,7 +454,7 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		// never sees a node go silent (without it, it marks a node Unknown
 		// every 50 s and kwok makes it Ready again: a flapping node).
 		"--node-lease-duration-seconds=40",
-	); err != nil {
+	)...); err != nil {
 		return err
 	}
 	n := c.opts.Nodes

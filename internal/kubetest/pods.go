@@ -1,6 +1,7 @@
 package kubetest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -19,20 +20,30 @@ import (
 // controllers see exactly this status.
 func (c *Cluster) EndPod(t testing.TB, namespace, name string, exitCode int32) {
 	t.Helper()
-	ctx := t.Context()
+	reason := "Completed"
+	if exitCode != 0 {
+		reason = "Error"
+	}
+	if err := c.endPod(t.Context(), namespace, name, exitCode, reason, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endPod is EndPod, the container terminated with reason and message.
+func (c *Cluster) endPod(ctx context.Context, namespace, name string, exitCode int32, reason, message string) error {
 	pod, err := c.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("end pod %s/%s: %v", namespace, name, err)
+		return fmt.Errorf("end pod %s/%s: %w", namespace, name, err)
 	}
-	phase, reason := corev1.PodSucceeded, "Completed"
+	phase := corev1.PodSucceeded
 	if exitCode != 0 {
-		phase, reason = corev1.PodFailed, "Error"
+		phase = corev1.PodFailed
 	}
 	now := metav1.Now()
 	var statuses []corev1.ContainerStatus
 	for _, ctr := range pod.Spec.Containers {
 		st := corev1.ContainerStatus{Name: ctr.Name, Image: ctr.Image, State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: reason, StartedAt: now, FinishedAt: now},
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: reason, Message: message, StartedAt: now, FinishedAt: now},
 		}}
 		for _, old := range pod.Status.ContainerStatuses {
 			if old.Name == ctr.Name && old.State.Running != nil {
@@ -52,11 +63,12 @@ func (c *Cluster) EndPod(t testing.TB, namespace, name string, exitCode int32) {
 		"conditions":        conditions,
 	}})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if _, err := c.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatalf("end pod %s/%s with exit code %d: patch its status: %v", namespace, name, exitCode, err)
+		return fmt.Errorf("end pod %s/%s with exit code %d: patch its status: %w", namespace, name, exitCode, err)
 	}
+	return nil
 }
 
 // randomToken is a fresh bearer token for the static token file.
