@@ -26,6 +26,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/kube/wire"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/internal/kubetest"
 	"github.com/legion-dev/legion/internal/waitfor"
@@ -536,4 +537,108 @@ func TestKubeAttach(t *testing.T) {
 	if _, _, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name}); !errors.Is(err, api.ErrNotRunning) {
 		t.Errorf("Attach after the end = %v; want not_running", err)
 	}
+}
+
+// TestKubeResume: a session whose pods run (kwok's simulated nodes, their
+// containers run by the test with runc: kubetest.Options.RunPods) keeps
+// the promises of a unit. The real worker runs the scripted agent in a
+// hardened pod; the agent goes stale, the worker (no systemd watchdog:
+// self_watchdog) ends it and exits 1; the Job starts a new pod on the
+// issue's volume, whose worker resumes the same conversation (the
+// session file is on the volume, so the resume argv). Attach through the
+// API server shows the resumed agent; end completes the Job.
+func TestKubeResume(t *testing.T) {
+	bin := sdtest.LegionBinary(t) // legion scripted-agent, the stand-in for Claude Code
+	binDir := filepath.Dir(bin)
+	// The pod's user (1000) runs the programs from there (bound into each
+	// container at the same path, as an image would hold them).
+	if err := os.Chmod(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := binDir + ":/usr/bin:/bin"
+	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir}, PodEnv: []string{"PATH=" + path},
+		ExecEnv: map[string]string{"PATH": path}})
+	const ns = "legion-resume"
+	kubeNamespace(t, c, ns, 2)
+	ip := startInProcess(t, true, Options{KubeBinary: sdtest.KubeBinary(t)})
+	cl := ip.client(t)
+	ctx := t.Context()
+
+	a := kubeLaunch(c, ns, "DEMO-9", "implement")
+	a.Cwd = wire.VolumeMount
+	a.Argv = []string{bin, "scripted-agent", "--session-id", a.ID, "go"}
+	a.ArgvResume = []string{bin, "scripted-agent", "--resume", a.ID, "go on"}
+	a.Watch = claudecode.SessionFile(wire.HomeDir, a.Cwd, uuid.MustParse(a.ID))
+	a.StaleAfter = api.Duration(1500 * time.Millisecond)
+	a.StartupGrace = new(api.Duration(0))
+	a.Env = []string{"LEGION_SCRIPT=" + `
+if-new say first run
+if-new work 600ms
+if-new hang
+if-resumed say resumed the same conversation
+if-resumed work 5m
+`}
+	if _, err := cl.Spawn(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	s := kubeSession(t, cl, a.Name, "running again after its stale run", func(s api.Session) bool {
+		return s.State == api.StateRunning && s.Restarts == 1
+	})
+	if s.Exit == nil || s.Exit.Code == nil || *s.Exit.Code != 1 {
+		t.Errorf("the first run's exit = %+v; want code 1 (the worker ended its stale agent)", s.Exit)
+	}
+	pods := podsOf(t, c, ns, a.ID)
+	if len(pods) != 2 || pods[0].Status.Phase != corev1.PodFailed {
+		t.Fatalf("pods %d, the first %s; want 2, the first failed", len(pods), pods[0].Status.Phase)
+	}
+
+	// The registry on the issue's volume: run 2 resumed, run 1 ended by
+	// the worker's own watchdog.
+	claim := pods[1].Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	regPath := filepath.Join(c.VolumeDir(ns, claim), "state", "registry", a.ID+".json")
+	waitfor.Check(t, 60*time.Second, "run 2 resumed, in the registry on the volume", func() error {
+		r, err := proto.ReadRegistry(regPath)
+		if err != nil {
+			return err
+		}
+		if r.Run != 2 || r.ArgvKind != proto.ArgvResume || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "watchdog: stale for ") {
+			return fmt.Errorf("registry %+v, last exit %+v", r, r.LastExit)
+		}
+		return nil
+	})
+
+	// Attach through the API server: the resumed agent's screen.
+	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	wc := proto.NewClient(conn)
+	defer wc.Close()
+	zero := uint64(0)
+	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	deadline := time.After(60 * time.Second)
+	for !strings.Contains(out.String(), "resumed the same conversation") {
+		select {
+		case ev, ok := <-wc.Events():
+			if !ok {
+				t.Fatalf("the relay closed; output %q", out.String())
+			}
+			if ev.Kind == proto.EventKindOutput || ev.Kind == proto.EventKindSnapshot {
+				out.Write(ev.Data)
+			}
+		case <-deadline:
+			t.Fatalf("no resumed agent on the attached screen: %q", out.String())
+		}
+	}
+
+	// End: the worker ends the agent and exits 0; the Job completes.
+	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool {
+		return s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0
+	})
 }

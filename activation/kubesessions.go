@@ -467,7 +467,9 @@ func (c *kubeConn) why(err error) error {
 	select {
 	case <-c.done:
 		if msg := strings.TrimSpace(c.stderr.String()); msg != "" {
-			return fmt.Errorf("%w (%s)", err, lastLine(msg))
+			// The command's own lines first (legion-pty-worker's: why it
+			// could not reach the worker), then legion-kube's.
+			return fmt.Errorf("%w (%s)", err, truncateText(strings.ReplaceAll(msg, "\n", "; "), 1000))
 		}
 	case <-time.After(2 * time.Second):
 	}

@@ -623,8 +623,15 @@ func eventFrame(name string, data any) ([]byte, error) {
 // it may): one in another worker's unit (another session's agent) never
 // may; one in this worker's own unit (its agent) may open a hook
 // connection only (c.ownAgent). A peer whose cgroup cannot be read may
-// not.
+// not, but for one outside the worker's PID namespace (SO_PEERCRED's pid
+// 0) when the worker runs in a pod (self_watchdog: no systemd, no worker
+// units): each session there is a pod of its own and its socket is on the
+// pod's private emptyDir, so no other session's agent can be the peer,
+// and its agent runs in the worker's namespace, with a pid.
 func (c *conn) checkAgentPeer(pid int) string {
+	if pid == 0 && c.w.spec.SelfWatchdog {
+		return ""
+	}
 	cg, err := unixsock.Cgroup(pid)
 	if err != nil {
 		return fmt.Sprintf("cannot tell whether pid %d is an agent of another session: %v", pid, err)
