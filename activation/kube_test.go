@@ -581,6 +581,13 @@ if-resumed work 5m
 	if _, err := cl.Spawn(ctx, a); err != nil {
 		t.Fatal(err)
 	}
+	// Beside it, an agent that cannot start: its worker exits 78 and the
+	// Job fails for good at once, with the cause, on its first pod.
+	missing := kubeLaunch(c, ns, "DEMO-10", "implement")
+	missing.Argv, missing.Role, missing.Cwd = []string{"/nonexistent/agent"}, roleCommand, wire.VolumeMount
+	if _, err := cl.Spawn(ctx, missing); err != nil {
+		t.Fatal(err)
+	}
 	s := kubeSession(t, cl, a.Name, "running again after its stale run", func(s api.Session) bool {
 		return s.State == api.StateRunning && s.Restarts == 1
 	})
@@ -641,4 +648,11 @@ if-resumed work 5m
 	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool {
 		return s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0
 	})
+
+	kubeSession(t, cl, missing.Name, "failed for good", func(s api.Session) bool {
+		return s.State == api.StateFailed && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 78
+	})
+	if n := len(podsOf(t, c, ns, missing.ID)); n != 1 {
+		t.Errorf("the agent that cannot start had %d pods; want 1 (no restart)", n)
+	}
 }
