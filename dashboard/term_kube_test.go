@@ -29,15 +29,17 @@ import (
 // run by the test with runc (kubetest.Options.RunPods): the real worker,
 // the scripted agent.
 func TestTermOnCluster(t *testing.T) {
-	f := startHelper(t) // legion helper finds legion-kube beside it
-	sdtest.KubeBinary(t)
-	binDir := filepath.Dir(f.bin)
+	binDir := filepath.Dir(sdtest.LegionBinary(t))
+	sdtest.KubeBinary(t) // beside legion, where legion helper finds it
 	if err := os.Chmod(binDir, 0o755); err != nil { // the pod's user runs the programs there
 		t.Fatal(err)
 	}
 	path := binDir + ":/usr/bin:/bin"
 	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir}, PodEnv: []string{"PATH=" + path},
 		ExecEnv: map[string]string{"PATH": path}})
+	// After the cluster: sdtest's manager gives the test another HOME,
+	// where the control plane's cache is not.
+	f := startHelper(t)
 	ctx := t.Context()
 	const ns = "legion-term"
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
