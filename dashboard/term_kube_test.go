@@ -30,7 +30,7 @@ import (
 // the scripted agent.
 func TestTermOnCluster(t *testing.T) {
 	binDir := filepath.Dir(sdtest.LegionBinary(t))
-	sdtest.KubeBinary(t) // beside legion, where legion helper finds it
+	sdtest.KubeBinary(t)                            // beside legion, where legion helper finds it
 	if err := os.Chmod(binDir, 0o755); err != nil { // the pod's user runs the programs there
 		t.Fatal(err)
 	}
@@ -54,9 +54,9 @@ func TestTermOnCluster(t *testing.T) {
 	if _, err := c.Client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "legion-term-pv"},
 		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName: "legion-test",
-			Capacity:         corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:       "legion-test",
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/legion-test/term"}},
 		},
 	}, metav1.CreateOptions{}); err != nil {
