@@ -2,6 +2,7 @@ package linear
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -279,6 +280,44 @@ func (c *Client) labelID(ctx context.Context, name string, create bool) (string,
 	if err != nil {
 		return "", err
 	}
+	best, err := c.findLabel(ctx, t, name)
+	if err != nil {
+		return "", err
+	}
+	if best == "" {
+		if !create {
+			return "", nil
+		}
+		color, ok := protocolLabels[name]
+		if !ok {
+			return "", fmt.Errorf("linear team %s has no label %q: create it in Linear (Legion creates only its own labels: %s)",
+				c.opts.Team, name, strings.Join(slices.Sorted(maps.Keys(protocolLabels)), ", "))
+		}
+		if best, err = c.createLabel(ctx, t, name, color); err != nil {
+			// A create whose answer was lost may have made the label:
+			// look again before giving up, so the write goes on now
+			// instead of failing until the next lookup.
+			var ae *APIError
+			if errors.As(err, &ae) || ctx.Err() != nil {
+				return "", err
+			}
+			found, ferr := c.findLabel(ctx, t, name)
+			if ferr != nil || found == "" {
+				return "", err
+			}
+			best = found
+		}
+	}
+	c.mu.Lock()
+	c.labels[key] = best
+	c.mu.Unlock()
+	return best, nil
+}
+
+// findLabel returns the id of the label called name that the team's
+// issues can carry (a team label, else a workspace label), "" when there
+// is none.
+func (c *Client) findLabel(ctx context.Context, t *team, name string) (string, error) {
 	var d struct {
 		IssueLabels *struct {
 			Nodes []struct {
@@ -319,22 +358,6 @@ func (c *Client) labelID(ctx context.Context, name string, create bool) (string,
 			best, bestRank = n.ID, rank
 		}
 	}
-	if best == "" {
-		if !create {
-			return "", nil
-		}
-		color, ok := protocolLabels[name]
-		if !ok {
-			return "", fmt.Errorf("linear team %s has no label %q: create it in Linear (Legion creates only its own labels: %s)",
-				c.opts.Team, name, strings.Join(slices.Sorted(maps.Keys(protocolLabels)), ", "))
-		}
-		if best, err = c.createLabel(ctx, t, name, color); err != nil {
-			return "", err
-		}
-	}
-	c.mu.Lock()
-	c.labels[key] = best
-	c.mu.Unlock()
 	return best, nil
 }
 
