@@ -83,4 +83,3 @@ func FuzzParseSeeds(f *testing.F) {
 		}
 	})
 }
-
