@@ -406,18 +406,23 @@ func (r *chaosRun) pickWorker(ctx context.Context) string {
 	return live[r.in.IntN(len(live))]
 }
 
-// children returns the PIDs of pid's child processes.
+// children returns the PIDs of pid's child processes. Each thread lists
+// the children it forked, and a Go program forks from any of its threads.
 func children(pid int) []int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return nil
-	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
