@@ -64,12 +64,17 @@ var chaosKinds = []struct {
 
 // chaosScript is every phase, each step safe to run again after a kill
 // (a once-step is recorded before it runs, so a kill mid-step skips it on
-// resume: only markers are once-steps). @LOG@ is the directory of the
+// resume: only markers are once-steps). The planner of ENG-1 asks a
+// question (again after each resume), which Legion must escalate and the
+// test answers as a person would. @LOG@ is the directory of the
 // per-issue logs: "new MODE" when a mode's session starts fresh, "done
 // MODE" when a phase completed (the finisher's is the issue's Done: its
 // worktree, the agent's working directory, is gone after it).
 const chaosScript = `
 if-new run sh -c "echo new $LEGION_MODE >> @LOG@/$LEGION_ISSUE"
+if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 run sh -c "echo asked >> @LOG@/$LEGION_ISSUE"
+if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 ask Which database? | Postgres | SQLite
+if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 run sh -c "echo answer $ANSWER >> @LOG@/$LEGION_ISSUE"
 if-env LEGION_MODE=plan once run @LEGION@ issue comment $LEGION_TEAM $LEGION_ISSUE "plan of $LEGION_ISSUE: write the file"
 if-env LEGION_MODE=plan work 3s
 if-env LEGION_MODE=plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
@@ -128,6 +133,7 @@ type chaosRun struct {
 	runsLog string // worker unit runs: "start|stop UNIT NANOS"
 	ids     []string
 	garbled []string // files garbled, as their paths
+	answers int      // questions the test answered as a person
 	// helperStarts are the times of the faults that made the helper
 	// start again (a kill -9, a restart).
 	helperStarts []time.Time
@@ -210,20 +216,29 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 			break
 		}
 		time.Sleep(r.in.Between(300*time.Millisecond, 2*time.Second))
+		r.answer()
 		r.inject(ctx)
 		faults++
 	}
 	t.Logf("faults injected:\n%s", r.in.Report())
 
 	// The faults stop; whatever they did, the backlog must finish.
-	for _, id := range r.ids {
-		r.waitStatus(ctx, id, controller.StatusDone)
-	}
+	e.poll(ctx, "every issue Done", func() (bool, string) {
+		r.answer()
+		var open []string
+		for _, id := range r.ids {
+			if is := r.issue(ctx, id); is.Status != controller.StatusDone {
+				open = append(open, fmt.Sprintf("%s=%s%v", id, is.Status, is.Labels))
+			}
+		}
+		return len(open) == 0, strings.Join(open, " ")
+	})
 	e.waitNoWorkers(ctx)
 	t.Logf("backlog of %d issues done in %s", len(r.ids), time.Since(began).Round(time.Second))
 	r.checkRuns()
 	r.checkPhases()
 	r.checkComments()
+	r.checkQuestion()
 	r.checkQuarantined()
 	for unit, before := range memStart {
 		after := r.rss(ctx, unit)
@@ -592,23 +607,71 @@ func (r *chaosRun) checkPhases() {
 	}
 }
 
-// checkComments: no comment was written twice on an issue; lost answers
-// counted.
+// answer answers, as a person would in Linear, every issue that waits
+// for one (user-input-needed without user-feedback-given): a comment
+// "SQLite", then the label user-feedback-given.
+func (r *chaosRun) answer() {
+	fb := r.srv.AddLabel(controller.LabelFeedbackGiven, r.srv.TeamID)
+	for _, id := range r.ids {
+		is := r.srv.Issue(id)
+		labels := r.srv.LabelNames(is)
+		if !slices.Contains(labels, controller.LabelInputNeeded) || slices.Contains(labels, controller.LabelFeedbackGiven) {
+			continue
+		}
+		r.srv.Comment(is, "Grace Hopper", "SQLite")
+		r.srv.Lock()
+		is.LabelIDs = append(is.LabelIDs, fb.ID)
+		r.srv.Unlock()
+		r.answers++
+		r.t.Logf("chaos: answered %s as a person (answer %d)", id, r.answers)
+	}
+}
+
+// checkQuestion: every time ENG-1's planner asked, the wait was escalated
+// (a comment of Legion's with the question) unless it was already; the
+// answer reached the planner; each escalation got its answer.
+func (r *chaosRun) checkQuestion() {
+	t := r.t
+	b, err := os.ReadFile(filepath.Join(r.logDir, "ENG-1"))
+	if err != nil {
+		t.Fatalf("the agents' log of ENG-1: %v", err)
+	}
+	asked := strings.Count(string(b), "asked\n")
+	if !strings.Contains(string(b), "answer SQLite\n") {
+		t.Errorf("ENG-1's planner never got the answer SQLite; its log:\n%s", b)
+	}
+	is := r.srv.Issue("ENG-1")
+	escalations := 0
+	r.srv.Lock()
+	for _, c := range is.Comments {
+		if c.User == r.srv.UserName && strings.Contains(c.Body, "Which database?") {
+			escalations++
+		}
+	}
+	r.srv.Unlock()
+	t.Logf("ENG-1: the planner asked %d times, Legion escalated %d times, the person answered %d times", asked, escalations, r.answers)
+	if escalations == 0 || escalations > asked {
+		t.Errorf("ENG-1: %d escalations for %d questions; want 1 to %d", escalations, asked, asked)
+	}
+	if r.answers < escalations {
+		t.Errorf("ENG-1: %d answers for %d escalations; want one each", r.answers, escalations)
+	}
+}
+
+// checkComments: no comment was written twice in a row on an issue (a
+// write retried after its answer was lost); the same text after another
+// comment is a new one (a question asked again after its answer).
 func (r *chaosRun) checkComments() {
 	t := r.t
 	for _, id := range r.ids {
 		is := r.srv.Issue(id)
-		seen := map[string]int{}
 		r.srv.Lock()
-		for _, c := range is.Comments {
-			seen[c.Body]++
-		}
-		r.srv.Unlock()
-		for body, n := range seen {
-			if n > 1 {
-				t.Errorf("%s: comment written %d times; want once:\n%s", id, n, body)
+		for i := 1; i < len(is.Comments); i++ {
+			if c := is.Comments[i]; c.Body == is.Comments[i-1].Body && c.User == is.Comments[i-1].User {
+				t.Errorf("%s: comment %d repeats comment %d; want each written once:\n%s", id, i+1, i, c.Body)
 			}
 		}
+		r.srv.Unlock()
 	}
 	lost := map[string]int{}
 	for _, w := range r.srv.Writes() {

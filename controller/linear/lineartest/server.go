@@ -420,6 +420,17 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 			is.LabelIDs = slices.DeleteFunc(is.LabelIDs, func(id string) bool { return id == str("labelId") })
 			return success("issueRemoveLabel")
 		}
+	case "LegionIssueComments":
+		is := s.issueLocked(str("id"))
+		if is == nil {
+			return nil, "INVALID_INPUT", "Entity not found: Issue"
+		}
+		first, _ := v["comments"].(float64)
+		nodes := []any{}
+		for i := len(is.Comments) - 1; i >= 0 && len(nodes) < int(first); i-- { // newest first
+			nodes = append(nodes, map[string]any{"body": is.Comments[i].Body})
+		}
+		return map[string]any{"issue": map[string]any{"comments": map[string]any{"nodes": nodes}}}, "", ""
 	case "LegionComment":
 		is := s.issueLocked(str("issueId"))
 		if is == nil {
