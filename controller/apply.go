@@ -34,7 +34,8 @@ type SessionNamer interface {
 // Apply carries out one decision (tracker changes go to src.Tracker, review
 // outcome labels to src.Reviews when set): the dispatch or the relay first, then the
 // tracker changes; a decision's labels and move wait for its comment, so
-// a failed comment leaves them for the next tick, which comments again. A failed dispatch leaves the issue exactly as it was, so
+// a failed comment leaves them for the next tick, which comments again.
+// A failed dispatch leaves the issue exactly as it was, so
 // the next tick decides the same thing and tries again; a relay removes
 // user-feedback-given only once the text reached the agent. Every step is
 // idempotent, so applying the same decision twice changes nothing more.
