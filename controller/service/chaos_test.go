@@ -33,7 +33,12 @@ import (
 // `go test -run TestChaos` replays the seeds of testdata/chaos-seeds.txt
 // with chaosShortIssues issues each; CHAOS_SEED=N runs seed N alone and
 // CHAOS_DURATION=30m (`make chaos`) keeps injecting for that long, adding
-// chaosLongIssues issues whenever the backlog is done.
+// chaosLongIssues issues whenever the backlog is done, then runs one more
+// backlog without faults and reports the times of both.
+//
+// Every choice of the injector comes from the seed, but the moments it
+// acts on are the system's: a seed replays the same sequence of choices,
+// not the same interleaving.
 
 const (
 	chaosShortIssues = 6
@@ -204,12 +209,16 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	memStart := map[string]int{unitname.HelperUnit: r.rss(ctx, unitname.HelperUnit), ctl: r.rss(ctx, ctl)}
 
 	faults := 0
+	batchStart := began
+	var batches []time.Duration // how long each backlog took under faults
 	for {
 		if dur > 0 {
 			if time.Since(began) >= dur {
 				break
 			}
 			if r.allDone(ctx) {
+				batches = append(batches, time.Since(batchStart))
+				batchStart = time.Now()
 				r.addIssues(n)
 			}
 		} else if faults >= chaosShortFaults || r.allDone(ctx) {
@@ -234,7 +243,31 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		return len(open) == 0, strings.Join(open, " ")
 	})
 	e.waitNoWorkers(ctx)
-	t.Logf("backlog of %d issues done in %s", len(r.ids), time.Since(began).Round(time.Second))
+	batches = append(batches, time.Since(batchStart))
+	t.Logf("%d issues done in %s", len(r.ids), time.Since(began).Round(time.Second))
+	if dur > 0 {
+		// The same backlog without faults, in the same system, for the
+		// report's comparison.
+		free := time.Now()
+		first := len(r.ids)
+		r.addIssues(n)
+		e.poll(ctx, "the fault-free backlog Done", func() (bool, string) {
+			left := 0
+			for _, id := range r.ids[first:] {
+				if r.issue(ctx, id).Status != controller.StatusDone {
+					left++
+				}
+			}
+			return left == 0, fmt.Sprintf("%d of %d open", left, n)
+		})
+		e.waitNoWorkers(ctx)
+		var sum time.Duration
+		for _, b := range batches {
+			sum += b
+		}
+		t.Logf("backlogs of %d issues: %d under faults, on average %s each (the last one cut short by the end of the faults); without faults %s",
+			n, len(batches), (sum / time.Duration(len(batches))).Round(time.Second), time.Since(free).Round(time.Second))
+	}
 	r.checkRuns()
 	r.checkPhases()
 	r.checkComments()
