@@ -27,8 +27,9 @@ func (f *failingComments) Comment(ctx context.Context, id, text string) error {
 // TestApplyHoldsLabelsWhenCommentFails: an escalation whose comment
 // fails adds no user-input-needed, so the next tick escalates again and
 // the person gets the comment; with the label added alone, the issue
-// would wait for a person who was never told what is asked (found by the
-// chaos run: a 502 on the escalation's comment).
+// would wait for a person who was never told what is asked (found while
+// adding the chaos run's Linear 5xx fault, by reading Apply: a 502 on an
+// escalation's comment).
 func TestApplyHoldsLabelsWhenCommentFails(t *testing.T) {
 	ctx := t.Context()
 	st := local.Open(t.TempDir(), "DEMO")
