@@ -139,31 +139,41 @@ type chaosRun struct {
 	ids     []string
 	garbled []string // files garbled, as their paths
 	answers int      // questions the test answered as a person
-	// helperStarts are the times of the faults that made the helper
-	// start again (a kill -9, a restart).
-	helperStarts []time.Time
+	// starts are the times of the faults that made each unit start again
+	// (a kill -9, a restart), by unit.
+	starts map[string][]time.Time
 }
 
-// helperStartLimit is legion.service's start limit (StartLimitBurst=5 in
-// StartLimitIntervalSec=60s): at it, systemd leaves the helper and
-// legion.socket failed until a person runs reset-failed, by design (README,
-// "How sessions are supervised"). The injector makes at most
-// helperStartLimit-2 helper faults in any such window, leaving room for
-// the start a connection triggers after an idle exit.
-const (
-	helperStartLimit  = 5
-	helperStartWindow = 70 * time.Second
-)
+// Start limits: at its start limit systemd leaves a unit failed until a
+// person runs reset-failed, by design (README, "How sessions are
+// supervised"): legion.service and legion.socket at 5 starts in 60 s,
+// legion@demo and the workers at the team's start_limit_burst (20 here)
+// in start_limit_interval (10m). The injector stays two starts under each
+// limit (room for the starts the system makes itself: a connection after
+// an idle exit, a watchdog restart), and counts a fault it holds back as
+// picked with no target.
+var startLimits = map[bool]struct {
+	burst  int
+	window time.Duration
+}{
+	true:  {5, 70 * time.Second},                 // the helper
+	false: {20, 10*time.Minute + 10*time.Second}, // the controller, a worker
+}
 
-// helperFaultAllowed reports whether one more helper fault now stays
-// below the helper's start limit, and if so counts it.
-func (r *chaosRun) helperFaultAllowed() bool {
+// startAllowed reports whether one more fault that restarts unit stays
+// under its start limit, and if so counts it.
+func (r *chaosRun) startAllowed(unit string) bool {
+	lim := startLimits[unit == unitname.HelperUnit]
 	now := time.Now()
-	r.helperStarts = slices.DeleteFunc(r.helperStarts, func(at time.Time) bool { return now.Sub(at) > helperStartWindow })
-	if len(r.helperStarts) >= helperStartLimit-2 {
+	if r.starts == nil {
+		r.starts = map[string][]time.Time{}
+	}
+	recent := slices.DeleteFunc(r.starts[unit], func(at time.Time) bool { return now.Sub(at) > lim.window })
+	if len(recent) >= lim.burst-2 {
+		r.starts[unit] = recent
 		return false
 	}
-	r.helperStarts = append(r.helperStarts, now)
+	r.starts[unit] = append(recent, now)
 	return true
 }
 
@@ -365,15 +375,15 @@ func (r *chaosRun) inject(ctx context.Context) {
 	ok := false
 	switch kind {
 	case "kill-helper":
-		ok = r.helperFaultAllowed() && r.killMain(ctx, unitname.HelperUnit)
+		ok = r.startAllowed(unitname.HelperUnit) && r.killMain(ctx, unitname.HelperUnit)
 	case "kill-controller":
-		ok = r.killMain(ctx, ctl)
+		ok = r.startAllowed(ctl) && r.killMain(ctx, ctl)
 	case "kill-worker":
 		if w := r.pickWorker(ctx); w != "" {
-			ok = r.killMain(ctx, w)
+			ok = r.startAllowed(w) && r.killMain(ctx, w)
 		}
 	case "kill-agent":
-		if w := r.pickWorker(ctx); w != "" {
+		if w := r.pickWorker(ctx); w != "" && r.startAllowed(w) {
 			st, err := r.mgr.State(ctx, w)
 			if err == nil && st.MainPID != 0 {
 				kids := children(int(st.MainPID))
@@ -388,9 +398,9 @@ func (r *chaosRun) inject(ctx context.Context) {
 		unit := ctl
 		if kind == "restart-helper" {
 			unit = unitname.HelperUnit
-			if !r.helperFaultAllowed() {
-				break
-			}
+		}
+		if !r.startAllowed(unit) {
+			break
 		}
 		out, err := r.sd.Systemctl(t, "restart", unit)
 		t.Logf("chaos: systemctl --user restart %s: %v %s", unit, err, strings.TrimSpace(out))
