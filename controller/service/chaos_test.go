@@ -62,6 +62,7 @@ var chaosKinds = []struct {
 	{"restart-helper", 2},
 	{"garble-registry", 1},
 	{"truncate-registry", 1},
+	{"garble-spec", 4}, // see chaosSpecKind
 	{"linear-5xx", 2},
 	{"linear-429", 2},
 	{"linear-lost-answer", 2},
@@ -405,11 +406,15 @@ func (r *chaosRun) inject(ctx context.Context) {
 		out, err := r.sd.Systemctl(t, "restart", unit)
 		t.Logf("chaos: systemctl --user restart %s: %v %s", unit, err, strings.TrimSpace(out))
 		ok = err == nil
-	case "garble-registry", "truncate-registry":
-		files, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "registry", "*.json"))
+	case "garble-registry", "truncate-registry", "garble-spec":
+		dir := "registry"
+		if kind == "garble-spec" {
+			dir = "specs"
+		}
+		files, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", dir, "*.json"))
 		if len(files) > 0 {
 			p := files[r.in.IntN(len(files))]
-			ok = r.garble(p, kind == "truncate-registry")
+			ok = r.garble(p, kind != "garble-registry")
 		}
 	case "linear-5xx":
 		n := 1 + r.in.IntN(3)
