@@ -16,7 +16,7 @@ LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 # (Only for what make builds: go test -race, say, still gets cgo.)
 build demo: export CGO_ENABLED ?= 0
 
-.PHONY: all build image test race check-deps lint bench fuzz install clean
+.PHONY: all build image test race check-deps lint bench fuzz chaos install clean
 
 all: build
 
@@ -54,6 +54,16 @@ lint:
 # another package's load the machine.
 bench: check-deps
 	$(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 ./...
+
+# The long chaos run (controller/service's TestChaos): backlogs of 20
+# issues under legion@TEAM while faults are injected for CHAOS_DURATION;
+# CHAOS_SEED=N replays a run (its seed is printed first). `make test` runs
+# the short variant, replaying the seeds of
+# controller/service/testdata/chaos-seeds.txt.
+CHAOS_DURATION ?= 30m
+chaos: check-deps
+	CI=true CHAOS_DURATION='$(CHAOS_DURATION)' $(if $(CHAOS_SEED),CHAOS_SEED='$(CHAOS_SEED)') \
+		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./controller/service
 
 # Short fuzz runs of every fuzz target; FUZZTIME=1m for longer.
 FUZZTIME ?= 10s

@@ -601,6 +601,13 @@ func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State 
 				return api.StateExited
 			case us.ActiveState != units.StateDeactivating:
 				return api.StateRunning
+			case crashed(us.Result):
+				// The worker died mid-run (a kill -9, a crash): systemd
+				// is cleaning up the unit and restarts it
+				// (Restart=on-failure). Read as exited, the controller
+				// started the next phase, and then the restart
+				// ran the old phase beside it.
+				return api.StateStarting
 			}
 			return api.StateExited
 		}
@@ -623,6 +630,18 @@ func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State 
 	}
 	// The unit is not loaded or inactive: the session is over.
 	return api.StateExited
+}
+
+// crashed reports whether a unit's Result says its main process died in
+// a way Restart=on-failure restarts: killed by a signal, dumped core, a
+// non-zero exit, its watchdog. A stop job's ends ("success", or "timeout"
+// when it had to kill) are not restarted.
+func crashed(result string) bool {
+	switch result {
+	case "signal", "core-dump", "exit-code", "watchdog":
+		return true
+	}
+	return false
 }
 
 // failedRun reports whether a worker in state ended its run with a

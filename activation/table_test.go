@@ -37,6 +37,16 @@ func TestDeriveState(t *testing.T) {
 		{"restart cooldown", unit("activating", "auto-restart"), nil, nil, api.StateStarting},
 		{"watchdog stop", unit("deactivating", "stop-watchdog"), nil, nil, api.StateStale},
 		{"stopping", unit("deactivating", "stop-sigterm"), nil, nil, api.StateExited},
+		// The worker killed -9 mid-run: its registry still says running,
+		// systemd kills what is left of the unit, then restarts it (the
+		// chaos run: the controller took it as exited and started the
+		// next phase, which then ran beside the restarted old one).
+		{"worker killed, unit cleaning up before its restart", units.State{Name: "u", LoadState: "loaded", ActiveState: "deactivating", SubState: "stop-sigterm", Result: "signal"},
+			nil, &proto.Registry{State: proto.StateRunning}, api.StateStarting},
+		{"worker killed, ExecStopPost running", units.State{Name: "u", LoadState: "loaded", ActiveState: "deactivating", SubState: "stop-post", Result: "signal"},
+			nil, &proto.Registry{State: proto.StateRunning}, api.StateStarting},
+		{"stop job that had to kill", units.State{Name: "u", LoadState: "loaded", ActiveState: "deactivating", SubState: "final-sigkill", Result: "timeout"},
+			nil, &proto.Registry{State: proto.StateRunning}, api.StateExited},
 		{"stopping after a failed run", unit("deactivating", "stop-sigterm"), nil, &proto.Registry{State: proto.StateExited, LastExit: &proto.ExitInfo{Code: 4}}, api.StateStarting},
 		{"stopping after a clean exit", unit("deactivating", "stop-sigterm"), nil, &proto.Registry{State: proto.StateExited, LastExit: &proto.ExitInfo{Code: 0}}, api.StateExited},
 		{"stopped by kill", unit("deactivating", "stop-sigterm"), nil, &proto.Registry{State: proto.StateStopped, LastExit: &proto.ExitInfo{Signal: "SIGHUP"}}, api.StateExited},

@@ -33,7 +33,9 @@ type SessionNamer interface {
 
 // Apply carries out one decision (tracker changes go to src.Tracker, review
 // outcome labels to src.Reviews when set): the dispatch or the relay first, then the
-// tracker changes. A failed dispatch leaves the issue exactly as it was, so
+// tracker changes; a decision's labels and move wait for its comment, so
+// a failed comment leaves them for the next tick, which comments again.
+// A failed dispatch leaves the issue exactly as it was, so
 // the next tick decides the same thing and tries again; a relay removes
 // user-feedback-given only once the text reached the agent. Every step is
 // idempotent, so applying the same decision twice changes nothing more.
@@ -64,7 +66,14 @@ func Apply(ctx context.Context, src Sources, disp Dispatcher, d Decision, is Iss
 		errs = append(errs, t.RemoveLabel(ctx, d.Issue, l))
 	}
 	if d.Comment != "" {
-		errs = append(errs, t.Comment(ctx, d.Issue, d.Comment))
+		if err := t.Comment(ctx, d.Issue, d.Comment); err != nil {
+			// The labels and the move wait for their comment: an
+			// escalation's user-input-needed alone would have a person
+			// wait for a question never shown, and the next tick would
+			// skip the issue instead of commenting again.
+			errs = append(errs, err)
+			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, errors.Join(errs...))
+		}
 	}
 	for _, l := range d.AddLabels {
 		errs = append(errs, t.AddLabel(ctx, d.Issue, l))

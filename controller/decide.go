@@ -305,6 +305,16 @@ func decideIssue(is Issue, s State) Decision {
 		if is.Worker == nil {
 			return feedbackWithoutWorker(is, s)
 		}
+		if a := is.Worker.Agent; a != nil && (a.State == api.AgentStarting || a.State == api.AgentWorking) {
+			// Typed into a turn, the answer lands wherever the agent's
+			// input is then: an agent resumed after a crash that asks its
+			// question again took the Enter as the first option, and the
+			// text as its next prompt. It waits for the prompt or the
+			// question.
+			d.Action, d.Reason = ActionSkip, "a human answered; the answer waits until the "+string(is.Worker.Mode)+
+				" worker's agent is at its prompt or asks (it is "+string(a.State)+")"
+			return d
+		}
 		d.Action, d.Reason = ActionRelayFeedback, "relay the latest human comment to the "+string(is.Worker.Mode)+" worker"
 		d.Input, d.InputBy = is.Feedback, is.FeedbackBy
 		if is.Worker.agentIn(api.AgentWaitingPermission) {

@@ -92,6 +92,18 @@ func TestDecideTable(t *testing.T) {
 				Comment: "The implement agent asks: Which DB?\n\nAnswer in a comment (your words reach the agent as written), then add the label user-feedback-given."}},
 		{"feedback-given", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "Postgres", Worker: &Worker{Mode: ModeImplement, Blocked: true}},
 			Decision{Action: ActionRelayFeedback, Input: "Postgres", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
+		// An agent in a turn (resumed after a crash, it will ask again)
+		// gets the answer only at its prompt or its question: typed into
+		// the turn, the Enter picked the question's first option (the
+		// chaos run, seed 2).
+		{"feedback-given/agent-working", Issue{Status: StatusTodo, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "SQLite", Worker: &Worker{Mode: ModePlan, Agent: &api.Agent{State: api.AgentWorking}}},
+			Decision{Action: ActionSkip}},
+		{"feedback-given/agent-starting", Issue{Status: StatusTodo, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "SQLite", Worker: &Worker{Mode: ModePlan, Agent: &api.Agent{State: api.AgentStarting}}},
+			Decision{Action: ActionSkip}},
+		{"feedback-given/agent-asks", Issue{Status: StatusTodo, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "SQLite", Worker: &Worker{Mode: ModePlan, Blocked: true, Agent: &api.Agent{State: api.AgentWaitingAnswer}}},
+			Decision{Action: ActionRelayFeedback, Input: "SQLite", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
+		{"feedback-given/agent-idle", Issue{Status: StatusTodo, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "SQLite", Worker: &Worker{Mode: ModePlan, Agent: &api.Agent{State: api.AgentIdle}}},
+			Decision{Action: ActionRelayFeedback, Input: "SQLite", RemoveLabels: []string{LabelFeedbackGiven, LabelInputNeeded}}},
 		// The agent that asked is gone: its phase's worker is resumed, the
 		// labels stay, and the next tick relays the answer to it.
 		{"feedback-given/no-worker", Issue{Status: StatusInProgress, Labels: []string{LabelInputNeeded, LabelFeedbackGiven}, Feedback: "Postgres"},

@@ -2,6 +2,7 @@ package linear
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,6 +38,9 @@ var (
 }`}
 	opRemoveLabel = graphql.Operation{Name: "LegionRemoveLabel", Idempotent: true, Query: `mutation LegionRemoveLabel($id: String!, $labelId: String!) {
   issueRemoveLabel(id: $id, labelId: $labelId) { success }
+}`}
+	opIssueComments = graphql.Operation{Name: "LegionIssueComments", Idempotent: true, Query: `query LegionIssueComments($id: String!, $comments: Int!) {
+  issue(id: $id) { comments(first: $comments) { nodes { body } } }
 }`}
 	opComment = graphql.Operation{Name: "LegionComment", Query: `mutation LegionComment($issueId: String!, $body: String!) {
   commentCreate(input: {issueId: $issueId, body: $body}) { success }
@@ -224,21 +228,67 @@ func (c *Client) RemoveLabel(ctx context.Context, id, label string) error {
 
 // Comment implements controller.Tracker. The comment ends with Legion's
 // signature, which Issues uses to report it with controller.AuthorLegion.
+//
+// A comment is not idempotent: after a failure that may have posted it (a
+// server error, its answer lost) it is not simply sent again. Comment
+// looks at the issue's newest comment instead: if that is this one, it
+// was posted; if not, it is sent again (up to commentAttempts in all). So
+// a comment is posted once although an answer was lost, and a failed one
+// is not lost.
 func (c *Client) Comment(ctx context.Context, id, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return fmt.Errorf("comment on %s: the text is empty", id)
 	}
-	var d struct {
-		CommentCreate *struct{ Success bool } `json:"commentCreate"`
-	}
 	body := strings.TrimRight(text, "\n") + "\n\n" + commentSignature
-	if err := c.gql.Do(ctx, opComment, map[string]any{"issueId": c.issueRef(id), "body": body}, &d); err != nil {
-		return writeErr("comment on "+id, err)
+	var err error
+	for range commentAttempts {
+		var d struct {
+			CommentCreate *struct{ Success bool } `json:"commentCreate"`
+		}
+		err = c.gql.Do(ctx, opComment, map[string]any{"issueId": c.issueRef(id), "body": body}, &d)
+		if err == nil {
+			if d.CommentCreate == nil || !d.CommentCreate.Success {
+				return fmt.Errorf("comment on %s: linear: %s: %w: want commentCreate.success true", id, opComment.Name, ErrMalformed)
+			}
+			return nil
+		}
+		if !errors.Is(err, graphql.ErrUncertain) {
+			break
+		}
+		posted, lerr := c.newestComment(ctx, id, body)
+		if lerr != nil {
+			return writeErr("comment on "+id, errors.Join(err, fmt.Errorf("look whether it was posted: %w", lerr)))
+		}
+		if posted {
+			return nil
+		}
 	}
-	if d.CommentCreate == nil || !d.CommentCreate.Success {
-		return fmt.Errorf("comment on %s: linear: %s: %w: want commentCreate.success true", id, opComment.Name, ErrMalformed)
+	return writeErr("comment on "+id, err)
+}
+
+// commentAttempts bounds the sends of one comment whose earlier sends
+// were found not posted.
+const commentAttempts = 3
+
+// newestComment reports whether the newest comment on issue id has body.
+func (c *Client) newestComment(ctx context.Context, id, body string) (bool, error) {
+	var d struct {
+		Issue *struct {
+			Comments struct {
+				Nodes []struct {
+					Body string `json:"body"`
+				} `json:"nodes"`
+			} `json:"comments"`
+		} `json:"issue"`
 	}
-	return nil
+	if err := c.gql.Do(ctx, opIssueComments, map[string]any{"id": c.issueRef(id), "comments": 1}, &d); err != nil {
+		return false, err
+	}
+	if d.Issue == nil {
+		return false, fmt.Errorf("linear: %s: %w: want data.issue, got none", opIssueComments.Name, ErrMalformed)
+	}
+	n := d.Issue.Comments.Nodes
+	return len(n) > 0 && n[0].Body == body, nil
 }
 
 // writeErr wraps a write's error; Linear's "not found" becomes
@@ -279,6 +329,44 @@ func (c *Client) labelID(ctx context.Context, name string, create bool) (string,
 	if err != nil {
 		return "", err
 	}
+	best, err := c.findLabel(ctx, t, name)
+	if err != nil {
+		return "", err
+	}
+	if best == "" {
+		if !create {
+			return "", nil
+		}
+		color, ok := protocolLabels[name]
+		if !ok {
+			return "", fmt.Errorf("linear team %s has no label %q: create it in Linear (Legion creates only its own labels: %s)",
+				c.opts.Team, name, strings.Join(slices.Sorted(maps.Keys(protocolLabels)), ", "))
+		}
+		if best, err = c.createLabel(ctx, t, name, color); err != nil {
+			// A create whose answer was lost may have made the label:
+			// look again before giving up, so the write goes on now
+			// instead of failing until the next lookup.
+			var ae *APIError
+			if errors.As(err, &ae) || ctx.Err() != nil {
+				return "", err
+			}
+			found, ferr := c.findLabel(ctx, t, name)
+			if ferr != nil || found == "" {
+				return "", err
+			}
+			best = found
+		}
+	}
+	c.mu.Lock()
+	c.labels[key] = best
+	c.mu.Unlock()
+	return best, nil
+}
+
+// findLabel returns the id of the label called name that the team's
+// issues can carry (a team label, else a workspace label), "" when there
+// is none.
+func (c *Client) findLabel(ctx context.Context, t *team, name string) (string, error) {
 	var d struct {
 		IssueLabels *struct {
 			Nodes []struct {
@@ -319,22 +407,6 @@ func (c *Client) labelID(ctx context.Context, name string, create bool) (string,
 			best, bestRank = n.ID, rank
 		}
 	}
-	if best == "" {
-		if !create {
-			return "", nil
-		}
-		color, ok := protocolLabels[name]
-		if !ok {
-			return "", fmt.Errorf("linear team %s has no label %q: create it in Linear (Legion creates only its own labels: %s)",
-				c.opts.Team, name, strings.Join(slices.Sorted(maps.Keys(protocolLabels)), ", "))
-		}
-		if best, err = c.createLabel(ctx, t, name, color); err != nil {
-			return "", err
-		}
-	}
-	c.mu.Lock()
-	c.labels[key] = best
-	c.mu.Unlock()
 	return best, nil
 }
 

@@ -208,24 +208,38 @@ func TestComment(t *testing.T) {
 	}
 }
 
-// TestCommentNotRetried: a comment is never sent twice after a server
-// error (it may have been posted), but is after a rate limit.
-func TestCommentNotRetried(t *testing.T) {
+// TestCommentAfterServerError: a comment is not sent again blindly after
+// a server error (it may have been posted): the issue's newest comment is
+// looked at, and only when it is not this one is the comment sent again.
+// A rate limit is retried as before (Linear rejects before executing).
+func TestCommentAfterServerError(t *testing.T) {
 	c, srv := newTest(t, nil)
 	srv.AddIssue("a", "Todo")
 	srv.Inject(lineartest.Reply{Status: 502, Body: "bad gateway"})
-	if err := c.Comment(t.Context(), "ENG-1", "hi"); err == nil {
-		t.Error("Comment after a 502 succeeded; want the error")
+	if err := c.Comment(t.Context(), "ENG-1", "hi"); err != nil {
+		t.Errorf("Comment after a 502: %v; want it found not posted, sent again and posted", err)
 	}
-	if n := srv.Calls("LegionComment"); n != 1 {
-		t.Errorf("comment requests = %d; want 1", n)
+	if n, m := srv.Calls("LegionComment"), srv.Calls("LegionIssueComments"); n != 2 || m != 1 {
+		t.Errorf("comment requests = %d, lookups = %d; want 2 and 1", n, m)
 	}
 	srv.Inject(lineartest.Reply{Status: 429, Body: `{"errors":[{"message":"slow down","extensions":{"code":"RATELIMITED"}}]}`})
-	if err := c.Comment(t.Context(), "ENG-1", "hi"); err != nil {
+	if err := c.Comment(t.Context(), "ENG-1", "ho"); err != nil {
 		t.Errorf("Comment after a rate limit: %v", err)
 	}
-	if got := len(srv.Issue("ENG-1").Comments); got != 1 {
-		t.Errorf("comments posted = %d; want 1", got)
+	if n := srv.Calls("LegionIssueComments"); n != 1 {
+		t.Errorf("lookups = %d; want still 1 (a rate limit is retried without one)", n)
+	}
+	if got := len(srv.Issue("ENG-1").Comments); got != 2 {
+		t.Errorf("comments posted = %d; want 2", got)
+	}
+	// Linear keeps failing: the comment is sent commentAttempts times,
+	// never posted twice, and the error says what happened.
+	for range 2 * commentAttempts {
+		srv.Inject(lineartest.Reply{Status: 503, Body: "unavailable"})
+	}
+	err := c.Comment(t.Context(), "ENG-1", "hey")
+	if err == nil || !strings.Contains(err.Error(), "may have taken effect") {
+		t.Errorf("Comment while Linear fails = %v; want the error", err)
 	}
 }
 
@@ -297,3 +311,67 @@ func TestNewOptions(t *testing.T) {
 }
 
 var _ controller.Tracker = (*Client)(nil)
+
+// TestLostAnswers: writes whose effect reached Linear but whose answer was
+// lost (the connection dropped). The idempotent ones (move, label,
+// unlabel) are sent again and succeed, leaving one effect; a label create
+// whose answer was lost is found by looking the label up again; a comment
+// is not sent again (a second one would be a duplicate): it is found
+// posted, once.
+func TestLostAnswers(t *testing.T) {
+	c, srv := newTest(t, nil)
+	srv.AddIssue("a", "Todo")
+	ctx := t.Context()
+	for _, w := range []struct {
+		op   string
+		lose int // answers lost: the label's create and the add itself
+		do   func() error
+	}{
+		{"LegionMove", 1, func() error { return c.Move(ctx, "ENG-1", controller.StatusInProgress) }},
+		{"LegionAddLabel", 2, func() error { return c.AddLabel(ctx, "ENG-1", controller.LabelWorkerDone) }},
+		{"LegionRemoveLabel", 1, func() error { return c.RemoveLabel(ctx, "ENG-1", controller.LabelWorkerDone) }},
+	} {
+		before := srv.Calls(w.op)
+		srv.LoseAnswers(w.lose)
+		if err := w.do(); err != nil {
+			t.Errorf("%s with its first answer lost: %v; want it sent again and done", w.op, err)
+		}
+		if n := srv.Calls(w.op) - before; n != 2 {
+			t.Errorf("%s requests = %d; want 2 (the lost one, the retry)", w.op, n)
+		}
+	}
+	is := srv.Issue("ENG-1")
+	if got := srv.StateName(is.StateID); got != "In Progress" {
+		t.Errorf("state = %q; want In Progress", got)
+	}
+	if got := srv.LabelNames(is); len(got) != 0 {
+		t.Errorf("labels = %v; want none (added, then removed)", got)
+	}
+	srv.Lock()
+	nLabels := len(srv.Labels)
+	srv.Unlock()
+	if nLabels != 1 {
+		t.Errorf("labels in the team = %d; want 1 (worker-done, created once)", nLabels)
+	}
+
+	srv.LoseAnswers(1)
+	if err := c.Comment(ctx, "ENG-1", "hi"); err != nil {
+		t.Errorf("Comment with its answer lost = %v; want it found posted", err)
+	}
+	if n := srv.Calls("LegionComment"); n != 1 {
+		t.Errorf("comment requests = %d; want 1", n)
+	}
+	if got := len(srv.Issue("ENG-1").Comments); got != 1 {
+		t.Errorf("comments posted = %d; want 1", got)
+	}
+	var lost []string
+	for _, w := range srv.Writes() {
+		if w.Lost {
+			lost = append(lost, w.Op)
+		}
+	}
+	want := []string{"LegionMove", "LegionCreateLabel", "LegionAddLabel", "LegionRemoveLabel", "LegionComment"}
+	if diff := cmp.Diff(want, lost); diff != "" {
+		t.Errorf("writes with a lost answer (-want +got):\n%s", diff)
+	}
+}

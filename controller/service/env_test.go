@@ -23,6 +23,7 @@ import (
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/github"
+	"github.com/legion-dev/legion/controller/linear"
 	"github.com/legion-dev/legion/controller/local"
 	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/internal/waitfor"
@@ -225,6 +226,10 @@ func (e *env) openTeam() {
 			is, _, err := gh.Issue(ctx, id)
 			return is, err
 		}
+		return
+	}
+	if _, ok := e.team.Tracker.(*linear.Client); ok { // the test sets lookup from its fake Linear
+		e.store = nil
 		return
 	}
 	if e.store, err = e.team.Local(); err != nil {

@@ -1,6 +1,8 @@
 package team
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -392,5 +394,54 @@ func TestDispatchBadInstructions(t *testing.T) {
 	_, err := tm.PlanDispatch(t.Context(), "DEMO-1", "plan", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "plan.md")) || !strings.Contains(err.Error(), "worker-done") {
 		t.Errorf("PlanDispatch with a plan.md without worker-done = %v; want an error naming the file and the command", err)
+	}
+}
+
+// failingMove is a tracker whose moves fail.
+type failingMove struct{ controller.Tracker }
+
+func (failingMove) Move(context.Context, string, controller.Status) error {
+	return errors.New("tracker unavailable")
+}
+
+// TestFinishResumable: a finish cut before the issue is Done (here its
+// move fails) leaves the worktree, the finisher's working directory, in
+// place, so the finisher can be started again and run the finish again,
+// which completes it. Removing the worktree first left a finisher killed
+// in between unable to start (the chaos run, ENG-17), its issue waiting
+// for a person.
+func TestFinishResumable(t *testing.T) {
+	tm := testTeam(t)
+	ctx := t.Context()
+	store, err := tm.Local()
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := store.Add(ctx, "ship it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := tm.Worktrees.Ensure(ctx, is.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitIn(t, wt.Path, "greet.go", is.ID+": greet")
+	tracker := tm.Tracker
+	tm.Tracker = failingMove{tracker}
+	if err := tm.Finish(ctx, is.ID, false); err == nil {
+		t.Fatal("Finish with a failing move succeeded; want its error")
+	}
+	if _, err := os.Stat(wt.Path); err != nil {
+		t.Errorf("worktree after a finish cut before Done: %v; want it kept for the finisher to run again", err)
+	}
+	tm.Tracker = tracker
+	if err := tm.Finish(ctx, is.ID, false); err != nil {
+		t.Fatalf("Finish again: %v", err)
+	}
+	if cur, _ := store.Issue(ctx, is.ID); cur.Status != controller.StatusDone {
+		t.Errorf("status after the finish ran again = %q; want Done", cur.Status)
+	}
+	if _, err := os.Stat(wt.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("worktree after the finish: %v; want it removed", err)
 	}
 }

@@ -146,10 +146,26 @@ func (wt Worktree) Env() []string {
 }
 
 // Finish merges the issue's branch into the default branch of the main
-// workspace (which must have the default branch checked out and be clean),
-// then removes the worktree and the branch. On conflict the merge is aborted,
-// nothing is removed, and the error wraps ErrConflict with the files.
+// workspace (Merge), then removes the worktree and the branch. On conflict
+// the merge is aborted, nothing is removed, and the error wraps
+// ErrConflict with the files.
 func (m *Manager) Finish(ctx context.Context, issue string) (MergeResult, error) {
+	res, err := m.Merge(ctx, issue)
+	if err != nil {
+		return res, err
+	}
+	if err := m.Remove(ctx, issue); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// Merge merges the issue's branch into the default branch of the main
+// workspace (which must have the default branch checked out and be
+// clean); with no branch left (merged and removed before) there is
+// nothing to merge. On conflict the merge is aborted and the error wraps
+// ErrConflict with the files.
+func (m *Manager) Merge(ctx context.Context, issue string) (MergeResult, error) {
 	if err := checkIssue(issue); err != nil {
 		return MergeResult{}, err
 	}
@@ -179,9 +195,6 @@ func (m *Manager) Finish(ctx context.Context, issue string) (MergeResult, error)
 			}
 			return MergeResult{Conflicts: conflicts}, fmt.Errorf("finish %s: merge %s into %s: %w in %s", issue, branch, def, ErrConflict, strings.Join(conflicts, ", "))
 		}
-	}
-	if err := m.Remove(ctx, issue); err != nil {
-		return MergeResult{Merged: true}, err
 	}
 	return MergeResult{Merged: true}, nil
 }

@@ -120,7 +120,7 @@ func (c *Client[E]) DoHeader(ctx context.Context, op Operation, vars map[string]
 			return last, nil
 		}
 		if !tr.RateLimited && !op.Idempotent {
-			return last, fmt.Errorf("%s: %s: %w (not retried: it may have taken effect)", p, op.Name, tr.Err)
+			return last, fmt.Errorf("%s: %s: %w (not retried: %w)", p, op.Name, tr.Err, ErrUncertain)
 		}
 		if tr.Wait > c.retry.MaxWait {
 			return last, fmt.Errorf("%s: %s: %w (%v): %s asks to wait %s, more than %s",

@@ -25,6 +25,11 @@ var (
 	ErrRateLimited = errors.New("rate limited")
 	// ErrMalformed: the response is not the JSON the operation expects.
 	ErrMalformed = errors.New("malformed response")
+	// ErrUncertain: an operation that is not idempotent failed in a way
+	// that may have let it take effect (HTTP 5xx, a transport error, its
+	// answer lost), so it was not sent again. The caller may look whether
+	// it did before sending it again.
+	ErrUncertain = errors.New("it may have taken effect")
 )
 
 // Service describes one GraphQL API: how messages name it and how its

@@ -3,7 +3,9 @@
 // operationName, variables} → {data, errors}) over an in-memory team, for
 // the operations package linear sends. It counts requests per operation so
 // tests can assert batching, and can be told to answer the next requests
-// with canned replies (rate limits, server errors, garbage).
+// with canned replies (rate limits, server errors, garbage) or to carry out
+// the next writes and lose their answers (LoseAnswers). It keeps a log of
+// the writes that took effect (Writes).
 //
 // It must never be used outside tests and never reach the network.
 package lineartest
@@ -73,6 +75,8 @@ type Server struct {
 	nextID int
 
 	requests int       // answered since start
+	lose     int       // mutations still to carry out without an answer
+	writes   []Write   // mutations that took effect, in order
 	start    time.Time // when the hour of RequestsPerHour began
 	clock    time.Time
 }
@@ -101,6 +105,33 @@ func NewServer(t testing.TB, key, teamKey string) *Server {
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// Write is a mutation that took effect on the fake.
+type Write struct {
+	Op        string         // the operation name, e.g. LegionComment
+	Variables map[string]any // as the client sent them
+	// Lost: the write took effect but its answer was never sent (the
+	// connection was closed instead; see LoseAnswers).
+	Lost bool
+}
+
+// LoseAnswers makes the next n mutations that succeed take effect and then
+// lose their answer: the connection is closed before any response is
+// written, as when the network or a proxy drops it after the server
+// committed. The client sees a transport error and cannot know the write
+// happened. Queries and failed mutations are answered as usual.
+func (s *Server) LoseAnswers(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lose += n
+}
+
+// Writes returns the mutations that took effect so far, in order.
+func (s *Server) Writes() []Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.writes)
 }
 
 // Lock and Unlock guard the exported fields.
@@ -245,7 +276,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	data, code, msg := s.handle(op, req.Query, req.Variables)
 	s.requests++
 	remaining := max(0, RequestsPerHour-s.requests)
+	lost := false
+	if msg == "" && strings.HasPrefix(req.Query, "mutation ") {
+		lost = s.lose > 0
+		if lost {
+			s.lose--
+		}
+		s.writes = append(s.writes, Write{Op: op, Variables: req.Variables, Lost: lost})
+	}
 	s.mu.Unlock()
+	if lost {
+		dropConnection(w)
+		return
+	}
 	// Linear's account of the API key's request budget (a leaky bucket:
 	// Reset is when it is full again).
 	w.Header().Set("X-RateLimit-Requests-Limit", strconv.Itoa(RequestsPerHour))
@@ -257,6 +300,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	json.NewEncoder(w).Encode(map[string]any{"data": data})
+}
+
+// dropConnection closes the request's connection without an answer.
+func dropConnection(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// No connection to take over (HTTP/2): abort the handler, which
+		// resets the stream without a response.
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
 }
 
 // checkDocument is a light check of the GraphQL document: it names the
@@ -366,6 +420,17 @@ func (s *Server) handle(op, query string, v map[string]any) (any, string, string
 			is.LabelIDs = slices.DeleteFunc(is.LabelIDs, func(id string) bool { return id == str("labelId") })
 			return success("issueRemoveLabel")
 		}
+	case "LegionIssueComments":
+		is := s.issueLocked(str("id"))
+		if is == nil {
+			return nil, "INVALID_INPUT", "Entity not found: Issue"
+		}
+		first, _ := v["comments"].(float64)
+		nodes := []any{}
+		for i := len(is.Comments) - 1; i >= 0 && len(nodes) < int(first); i-- { // newest first
+			nodes = append(nodes, map[string]any{"body": is.Comments[i].Body})
+		}
+		return map[string]any{"issue": map[string]any{"comments": map[string]any{"nodes": nodes}}}, "", ""
 	case "LegionComment":
 		is := s.issueLocked(str("issueId"))
 		if is == nil {
