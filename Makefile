@@ -31,10 +31,12 @@ image: build
 
 # Unit and integration tests. Integration tests start private systemd user
 # managers (see units/sdtest); with CI=true a missing prerequisite fails them.
+# The timeout is per package: controller/service, the longest, takes about
+# 20 minutes on 2 idle cores and half as long again on busy ones.
 test: check-deps
 	$(GO) vet ./...
 	$(GO) vet -tags demo ./cmd/legion
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -timeout 50m ./...
 
 # The same tests under the race detector (slower; cgo and a C compiler).
 race: check-deps
