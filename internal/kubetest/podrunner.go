@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -99,6 +100,14 @@ func runnerRequirements(t testing.TB) string {
 	}
 	if os.Geteuid() != 0 {
 		miss("kubetest.Options.RunPods runs containers with runc, which needs root")
+	}
+	// kwok runs an exec into a pod as the pod's user of this machine
+	// (Legion's pods: 1000).
+	if _, err := user.LookupId("1000"); err != nil {
+		miss("no user with uid 1000 here, as whom kwok runs an exec into a pod: scripts/check-deps adds one (legion-pod)")
+	}
+	if _, err := user.LookupGroupId("1000"); err != nil {
+		miss("no group with gid 1000 here, as whom kwok runs an exec into a pod: scripts/check-deps adds one (legion-pod)")
 	}
 	runc, err := exec.LookPath("runc")
 	if err != nil {
