@@ -22,7 +22,8 @@ func newSessionsCmd(_ *globals) *cobra.Command {
 		Use:   "sessions",
 		Short: "List, inspect, follow and stop agent sessions",
 		Long: `Every agent session is a transient systemd unit running legion-pty-worker,
-or, for a team with engine = "kubernetes", a Job on its cluster. These
+or, for a team with engine = "kubernetes", a Job on its cluster (logs, like
+attach and send, then reach its pod through the API server's exec). These
 commands ask the helper (started on demand by legion.socket).`,
 		Args: cobra.NoArgs,
 	}
