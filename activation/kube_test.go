@@ -362,6 +362,26 @@ func TestKubeTargetsCorrupt(t *testing.T) {
 	}
 }
 
+// readAttached adds the output an attached client gets to out until out
+// holds want; the test fails when the connection closes or wait passes.
+func readAttached(t testing.TB, wc *proto.Client, out *strings.Builder, want string, wait time.Duration) {
+	t.Helper()
+	deadline := time.After(wait)
+	for !strings.Contains(out.String(), want) {
+		select {
+		case ev, ok := <-wc.Events():
+			if !ok {
+				t.Fatalf("the relay closed; output so far %q", out.String())
+			}
+			if ev.Kind == proto.EventKindOutput || ev.Kind == proto.EventKindSnapshot {
+				out.Write(ev.Data)
+			}
+		case <-deadline:
+			t.Fatalf("no %q in the attached output %q", want, out.String())
+		}
+	}
+}
+
 // TestKubeAttach: attach, input and end of a session on a cluster go
 // through the API server's exec, as the helper does them: legion-kube
 // exec runs `legion-pty-worker --connect` in the session's pod, which
@@ -463,23 +483,7 @@ func TestKubeAttach(t *testing.T) {
 		t.Fatalf("attach on the relay: %v", err)
 	}
 	var out strings.Builder
-	read := func(want string) {
-		t.Helper()
-		deadline := time.After(30 * time.Second)
-		for !strings.Contains(out.String(), want) {
-			select {
-			case ev, ok := <-wc.Events():
-				if !ok {
-					t.Fatalf("the relay closed; output so far %q", out.String())
-				}
-				if ev.Kind == proto.EventKindOutput || ev.Kind == proto.EventKindSnapshot {
-					out.Write(ev.Data)
-				}
-			case <-deadline:
-				t.Fatalf("no %q in the attached output %q", want, out.String())
-			}
-		}
-	}
+	read := func(want string) { t.Helper(); readAttached(t, wc, &out, want, 30*time.Second) }
 	read("hello from the helper")
 	// Keys typed on the attached terminal reach the agent.
 	if err := wc.Input(ctx, []byte("typed while attached\r")); err != nil {
@@ -626,20 +630,7 @@ if-resumed work 5m
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	deadline := time.After(60 * time.Second)
-	for !strings.Contains(out.String(), "resumed the same conversation") {
-		select {
-		case ev, ok := <-wc.Events():
-			if !ok {
-				t.Fatalf("the relay closed; output %q", out.String())
-			}
-			if ev.Kind == proto.EventKindOutput || ev.Kind == proto.EventKindSnapshot {
-				out.Write(ev.Data)
-			}
-		case <-deadline:
-			t.Fatalf("no resumed agent on the attached screen: %q", out.String())
-		}
-	}
+	readAttached(t, wc, &out, "resumed the same conversation", 60*time.Second)
 
 	// End: the worker ends the agent and exits 0; the Job completes.
 	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {

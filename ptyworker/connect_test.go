@@ -6,31 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/proto"
 )
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestTranscript: `legion-pty-worker --transcript` (sessions.logs of a
 // session on a cluster) writes where it starts, then the transcript from
@@ -70,9 +51,9 @@ func TestTranscript(t *testing.T) {
 	}
 
 	stop := make(chan struct{})
-	var followed syncBuffer
+	followed := &logBuffer{t: t} // a locked buffer
 	done := make(chan error, 1)
-	go func() { done <- Transcript(context.Background(), specPath, 0, 2, true, stop, &followed) }()
+	go func() { done <- Transcript(context.Background(), specPath, 0, 2, true, stop, followed) }()
 	waitfor.Check(t, 10*time.Second, "the tail", func() error {
 		if followed.String() != "8\n89" {
 			return os.ErrNotExist

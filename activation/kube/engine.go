@@ -384,25 +384,23 @@ const (
 )
 
 func (e *Engine) refusalsOf(job string) []*corev1.Event {
-	objs, _ := e.refusals.ByIndex(byJob, job)
-	evs := make([]*corev1.Event, 0, len(objs))
-	for _, o := range objs {
-		if ev, ok := o.(*corev1.Event); ok {
-			evs = append(evs, ev)
-		}
-	}
-	return evs
+	return indexed[*corev1.Event](e.refusals, byJob, job)
 }
 
 func (e *Engine) podsOf(id string) []*corev1.Pod {
-	objs, _ := e.pods.ByIndex(bySession, id)
-	pods := make([]*corev1.Pod, 0, len(objs))
+	return indexed[*corev1.Pod](e.pods, bySession, id)
+}
+
+// indexed are the objects of type T an informer's index lists under key.
+func indexed[T any](idx cache.Indexer, index, key string) []T {
+	objs, _ := idx.ByIndex(index, key)
+	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			pods = append(pods, p)
+		if v, ok := o.(T); ok {
+			out = append(out, v)
 		}
 	}
-	return pods
+	return out
 }
 
 func failed(j *batchv1.Job) bool {
