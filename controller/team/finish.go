@@ -13,7 +13,9 @@ import (
 // Finish completes an issue: with the GitHub review source it pushes the
 // branch (the retro's commits; see Publish) and merges the issue's pull
 // request; otherwise it merges legion/<issue> into the default
-// branch of the workspace. Then, unless keepOpen, it moves the issue to
+// branch of the workspace (in an issue's pod on a cluster, Legion's clone
+// of the team's repository, and pushes that branch back to it:
+// workspace.MergeAndPublish). Then, unless keepOpen, it moves the issue to
 // Done and removes its labels worker-done and worker-finishing, and last
 // it removes the worktree and the branch. On a conflict nothing is
 // removed or moved and the error wraps workspace.ErrConflict.
@@ -41,6 +43,12 @@ func (t *Team) Finish(ctx context.Context, issue string, keepOpen bool) error {
 				return fmt.Errorf("finish %s: pull request #%d: %w", issue, pr.Number, workspace.ErrConflict)
 			}
 			return fmt.Errorf("finish %s: merge pull request #%d: %w", issue, pr.Number, err)
+		}
+	} else if t.Worktrees.IsClone(ctx) {
+		// An issue's pod on a cluster: its workspace is Legion's clone
+		// of the team's repository, and the merge goes back to it.
+		if _, err := t.Worktrees.MergeAndPublish(ctx, issue); err != nil {
+			return err
 		}
 	} else if _, err := t.Worktrees.Merge(ctx, issue); err != nil {
 		return err

@@ -2,7 +2,11 @@
 // legion/<issue>, with a port offset that parallel agents use to keep their
 // dev servers apart, shows an issue's branch against the default branch
 // with the conflicts a merge would leave (Diff: git merge-tree, nothing
-// touched), and merges finished work back into the default branch.
+// touched), and merges finished work back into the default branch. For a
+// team on a cluster it also makes and refreshes the clone of the team's
+// repository on an issue's volume (Clone) and publishes a finished
+// issue's merge to origin (MergeAndPublish): the one repository whose
+// default branch it moves is the clone it made.
 //
 // It runs the real git binary with argv (never a shell) and never touches a
 // worktree or branch it did not create: only branches under legion/ and

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // Secret is a client's credential as messages name it. Load reads it from
@@ -65,7 +66,8 @@ func (s Secret) Hint(env, file string) string {
 }
 
 // readFile reads a secret's file: its first line that is neither empty
-// nor a # comment. It refuses files readable by group or others.
+// nor a # comment. It refuses files readable by group or others, but for
+// a file of root's that others cannot read (rootGroupOnly).
 func (s Secret) readFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -76,7 +78,7 @@ func (s Secret) readFile(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+	if perm := st.Mode().Perm(); perm&0o077 != 0 && !rootGroupOnly(st, os.Getuid()) {
 		return "", fmt.Errorf("%s %s has mode %04o: it must not be accessible by group or others (chmod 600 %s)", s.File, path, perm, path)
 	}
 	buf := make([]byte, 4096)
@@ -91,4 +93,14 @@ func (s Secret) readFile(path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s %s has no %s: want the %s on its first line", s.File, path, s.Short, s.Name)
+}
+
+// rootGroupOnly reports whether fi, read by user me, is root's with no
+// access for others and me is not root: a Kubernetes Secret volume's file
+// in a session's pod (root-owned, mode 0440, readable through the pod's
+// fsGroup), which only root could have shared with a group. Root's own
+// files still need mode 0600.
+func rootGroupOnly(fi os.FileInfo, me int) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && me != 0 && st.Uid == 0 && fi.Mode().Perm()&0o007 == 0
 }

@@ -104,3 +104,36 @@ func TestSecretLoadFileOnly(t *testing.T) {
 		t.Errorf("Load(\"\", %s) = %v; want %q", missing, err, want)
 	}
 }
+
+// TestSecretRootGroupOnly: in a session's pod, a Secret volume's file is
+// root's, mode 0440, read through the pod's fsGroup by a user who is not
+// root: accepted. Root's own file, or one others can read, is not.
+func TestSecretRootGroupOnly(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "linear")
+	if err := os.WriteFile(p, []byte("k\n"), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 0, 1000); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("chown to root needs root (CI runs as root; this runs as uid %d): %v", os.Getuid(), err)
+		}
+		t.Skipf("chown to root needs root (this runs as uid %d): %v", os.Getuid(), err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rootGroupOnly(fi, 1000) {
+		t.Error("a root-owned 0440 file read by uid 1000: refused; want accepted (a Secret volume)")
+	}
+	if rootGroupOnly(fi, 0) {
+		t.Error("a root-owned 0440 file read by root: accepted; want mode 0600 required")
+	}
+	if err := os.Chmod(p, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ = os.Stat(p); rootGroupOnly(fi, 1000) {
+		t.Error("a root-owned 0444 file: accepted; want refused (others can read it)")
+	}
+}
