@@ -15,9 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -34,36 +32,11 @@ import (
 	"github.com/legion-dev/legion/units/sdtest"
 )
 
-// kubeNamespace makes a namespace with a StorageClass of pre-made volumes
-// (a cluster without a provisioner: the persistent volume controller binds
-// each issue's claim to one of them), as a cluster operator would.
+// kubeNamespace makes a namespace with volumes pre-made volumes
+// (kubetest.Namespace).
 func kubeNamespace(t testing.TB, c *kubetest.Cluster, ns string, volumes int) {
 	t.Helper()
-	ctx := t.Context()
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	immediate := storagev1.VolumeBindingImmediate
-	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "legion-test"}, Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &immediate,
-	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	for i := range volumes {
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-pv-%d", ns, i)},
-			Spec: corev1.PersistentVolumeSpec{
-				StorageClassName: "legion-test",
-				Capacity:         corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: filepath.Join("/srv/legion-test", ns, fmt.Sprint(i))}},
-			},
-		}
-		if _, err := c.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.Namespace(t, ns, volumes)
 }
 
 func kubeLaunch(c *kubetest.Cluster, ns, issue, mode string) api.SpawnArgs {

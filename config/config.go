@@ -137,6 +137,11 @@ type Kubernetes struct {
 	CPULimit      string
 	MemoryLimit   string
 	Secret        string // the team's Secret mounted into each session's pod; "" for none
+	// Repository is the git URL each issue's pod clones and a finisher
+	// pushes to; the controller needs it (its pods cannot see Workspace).
+	Repository string
+	// BinDir is where the image has legion and legion-pty-worker.
+	BinDir string
 }
 
 // ControllerKind names what runs as `legion controller TEAM`.

@@ -76,7 +76,7 @@ func defaultTeam() Team {
 		Review:             ReviewLocal,
 		Controller:         ControllerAuto,
 		Engine:             EngineSystemd,
-		Kubernetes:         Kubernetes{Storage: "10Gi", CPURequest: "500m", MemoryRequest: "1Gi", MemoryLimit: "2Gi"},
+		Kubernetes:         Kubernetes{Storage: "10Gi", CPURequest: "500m", MemoryRequest: "1Gi", MemoryLimit: "2Gi", BinDir: "/usr/local/bin"},
 		StaleAfter:         10 * time.Minute,
 		RestartCooldown:    30 * time.Second,
 		StartLimitBurst:    5,
@@ -419,6 +419,19 @@ var Schema = []Setting{
 		Doc: "A Secret of the team's namespace mounted read-only into each session's pod at /run/secrets/legion, one file " +
 			"per key (the agents' API keys): secrets never go into a pod's literal env, its argv or a log. Unset: none.",
 		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.Secret, err = nonEmptyString(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.repository", Type: "string", Example: `"https://git.example/demo.git"`,
+		Doc: "The team's repository as its pods reach it (a git URL): each issue's pod clones it onto the issue's volume, " +
+			"and the finisher merges into its default branch and pushes there. Legion gives that git no credentials (and it " +
+			"never prompts): the pods must be able to fetch and push it as they are (README: Kubernetes). " +
+			"Required by `legion controller` with engine = \"kubernetes\".",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.Repository, err = nonEmptyString(v); return err }),
+	},
+	{
+		Table: TableTeam, Key: "kubernetes.bin_dir", Type: "path", Default: `"/usr/local/bin"`,
+		Doc: "Where the worker image has legion and legion-pty-worker (what the agents' instructions and hooks run).",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.BinDir, err = pathValue(v); return err }),
 	},
 	{
 		Table: TableTeam, Key: "stale_after", Type: "duration", Default: `"10m"`,

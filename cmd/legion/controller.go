@@ -33,6 +33,14 @@ TEAM may be given escaped, as systemd passes %i: legion@.service runs
 stops the team's workers first; a crash, a watchdog restart or a restart job
 leaves them running.
 
+With engine = "kubernetes", each phase runs as a Job on the team's cluster:
+its pod clones kubernetes.repository onto the issue's volume before the agent
+starts (legion worktree clone, legion worktree ensure), with a legion.toml of
+its own (the team's tracker, its key from kubernetes.secret), and the finisher
+merges and pushes there. It needs a Linear or GitHub tracker (the pods cannot
+reach the local tracker's files) and agent.kind = "custom" for now (README:
+Kubernetes).
+
 With controller = "agent" in the team's config, the controller is an agent
 (the team's agent argv, prompted with the controller's instructions) hosted in
 the pty-worker runtime: its session file feeds this unit's watchdog, so
@@ -53,10 +61,8 @@ systemd restarts a stale controller agent, which resumes its session.`,
 			if !ok {
 				return fmt.Errorf("team %q is not in %s (see `legion team list`)", name, cfg.Path)
 			}
-			if t.Engine == config.EngineKubernetes {
-				// Not silently on this machine instead: say what is built.
-				return fmt.Errorf("team %s has engine = \"kubernetes\": the controller does not dispatch to a cluster yet (it cannot yet prepare an issue's worktree and agent files on the issue's volume); "+
-					"the helper runs sessions with a Kubernetes target and `legion doctor` checks the cluster (README: Kubernetes); set engine = \"systemd\" in %s to run the team here", t.Name, cfg.Path)
+			if err := team.CheckCluster(t); err != nil {
+				return err
 			}
 			d, err := config.ParseDuration(interval)
 			if err != nil {

@@ -6,6 +6,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/legion-dev/legion/controller/workspace"
 )
 
 func newWorktreeCmd(g *globals) *cobra.Command {
@@ -86,6 +88,41 @@ exit status 1.`,
 		},
 	}
 	finish.Flags().BoolVar(&keepOpen, "keep-open", false, "do not move the issue to Done")
-	cmd.AddCommand(list, finish)
+	clone := &cobra.Command{
+		Use:   "clone URL DIR",
+		Short: "Clone a team's repository for an issue's pod, or refresh that clone",
+		Long: `Clone the repository URL into DIR, marked as Legion's own (git config
+legion.clone), or, when DIR is that clone already, fetch origin and set its
+default branch to origin's. A pod of a team on a cluster runs it before its
+agent starts (then "legion worktree ensure"): the issue's volume holds the
+clone, and the finisher merges into it and pushes to URL. DIR with files
+but no repository, another repository or a clone of another URL is refused
+and left as it is.`,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return workspace.Clone(cmd.Context(), args[0], args[1])
+		},
+	}
+	ensure := &cobra.Command{
+		Use:   "ensure TEAM ISSUE",
+		Short: "Make the issue's worktree and branch if missing, and print its path",
+		Long: `Make the issue's worktree (branch legion/ISSUE from the default branch) if
+it is missing, as the controller does before it starts a worker, and print
+its path. A pod of a team on a cluster runs it before its agent starts.`,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := openTeam(g, args[0])
+			if err != nil {
+				return err
+			}
+			wt, err := t.Worktrees.Ensure(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), wt.Path)
+			return err
+		},
+	}
+	cmd.AddCommand(list, finish, clone, ensure)
 	return cmd
 }

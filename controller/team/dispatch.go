@@ -70,6 +70,14 @@ type Dispatch struct {
 	Cooldown           time.Duration
 	StartLimitBurst    int
 	StartLimitInterval time.Duration
+
+	// Kubernetes is where the worker runs for a team on a cluster (nil:
+	// under systemd here); Prepare is what its pod runs before the agent
+	// (the clone and the worktree) and PodConfig the pod's legion.toml
+	// (see cluster.go).
+	Kubernetes *api.KubeTarget
+	Prepare    [][]string
+	PodConfig  []byte
 }
 
 // SessionMode is the mode whose session a phase runs in: the retro is the
@@ -87,6 +95,11 @@ func SessionMode(mode controller.Mode) controller.Mode {
 // told, as its prompt, new or resumed. wt is the issue's worktree, env the
 // agent's planned environment (its PATH decides how it runs legion).
 func (t *Team) Instructions(ctx context.Context, issue string, mode controller.Mode, wt workspace.Worktree, kind string, env agent.Session) (string, error) {
+	return t.instructions(ctx, issue, mode, wt, kind, t.legionCommand(env))
+}
+
+// instructions are Instructions with legion the command that runs Legion.
+func (t *Team) instructions(ctx context.Context, issue string, mode controller.Mode, wt workspace.Worktree, kind, legion string) (string, error) {
 	set, err := t.instructionSet()
 	if err != nil {
 		return "", err
@@ -99,7 +112,7 @@ func (t *Team) Instructions(ctx context.Context, issue string, mode controller.M
 		Team: t.Name, Issue: issue, Mode: string(mode),
 		Branch: wt.Branch, Worktree: wt.Path, Base: base,
 		Review: string(t.Review), AskTool: kind == string(config.AgentClaude),
-		Legion: t.legionCommand(env),
+		Legion: legion,
 	})
 }
 
@@ -220,11 +233,14 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
 	}
+	workerID := kind.SessionID(t.ID, issue, string(mode))
+	if t.onCluster() {
+		return t.planOnCluster(ctx, issue, mode, id, unit, workerID, am, kind)
+	}
 	wt, err := t.Worktrees.Ensure(ctx, issue)
 	if err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
-	workerID := kind.SessionID(t.ID, issue, string(mode))
 	// legion.toml's agent.env and agent.env_by_kind first, so that
 	// Legion's own variables and the kind's (l.Env) come after and win.
 	env := append(am.Environment(),

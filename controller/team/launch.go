@@ -38,6 +38,10 @@ func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
 		a.Watch = d.SessionFile
 		a.StartupGrace = new(api.Duration(w.StartupGrace))
 	}
+	if d.Kubernetes != nil {
+		a.Kubernetes, a.Prepare = d.Kubernetes, d.Prepare
+		a.KubeFiles = map[string][]byte{PodConfigName: d.PodConfig}
+	}
 	a.Reuse = true
 	a.MaxLive = t.MachineSessionLimit // the helper holds the machine's cap exactly
 	return a

@@ -1,0 +1,217 @@
+package team
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+
+	"github.com/BurntSushi/toml"
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/activation/kube/wire"
+	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/workspace"
+	"github.com/legion-dev/legion/ptyworker/proto"
+)
+
+// A team with engine = "kubernetes" runs each phase in a pod whose only
+// lasting storage is the issue's volume (package wire's paths): the pod
+// cannot see the team's workspace, its state or its legion.toml here. So
+// the controller plans the worker with the pod's paths, and the pod,
+// before its agent starts (api.SpawnArgs.Prepare), clones the team's
+// repository (kubernetes.repository) onto the volume, or refreshes that
+// clone, and makes the issue's worktree in it, with a legion.toml of its
+// own (PodConfig, a file of the session's spec Secret) that the agent's
+// `legion issue` and `legion worktree finish` read: the same tracker, its
+// key read from the team's Secret. The finisher merges into the clone and
+// pushes to the repository (workspace.MergeAndPublish).
+
+// Paths in an issue's pod, on the issue's volume.
+const (
+	// PodRepo is the clone of the team's repository.
+	PodRepo = wire.VolumeMount + "/repo"
+	// PodConfigName is the pod's legion.toml in the session's spec Secret,
+	// mounted at PodConfigPath.
+	PodConfigName = "legion.toml"
+	PodConfigPath = wire.SpecDir + "/" + PodConfigName
+	// PodLinearKey and PodGitHubToken are the keys of the team's Secret
+	// (kubernetes.secret) the pod's legion reads the tracker's key from.
+	PodLinearKey   = "linear-api-key"
+	PodGitHubToken = "github-token"
+)
+
+// podStateHome is $XDG_STATE_HOME/legion of the legion in a pod: under
+// its HOME, on the issue's volume.
+var podStateHome = filepath.Join(wire.HomeDir, ".local", "state", "legion")
+
+// onCluster reports whether t's sessions run on Kubernetes.
+func (t *Team) onCluster() bool { return t.Engine == config.EngineKubernetes }
+
+// CheckCluster says what a team on a cluster lacks for its controller to
+// dispatch there: the repository its pods clone, and a tracker they can
+// reach (the local tracker's files are on this machine).
+func CheckCluster(t config.Team) error {
+	if t.Engine != config.EngineKubernetes {
+		return nil
+	}
+	var errs []error
+	if t.Kubernetes.Repository == "" {
+		errs = append(errs, fmt.Errorf("team %s: kubernetes.repository is not set: the controller needs the git URL each issue's pod clones and pushes its merge to (README: Kubernetes)", t.Name))
+	}
+	if t.Tracker == config.TrackerLocal {
+		errs = append(errs, fmt.Errorf("team %s: tracker = \"local\" keeps its issues in files on this machine, which the team's pods cannot reach: use tracker = \"linear\" or \"github\" with engine = \"kubernetes\", or engine = \"systemd\"", t.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// podLegion is the legion program in the team's pods.
+func (t *Team) podLegion() string { return filepath.Join(t.Kubernetes.BinDir, "legion") }
+
+// podPrepare is what the pod runs before its agent: the clone, then the
+// issue's worktree in it.
+func (t *Team) podPrepare(issue string) [][]string {
+	l := t.podLegion()
+	return [][]string{
+		{l, "worktree", "clone", t.Kubernetes.Repository, PodRepo},
+		{l, "worktree", "ensure", t.Name, issue},
+	}
+}
+
+// PodConfig is the legion.toml of t's pods, made from the legion.toml at
+// configPath: its [defaults] and the team's table, so the pods have the
+// same team (id, tracker, review, agent), with the pod's clone as its
+// workspace, the tracker's key read from the team's Secret (PodLinearKey,
+// PodGitHubToken under wire.SecretsDir), and nothing of this machine's:
+// no notifications, no webhook secret, no instruction templates (the
+// controller here renders the instructions), no helper or web settings.
+func PodConfig(t config.Team, configPath string) ([]byte, error) {
+	var doc map[string]any
+	if _, err := toml.DecodeFile(configPath, &doc); err != nil {
+		return nil, fmt.Errorf("the pods' legion.toml of team %s: read %s: %w", t.Name, configPath, err)
+	}
+	teams, _ := doc["teams"].(map[string]any)
+	src, ok := teams[t.Name].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("the pods' legion.toml of team %s: %s has no table [teams.%q]", t.Name, configPath, t.Name)
+	}
+	tab := podTable(src)
+	tab["id"] = t.ID.String()
+	tab["workspace"] = PodRepo
+	key := func(table, k, file string) {
+		m, _ := tab[table].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+		}
+		m[k] = file
+		tab[table] = m
+	}
+	switch t.Tracker {
+	case config.TrackerLinear:
+		key("linear", "credentials_file", filepath.Join(wire.SecretsDir, PodLinearKey))
+	case config.TrackerGitHub:
+		key("github", "credentials_file", filepath.Join(wire.SecretsDir, PodGitHubToken))
+	}
+	if t.Review == config.ReviewGitHub {
+		key("github", "credentials_file", filepath.Join(wire.SecretsDir, PodGitHubToken))
+	}
+	out := map[string]any{"teams": map[string]any{t.Name: tab}}
+	if d, ok := doc["defaults"].(map[string]any); ok {
+		out["defaults"] = podTable(d)
+	}
+	var b bytes.Buffer
+	b.WriteString("# The legion.toml of team " + t.Name + "'s pods, made by its controller from " + configPath + ".\n")
+	if err := toml.NewEncoder(&b).Encode(out); err != nil {
+		return nil, fmt.Errorf("the pods' legion.toml of team %s: %w", t.Name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// podTable is a copy of a team's (or [defaults]') table without what is
+// of this machine only: notify.*, github.webhook_secret_file,
+// agent.instructions_dir, the tracker's key files (the pod's are set
+// apart). Dotted keys decode as nested tables.
+func podTable(src map[string]any) map[string]any {
+	tab := maps.Clone(src)
+	delete(tab, "notify")
+	for table, keys := range map[string][]string{
+		"github": {"webhook_secret_file", "credentials_file"},
+		"linear": {"credentials_file"},
+		"agent":  {"instructions_dir"},
+	} {
+		m, ok := tab[table].(map[string]any)
+		if !ok {
+			continue
+		}
+		m = maps.Clone(m)
+		for _, k := range keys {
+			delete(m, k)
+		}
+		tab[table] = m
+	}
+	return tab
+}
+
+// planOnCluster is PlanDispatch for a team on a cluster: the worker of
+// issue in mode, planned with the pod's paths; nothing is made here.
+func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.Mode, id uuid.UUID, unit string, workerID uuid.UUID, am config.Agent, kind agent.Kind) (Dispatch, error) {
+	if err := CheckCluster(t.Team); err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
+	}
+	if kind.Name() != string(config.AgentCustom) {
+		// Their Prepare writes settings, hooks and dialog answers into
+		// this machine's directories, not the issue's volume.
+		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: agent.kind = %q does not run on a cluster yet (Legion prepares its files on this machine, not yet on the issue's volume): use agent.kind = \"custom\" with engine = \"kubernetes\", or engine = \"systemd\"", issue, t.Name, kind.Name())
+	}
+	if t.ConfigPath == "" {
+		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: no legion.toml to make the pods' from", issue, t.Name)
+	}
+	podCfg, err := PodConfig(t.Team, t.ConfigPath)
+	if err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
+	}
+	pod := t.Team
+	pod.Workspace = PodRepo
+	wt := workspace.Worktree{Issue: issue, Path: Worktrees(pod, podStateHome).Path(issue), Branch: workspace.Branch(issue)}
+	legion := t.podLegion()
+	env := append(am.Environment(),
+		"LEGION_TEAM="+t.Name, "LEGION_ISSUE="+issue, "LEGION_MODE="+string(mode))
+	env = append(env, wt.Env()...)
+	env = append(env, config.EnvConfig+"="+PodConfigPath, proto.EnvLegionBin+"="+legion)
+	s := agent.Session{
+		ID: id, Mode: string(mode),
+		Vars: config.Vars{SessionID: id.String(), Issue: issue, Mode: string(mode), Workspace: wt.Path},
+		Cwd:  wt.Path, Repo: PodRepo, Home: wire.HomeDir,
+		Dir:    filepath.Join(wire.StateDir, "agents", workerID.String()),
+		Legion: legion, Env: env, LookupEnv: t.LookupEnv,
+	}
+	prompt, err := t.instructions(ctx, issue, mode, wt, kind.Name(), legion)
+	if err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
+	}
+	s.Vars.Prompt = prompt
+	l, err := kind.Plan(s)
+	if err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
+	}
+	// No Prepare of the kind: a custom agent's would only draw a
+	// sandbox, and the pod's security context confines the agent.
+	return Dispatch{
+		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: workerID,
+		Issue: issue, Mode: mode, Agent: l.Agent, DialogMarkers: l.DialogMarkers, Legion: legion,
+		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
+		SessionFile:        l.SessionFile,
+		Instructions:       prompt,
+		StaleAfter:         t.StaleAfter,
+		Cooldown:           t.RestartCooldown,
+		StartLimitBurst:    t.StartLimitBurst,
+		StartLimitInterval: t.StartLimitInterval,
+		Kubernetes:         t.KubeTarget(),
+		Prepare:            t.podPrepare(issue),
+		PodConfig:          podCfg,
+	}, nil
+}
