@@ -357,7 +357,7 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	}
 	spec := &proto.Spec{
 		Version: proto.SpecVersion, SessionID: l.id, AgentSession: l.agentSession, Name: l.name, Team: l.team, TeamShort: l.teamShort(),
-		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes,
+		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes, Prepare: l.prepare,
 		Agent: l.agent, Instructions: l.instructions, OwnCommands: l.ownCommands, DialogMarkers: l.dialogMarkers, Legion: l.legion,
 		SessionFile: l.watch, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: l.unit, SelfWatchdog: true,
@@ -383,7 +383,7 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	h.kube.remember(t)
 	rep, err := p.call(ctx, wire.Request{Op: wire.OpSpawn, Target: &t, Spawn: &wire.Spawn{
 		ID: l.id, Name: l.name, Team: l.team, TeamID: l.teamID.String(), Issue: l.issue, Mode: l.mode, Unit: l.unit,
-		Spec: b, Socket: spec.SocketPath(), StartLimitBurst: int(l.startLimitBurst), Reuse: l.reuseLive,
+		Spec: b, Socket: spec.SocketPath(), StartLimitBurst: int(l.startLimitBurst), Reuse: l.reuseLive, Files: l.kubeFiles,
 	}})
 	if err != nil {
 		return api.SpawnResult{}, err

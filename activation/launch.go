@@ -2,14 +2,17 @@ package activation
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/kube/wire"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/unitname"
 )
@@ -25,7 +28,7 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	}
 	l := launch{
 		name: a.Name, id: a.ID, agentSession: a.AgentSession, team: a.Team, issue: a.Issue, mode: a.Mode, role: a.Role,
-		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume,
+		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume, prepare: a.Prepare, kubeFiles: a.KubeFiles,
 		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter), agent: a.Agent, ownCommands: a.OwnCommands, dialogMarkers: a.DialogMarkers, legion: a.Legion, sandbox: a.Sandbox,
 		startLimitInterval: time.Duration(a.StartLimitInterval), ringSize: a.RingSize,
 		reuseLive: a.Reuse, instructions: a.Instructions, maxLive: a.MaxLive,
@@ -92,6 +95,29 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 		}
 		if err := checkArgv(a.ArgvResume); err != nil {
 			return launch{}, bad("argv_resume", "%v", err)
+		}
+	}
+	if len(a.Prepare) > proto.MaxPrepare {
+		return launch{}, bad("prepare", "%d commands: want at most %d", len(a.Prepare), proto.MaxPrepare)
+	}
+	for i, argv := range a.Prepare {
+		if err := checkArgv(argv); err != nil {
+			return launch{}, bad(fmt.Sprintf("prepare[%d]", i), "%v", err)
+		}
+	}
+	if len(a.KubeFiles) > 0 {
+		if a.Kubernetes == nil {
+			return launch{}, bad("kube_files", "not on this engine: files of a session's spec Secret are for a session on Kubernetes (the team's engine \"kubernetes\"); a session on this machine reads its files where they are")
+		}
+		size := 0
+		for _, name := range slices.Sorted(maps.Keys(a.KubeFiles)) {
+			if err := wire.CheckFileName(name); err != nil {
+				return launch{}, bad(fmt.Sprintf("kube_files[%q]", name), "%v", err)
+			}
+			size += len(a.KubeFiles[name])
+		}
+		if size > api.MaxKubeFiles {
+			return launch{}, bad("kube_files", "%d bytes in all: want at most %d (a Secret holds 1 MiB, the spec included)", size, api.MaxKubeFiles)
 		}
 	}
 	for i, kv := range a.Env {

@@ -272,6 +272,27 @@ type SpawnArgs struct {
 	ArgvResume []string `json:"argv_resume,omitempty"` // with Watch: the command of a run whose session file exists; empty means Argv
 	Env        []string `json:"env,omitempty"`         // KEY=VALUE for the command
 	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
+	// Prepare are commands the worker runs, in order, each time it starts
+	// (each pod, each restart of its unit), before the agent starts, new
+	// or resumed: e.g. `legion worktree ensure TEAM ISSUE`, which makes
+	// the directory Cwd names. Each is an argv like Argv (no shell), run
+	// in "/" with the agent's environment (Env, LEGION_*) but not its hook
+	// socket, stdin empty, for at most proto.PrepareTimeout (5 minutes).
+	// One that fails or times out keeps the agent from starting: the run
+	// fails with the command's stderr's tail as the cause ("start failed:
+	// prepare: ...") and is retried after the cooldown up to the start
+	// limit, as a crashed agent is (not at once for good, as an agent
+	// that cannot start is). At most 16.
+	Prepare [][]string `json:"prepare,omitempty"`
+	// KubeFiles are files for a session on a cluster only (Kubernetes
+	// set): each is a key of the session's spec Secret, mounted read-only
+	// beside spec.json as /run/legion-spec/NAME, e.g. a small legion.toml
+	// for the pod's own legion. A name is a DNS subdomain (lower-case
+	// letters, digits, '-' and '.', starting and ending with a letter or
+	// digit), never "spec.json"; together at most MaxKubeFiles bytes. The
+	// helper treats them like the spec (never logged), but they are not
+	// for credentials: those go in KubeTarget.SecretName's Secret.
+	KubeFiles map[string][]byte `json:"kube_files,omitempty"`
 	// StaleAfter: with Watch, restart when the file is older than this;
 	// without, when a claude agent that works sent no hook event, or a
 	// custom agent printed nothing, for this long. Zero: no staleness.
@@ -332,6 +353,11 @@ type SpawnArgs struct {
 	// the session's pod, not checked on this machine.
 	Kubernetes *KubeTarget `json:"kubernetes,omitempty"`
 }
+
+// MaxKubeFiles bounds the total size of SpawnArgs.KubeFiles' contents:
+// they travel in one request (base64, in a line of at most 256 KiB) and
+// share the session's Secret (at most 1 MiB) with its spec.
+const MaxKubeFiles = 128 << 10
 
 // ModeSpawn is the mode of sessions started with `legion spawn` (the
 // last part of their unit name).

@@ -50,6 +50,9 @@ const (
 	ExitCannotStart = 78
 	// runAs is the worker image's user and group (not root).
 	runAs = 1000
+	// maxSecret is the most a Secret holds (the API server refuses more):
+	// the spec and the session's files together.
+	maxSecret = 1 << 20
 )
 
 // JobName and SecretName name a session's Job and its spec's Secret.
@@ -138,6 +141,18 @@ func Build(t api.KubeTarget, s wire.Spawn) (Objects, error) {
 	}
 	if s.StartLimitBurst < 1 {
 		return Objects{}, fmt.Errorf("session %s: start limit burst %d: want at least 1", s.Name, s.StartLimitBurst)
+	}
+	data := map[string][]byte{wire.SpecKey: s.Spec}
+	size := len(s.Spec)
+	for name, b := range s.Files {
+		if err := wire.CheckFileName(name); err != nil {
+			return Objects{}, fmt.Errorf("session %s: file %q of its spec Secret: %v", s.Name, name, err)
+		}
+		data[name] = b
+		size += len(b)
+	}
+	if size > maxSecret {
+		return Objects{}, fmt.Errorf("session %s: its spec and files are %d bytes: a Secret holds at most %d", s.Name, size, maxSecret)
 	}
 	volName := VolumeName(s.TeamID, s.Issue)
 	if s.Issue == "" {
@@ -239,7 +254,7 @@ func Build(t api.KubeTarget, s wire.Spawn) (Objects, error) {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: SecretName(s.ID), Namespace: t.Namespace, Labels: labels(s)},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{"spec.json": s.Spec},
+		Data:       data,
 		Immutable:  &yes,
 	}
 	return Objects{Volume: vol, Job: job, Secret: secret}, nil

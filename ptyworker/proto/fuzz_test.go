@@ -109,6 +109,9 @@ func FuzzParseSpec(f *testing.F) {
 	s.StaleAfter = proto.Duration(time.Minute)
 	b, _ := json.Marshal(s)
 	f.Add(b)
+	s.Prepare = [][]string{{"legion", "worktree", "ensure", "t", "ENG-1"}}
+	b, _ = json.Marshal(s)
+	f.Add(b)
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`{"stale_after":"10m","ring_size":-1}`))
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -42,6 +42,14 @@ const (
 	AgentClaude = "claude" // Claude Code: state from its hooks
 )
 
+// PrepareTimeout bounds each of a spec's prepare commands (Spec.Prepare):
+// a clone of a large repository onto a new volume fits in it, a command
+// that hangs does not hold the session's start for ever.
+const PrepareTimeout = 5 * time.Minute
+
+// MaxPrepare is how many prepare commands a spec may hold.
+const MaxPrepare = 16
+
 // maxDialogMarkers and maxDialogMarker bound Spec.DialogMarkers.
 const (
 	maxDialogMarkers = 8
@@ -89,6 +97,12 @@ type Spec struct {
 	Env        []string `json:"env,omitempty"`         // KEY=VALUE, on top of the worker's environment
 	ArgvNew    []string `json:"argv_new"`              // argv when the session file does not exist
 	ArgvResume []string `json:"argv_resume,omitempty"` // argv when it does; empty: always ArgvNew
+	// Prepare are commands the worker runs in order at each of its starts,
+	// before the agent (new or resumed): no shell, in "/", with the
+	// agent's environment but no hook socket, each bounded by
+	// PrepareTimeout (api.SpawnArgs's). One that fails keeps the agent
+	// from starting and fails the run, which its supervisor retries.
+	Prepare [][]string `json:"prepare,omitempty"`
 
 	// Agent is the agent's kind: AgentClaude (its state from its hooks,
 	// see hook.go) or AgentCustom; empty means custom. It picks the
@@ -213,6 +227,14 @@ func (s *Spec) Validate() error {
 	if len(s.ArgvResume) > 0 {
 		if err := checkArgv(s.ArgvResume); err != nil {
 			return bad("argv_resume", "%v", err)
+		}
+	}
+	if len(s.Prepare) > MaxPrepare {
+		return bad("prepare", "%d commands: want at most %d", len(s.Prepare), MaxPrepare)
+	}
+	for i, argv := range s.Prepare {
+		if err := checkArgv(argv); err != nil {
+			return bad(fmt.Sprintf("prepare[%d]", i), "%v", err)
 		}
 	}
 	if s.Agent != "" && s.Agent != AgentCustom && s.Agent != AgentClaude {

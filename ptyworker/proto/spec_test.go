@@ -20,6 +20,7 @@ func TestSpecRoundTrip(t *testing.T) {
 	s.StaleAfter = proto.Duration(10 * time.Minute)
 	s.StartupGrace = proto.Duration(90 * time.Second)
 	s.Env = []string{"A=1", "B=two words"}
+	s.Prepare = [][]string{{"legion", "worktree", "clone", "https://example.com/r.git", "/legion/repo"}, {"/bin/true"}}
 	path := filepath.Join(t.TempDir(), "spec.json")
 	if err := proto.WriteSpec(path, s); err != nil {
 		t.Fatal(err)
@@ -114,6 +115,9 @@ func TestSpecValidate(t *testing.T) {
 		{"env", func(s *proto.Spec) { s.Env = []string{"NOEQUALS"} }, "field env"},
 		{"argv_new", func(s *proto.Spec) { s.ArgvNew = nil }, "field argv_new"},
 		{"argv_resume", func(s *proto.Spec) { s.ArgvResume = []string{""} }, "field argv_resume"},
+		{"prepare empty", func(s *proto.Spec) { s.Prepare = [][]string{{"true"}, {}} }, "field prepare[1]: must hold a program"},
+		{"prepare NUL", func(s *proto.Spec) { s.Prepare = [][]string{{"git", "a\x00b"}} }, "field prepare[0]: argument 1 holds a NUL byte"},
+		{"prepare too many", func(s *proto.Spec) { s.Prepare = make([][]string, proto.MaxPrepare+1) }, "field prepare: 17 commands"},
 		{"end_when_idle", func(s *proto.Spec) { s.EndWhenIdle = true }, "field end_when_idle"},
 		{"own_commands", func(s *proto.Spec) { s.Agent = proto.AgentClaude; s.OwnCommands = []string{"sessions"} }, "field own_commands"},
 		{"own_commands without hooks", func(s *proto.Spec) { s.OwnCommands = []string{api.OwnIssue} }, "field own_commands"},

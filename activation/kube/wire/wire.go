@@ -9,6 +9,9 @@
 package wire
 
 import (
+	"errors"
+	"fmt"
+	"regexp"
 	"strconv"
 
 	"github.com/legion-dev/legion/activation/api"
@@ -69,6 +72,32 @@ type Spawn struct {
 	// Reuse: a failed Job of the session is an error, not replaced (a
 	// dispatch never restarts what failed for good).
 	Reuse bool `json:"reuse,omitempty"`
+	// Files are more keys of the spec's Secret (api.SpawnArgs.KubeFiles),
+	// files of SpecDir in the pod beside SpecKey; names as CheckFileName
+	// says. Never logged.
+	Files map[string][]byte `json:"files,omitempty"`
+}
+
+// SpecKey is the spec's key in a session's spec Secret: the file name
+// of SpecFile.
+const SpecKey = "spec.json"
+
+// fileName is a DNS subdomain (RFC 1123), the names Kubernetes gives
+// objects: a Secret's keys may hold more ('_', capitals), but a name that
+// is a subdomain is a plain file name everywhere.
+var fileName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+// CheckFileName checks the name of a file of a session's spec Secret
+// (Spawn.Files): a DNS subdomain of at most 253 bytes, not SpecKey. The
+// error says what was expected.
+func CheckFileName(name string) error {
+	switch {
+	case name == SpecKey:
+		return fmt.Errorf("%q is the spec's own file: choose another name", name)
+	case len(name) > 253 || !fileName.MatchString(name):
+		return errors.New("want a DNS subdomain (at most 253 of a-z, 0-9, '-' and '.', starting and ending with a letter or digit), e.g. \"legion.toml\"")
+	}
+	return nil
 }
 
 // Paths in a session's pod. The issue's volume holds everything that must
@@ -82,7 +111,7 @@ const (
 	WorkDir     = "/legion/work"     // the worktree
 	RuntimeDir  = "/run/legion"      // proto.Paths.RuntimeDir (emptyDir)
 	SpecDir     = "/run/legion-spec" // the spec Secret
-	SpecFile    = SpecDir + "/spec.json"
+	SpecFile    = SpecDir + "/" + SpecKey
 	SecretsDir  = "/run/secrets/legion" // the team's Secret (KubeTarget.SecretName)
 )
 
