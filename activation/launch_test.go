@@ -64,6 +64,18 @@ func TestCheckLaunch(t *testing.T) {
 		t.Errorf("checkLaunch(own commands) = %q, legion %q, %v; want them as sent (the worker's spec checks them)", l.ownCommands, l.legion, err)
 	}
 
+	kube := func(a *api.SpawnArgs) {
+		a.Kubernetes = &api.KubeTarget{Namespace: "team", Image: "legion-worker:test", Storage: "1Gi"}
+	}
+	onCluster := good
+	kube(&onCluster)
+	onCluster.Cwd = "/legion/work/repo" // the pod's: made by the prepare commands
+	onCluster.Prepare = [][]string{{"legion", "worktree", "clone", "https://example.com/r.git", "/legion/repo"}, {"/usr/bin/legion", "worktree", "ensure", "t", "ENG-1"}}
+	onCluster.KubeFiles = map[string][]byte{"legion.toml": []byte("[team.t]\n"), "a-1.b": nil}
+	if l, err := checkLaunch(onCluster); err != nil || !cmp.Equal(l.prepare, onCluster.Prepare) || !cmp.Equal(l.kubeFiles, onCluster.KubeFiles) {
+		t.Errorf("checkLaunch(prepare, kube files) = %q, %q, %v; want them as sent", l.prepare, l.kubeFiles, err)
+	}
+
 	tests := []struct {
 		name  string
 		edit  func(a *api.SpawnArgs)
@@ -92,6 +104,16 @@ func TestCheckLaunch(t *testing.T) {
 		{"no start limit burst", func(a *api.SpawnArgs) { a.StartLimitBurst = 0 }, "start_limit_burst"},
 		{"no start limit interval", func(a *api.SpawnArgs) { a.StartLimitInterval = 0 }, "start_limit_interval"},
 		{"no ring size", func(a *api.SpawnArgs) { a.RingSize = 0 }, "ring_size"},
+		{"empty prepare", func(a *api.SpawnArgs) { a.Prepare = [][]string{{"/bin/true"}, {}} }, "prepare[1]"},
+		{"relative prepare", func(a *api.SpawnArgs) { a.Prepare = [][]string{{"bin/legion", "worktree"}} }, "prepare[0]"},
+		{"too many prepare", func(a *api.SpawnArgs) { a.Prepare = slices.Repeat([][]string{{"true"}}, 17) }, "prepare"},
+		{"kube files on this machine", func(a *api.SpawnArgs) { a.KubeFiles = map[string][]byte{"legion.toml": nil} }, "kube_files"},
+		{"kube file named spec.json", func(a *api.SpawnArgs) { kube(a); a.KubeFiles = map[string][]byte{"spec.json": nil} }, `kube_files["spec.json"]`},
+		{"kube file not a subdomain", func(a *api.SpawnArgs) { kube(a); a.KubeFiles = map[string][]byte{"a": nil, "../x": nil} }, `kube_files["../x"]`},
+		{"kube files too big", func(a *api.SpawnArgs) {
+			kube(a)
+			a.KubeFiles = map[string][]byte{"a": make([]byte, api.MaxKubeFiles), "b": {1}}
+		}, "kube_files"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

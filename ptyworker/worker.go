@@ -57,6 +57,9 @@ type Options struct {
 	ExitLinger time.Duration
 	// InputTimeout bounds a write to an agent that does not read; default 5s.
 	InputTimeout time.Duration
+	// PrepareTimeout bounds each of the spec's prepare commands; default
+	// proto.PrepareTimeout.
+	PrepareTimeout time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -83,6 +86,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.InputTimeout <= 0 {
 		o.InputTimeout = 5 * time.Second
+	}
+	if o.PrepareTimeout <= 0 {
+		o.PrepareTimeout = proto.PrepareTimeout
 	}
 }
 
@@ -149,8 +155,9 @@ type worker struct {
 // exited with code 0, was removed, was ended (its work done) or was
 // stopped; an *ExitError when the agent failed; an error wrapping
 // ErrAgentNotStartable when the agent could not be started and a restart
-// would fail the same way; any other error when the session could not be
-// hosted at all.
+// would fail the same way; a *PrepareError when a prepare command failed
+// (the agent not started; a restart runs them again); any other error
+// when the session could not be hosted at all.
 func Run(ctx context.Context, spec *proto.Spec, opts Options) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("pty-worker: spec: %w", err)
@@ -223,6 +230,20 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	}()
 
 	if w.cgroup, err = unixsock.Cgroup(os.Getpid()); err != nil {
+		return fmt.Errorf("session %s: %w", s.SessionID, err)
+	}
+	// The prepare commands before the socket: nobody attaches to an agent
+	// that is not there, for as long as they take.
+	if err := w.prepare(ctx, w.opts.PrepareTimeout); err != nil {
+		if ctx.Err() != nil {
+			w.log.Info("stopped while preparing; the agent was not started")
+			w.writeRegistry(func(r *proto.Registry) {
+				r.State = proto.StateStopped
+				r.LastExit = &proto.ExitInfo{Code: -1, Reason: "stopped: the worker was told to stop while preparing", Time: time.Now(), Run: w.run}
+			})
+			return nil
+		}
+		w.recordPrepareFailure(err)
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
 	}
 	ln, err := listen(s.SocketPath())

@@ -2,11 +2,13 @@ package kube
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/kube/wire"
@@ -136,6 +138,71 @@ func FuzzSlug(f *testing.F) {
 		d := Slug(s, 40)
 		if len(d) == 0 || len(d) > 40 || strings.Trim(d, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || d[0] == '-' || d[len(d)-1] == '-' {
 			t.Errorf("Slug(%q) = %q: not a DNS label of at most 40", s, d)
+		}
+	})
+}
+
+// A session's files are keys of its spec Secret beside spec.json: the
+// pod mounts the whole Secret read-only at SpecDir, so each is a file
+// there; a bad name or a Secret over 1 MiB is refused, naming it.
+func TestBuildFiles(t *testing.T) {
+	s := testSession()
+	s.Files = map[string][]byte{"legion.toml": []byte("[team.demo]\n"), "a.b-c": {}}
+	o, err := Build(testTarget(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{wire.SpecKey: `{"token":"SECRET-TOKEN"}`, "legion.toml": "[team.demo]\n", "a.b-c": ""}
+	if len(o.Secret.Data) != len(want) {
+		t.Errorf("secret keys %d; want %d", len(o.Secret.Data), len(want))
+	}
+	for k, v := range want {
+		if got, ok := o.Secret.Data[k]; !ok || string(got) != v {
+			t.Errorf("secret key %s = %q (present %v); want %q", k, got, ok, v)
+		}
+	}
+	p := o.Job.Spec.Template.Spec
+	for i, v := range p.Volumes {
+		if v.Secret == nil || v.Secret.SecretName != o.Secret.Name {
+			continue
+		}
+		m := p.Containers[0].VolumeMounts[i]
+		if m.Name != v.Name || m.MountPath != SpecDir || !m.ReadOnly || m.SubPath != "" || len(v.Secret.Items) != 0 {
+			t.Errorf("spec Secret mounted as %+v from %+v; want all its keys read-only at %s", m, v, SpecDir)
+		}
+	}
+
+	for _, tc := range []struct {
+		name  string
+		files map[string][]byte
+		want  string
+	}{
+		{"spec.json", map[string][]byte{"spec.json": nil}, `file "spec.json" of its spec Secret: "spec.json" is the spec's own file`},
+		{"not a subdomain", map[string][]byte{"..data": nil}, `file "..data" of its spec Secret: want a DNS subdomain`},
+		{"capitals", map[string][]byte{"Legion.toml": nil}, `file "Legion.toml"`},
+		{"too big", map[string][]byte{"big": make([]byte, 1<<20)}, "its spec and files are 1048600 bytes: a Secret holds at most 1048576"},
+	} {
+		s := testSession()
+		s.Files = tc.files
+		if _, err := Build(testTarget(), s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Build with files %s = %v; want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// FuzzCheckFileName: a name wire.CheckFileName accepts is a key the API
+// server takes in a Secret and a plain file name in SpecDir, never the
+// spec's.
+func FuzzCheckFileName(f *testing.F) {
+	for _, s := range []string{"legion.toml", "spec.json", "..data", "a", "-a", "a..b", "A", strings.Repeat("a", 254)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if wire.CheckFileName(name) != nil {
+			return
+		}
+		if errs := validation.IsConfigMapKey(name); len(errs) > 0 || name == wire.SpecKey || filepath.Base(name) != name || strings.HasPrefix(name, "..") {
+			t.Errorf("CheckFileName(%q) = nil; but the API server says %q", name, errs)
 		}
 	})
 }

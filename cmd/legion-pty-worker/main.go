@@ -42,8 +42,9 @@ $LEGION_WORKER_SOCKET, set in the pod, find the worker). With --transcript
 it writes the session's transcript, for legion sessions logs.
 
 Exit status: 0 when the agent exited with code 0, the session was removed or
-the unit was stopped; 1 when the agent failed or the session could not be
-hosted (so Restart=on-failure restarts it); 2 for bad arguments; 78 when
+the unit was stopped; 1 when the agent failed, one of the spec's prepare
+commands failed (the agent not started) or the session could not be hosted
+(so Restart=on-failure restarts it); 2 for bad arguments; 78 when
 the agent cannot be started and a restart would not help (its program is
 not found or not executable, or its directory is missing: the unit lists
 78 in RestartPreventExitStatus=, so it fails at once and stays failed).

@@ -1,0 +1,177 @@
+package ptyworker
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/ptyworker/proto"
+)
+
+// notes records what the worker tells systemd.
+type notes struct {
+	mu     sync.Mutex
+	states []string
+}
+
+func (n *notes) notify(state string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.states = append(n.states, state)
+	return nil
+}
+
+func (n *notes) any(prefix string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.ContainsFunc(n.states, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
+// TestPrepare: the spec's prepare commands run in order before the
+// agent, in "/", with the agent's environment but not its hook socket;
+// the second makes the agent's working directory, which did not exist,
+// and the agent sees what the first wrote.
+func TestPrepare(t *testing.T) {
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work") // made by the second command
+	spec := testSpec(t, "/bin/sh", "-c", `cat prepared > seen; pwd >> seen`)
+	spec.Cwd = work
+	spec.Env = []string{"FROM_SPEC=spec-value"}
+	t.Setenv(proto.EnvHookSocket, "/from/the/environment.sock")
+	spec.Prepare = [][]string{
+		{"/bin/sh", "-c", `echo "$PWD $LEGION_ISSUE $FROM_SPEC hook=$` + proto.EnvHookSocket + `" > "$0"`, filepath.Join(dir, "prepared")},
+		{"/bin/sh", "-c", `mkdir "$0" && mv "$1" "$0"/`, work, filepath.Join(dir, "prepared")},
+	}
+	var n notes
+	if err := Run(ctxT(t), spec, Options{Logger: testLogger(t), Notify: n.notify}); err != nil {
+		t.Fatalf("Run = %v; want nil (the agent exited 0)", err)
+	}
+	b, err := os.ReadFile(filepath.Join(work, "seen"))
+	if err != nil {
+		t.Fatalf("the agent wrote nothing: %v", err)
+	}
+	if want := "/ ENG-1 spec-value hook=\n" + work + "\n"; string(b) != want {
+		t.Errorf("the agent saw %q; want %q", b, want)
+	}
+	if !n.any("EXTEND_TIMEOUT_USEC=360000000\nSTATUS=preparing (2 of 2): sh") {
+		t.Errorf("notified %q; want an EXTEND_TIMEOUT_USEC= of the prepare timeout and a minute per command", n.states)
+	}
+	tr, err := os.ReadFile(spec.TranscriptPath())
+	if err != nil || !strings.Contains(string(tr), "run 1 prepare 1 of 2: sh") {
+		t.Errorf("transcript = %q, %v; want its prepare markers", tr, err)
+	}
+}
+
+// TestPrepareFails: a prepare command that fails keeps the agent from
+// starting; the run fails (not ErrAgentNotStartable: a restart may do
+// better) with the command's exit and the tail of its stderr in the
+// registry's last exit. The next start runs it again and, once it
+// succeeds, starts the agent.
+func TestPrepareFails(t *testing.T) {
+	dir := t.TempDir()
+	ok, started := filepath.Join(dir, "ok"), filepath.Join(dir, "started")
+	spec := testSpec(t, "/bin/sh", "-c", `touch "$0"`, started)
+	spec.Prepare = [][]string{
+		{"/bin/true"},
+		{"/bin/sh", "-c", `test -e "$0" && exit; echo 'clone: cloning...' >&2; printf 'fatal: repository\nnot found\n' >&2; exit 3`, ok, "ensure"},
+	}
+	var n notes
+	err := Run(ctxT(t), spec, Options{Logger: testLogger(t), Notify: n.notify})
+	var pe *PrepareError
+	if !errors.As(err, &pe) || errors.Is(err, ErrAgentNotStartable) {
+		t.Fatalf("Run = %v; want a *PrepareError, not ErrAgentNotStartable", err)
+	}
+	const want = "prepare: sh: exit 3: clone: cloning... | fatal: repository | not found"
+	if pe.Index != 1 || pe.Error() != want {
+		t.Errorf("PrepareError = %d %q; want index 1, %q", pe.Index, pe.Error(), want)
+	}
+	if _, err := os.Stat(started); err == nil {
+		t.Errorf("the agent was started after its prepare failed")
+	}
+	r, err := proto.ReadRegistry(spec.RegistryPath())
+	if err != nil || r.State != proto.StateExited || r.LastExit == nil || r.LastExit.Reason != proto.StartFailedPrefix+want {
+		t.Fatalf("registry = %+v, %v; want state exited, last exit %q", r, err, proto.StartFailedPrefix+want)
+	}
+	if !n.any("STATUS=" + proto.StartFailedPrefix + want) {
+		t.Errorf("notified %q; want the cause in STATUS=", n.states)
+	}
+	if n.any("READY=1") {
+		t.Errorf("notified %q; want no READY=1 before the agent starts", n.states)
+	}
+
+	// The restart: the command succeeds now.
+	if err := os.WriteFile(ok, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(ctxT(t), spec, Options{Logger: testLogger(t)}); err != nil {
+		t.Fatalf("Run again = %v; want nil", err)
+	}
+	if _, err := os.Stat(started); err != nil {
+		t.Errorf("the agent did not start once its prepare succeeded: %v", err)
+	}
+	if r, err := proto.ReadRegistry(spec.RegistryPath()); err != nil || r.Run != 2 {
+		t.Errorf("registry = %+v, %v; want run 2", r, err)
+	}
+}
+
+// TestPrepareErrors: how a prepare command that cannot run, or runs too
+// long, is reported.
+func TestPrepareErrors(t *testing.T) {
+	t.Setenv("PATH", "/nonexistent/bin:/usr/bin:/bin")
+	tests := []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"not in PATH", []string{"legion-test-no-such", "worktree", "ensure", "--x"},
+			"prepare: legion-test-no-such worktree ensure: exec legion-test-no-such: executable file not found in $PATH (PATH=/nonexistent/bin:/usr/bin:/bin)"},
+		{"no such file", []string{"/nonexistent/prog", "https://example.com/secret@repo"}, "prepare: prog: exec /nonexistent/prog: no such file or directory"},
+		// Its group is killed: the background sleep does not hold stderr.
+		{"timeout", []string{"/bin/sh", "-c", "echo waiting >&2; sleep 60 & sleep 60"}, "prepare: sh: timed out after 200ms: waiting"},
+		{"signal", []string{"/bin/sh", "-c", "kill -9 $$"}, "prepare: sh: killed by SIGKILL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(t, "/bin/true")
+			spec.Prepare = [][]string{tc.argv}
+			err := Run(ctxT(t), spec, Options{Logger: testLogger(t), PrepareTimeout: 200 * time.Millisecond})
+			var pe *PrepareError
+			if !errors.As(err, &pe) || pe.Error() != tc.want {
+				t.Errorf("Run with prepare %q = %v; want %q", tc.argv, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrepareName(t *testing.T) {
+	tests := []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"/usr/bin/legion", "worktree", "ensure", "team", "ENG-1"}, "legion worktree ensure"},
+		{[]string{"legion", "worktree", "clone", "https://x@example.com/r.git", "/legion/repo"}, "legion worktree clone"},
+		{[]string{"git", "-C", "/w", "fetch"}, "git"},
+		{[]string{"sh"}, "sh"},
+		{[]string{"tool", "Secret"}, "tool"},
+	}
+	for _, tc := range tests {
+		if got := prepareName(tc.argv); got != tc.want {
+			t.Errorf("prepareName(%q) = %q; want %q", tc.argv, got, tc.want)
+		}
+	}
+}
+
+func TestTailBuffer(t *testing.T) {
+	var b tailBuffer
+	b.Write([]byte(strings.Repeat("x", 2*prepareTail)))
+	b.Write([]byte("\nlast\x1b[31m line\r\n\xff"))
+	got := b.line()
+	if !strings.HasSuffix(got, " | last [31m line") || len(got) > prepareTail+10 {
+		t.Errorf("tail = %q (%d bytes); want at most %d bytes ending in the last line", got, len(got), prepareTail)
+	}
+}
