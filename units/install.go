@@ -54,6 +54,11 @@ type InstallOptions struct {
 	// Unsupported are the directives this host cannot apply (see
 	// GenerateOptions.Unsupported).
 	Unsupported hardening.Unsupported
+	// Kubernetes: a team runs its sessions on a cluster (see
+	// GenerateOptions.Kubernetes). When that drop-in comes or goes, a
+	// running helper is stopped, and legion.socket starts it again with
+	// it at the next connection (its sessions run on).
+	Kubernetes bool
 }
 
 // InstallResult says what Install did (or, with DryRun, would do). Paths
@@ -90,7 +95,7 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	if !o.DryRun && !o.Packaged && o.Manager == nil {
 		return res, errors.New("install: no user manager to reload")
 	}
-	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams, Web: o.Web, Unsupported: o.Unsupported})
+	files, err := Generate(GenerateOptions{Bin: o.Bin, Defaults: o.Defaults, Teams: o.Teams, Web: o.Web, Unsupported: o.Unsupported, Kubernetes: o.Kubernetes})
 	if err != nil {
 		return res, fmt.Errorf("install: %w", err)
 	}
@@ -165,6 +170,12 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	}
 	if err := o.Manager.Reload(ctx); err != nil {
 		return res, fmt.Errorf("install: %w", err)
+	}
+	if slices.Contains(res.Written, HelperKubeDropIn) || slices.Contains(res.Removed, HelperKubeDropIn) {
+		// Its address families apply from its next start.
+		if err := o.Manager.Stop(ctx, unitname.HelperUnit); err != nil {
+			return res, fmt.Errorf("install: %w", err)
+		}
 	}
 	if err := o.Manager.Start(ctx, unitname.SocketUnit); err != nil {
 		return res, fmt.Errorf("install: %w", err)

@@ -607,3 +607,43 @@ func TestInstallWebPortTaken(t *testing.T) {
 		t.Errorf("Uninstall: %v", err)
 	}
 }
+
+// TestInstallKubernetesDropIn: with a team on a cluster, legion.service
+// gets IP sockets through a drop-in of its own, which the manager applies
+// (the Kubernetes engine, the helper's child, reaches the API server);
+// without one the drop-in goes and the helper has unix sockets only.
+func TestInstallKubernetesDropIn(t *testing.T) {
+	sd, m, ctx := setup(t)
+	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
+	opts := units.InstallOptions{UnitDir: unitDir, Bin: fakeBinary(t), Defaults: defaults, Teams: installTeams, Manager: m, Kubernetes: true}
+	families := func() string {
+		t.Helper()
+		out, err := sd.Systemctl(t, "show", "-p", "RestrictAddressFamilies", "--value", unitname.HelperUnit)
+		if err != nil {
+			t.Fatalf("systemctl show: %v: %s", err, out)
+		}
+		f := strings.Fields(out)
+		slices.Sort(f)
+		return strings.Join(f, " ")
+	}
+	res, err := units.Install(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.Written, units.HelperKubeDropIn) {
+		t.Errorf("Install with a team on a cluster wrote %q; want %s", res.Written, units.HelperKubeDropIn)
+	}
+	if got := families(); got != "AF_INET AF_INET6 AF_UNIX" {
+		t.Errorf("legion.service's RestrictAddressFamilies = %q; want AF_INET AF_INET6 AF_UNIX", got)
+	}
+	opts.Kubernetes = false
+	if res, err = units.Install(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.Removed, units.HelperKubeDropIn) {
+		t.Errorf("Install with no team on a cluster removed %q; want %s", res.Removed, units.HelperKubeDropIn)
+	}
+	if got := families(); got != "AF_UNIX" {
+		t.Errorf("legion.service's RestrictAddressFamilies = %q; want AF_UNIX alone", got)
+	}
+}

@@ -102,6 +102,26 @@ type GenerateOptions struct {
 	// apply (units/hostprobe): they are left out of every unit, and each
 	// file that lost some says which in a comment under the header.
 	Unsupported hardening.Unsupported
+	// Kubernetes, when a team's sessions run on a cluster, adds
+	// HelperKubeDropIn (see helperKubeDropIn).
+	Kubernetes bool
+}
+
+// HelperKubeDropIn is the drop-in of legion.service for teams on a
+// cluster, relative to the unit directory.
+var HelperKubeDropIn = unitname.HelperUnit + ".d/50-kubernetes.conf"
+
+// helperKubeDropIn lets legion.service open IP sockets besides unix ones:
+// its Kubernetes engine (legion-kube, a child of the helper) reaches the
+// team's API server over TCP. A drop-in written only when a team has
+// engine = "kubernetes", so every other helper keeps no network at all
+// (hardening.Helper); RestrictAddressFamilies= lines add up.
+func helperKubeDropIn() File {
+	u := Unit{Name: HelperKubeDropIn, Options: []Option{
+		FileOnly("Service", "RestrictAddressFamilies", "AF_INET AF_INET6", false),
+	}}
+	u.Comments = append(u.Comments, "A team runs its sessions on Kubernetes: the helper's engine (legion-kube) reaches the API server over IP.")
+	return File{Path: HelperKubeDropIn, Data: u.File()}
 }
 
 // WebUnits is what the dashboard's units need: where the socket listens.
@@ -137,6 +157,9 @@ func Generate(o GenerateOptions) ([]File, error) {
 		files = append(files,
 			File{Path: unitname.WebSocketUnit, Data: webSocketUnit(*o.Web).File()},
 			File{Path: unitname.WebUnit, Data: webUnit(o.Bin, u).File()})
+	}
+	if o.Kubernetes {
+		files = append(files, helperKubeDropIn())
 	}
 	names := map[string]bool{}
 	shorts := map[string]string{}

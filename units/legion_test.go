@@ -194,7 +194,7 @@ func unitNamesToVerify(t *testing.T, dir, bin string, files []units.File) []stri
 
 func TestGenerateVerify(t *testing.T) {
 	bin := fakeBinary(t)
-	files, err := units.Generate(units.GenerateOptions{Bin: bin, Defaults: defaults, Teams: oddTeams, Web: &units.WebUnits{Listen: "127.0.0.1:7787"}})
+	files, err := units.Generate(units.GenerateOptions{Bin: bin, Defaults: defaults, Teams: oddTeams, Web: &units.WebUnits{Listen: "127.0.0.1:7787"}, Kubernetes: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,6 +110,7 @@ func runInstall(ctx context.Context, g *globals, f installFlags, stdout, stderr 
 			return err
 		}
 		o.Teams = teamUnits(cfg.Teams)
+		o.Kubernetes = slices.ContainsFunc(cfg.Teams, func(t config.Team) bool { return t.Engine == config.EngineKubernetes })
 		o.Web = &units.WebUnits{Listen: cfg.Web.Listen()}
 		if !cfg.Web.Local() {
 			fmt.Fprintf(stderr, "warning: legion-web.socket will listen on %s (web.address in %s): other machines can reach the dashboard's login page over plain HTTP; only its token keeps them out (prefer 127.0.0.1 and ssh -L to $XDG_RUNTIME_DIR/%s)\n", cfg.Web.Listen(), cfg.Path, units.WebSocketPath)

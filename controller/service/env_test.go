@@ -90,6 +90,9 @@ type teamOptions struct {
 	opencode string
 	// extra is more TOML for the team's table.
 	extra string
+	// argv, when set, is the team's agent.new and agent.resume lines as
+	// they are, instead of the agent's with --session-id and --resume.
+	argv string
 }
 
 // start sets up the env; the controller is not started yet (issues can be
@@ -152,6 +155,9 @@ func start(t testing.TB, script string, o teamOptions) *env {
 	}
 	if o.gemini != "" {
 		argv = fmt.Sprintf("agent.kind = \"gemini\"\nagent.permissions = \"bypass\"\nagent.new = [%q, \"--session-id\", \"{session_id}\", \"{prompt}\"]\nagent.resume = [%q, \"--resume\", \"{session_id}\", \"{prompt}\"]", o.gemini, o.gemini)
+	}
+	if o.argv != "" {
+		argv = o.argv
 	}
 	if o.opencode != "" {
 		argv = fmt.Sprintf("agent.kind = \"opencode\"\nagent.permissions = \"bypass\"\nagent.new = [%q, \"--prompt\", \"{prompt}\"]\nagent.resume = [%q, \"--continue\", \"--prompt\", \"{prompt}\"]", o.opencode, o.opencode)

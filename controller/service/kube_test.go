@@ -1,0 +1,163 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/linear/lineartest"
+	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/internal/kubetest"
+	"github.com/legion-dev/legion/units/sdtest"
+)
+
+// gitServer serves the bare repositories under root over git's smart
+// HTTP protocol (the real git http-backend, as a CGI), pushes allowed: the
+// team's repository as its pods reach it (kubernetes.repository).
+func gitServer(t *testing.T, root string) string {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		sdtest.Require(t, "git's http-backend (apt-get install git)", false)
+	}
+	srv := httptest.NewServer(&cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestKubeTodoToDone: a Linear team with engine = "kubernetes" runs an
+// issue from Todo to Done on a real control plane, its controller
+// (legion@demo, under a private user manager) on this machine. Each phase
+// is a Job whose pod (kwok's simulated node; the test runs its container
+// with runc: not a real node) clones the team's repository onto the
+// issue's volume before the agent starts, with a legion.toml of its own
+// and the Linear key from the team's Secret; the agent's tracker
+// commands reach Linear from the pod, and the finisher merges into the
+// repository and pushes there.
+func TestKubeTodoToDone(t *testing.T) {
+	bin := sdtest.LegionBinary(t)
+	binDir := filepath.Dir(bin)
+	if err := os.Chmod(binDir, 0o755); err != nil { // the pod's user runs them
+		t.Fatal(err)
+	}
+	path := binDir + ":/usr/bin:/bin"
+	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir}, PodEnv: []string{"PATH=" + path},
+		ExecEnv: map[string]string{"PATH": path}})
+	const ns = "legion-demo"
+	c.Namespace(t, ns, 2)
+	srv := lineartest.NewServer(t, linearKey, "ENG")
+	if _, err := c.Client.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "legion-demo"},
+		Data:       map[string][]byte{team.PodLinearKey: []byte(linearKey + "\n")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gitRoot := t.TempDir()
+	repoURL := gitServer(t, gitRoot) + "/demo.git"
+	keyFile := filepath.Join(t.TempDir(), "linear-key")
+	if err := os.WriteFile(keyFile, []byte(linearKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The scripted agent's script travels in its argv: the pod sees none
+	// of this machine's files but the programs. A custom agent has no
+	// hooks: it ends its phase by exiting, as a one-shot agent does.
+	script := strings.ReplaceAll(planScript+implementScript+implementDone+approveScript+retroFinishScript+"exit 0\n", "@LEGION@", bin)
+	// A custom agent gets its prompt and no session id (a retro starts
+	// anew, told what its phase is).
+	argv := fmt.Sprintf(`agent.new = ["/usr/bin/env", %s, %q, "scripted-agent", "{prompt}"]`, strconv.Quote("LEGION_SCRIPT="+script), bin)
+	extra := fmt.Sprintf(`tracker = "linear"
+linear.team_key = "ENG"
+linear.credentials_file = %q
+linear.api_url = %q
+agent.kind = "custom"
+agent.env = { GIT_AUTHOR_NAME = "legion-test", GIT_AUTHOR_EMAIL = "legion-test@example.com", GIT_COMMITTER_NAME = "legion-test", GIT_COMMITTER_EMAIL = "legion-test@example.com" }
+engine = "kubernetes"
+kubernetes.kubeconfig = %q
+kubernetes.namespace = %q
+kubernetes.image = "legion-worker:test"
+kubernetes.storage_class = %q
+kubernetes.storage = "1Gi"
+kubernetes.memory_request = "64Mi"
+kubernetes.cpu_request = "100m"
+kubernetes.secret = "legion-demo"
+kubernetes.repository = %q
+kubernetes.bin_dir = %q
+`, keyFile, srv.URL, c.Kubeconfig, ns, kubetest.StorageClass, repoURL, binDir)
+	e := start(t, "", teamOptions{wipLimit: 1, staleAfter: "20s", argv: argv, extra: extra})
+	sdtest.KubeBinary(t) // beside legion, where the helper finds it
+
+	// The team's repository: the workspace's main, served bare.
+	bare := filepath.Join(gitRoot, "demo.git")
+	e.git(gitRoot, "clone", "-q", "--bare", e.ws, bare)
+	e.git(bare, "config", "http.receivepack", "true")
+
+	r := &chaosRun{env: e, srv: srv}
+	r.lookupFromFake()
+	is := srv.AddIssue("Write a file", "Todo")
+	id := is.Identifier
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	e.startController()
+
+	e.poll(ctx, id+" Done", func() (bool, string) {
+		is := e.issue(ctx, id)
+		var live []string
+		for _, s := range e.sessions(ctx) {
+			live = append(live, fmt.Sprintf("%s=%s(%s)", s.Name, s.State, s.Cause))
+		}
+		return is.Status == controller.StatusDone, fmt.Sprintf("%s %v; sessions %s", is.Status, is.Labels, strings.Join(live, " "))
+	})
+	if got := e.git(bare, "show", "main:"+id+".txt"); !strings.Contains(got, "impl "+id) {
+		t.Errorf("the repository's main:%s = %q; want the implementer's file", id+".txt", got)
+	}
+	if n := strings.Count(e.git(bare, "log", "--format=%s", "main"), "Merge legion/"+id); n != 1 {
+		t.Errorf("the repository's main merged legion/%s %d times; want once", id, n)
+	}
+	done := srv.Issue(id)
+	srv.Lock()
+	var comments []string
+	for _, c := range done.Comments {
+		comments = append(comments, c.Body)
+	}
+	srv.Unlock()
+	if !strings.Contains(strings.Join(comments, "\n"), "plan: write the file") {
+		t.Errorf("comments on %s = %q; want the planner's, written from its pod", id, comments)
+	}
+
+	// Every phase ran as a Job on the cluster, none on this machine.
+	modes := map[string]bool{}
+	for _, s := range e.sessions(ctx) {
+		if s.Issue != id {
+			continue
+		}
+		if s.Engine != api.EngineKubernetes {
+			t.Errorf("session %s runs on %q; want kubernetes", s.Name, s.Engine)
+		}
+		modes[s.Mode] = true
+	}
+	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
+		if !modes[string(m)] {
+			t.Errorf("no session of %s in mode %s; want every phase on the cluster (have %v)", id, m, modes)
+		}
+	}
+	if ws := e.workers(ctx); len(ws) != 0 {
+		t.Errorf("worker units on this machine: %v; want none", ws)
+	}
+}
