@@ -21,7 +21,8 @@
 // payloads, relay.go is `legion hook`, which first translates another
 // CLI's payloads with the hook dialect its kind gives, proto.HookDialect;
 // the dialogs no hook answers, which the worker answers by keys, are the
-// spec's DialogMarkers), the tracker commands it runs for its agent
+// spec's DialogMarkers), the spec's prepare commands, run before the agent
+// at each start (prepare.go), the tracker commands it runs for its agent
 // (issue.go), the answers a person gives and the clean end of a finished
 // agent (hook.go), the agent's confinement under the sandbox policy
 // (package confine: the worker builds the Landlock ruleset and starts the

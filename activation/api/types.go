@@ -282,7 +282,10 @@ type SpawnArgs struct {
 	// fails with the command's stderr's tail as the cause ("start failed:
 	// prepare: ...") and is retried after the cooldown up to the start
 	// limit, as a crashed agent is (not at once for good, as an agent
-	// that cannot start is). At most 16.
+	// that cannot start is). At most 16. Under systemd the spawn answers
+	// once the first start's commands are done (the unit's start waits for
+	// the agent), with their failure as its error; on a cluster, once the
+	// Job is made.
 	Prepare [][]string `json:"prepare,omitempty"`
 	// KubeFiles are files for a session on a cluster only (Kubernetes
 	// set): each is a key of the session's spec Secret, mounted read-only

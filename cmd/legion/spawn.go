@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ type spawnFlags struct {
 	cooldown    time.Duration
 	cooldownSet bool // --cooldown given (0s means no pause, not the team's)
 	env         []string
+	prepare     []string // JSON arrays (parsePrepare)
 	asJSON      bool
 }
 
@@ -48,7 +50,16 @@ With --watch FILE the session is restarted by systemd (after --cooldown)
 when FILE has not changed for --stale-after. The restart cooldown, the start
 limit, the startup grace and the scrollback are the team's, read from
 legion.toml here; the built-in team "adhoc" has those of [defaults]. Prints
-the session name, or with --json {name, id, unit}.`,
+the session name, or with --json {name, id, unit}.
+
+Each --prepare '["PROGRAM","ARG",...]' is a command the session's worker
+runs before CMD at every start (the first and each restart), in order, in
+/ with CMD's environment, for at most 5 minutes each. One that fails keeps
+CMD from starting: that start fails with its stderr's tail as the cause,
+and systemd tries again after the cooldown, up to the start limit. The
+spawn answers once the first start's commands are done. Unlike CMD, a bare
+PROGRAM is looked up in the worker's PATH (the user manager's), not this
+shell's.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("spawn: no command given (usage: %s)", cmd.UseLine())}
@@ -70,6 +81,7 @@ the session name, or with --json {name, id, unit}.`,
 	fl.DurationVar(&f.staleAfter, "stale-after", 0, "with --watch: restart the session when FILE is older than this")
 	fl.DurationVar(&f.cooldown, "cooldown", 0, "pause before systemd restarts the session; 0s restarts at once (default: the team's restart_cooldown)")
 	fl.StringArrayVarP(&f.env, "setenv", "E", nil, "set an environment variable for the command, KEY=VALUE (repeatable)")
+	fl.StringArrayVar(&f.prepare, "prepare", nil, "a command to run before CMD at each start, as a JSON array: '[\"make\",\"deps\"]' (repeatable; no shell)")
 	fl.BoolVar(&f.asJSON, "json", false, "print {name, id, unit} as JSON")
 	return cmd
 }
@@ -129,6 +141,11 @@ func runSpawn(ctx context.Context, out io.Writer, g *globals, f spawnFlags, argv
 		}
 	}
 
+	prepare, err := parsePrepare(f.prepare)
+	if err != nil {
+		return usageError{fmt.Errorf("spawn: %w", err)}
+	}
+
 	cfg, err := config.LoadOrEmpty(g.configPath)
 	if err != nil {
 		return fmt.Errorf("spawn: %w", err)
@@ -139,7 +156,7 @@ func runSpawn(ctx context.Context, out io.Writer, g *globals, f spawnFlags, argv
 	}
 	a := team.Launch(t, cfg.Worker)
 	a.Mode, a.Role = api.ModeSpawn, "command"
-	a.Cwd, a.Argv, a.Env = cwd, argv, f.env
+	a.Cwd, a.Argv, a.Env, a.Prepare = cwd, argv, f.env, prepare
 	if watch != "" {
 		a.Watch, a.StaleAfter = watch, api.Duration(f.staleAfter)
 		a.StartupGrace = new(api.Duration(cfg.Worker.StartupGrace))
@@ -174,6 +191,28 @@ func runSpawn(ctx context.Context, out io.Writer, g *globals, f spawnFlags, argv
 		_, err = fmt.Fprintln(out, res.Name)
 		return err
 	}
+}
+
+// parsePrepare reads --prepare values: each a JSON array of strings, the
+// program first (an absolute path, or a name the worker finds in its
+// PATH: the helper checks it as it checks CMD).
+func parsePrepare(flags []string) ([][]string, error) {
+	var out [][]string
+	for _, f := range flags {
+		var argv []string
+		dec := json.NewDecoder(strings.NewReader(f))
+		if err := dec.Decode(&argv); err != nil {
+			return nil, fmt.Errorf("--prepare %q: want a JSON array of strings such as '[\"git\",\"pull\"]': %v", f, err)
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("--prepare %q: want one JSON array, and nothing after it", f)
+		}
+		if len(argv) == 0 || argv[0] == "" {
+			return nil, fmt.Errorf("--prepare %q: empty: want the program and its arguments", f)
+		}
+		out = append(out, argv)
+	}
+	return out, nil
 }
 
 // newSessionName makes a session name from a program path: its base name
