@@ -108,11 +108,14 @@ func build(ctx context.Context, o Options, tmp string) (v1.Image, error) {
 	base.dirOwned("legion/home", 0o755, UID, GID)
 	base.dir("tmp", 0o1777)
 	base.dir("run/legion-spec", 0o755)
-	if err := base.hostFile("/etc/ssl/certs/ca-certificates.crt"); err != nil {
-		return nil, fmt.Errorf("the CA certificates: %w", err)
+	if err := base.hostFile(CACerts); err != nil {
+		return nil, fmt.Errorf("the CA certificates: %w; install them with %s", err, gitInstall)
 	}
 
-	host := newLayer("host programs and libraries the agent CLIs run on")
+	host := newLayer("host programs and libraries: git, what the agent CLIs run on")
+	if err := addGit(ctx, host); err != nil {
+		return nil, err
+	}
 	var cliLayers []*layer
 	pathDirs := []string{"/usr/local/bin", "/usr/bin", "/bin"}
 	for _, c := range o.CLIs {
@@ -301,6 +304,11 @@ func (l *layer) file(name string, mode int64, data []byte) {
 	l.add(entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data))}, data: data})
 }
 
+// symlink adds name as a symlink to target.
+func (l *layer) symlink(name, target string) {
+	l.add(entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777}})
+}
+
 // copyFile adds the regular file src (symlinks followed) as name.
 func (l *layer) copyFile(src, name string) error {
 	fi, err := os.Stat(src)
@@ -347,7 +355,7 @@ func (l *layer) tree(src, dst string) error {
 			if err != nil {
 				return err
 			}
-			l.add(entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777}})
+			l.symlink(name, target)
 		case fi.Mode().IsRegular():
 			l.add(entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: fi.Size()}, src: p})
 		default:
