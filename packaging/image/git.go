@@ -105,6 +105,17 @@ func addGit(ctx context.Context, l *layer) error {
 			if err := l.hostFile(lib); err != nil {
 				return fmt.Errorf("%s needs %s: %w", p, lib, err)
 			}
+			if path.Base(lib) != "libc.so.6" {
+				continue
+			}
+			// glibc loads libgcc_s.so.1 (dlopen, so ldd does not name it)
+			// when a thread exits: git's threaded index-pack and
+			// pack-objects abort without it ("libgcc_s.so.1 must be
+			// installed for pthread_exit to work").
+			gcc := filepath.Join(filepath.Dir(lib), "libgcc_s.so.1")
+			if err := l.hostFile(gcc); err != nil {
+				return fmt.Errorf("git's threads need %s beside %s: %w; install it with apt-get install libgcc-s1", gcc, lib, err)
+			}
 		}
 	}
 	if fi, err := os.Stat(GitTemplates); err != nil || !fi.IsDir() {
