@@ -5,13 +5,17 @@
 // scripts/install-claude-code and scripts/install-agent-clis installed
 // them in Legion's cache, the host programs and shared libraries those
 // CLIs run on (node for a CLI that is a node script, the libraries a
-// native CLI links), and a user legion (uid 1000) with its directories.
-// The same inputs give the same image digest: every entry has a fixed
-// time and owner, and layers list entries in order.
+// native CLI links), the host's git with what a pod's clone, worktree,
+// commit, merge and push need over a path, file:// and http(s):// (git.go:
+// a few programs of its exec path, /bin/sh, their libraries, its
+// templates, the CA certificates), and a user legion (uid 1000) with its
+// directories. The same inputs give the same image digest: every entry
+// has a fixed time and owner, and layers list entries in order.
 //
 // It writes an OCI image layout as one tar file; it never pushes the
 // image, never reaches a network and never runs a CLI it packs (only ldd
-// on the host, to find the libraries a program links).
+// on the host, to find the libraries a program links, and git
+// --exec-path). It never packs the host's git configuration.
 package image
 
 import (

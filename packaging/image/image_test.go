@@ -83,7 +83,7 @@ func TestNeeds(t *testing.T) {
 // The host's git in the image: git, the exec path's remote helpers and
 // dashed names the transports run (as symlinks to git or the helper), sh
 // for the local transport, the libraries ldd names for them (libcurl's
-// for git-remote-http), git's templates; nothing else of the exec path
+// for git-remote-http) and libgcc_s.so.1, git's templates; nothing else of the exec path
 // and never the host's /etc/gitconfig.
 func TestAddGit(t *testing.T) {
 	out, err := exec.Command("git", "--exec-path").Output()
@@ -114,7 +114,7 @@ func TestAddGit(t *testing.T) {
 			t.Errorf("layer's %s: type %q, link %q; want a symlink to %s", name, e.hdr.Typeflag, e.hdr.Linkname, target)
 		}
 	}
-	var curl bool
+	var curl, gcc bool
 	for name, e := range l.entries {
 		if strings.HasPrefix(name, execPath+"/") {
 			if _, ok := want[name]; !ok {
@@ -124,12 +124,15 @@ func TestAddGit(t *testing.T) {
 		if strings.Contains(path.Base(name), "libcurl") && e.hdr.Typeflag == tar.TypeReg {
 			curl = true
 		}
+		if path.Base(name) == "libgcc_s.so.1" && e.hdr.Typeflag == tar.TypeReg {
+			gcc = true
+		}
 		if e.hdr.Uid != 0 || e.hdr.Gid != 0 || !e.hdr.ModTime.Equal(epoch) {
 			t.Errorf("layer's %s: owner %d:%d, time %v; want 0:0 at %v", name, e.hdr.Uid, e.hdr.Gid, e.hdr.ModTime, epoch)
 		}
 	}
-	if !curl {
-		t.Errorf("layer has no libcurl; want git-remote-http's libraries")
+	if !curl || !gcc {
+		t.Errorf("layer has libcurl %v, libgcc_s.so.1 %v; want git-remote-http's libraries and the one glibc loads for threads", curl, gcc)
 	}
 	if _, ok := l.entries["etc/gitconfig"]; ok {
 		t.Errorf("layer has etc/gitconfig; want none of the host's git configuration")
