@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/pem"
+	"fmt"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
@@ -9,11 +10,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"golang.org/x/sys/unix"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/legion-dev/legion/internal/kubetest"
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/packaging/image"
 	"github.com/legion-dev/legion/units/sdtest"
 )
@@ -26,7 +33,9 @@ import (
 // the root). For https the image's CA bundle (image.CACerts) is replaced
 // by the test server's certificate: git verifies the server with that
 // file and no GIT_SSL_CAINFO. The root gets the devices a container
-// runtime gives every container (/dev/null, /dev/urandom...).
+// runtime gives every container (/dev/null, /dev/urandom...). Then a pod
+// on the real control plane whose container (runc, kwok's node) has that
+// root runs `legion worktree clone` twice from the http server.
 func TestImageGit(t *testing.T) {
 	sdtest.Require(t, "running as root (chroot, mknod)", os.Geteuid() == 0)
 	_, err := exec.LookPath("chroot")
@@ -143,6 +152,58 @@ func TestImageGit(t *testing.T) {
 			}
 		})
 	}
+
+	// In a pod whose root is the image's (runc on a kwok node), Legion's
+	// own clone of the team's repository, twice (a clone, then a fetch
+	// and reset to origin's main), as a pod of a team on a cluster does
+	// before its agent starts.
+	t.Run("pod", func(t *testing.T) {
+		c := kubetest.Start(t, kubetest.Options{RunPods: true, PodRoot: root, PodEnv: env})
+		url := plain.URL + "/demo.git"
+		script := "legion worktree clone " + url + " /legion/repo && legion worktree clone " + url + " /legion/repo && " +
+			"git -C /legion/repo config legion.clone && git -C /legion/repo log -1 --format=%s && " +
+			"if [ -e /usr/bin/perl ]; then echo the host root; else echo the image root; fi"
+		uid, no, backoff := int64(image.UID), false, int32(0)
+		job, err := c.Client.BatchV1().Jobs("default").Create(t.Context(), &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "clone"},
+			Spec: batchv1.JobSpec{
+				BackoffLimit: &backoff,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: &no,
+					SecurityContext:              &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &uid},
+					Containers: []corev1.Container{{Name: "worker", Image: "legion-worker:test",
+						Command: []string{"sh", "-c", script}}},
+				}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create Job: %v", err)
+		}
+		var pod string
+		waitfor.Check(t, 2*time.Minute, "Job clone done", func() error {
+			j, err := c.Client.BatchV1().Jobs("default").Get(t.Context(), job.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if j.Status.Succeeded+j.Status.Failed == 0 {
+				return fmt.Errorf("job status %+v", j.Status)
+			}
+			pods, err := c.Client.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(job.UID)})
+			if err != nil || len(pods.Items) != 1 {
+				return fmt.Errorf("the Job's pods: %v, %v", pods, err)
+			}
+			pod = pods.Items[0].Name
+			return nil
+		})
+		b, err := c.Client.CoreV1().Pods("default").GetLogs(pod, &corev1.PodLogOptions{Container: "worker"}).DoRaw(t.Context())
+		if err != nil {
+			t.Fatalf("pods/log of %s: %v", pod, err)
+		}
+		if got, want := string(b), "true\nMerge ENG-1 over https\nthe image root\n"; got != want {
+			t.Errorf("pods/log of %s = %q; want %q (Legion's clone of origin's main, in the image's root)", pod, got, want)
+		}
+	})
 }
 
 // imageRoot reads the image of the OCI layout tar file, extracts its
