@@ -119,6 +119,15 @@ func TestImageGit(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, image.CACerts), ca, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/nsswitch.conf")); err != nil || !strings.Contains(string(b), "\nhosts: files dns\n") {
+		t.Errorf("the image's /etc/nsswitch.conf = %q, %v; want hosts: files dns (/etc/hosts first, as Debian's)", b, err)
+	}
+	// The server by name, from /etc/hosts as a kubelet writes it (a pod's
+	// hostAliases): its certificate is for example.com and 127.0.0.1.
+	if err := os.WriteFile(filepath.Join(root, "etc/hosts"), []byte("127.0.0.1\tlocalhost\n127.0.0.1\texample.com\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tlsURL := strings.Replace(tls.URL, "127.0.0.1", "example.com", 1)
 	// A repository in the image's root, for the local transport.
 	local := filepath.Join(root, "legion/local.git")
 	hostGit(t, "", "clone", "-q", "--bare", bare, local)
@@ -129,7 +138,7 @@ func TestImageGit(t *testing.T) {
 	who := []string{"-c", "user.name=Legion", "-c", "user.email=legion@example.test"}
 	for _, tc := range []struct{ name, url, origin string }{
 		{"http", plain.URL + "/demo.git", bare},
-		{"https", tls.URL + "/demo.git", bare},
+		{"https", tlsURL + "/demo.git", bare},
 		{"file", "file:///legion/local.git", local},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -105,9 +105,13 @@ func build(ctx context.Context, o Options, tmp string) (v1.Image, error) {
 		"org.opencontainers.image.title":   "legion-worker",
 		"org.opencontainers.image.version": o.Version,
 	}
-	base := newLayer("base: user legion, /legion, /tmp, CA certificates")
+	base := newLayer("base: user legion, /legion, /tmp, nsswitch.conf, CA certificates")
 	base.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nlegion:x:1000:1000:Legion:"+Home+":/sbin/nologin\n"))
 	base.file("etc/group", 0o644, []byte("root:x:0:\nlegion:x:1000:\n"))
+	// Names from /etc/hosts (the kubelet's, with the pod's hostAliases)
+	// before DNS, as Debian's; without the file glibc (git's libcurl)
+	// asks DNS first.
+	base.file("etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nhosts: files dns\n"))
 	base.dirOwned("legion", 0o755, UID, GID)
 	base.dirOwned("legion/home", 0o755, UID, GID)
 	base.dir("tmp", 0o1777)
