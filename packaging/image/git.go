@@ -118,8 +118,10 @@ func addGit(ctx context.Context, l *layer) error {
 			}
 		}
 	}
-	if fi, err := os.Stat(GitTemplates); err != nil || !fi.IsDir() {
-		return fmt.Errorf("git's templates: want the directory %s (%v); install git with %s", GitTemplates, err, gitInstall)
+	if fi, err := os.Stat(GitTemplates); err != nil {
+		return fmt.Errorf("git's templates: %w; install git with %s", err, gitInstall)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("git's templates: %s is not a directory; reinstall git with %s", GitTemplates, gitInstall)
 	}
 	if err := l.tree(GitTemplates, strings.TrimPrefix(GitTemplates, "/")); err != nil {
 		return fmt.Errorf("git's templates: %w", err)
