@@ -5,13 +5,17 @@
 // scripts/install-claude-code and scripts/install-agent-clis installed
 // them in Legion's cache, the host programs and shared libraries those
 // CLIs run on (node for a CLI that is a node script, the libraries a
-// native CLI links), and a user legion (uid 1000) with its directories.
-// The same inputs give the same image digest: every entry has a fixed
-// time and owner, and layers list entries in order.
+// native CLI links), the host's git with what a pod's clone, worktree,
+// commit, merge and push need over a path, file:// and http(s):// (git.go:
+// a few programs of its exec path, /bin/sh, their libraries, its
+// templates, the CA certificates), and a user legion (uid 1000) with its
+// directories. The same inputs give the same image digest: every entry
+// has a fixed time and owner, and layers list entries in order.
 //
 // It writes an OCI image layout as one tar file; it never pushes the
 // image, never reaches a network and never runs a CLI it packs (only ldd
-// on the host, to find the libraries a program links).
+// on the host, to find the libraries a program links, and git
+// --exec-path). It never packs the host's git configuration.
 package image
 
 import (
@@ -101,18 +105,25 @@ func build(ctx context.Context, o Options, tmp string) (v1.Image, error) {
 		"org.opencontainers.image.title":   "legion-worker",
 		"org.opencontainers.image.version": o.Version,
 	}
-	base := newLayer("base: user legion, /legion, /tmp, CA certificates")
+	base := newLayer("base: user legion, /legion, /tmp, nsswitch.conf, CA certificates")
 	base.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nlegion:x:1000:1000:Legion:"+Home+":/sbin/nologin\n"))
 	base.file("etc/group", 0o644, []byte("root:x:0:\nlegion:x:1000:\n"))
+	// Names from /etc/hosts (the kubelet's, with the pod's hostAliases)
+	// before DNS, as Debian's; without the file glibc (git's libcurl)
+	// asks DNS first.
+	base.file("etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nhosts: files dns\n"))
 	base.dirOwned("legion", 0o755, UID, GID)
 	base.dirOwned("legion/home", 0o755, UID, GID)
 	base.dir("tmp", 0o1777)
 	base.dir("run/legion-spec", 0o755)
-	if err := base.hostFile("/etc/ssl/certs/ca-certificates.crt"); err != nil {
-		return nil, fmt.Errorf("the CA certificates: %w", err)
+	if err := base.hostFile(CACerts); err != nil {
+		return nil, fmt.Errorf("the CA certificates: %w; install them with %s", err, gitInstall)
 	}
 
-	host := newLayer("host programs and libraries the agent CLIs run on")
+	host := newLayer("host programs and libraries: git, what the agent CLIs run on")
+	if err := addGit(ctx, host); err != nil {
+		return nil, err
+	}
 	var cliLayers []*layer
 	pathDirs := []string{"/usr/local/bin", "/usr/bin", "/bin"}
 	for _, c := range o.CLIs {
@@ -301,6 +312,11 @@ func (l *layer) file(name string, mode int64, data []byte) {
 	l.add(entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data))}, data: data})
 }
 
+// symlink adds name as a symlink to target.
+func (l *layer) symlink(name, target string) {
+	l.add(entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777}})
+}
+
 // copyFile adds the regular file src (symlinks followed) as name.
 func (l *layer) copyFile(src, name string) error {
 	fi, err := os.Stat(src)
@@ -347,7 +363,7 @@ func (l *layer) tree(src, dst string) error {
 			if err != nil {
 				return err
 			}
-			l.add(entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777}})
+			l.symlink(name, target)
 		case fi.Mode().IsRegular():
 			l.add(entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: fi.Size()}, src: p})
 		default:
