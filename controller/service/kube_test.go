@@ -89,7 +89,6 @@ linear.team_key = "ENG"
 linear.credentials_file = %q
 linear.api_url = %q
 agent.kind = "custom"
-agent.env = { GIT_AUTHOR_NAME = "legion-test", GIT_AUTHOR_EMAIL = "legion-test@example.com", GIT_COMMITTER_NAME = "legion-test", GIT_COMMITTER_EMAIL = "legion-test@example.com" }
 engine = "kubernetes"
 kubernetes.kubeconfig = %q
 kubernetes.namespace = %q
@@ -143,6 +142,10 @@ kubernetes.bin_dir = %q
 	})
 	if got := e.git(bare, "show", "main:"+id+".txt"); !strings.Contains(got, "impl "+id) {
 		t.Errorf("the repository's main:%s = %q; want the implementer's file", id+".txt", got)
+	}
+	// By the workspace's git identity: the pods have none of their own.
+	if by := strings.TrimSpace(e.git(bare, "log", "-1", "--format=%an <%ae>", "main")); by != "legion-test <legion-test@example.com>" {
+		t.Errorf("the merge on the repository's main is by %q; want the workspace's user.name and user.email", by)
 	}
 	if n := strings.Count(e.git(bare, "log", "--format=%s", "main"), "Merge legion/"+id); n != 1 {
 		t.Errorf("the repository's main merged legion/%s %d times; want once", id, n)

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/uuid"
@@ -182,6 +185,11 @@ func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.
 		"LEGION_TEAM="+t.Name, "LEGION_ISSUE="+issue, "LEGION_MODE="+string(mode))
 	env = append(env, wt.Env()...)
 	env = append(env, config.EnvConfig+"="+PodConfigPath, proto.EnvLegionBin+"="+legion)
+	who, err := t.gitIdentity(ctx, env)
+	if err != nil {
+		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
+	}
+	env = append(env, who...)
 	s := agent.Session{
 		ID: id, Mode: string(mode),
 		Vars: config.Vars{SessionID: id.String(), Issue: issue, Mode: string(mode), Workspace: wt.Path},
@@ -214,4 +222,28 @@ func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.
 		Prepare:            t.podPrepare(issue),
 		PodConfig:          podCfg,
 	}, nil
+}
+
+// gitIdentity is who the pod's commits and merges are by, as git's
+// environment: none when env (agent.env) names one already, else the
+// user.name and user.email of the team's workspace here, the identity its
+// merges have on this machine. The image has no git config of its own,
+// and git refuses to commit without one ("unable to auto-detect email
+// address").
+func (t *Team) gitIdentity(ctx context.Context, env []string) ([]string, error) {
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_AUTHOR_EMAIL=") }) {
+		return nil, nil
+	}
+	get := func(key string) string {
+		out, err := exec.CommandContext(ctx, "git", "-C", t.Workspace, "config", "--get", key).Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	name, email := get("user.name"), get("user.email")
+	if name == "" || email == "" {
+		return nil, fmt.Errorf("team %s: its pods need a git identity for their commits and merges: set user.name and user.email in %s (git config), or GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME and GIT_COMMITTER_EMAIL in agent.env", t.Name, t.Workspace)
+	}
+	return []string{"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email, "GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email}, nil
 }

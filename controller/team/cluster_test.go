@@ -2,6 +2,7 @@ package team
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -70,7 +71,17 @@ kubernetes.bin_dir = "/opt/legion"
 }
 
 func TestPlanOnCluster(t *testing.T) {
+	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null") // this machine's identity is not the workspace's
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	tm := clusterTeam(t, "")
+	if _, err := tm.PlanDispatch(t.Context(), "ENG-7", "implement", t.TempDir()); err == nil || !strings.Contains(err.Error(), "need a git identity") {
+		t.Errorf("PlanDispatch with no git identity: %v; want one asked for", err)
+	}
+	for k, v := range map[string]string{"user.name": "Ada", "user.email": "ada@example.com"} {
+		if out, err := exec.Command("git", "-C", tm.Workspace, "config", k, v).CombinedOutput(); err != nil {
+			t.Fatalf("git config %s: %v: %s", k, err, out)
+		}
+	}
 	d, err := tm.PlanDispatch(t.Context(), "ENG-7", "implement", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +100,8 @@ func TestPlanOnCluster(t *testing.T) {
 	if !slices.EqualFunc(d.Prepare, wantPrep, slices.Equal) {
 		t.Errorf("prepare %q; want %q", d.Prepare, wantPrep)
 	}
-	for _, kv := range []string{"LEGION_CONFIG=/run/legion-spec/legion.toml", "LEGION_BIN=/opt/legion/legion", "LEGION_ISSUE=ENG-7"} {
+	for _, kv := range []string{"LEGION_CONFIG=/run/legion-spec/legion.toml", "LEGION_BIN=/opt/legion/legion", "LEGION_ISSUE=ENG-7",
+		"GIT_AUTHOR_NAME=Ada", "GIT_AUTHOR_EMAIL=ada@example.com", "GIT_COMMITTER_NAME=Ada", "GIT_COMMITTER_EMAIL=ada@example.com"} {
 		if !slices.Contains(d.Env, kv) {
 			t.Errorf("env %q lacks %s", d.Env, kv)
 		}
