@@ -216,17 +216,8 @@ func (h *Helper) cmdSend(ctx context.Context, _ *clientConn, req api.Request) (a
 	if err != nil {
 		return nil, nil, err
 	}
-	ictx, cancel := context.WithTimeout(ctx, workerCallTimeout+5*time.Second)
-	defer cancel()
-	if a.Text != "" {
-		if err := wc.Input(ictx, []byte(a.Text)); err != nil {
-			return nil, nil, workerErr(s, "send text", err)
-		}
-	}
-	if !a.NoEnter {
-		if err := wc.Input(ictx, []byte("\r")); err != nil {
-			return nil, nil, workerErr(s, "send Enter", err)
-		}
+	if what, err := sendInput(ctx, wc, a); err != nil {
+		return nil, nil, workerErr(s, what, err)
 	}
 	s.log.Info("sent input", "bytes", len(a.Text), "enter", !a.NoEnter)
 	v := s.view()
@@ -258,14 +249,50 @@ func (h *Helper) cmdAttach(ctx context.Context, _ *clientConn, req api.Request) 
 	return api.AttachResult{Session: s.view()}, f, nil
 }
 
-// workerErr maps a worker call's failure to an API error.
+// sendInput types a's text, then Enter unless a.NoEnter, into the worker
+// of wc (either engine's); on failure it says which of the two failed.
+func sendInput(ctx context.Context, wc *proto.Client, a api.SendArgs) (what string, err error) {
+	ictx, cancel := context.WithTimeout(ctx, workerCallTimeout+5*time.Second)
+	defer cancel()
+	if a.Text != "" {
+		if err := wc.Input(ictx, []byte(a.Text)); err != nil {
+			return "send text", err
+		}
+	}
+	if !a.NoEnter {
+		if err := wc.Input(ictx, []byte("\r")); err != nil {
+			return "send Enter", err
+		}
+	}
+	return "", nil
+}
+
+// endAgent asks the worker of wc (either engine's) to end its agent
+// because its work is done.
+func endAgent(ctx context.Context, wc *proto.Client, reason string) error {
+	ectx, cancel := context.WithTimeout(ctx, workerCallTimeout)
+	defer cancel()
+	return wc.End(ectx, reason)
+}
+
+// workerErr maps a worker call's failure to an API error; a worker that
+// does not answer loses the session's shared connection.
 func workerErr(s *session, what string, err error) error {
+	e := callErr(s.name, what, err)
+	if e.Code == api.CodeUnavailable {
+		s.closeConn()
+	}
+	return e
+}
+
+// callErr maps the failure of what, a call to session name's worker, to
+// an API error.
+func callErr(name, what string, err error) *api.Error {
 	switch {
 	case proto.IsCode(err, proto.CodeSessionNotRunning):
-		return api.Errorf(api.CodeNotRunning, "session %s is not running: %v", s.name, err)
+		return api.Errorf(api.CodeNotRunning, "session %s is not running: %v", name, err)
 	case proto.IsCode(err, proto.CodeBadRequest):
-		return api.Errorf(api.CodeBadRequest, "session %s: %s: %v", s.name, what, err)
+		return api.Errorf(api.CodeBadRequest, "session %s: %s: %v", name, what, err)
 	}
-	s.closeConn()
-	return api.Errorf(api.CodeUnavailable, "session %s: %s: %v", s.name, what, err)
+	return api.Errorf(api.CodeUnavailable, "session %s: %s: %v", name, what, err)
 }

@@ -607,17 +607,8 @@ func (h *Helper) sendKube(ctx context.Context, v api.Session, a api.SendArgs) (a
 		return api.StatusResult{}, err
 	}
 	defer wc.Close()
-	ictx, cancel := context.WithTimeout(ctx, workerCallTimeout+5*time.Second)
-	defer cancel()
-	if a.Text != "" {
-		if err := wc.Input(ictx, []byte(a.Text)); err != nil {
-			return api.StatusResult{}, kubeWorkerErr(v, "send text", err)
-		}
-	}
-	if !a.NoEnter {
-		if err := wc.Input(ictx, []byte("\r")); err != nil {
-			return api.StatusResult{}, kubeWorkerErr(v, "send Enter", err)
-		}
+	if what, err := sendInput(ctx, wc, a); err != nil {
+		return api.StatusResult{}, kubeWorkerErr(v, what, err)
 	}
 	h.log.Info("sent input", "session", v.Name, "bytes", len(a.Text), "enter", !a.NoEnter, "engine", api.EngineKubernetes)
 	return api.StatusResult{Session: v}, nil
@@ -630,9 +621,7 @@ func (h *Helper) respondKube(ctx context.Context, v api.Session, a api.RespondAr
 		return api.StatusResult{}, err
 	}
 	defer wc.Close()
-	rctx, cancel := context.WithTimeout(ctx, respondTimeout)
-	defer cancel()
-	res, err := wc.Respond(rctx, proto.RespondParams{Text: a.Text, Decision: a.Decision, By: a.By})
+	res, err := respondTo(ctx, wc, a)
 	if err != nil {
 		return api.StatusResult{}, kubeWorkerErr(v, "respond", err)
 	}
@@ -648,23 +637,16 @@ func (h *Helper) endKube(ctx context.Context, v api.Session, reason string) (api
 		return api.StatusResult{}, err
 	}
 	defer wc.Close()
-	ectx, cancel := context.WithTimeout(ctx, workerCallTimeout)
-	defer cancel()
-	if err := wc.End(ectx, reason); err != nil {
+	if err := endAgent(ctx, wc, reason); err != nil {
 		return api.StatusResult{}, kubeWorkerErr(v, "end", err)
 	}
 	h.log.Info("session ending: its work is done", "session", v.Name, "reason", reason, "engine", api.EngineKubernetes)
 	return api.StatusResult{Session: v}, nil
 }
 
+// kubeWorkerErr is callErr for a call through the API server.
 func kubeWorkerErr(v api.Session, what string, err error) error {
-	switch {
-	case proto.IsCode(err, proto.CodeSessionNotRunning):
-		return api.Errorf(api.CodeNotRunning, "session %s is not running: %v", v.Name, err)
-	case proto.IsCode(err, proto.CodeBadRequest):
-		return api.Errorf(api.CodeBadRequest, "session %s: %s: %v", v.Name, what, err)
-	}
-	return api.Errorf(api.CodeUnavailable, "session %s: %s through the API server: %v", v.Name, what, err)
+	return callErr(v.Name, what+" through the API server", err)
 }
 
 // logsKube streams a cluster session's transcript (sessions.logs), read

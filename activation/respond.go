@@ -52,9 +52,7 @@ func (h *Helper) cmdRespond(ctx context.Context, _ *clientConn, req api.Request)
 	if hr.SessionID != s.id {
 		return nil, nil, api.Errorf(api.CodeUnavailable, "session %s: the worker at %s hosts session %s", s.name, s.socket, hr.SessionID)
 	}
-	rctx, cancel := context.WithTimeout(ctx, respondTimeout)
-	defer cancel()
-	res, err := wc.Respond(rctx, proto.RespondParams{Text: a.Text, Decision: a.Decision, By: a.By})
+	res, err := respondTo(ctx, wc, a)
 	if err != nil {
 		return nil, nil, workerErr(s, "respond", err)
 	}
@@ -62,6 +60,13 @@ func (h *Helper) cmdRespond(ctx context.Context, _ *clientConn, req api.Request)
 	h.sessions.refresh(ctx, []*session{s})
 	h.events.publish(s)
 	return api.StatusResult{Session: s.view()}, nil, nil
+}
+
+// respondTo delivers a's answer to the worker of wc (either engine's).
+func respondTo(ctx context.Context, wc *proto.Client, a api.RespondArgs) (*proto.RespondResult, error) {
+	rctx, cancel := context.WithTimeout(ctx, respondTimeout)
+	defer cancel()
+	return wc.Respond(rctx, proto.RespondParams{Text: a.Text, Decision: a.Decision, By: a.By})
 }
 
 // cmdEnd ends a session's agent because its work is done: its worker
@@ -88,9 +93,7 @@ func (h *Helper) cmdEnd(ctx context.Context, _ *clientConn, req api.Request) (an
 	if err != nil {
 		return nil, nil, err
 	}
-	ectx, cancel := context.WithTimeout(ctx, workerCallTimeout)
-	defer cancel()
-	if err := wc.End(ectx, a.Reason); err != nil {
+	if err := endAgent(ctx, wc, a.Reason); err != nil {
 		return nil, nil, workerErr(s, "end", err) // a worker of rpc 1.0 has no end: bad_request, unknown method
 	}
 	s.log.Info("session ending: its work is done", "reason", a.Reason)
