@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Dispatcher starts agent sessions and types into them; the helper
@@ -43,6 +44,15 @@ func Apply(ctx context.Context, src Sources, disp Dispatcher, d Decision, is Iss
 	t := src.Tracker
 	switch {
 	case startsWorker(d.Action):
+		if src.Dispatched != nil {
+			now := time.Now
+			if src.Now != nil {
+				now = src.Now
+			}
+			if err := src.Dispatched.Record(d.Issue, dispatchRecord(d, now())); err != nil {
+				return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
+			}
+		}
 		if err := disp.Dispatch(ctx, d.Issue, d.Mode); err != nil {
 			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 		}
@@ -83,6 +93,13 @@ func Apply(ctx context.Context, src Sources, disp Dispatcher, d Decision, is Iss
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
+	}
+	if src.Dispatched != nil && (startsWorker(d.Action) || is.Dispatched != nil) {
+		// The dispatch's tracker changes are made (or, for an older
+		// record, the issue was decided anew and applied).
+		if err := src.Dispatched.Forget(d.Issue); err != nil {
+			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
+		}
 	}
 	return nil
 }

@@ -81,6 +81,7 @@ const (
 	ActionEscalateBudget      Action = "escalate_budget"     // over its budget: end its agent (if any), ask a person
 	ActionResumeAfterLimit    Action = "resume_after_limit"  // its kind's usage limit lifted: prompt its agent to go on
 	ActionRelayFeedback       Action = "relay_feedback"
+	ActionFinishDispatch      Action = "finish_dispatch" // its dispatched worker completed before its tracker changes were made: make them
 	ActionSkip                Action = "skip"
 	ActionNone                Action = "none"
 )
@@ -140,6 +141,11 @@ type Issue struct {
 	// budget (nil otherwise, or when it could not be read: SpendError).
 	Spend      *Spend `json:"spend,omitempty"`
 	SpendError string `json:"spend_error,omitempty"`
+	// Dispatched is the issue's dispatch whose tracker changes may not be
+	// made yet (see Dispatched); Completed is when each mode's newest
+	// session of the issue exited cleanly, as the helper lists them.
+	Dispatched *Dispatch          `json:"dispatched,omitempty"`
+	Completed  map[Mode]time.Time `json:"completed,omitempty"`
 }
 
 // HasLabel reports whether the issue carries label l.
@@ -299,6 +305,19 @@ func decideIssue(is Issue, s State) Decision {
 		}
 		d.Action, d.Reason = ActionNone, "done"
 		return d
+	}
+	if r := is.Dispatched; r != nil && is.Worker == nil {
+		if at, ok := is.Completed[r.Mode]; ok && at.After(r.At) {
+			// Dispatched, completed, and the controller gone before the
+			// tracker changes: the labels still ask for that worker.
+			d.Action, d.Mode = ActionFinishDispatch, r.Mode
+			if r.MoveTo != is.Status {
+				d.MoveTo = r.MoveTo
+			}
+			d.RemoveLabels = slices.DeleteFunc(slices.Clone(r.RemoveLabels), func(l string) bool { return !is.HasLabel(l) })
+			d.Reason = "the " + string(r.Mode) + " worker dispatched before the controller stopped has completed its phase: make that dispatch's tracker changes, not a second run"
+			return d
+		}
 	}
 	switch {
 	case is.HasLabel(LabelFeedbackGiven):

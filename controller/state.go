@@ -48,6 +48,9 @@ type Session struct {
 	Question string       `json:"question,omitempty"` // pending AskUserQuestion, if waiting_input
 	Cause    string       `json:"cause,omitempty"`    // with failed: why systemd gave up on it
 	Agent    *api.Agent   `json:"agent,omitempty"`    // what the agent does, from its hooks
+	// Completed is when the session's last run exited with status 0;
+	// zero otherwise (running, failed, or exited otherwise).
+	Completed time.Time `json:"completed,omitzero"`
 }
 
 // SessionState is a session's state as the helper reports it.
@@ -110,6 +113,9 @@ type Sources struct {
 	KindOf       map[Mode]string
 	Limits       *Limits
 	LimitWindows map[string]time.Duration
+	// Dispatched keeps each dispatch until its tracker changes are made
+	// (nil: not kept).
+	Dispatched *Dispatched
 }
 
 // IssueState is one issue in `legion state`: what was collected and what
@@ -201,6 +207,24 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 	}
 	st := State{WIPLimit: src.WIPLimit, LabelReviews: src.Reviews == nil, Issues: make([]Issue, 0, len(tracked)),
 		Now: now(), IdleGrace: src.IdleGrace, Room: room}
+	var records map[string]Dispatch
+	if src.Dispatched != nil {
+		// Unreadable records are quarantined: their issues are decided
+		// from the tracker, as before records were kept.
+		records, _ = src.Dispatched.All(now())
+	}
+	completed := map[string]map[Mode]time.Time{}
+	for _, s := range sessions {
+		if s.Issue == "" || s.Completed.IsZero() || s.State != SessionExited {
+			continue
+		}
+		if completed[s.Issue] == nil {
+			completed[s.Issue] = map[Mode]time.Time{}
+		}
+		if s.Completed.After(completed[s.Issue][s.Mode]) {
+			completed[s.Issue][s.Mode] = s.Completed
+		}
+	}
 	for _, t := range tracked {
 		is := Issue{
 			ID: t.ID, Title: t.Title, Status: t.Status, Labels: slices.Clone(t.Labels),
@@ -210,6 +234,10 @@ func Collect(ctx context.Context, src Sources) (State, []TrackedIssue, error) {
 		if is.Labels == nil {
 			is.Labels = []string{}
 		}
+		if r, ok := records[t.ID]; ok {
+			is.Dispatched = &r
+		}
+		is.Completed = completed[t.ID]
 		if s, ok := live[t.ID]; ok {
 			is.Worker = &Worker{Mode: s.Mode, Session: s.Name, Blocked: s.State == SessionWaitingInput, Question: s.Question, Agent: s.Agent}
 		}

@@ -51,8 +51,8 @@ func gitServer(t *testing.T, root string) string {
 // issue's volume before the agent starts, with a legion.toml of its own
 // and the Linear key from the team's Secret; the agent's tracker
 // commands reach Linear from the pod, and the finisher merges into the
-// repository and pushes there. The controller is killed -9 mid-run and
-// goes on after systemd restarts it: no phase runs twice.
+// repository and pushes there. The controller is killed -9 right after
+// a dispatch and goes on after systemd restarts it: no phase runs twice.
 func TestKubeTodoToDone(t *testing.T) {
 	bin := sdtest.LegionBinary(t)
 	binDir := filepath.Dir(bin)
@@ -80,7 +80,7 @@ func TestKubeTodoToDone(t *testing.T) {
 	// The scripted agent's script travels in its argv: the pod sees none
 	// of this machine's files but the programs. A custom agent has no
 	// hooks: it ends its phase by exiting, as a one-shot agent does.
-	script := strings.ReplaceAll(planScript+"if-env LEGION_MODE=implement once work 4s\n"+implementScript+implementDone+approveScript+retroFinishScript+"exit 0\n", "@LEGION@", bin)
+	script := strings.ReplaceAll(planScript+implementScript+implementDone+approveScript+retroFinishScript+"exit 0\n", "@LEGION@", bin)
 	// A custom agent gets its prompt and no session id (a retro starts
 	// anew, told what its phase is).
 	argv := fmt.Sprintf(`agent.new = ["/usr/bin/env", %s, %q, "scripted-agent", "{prompt}"]`, strconv.Quote("LEGION_SCRIPT="+script), bin)
@@ -117,16 +117,16 @@ kubernetes.bin_dir = %q
 	defer cancel()
 	e.startController()
 
-	// The controller is killed (-9) while the implementer works on the
-	// cluster; systemd starts it again, and it goes on from the tracker
-	// and the cluster's Jobs: no phase twice. (Killed between a dispatch
-	// and its tracker changes with a worker that completes before it is
-	// back, a controller dispatches that phase again, on either engine:
-	// README, "Reliability", known gaps.)
+	// The controller is killed (-9) as soon as it has dispatched the
+	// implementer, often before its tracker changes (the issue still
+	// Todo with the planner's worker-done), and the implementer may
+	// complete before systemd has the controller back: the next one
+	// finishes that dispatch from its record (controller.Dispatched)
+	// instead of running the implementer again.
 	ctl, _ := unitname.ControllerUnit(teamName)
-	e.poll(ctx, "the implementer working on the cluster", func() (bool, string) {
+	e.poll(ctx, "the implementer dispatched", func() (bool, string) {
 		s, ok := e.session(ctx, id, controller.ModeImplement)
-		return ok && s.State == api.StateRunning, fmt.Sprintf("%+v", s)
+		return ok, fmt.Sprintf("%+v", s)
 	})
 	if out, err := e.sd.Systemctl(t, "kill", "--signal=KILL", ctl); err != nil {
 		t.Fatalf("kill -9 %s: %v: %s", ctl, err, out)

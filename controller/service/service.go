@@ -227,10 +227,14 @@ func controllerSessions(team string, ss []api.Session) []controller.Session {
 		if s.Team != team {
 			continue
 		}
-		out = append(out, controller.Session{
+		cs := controller.Session{
 			Name: s.Name, Unit: s.Unit, Issue: s.Issue, Mode: controller.Mode(s.Mode), Session: s.ID,
 			State: controller.SessionState(s.State), Question: s.Question, Cause: s.Cause, Agent: s.Agent,
-		})
+		}
+		if s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0 {
+			cs.Completed = s.Exit.Time
+		}
+		out = append(out, cs)
 	}
 	return out
 }

@@ -190,6 +190,9 @@ func (t *Team) Sources(sessions controller.SessionSource) controller.Sources {
 		WIPLimit:  t.WIPLimit,
 		IdleGrace: t.IdleGrace,
 		Room:      t.Room(false, nil),
+		// A dispatch's record until its tracker changes are made
+		// (controller.Dispatched).
+		Dispatched: &controller.Dispatched{Dir: filepath.Join(t.StateDir, "dispatched")},
 	}
 	src.KindOf, src.LimitWindows = map[controller.Mode]string{}, map[string]time.Duration{}
 	for _, m := range config.WorkerModes() {

@@ -1,0 +1,133 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/controller/local"
+)
+
+// failingMoves is a local tracker whose moves fail while fail is set: a
+// controller gone between a dispatch and its tracker changes.
+type failingMoves struct {
+	*local.Store
+	fail bool
+}
+
+func (f *failingMoves) Move(ctx context.Context, id string, st controller.Status) error {
+	if f.fail {
+		return errors.New("the controller was killed")
+	}
+	return f.Store.Move(ctx, id, st)
+}
+
+// TestDispatchFinishedAfterRestart: the implementer is dispatched, the
+// controller is gone before the issue moves to In Progress, and the
+// implementer completes its phase (worker-done) before the next
+// controller ticks. That controller makes the dispatch's tracker changes
+// (In Progress, worker-done kept) and dispatches the reviewer next; it
+// does not dispatch the implementer a second time, as it did before the
+// dispatch was recorded (TestKubeTodoToDone with the controller killed
+// at that dispatch found it).
+func TestDispatchFinishedAfterRestart(t *testing.T) {
+	ctx := t.Context()
+	st := local.Open(t.TempDir(), "DEMO")
+	is, err := st.Add(ctx, "Write a file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddLabel(ctx, is.ID, controller.LabelWorkerDone); err != nil { // the planner's
+		t.Fatal(err)
+	}
+	tr := &failingMoves{Store: st, fail: true}
+	agents := &fakeAgents{}
+	dir := filepath.Join(t.TempDir(), "dispatched")
+	src := controller.Sources{Tracker: tr, Sessions: agents, WIPLimit: 2, Dispatched: &controller.Dispatched{Dir: dir}}
+
+	r := controller.Tick(ctx, src, agents, discard())
+	if r.Failed != 1 || !slices.Equal(agents.calls, []string{"dispatch " + is.ID + " implement"}) {
+		t.Fatalf("first tick: %+v, calls %q; want the implementer dispatched and its move failed", r, agents.calls)
+	}
+	if _, err := os.Stat(filepath.Join(dir, is.ID+".json")); err != nil {
+		t.Fatalf("the dispatch's record: %v", err)
+	}
+	// The implementer completes its phase (its worker-done); the next
+	// controller ticks.
+	if err := st.AddLabel(ctx, is.ID, controller.LabelWorkerDone); err != nil {
+		t.Fatal(err)
+	}
+	agents.sessions = []controller.Session{{Name: is.ID + "-implement", Issue: is.ID, Mode: controller.ModeImplement,
+		State: controller.SessionExited, Completed: time.Now().Add(time.Second)}}
+	tr.fail = false
+	r = controller.Tick(ctx, src, agents, discard())
+	if r.Failed != 0 || len(agents.calls) != 1 {
+		t.Fatalf("second tick: %+v, calls %q; want the tracker changes made and no second dispatch", r, agents.calls)
+	}
+	got, _ := st.Issue(ctx, is.ID)
+	if got.Status != controller.StatusInProgress || !slices.Contains(got.Labels, controller.LabelWorkerDone) {
+		t.Errorf("after the restart: %s %v; want In Progress with the implementer's worker-done", got.Status, got.Labels)
+	}
+	if _, err := os.Stat(filepath.Join(dir, is.ID+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record after its changes were made: %v; want it gone", err)
+	}
+	controller.Tick(ctx, src, agents, discard())
+	if want := "dispatch " + is.ID + " review"; len(agents.calls) != 2 || agents.calls[1] != want {
+		t.Errorf("third tick: calls %q; want %s", agents.calls, want)
+	}
+}
+
+// TestDispatchRecordNotCompleted: a record whose worker never completed
+// after it (the dispatch failed, or the worker crashed) is forgotten and
+// the issue decided from the tracker: the worker is dispatched again.
+func TestDispatchRecordNotCompleted(t *testing.T) {
+	ctx := t.Context()
+	st := local.Open(t.TempDir(), "DEMO")
+	is, err := st.Add(ctx, "Write a file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "dispatched")
+	rec := &controller.Dispatched{Dir: dir}
+	if err := rec.Record(is.ID, controller.Dispatch{Mode: controller.ModePlan, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// An older clean exit of the planner does not count.
+	agents := &fakeAgents{sessions: []controller.Session{{Name: is.ID + "-plan", Issue: is.ID, Mode: controller.ModePlan,
+		State: controller.SessionExited, Completed: time.Now().Add(-time.Hour)}}}
+	src := controller.Sources{Tracker: st, Sessions: agents, WIPLimit: 2, Dispatched: rec}
+	controller.Tick(ctx, src, agents, discard())
+	if !slices.Equal(agents.calls, []string{"dispatch " + is.ID + " plan"}) {
+		t.Errorf("calls %q; want the planner dispatched again", agents.calls)
+	}
+}
+
+// TestDispatchRecordCorrupt: an unreadable record is quarantined, named,
+// and its issue decided from the tracker.
+func TestDispatchRecordCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "DEMO-1.json"), []byte("{garbled"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := &controller.Dispatched{Dir: dir}
+	all, err := rec.All(time.Now())
+	if err == nil || !strings.Contains(err.Error(), "DEMO-1.json is unreadable") || len(all) != 0 {
+		t.Errorf("All of a garbled record: %v, %v; want none and the file named", all, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || !strings.Contains(entries[0].Name(), "DEMO-1.json") || entries[0].Name() == "DEMO-1.json" {
+		t.Errorf("the directory after: %v; want the record quarantined beside", entries)
+	}
+	if err := rec.Record("../x", controller.Dispatch{Mode: controller.ModePlan, At: time.Now()}); err == nil {
+		t.Error("a record named ../x: no error")
+	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
