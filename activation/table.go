@@ -548,12 +548,24 @@ func (s *session) view() api.Session {
 		v.LastActivity = &la
 	}
 	v.Exit = exitView(last)
+	if v.State == api.StateFailed && s.failure.ExitedWith(proto.ExitSpecUnreadable) {
+		// Its worker could not read its spec (garbled, truncated) and
+		// exited without a restart: the session ended, not failed for
+		// good. A dispatch starts it again on a fresh spec (launch).
+		v.State = api.StateExited
+		code := int(proto.ExitSpecUnreadable)
+		v.Exit = &api.Exit{Code: &code, Time: s.seen, Reason: specUnreadableReason}
+	}
 	if v.State == api.StateFailed {
 		v.Cause = failureCause(s.failure, v.Exit)
 	}
 	lostView(&v, s.lost)
 	return v
 }
+
+// specUnreadableReason is the exit reason of a session whose worker exited
+// with proto.ExitSpecUnreadable.
+const specUnreadableReason = proto.ExitReasonSpecUnreadable + ": the worker moved its spec file aside (specs/*.corrupt-*, see its journal); the next dispatch or spawn starts the session on a fresh spec, resuming its conversation"
 
 // failureCause says why systemd gave up on a session, from its failed
 // unit's state (zero if unread) and the last run's exit (nil if none was
