@@ -62,11 +62,9 @@ var chaosKinds = []struct {
 	{"restart-helper", 2},
 	{"garble-registry", 1},
 	{"truncate-registry", 1},
-	// Off: a worker whose spec file is garbled fails at every restart
-	// until its start limit, and its issue then waits for a person
-	// (reset-failed); the spec is neither quarantined nor written again
-	// (seed 11 with weight 4 found it). Give it a weight to run it.
-	{"garble-spec", 0},
+	// A spec garbled or truncated: the worker reads it only when it
+	// starts, so it bites at the next restart (a kill, the watchdog).
+	{"garble-spec", 2},
 	{"linear-5xx", 2},
 	{"linear-429", 2},
 	{"linear-lost-answer", 2},
