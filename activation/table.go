@@ -607,19 +607,20 @@ func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State 
 			// at every start and end of a run) says how the run ended.
 			runEnded := reg != nil && reg.State != "" && reg.State != proto.StateRunning && reg.State != proto.StateStarting
 			switch {
+			case us.ActiveState == units.StateDeactivating && crashed(us.Result):
+				// The worker died (a kill -9, a crash), mid-run or after
+				// its agent's end was recorded but before it exited:
+				// systemd is cleaning up the unit and restarts it
+				// (Restart=on-failure), whatever the registry says. Read
+				// as exited, the controller started the next
+				// phase, and then the restart ran the old phase beside it.
+				return api.StateStarting
 			case runEnded && failedRun(reg.State, reg.LastExit):
 				return api.StateStarting // the run failed; the restart follows
 			case runEnded:
 				return api.StateExited
 			case us.ActiveState != units.StateDeactivating:
 				return api.StateRunning
-			case crashed(us.Result):
-				// The worker died mid-run (a kill -9, a crash): systemd
-				// is cleaning up the unit and restarts it
-				// (Restart=on-failure). Read as exited, the controller
-				// started the next phase, and then the restart
-				// ran the old phase beside it.
-				return api.StateStarting
 			}
 			return api.StateExited
 		}
