@@ -81,14 +81,17 @@ var chaosKinds = []struct {
 
 // chaosScript is every phase, each step safe to run again after a kill
 // (a once-step is recorded before it runs, so a kill mid-step skips it on
-// resume: only markers are once-steps). The planner of ENG-1 asks a
+// resume: only markers are once-steps; "new MODE" is one too, since the
+// script runs again for every prompt of a session, and a person's answer
+// relayed to a worker whose turn ended without worker-done, after a
+// failed step, is a second prompt). The planner of ENG-1 asks a
 // question (again after each resume), which Legion must escalate and the
 // test answers as a person would. @LOG@ is the directory of the
 // per-issue logs: "new MODE" when a mode's session starts fresh, "done
 // MODE" when a phase completed (the finisher's is the issue's Done: its
 // worktree, the agent's working directory, is gone after it).
 const chaosScript = `
-if-new run sh -c "echo new $LEGION_MODE >> @LOG@/$LEGION_ISSUE"
+if-new once run sh -c "echo new $LEGION_MODE >> @LOG@/$LEGION_ISSUE"
 if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 run sh -c "echo asked >> @LOG@/$LEGION_ISSUE"
 if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 ask Which database? | Postgres | SQLite
 if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 run sh -c "echo answer $ANSWER >> @LOG@/$LEGION_ISSUE"
@@ -304,7 +307,9 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 			n, len(batches), (sum / time.Duration(len(batches))).Round(time.Second), time.Since(free).Round(time.Second))
 	}
 	r.checkDashboard(ctx)
-	t.Logf("the dashboard answered with the board %d times (at its start, after each kill -9, at the end); the state filesystem was full and freed %d times", r.boards, r.fullFreed)
+	logged, _ := os.ReadFile(r.logFile)
+	t.Logf("the dashboard answered with the board %d times (at its start, after each kill -9, at the end); the state filesystem was full and freed %d times, and %d lines of Legion's log name ENOSPC",
+		r.boards, r.fullFreed, strings.Count(string(logged), "no space left on device"))
 	r.checkRuns()
 	r.checkPhases()
 	r.checkComments()
