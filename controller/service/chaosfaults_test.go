@@ -217,6 +217,10 @@ func (r *chaosRun) board(ctx context.Context) (int, string, error) {
 // checkDashboard: the dashboard answers with the team's board (after a
 // kill -9 of its server, socket activation starts a new one).
 func (r *chaosRun) checkDashboard(ctx context.Context) {
+	// Bounded: a board that never comes back fails the run, not hangs it
+	// (a Linear stall holds one read for 30 s).
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
 	r.poll(ctx, "the dashboard's board", func() (bool, string) {
 		code, body, err := r.board(ctx)
 		if err != nil {
