@@ -136,10 +136,13 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	// (reset-failed) and looked at again before the spec and the registry
 	// are written. Once it is gone, no one can start it but by creating it.
 	st, err := h.unitStateOf(ctx, unit)
-	if err == nil && st.Failed() && l.reuseLive {
+	if err == nil && st.Failed() && l.reuseLive && !h.specUnreadable(ctx, unit) {
 		// A dispatch never unloads a failed unit: the controller would
 		// reset the start limit at every tick and the session would fail
-		// in a loop. It stays failed until a person acts.
+		// in a loop. It stays failed until a person acts. But a worker that
+		// could not read its spec (proto.ExitSpecUnreadable) failed its
+		// unit at once, on its first start: the fresh spec written below
+		// is the cure, and the session resumes.
 		return api.SpawnResult{}, failedErr(name, unit, s)
 	}
 	if err == nil && st.Failed() {
@@ -264,6 +267,20 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	h.events.mark(unit) // publish it: the unit's own signals may have come before the put
 	log.Debug("spawn timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
 	return api.SpawnResult{Name: name, ID: id, Unit: unit, Started: true}, nil
+}
+
+// specUnreadable reports whether the failed unit's worker last exited
+// with proto.ExitSpecUnreadable (read from systemd: the listing has no
+// exit status).
+func (h *Helper) specUnreadable(ctx context.Context, unit string) bool {
+	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
+	defer cancel()
+	st, err := h.mgr.State(ctx, unit)
+	if err != nil {
+		h.log.Warn("read the failed unit's exit status", "unit", unit, "err", err)
+		return false
+	}
+	return st.Failed() && st.ExitedWith(proto.ExitSpecUnreadable)
 }
 
 // failedErr is the answer to a dispatch (a spawn with reuse) of session

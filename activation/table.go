@@ -548,12 +548,24 @@ func (s *session) view() api.Session {
 		v.LastActivity = &la
 	}
 	v.Exit = exitView(last)
+	if v.State == api.StateFailed && s.failure.ExitedWith(proto.ExitSpecUnreadable) {
+		// Its worker could not read its spec (garbled, truncated) and
+		// exited without a restart: the session ended, not failed for
+		// good. A dispatch starts it again on a fresh spec (launch).
+		v.State = api.StateExited
+		code := int(proto.ExitSpecUnreadable)
+		v.Exit = &api.Exit{Code: &code, Time: s.seen, Reason: specUnreadableReason}
+	}
 	if v.State == api.StateFailed {
 		v.Cause = failureCause(s.failure, v.Exit)
 	}
 	lostView(&v, s.lost)
 	return v
 }
+
+// specUnreadableReason is the exit reason of a session whose worker exited
+// with proto.ExitSpecUnreadable.
+const specUnreadableReason = proto.ExitReasonSpecUnreadable + ": the worker moved its spec file aside (specs/*.corrupt-*, see its journal); the next dispatch or spawn starts the session on a fresh spec, resuming its conversation"
 
 // failureCause says why systemd gave up on a session, from its failed
 // unit's state (zero if unread) and the last run's exit (nil if none was
@@ -595,19 +607,20 @@ func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State 
 			// at every start and end of a run) says how the run ended.
 			runEnded := reg != nil && reg.State != "" && reg.State != proto.StateRunning && reg.State != proto.StateStarting
 			switch {
+			case us.ActiveState == units.StateDeactivating && crashed(us.Result):
+				// The worker died (a kill -9, a crash), mid-run or after
+				// its agent's end was recorded but before it exited:
+				// systemd is cleaning up the unit and restarts it
+				// (Restart=on-failure), whatever the registry says. Read
+				// as exited, the controller started the issue's next
+				// phase, and then the restart ran the old phase beside it.
+				return api.StateStarting
 			case runEnded && failedRun(reg.State, reg.LastExit):
 				return api.StateStarting // the run failed; the restart follows
 			case runEnded:
 				return api.StateExited
 			case us.ActiveState != units.StateDeactivating:
 				return api.StateRunning
-			case crashed(us.Result):
-				// The worker died mid-run (a kill -9, a crash): systemd
-				// is cleaning up the unit and restarts it
-				// (Restart=on-failure). Read as exited, the controller
-				// started the issue's next phase, and then the restart
-				// ran the old phase beside it.
-				return api.StateStarting
 			}
 			return api.StateExited
 		}

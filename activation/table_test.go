@@ -45,6 +45,13 @@ func TestDeriveState(t *testing.T) {
 			nil, &proto.Registry{State: proto.StateRunning}, api.StateStarting},
 		{"worker killed, ExecStopPost running", units.State{Name: "u", LoadState: "loaded", ActiveState: "deactivating", SubState: "stop-post", Result: "signal"},
 			nil, &proto.Registry{State: proto.StateRunning}, api.StateStarting},
+		// The worker killed -9 after its agent's clean end was recorded,
+		// before it exited 0: systemd restarts it all the same, and the
+		// restarted worker resumes the agent (the chaos run, seed 202: the
+		// retro read as exited, the finisher started and removed the
+		// worktree, and the restarted retro beside it exited 78).
+		{"worker killed after a clean end, unit cleaning up before its restart", units.State{Name: "u", LoadState: "loaded", ActiveState: "deactivating", SubState: "stop-sigterm", Result: "signal"},
+			nil, &proto.Registry{State: proto.StateExited, LastExit: &proto.ExitInfo{Code: 0}}, api.StateStarting},
 		{"stop job that had to kill", units.State{Name: "u", LoadState: "loaded", ActiveState: "deactivating", SubState: "final-sigkill", Result: "timeout"},
 			nil, &proto.Registry{State: proto.StateRunning}, api.StateExited},
 		{"stopping after a failed run", unit("deactivating", "stop-sigterm"), nil, &proto.Registry{State: proto.StateExited, LastExit: &proto.ExitInfo{Code: 4}}, api.StateStarting},

@@ -281,6 +281,15 @@ func (s *Server) refreshTeam(ctx context.Context, ts *teamState) bool {
 	src := ts.t.Sources(liveSessions{s: s, team: ts.t.Name})
 	src.Worktrees = nil // the board shows no worktrees; the session view's diff does
 	st, _, err := controller.Collect(ctx, src)
+	if err != nil && ctx.Err() != nil {
+		// The read was given up by whoever asked (a GET whose client went
+		// away, the server stopping), not failed by the tracker: the board
+		// keeps what it had, and the next GET reads again. Recorded as the
+		// board's error, it was served to everyone after, never read again
+		// while no page was connected (the chaos run: "context canceled"
+		// and no issues, after a client's timeout during a Linear stall).
+		return false
+	}
 	ts.refreshed = time.Now()
 	if err != nil {
 		changed := ts.err == nil || ts.err.Error() != err.Error()

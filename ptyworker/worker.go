@@ -60,6 +60,10 @@ type Options struct {
 	// PrepareTimeout bounds each of the spec's prepare commands; default
 	// proto.PrepareTimeout.
 	PrepareTimeout time.Duration
+
+	// beforeAnnounceEnd, for tests, runs when the run's end is about to be
+	// told to clients.
+	beforeAnnounceEnd func()
 }
 
 func (o *Options) setDefaults() {
@@ -374,8 +378,17 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	if err := w.tr.mark(fmt.Sprintf("run %d exit: %s; reason: %s", w.run, e.String(), reason), 10*time.Second); err != nil {
 		w.log.Error("transcript exit marker", "err", err)
 	}
-	w.finish(final, e)
+	// The registry first: once a client (the helper, so the controller)
+	// is told the run ended, the end must survive a kill -9 of this
+	// worker. Told first and killed before the write, the worker was
+	// restarted by systemd on a registry that said running, and resumed
+	// a phase the controller had already moved past (the chaos run, seed
+	// 202: a restarted reviewer beside the retro).
 	w.writeRegistry(func(r *proto.Registry) { r.State, r.LastExit, r.ChildPID = final, e, 0 })
+	if w.opts.beforeAnnounceEnd != nil {
+		w.opts.beforeAnnounceEnd()
+	}
+	w.finish(final, e)
 	w.opts.Notify("STOPPING=1\nSTATUS=" + w.statusLine(final, verdict{}) + " (" + e.String() + ")")
 	w.linger()
 

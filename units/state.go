@@ -62,6 +62,22 @@ type State struct {
 	MainPID uint32
 	// StatusText is the last STATUS= the service sent with sd_notify.
 	StatusText string
+	// ExecMainCode and ExecMainStatus are how the main process last
+	// ended, as waitid(2) reports it: ExecMainCode is a CLD_* code
+	// (CLDExited for an exit, and then ExecMainStatus is its exit status;
+	// for a signal, the signal's number); both 0 before it ever ended.
+	ExecMainCode   int32
+	ExecMainStatus int32
+}
+
+// CLDExited is ExecMainCode's value for a main process that exited (as
+// opposed to one killed by a signal): CLD_EXITED of <signal.h>.
+const CLDExited = 1
+
+// ExitedWith reports whether the unit's main process last ended with an
+// exit of status code (not by a signal).
+func (s State) ExitedWith(code int32) bool {
+	return s.ExecMainCode == CLDExited && s.ExecMainStatus == code
 }
 
 // Exists reports whether the manager has the unit loaded. A unit that
@@ -100,6 +116,9 @@ func (s State) String() string {
 	}
 	if s.StatusText != "" {
 		fmt.Fprintf(&b, " status=%q", s.StatusText)
+	}
+	if s.ExecMainCode == CLDExited {
+		fmt.Fprintf(&b, " exit=%d", s.ExecMainStatus)
 	}
 	return b.String()
 }
@@ -164,6 +183,10 @@ func readState(ctx context.Context, conn *godbus.Conn, name string) (State, erro
 		"NRestarts":  &st.NRestarts,
 		"MainPID":    &st.MainPID,
 		"StatusText": &st.StatusText,
+		// systemd.exec(5)'s $EXIT_CODE/$EXIT_STATUS, for a unit that
+		// stays loaded after its main process ended.
+		"ExecMainCode":   &st.ExecMainCode,
+		"ExecMainStatus": &st.ExecMainStatus,
 	}); err != nil {
 		return State{}, err
 	}

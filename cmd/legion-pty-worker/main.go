@@ -47,7 +47,11 @@ commands failed (the agent not started) or the session could not be hosted
 (so Restart=on-failure restarts it); 2 for bad arguments; 78 when
 the agent cannot be started and a restart would not help (its program is
 not found or not executable, or its directory is missing: the unit lists
-78 in RestartPreventExitStatus=, so it fails at once and stays failed).
+78 in RestartPreventExitStatus=, so it fails at once and stays failed);
+65 when the spec file cannot be read or is garbled (a corrupt one is moved
+aside to FILE.corrupt-<time>): the unit lists 65 in RestartPreventExitStatus=
+too, and the helper starts the session again on a fresh spec, resuming its
+agent's conversation, when the controller dispatches it next.
 
 Options:
 `
@@ -135,6 +139,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "legion-pty-worker:", err)
 	if errors.Is(err, ptyworker.ErrAgentNotStartable) {
 		return proto.ExitAgentNotStartable
+	}
+	if errors.Is(err, ptyworker.ErrSpecUnreadable) {
+		return proto.ExitSpecUnreadable
 	}
 	return 1
 }

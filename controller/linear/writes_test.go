@@ -2,10 +2,13 @@ package linear
 
 import (
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -373,5 +376,51 @@ func TestLostAnswers(t *testing.T) {
 	want := []string{"LegionMove", "LegionCreateLabel", "LegionAddLabel", "LegionRemoveLabel", "LegionComment"}
 	if diff := cmp.Diff(want, lost); diff != "" {
 		t.Errorf("writes with a lost answer (-want +got):\n%s", diff)
+	}
+}
+
+// TestStalledRequests: a request the server holds past the client's
+// timeout (lineartest's Stall) is sent again; a write the server carried
+// out before it stalled is found done, not done twice (the comment is
+// looked for first), and one it never carried out is done by the retry.
+func TestStalledRequests(t *testing.T) {
+	c, srv := newTest(t, func(o *Options) { o.HTTPClient = &http.Client{Timeout: 200 * time.Millisecond} })
+	srv.AddIssue("a", "Todo")
+	ctx := t.Context()
+	srv.Stall(false)
+	if _, err := c.Issues(ctx); err != nil {
+		t.Errorf("Issues after a stalled first request: %v; want it asked again", err)
+	}
+	srv.Stall(true)
+	if err := c.Comment(ctx, "ENG-1", "plan of ENG-1"); err != nil {
+		t.Errorf("Comment carried out but stalled: %v; want it found posted", err)
+	}
+	srv.Stall(false)
+	if err := c.Move(ctx, "ENG-1", controller.StatusInProgress); err != nil {
+		t.Errorf("Move stalled, never carried out: %v; want it sent again", err)
+	}
+	srv.Stall(true)
+	if err := c.AddLabel(ctx, "ENG-1", controller.LabelWorkerDone); err != nil {
+		t.Errorf("AddLabel with its first request carried out but stalled: %v", err)
+	}
+	is := srv.Issue("ENG-1")
+	if got := len(is.Comments); got != 1 {
+		t.Errorf("comments posted = %d; want 1", got)
+	}
+	if got := srv.StateName(is.StateID); got != "In Progress" {
+		t.Errorf("state = %q; want In Progress", got)
+	}
+	if got := srv.LabelNames(is); !slices.Equal(got, []string{controller.LabelWorkerDone}) {
+		t.Errorf("labels = %v; want [%s]", got, controller.LabelWorkerDone)
+	}
+	var lost []string
+	for _, w := range srv.Writes() {
+		if w.Lost {
+			lost = append(lost, w.Op)
+		}
+	}
+	want := []string{"LegionComment"} // AddLabel's first request is the labels query
+	if diff := cmp.Diff(want, lost); diff != "" {
+		t.Errorf("writes carried out with the answer stalled (-want +got):\n%s", diff)
 	}
 }

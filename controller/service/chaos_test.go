@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/linear/lineartest"
 	"github.com/legion-dev/legion/internal/chaostest"
+	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -62,26 +64,34 @@ var chaosKinds = []struct {
 	{"restart-helper", 2},
 	{"garble-registry", 1},
 	{"truncate-registry", 1},
-	// Off: a worker whose spec file is garbled fails at every restart
-	// until its start limit, and its issue then waits for a person
-	// (reset-failed); the spec is neither quarantined nor written again
-	// (seed 11 with weight 4 found it). Give it a weight to run it.
-	{"garble-spec", 0},
+	// A spec garbled or truncated: the worker reads it only when it
+	// starts, so it bites at the next restart (a kill, the watchdog).
+	{"garble-spec", 2},
 	{"linear-5xx", 2},
 	{"linear-429", 2},
 	{"linear-lost-answer", 2},
+	// Linear holds a request until the client's timeout (30 s) gives
+	// up on it, having carried it out or not.
+	{"linear-timeout", 1},
+	{"kill-hook", 2},
+	{"kill-dashboard", 2},
+	// The state directory's tmpfs filled to the last byte for 2–15 s.
+	{"fs-full", 1},
 }
 
 // chaosScript is every phase, each step safe to run again after a kill
 // (a once-step is recorded before it runs, so a kill mid-step skips it on
-// resume: only markers are once-steps). The planner of ENG-1 asks a
+// resume: only markers are once-steps; "new MODE" is one too, since the
+// script runs again for every prompt of a session, and a person's answer
+// relayed to a worker whose turn ended without worker-done, after a
+// failed step, is a second prompt). The planner of ENG-1 asks a
 // question (again after each resume), which Legion must escalate and the
 // test answers as a person would. @LOG@ is the directory of the
 // per-issue logs: "new MODE" when a mode's session starts fresh, "done
 // MODE" when a phase completed (the finisher's is the issue's Done: its
 // worktree, the agent's working directory, is gone after it).
 const chaosScript = `
-if-new run sh -c "echo new $LEGION_MODE >> @LOG@/$LEGION_ISSUE"
+if-new once run sh -c "echo new $LEGION_MODE >> @LOG@/$LEGION_ISSUE"
 if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 run sh -c "echo asked >> @LOG@/$LEGION_ISSUE"
 if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 ask Which database? | Postgres | SQLite
 if-env LEGION_MODE=plan if-env LEGION_ISSUE=ENG-1 run sh -c "echo answer $ANSWER >> @LOG@/$LEGION_ISSUE"
@@ -147,6 +157,13 @@ type chaosRun struct {
 	// starts are the times of the faults that made each unit start again
 	// (a kill -9, a restart), by unit.
 	starts map[string][]time.Time
+	// fullUntil is when the filled state filesystem is freed (zero: not
+	// full); fullFreed counts the times it was.
+	fullUntil time.Time
+	fullFreed int
+	web       *http.Client // to the dashboard's unix socket
+	webToken  string
+	boards    int // the dashboard's board fetched after its start and each kill
 }
 
 // Start limits: at its start limit systemd leaves a unit failed until a
@@ -161,14 +178,14 @@ var startLimits = map[bool]struct {
 	burst  int
 	window time.Duration
 }{
-	true:  {5, 70 * time.Second},                 // the helper
+	true:  {5, 70 * time.Second},                 // the helper, the dashboard
 	false: {20, 10*time.Minute + 10*time.Second}, // the controller, a worker
 }
 
 // startAllowed reports whether one more fault that restarts unit stays
 // under its start limit, and if so counts it.
 func (r *chaosRun) startAllowed(unit string) bool {
-	lim := startLimits[unit == unitname.HelperUnit]
+	lim := startLimits[unit == unitname.HelperUnit || unit == unitname.WebUnit]
 	now := time.Now()
 	if r.starts == nil {
 		r.starts = map[string][]time.Time{}
@@ -203,11 +220,13 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), dur+15*time.Minute)
 	defer cancel()
+	r.mountStateFS(ctx)
 	n := chaosShortIssues
 	if dur > 0 {
 		n = chaosLongIssues
 	}
 	r.addIssues(n)
+	r.serveDashboard(ctx)
 	began := time.Now()
 	e.startController()
 	ctl, _ := unitname.ControllerUnit(teamName)
@@ -240,10 +259,14 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 			break
 		}
 		time.Sleep(r.in.Between(300*time.Millisecond, 2*time.Second))
+		if !r.fullUntil.IsZero() && time.Now().After(r.fullUntil) {
+			r.freeState()
+		}
 		r.answer()
 		r.inject(ctx)
 		faults++
 	}
+	r.freeState()
 	t.Logf("faults injected:\n%s", r.in.Report())
 
 	// The faults stop; whatever they did, the backlog must finish.
@@ -283,6 +306,10 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		t.Logf("backlogs of %d issues: %d under faults, on average %s each (the last one cut short by the end of the faults); without faults %s",
 			n, len(batches), (sum / time.Duration(len(batches))).Round(time.Second), time.Since(free).Round(time.Second))
 	}
+	r.checkDashboard(ctx)
+	logged, _ := os.ReadFile(r.logFile)
+	t.Logf("the dashboard answered with the board %d times (at its start, after each kill -9, at the end); the state filesystem was full and freed %d times, and %d lines of Legion's log name ENOSPC",
+		r.boards, r.fullFreed, strings.Count(string(logged), "no space left on device"))
 	r.checkRuns()
 	r.checkPhases()
 	r.checkComments()
@@ -415,7 +442,7 @@ func (r *chaosRun) inject(ctx context.Context) {
 		if kind == "garble-spec" {
 			dir = "specs"
 		}
-		files, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", dir, "*.json"))
+		files, _ := filepath.Glob(filepath.Join(r.stateDir(), dir, "*.json"))
 		if len(files) > 0 {
 			p := files[r.in.IntN(len(files))]
 			ok = r.garble(p, kind != "garble-registry")
@@ -432,6 +459,17 @@ func (r *chaosRun) inject(ctx context.Context) {
 			Body: `{"errors":[{"message":"Rate limit exceeded","extensions":{"code":"RATELIMITED"}}]}`})
 		t.Logf("chaos: Linear rate-limits the next request")
 		ok = true
+	case "linear-timeout":
+		carry := r.in.IntN(2) == 0
+		r.srv.Stall(carry)
+		t.Logf("chaos: Linear holds the next request until the client times out (carried out first: %v)", carry)
+		ok = true
+	case "kill-hook":
+		ok = r.killHook(ctx)
+	case "kill-dashboard":
+		ok = r.killDashboard(ctx)
+	case "fs-full":
+		ok = r.fillState()
 	case "linear-lost-answer":
 		n := 1 + r.in.IntN(2)
 		r.srv.LoseAnswers(n)
@@ -742,7 +780,7 @@ func (r *chaosRun) checkComments() {
 // each file the run garbled.
 func (r *chaosRun) checkQuarantined() {
 	t := r.t
-	state := filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion")
+	state := r.stateDir()
 	var q []string
 	filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && (strings.Contains(d.Name(), ".corrupt-") || strings.Contains(p, "/registry/quarantine/")) {
@@ -751,6 +789,23 @@ func (r *chaosRun) checkQuarantined() {
 		return nil
 	})
 	t.Logf("%d files quarantined: %v", len(q), q)
+	// Every registry entry and spec left that the run did not garble is
+	// whole: a full filesystem or a kill mid-write must not leave a file
+	// half written.
+	for dir, read := range map[string]func(string) error{
+		"registry": func(p string) error { _, err := proto.ReadRegistry(p); return err },
+		"specs":    func(p string) error { _, err := proto.ReadSpec(p); return err },
+	} {
+		files, _ := filepath.Glob(filepath.Join(state, dir, "*.json"))
+		for _, p := range files {
+			if slices.Contains(r.garbled, p) {
+				continue
+			}
+			if err := read(p); err != nil {
+				t.Errorf("%v; want every file Legion keeps whole (the run garbled %d others)", err, len(r.garbled))
+			}
+		}
+	}
 	for _, p := range slices.Compact(slices.Sorted(slices.Values(r.garbled))) {
 		b, err := os.ReadFile(p)
 		switch {

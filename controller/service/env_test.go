@@ -57,6 +57,17 @@ type env struct {
 	// lookup reads one issue of the team's tracker, open or closed.
 	lookup func(ctx context.Context, id string) (controller.TrackedIssue, error)
 	api    *anthropictest.Server // the fake Anthropic API of a Claude team (startClaude); nil otherwise
+	// stateRoot prefixes the state directory's path when the units see
+	// another filesystem there than the test process does: the chaos
+	// run's tmpfs, mounted in the manager's mount namespace, is
+	// /proc/<manager>/root/... to the test. "" otherwise.
+	stateRoot string
+}
+
+// stateDir is Legion's state directory ($XDG_STATE_HOME/legion) as the
+// units see it.
+func (e *env) stateDir() string {
+	return e.stateRoot + filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion")
 }
 
 // teamOptions are the parts of the team's config a test varies.
@@ -266,7 +277,7 @@ func (e *env) logFailure() {
 	out, err := exec.CommandContext(sctx, e.bin, "state", teamName).CombinedOutput()
 	cancel()
 	t.Logf("legion state %s (err %v):\n%s", teamName, err, out)
-	trs, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", "*.log"))
+	trs, _ := filepath.Glob(filepath.Join(e.stateDir(), "transcripts", "*.log"))
 	for _, tr := range trs {
 		b, _ := os.ReadFile(tr)
 		t.Logf("transcript %s:\n%s", filepath.Base(tr), tail(string(b), 30))
@@ -497,7 +508,7 @@ func (e *env) transcriptOrEmpty(id string) string {
 }
 
 func (e *env) transcriptPath(id string) string {
-	return filepath.Join(os.Getenv("XDG_STATE_HOME"), "legion", "transcripts", id+".log")
+	return filepath.Join(e.stateDir(), "transcripts", id+".log")
 }
 
 // decision is what `legion state --json` suggests for issue id.

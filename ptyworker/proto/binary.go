@@ -69,6 +69,23 @@ func findProgram(legion, name string, notFound error) (string, error) {
 // 78 is EX_CONFIG of sysexits.h: a configuration error.
 const ExitAgentNotStartable = 78
 
+// ExitSpecUnreadable is the worker's exit status when its spec file cannot
+// be read or is not a valid spec (garbled, truncated, missing): nothing
+// in it can be trusted, so the worker cannot even say which session it
+// is. It moves a corrupt spec aside (QuarantineSpec) and exits with this
+// status, which the worker unit lists in RestartPreventExitStatus= beside
+// ExitAgentNotStartable: a restart would read the same file. The helper
+// reads the failed unit's ExecMainStatus= and takes the session as ended,
+// not failed (api.StateExited, ExitReasonSpecUnreadable), so the
+// controller dispatches the phase again and the helper starts a fresh
+// worker on a new spec, resuming the same agent conversation. 65 is
+// EX_DATAERR of sysexits.h: the input data was incorrect.
+const ExitSpecUnreadable = 65
+
+// ExitReasonSpecUnreadable begins the exit reason the helper reports for
+// a worker that exited with ExitSpecUnreadable.
+const ExitReasonSpecUnreadable = "spec unreadable"
+
 // StartFailedPrefix begins the ExitInfo.Reason of a run whose agent could
 // not be started; the rest is the cause.
 const StartFailedPrefix = "start failed: "

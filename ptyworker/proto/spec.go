@@ -432,13 +432,32 @@ func ReadSpec(path string) (*Spec, error) {
 		return nil, fmt.Errorf("read spec %s: %w", path, err)
 	}
 	if len(b) > maxSpecBytes {
-		return nil, fmt.Errorf("read spec %s: larger than %d bytes", path, maxSpecBytes)
+		return nil, fmt.Errorf("read spec %s: %w: larger than %d bytes", path, ErrCorruptSpec, maxSpecBytes)
 	}
 	s, err := ParseSpec(b)
 	if err != nil {
-		return nil, fmt.Errorf("read spec %s: %w", path, err)
+		return nil, fmt.Errorf("read spec %s: %w: %w", path, ErrCorruptSpec, err)
 	}
 	return s, nil
+}
+
+// ErrCorruptSpec is returned (wrapped) by ReadSpec for a spec file that
+// could be read but is not a valid spec: bad JSON, a field that fails
+// validation, too large. A file that is missing, not regular, or owned or
+// moded wrongly is another error: its content was never looked at.
+var ErrCorruptSpec = errors.New("corrupt spec file")
+
+// QuarantineSpec moves a corrupt spec file aside to
+// <path>.corrupt-<UTC time> (never deleting it: it held a token, and a
+// person may want to see what became of it) and returns the new path.
+// The helper reads only *.json in its spec directory, so it is not
+// taken for a session's spec again.
+func QuarantineSpec(path string) (string, error) {
+	dst, err := atomicfile.Quarantine(path, time.Now())
+	if err != nil {
+		return "", fmt.Errorf("quarantine spec %s: %w", path, err)
+	}
+	return dst, nil
 }
 
 // ParseSpec decodes and validates spec JSON strictly.

@@ -1,6 +1,7 @@
 package proto_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,17 +78,21 @@ func TestReadSpecRefuses(t *testing.T) {
 	if err := os.Symlink(ok, link); err != nil {
 		t.Fatal(err)
 	}
+	// corrupt: the content was read and is not a spec (ErrCorruptSpec,
+	// which the worker quarantines); the others were never read.
 	tests := []struct {
 		name, path, want string
+		corrupt          bool
 	}{
-		{"group readable", write("g.json", 0o640, string(okText)), "mode 0640, want 0600"},
-		{"world readable", write("w.json", 0o644, string(okText)), "want 0600"},
-		{"symlink", link, "symbolic link"},
-		{"missing", filepath.Join(dir, "none.json"), "no such file"},
-		{"unknown field", write("u.json", 0o600, strings.Replace(string(okText), `"version"`, `"colour": 1, "version"`, 1)), `unknown field "colour"`},
-		{"trailing data", write("t.json", 0o600, string(okText)+"{}"), "trailing data"},
-		{"not JSON", write("n.json", 0o600, "session_id = 1"), "decode"},
-		{"bad field", write("b.json", 0o600, strings.Replace(string(okText), `"cwd": "`, `"cwd": "relative/`, 1)), "field cwd"},
+		{"group readable", write("g.json", 0o640, string(okText)), "mode 0640, want 0600", false},
+		{"world readable", write("w.json", 0o644, string(okText)), "want 0600", false},
+		{"symlink", link, "symbolic link", false},
+		{"missing", filepath.Join(dir, "none.json"), "no such file", false},
+		{"unknown field", write("u.json", 0o600, strings.Replace(string(okText), `"version"`, `"colour": 1, "version"`, 1)), `unknown field "colour"`, true},
+		{"trailing data", write("t.json", 0o600, string(okText)+"{}"), "trailing data", true},
+		{"not JSON", write("n.json", 0o600, "session_id = 1"), "decode", true},
+		{"truncated", write("tr.json", 0o600, string(okText[:len(okText)/2])), "decode", true},
+		{"bad field", write("b.json", 0o600, strings.Replace(string(okText), `"cwd": "`, `"cwd": "relative/`, 1)), "field cwd", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +100,31 @@ func TestReadSpecRefuses(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ReadSpec(%s) = %v; want an error containing %q", tc.name, err, tc.want)
 			}
+			if got := errors.Is(err, proto.ErrCorruptSpec); got != tc.corrupt {
+				t.Errorf("ReadSpec(%s) = %v: errors.Is(ErrCorruptSpec) = %v; want %v", tc.name, err, got, tc.corrupt)
+			}
 		})
+	}
+}
+
+// TestQuarantineSpec: a corrupt spec is moved aside, named, not deleted.
+func TestQuarantineSpec(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(p, []byte("{garbled"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q, err := proto.QuarantineSpec(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(q, p+".corrupt-") {
+		t.Errorf("QuarantineSpec(%s) = %s; want %s.corrupt-<time>", p, q, p)
+	}
+	if b, err := os.ReadFile(q); err != nil || string(b) != "{garbled" {
+		t.Errorf("quarantined %s = %q, %v; want the bytes kept", q, b, err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after QuarantineSpec: %v; want it gone", p, err)
 	}
 }
 

@@ -36,7 +36,9 @@ type Policy struct {
 // Transient builds the transient service that runs the worker of s:
 // Type=notify with the watchdog, Restart=on-failure after the cooldown
 // (but not after proto.ExitAgentNotStartable: an agent that cannot be
-// started fails the unit at once and leaves it failed), the start limit, KillMode=mixed (SIGTERM to the worker, which ends the agent;
+// started fails the unit at once and leaves it failed; nor after
+// proto.ExitSpecUnreadable: a restart would read the same bad spec, and the
+// helper writes a fresh one when the session is dispatched again), the start limit, KillMode=mixed (SIGTERM to the worker, which ends the agent;
 // SIGKILL to what is left after the stop timeout), the team's slice, and the
 // session's identity in the environment (the worker puts it in its journal
 // fields itself, see internal/journal). No secret
@@ -89,7 +91,7 @@ func Transient(s *proto.Spec, p Policy) (units.Unit, error) {
 		units.String("Service", "NotifyAccess", "main"),
 		units.Exec("ExecStart", []string{p.Binary, "--spec", p.SpecPath}),
 		units.String("Service", "Restart", "on-failure"),
-		restartPreventExitStatus(proto.ExitAgentNotStartable),
+		restartPreventExitStatus(proto.ExitAgentNotStartable, proto.ExitSpecUnreadable),
 		units.Duration("Service", "RestartSec", "RestartUSec", p.Cooldown),
 		units.Duration("Service", "WatchdogSec", "WatchdogUSec", p.Watchdog),
 		units.String("Service", "KillMode", "mixed"),

@@ -186,6 +186,17 @@ func (s *Sandbox) setUp(ctx context.Context, p prereqs, name string, o Options) 
 	return s.waitReady(ctx)
 }
 
+// PID is the manager's process ID, 0 before it was launched. Its mount
+// namespace is the sandbox's own (see the package doc): a test that
+// mounts something for the manager's units to see enters it (nsenter -t
+// PID -m) and reaches the mount itself through /proc/PID/root.
+func (s *Sandbox) PID() int {
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.Pid
+}
+
 // Vars returns the sandbox's environment variables as KEY=VALUE:
 // XDG_RUNTIME_DIR, DBUS_SESSION_BUS_ADDRESS, HOME, XDG_CONFIG_HOME,
 // XDG_STATE_HOME, XDG_DATA_HOME and XDG_CACHE_HOME. The slice is the

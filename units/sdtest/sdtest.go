@@ -119,6 +119,10 @@ func (m *Manager) Systemctl(t testing.TB, args ...string) (string, error) {
 // launcher printed. There is no journal in the sandbox.
 func (m *Manager) Log() string { return m.sb.Log() }
 
+// PID is the manager's process ID: see sandbox.Sandbox.PID for its mount
+// namespace.
+func (m *Manager) PID() int { return m.sb.PID() }
+
 // close stops the manager and removes everything Start made. It runs from
 // t.Cleanup (t.Context is already cancelled then, so it has its own
 // timeout), or earlier from this package's tests.

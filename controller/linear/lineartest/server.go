@@ -3,8 +3,9 @@
 // operationName, variables} → {data, errors}) over an in-memory team, for
 // the operations package linear sends. It counts requests per operation so
 // tests can assert batching, and can be told to answer the next requests
-// with canned replies (rate limits, server errors, garbage) or to carry out
-// the next writes and lose their answers (LoseAnswers). It keeps a log of
+// with canned replies (rate limits, server errors, garbage), to carry out
+// the next writes and lose their answers (LoseAnswers), or to hold the
+// next request until the client times out (Stall). It keeps a log of
 // the writes that took effect (Writes).
 //
 // It must never be used outside tests and never reach the network.
@@ -76,6 +77,7 @@ type Server struct {
 
 	requests int       // answered since start
 	lose     int       // mutations still to carry out without an answer
+	stalls   []bool    // requests still to hold until the client gives up: carry out (true) or not
 	writes   []Write   // mutations that took effect, in order
 	start    time.Time // when the hour of RequestsPerHour began
 	clock    time.Time
@@ -125,6 +127,19 @@ func (s *Server) LoseAnswers(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lose += n
+}
+
+// Stall makes the next request (any operation) hang without an answer
+// until the client gives up on it (its timeout, or its context, closes
+// the connection). If carryOut, the fake carries it out first, as a
+// server that committed and then stalled on the answer: a mutation takes
+// effect, logged in Writes as Lost, since its answer reaches no one;
+// otherwise the request is never carried out. Stall does not wait for
+// the request.
+func (s *Server) Stall(carryOut bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalls = append(s.stalls, carryOut)
 }
 
 // Writes returns the mutations that took effect so far, in order.
@@ -273,18 +288,35 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
+	stalled, carryOut := len(s.stalls) > 0, false
+	if stalled {
+		carryOut, s.stalls = s.stalls[0], s.stalls[1:]
+	}
+	s.mu.Unlock()
+	if stalled && !carryOut {
+		// Held until the client gives up (its timeout closes the
+		// connection), or the server closes: no timer here.
+		<-r.Context().Done()
+		return
+	}
+	s.mu.Lock()
 	data, code, msg := s.handle(op, req.Query, req.Variables)
 	s.requests++
 	remaining := max(0, RequestsPerHour-s.requests)
-	lost := false
+	lost := stalled
 	if msg == "" && strings.HasPrefix(req.Query, "mutation ") {
-		lost = s.lose > 0
-		if lost {
+		if !lost && s.lose > 0 {
+			lost = true
 			s.lose--
 		}
 		s.writes = append(s.writes, Write{Op: op, Variables: req.Variables, Lost: lost})
 	}
 	s.mu.Unlock()
+	if stalled {
+		// Carried out, and the answer held until the client is gone.
+		<-r.Context().Done()
+		return
+	}
 	if lost {
 		dropConnection(w)
 		return

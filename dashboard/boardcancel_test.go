@@ -1,0 +1,72 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legion-dev/legion/controller/linear/lineartest"
+	"github.com/legion-dev/legion/dashboard"
+	"github.com/legion-dev/legion/internal/waitfor"
+)
+
+// TestBoardReadGivenUp: a board read that its client gave up on (a GET
+// whose client went away while the tracker was slow) is not the board's
+// state: the next GET reads the tracker again and shows its issues.
+// Before, the cancelled read's "context canceled" was kept as the board,
+// with no issues, and never read again while no page was connected.
+func TestBoardReadGivenUp(t *testing.T) {
+	const key = "lin_api_BOARD0123456789"
+	srv := lineartest.NewServer(t, key, "ENG")
+	srv.AddIssue("First", "Todo")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "linear-key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "legion.toml")
+	toml := fmt.Sprintf("[teams.demo]\nid = \"6f1c2b9e-0000-4000-8000-000000000001\"\nworkspace = %q\ntracker = \"linear\"\nlinear.team_key = \"ENG\"\nlinear.credentials_file = %q\nlinear.api_url = %q\n", dir, keyFile, srv.URL)
+	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := dashboard.New(dashboard.Options{Token: testToken, ConfigPath: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	ts := hs.URL
+	get := func(ctx context.Context) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts+"/api/board?team=demo", nil)
+		if err != nil {
+			return 0, "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+
+	srv.Stall(false)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, _, err := get(ctx); done <- err }()
+	waitfor.True(t, 30*time.Second, "the board's tracker read to reach Linear", func() bool { return srv.Calls("LegionIssues") > 0 })
+	cancel()
+	<-done
+	code, body, err := get(t.Context())
+	if err != nil || code != http.StatusOK || !strings.Contains(body, "ENG-1") || strings.Contains(body, "context canceled") {
+		t.Errorf("GET /api/board after a given-up read = %d %s, %v; want 200 with ENG-1", code, body, err)
+	}
+}
