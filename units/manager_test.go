@@ -197,9 +197,10 @@ func TestWatchdogRestartThenGiveUp(t *testing.T) {
 	}
 	// NRestarts counts restart attempts: two that ran and the third, which
 	// the start limit (three starts) refused. Result stays what ended the
-	// last run.
+	// last run; its main process, a Go program, exited 2 on the watchdog's
+	// SIGABRT (the Go runtime's dump-and-exit).
 	want := units.State{Name: name, LoadState: "loaded", ActiveState: "failed", SubState: "failed",
-		Result: "watchdog", NRestarts: 3, StatusText: "stopped pinging"}
+		Result: "watchdog", NRestarts: 3, StatusText: "stopped pinging", ExecMainCode: units.CLDExited, ExecMainStatus: 2}
 	if diff := cmp.Diff(want, final); diff != "" {
 		t.Errorf("final State(%s) mismatch (-want +got):\n%s", name, diff)
 	}
