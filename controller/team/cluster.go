@@ -197,14 +197,9 @@ func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.
 		Dir:    filepath.Join(wire.StateDir, "agents", workerID.String()),
 		Legion: legion, Env: env, LookupEnv: t.LookupEnv,
 	}
-	prompt, err := t.instructions(ctx, issue, mode, wt, kind.Name(), legion)
+	l, prompt, err := t.planLaunch(ctx, issue, mode, wt, kind, &s, legion)
 	if err != nil {
-		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
-	}
-	s.Vars.Prompt = prompt
-	l, err := kind.Plan(s)
-	if err != nil {
-		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
+		return Dispatch{}, err
 	}
 	// No Prepare of the kind: a custom agent's would only draw a
 	// sandbox, and the pod's security context confines the agent.

@@ -196,6 +196,22 @@ func checkMode(mode controller.Mode) error {
 	return fmt.Errorf("mode %q: want plan, implement, review, retro or finish", mode)
 }
 
+// planLaunch renders the phase's instructions for the agent of s (legion
+// is how it runs Legion), makes them its prompt, and has kind plan the
+// launch.
+func (t *Team) planLaunch(ctx context.Context, issue string, mode controller.Mode, wt workspace.Worktree, kind agent.Kind, s *agent.Session, legion string) (agent.Launch, string, error) {
+	prompt, err := t.instructions(ctx, issue, mode, wt, kind.Name(), legion)
+	if err != nil {
+		return agent.Launch{}, "", fmt.Errorf("dispatch %s: %w", issue, err)
+	}
+	s.Vars.Prompt = prompt
+	l, err := kind.Plan(*s)
+	if err != nil {
+		return agent.Launch{}, "", fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
+	}
+	return l, prompt, nil
+}
+
 // SessionOf names the worker of issue in mode without preparing anything:
 // the agent's deterministic session (a retro's is its implementer's, see
 // SessionMode) and the worker's unit. They are what PlanDispatch plans, and
@@ -261,14 +277,9 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		Legion: t.Legion, Env: env, LookupEnv: t.LookupEnv,
 		Secrets: []string{t.Linear.CredentialsFile, t.GitHub.CredentialsFile},
 	}
-	prompt, err := t.Instructions(ctx, issue, mode, wt, kind.Name(), s)
+	l, prompt, err := t.planLaunch(ctx, issue, mode, wt, kind, &s, t.legionCommand(s))
 	if err != nil {
-		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
-	}
-	s.Vars.Prompt = prompt
-	l, err := kind.Plan(s)
-	if err != nil {
-		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
+		return Dispatch{}, err
 	}
 	if l, err = kind.Prepare(ctx, s, l); err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
