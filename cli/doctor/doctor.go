@@ -195,6 +195,7 @@ func teamChecks(ctx context.Context, o Options, t config.Team, w workerEnv, vers
 		kctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		checks = append(checks, checkKube(kctx, o.ConfigPath, o.KubeBinary, t, w)...)
 		cancel()
+		checks = append(checks, checkClusterDispatch(o.ConfigPath, t))
 	}
 	if needs, ok := usesGitHub(t); ok {
 		checks = append(checks, withTimeout(ctx, o.Timeout, func(ctx context.Context) Check {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/kube/wire"
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/controller/team"
 	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
@@ -99,4 +100,17 @@ func checkKube(ctx context.Context, configPath, kubeBinary string, t config.Team
 		checks = append(checks, c)
 	}
 	return checks
+}
+
+// checkClusterDispatch: can `legion controller TEAM` dispatch team t's
+// issues to its cluster (team.CheckCluster: the repository its pods
+// clone, a tracker they reach)?
+func checkClusterDispatch(configPath string, t config.Team) Check {
+	c := Check{Name: "controller dispatch of team " + t.Name, Team: t.Name, Status: OK,
+		Detail: "each phase's pod clones " + t.Kubernetes.Repository + " onto the issue's volume"}
+	if err := team.CheckCluster(t); err != nil {
+		c.Status, c.Detail = Fail, err.Error()
+		c.Fix = fmt.Sprintf("in %s: [teams.%s] (README: Kubernetes, the controller and a team on a cluster)", configPath, tomlKey(t.Name))
+	}
+	return c
 }

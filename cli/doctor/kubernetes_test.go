@@ -173,3 +173,18 @@ func TestKube(t *testing.T) {
 	tm.Kubernetes.Kubeconfig = ""
 	expect(t, cluster(checkKube(ctx, "/cfg/legion.toml", bin, tm, workerEnv{env: []string{"KUBECONFIG=" + c.Kubeconfig}})), OK, "namespace legion-demo", "")
 }
+
+// TestClusterDispatch: a Kubernetes team's controller needs the
+// repository its pods clone and a tracker they reach; doctor says which
+// is missing.
+func TestClusterDispatch(t *testing.T) {
+	tm := config.Team{Name: "demo", Engine: config.EngineKubernetes, Tracker: config.TrackerLocal}
+	c := checkClusterDispatch("/cfg/legion.toml", tm)
+	if c.Status != Fail || !strings.Contains(c.Detail, "kubernetes.repository is not set") || !strings.Contains(c.Detail, `tracker = "local"`) || !strings.Contains(c.Fix, "/cfg/legion.toml") {
+		t.Errorf("a local-tracker team without a repository: %+v; want a failure naming both and the file", c)
+	}
+	tm.Tracker, tm.Kubernetes.Repository = config.TrackerLinear, "https://git.example/demo.git"
+	if c := checkClusterDispatch("/cfg/legion.toml", tm); c.Status != OK || !strings.Contains(c.Detail, "https://git.example/demo.git") {
+		t.Errorf("a Linear team with a repository: %+v; want OK naming the repository", c)
+	}
+}
