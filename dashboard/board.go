@@ -150,7 +150,11 @@ func (s *Server) board(w http.ResponseWriter, r *http.Request) {
 	}
 	s.boards.mu.Lock()
 	ts, ok := s.boards.teams[name]
-	if !ok || ts.refreshed.IsZero() {
+	// Read when never read, or when the last read failed: with no page
+	// connected nothing else reads it again, and a GET would be answered
+	// with that failure for good (the chaos run: a Linear 502 on the
+	// first read after a restart of the server).
+	if !ok || ts.refreshed.IsZero() || ts.err != nil {
 		if _, err := s.loadConfig(); err != nil {
 			s.boards.mu.Unlock()
 			writeError(w, http.StatusInternalServerError, "%v", err)

@@ -70,3 +70,49 @@ func TestBoardReadGivenUp(t *testing.T) {
 		t.Errorf("GET /api/board after a given-up read = %d %s, %v; want 200 with ENG-1", code, body, err)
 	}
 }
+
+// TestBoardReadFailedReadsAgain: a board whose last read failed (Linear
+// answering 502 past the client's retries) is read again by the next GET,
+// which shows the issues once the tracker answers. Before, the failure
+// was served for good while no page was connected.
+func TestBoardReadFailedReadsAgain(t *testing.T) {
+	const key = "lin_api_BOARD0123456789"
+	srv := lineartest.NewServer(t, key, "ENG")
+	srv.AddIssue("First", "Todo")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "linear-key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "legion.toml")
+	toml := fmt.Sprintf("[teams.demo]\nid = \"6f1c2b9e-0000-4000-8000-000000000001\"\nworkspace = %q\ntracker = \"linear\"\nlinear.team_key = \"ENG\"\nlinear.credentials_file = %q\nlinear.api_url = %q\n", dir, keyFile, srv.URL)
+	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := dashboard.New(dashboard.Options{Token: testToken, ConfigPath: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	get := func() string {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, hs.URL+"/api/board?team=demo", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for range 5 { // the Linear client's attempts (linear.Retry's default)
+		srv.Inject(lineartest.Reply{Status: 502, Body: "<html>502 Bad Gateway</html>", Header: map[string][]string{"Content-Type": {"text/html"}}})
+	}
+	if b := get(); !strings.Contains(b, "502") {
+		t.Fatalf("GET /api/board with Linear answering 502 = %s; want the failure shown", b)
+	}
+	if b := get(); !strings.Contains(b, "ENG-1") {
+		t.Errorf("GET /api/board once Linear answers = %s; want ENG-1", b)
+	}
+}

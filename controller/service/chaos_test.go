@@ -164,6 +164,8 @@ type chaosRun struct {
 	web       *http.Client // to the dashboard's unix socket
 	webToken  string
 	boards    int // the dashboard's board fetched after its start and each kill
+	// boardFailures counts the times it did not come back (each an error)
+	boardFailures int
 }
 
 // Start limits: at its start limit systemd leaves a unit failed until a

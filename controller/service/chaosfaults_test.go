@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
@@ -215,19 +216,30 @@ func (r *chaosRun) board(ctx context.Context) (int, string, error) {
 }
 
 // checkDashboard: the dashboard answers with the team's board (after a
-// kill -9 of its server, socket activation starts a new one).
+// kill -9 of its server, socket activation starts a new one). A board
+// that does not come back within 3 minutes (a Linear stall holds one read
+// for 30 s) fails the run with the dashboard's units' state, and the run
+// goes on, so that its other checks still report.
 func (r *chaosRun) checkDashboard(ctx context.Context) {
-	// Bounded: a board that never comes back fails the run, not hangs it
-	// (a Linear stall holds one read for 30 s).
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	r.poll(ctx, "the dashboard's board", func() (bool, string) {
+	last := ""
+	err := waitfor.Until(3*time.Minute, "the dashboard's board", func() error {
 		code, body, err := r.board(ctx)
 		if err != nil {
-			return false, err.Error()
+			last = err.Error()
+			return err
 		}
-		return code == http.StatusOK && strings.Contains(body, "ENG-"), fmt.Sprintf("%d %s", code, tail(body, 3))
+		if code == http.StatusOK && strings.Contains(body, "ENG-") {
+			return nil
+		}
+		last = fmt.Sprintf("%d %s", code, tail(body, 3))
+		return errors.New(last)
 	})
+	if err != nil {
+		out, _ := r.sd.Systemctl(r.t, "status", "--no-pager", "--lines=20", unitname.WebSocketUnit, unitname.WebUnit)
+		r.t.Errorf("the dashboard did not answer with the board: %v (last: %s)\n%s", err, last, out)
+		r.boardFailures++
+		return
+	}
 	r.boards++
 }
 
