@@ -29,8 +29,10 @@ func TestRun(t *testing.T) {
 		{"no spec", nil, 2, "", "--spec FILE is required"},
 		{"extra argument", []string{"--spec", bad, "more"}, 2, "", `unexpected argument "more"`},
 		{"unknown flag", []string{"--nope"}, 2, "", "flag provided but not defined: -nope"},
-		{"missing spec file", []string{"--spec", "/nonexistent/spec.json"}, 1, "", "/nonexistent/spec.json"},
-		{"malformed spec file", []string{"--spec", bad}, 1, "", bad},
+		// 65: the unit does not restart on it, and the next dispatch
+		// starts a fresh worker on a new spec (proto.ExitSpecUnreadable).
+		{"missing spec file", []string{"--spec", "/nonexistent/spec.json"}, proto.ExitSpecUnreadable, "", "/nonexistent/spec.json"},
+		{"malformed spec file", []string{"--spec", bad}, proto.ExitSpecUnreadable, "", "moved aside to " + bad + ".corrupt-"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
