@@ -113,7 +113,11 @@ kubernetes.bin_dir = %q
 	r.lookupFromFake()
 	is := srv.AddIssue("Write a file", "Todo")
 	id := is.Identifier
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	// About 15 s here; the bound is the scheduler's: a pod it first
+	// finds unschedulable (its issue's claim not bound yet: an Immediate
+	// class of pre-made volumes) may wait for its next look at the
+	// unschedulable pods, up to 5 minutes (seen once in a clean-clone run).
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	e.startController()
 
