@@ -23,25 +23,7 @@ import (
 // Before, the cancelled read's "context canceled" was kept as the board,
 // with no issues, and never read again while no page was connected.
 func TestBoardReadGivenUp(t *testing.T) {
-	const key = "lin_api_BOARD0123456789"
-	srv := lineartest.NewServer(t, key, "ENG")
-	srv.AddIssue("First", "Todo")
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "linear-key")
-	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "legion.toml")
-	toml := fmt.Sprintf("[teams.demo]\nid = \"6f1c2b9e-0000-4000-8000-000000000001\"\nworkspace = %q\ntracker = \"linear\"\nlinear.team_key = \"ENG\"\nlinear.credentials_file = %q\nlinear.api_url = %q\n", dir, keyFile, srv.URL)
-	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := dashboard.New(dashboard.Options{Token: testToken, ConfigPath: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
+	srv, hs := linearBoard(t)
 	ts := hs.URL
 	get := func(ctx context.Context) (int, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts+"/api/board?team=demo", nil)
@@ -76,25 +58,7 @@ func TestBoardReadGivenUp(t *testing.T) {
 // which shows the issues once the tracker answers. Before, the failure
 // was served for good while no page was connected.
 func TestBoardReadFailedReadsAgain(t *testing.T) {
-	const key = "lin_api_BOARD0123456789"
-	srv := lineartest.NewServer(t, key, "ENG")
-	srv.AddIssue("First", "Todo")
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "linear-key")
-	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "legion.toml")
-	toml := fmt.Sprintf("[teams.demo]\nid = \"6f1c2b9e-0000-4000-8000-000000000001\"\nworkspace = %q\ntracker = \"linear\"\nlinear.team_key = \"ENG\"\nlinear.credentials_file = %q\nlinear.api_url = %q\n", dir, keyFile, srv.URL)
-	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := dashboard.New(dashboard.Options{Token: testToken, ConfigPath: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
+	srv, hs := linearBoard(t)
 	get := func() string {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, hs.URL+"/api/board?team=demo", nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
@@ -115,4 +79,30 @@ func TestBoardReadFailedReadsAgain(t *testing.T) {
 	if b := get(); !strings.Contains(b, "ENG-1") {
 		t.Errorf("GET /api/board once Linear answers = %s; want ENG-1", b)
 	}
+}
+
+// linearBoard is a dashboard of team demo on the Linear fake (one issue
+// in Todo), served over HTTP.
+func linearBoard(t *testing.T) (*lineartest.Server, *httptest.Server) {
+	t.Helper()
+	const key = "lin_api_BOARD0123456789"
+	srv := lineartest.NewServer(t, key, "ENG")
+	srv.AddIssue("First", "Todo")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "linear-key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "legion.toml")
+	toml := fmt.Sprintf("[teams.demo]\nid = \"6f1c2b9e-0000-4000-8000-000000000001\"\nworkspace = %q\ntracker = \"linear\"\nlinear.team_key = \"ENG\"\nlinear.credentials_file = %q\nlinear.api_url = %q\n", dir, keyFile, srv.URL)
+	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := dashboard.New(dashboard.Options{Token: testToken, ConfigPath: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return srv, hs
 }
