@@ -10,7 +10,6 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/kube/wire"
-	"github.com/legion-dev/legion/internal/kubetest"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
@@ -25,14 +24,7 @@ import (
 // the Job tries a new pod until its backoff limit, and the registry on
 // the volume holds the command's cause.
 func TestKubePrepare(t *testing.T) {
-	bin := sdtest.LegionBinary(t) // legion-pty-worker beside it
-	binDir := filepath.Dir(bin)
-	if err := os.Chmod(binDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := binDir + ":/usr/bin:/bin"
-	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir}, PodEnv: []string{"PATH=" + path},
-		ExecEnv: map[string]string{"PATH": path}})
+	c, _ := runPodsCluster(t)
 	const ns = "legion-prepare"
 	kubeNamespace(t, c, ns, 2)
 	ip := startInProcess(t, true, Options{KubeBinary: sdtest.KubeBinary(t)})

@@ -39,6 +39,23 @@ func kubeNamespace(t testing.TB, c *kubetest.Cluster, ns string, volumes int) {
 	c.Namespace(t, ns, volumes)
 }
 
+// runPodsCluster is a control plane whose pods run (kubetest's RunPods)
+// with the directory of this test's legion binaries bound into each
+// container at the same path and on its PATH, as an image would hold
+// them; bin is the legion binary.
+func runPodsCluster(t *testing.T) (*kubetest.Cluster, string) {
+	t.Helper()
+	bin := sdtest.LegionBinary(t)
+	binDir := filepath.Dir(bin)
+	// The pod's user (1000) runs the programs from there.
+	if err := os.Chmod(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := binDir + ":/usr/bin:/bin"
+	return kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir}, PodEnv: []string{"PATH=" + path},
+		ExecEnv: map[string]string{"PATH": path}}), bin
+}
+
 func kubeLaunch(c *kubetest.Cluster, ns, issue, mode string) api.SpawnArgs {
 	a := testLaunch(issue+"-"+mode, "claude", "--session-id", "x")
 	a.Issue, a.Mode, a.Role, a.Cwd = issue, mode, roleWorker, wire.WorkDir
@@ -525,16 +542,7 @@ func TestKubeAttach(t *testing.T) {
 // session file is on the volume, so the resume argv). Attach through the
 // API server shows the resumed agent; end completes the Job.
 func TestKubeResume(t *testing.T) {
-	bin := sdtest.LegionBinary(t) // legion scripted-agent, the stand-in for Claude Code
-	binDir := filepath.Dir(bin)
-	// The pod's user (1000) runs the programs from there (bound into each
-	// container at the same path, as an image would hold them).
-	if err := os.Chmod(binDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := binDir + ":/usr/bin:/bin"
-	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir}, PodEnv: []string{"PATH=" + path},
-		ExecEnv: map[string]string{"PATH": path}})
+	c, bin := runPodsCluster(t) // legion scripted-agent, the stand-in for Claude Code
 	const ns = "legion-resume"
 	kubeNamespace(t, c, ns, 2)
 	ip := startInProcess(t, true, Options{KubeBinary: sdtest.KubeBinary(t)})
