@@ -2,7 +2,9 @@
 // legion/<issue>, with a port offset that parallel agents use to keep their
 // dev servers apart, shows an issue's branch against the default branch
 // with the conflicts a merge would leave (Diff: git merge-tree, nothing
-// touched), and merges finished work back into the default branch. For a
+// touched), and merges finished work back into the default branch (the
+// merges into one repository take turns, and a git lock a killed git left
+// behind is moved aside: mergelock.go). For a
 // team on a cluster it also makes and refreshes the clone of the team's
 // repository on an issue's volume (Clone) and publishes a finished
 // issue's merge to origin (MergeAndPublish): the one repository whose
@@ -182,6 +184,20 @@ func (m *Manager) Merge(ctx context.Context, issue string) (MergeResult, error) 
 	if err != nil || cur != def {
 		return MergeResult{}, fmt.Errorf("finish %s: %s must have %s checked out to merge into it (has %q)", issue, m.Repo, def, cur)
 	}
+	var res MergeResult
+	err = m.withMergeLock(ctx, def, func() error {
+		var err error
+		res, err = m.merge(ctx, issue, branch, def)
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	return MergeResult{Merged: true}, nil
+}
+
+// merge is Merge's git merge, under the repository's merge lock.
+func (m *Manager) merge(ctx context.Context, issue, branch, def string) (MergeResult, error) {
 	if m.branchExists(ctx, branch) {
 		msg := fmt.Sprintf("Merge %s (%s)", branch, issue)
 		if _, err := m.git(ctx, m.Repo, "merge", "--no-ff", "--no-edit", "-m", msg, branch); err != nil {

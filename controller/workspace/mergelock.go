@@ -1,0 +1,117 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Finishers of several issues merge into the one workspace, and a
+// finisher may be killed (kill -9, OOM, a reboot) in the middle of git:
+// git then leaves its lock files behind (index.lock, HEAD.lock, a
+// branch's ref lock), and every later merge failed with "Unable to
+// create '.../HEAD.lock': File exists" until a person removed it (the
+// chaos run found it: a finisher killed mid-merge, and the next issue's
+// finisher failed until its start limit). So Legion's merges into a
+// repository take turns (an flock on its git directory itself, which the
+// kernel releases with a killed process), and under it a git lock older
+// than staleLock is a killed git's: it is moved aside, named by its time,
+// not deleted. A younger one (a person's git, for a moment) is waited for.
+//
+// The flock is taken on the directory, opened read-only, and not on a file
+// of Legion's in it: an agent's sandbox lets a finisher write only what
+// its merge writes, and a file of Legion's there was refused (the real
+// Codex finisher of TestFollowCodex: "open .git/legion-merge.lock:
+// read-only file system"). Git itself takes no flock, so nothing else
+// contends for it.
+
+const (
+	// staleLock is the age after which a git lock found under Legion's
+	// merge lock is taken for a killed git's (git holds them for the
+	// time of one command).
+	staleLock = 20 * time.Second
+	// lockWait bounds the wait for a git lock that is not stale.
+	lockWait = 30 * time.Second
+)
+
+// withMergeLock runs f while holding the repository's merge lock, with
+// the git locks f's merge needs (index, HEAD, branch def's ref) free.
+func (m *Manager) withMergeLock(ctx context.Context, def string, f func() error) error {
+	gitDir, err := m.git(ctx, m.Repo, "rev-parse", "--absolute-git-dir")
+	if err != nil {
+		return err
+	}
+	lf, err := os.Open(gitDir)
+	if err != nil {
+		return fmt.Errorf("merge lock of %s: %w", m.Repo, err)
+	}
+	defer lf.Close()
+	for {
+		err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("merge lock of %s: %w", m.Repo, err)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return fmt.Errorf("waiting for another merge into %s: %w", m.Repo, err)
+		}
+	}
+	defer unix.Flock(int(lf.Fd()), unix.LOCK_UN)
+	locks := []string{"index.lock", "HEAD.lock", filepath.Join("refs", "heads", def+".lock")}
+	deadline := time.Now().Add(lockWait)
+	for _, name := range locks {
+		p := filepath.Join(gitDir, name)
+		for {
+			fi, err := os.Stat(p)
+			if errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if err == nil && time.Since(fi.ModTime()) > staleLock {
+				aside := p + ".stale-" + time.Now().UTC().Format("20060102T150405.000")
+				if err := os.Rename(p, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("move the stale git lock %s aside: %w", p, err)
+				}
+				continue
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s is held by another git (for %s now): finish or stop it, then run this again", p, lockWait)
+			}
+			if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return f()
+}
+
+// StaleLocks are the git locks withMergeLock moved aside in repo's git
+// directory (what `ls` would show), for tests and people.
+func StaleLocks(gitDir string) []string {
+	var out []string
+	_ = filepath.WalkDir(gitDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(d.Name(), ".lock.stale-") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
