@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,9 +39,14 @@ type Dispatch struct {
 }
 
 // Dispatched keeps the records, one JSON file per issue under Dir. A
-// corrupt one is quarantined (named in the error) and counts as none.
+// corrupt one is quarantined (named in the error, and logged to Log when
+// set) and counts as none.
 type Dispatched struct {
 	Dir string
+	// Log, when set, gets a warning for each record quarantined: Collect
+	// decides those issues from the tracker and goes on, so the log is
+	// where a person learns a record was set aside.
+	Log *slog.Logger
 	mu  sync.Mutex
 }
 
@@ -117,7 +123,11 @@ func (d *Dispatched) All(now time.Time) (map[string]Dispatch, error) {
 		}
 		if err != nil {
 			q, qerr := atomicfile.Quarantine(p, now)
-			errs = append(errs, fmt.Errorf("dispatch record %s is unreadable (%w), quarantined as %s: its issue is decided from the tracker alone", p, errors.Join(err, qerr), q))
+			err = fmt.Errorf("dispatch record %s is unreadable (%w), quarantined as %s: its issue is decided from the tracker alone", p, errors.Join(err, qerr), q)
+			if d.Log != nil {
+				d.Log.Warn("a dispatch record was set aside", "issue", issue, "err", err)
+			}
+			errs = append(errs, err)
 			continue
 		}
 		out[issue] = r

@@ -116,10 +116,16 @@ func TestDispatchRecordCorrupt(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "DEMO-1.json"), []byte("{garbled"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rec := &controller.Dispatched{Dir: dir}
+	var logged strings.Builder
+	rec := &controller.Dispatched{Dir: dir, Log: slog.New(slog.NewTextHandler(&logged, nil))}
 	all, err := rec.All(time.Now())
 	if err == nil || !strings.Contains(err.Error(), "DEMO-1.json is unreadable") || len(all) != 0 {
 		t.Errorf("All of a garbled record: %v, %v; want none and the file named", all, err)
+	}
+	// Collect decides the issue from the tracker and drops the error: the
+	// log is where a person learns of it.
+	if !strings.Contains(logged.String(), "set aside") || !strings.Contains(logged.String(), "issue=DEMO-1") || !strings.Contains(logged.String(), "quarantined as") {
+		t.Errorf("the log: %q; want the record set aside, its issue and where it went", logged.String())
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 || !strings.Contains(entries[0].Name(), "DEMO-1.json") || entries[0].Name() == "DEMO-1.json" {

@@ -74,6 +74,7 @@ func Run(ctx context.Context, o Options) error {
 	sessions := &helperSessions{team: o.Team.Name}
 	sources := o.Team.Sources(sessions)
 	sources.Room = o.Team.Room(true, o.Log)
+	sources.Dispatched.Log = o.Log
 	watched := make(chan struct{})
 	var own *ownWrites
 	if s, ok := o.Team.Tracker.(*local.Store); ok {
