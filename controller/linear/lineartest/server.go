@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -75,12 +76,12 @@ type Server struct {
 	Issues []*Issue
 	nextID int
 
-	requests int       // answered since start
-	lose     int       // mutations still to carry out without an answer
-	stalls   []bool    // requests still to hold until the client gives up: carry out (true) or not
-	writes   []Write   // mutations that took effect, in order
-	start    time.Time // when the hour of RequestsPerHour began
-	clock    time.Time
+	used   float64   // the request budget's bucket: requests not yet leaked away
+	leaked time.Time // when used was last leaked
+	lose   int       // mutations still to carry out without an answer
+	stalls []bool    // requests still to hold until the client gives up: carry out (true) or not
+	writes []Write   // mutations that took effect, in order
+	clock  time.Time
 }
 
 // DefaultStates are a team's states in a new Server: Linear's default
@@ -99,7 +100,7 @@ var DefaultStates = []State{
 // closed when the test ends.
 func NewServer(t testing.TB, key, teamKey string) *Server {
 	t.Helper()
-	s := &Server{start: time.Now(),
+	s := &Server{leaked: time.Now(),
 		Key: key, TeamKey: teamKey, TeamID: "team-" + strings.ToLower(teamKey), UserName: "Ada Lovelace",
 		States: slices.Clone(DefaultStates),
 		clock:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -301,8 +302,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	data, code, msg := s.handle(op, req.Query, req.Variables)
-	s.requests++
-	remaining := max(0, RequestsPerHour-s.requests)
+	remaining, reset := s.spend(time.Now())
 	lost := stalled
 	if msg == "" && strings.HasPrefix(req.Query, "mutation ") {
 		if !lost && s.lose > 0 {
@@ -325,13 +325,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// Reset is when it is full again).
 	w.Header().Set("X-RateLimit-Requests-Limit", strconv.Itoa(RequestsPerHour))
 	w.Header().Set("X-RateLimit-Requests-Remaining", strconv.Itoa(remaining))
-	w.Header().Set("X-RateLimit-Requests-Reset", strconv.FormatInt(s.start.Add(time.Hour).UnixMilli(), 10))
+	w.Header().Set("X-RateLimit-Requests-Reset", strconv.FormatInt(reset.UnixMilli(), 10))
 	if msg != "" {
 		writeErrors(w, http.StatusOK, code, msg)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	json.NewEncoder(w).Encode(map[string]any{"data": data})
+}
+
+// spend takes one request from the key's budget at now and returns what
+// is left and when the budget is whole again. The budget is a leaky
+// bucket, as Linear describes its limits: it refills continuously at
+// RequestsPerHour an hour (a run longer than an hour, or a busy one, is
+// not cut off for good once it has spent the hour's figure). Under s.mu.
+func (s *Server) spend(now time.Time) (remaining int, full time.Time) {
+	rate := float64(RequestsPerHour) / time.Hour.Seconds()
+	s.used = max(0, s.used-now.Sub(s.leaked).Seconds()*rate) + 1
+	s.leaked = now
+	remaining = max(0, RequestsPerHour-int(math.Ceil(s.used)))
+	return remaining, now.Add(time.Duration(s.used / rate * float64(time.Second)))
 }
 
 // dropConnection closes the request's connection without an answer.
