@@ -277,13 +277,18 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment) {
 		t.Fatalf("controller.yaml: %d containers; want 1", len(p.Containers))
 	}
 	c := p.Containers[0]
-	sc := c.SecurityContext
-	if sc == nil || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
-		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
-		t.Errorf("controller.yaml: container securityContext %+v; want no privilege escalation, a read-only root, all capabilities dropped", sc)
+	for _, c := range append(slices.Clone(p.InitContainers), p.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
+			sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+			t.Errorf("controller.yaml: container %s securityContext %+v; want no privilege escalation, a read-only root, all capabilities dropped", c.Name, sc)
+		}
 	}
-	if want := []string{"legion-kube", "lead", "--namespace", "legion", "--name", "legion-controller-00000000", "--", "legion", "controller", "TEAM"}; !slices.Equal(c.Command, want) {
-		t.Errorf("controller.yaml: command %q; want %q (the controller only while holding its Lease)", c.Command, want)
+	if len(p.InitContainers) != 1 || len(p.InitContainers[0].Command) < 3 || !slices.Equal(p.InitContainers[0].Command[:3], []string{"legion", "worktree", "clone"}) {
+		t.Errorf("controller.yaml: init containers %+v; want one, legion worktree clone (the workspace the controller reads)", p.InitContainers)
+	}
+	if want := []string{"legion-kube", "lead", "--namespace", "legion", "--name", "legion-controller-00000000", "--", "legion", "controller", "TEAM", "--with-helper"}; !slices.Equal(c.Command, want) {
+		t.Errorf("controller.yaml: command %q; want %q (the controller, with a helper of its own, only while holding its Lease)", c.Command, want)
 	}
 	pod := false
 	for _, e := range c.Env {
@@ -329,42 +334,7 @@ func TestManifestsOnTheAPIServer(t *testing.T) {
 	// In the order kubectl apply -k uses: the namespace first.
 	slices.SortStableFunc(objs, func(a, b object) int { return applyOrder(a.obj) - applyOrder(b.obj) })
 	for _, o := range objs {
-		var err error
-		switch x := o.obj.(type) {
-		case *corev1.Namespace:
-			_, err = c.Client.CoreV1().Namespaces().Create(ctx, x, metav1.CreateOptions{})
-		case *corev1.ServiceAccount:
-			_, err = c.Client.CoreV1().ServiceAccounts(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *rbacv1.Role:
-			_, err = c.Client.RbacV1().Roles(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = c.Client.RbacV1().RoleBindings(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *corev1.ResourceQuota:
-			_, err = c.Client.CoreV1().ResourceQuotas(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *corev1.LimitRange:
-			_, err = c.Client.CoreV1().LimitRanges(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *appsv1.Deployment:
-			// The quota admits pods once its controller has computed its
-			// use; until then the API server refuses them.
-			waitfor.Check(t, time.Minute, "the quota computed", func() error {
-				qs, err := c.Client.CoreV1().ResourceQuotas(x.Namespace).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return err
-				}
-				for _, q := range qs.Items {
-					if len(q.Status.Hard) == 0 {
-						return fmt.Errorf("quota %s has no status yet", q.Name)
-					}
-				}
-				return nil
-			})
-			_, err = c.Client.AppsV1().Deployments(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		default:
-			t.Fatalf("%s: no way to create a %T", o.file, o.obj)
-		}
-		if err != nil {
-			t.Fatalf("%s: create: %v", o.file, err)
-		}
+		create(t, c, o)
 	}
 
 	// The Deployment's pod is admitted under Pod Security "restricted"
@@ -464,5 +434,47 @@ func TestManifestsOnTheAPIServer(t *testing.T) {
 			}
 			t.Errorf("%s may %s %s in namespace %q; want it refused", sa, d.verb, what, d.ns)
 		}
+	}
+}
+
+// create creates the object o of a manifest on c, as kubectl apply would.
+func create(t *testing.T, c *kubetest.Cluster, o object) {
+	t.Helper()
+	ctx := t.Context()
+	var err error
+	switch x := o.obj.(type) {
+	case *corev1.Namespace:
+		_, err = c.Client.CoreV1().Namespaces().Create(ctx, x, metav1.CreateOptions{})
+	case *corev1.ServiceAccount:
+		_, err = c.Client.CoreV1().ServiceAccounts(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *rbacv1.Role:
+		_, err = c.Client.RbacV1().Roles(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *rbacv1.RoleBinding:
+		_, err = c.Client.RbacV1().RoleBindings(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *corev1.ResourceQuota:
+		_, err = c.Client.CoreV1().ResourceQuotas(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *corev1.LimitRange:
+		_, err = c.Client.CoreV1().LimitRanges(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *appsv1.Deployment:
+		// The quota admits pods once its controller has computed its
+		// use; until then the API server refuses them.
+		waitfor.Check(t, time.Minute, "the quota computed", func() error {
+			qs, err := c.Client.CoreV1().ResourceQuotas(x.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			for _, q := range qs.Items {
+				if len(q.Status.Hard) == 0 {
+					return fmt.Errorf("quota %s has no status yet", q.Name)
+				}
+			}
+			return nil
+		})
+		_, err = c.Client.AppsV1().Deployments(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	default:
+		t.Fatalf("%s: no way to create a %T", o.file, o.obj)
+	}
+	if err != nil {
+		t.Fatalf("%s: create: %v", o.file, err)
 	}
 }
