@@ -259,6 +259,12 @@ kubernetes.repository = %q
 	if len(names) != 1 {
 		t.Errorf("planner Jobs %v; want one (the second controller must see the first one's)\n%s:\n%s", names, follower.name, follower.log.String())
 	}
+	// Spawns are idempotent (the Job of a dispatch's session id is made
+	// once), so the Jobs alone would not show a second decision: the
+	// second controller must not decide to dispatch the planner at all.
+	if strings.Contains(follower.log.String(), "action=dispatch_planner") {
+		t.Errorf("replica %s decided to dispatch %s's planner again (it did not see the first one's session):\n%s", follower.name, is.Identifier, follower.log.String())
+	}
 	if !strings.Contains(follower.log.String(), "following the sessions of a Kubernetes target") {
 		t.Errorf("replica %s's helper did not follow namespace %s at its start:\n%s", follower.name, namespace, follower.log.String())
 	}
