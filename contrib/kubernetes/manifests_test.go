@@ -156,6 +156,7 @@ func TestManifests(t *testing.T) {
 		deploy *appsv1.Deployment
 		quota  *corev1.ResourceQuota
 		limits *corev1.LimitRange
+		state  *corev1.PersistentVolumeClaim
 	)
 	for _, o := range objs {
 		m, err := metaOf(o.obj)
@@ -174,19 +175,44 @@ func TestManifests(t *testing.T) {
 			quota = x
 		case *corev1.LimitRange:
 			limits = x
+		case *corev1.PersistentVolumeClaim:
+			state = x
 		case *corev1.Namespace, *corev1.ServiceAccount, *rbacv1.RoleBinding:
 		default:
-			t.Errorf("%s: a %T; want only Namespace, ServiceAccount, Role, RoleBinding, ResourceQuota, LimitRange and Deployment (nothing cluster-scoped but the namespace)", o.file, o.obj)
+			t.Errorf("%s: a %T; want only Namespace, ServiceAccount, Role, RoleBinding, ResourceQuota, LimitRange, PersistentVolumeClaim and Deployment (nothing cluster-scoped but the namespace)", o.file, o.obj)
 		}
 	}
-	if role == nil || deploy == nil || quota == nil || limits == nil {
-		t.Fatal("the manifests hold no Role, Deployment, ResourceQuota or LimitRange")
+	if role == nil || deploy == nil || quota == nil || limits == nil || state == nil {
+		t.Fatal("the manifests hold no Role, Deployment, ResourceQuota, LimitRange or PersistentVolumeClaim (the controller's state)")
 	}
 	if diff := cmp.Diff(wantRules(), role.Rules); diff != "" {
 		t.Errorf("role.yaml: rules differ from activation/kube.Permissions and controller/lease.Rule (-want +got):\n%s", diff)
 	}
 	checkDeployment(t, deploy)
-	checkQuota(t, quota, limits, deploy)
+	checkQuota(t, quota, limits, deploy, state)
+	checkState(t, deploy, state)
+}
+
+// checkState: the controller's state directory (XDG_STATE_HOME, its
+// dispatch records) is the claim of state.yaml, kept across its pods.
+func checkState(t *testing.T, d *appsv1.Deployment, pvc *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	p := d.Spec.Template.Spec
+	c := p.Containers[0]
+	var stateDir string
+	for _, e := range c.Env {
+		if e.Name == "XDG_STATE_HOME" {
+			stateDir = e.Value
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		for _, v := range p.Volumes {
+			if v.Name == m.Name && m.MountPath == stateDir && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == pvc.Name {
+				return
+			}
+		}
+	}
+	t.Errorf("controller.yaml: XDG_STATE_HOME %q is not the mount of claim %s (state.yaml); want the controller's dispatch records kept across its pods", stateDir, pvc.Name)
 }
 
 // sessionsInQuota is how many sessions at legion.toml's defaults, with
@@ -198,7 +224,7 @@ const sessionsInQuota = 10
 // activation/kube.Build makes them, the LimitRange's defaults filling
 // what they leave unset) and the controller fit in it, as do as many
 // issue volumes, five times over.
-func checkQuota(t *testing.T, q *corev1.ResourceQuota, lr *corev1.LimitRange, d *appsv1.Deployment) {
+func checkQuota(t *testing.T, q *corev1.ResourceQuota, lr *corev1.LimitRange, d *appsv1.Deployment, state *corev1.PersistentVolumeClaim) {
 	t.Helper()
 	for _, r := range []corev1.ResourceName{corev1.ResourcePods, corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory,
 		corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory, corev1.ResourcePersistentVolumeClaims, corev1.ResourceRequestsStorage} {
@@ -247,11 +273,12 @@ func checkQuota(t *testing.T, q *corev1.ResourceQuota, lr *corev1.LimitRange, d 
 		add(corev1.ResourceLimitsCPU, p.r.Limits[corev1.ResourceCPU], p.n)
 		add(corev1.ResourceLimitsMemory, p.r.Limits[corev1.ResourceMemory], p.n)
 	}
-	add(corev1.ResourcePersistentVolumeClaims, resource.MustParse("1"), 5*sessionsInQuota)
+	add(corev1.ResourcePersistentVolumeClaims, resource.MustParse("1"), 5*sessionsInQuota+1)
 	add(corev1.ResourceRequestsStorage, objs.Volume.Spec.Resources.Requests[corev1.ResourceStorage], 5*sessionsInQuota)
+	add(corev1.ResourceRequestsStorage, state.Spec.Resources.Requests[corev1.ResourceStorage], 1)
 	for k, u := range used {
 		if hard := q.Spec.Hard[k]; hard.Cmp(u) < 0 {
-			t.Errorf("quota.yaml: %s = %s; %d sessions at legion.toml's defaults, the controller and %d volumes need %s", k, hard.String(), sessionsInQuota, 5*sessionsInQuota, u.String())
+			t.Errorf("quota.yaml: %s = %s; %d sessions at legion.toml's defaults, the controller (and its state) and %d volumes need %s", k, hard.String(), sessionsInQuota, 5*sessionsInQuota, u.String())
 		}
 	}
 }
@@ -455,6 +482,8 @@ func create(t *testing.T, c *kubetest.Cluster, o object) {
 		_, err = c.Client.CoreV1().ResourceQuotas(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
 	case *corev1.LimitRange:
 		_, err = c.Client.CoreV1().LimitRanges(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *corev1.PersistentVolumeClaim:
+		_, err = c.Client.CoreV1().PersistentVolumeClaims(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
 	case *appsv1.Deployment:
 		// The quota admits pods once its controller has computed its
 		// use; until then the API server refuses them.
