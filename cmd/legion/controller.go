@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,8 +24,10 @@ import (
 // startOwnHelper runs a helper in this process for a controller with no
 // user manager (--with-helper): no systemd, target t followed from its
 // start, listening on the socket the controller dials. It returns once
-// the helper is ready (READY=1); stop ends it and waits for it.
-func startOwnHelper(ctx context.Context, t api.KubeTarget, log *slog.Logger) (stop func(), err error) {
+// the helper is ready (READY=1); stop ends it and waits for it. A helper
+// that ends before stop calls died: with the cause, so the controller
+// ends too (and its pod starts again) instead of ticking without it.
+func startOwnHelper(parent context.Context, t api.KubeTarget, log *slog.Logger, died context.CancelCauseFunc) (stop func(), err error) {
 	ready := make(chan struct{})
 	var once sync.Once
 	h, err := activation.New(activation.Options{
@@ -40,12 +43,16 @@ func startOwnHelper(ctx context.Context, t api.KubeTarget, log *slog.Logger) (st
 	}
 	// Not ended by the signal that ends the controller: the controller
 	// still asks it (team.stop) on its way out; stop ends it after.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	done := make(chan error, 1)
 	// Ends when ctx is cancelled, by stop.
 	go func() { done <- h.Run(ctx) }()
 	select {
 	case <-ready:
+	case <-parent.Done(): // stopped before the helper was ready
+		cancel()
+		<-done
+		return nil, parent.Err()
 	case err := <-done:
 		cancel()
 		if err == nil {
@@ -53,10 +60,25 @@ func startOwnHelper(ctx context.Context, t api.KubeTarget, log *slog.Logger) (st
 		}
 		return nil, fmt.Errorf("the controller's own helper (--with-helper): %w", err)
 	}
+	ended := make(chan struct{})
+	var runErr error
+	// Ends when Run does: by stop, or when the helper dies.
+	go func() {
+		defer close(ended)
+		runErr = <-done
+		if ctx.Err() == nil {
+			why := runErr
+			if why == nil {
+				why = errors.New("it returned before it was stopped")
+			}
+			died(fmt.Errorf("the controller's own helper (--with-helper) ended: %w", why))
+		}
+	}()
 	return func() {
 		cancel()
-		if err := <-done; err != nil {
-			log.Error("the controller's own helper ended", "err", err)
+		<-ended
+		if runErr != nil {
+			log.Error("the controller's own helper ended", "err", runErr)
 		}
 	}, nil
 }
@@ -103,7 +125,8 @@ $XDG_RUNTIME_DIR/legion/legion.sock: it talks to the team's cluster with the
 pod's service account, follows the team's namespace before the first tick,
 and refuses sessions on this machine. It needs engine = "kubernetes".`,
 		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			ctx := cmd.Context()
 			cfg, err := config.Load(g.configPath)
 			if err != nil {
 				return err
@@ -142,11 +165,19 @@ and refuses sessions on this machine. It needs engine = "kubernetes".`,
 				if kt == nil {
 					return usageError{fmt.Errorf("--with-helper: team %q has engine %q in %s; want engine = \"kubernetes\" (a helper without systemd starts sessions only on a cluster)", t.Name, t.Engine, cfg.Path)}
 				}
-				stop, err := startOwnHelper(cmd.Context(), *kt, log)
+				var died context.CancelCauseFunc
+				ctx, died = context.WithCancelCause(ctx)
+				defer died(nil)
+				stop, err := startOwnHelper(ctx, *kt, log, died)
 				if err != nil {
 					return err
 				}
-				defer stop()
+				defer func() {
+					stop()
+					if c := context.Cause(ctx); err == nil && c != nil && !errors.Is(c, context.Canceled) {
+						err = c
+					}
+				}()
 			}
 			n, err := newNotifier(tm, cfg, log)
 			if err != nil {
@@ -161,12 +192,12 @@ and refuses sessions on this machine. It needs engine = "kubernetes".`,
 				if err != nil {
 					return err
 				}
-				return agenthost.Run(cmd.Context(), agenthost.Options{
+				return agenthost.Run(ctx, agenthost.Options{
 					Team: tm, Worker: cfg.Worker, Home: home, RuntimeDir: runtime, StateDir: state,
 					Version: version, Log: log, Notifier: n,
 				})
 			}
-			return service.Run(cmd.Context(), service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log, Notifier: n})
+			return service.Run(ctx, service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log, Notifier: n})
 		},
 	}
 	cmd.Flags().BoolVar(&withHelper, "with-helper", false, "run a helper of its own, without systemd, for the team's sessions on its cluster (the controller's pod)")
