@@ -57,6 +57,10 @@
 // `legion-pty-worker --connect` in the pod, its stdin and stdout a socket
 // pair whose other end the helper uses or hands over (dialKube);
 // sessions.logs runs `legion-pty-worker --transcript` there (logsKube).
+// A helper with Options.NoSystemd (the controller's pod on a cluster,
+// `legion controller --with-helper`) never connects to a user manager: it
+// serves only those sessions, follows Options.KubeTargets before READY=1,
+// and refuses a spawn on its own machine (ErrNoSystemd).
 //
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves

@@ -66,6 +66,18 @@ type Options struct {
 	// on clusters; "" means the one beside the legion executable.
 	KubeBinary string
 
+	// NoSystemd makes a helper for a machine with no user manager (the
+	// controller's pod on a cluster): it never connects to systemd, has
+	// no sessions on this machine to recover or follow, refuses a spawn
+	// on this machine (engine "systemd") with ErrNoSystemd, and serves
+	// sessions on clusters.
+	NoSystemd bool
+	// KubeTargets are followed from the helper's start: their sessions
+	// are listed before READY=1, so a controller that starts after it
+	// sees the Jobs a previous controller started. A target that cannot
+	// be followed fails Run.
+	KubeTargets []api.KubeTarget
+
 	// RecoveryAttempts is how often recovery tries to reach a worker that
 	// does not answer before it quarantines the entry (0 means 5), waiting
 	// RecoveryBackoff (0 means 100ms, doubling) between tries.
@@ -101,6 +113,10 @@ type Options struct {
 	// (a no-op without NOTIFY_SOCKET).
 	Notify func(state string)
 }
+
+// ErrNoSystemd is why a helper with Options.NoSystemd refuses a session
+// on this machine.
+var ErrNoSystemd = errors.New(`this helper has no systemd user manager (a controller's pod on a cluster): it starts no session on this machine, only on a cluster; give the team engine = "kubernetes"`)
 
 // Helper is the control plane daemon. Create it with New, run it with Run.
 type Helper struct {
@@ -248,15 +264,17 @@ func (h *Helper) Run(ctx context.Context) error {
 	h.listeners = ls
 	h.idleSince = time.Now()
 
-	cctx, cancel := context.WithTimeout(ctx, systemdTimeout)
-	mgr, err := units.Connect(cctx)
-	cancel()
-	if err != nil {
-		closeListeners(ls)
-		return fmt.Errorf("helper: %w", err)
+	if !h.opts.NoSystemd {
+		cctx, cancel := context.WithTimeout(ctx, systemdTimeout)
+		mgr, err := units.Connect(cctx)
+		cancel()
+		if err != nil {
+			closeListeners(ls)
+			return fmt.Errorf("helper: %w", err)
+		}
+		defer mgr.Close()
+		h.mgr = mgr
 	}
-	defer mgr.Close()
-	h.mgr = mgr
 	h.sessions = newTable(h)
 	defer h.followers.Wait()
 	defer h.sessions.closeAll()
@@ -294,8 +312,19 @@ func (h *Helper) Run(ctx context.Context) error {
 				return fmt.Errorf("before recovery: %w", err)
 			}
 		}
-		counts, err := h.recover(gctx)
-		if err != nil {
+		var (
+			counts api.RecoveryCounts
+			err    error
+		)
+		if h.mgr != nil { // without systemd no session of this machine is to recover
+			if counts, err = h.recover(gctx); err != nil {
+				return err
+			}
+		}
+		// The given targets are followed before READY=1 (a controller
+		// must not decide on a list that misses their Jobs), and
+		// before any command is served.
+		if err := h.kube.follow(gctx, h.opts.KubeTargets); err != nil {
 			return err
 		}
 		h.recovering.Store(false)

@@ -285,6 +285,23 @@ func (k *kubeSessions) remember(t api.KubeTarget) {
 	}
 }
 
+// follow starts following the sessions of targets (Options.KubeTargets)
+// and returns once their Jobs and pods are listed, or why one cannot be.
+func (k *kubeSessions) follow(ctx context.Context, targets []api.KubeTarget) error {
+	for _, t := range targets {
+		p, err := k.process(ctx)
+		if err != nil {
+			return fmt.Errorf("follow the sessions of kubernetes namespace %s: %w", t.Namespace, err)
+		}
+		if _, err := p.call(ctx, wire.Request{Op: wire.OpStart, Target: &t}); err != nil {
+			return fmt.Errorf("follow the sessions of kubernetes namespace %s: %w", t.Namespace, err)
+		}
+		k.remember(t)
+		k.h.log.Info("following the sessions of a Kubernetes target", "context", t.Context, "namespace", t.Namespace)
+	}
+	return nil
+}
+
 // restore follows the recorded targets' sessions again. A target that
 // cannot be reached is logged, and tried again at the next spawn there.
 func (k *kubeSessions) restore() {

@@ -46,6 +46,9 @@ func (h *Helper) cmdSpawn(ctx context.Context, _ *clientConn, req api.Request) (
 		res, err := h.spawnKube(ctx, l, *a.Kubernetes)
 		return res, nil, err
 	}
+	if h.mgr == nil {
+		return nil, nil, api.Errorf(api.CodeBadRequest, "spawn %s: %v", l.name, ErrNoSystemd)
+	}
 	res, err := h.launch(ctx, l)
 	return res, nil, err
 }

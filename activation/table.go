@@ -235,6 +235,9 @@ func (h *Helper) statesOf(ctx context.Context, ss []*session) (map[string]units.
 
 // unitStateOf is the state of one unit, as statesOf reads it.
 func (h *Helper) unitStateOf(ctx context.Context, unit string) (units.State, error) {
+	if h.mgr == nil {
+		return units.NotFound(unit), nil
+	}
 	if strings.ContainsAny(unit, `*?[\`) {
 		return h.mgr.State(ctx, unit)
 	}
@@ -249,6 +252,9 @@ func (h *Helper) unitStateOf(ctx context.Context, unit string) (units.State, err
 // named, when names are given), by name. Only Name,
 // LoadState, ActiveState and SubState are set.
 func (h *Helper) unitStates(ctx context.Context, only ...string) (map[string]units.State, error) {
+	if h.mgr == nil {
+		return map[string]units.State{}, nil // no systemd: no unit is loaded
+	}
 	ctx, cancel := context.WithTimeout(ctx, systemdTimeout)
 	defer cancel()
 	patterns := only

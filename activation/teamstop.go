@@ -9,6 +9,7 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/kube/wire"
+	"github.com/legion-dev/legion/units"
 	"github.com/legion-dev/legion/units/unitname"
 )
 
@@ -31,6 +32,13 @@ func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request
 		return nil, nil, api.Errorf(api.CodeBadRequest, "team.stop: short %q is not 8 lowercase hex digits (the team's short id)", a.Short)
 	}
 	res := api.TeamStopResult{Stopped: []string{}}
+	if a.IfStopping && h.mgr == nil {
+		// No systemd (the controller's pod): a controller's SIGTERM is a
+		// rollout, a lost Lease or a deleted pod, never a stop of the
+		// team; its sessions go on for the next controller.
+		h.log.Info("team is not being stopped (no systemd): leaving its sessions running", "team", a.Team)
+		return res, nil, nil
+	}
 	if a.IfStopping {
 		ctl, err := unitname.ControllerUnit(a.Team)
 		if err != nil {
@@ -44,9 +52,12 @@ func (h *Helper) cmdTeamStop(ctx context.Context, _ *clientConn, req api.Request
 			return res, nil, nil
 		}
 	}
-	list, err := h.mgr.List(ctx, unitPrefix+a.Short+"-*.service")
-	if err != nil {
-		return nil, nil, err
+	var list []units.State
+	if h.mgr != nil {
+		var err error
+		if list, err = h.mgr.List(ctx, unitPrefix+a.Short+"-*.service"); err != nil {
+			return nil, nil, err
+		}
 	}
 	logs := map[string]*slog.Logger{} // by unit: the session's logger, with its issue
 	for _, s := range h.sessions.all() {

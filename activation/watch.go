@@ -250,6 +250,11 @@ func (e *sessionEvents) pending(unit string) bool {
 // is closed once the first subscription was tried: recovery lists the
 // units after that, so no change between the two is missed.
 func (h *Helper) followSessions(ctx context.Context, subscribed chan<- struct{}) error {
+	if h.mgr == nil { // no systemd: no unit to follow (sessions on clusters are the engine's)
+		close(subscribed)
+		<-ctx.Done()
+		return nil
+	}
 	var changes <-chan []string
 	var retry <-chan time.Time
 	first := true

@@ -32,7 +32,21 @@ import (
 // else $KUBECONFIG, else ~/.kube/config) at its context (else the
 // current one). An unknown context or a missing file is an error naming
 // what to fix.
+//
+// In a pod (KUBERNETES_SERVICE_HOST set) with no kubeconfig (none in the
+// target, none at $KUBECONFIG or ~/.kube/config) it is the pod's service
+// account, as client-go's rest.InClusterConfig reads it (its token and
+// CA under /var/run/secrets/kubernetes.io/serviceaccount), and the
+// target's context is not used: the same legion.toml serves a user's
+// machine and the controller's pod.
 func Config(t api.KubeTarget) (*rest.Config, error) {
+	if t.Kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" && !kubeconfigExists() {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes: in a pod (KUBERNETES_SERVICE_HOST is set) with no kubeconfig: the pod's service account: %w", err)
+		}
+		return withLimits(cfg), nil
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	where := "$KUBECONFIG or ~/.kube/config"
 	if t.Kubeconfig != "" {
@@ -59,12 +73,35 @@ func Config(t api.KubeTarget) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: kubeconfig %s, context %q: %w", where, t.Context, err)
 	}
+	return withLimits(cfg), nil
+}
+
+// withLimits sets Legion's user agent and client-side rate limit on cfg.
+func withLimits(cfg *rest.Config) *rest.Config {
 	cfg.UserAgent = "legion"
 	// client-go's default, 5 requests a second, made each spawn (four
 	// requests) wait about a second with 8 at a time; a team's burst of
 	// dispatches is what this must carry, as a controller's.
 	cfg.QPS, cfg.Burst = 50, 100
-	return cfg, nil
+	return cfg
+}
+
+// kubeconfigExists reports whether a file of $KUBECONFIG (a list), or
+// ~/.kube/config without it, exists.
+func kubeconfigExists() bool {
+	paths := filepath.SplitList(os.Getenv("KUBECONFIG"))
+	if len(paths) == 0 {
+		paths = []string{DefaultKubeconfig()}
+	}
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // DefaultKubeconfig is where Config looks without a file in the target.

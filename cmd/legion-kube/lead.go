@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/kube"
 	"github.com/legion-dev/legion/controller/lease"
@@ -43,10 +41,8 @@ func lead(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "legion-kube lead: want --namespace NS --name NAME -- COMMAND [ARG...]")
 		return 2
 	}
-	cfg, err := rest.InClusterConfig()
-	if errors.Is(err, rest.ErrNotInCluster) {
-		cfg, err = kube.Config(api.KubeTarget{Kubeconfig: *kubeconfig, Context: *kctx, Namespace: *ns})
-	}
+	// In a pod with no kubeconfig: the pod's service account.
+	cfg, err := kube.Config(api.KubeTarget{Kubeconfig: *kubeconfig, Context: *kctx, Namespace: *ns})
 	if err != nil {
 		fmt.Fprintln(stderr, "legion-kube lead:", err)
 		return 1

@@ -42,8 +42,8 @@ doctor) instead.
   lead     run COMMAND only while holding a Lease (--namespace, --name;
            --kubeconfig, --context outside a pod): a team's controller on
            a cluster, legion-kube lead --namespace NS --name
-           legion-controller-SHORT -- legion controller TEAM; exits with
-           COMMAND's status
+           legion-controller-SHORT -- legion controller TEAM
+           --with-helper; exits with COMMAND's status
   exec     run COMMAND in a session's pod (--pod, --namespace; --kubeconfig,
            --context) through the API server, this program's stdin, stdout
            and stderr its streams: the helper's way to a worker on a

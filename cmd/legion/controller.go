@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
+	"github.com/legion-dev/legion/activation"
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller/agenthost"
 	"github.com/legion-dev/legion/controller/service"
@@ -14,8 +21,73 @@ import (
 	"github.com/legion-dev/legion/units/unitname"
 )
 
+// startOwnHelper runs a helper in this process for a controller with no
+// user manager (--with-helper): no systemd, target t followed from its
+// start, listening on the socket the controller dials. It returns once
+// the helper is ready (READY=1); stop ends it and waits for it. A helper
+// that ends before stop calls died: with the cause, so the controller
+// ends too (and its pod starts again) instead of ticking without it.
+func startOwnHelper(parent context.Context, t api.KubeTarget, log *slog.Logger, died context.CancelCauseFunc) (stop func(), err error) {
+	ready := make(chan struct{})
+	var once sync.Once
+	h, err := activation.New(activation.Options{
+		Logger: log.With("component", "helper"), NoSystemd: true, KubeTargets: []api.KubeTarget{t},
+		Notify: func(state string) {
+			if strings.HasPrefix(state, "READY=1") {
+				once.Do(func() { close(ready) })
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Not ended by the signal that ends the controller: the controller
+	// still asks it (team.stop) on its way out; stop ends it after.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	done := make(chan error, 1)
+	// Ends when ctx is cancelled, by stop.
+	go func() { done <- h.Run(ctx) }()
+	select {
+	case <-ready:
+	case <-parent.Done(): // stopped before the helper was ready
+		cancel()
+		<-done
+		return nil, parent.Err()
+	case err := <-done:
+		cancel()
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("the controller's own helper (--with-helper): %w", err)
+	}
+	ended := make(chan struct{})
+	var runErr error
+	// Ends when Run does: by stop, or when the helper dies.
+	go func() {
+		defer close(ended)
+		runErr = <-done
+		if ctx.Err() == nil {
+			why := runErr
+			if why == nil {
+				why = errors.New("it returned before it was stopped")
+			}
+			died(fmt.Errorf("the controller's own helper (--with-helper) ended: %w", why))
+		}
+	}()
+	return func() {
+		cancel()
+		<-ended
+		if runErr != nil {
+			log.Error("the controller's own helper ended", "err", runErr)
+		}
+	}, nil
+}
+
 func newControllerCmd(g *globals) *cobra.Command {
-	var interval string
+	var (
+		interval   string
+		withHelper bool
+	)
 	cmd := &cobra.Command{
 		Use:   "controller TEAM",
 		Short: "Run a team's controller (what legion@TEAM.service runs)",
@@ -44,9 +116,17 @@ Kubernetes).
 With controller = "agent" in the team's config, the controller is an agent
 (the team's agent argv, prompted with the controller's instructions) hosted in
 the pty-worker runtime: its session file feeds this unit's watchdog, so
-systemd restarts a stale controller agent, which resumes its session.`,
+systemd restarts a stale controller agent, which resumes its session.
+
+With --with-helper (the controller's pod on a cluster, which has no user
+manager: contrib/kubernetes runs legion-kube lead -- legion controller TEAM
+--with-helper), a helper runs in this process, listening on
+$XDG_RUNTIME_DIR/legion/legion.sock: it talks to the team's cluster with the
+pod's service account, follows the team's namespace before the first tick,
+and refuses sessions on this machine. It needs engine = "kubernetes".`,
 		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			ctx := cmd.Context()
 			cfg, err := config.Load(g.configPath)
 			if err != nil {
 				return err
@@ -80,6 +160,25 @@ systemd restarts a stale controller agent, which resumes its session.`,
 				return fmt.Errorf("find the legion executable, which agents' hooks run: %w", err)
 			}
 			log := journal.NewLogger(journal.IdentLegion, cfg.Helper.LogLevel).With("team", t.Name)
+			if withHelper {
+				kt := t.KubeTarget()
+				if kt == nil {
+					return usageError{fmt.Errorf("--with-helper: team %q has engine %q in %s; want engine = \"kubernetes\" (a helper without systemd starts sessions only on a cluster)", t.Name, t.Engine, cfg.Path)}
+				}
+				var died context.CancelCauseFunc
+				ctx, died = context.WithCancelCause(ctx)
+				defer died(nil)
+				stop, err := startOwnHelper(ctx, *kt, log, died)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					stop()
+					if c := context.Cause(ctx); err == nil && c != nil && !errors.Is(c, context.Canceled) {
+						err = c
+					}
+				}()
+			}
 			n, err := newNotifier(tm, cfg, log)
 			if err != nil {
 				return err
@@ -93,14 +192,15 @@ systemd restarts a stale controller agent, which resumes its session.`,
 				if err != nil {
 					return err
 				}
-				return agenthost.Run(cmd.Context(), agenthost.Options{
+				return agenthost.Run(ctx, agenthost.Options{
 					Team: tm, Worker: cfg.Worker, Home: home, RuntimeDir: runtime, StateDir: state,
 					Version: version, Log: log, Notifier: n,
 				})
 			}
-			return service.Run(cmd.Context(), service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log, Notifier: n})
+			return service.Run(ctx, service.Options{Team: tm, Worker: cfg.Worker, Interval: d, Log: log, Notifier: n})
 		},
 	}
+	cmd.Flags().BoolVar(&withHelper, "with-helper", false, "run a helper of its own, without systemd, for the team's sessions on its cluster (the controller's pod)")
 	cmd.Flags().StringVar(&interval, "interval", service.DefaultInterval.String(), "time between ticks when no session event comes sooner")
 	return cmd
 }

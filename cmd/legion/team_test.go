@@ -57,3 +57,18 @@ func TestTeamAddAgentPath(t *testing.T) {
 		}
 	}
 }
+
+// TestControllerWithHelperNeedsKubernetes: --with-helper (a helper
+// without systemd, for the controller's pod) refuses a team whose
+// sessions run on this machine, naming the engine and the file.
+func TestControllerWithHelperNeedsKubernetes(t *testing.T) {
+	dir := sandboxXDG(t)
+	cfg := filepath.Join(dir, "legion.toml")
+	if _, errOut, err := legion(t, "--config", cfg, "team", "add", "local", "--workspace", t.TempDir()); err != nil {
+		t.Fatalf("team add: %v\n%s", err, errOut)
+	}
+	_, _, err := legion(t, "--config", cfg, "controller", "local", "--with-helper")
+	if err == nil || !strings.Contains(err.Error(), `want engine = "kubernetes"`) || !strings.Contains(err.Error(), cfg) {
+		t.Errorf("controller local --with-helper = %v; want a refusal naming engine = \"kubernetes\" and %s", err, cfg)
+	}
+}

@@ -156,6 +156,7 @@ func TestManifests(t *testing.T) {
 		deploy *appsv1.Deployment
 		quota  *corev1.ResourceQuota
 		limits *corev1.LimitRange
+		state  *corev1.PersistentVolumeClaim
 	)
 	for _, o := range objs {
 		m, err := metaOf(o.obj)
@@ -174,19 +175,44 @@ func TestManifests(t *testing.T) {
 			quota = x
 		case *corev1.LimitRange:
 			limits = x
+		case *corev1.PersistentVolumeClaim:
+			state = x
 		case *corev1.Namespace, *corev1.ServiceAccount, *rbacv1.RoleBinding:
 		default:
-			t.Errorf("%s: a %T; want only Namespace, ServiceAccount, Role, RoleBinding, ResourceQuota, LimitRange and Deployment (nothing cluster-scoped but the namespace)", o.file, o.obj)
+			t.Errorf("%s: a %T; want only Namespace, ServiceAccount, Role, RoleBinding, ResourceQuota, LimitRange, PersistentVolumeClaim and Deployment (nothing cluster-scoped but the namespace)", o.file, o.obj)
 		}
 	}
-	if role == nil || deploy == nil || quota == nil || limits == nil {
-		t.Fatal("the manifests hold no Role, Deployment, ResourceQuota or LimitRange")
+	if role == nil || deploy == nil || quota == nil || limits == nil || state == nil {
+		t.Fatal("the manifests hold no Role, Deployment, ResourceQuota, LimitRange or PersistentVolumeClaim (the controller's state)")
 	}
 	if diff := cmp.Diff(wantRules(), role.Rules); diff != "" {
 		t.Errorf("role.yaml: rules differ from activation/kube.Permissions and controller/lease.Rule (-want +got):\n%s", diff)
 	}
 	checkDeployment(t, deploy)
-	checkQuota(t, quota, limits, deploy)
+	checkQuota(t, quota, limits, deploy, state)
+	checkState(t, deploy, state)
+}
+
+// checkState: the controller's state directory (XDG_STATE_HOME, its
+// dispatch records) is the claim of state.yaml, kept across its pods.
+func checkState(t *testing.T, d *appsv1.Deployment, pvc *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	p := d.Spec.Template.Spec
+	c := p.Containers[0]
+	var stateDir string
+	for _, e := range c.Env {
+		if e.Name == "XDG_STATE_HOME" {
+			stateDir = e.Value
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		for _, v := range p.Volumes {
+			if v.Name == m.Name && m.MountPath == stateDir && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == pvc.Name {
+				return
+			}
+		}
+	}
+	t.Errorf("controller.yaml: XDG_STATE_HOME %q is not the mount of claim %s (state.yaml); want the controller's dispatch records kept across its pods", stateDir, pvc.Name)
 }
 
 // sessionsInQuota is how many sessions at legion.toml's defaults, with
@@ -198,7 +224,7 @@ const sessionsInQuota = 10
 // activation/kube.Build makes them, the LimitRange's defaults filling
 // what they leave unset) and the controller fit in it, as do as many
 // issue volumes, five times over.
-func checkQuota(t *testing.T, q *corev1.ResourceQuota, lr *corev1.LimitRange, d *appsv1.Deployment) {
+func checkQuota(t *testing.T, q *corev1.ResourceQuota, lr *corev1.LimitRange, d *appsv1.Deployment, state *corev1.PersistentVolumeClaim) {
 	t.Helper()
 	for _, r := range []corev1.ResourceName{corev1.ResourcePods, corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory,
 		corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory, corev1.ResourcePersistentVolumeClaims, corev1.ResourceRequestsStorage} {
@@ -247,11 +273,12 @@ func checkQuota(t *testing.T, q *corev1.ResourceQuota, lr *corev1.LimitRange, d 
 		add(corev1.ResourceLimitsCPU, p.r.Limits[corev1.ResourceCPU], p.n)
 		add(corev1.ResourceLimitsMemory, p.r.Limits[corev1.ResourceMemory], p.n)
 	}
-	add(corev1.ResourcePersistentVolumeClaims, resource.MustParse("1"), 5*sessionsInQuota)
+	add(corev1.ResourcePersistentVolumeClaims, resource.MustParse("1"), 5*sessionsInQuota+1)
 	add(corev1.ResourceRequestsStorage, objs.Volume.Spec.Resources.Requests[corev1.ResourceStorage], 5*sessionsInQuota)
+	add(corev1.ResourceRequestsStorage, state.Spec.Resources.Requests[corev1.ResourceStorage], 1)
 	for k, u := range used {
 		if hard := q.Spec.Hard[k]; hard.Cmp(u) < 0 {
-			t.Errorf("quota.yaml: %s = %s; %d sessions at legion.toml's defaults, the controller and %d volumes need %s", k, hard.String(), sessionsInQuota, 5*sessionsInQuota, u.String())
+			t.Errorf("quota.yaml: %s = %s; %d sessions at legion.toml's defaults, the controller (and its state) and %d volumes need %s", k, hard.String(), sessionsInQuota, 5*sessionsInQuota, u.String())
 		}
 	}
 }
@@ -277,13 +304,18 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment) {
 		t.Fatalf("controller.yaml: %d containers; want 1", len(p.Containers))
 	}
 	c := p.Containers[0]
-	sc := c.SecurityContext
-	if sc == nil || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
-		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
-		t.Errorf("controller.yaml: container securityContext %+v; want no privilege escalation, a read-only root, all capabilities dropped", sc)
+	for _, c := range append(slices.Clone(p.InitContainers), p.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
+			sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+			t.Errorf("controller.yaml: container %s securityContext %+v; want no privilege escalation, a read-only root, all capabilities dropped", c.Name, sc)
+		}
 	}
-	if want := []string{"legion-kube", "lead", "--namespace", "legion", "--name", "legion-controller-00000000", "--", "legion", "controller", "TEAM"}; !slices.Equal(c.Command, want) {
-		t.Errorf("controller.yaml: command %q; want %q (the controller only while holding its Lease)", c.Command, want)
+	if len(p.InitContainers) != 1 || len(p.InitContainers[0].Command) < 3 || !slices.Equal(p.InitContainers[0].Command[:3], []string{"legion", "worktree", "clone"}) {
+		t.Errorf("controller.yaml: init containers %+v; want one, legion worktree clone (the workspace the controller reads)", p.InitContainers)
+	}
+	if want := []string{"legion-kube", "lead", "--namespace", "legion", "--name", "legion-controller-00000000", "--", "legion", "controller", "TEAM", "--with-helper"}; !slices.Equal(c.Command, want) {
+		t.Errorf("controller.yaml: command %q; want %q (the controller, with a helper of its own, only while holding its Lease)", c.Command, want)
 	}
 	pod := false
 	for _, e := range c.Env {
@@ -329,42 +361,7 @@ func TestManifestsOnTheAPIServer(t *testing.T) {
 	// In the order kubectl apply -k uses: the namespace first.
 	slices.SortStableFunc(objs, func(a, b object) int { return applyOrder(a.obj) - applyOrder(b.obj) })
 	for _, o := range objs {
-		var err error
-		switch x := o.obj.(type) {
-		case *corev1.Namespace:
-			_, err = c.Client.CoreV1().Namespaces().Create(ctx, x, metav1.CreateOptions{})
-		case *corev1.ServiceAccount:
-			_, err = c.Client.CoreV1().ServiceAccounts(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *rbacv1.Role:
-			_, err = c.Client.RbacV1().Roles(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = c.Client.RbacV1().RoleBindings(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *corev1.ResourceQuota:
-			_, err = c.Client.CoreV1().ResourceQuotas(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *corev1.LimitRange:
-			_, err = c.Client.CoreV1().LimitRanges(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		case *appsv1.Deployment:
-			// The quota admits pods once its controller has computed its
-			// use; until then the API server refuses them.
-			waitfor.Check(t, time.Minute, "the quota computed", func() error {
-				qs, err := c.Client.CoreV1().ResourceQuotas(x.Namespace).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return err
-				}
-				for _, q := range qs.Items {
-					if len(q.Status.Hard) == 0 {
-						return fmt.Errorf("quota %s has no status yet", q.Name)
-					}
-				}
-				return nil
-			})
-			_, err = c.Client.AppsV1().Deployments(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
-		default:
-			t.Fatalf("%s: no way to create a %T", o.file, o.obj)
-		}
-		if err != nil {
-			t.Fatalf("%s: create: %v", o.file, err)
-		}
+		create(t, c, o)
 	}
 
 	// The Deployment's pod is admitted under Pod Security "restricted"
@@ -464,5 +461,49 @@ func TestManifestsOnTheAPIServer(t *testing.T) {
 			}
 			t.Errorf("%s may %s %s in namespace %q; want it refused", sa, d.verb, what, d.ns)
 		}
+	}
+}
+
+// create creates the object o of a manifest on c, as kubectl apply would.
+func create(t *testing.T, c *kubetest.Cluster, o object) {
+	t.Helper()
+	ctx := t.Context()
+	var err error
+	switch x := o.obj.(type) {
+	case *corev1.Namespace:
+		_, err = c.Client.CoreV1().Namespaces().Create(ctx, x, metav1.CreateOptions{})
+	case *corev1.ServiceAccount:
+		_, err = c.Client.CoreV1().ServiceAccounts(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *rbacv1.Role:
+		_, err = c.Client.RbacV1().Roles(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *rbacv1.RoleBinding:
+		_, err = c.Client.RbacV1().RoleBindings(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *corev1.ResourceQuota:
+		_, err = c.Client.CoreV1().ResourceQuotas(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *corev1.LimitRange:
+		_, err = c.Client.CoreV1().LimitRanges(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *corev1.PersistentVolumeClaim:
+		_, err = c.Client.CoreV1().PersistentVolumeClaims(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	case *appsv1.Deployment:
+		// The quota admits pods once its controller has computed its
+		// use; until then the API server refuses them.
+		waitfor.Check(t, time.Minute, "the quota computed", func() error {
+			qs, err := c.Client.CoreV1().ResourceQuotas(x.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			for _, q := range qs.Items {
+				if len(q.Status.Hard) == 0 {
+					return fmt.Errorf("quota %s has no status yet", q.Name)
+				}
+			}
+			return nil
+		})
+		_, err = c.Client.AppsV1().Deployments(x.Namespace).Create(ctx, x, metav1.CreateOptions{})
+	default:
+		t.Fatalf("%s: no way to create a %T", o.file, o.obj)
+	}
+	if err != nil {
+		t.Fatalf("%s: create: %v", o.file, err)
 	}
 }
