@@ -55,6 +55,8 @@ type kubeSessions struct {
 	mu      sync.Mutex
 	targets map[string]api.KubeTarget // by key: every target spawned on
 	proc    *kubeProc                 // nil until needed, or after it died
+
+	agents kubeAgents // the running sessions' agent states (kubeagents.go)
 }
 
 func newKubeSessions(life context.Context, h *Helper) *kubeSessions {
@@ -181,7 +183,7 @@ func (p *kubeProc) read(r io.Reader, h *Helper) {
 		}
 		if rep.ID == 0 {
 			if rep.Event != nil {
-				h.events.publishView(*rep.Event, h.log)
+				h.events.publishView(h.kube.withAgent(*rep.Event), h.log)
 			}
 			continue
 		}
@@ -322,7 +324,7 @@ func (k *kubeSessions) sessions(ctx context.Context) []api.Session {
 	if err != nil {
 		k.h.log.Warn("cannot list the sessions on Kubernetes", "err", err)
 	}
-	return rep.Sessions
+	return k.withAgents(rep.Sessions)
 }
 
 // find is the session named name on a cluster.
@@ -335,7 +337,7 @@ func (k *kubeSessions) find(ctx context.Context, name string) (api.Session, bool
 	}
 	for _, s := range rep.Sessions {
 		if s.Name == name {
-			return s, true
+			return k.withAgent(s), true
 		}
 	}
 	return api.Session{}, false

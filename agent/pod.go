@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -93,6 +94,11 @@ func DecodePodPrepare(data []byte, file string) (PodPrepare, error) {
 // would start the agent otherwise (another legion, another environment)
 // fails here, before its agent starts.
 func RunPodPrepare(ctx context.Context, kind Kind, p PodPrepare) error {
+	// A new issue's volume has no home yet: the first pod's prepare
+	// runs before anything else wrote there.
+	if err := os.MkdirAll(p.Session.Home, 0o700); err != nil {
+		return fmt.Errorf("prepare %s session %s in its pod: make its home: %w", kind.Name(), p.Session.ID, err)
+	}
 	l, err := kind.Prepare(ctx, p.Session, p.Planned)
 	if err != nil {
 		return err
