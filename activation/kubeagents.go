@@ -63,7 +63,7 @@ func (k *kubeSessions) withAgent(v api.Session) api.Session {
 	}
 	a := k.agents.m[v.Name]
 	switch {
-	case a == nil && v.State == api.StateRunning:
+	case a == nil && v.State == api.StateRunning && v.Hooks:
 		a = &kubeAgent{view: v}
 		k.agents.m[v.Name] = a
 		go k.followAgent(v.Name)
