@@ -60,8 +60,9 @@ var clusterKinds = []config.AgentKind{config.AgentClaude, config.AgentCustom}
 func (t *Team) onCluster() bool { return t.Engine == config.EngineKubernetes }
 
 // CheckCluster says what a team on a cluster lacks for its controller to
-// dispatch there: the repository its pods clone, and a tracker they can
-// reach (the local tracker's files are on this machine).
+// dispatch there: the repository its pods clone, a tracker they can
+// reach (the local tracker's files are on this machine), and agent kinds
+// that run in a pod (clusterKinds).
 func CheckCluster(t config.Team) error {
 	if t.Engine != config.EngineKubernetes {
 		return nil
@@ -69,6 +70,19 @@ func CheckCluster(t config.Team) error {
 	var errs []error
 	if t.Kubernetes.Repository == "" {
 		errs = append(errs, fmt.Errorf("team %s: kubernetes.repository is not set: the controller needs the git URL each issue's pod clones and pushes its merge to (README: Kubernetes)", t.Name))
+	}
+	for _, mode := range []string{"plan", "implement", "review", "retro", "finish"} {
+		k := t.Agent.ForMode(mode).Kind
+		if k == "" {
+			k = config.AgentClaude
+		}
+		if !slices.Contains(clusterKinds, k) {
+			// Their Prepare has not been run in a pod yet: Codex's
+			// config.toml and sandbox, Gemini's and opencode's settings
+			// name paths and programs that no test has checked there.
+			errs = append(errs, fmt.Errorf("team %s: agent.kind = %q (the %s phase's) does not run on a cluster yet (its prepared files have not been made and checked in a pod): use agent.kind = \"claude\" or \"custom\" with engine = \"kubernetes\", or engine = \"systemd\"", t.Name, k, mode))
+			break
+		}
 	}
 	if t.Tracker == config.TrackerLocal {
 		errs = append(errs, fmt.Errorf("team %s: tracker = \"local\" keeps its issues in files on this machine, which the team's pods cannot reach: use tracker = \"linear\" or \"github\" with engine = \"kubernetes\", or engine = \"systemd\"", t.Name))
@@ -168,13 +182,6 @@ func podTable(src map[string]any) map[string]any {
 func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.Mode, id uuid.UUID, unit string, workerID uuid.UUID, am config.Agent, kind agent.Kind) (Dispatch, error) {
 	if err := CheckCluster(t.Team); err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
-	}
-	if !slices.Contains(clusterKinds, config.AgentKind(kind.Name())) {
-		// Their Prepare has not been run in a pod yet: Codex's
-		// config.toml and sandbox, Gemini's and opencode's settings
-		// name paths and programs of this machine that no test has
-		// checked in a pod.
-		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: agent.kind = %q does not run on a cluster yet (its prepared files have not been made and checked in a pod): use agent.kind = \"claude\" or \"custom\" with engine = \"kubernetes\", or engine = \"systemd\"", issue, t.Name, kind.Name())
 	}
 	if t.ConfigPath == "" {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: no legion.toml to make the pods' from", issue, t.Name)

@@ -151,9 +151,9 @@ func TestPlanOnCluster(t *testing.T) {
 
 func TestPlanOnClusterRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, extra, want string }{
-		{"codex", `agent.kind_by_mode = { implement = "codex", retro = "codex" }` + "\n", `agent.kind = "codex" does not run on a cluster yet`},
-		{"gemini", `agent.kind_by_mode = { implement = "gemini", retro = "gemini" }` + "\n", `agent.kind = "gemini" does not run on a cluster yet`},
-		{"opencode", `agent.kind_by_mode = { implement = "opencode", retro = "opencode" }` + "\n", `agent.kind = "opencode" does not run on a cluster yet`},
+		{"codex", `agent.kind_by_mode = { implement = "codex", retro = "codex" }` + "\n", `agent.kind = "codex" (the implement phase's) does not run on a cluster yet`},
+		{"gemini", `agent.kind_by_mode = { implement = "gemini", retro = "gemini" }` + "\n", `agent.kind = "gemini" (the implement phase's) does not run on a cluster yet`},
+		{"opencode", `agent.kind_by_mode = { implement = "opencode", retro = "opencode" }` + "\n", `agent.kind = "opencode" (the implement phase's) does not run on a cluster yet`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := clusterTeam(t, tc.extra)
@@ -161,6 +161,11 @@ func TestPlanOnClusterRefuses(t *testing.T) {
 				t.Errorf("PlanDispatch: %v; want %q", err, tc.want)
 			}
 		})
+	}
+	codex := config.Team{Name: "demo", Engine: config.EngineKubernetes, Tracker: config.TrackerLinear, Kubernetes: config.Kubernetes{Repository: "https://git.example/demo.git"},
+		Agent: config.Agent{Kind: config.AgentCodex}}
+	if err := CheckCluster(codex); err == nil || !strings.Contains(err.Error(), `agent.kind = "codex" (the plan phase's)`) {
+		t.Errorf("CheckCluster of a codex team: %v; want the kind named (doctor and the controller's start say it)", err)
 	}
 	local := config.Team{Name: "demo", Engine: config.EngineKubernetes, Tracker: config.TrackerLocal}
 	err := CheckCluster(local)
