@@ -57,6 +57,9 @@
 // `legion-pty-worker --connect` in the pod, its stdin and stdout a socket
 // pair whose other end the helper uses or hands over (dialKube);
 // sessions.logs runs `legion-pty-worker --transcript` there (logsKube).
+// The agent state of a running cluster session whose worker reads hooks
+// comes the same way: the helper watches that worker through such an
+// exec for as long as the session runs (kubeagents.go).
 //
 // The helper must never own an agent: workers are transient systemd units,
 // never its children, so stopping, crashing or kill -9 of the helper leaves
