@@ -57,6 +57,9 @@
 // `legion-pty-worker --connect` in the pod, its stdin and stdout a socket
 // pair whose other end the helper uses or hands over (dialKube);
 // sessions.logs runs `legion-pty-worker --transcript` there (logsKube).
+// The agent state of a running cluster session whose worker reads hooks
+// comes the same way: the helper watches that worker through such an
+// exec for as long as the session runs (kubeagents.go).
 // A helper with Options.NoSystemd (the controller's pod on a cluster,
 // `legion controller --with-helper`) never connects to a user manager: it
 // serves only those sessions, follows Options.KubeTargets before READY=1,

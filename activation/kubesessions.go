@@ -55,6 +55,8 @@ type kubeSessions struct {
 	mu      sync.Mutex
 	targets map[string]api.KubeTarget // by key: every target spawned on
 	proc    *kubeProc                 // nil until needed, or after it died
+
+	agents kubeAgents // the running sessions' agent states (kubeagents.go)
 }
 
 func newKubeSessions(life context.Context, h *Helper) *kubeSessions {
@@ -181,7 +183,7 @@ func (p *kubeProc) read(r io.Reader, h *Helper) {
 		}
 		if rep.ID == 0 {
 			if rep.Event != nil {
-				h.events.publishView(*rep.Event, h.log)
+				h.events.publishView(h.kube.withAgent(*rep.Event), h.log)
 			}
 			continue
 		}
@@ -339,7 +341,7 @@ func (k *kubeSessions) sessions(ctx context.Context) []api.Session {
 	if err != nil {
 		k.h.log.Warn("cannot list the sessions on Kubernetes", "err", err)
 	}
-	return rep.Sessions
+	return k.withAgents(rep.Sessions)
 }
 
 // find is the session named name on a cluster.
@@ -352,7 +354,7 @@ func (k *kubeSessions) find(ctx context.Context, name string) (api.Session, bool
 	}
 	for _, s := range rep.Sessions {
 		if s.Name == name {
-			return s, true
+			return k.withAgent(s), true
 		}
 	}
 	return api.Session{}, false
@@ -401,6 +403,7 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	rep, err := p.call(ctx, wire.Request{Op: wire.OpSpawn, Target: &t, Spawn: &wire.Spawn{
 		ID: l.id, Name: l.name, Team: l.team, TeamID: l.teamID.String(), Issue: l.issue, Mode: l.mode, Unit: l.unit,
 		Spec: b, Socket: spec.SocketPath(), StartLimitBurst: int(l.startLimitBurst), Reuse: l.reuseLive, Files: l.kubeFiles,
+		Hooks: l.agent == proto.AgentClaude,
 	}})
 	if err != nil {
 		return api.SpawnResult{}, err

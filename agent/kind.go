@@ -72,7 +72,16 @@ type Session struct {
 	// LookupEnv reads the user manager's environment, which the agent
 	// inherits (ANTHROPIC_API_KEY); nil means this process's, right for the
 	// controller, which runs under the same manager as its workers.
-	LookupEnv func(key string) (string, bool)
+	LookupEnv func(key string) (string, bool) `json:"-"`
+
+	// Pod says the agent runs in a Kubernetes pod (engine "kubernetes"),
+	// as the pod's non-root user: no Landlock sandbox is probed or drawn
+	// for it (the pod's security context confines it; EffectivePolicy).
+	Pod bool
+	// PlanOnly makes Prepare write nothing and return the launch only:
+	// the files are made where the agent runs, by its pod's prepare
+	// command, with the same Session (see PodPrepare).
+	PlanOnly bool
 }
 
 // Getenv is the value of key in the agent's environment: s.Env, else the

@@ -45,6 +45,9 @@ func EffectivePolicy(a config.Agent, s Session, kind config.AgentKind) (policy c
 	case !slices.Contains(sandboxModes, s.Mode):
 		return config.PermissionsAllowlist, nil, "the " + s.Mode + " agent keeps allowlist: a sandbox would put the helper and the tracker out of its reach"
 	}
+	if s.Pod {
+		return config.PermissionsAllowlist, nil, "on a cluster the agent keeps its prompts (allowlist): the Landlock sandbox is drawn on this machine only, not in a pod"
+	}
 	if st := probeSandbox(); !st.Holds {
 		return config.PermissionsAllowlist, nil, "the sandbox does not hold, so the agent keeps its prompts (allowlist): " + st.Why
 	}

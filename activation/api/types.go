@@ -77,6 +77,11 @@ type Session struct {
 	// cluster; Node names the node its pod runs on, "" while unscheduled).
 	Engine string `json:"engine,omitempty"`
 	Node   string `json:"node,omitempty"`
+	// Hooks says, for a session on a cluster, that its worker reads the
+	// agent's hook events (SpawnArgs.Agent "claude"): the helper follows
+	// its worker through the API server for Agent. Unset under systemd,
+	// where the helper watches every worker over its socket.
+	Hooks bool `json:"hooks,omitempty"`
 }
 
 // The engines a session runs on (Session.Engine, SpawnArgs.Kubernetes).

@@ -472,6 +472,7 @@ func SessionOf(j *batchv1.Job, pods []*corev1.Pod, refusals []*corev1.Event) api
 		Name: j.Annotations[AnnotName], ID: j.Labels[LabelSession], Unit: j.Annotations[AnnotUnit],
 		Team: j.Annotations[AnnotTeam], Issue: j.Annotations[AnnotIssue], Mode: j.Labels[LabelMode],
 		Engine: api.EngineKubernetes, Restarts: uint32(max(j.Status.Failed, 0)),
+		Hooks: j.Annotations[AnnotHooks] == "true",
 	}
 	// The newest pod is the session's current run; the newest that ended
 	// says how the last run ended.

@@ -31,6 +31,7 @@ const (
 	AnnotTeam  = "legion.dev/team"
 	AnnotIssue = "legion.dev/issue"
 	AnnotUnit  = "legion.dev/unit"
+	AnnotHooks = "legion.dev/hooks" // "true" when the worker reads the agent's hooks
 )
 
 // Paths and names are package wire's (the helper uses them too).
@@ -102,7 +103,11 @@ func labels(s wire.Spawn) map[string]string {
 }
 
 func annotations(s wire.Spawn) map[string]string {
-	return map[string]string{AnnotName: s.Name, AnnotTeam: s.Team, AnnotIssue: s.Issue, AnnotUnit: s.Unit}
+	a := map[string]string{AnnotName: s.Name, AnnotTeam: s.Team, AnnotIssue: s.Issue, AnnotUnit: s.Unit}
+	if s.Hooks {
+		a[AnnotHooks] = "true"
+	}
+	return a
 }
 
 // Objects are what a session is on a cluster.

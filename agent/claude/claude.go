@@ -82,16 +82,18 @@ func (c *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 	if err != nil {
 		return agent.Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)
 	}
-	if err := privdir.Ensure(s.Dir); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)
-	}
 	settings := filepath.Join(s.Dir, SettingsFileName)
-	if err := atomicfile.WritePrivate(settings, data); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare claude session %s: write %s: %w", s.ID, settings, err)
-	}
-	key, _ := s.Getenv("ANTHROPIC_API_KEY")
-	if err := WriteDialogAnswers(ctx, s.Home, s.Repo, key); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)
+	if !s.PlanOnly {
+		if err := privdir.Ensure(s.Dir); err != nil {
+			return agent.Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)
+		}
+		if err := atomicfile.WritePrivate(settings, data); err != nil {
+			return agent.Launch{}, fmt.Errorf("prepare claude session %s: write %s: %w", s.ID, settings, err)
+		}
+		key, _ := s.Getenv("ANTHROPIC_API_KEY")
+		if err := WriteDialogAnswers(ctx, s.Home, s.Repo, key); err != nil {
+			return agent.Launch{}, fmt.Errorf("prepare claude session %s: %w", s.ID, err)
+		}
 	}
 
 	mode := "manual"
@@ -104,7 +106,7 @@ func (c *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 		l.ArgvResume = agent.InsertArgs(c.Config.Resume, l.ArgvResume, args...)
 	}
 	l.Env = append(l.Env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
-	if policy == config.PermissionsBypass && os.Geteuid() == 0 {
+	if policy == config.PermissionsBypass && os.Geteuid() == 0 && !s.Pod { // a pod's user is not root
 		l.Env = append(l.Env, "IS_SANDBOX=1")
 	}
 	return l, nil

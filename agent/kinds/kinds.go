@@ -9,7 +9,9 @@
 package kinds
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/legion-dev/legion/agent"
@@ -76,4 +78,24 @@ func HookDialect(name string) (proto.HookDialect, bool) {
 		}
 	}
 	return proto.HookDialect{}, false
+}
+
+// PreparePod runs, in a pod, the Prepare the controller planned for it
+// (agent.PodPrepare, read from file: `legion agent prepare FILE`, a
+// prepare command of the session's spawn): the kind's files are made on
+// the issue's volume, as the pod's user.
+func PreparePod(ctx context.Context, file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("prepare the agent: %w", err)
+	}
+	p, err := agent.DecodePodPrepare(data, file)
+	if err != nil {
+		return fmt.Errorf("prepare the agent: %w", err)
+	}
+	kind, err := For(p.Agent)
+	if err != nil {
+		return fmt.Errorf("prepare the agent: %s: %w", file, err)
+	}
+	return agent.RunPodPrepare(ctx, kind, p)
 }

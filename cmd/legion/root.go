@@ -66,6 +66,7 @@ restarted by systemd when its session file goes stale or it crashes.`,
 		newWebCmd(g),
 		newNotifyCmd(g),
 		newLimitsCmd(g),
+		newAgentCmd(g),
 	)
 	// `legion demo` and `legion scripted-agent` with the demo tag; a
 	// hidden `legion demo` that says how to get it without (nodemo.go).

@@ -52,12 +52,17 @@ const (
 // its HOME, on the issue's volume.
 var podStateHome = filepath.Join(wire.HomeDir, ".local", "state", "legion")
 
+// clusterKinds are the agent kinds a team on a cluster may run: those
+// whose Prepare has been run in a pod (agent.PodPrepare).
+var clusterKinds = []config.AgentKind{config.AgentClaude, config.AgentCustom}
+
 // onCluster reports whether t's sessions run on Kubernetes.
 func (t *Team) onCluster() bool { return t.Engine == config.EngineKubernetes }
 
 // CheckCluster says what a team on a cluster lacks for its controller to
-// dispatch there: the repository its pods clone, and a tracker they can
-// reach (the local tracker's files are on this machine).
+// dispatch there: the repository its pods clone, a tracker they can
+// reach (the local tracker's files are on this machine), and agent kinds
+// that run in a pod (clusterKinds).
 func CheckCluster(t config.Team) error {
 	if t.Engine != config.EngineKubernetes {
 		return nil
@@ -65,6 +70,19 @@ func CheckCluster(t config.Team) error {
 	var errs []error
 	if t.Kubernetes.Repository == "" {
 		errs = append(errs, fmt.Errorf("team %s: kubernetes.repository is not set: the controller needs the git URL each issue's pod clones and pushes its merge to (README: Kubernetes)", t.Name))
+	}
+	for _, mode := range []string{"plan", "implement", "review", "retro", "finish"} {
+		k := t.Agent.ForMode(mode).Kind
+		if k == "" {
+			k = config.AgentClaude
+		}
+		if !slices.Contains(clusterKinds, k) {
+			// Their Prepare has not been run in a pod yet: Codex's
+			// config.toml and sandbox, Gemini's and opencode's settings
+			// name paths and programs that no test has checked there.
+			errs = append(errs, fmt.Errorf("team %s: agent.kind = %q (the %s phase's) does not run on a cluster yet (its prepared files have not been made and checked in a pod): use agent.kind = \"claude\" or \"custom\" with engine = \"kubernetes\", or engine = \"systemd\"", t.Name, k, mode))
+			break
+		}
 	}
 	if t.Tracker == config.TrackerLocal {
 		errs = append(errs, fmt.Errorf("team %s: tracker = \"local\" keeps its issues in files on this machine, which the team's pods cannot reach: use tracker = \"linear\" or \"github\" with engine = \"kubernetes\", or engine = \"systemd\"", t.Name))
@@ -165,11 +183,6 @@ func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.
 	if err := CheckCluster(t.Team); err != nil {
 		return Dispatch{}, fmt.Errorf("dispatch %s: %w", issue, err)
 	}
-	if kind.Name() != string(config.AgentCustom) {
-		// Their Prepare writes settings, hooks and dialog answers into
-		// this machine's directories, not the issue's volume.
-		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: agent.kind = %q does not run on a cluster yet (Legion prepares its files on this machine, not yet on the issue's volume): use agent.kind = \"custom\" with engine = \"kubernetes\", or engine = \"systemd\"", issue, t.Name, kind.Name())
-	}
 	if t.ConfigPath == "" {
 		return Dispatch{}, fmt.Errorf("dispatch %s: team %s: no legion.toml to make the pods' from", issue, t.Name)
 	}
@@ -195,27 +208,44 @@ func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.
 		Vars: config.Vars{SessionID: id.String(), Issue: issue, Mode: string(mode), Workspace: wt.Path},
 		Cwd:  wt.Path, Repo: PodRepo, Home: wire.HomeDir,
 		Dir:    filepath.Join(wire.StateDir, "agents", workerID.String()),
-		Legion: legion, Env: env, LookupEnv: t.LookupEnv,
+		Legion: legion, Env: env, LookupEnv: t.LookupEnv, Pod: true,
 	}
 	l, prompt, err := t.planLaunch(ctx, issue, mode, wt, kind, &s, legion)
 	if err != nil {
 		return Dispatch{}, err
 	}
-	// No Prepare of the kind: a custom agent's would only draw a
-	// sandbox, and the pod's security context confines the agent.
+	prepare := t.podPrepare(issue)
+	var agentPrepare []byte
+	var own []string
+	if kind.Name() != string(config.AgentCustom) {
+		// The kind's files are made in the pod, by the same Prepare
+		// (agent.PodPrepare), after the worktree exists.
+		if l, agentPrepare, err = agent.PlanForPod(ctx, kind, am, s, l); err != nil {
+			return Dispatch{}, fmt.Errorf("dispatch %s: team %s: %w", issue, t.Name, err)
+		}
+		prepare = append(prepare, []string{legion, "agent", "prepare", filepath.Join(wire.SpecDir, agent.PodPrepareFile)})
+		if l.Agent == string(config.AgentClaude) { // the worker reads its hooks
+			policy, _, _ := agent.EffectivePolicy(am, s, config.AgentKind(kind.Name()))
+			own = agent.OwnCommands(policy)
+		}
+	}
+	// A custom agent's Prepare would only draw a sandbox, and the pod's
+	// security context confines the agent.
 	return Dispatch{
 		Name: issue + "-" + string(mode), Unit: unit, SessionID: id, WorkerID: workerID,
-		Issue: issue, Mode: mode, Agent: l.Agent, DialogMarkers: l.DialogMarkers, Legion: legion,
+		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, DialogMarkers: l.DialogMarkers, Legion: legion,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
+		PolicyNote:         l.PolicyNote,
 		Instructions:       prompt,
 		StaleAfter:         t.StaleAfter,
 		Cooldown:           t.RestartCooldown,
 		StartLimitBurst:    t.StartLimitBurst,
 		StartLimitInterval: t.StartLimitInterval,
 		Kubernetes:         t.KubeTarget(),
-		Prepare:            t.podPrepare(issue),
+		Prepare:            prepare,
 		PodConfig:          podCfg,
+		AgentPrepare:       agentPrepare,
 	}, nil
 }
 

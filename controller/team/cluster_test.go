@@ -11,6 +11,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 )
 
@@ -150,7 +151,9 @@ func TestPlanOnCluster(t *testing.T) {
 
 func TestPlanOnClusterRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, extra, want string }{
-		{"claude", `agent.kind_by_mode = { implement = "claude", retro = "claude" }` + "\n", `agent.kind = "claude" does not run on a cluster yet`},
+		{"codex", `agent.kind_by_mode = { implement = "codex", retro = "codex" }` + "\n", `agent.kind = "codex" (the implement phase's) does not run on a cluster yet`},
+		{"gemini", `agent.kind_by_mode = { implement = "gemini", retro = "gemini" }` + "\n", `agent.kind = "gemini" (the implement phase's) does not run on a cluster yet`},
+		{"opencode", `agent.kind_by_mode = { implement = "opencode", retro = "opencode" }` + "\n", `agent.kind = "opencode" (the implement phase's) does not run on a cluster yet`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := clusterTeam(t, tc.extra)
@@ -159,6 +162,11 @@ func TestPlanOnClusterRefuses(t *testing.T) {
 			}
 		})
 	}
+	codex := config.Team{Name: "demo", Engine: config.EngineKubernetes, Tracker: config.TrackerLinear, Kubernetes: config.Kubernetes{Repository: "https://git.example/demo.git"},
+		Agent: config.Agent{Kind: config.AgentCodex}}
+	if err := CheckCluster(codex); err == nil || !strings.Contains(err.Error(), `agent.kind = "codex" (the plan phase's)`) {
+		t.Errorf("CheckCluster of a codex team: %v; want the kind named (doctor and the controller's start say it)", err)
+	}
 	local := config.Team{Name: "demo", Engine: config.EngineKubernetes, Tracker: config.TrackerLocal}
 	err := CheckCluster(local)
 	if err == nil || !strings.Contains(err.Error(), "kubernetes.repository is not set") || !strings.Contains(err.Error(), `tracker = "local"`) {
@@ -166,5 +174,46 @@ func TestPlanOnClusterRefuses(t *testing.T) {
 	}
 	if err := CheckCluster(config.Team{Name: "demo", Engine: config.EngineSystemd, Tracker: config.TrackerLocal}); err != nil {
 		t.Errorf("CheckCluster of a team under systemd: %v", err)
+	}
+}
+
+// TestPlanOnClusterClaude: a Claude Code phase on a cluster is planned
+// with the pod's paths and prepared in the pod: its launch names the
+// settings file on the issue's volume, the pod runs `legion agent
+// prepare` on the plan in its spec Secret after the worktree exists, and
+// nothing of the kind's is written on this machine.
+func TestPlanOnClusterClaude(t *testing.T) {
+	tm := clusterTeam(t, `agent.kind_by_mode = { implement = "claude", retro = "claude" }
+agent.env = { GIT_AUTHOR_NAME = "Ada", GIT_AUTHOR_EMAIL = "ada@example.com", GIT_COMMITTER_NAME = "Ada", GIT_COMMITTER_EMAIL = "ada@example.com" }
+`)
+	home := t.TempDir()
+	d, err := tm.PlanDispatch(t.Context(), "ENG-7", "implement", home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := "/legion/state/agents/" + d.WorkerID.String() + "/settings.json"
+	if d.Agent != "claude" || !slices.Contains(d.ArgvNew, settings) || !slices.Contains(d.ArgvNew, "manual") {
+		t.Errorf("agent %q, argv %q; want claude with --settings %s --permission-mode manual", d.Agent, d.ArgvNew, settings)
+	}
+	wantPrep := []string{"/opt/legion/legion", "agent", "prepare", "/run/legion-spec/" + agent.PodPrepareFile}
+	if len(d.Prepare) != 3 || !slices.Equal(d.Prepare[2], wantPrep) {
+		t.Errorf("prepare %q; want the clone, the worktree, then %q", d.Prepare, wantPrep)
+	}
+	if len(d.OwnCommands) == 0 {
+		t.Error("no own commands: the worker would ask a person for the agent's own tracker commands")
+	}
+	a := tm.DispatchLaunch(d, config.Worker{StartupGrace: time.Minute})
+	p, err := agent.DecodePodPrepare(a.KubeFiles[agent.PodPrepareFile], agent.PodPrepareFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Session.Home != "/legion/home" || p.Session.Legion != "/opt/legion/legion" || !slices.Equal(p.Want.ArgvNew, d.ArgvNew) {
+		t.Errorf("the pod's plan: home %q, legion %q, argv %q; want /legion/home, /opt/legion/legion, the dispatch's %q", p.Session.Home, p.Session.Legion, p.Want.ArgvNew, d.ArgvNew)
+	}
+	if ents, err := os.ReadDir(home); err != nil || len(ents) != 0 {
+		t.Errorf("the home given to PlanDispatch holds %v (%v); want nothing written on this machine", ents, err)
+	}
+	if _, err := os.Stat("/legion"); err == nil {
+		t.Error("/legion exists on this machine: a pod's path was written here")
 	}
 }

@@ -74,10 +74,12 @@ type Dispatch struct {
 	// Kubernetes is where the worker runs for a team on a cluster (nil:
 	// under systemd here); Prepare is what its pod runs before the agent
 	// (the clone and the worktree) and PodConfig the pod's legion.toml
-	// (see cluster.go).
-	Kubernetes *api.KubeTarget
-	Prepare    [][]string
-	PodConfig  []byte
+	// (see cluster.go), AgentPrepare the kind's plan for the pod's
+	// `legion agent prepare` (agent.PodPrepare; nil for a custom agent).
+	Kubernetes   *api.KubeTarget
+	Prepare      [][]string
+	PodConfig    []byte
+	AgentPrepare []byte
 }
 
 // SessionMode is the mode whose session a phase runs in: the retro is the

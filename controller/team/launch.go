@@ -2,6 +2,7 @@ package team
 
 import (
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/config"
 )
 
@@ -41,6 +42,9 @@ func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
 	if d.Kubernetes != nil {
 		a.Kubernetes, a.Prepare = d.Kubernetes, d.Prepare
 		a.KubeFiles = map[string][]byte{PodConfigName: d.PodConfig}
+		if d.AgentPrepare != nil {
+			a.KubeFiles[agent.PodPrepareFile] = d.AgentPrepare
+		}
 	}
 	a.Reuse = true
 	a.MaxLive = t.MachineSessionLimit // the helper holds the machine's cap exactly

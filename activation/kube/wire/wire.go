@@ -76,6 +76,9 @@ type Spawn struct {
 	// files of SpecDir in the pod beside SpecKey; names as CheckFileName
 	// says. Never logged.
 	Files map[string][]byte `json:"files,omitempty"`
+	// Hooks: the worker reads the agent's hook events, so its agent
+	// state is worth following (api.Session.Hooks).
+	Hooks bool `json:"hooks,omitempty"`
 }
 
 // SpecKey is the spec's key in a session's spec Secret: the file name

@@ -1,0 +1,146 @@
+package kinds
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/agent"
+	"github.com/legion-dev/legion/agent/claude"
+	"github.com/legion-dev/legion/config"
+)
+
+// podSession is a Claude Code session with its paths under root, as a
+// pod's would be under /.
+func podSession(t *testing.T, root string) (config.Agent, agent.Session) {
+	t.Helper()
+	a := config.Agent{Kind: config.AgentClaude, New: []string{"claude", "--session-id", "{session_id}", "{prompt}"}, Resume: []string{"claude", "--resume", "{session_id}"}, Permissions: config.PermissionsSandbox}
+	id := uuid.New()
+	s := agent.Session{
+		ID: id, Mode: "implement", Vars: config.Vars{SessionID: id.String(), Issue: "ENG-7", Mode: "implement", Prompt: "do it"},
+		Cwd: filepath.Join(root, "work", "ENG-7"), Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home"),
+		Dir: filepath.Join(root, "state", "agents", id.String()), Legion: "/opt/legion/legion",
+		Env: []string{"LEGION_ISSUE=ENG-7"}, Pod: true,
+	}
+	for _, d := range []string{s.Cwd, s.Repo, s.Home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, s
+}
+
+// TestPreparePod: the controller's plan for a pod writes nothing, and the
+// pod's `legion agent prepare` on it writes the kind's files (Claude
+// Code's settings with its hooks, 0600, the dialog answers in
+// ~/.claude.json, merged with what is there) and checks the launch is
+// the planned one; a plan whose launch the pod would not give fails,
+// naming the file.
+func TestPreparePod(t *testing.T) {
+	root := t.TempDir()
+	a, s := podSession(t, root)
+	kind, err := For(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := kind.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, data, err := agent.PlanForPod(t.Context(), kind, a, s, planned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(s.Dir, claude.SettingsFileName)
+	if _, err := os.Stat(s.Dir); err == nil {
+		t.Fatalf("PlanForPod made %s: want nothing written where the controller plans", s.Dir)
+	}
+	if !slices.Contains(l.ArgvNew, settings) || !slices.Contains(l.ArgvNew, "manual") || l.Sandbox != nil || slices.Contains(l.Env, "IS_SANDBOX=1") {
+		t.Errorf("launch argv %q env %q sandbox %v; want --settings %s, the sandbox policy as allowlist (manual) and no sandbox in a pod", l.ArgvNew, l.Env, l.Sandbox, settings)
+	}
+	// What the agent wrote into ~/.claude.json before stays.
+	cj := filepath.Join(s.Home, ".claude.json")
+	if err := os.WriteFile(cj, []byte(`{"numStartups": 7}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(root, agent.PodPrepareFile)
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := PreparePod(t.Context(), file); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(settings)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("settings %s: %v, %v; want a 0600 file", settings, fi, err)
+	}
+	b, err := os.ReadFile(settings)
+	if err != nil || !strings.Contains(string(b), "/opt/legion/legion hook") {
+		t.Errorf("settings %s: %v\n%s; want hooks running /opt/legion/legion hook", settings, err, b)
+	}
+	var doc map[string]any
+	b, err = os.ReadFile(cj)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	projects, _ := doc["projects"].(map[string]any)
+	if doc["numStartups"] != float64(7) || projects[s.Repo] == nil {
+		t.Errorf("~/.claude.json = %s; want the agent's numStartups kept and the dialog answers of %s", b, s.Repo)
+	}
+
+	// A plan whose wanted launch is not what the pod prepares.
+	var p agent.PodPrepare
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Want.ArgvNew = append(p.Want.ArgvNew, "--other")
+	bad, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := PreparePod(t.Context(), file); err == nil || !strings.Contains(err.Error(), "is not the controller's") {
+		t.Errorf("PreparePod of a plan with another launch: %v; want the two launches named", err)
+	}
+	for _, tc := range []struct{ name, data, want string }{
+		{"not json", "settings", "want the JSON the controller writes"},
+		{"unknown field", `{"agent":{},"bogus":1}`, "unknown field"},
+		{"not for a pod", `{"session":{"Cwd":"/a","Repo":"/b","Home":"/c","Dir":"/d"}}`, "want a session for a pod"},
+		{"relative", `{"session":{"Pod":true,"Cwd":"a","Repo":"/b","Home":"/c","Dir":"/d"}}`, "want an absolute path"},
+		{"two", `{"session":{"Pod":true,"Cwd":"/a","Repo":"/b","Home":"/c","Dir":"/d"}} {}`, "found more after it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := agent.DecodePodPrepare([]byte(tc.data), file); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), file) {
+				t.Errorf("DecodePodPrepare(%s) = %v; want an error naming %s and saying %q", tc.data, err, file, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzDecodePodPrepare: any bytes decode to a pod's plan with absolute
+// paths, or to an error naming the file.
+func FuzzDecodePodPrepare(f *testing.F) {
+	f.Add([]byte(`{"session":{"Pod":true,"Cwd":"/a","Repo":"/b","Home":"/c","Dir":"/d"}}`))
+	f.Add([]byte(`{"agent":{"Kind":"claude"},"session":{"Pod":true},"planned":{},"want":{}}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := agent.DecodePodPrepare(data, "/run/legion-spec/agent-prepare.json")
+		if err != nil {
+			if !strings.Contains(err.Error(), "/run/legion-spec/agent-prepare.json") {
+				t.Errorf("error %v does not name the file", err)
+			}
+			return
+		}
+		s := p.Session
+		if !s.Pod || s.PlanOnly || !filepath.IsAbs(s.Cwd) || !filepath.IsAbs(s.Repo) || !filepath.IsAbs(s.Home) || !filepath.IsAbs(s.Dir) {
+			t.Errorf("DecodePodPrepare(%q) = %+v, nil; want a pod's session with absolute paths", data, s)
+		}
+	})
+}
