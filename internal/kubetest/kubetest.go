@@ -273,7 +273,8 @@ func moduleRoot() (string, error) {
 // the API server ready (/readyz), opts.Nodes kwok nodes Ready, and the
 // default service account of namespace "default" created (pods can be
 // admitted). It ends everything in t.Cleanup and, if the test failed,
-// logs the end of each component's log first.
+// first logs what the test's namespaces held (Describe) and the end of
+// each component's log.
 //
 // Without the binaries it skips the test, saying how to build them; with
 // CI=true it builds them instead, and fails the test if that fails.
@@ -300,6 +301,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	c.logOnFailure(t)
 	return c
 }
 
