@@ -168,7 +168,9 @@ type Options struct {
 	// after the pod's own volumes: where a test built the programs a pod
 	// runs (sdtest builds them under /tmp, which a pod's /tmp emptyDir
 	// would hide). A real node would have them from the image. The pod's
-	// user must be able to reach and read them.
+	// user must be able to reach and read them: a pod whose user cannot
+	// (a directory above one is 0700, say) ends Failed with reason
+	// StartError and the test fails, naming the directory.
 	PodBinds []string
 	// PodRoot is the lower layer of every container's root: "" for this
 	// machine's /, else a directory holding an image's root (the worker

@@ -362,6 +362,12 @@ func (r *podRunner) start(ctx context.Context, pod *corev1.Pod) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	gids := append([]uint32{spec.Process.User.GID}, spec.Process.User.AdditionalGids...)
+	for _, d := range r.c.opts.PodBinds {
+		if err := reachable(d, spec.Process.User.UID, gids); err != nil {
+			return fmt.Errorf("%s: kubetest.Options.PodBinds has %s, which the pod's user cannot reach: %w (the directory and every one above it must let that user through)", what, d, err)
+		}
+	}
 	b, err := json.MarshalIndent(spec, "", "\t")
 	if err != nil {
 		return err
