@@ -743,7 +743,7 @@ func oomKilled(inner string) (bool, error) {
 			return n > 0, nil
 		}
 	}
-	return false, fmt.Errorf("no memory.oom_control or memory.events of cgroup %s below this process's", inner)
+	return false, fmt.Errorf("no memory.oom_control or memory.events of cgroup %s below this process's (runc removes the cgroup of a container that failed to start: its log says why)", inner)
 }
 
 // counter is the value of key in a cgroup file of "key value" lines.
