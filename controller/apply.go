@@ -94,12 +94,18 @@ func Apply(ctx context.Context, src Sources, disp Dispatcher, d Decision, is Iss
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 	}
-	if src.Dispatched != nil && (startsWorker(d.Action) || is.Dispatched != nil) {
+	if src.Dispatched != nil && (startsWorker(d.Action) || is.Dispatched != nil && !dispatchLive(is)) {
 		// The dispatch's tracker changes are made (or, for an older
-		// record, the issue was decided anew and applied).
+		// record, the issue was decided anew and applied); a record
+		// whose worker is live waits for its end (decideIssue).
 		if err := src.Dispatched.Forget(d.Issue); err != nil {
 			return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 		}
 	}
 	return nil
+}
+
+// dispatchLive says whether is has a dispatch record whose worker is live.
+func dispatchLive(is Issue) bool {
+	return is.Dispatched != nil && is.Worker != nil && is.Worker.Mode == is.Dispatched.Mode
 }

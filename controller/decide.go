@@ -396,6 +396,15 @@ func decideIssue(is Issue, s State) Decision {
 		return d
 	case is.Worker != nil:
 		d.Action, d.Reason = ActionSkip, "a "+string(is.Worker.Mode)+" worker is live"
+		if r := is.Dispatched; r != nil && r.Mode == is.Worker.Mode {
+			// Its dispatch's tracker changes were not made (the
+			// controller was gone), and a worker-done on the issue may
+			// now be the worker's own as well as the previous phase's:
+			// the record is kept, and its changes are made once the
+			// worker has completed its phase (ActionFinishDispatch).
+			d.Reason += "; its dispatch's tracker changes wait for it to end"
+			return d
+		}
 		// If the labels still ask for the very worker that is live, its
 		// dispatch went through but the tracker changes that belong to it
 		// did not: carry those out now (they are idempotent), or the issue

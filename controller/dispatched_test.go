@@ -84,6 +84,62 @@ func TestDispatchFinishedAfterRestart(t *testing.T) {
 	}
 }
 
+// TestDispatchRecordLiveWorker: as TestDispatchFinishedAfterRestart, but
+// the next controller ticks while the implementer, which has already
+// added its worker-done, is still live (its pod or unit not ended yet).
+// The issue's worker-done may then be the planner's or the implementer's:
+// the tick makes none of the dispatch's changes and keeps its record, so
+// that once the implementer has exited cleanly they are made without
+// touching worker-done and the reviewer comes next. It used to carry
+// them out at once, worker-done removal included, losing the
+// implementer's, and ran the implementer again (TestKubeTodoToDone on
+// two busy cores found it).
+func TestDispatchRecordLiveWorker(t *testing.T) {
+	ctx := t.Context()
+	st := local.Open(t.TempDir(), "DEMO")
+	is, err := st.Add(ctx, "Write a file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddLabel(ctx, is.ID, controller.LabelWorkerDone); err != nil { // the planner's
+		t.Fatal(err)
+	}
+	tr := &failingMoves{Store: st, fail: true}
+	agents := &fakeAgents{}
+	dir := filepath.Join(t.TempDir(), "dispatched")
+	src := controller.Sources{Tracker: tr, Sessions: agents, WIPLimit: 2, Dispatched: &controller.Dispatched{Dir: dir}}
+	controller.Tick(ctx, src, agents, discard())
+	if !slices.Equal(agents.calls, []string{"dispatch " + is.ID + " implement"}) {
+		t.Fatalf("first tick: calls %q; want the implementer dispatched", agents.calls)
+	}
+	// The implementer, live, has added its worker-done: the issue is as
+	// the planner left it (Todo, worker-done).
+	if err := st.AddLabel(ctx, is.ID, controller.LabelWorkerDone); err != nil {
+		t.Fatal(err)
+	}
+	tr.fail = false
+	r := controller.Tick(ctx, src, agents, discard())
+	got, _ := st.Issue(ctx, is.ID)
+	if r.Failed != 0 || len(agents.calls) != 1 || !slices.Contains(got.Labels, controller.LabelWorkerDone) {
+		t.Fatalf("tick with the implementer live: %+v, calls %q, issue %s %v; want nothing done, worker-done kept", r, agents.calls, got.Status, got.Labels)
+	}
+	if _, err := os.Stat(filepath.Join(dir, is.ID+".json")); err != nil {
+		t.Fatalf("the dispatch's record while its worker is live: %v; want it kept", err)
+	}
+	// It exits cleanly.
+	agents.sessions = []controller.Session{{Name: is.ID + "-implement", Issue: is.ID, Mode: controller.ModeImplement,
+		State: controller.SessionExited, Completed: time.Now().Add(time.Second)}}
+	controller.Tick(ctx, src, agents, discard())
+	got, _ = st.Issue(ctx, is.ID)
+	if got.Status != controller.StatusInProgress || !slices.Contains(got.Labels, controller.LabelWorkerDone) || len(agents.calls) != 1 {
+		t.Fatalf("after the implementer exited: %s %v, calls %q; want In Progress with its worker-done, no second dispatch", got.Status, got.Labels, agents.calls)
+	}
+	controller.Tick(ctx, src, agents, discard())
+	if want := "dispatch " + is.ID + " review"; len(agents.calls) != 2 || agents.calls[1] != want {
+		t.Errorf("next tick: calls %q; want %s", agents.calls, want)
+	}
+}
+
 // TestDispatchRecordNotCompleted: a record whose worker never completed
 // after it (the dispatch failed, or the worker crashed) is forgotten and
 // the issue decided from the tracker: the worker is dispatched again.

@@ -52,9 +52,10 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 	var applied []Decision
 	for i, d := range Decide(st) {
 		if (d.Action == ActionSkip || d.Action == ActionNone) && d.MoveTo == "" && len(d.RemoveLabels) == 0 && len(d.AddLabels) == 0 {
-			if st.Issues[i].Dispatched != nil && src.Dispatched != nil {
-				// Nothing left of that dispatch to make: its worker is live
-				// with the tracker moved on, or it never completed.
+			if st.Issues[i].Dispatched != nil && src.Dispatched != nil && !dispatchLive(st.Issues[i]) {
+				// Nothing left of that dispatch to make: it never
+				// completed. (One whose worker is live waits for its end:
+				// decideIssue.)
 				if err := src.Dispatched.Forget(d.Issue); err != nil {
 					log.Warn("forget a dispatch record", "issue", d.Issue, "err", err)
 				}

@@ -2,9 +2,12 @@ package kubetest
 
 import (
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
@@ -308,4 +311,55 @@ func cmpOr[T any](a, b *T) *T {
 		return a
 	}
 	return b
+}
+
+// reachable says why user uid, in groups gids, could not reach and read
+// directory dir of this machine by its mode bits: the first directory on
+// the way that it may not search, or dir itself that it may not read. It
+// is nil when it can, and always for uid 0 (a container's root keeps
+// CAP_DAC_OVERRIDE unless it drops it). A bound directory (Options.
+// PodBinds) it cannot reach makes the container's start fail with no
+// word of why: runc reports a program on it as "executable file not
+// found in $PATH".
+func reachable(dir string, uid uint32, gids []uint32) error {
+	if uid == 0 {
+		return nil
+	}
+	dir = filepath.Clean(dir)
+	var walk []string
+	for d := dir; ; d = filepath.Dir(d) {
+		walk = append(walk, d)
+		if d == "/" || d == "." {
+			break
+		}
+	}
+	slices.Reverse(walk)
+	for _, d := range walk {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("stat %s: no owner", d)
+		}
+		perm := uint32(fi.Mode().Perm())
+		var bits uint32
+		switch {
+		case st.Uid == uid:
+			bits = perm >> 6
+		case slices.Contains(gids, st.Gid):
+			bits = perm >> 3
+		default:
+			bits = perm
+		}
+		want, what := uint32(1), "search"
+		if d == dir {
+			want, what = 5, "read"
+		}
+		if bits&want != want {
+			return fmt.Errorf("user %d (groups %v) may not %s %s (mode %04o, owner %d:%d)", uid, gids, what, d, perm, st.Uid, st.Gid)
+		}
+	}
+	return nil
 }

@@ -323,3 +323,45 @@ func FuzzCounter(f *testing.F) {
 		}
 	})
 }
+
+func TestReachable(t *testing.T) {
+	const uid, gid = 4242, 4243 // nobody's: the others' bits apply
+	base := t.TempDir()
+	parent := filepath.Dir(base) // the test's own, made 0700 by the testing package
+	for _, d := range []string{parent, base} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := filepath.Join(base, "closed")
+	unreadable := filepath.Join(base, "unreadable")
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{filepath.Join(base, "bin"), 0o755}, {closed, 0o700}, {filepath.Join(closed, "bin"), 0o755}, {unreadable, 0o711}} {
+		if err := os.Mkdir(d.path, d.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		dir  string
+		uid  uint32
+		want string // in the error; "" for none
+	}{
+		{filepath.Join(base, "bin"), uid, ""},
+		{filepath.Join(closed, "bin"), uid, "may not search " + closed + " (mode 0700"},
+		{unreadable, uid, "may not read " + unreadable + " (mode 0711"},
+		{filepath.Join(closed, "bin"), 0, ""}, // root
+	} {
+		err := reachable(tc.dir, tc.uid, []uint32{gid})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("reachable(%s, %d) = %v; want nil", tc.dir, tc.uid, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("reachable(%s, %d) = %v; want an error containing %q", tc.dir, tc.uid, err, tc.want)
+		}
+	}
+}

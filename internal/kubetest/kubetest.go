@@ -168,7 +168,9 @@ type Options struct {
 	// after the pod's own volumes: where a test built the programs a pod
 	// runs (sdtest builds them under /tmp, which a pod's /tmp emptyDir
 	// would hide). A real node would have them from the image. The pod's
-	// user must be able to reach and read them.
+	// user must be able to reach and read them: a pod whose user cannot
+	// (a directory above one is 0700, say) ends Failed with reason
+	// StartError and the test fails, naming the directory.
 	PodBinds []string
 	// PodRoot is the lower layer of every container's root: "" for this
 	// machine's /, else a directory holding an image's root (the worker
@@ -273,7 +275,8 @@ func moduleRoot() (string, error) {
 // the API server ready (/readyz), opts.Nodes kwok nodes Ready, and the
 // default service account of namespace "default" created (pods can be
 // admitted). It ends everything in t.Cleanup and, if the test failed,
-// logs the end of each component's log first.
+// first logs what the test's namespaces held (Describe) and the end of
+// each component's log.
 //
 // Without the binaries it skips the test, saying how to build them; with
 // CI=true it builds them instead, and fails the test if that fails.
@@ -300,6 +303,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	c.logOnFailure(t)
 	return c
 }
 

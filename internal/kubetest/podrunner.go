@@ -362,6 +362,12 @@ func (r *podRunner) start(ctx context.Context, pod *corev1.Pod) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	gids := append([]uint32{spec.Process.User.GID}, spec.Process.User.AdditionalGids...)
+	for _, d := range r.c.opts.PodBinds {
+		if err := reachable(d, spec.Process.User.UID, gids); err != nil {
+			return fmt.Errorf("%s: kubetest.Options.PodBinds has %s, which the pod's user cannot reach: %w (the directory and every one above it must let that user through)", what, d, err)
+		}
+	}
 	b, err := json.MarshalIndent(spec, "", "\t")
 	if err != nil {
 		return err
@@ -737,7 +743,7 @@ func oomKilled(inner string) (bool, error) {
 			return n > 0, nil
 		}
 	}
-	return false, fmt.Errorf("no memory.oom_control or memory.events of cgroup %s below this process's", inner)
+	return false, fmt.Errorf("no memory.oom_control or memory.events of cgroup %s below this process's (runc removes the cgroup of a container that failed to start: its log says why)", inner)
 }
 
 // counter is the value of key in a cgroup file of "key value" lines.

@@ -81,6 +81,19 @@ func TestRunPods(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(c.VolumeDir("default", "resume"), "first")); err != nil || string(b) != "one\n" {
 			t.Errorf("the claim's file on this machine: %q, %v; want %q", b, err, "one\n")
 		}
+		// What a failed test logs of the namespace.
+		d := c.Describe(ctx, "default")
+		for _, want := range []string{
+			"job " + job.Name + ": active 0, succeeded 1, failed 1",
+			"claim resume: Bound",
+			"phase Failed", "terminated, exit code 3", "exited with code 3",
+			"phase Succeeded", "stdout F second saw one",
+			"event ", "Scheduled",
+		} {
+			if !strings.Contains(d, want) {
+				t.Errorf("Describe(default) has no %q:\n%s", want, d)
+			}
+		}
 	})
 
 	t.Run("the container runs as the pod asks, exec and logs reach it, deleting the Job kills it", func(t *testing.T) {

@@ -28,6 +28,11 @@ const binPrefix = "legion-bin-"
 // and XDG_CACHE_HOME: go build must use the real build cache.
 var startEnv = os.Environ()
 
+// startTempDir is the test process's temporary directory as it started,
+// before any test pointed TMPDIR elsewhere (t.Setenv): where LegionBinary
+// builds, whichever test asks first.
+var startTempDir = os.TempDir()
+
 var legion struct {
 	once sync.Once
 	path string
@@ -56,7 +61,13 @@ const denyName = "denyuserns"
 // run (internal/layout checks that it changes nothing else); the shipped
 // legion, as `make build` builds it, has neither.
 //
-// The binaries go into a fresh directory $TMPDIR/legion-bin-<pid>-*. A test
+// The binaries go into a fresh directory $TMPDIR/legion-bin-<pid>-*, with
+// the TMPDIR the test process started with: the first test to ask may
+// have pointed TMPDIR into a directory of its own (the agent-CLI tests put
+// it below ~/.cache, out of a sandbox's writable /tmp), and the binaries,
+// shared by every test of the process, must not land where only that test
+// expects (a Kubernetes test's pods, run as another user, bind them and
+// must reach them; /root is 0700). A test
 // process cannot remove it when it exits (there is no hook after the last
 // test without a TestMain), so instead each process, on its first build,
 // removes the directories of earlier test processes that are gone: at most
@@ -85,8 +96,8 @@ func buildLegion() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find the go tool: %w", err)
 	}
-	sweepStaleDirs(os.TempDir(), binPrefix)
-	dir, err := os.MkdirTemp("", binPrefix+strconv.Itoa(os.Getpid())+"-")
+	sweepStaleDirs(startTempDir, binPrefix)
+	dir, err := os.MkdirTemp(startTempDir, binPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return "", err
 	}
