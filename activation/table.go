@@ -623,9 +623,9 @@ func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State 
 				return api.StateStarting
 			case runEnded && failedRun(reg.State, reg.LastExit):
 				return api.StateStarting // the run failed; the restart follows
-			case runEnded:
-				return api.StateExited
 			case us.ActiveState != units.StateDeactivating:
+				// Running, or a run that ended while its worker is still
+				// on its way out (see workerLeaving).
 				return api.StateRunning
 			}
 			return api.StateExited
@@ -638,6 +638,8 @@ func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State 
 			// Restart=on-failure brings it back (unless the start limit
 			// says otherwise, and then the unit fails).
 			return api.StateStarting
+		case !in.Running && us.ActiveState != units.StateDeactivating:
+			return api.StateRunning // workerLeaving
 		case !in.Running:
 			return api.StateExited
 		case in.Waiting:
@@ -650,6 +652,15 @@ func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State 
 	// The unit is not loaded or inactive: the session is over.
 	return api.StateExited
 }
+
+// workerLeaving: a run that ended cleanly is not the session's end while
+// its worker process still runs (it lingers for its watchers, at most its
+// exit linger, then exits 0): the session is exited only once systemd has
+// the unit inactive or stopping. Read as exited at once, the controller
+// started the next phase beside the worker, and a kill -9 in
+// that moment had systemd restart the old phase (Result=signal,
+// Restart=on-failure) beside the new one: the 30-minute chaos run found a
+// planner run again beside its implementer that way.
 
 // crashed reports whether a unit's Result says its main process died in
 // a way Restart=on-failure restarts: killed by a signal, dumped core, a
