@@ -307,7 +307,12 @@ func (s *Server) decide(r *http.Request, req *Request) (Turn, *Failure) {
 	s.mu.Lock()
 	follow := s.follow
 	s.mu.Unlock()
-	if !ok && follow != nil {
+	switch {
+	case ok && turn.Follow && follow != nil && turn.Failure == nil:
+		t, d := followTurn(req, *follow)
+		t.Stall, t.StreamError, t.EventDelay = turn.Stall, turn.StreamError, turn.EventDelay
+		turn, req.Followed = t, &d
+	case !ok && follow != nil:
 		t, d := followTurn(req, *follow)
 		turn, ok, req.Followed = t, true, &d
 	}
