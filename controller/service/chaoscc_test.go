@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/legion-dev/legion/agent/claude/anthropictest"
@@ -57,6 +58,27 @@ type chaosCC struct {
 	// stalls held a stream; released counts those the run let go on
 	// (the others ended with the client going away).
 	stalls []*anthropictest.Stall
+	// hit are the requests a model fault answered, with what it was
+	// (Match records them, in the fake's goroutines).
+	mu  sync.Mutex
+	hit []faultHit
+}
+
+// faultHit is a request of the model API that a fault answered.
+type faultHit struct {
+	what    string
+	session string
+	at      time.Time
+}
+
+// record returns a Match that records the request a fault answers.
+func (cc *chaosCC) record(what string) func(*anthropictest.Request) bool {
+	return func(q *anthropictest.Request) bool {
+		cc.mu.Lock()
+		cc.hit = append(cc.hit, faultHit{what, q.Session, q.Time})
+		cc.mu.Unlock()
+		return true
+	}
 }
 
 // addClaudeTeam sets up team cc (see above). It must run before the
@@ -218,7 +240,7 @@ func (r *chaosRun) injectModelStall(ctx context.Context, long bool) bool {
 	hold := r.in.Between(2*time.Second, 20*time.Second)
 	never := long && r.in.IntN(4) == 0
 	r.cc.stalls = append(r.cc.stalls, st)
-	r.cc.api.Script(anthropictest.AnySession, anthropictest.Turn{Follow: true, Stall: st})
+	r.cc.api.Script(anthropictest.AnySession, anthropictest.Turn{Follow: true, Stall: st, Match: r.cc.record("stall")})
 	if never {
 		r.t.Logf("chaos: the model API holds the next stream after %d events, not released", st.After)
 		return true
@@ -259,6 +281,7 @@ func (r *chaosRun) injectModelError() bool {
 	default:
 		turn.StreamError, what = &anthropictest.APIError{Type: "overloaded_error", Message: "Overloaded"}, "an overloaded_error event mid-stream"
 	}
+	turn.Match = r.cc.record(what)
 	r.cc.api.Script(anthropictest.AnySession, turn)
 	r.t.Logf("chaos: the model API answers the next %d requests with %s", n, what)
 	return true
@@ -318,6 +341,21 @@ func (r *chaosRun) checkClaude() {
 		}
 	}
 	reqs := r.cc.api.MessageRequests("")
+	// What Claude Code did after each model fault: the next request of
+	// the same session, and how long after (a retry of its own, or a
+	// resume after Legion's watchdog or a person's answer).
+	r.cc.mu.Lock()
+	for _, h := range r.cc.hit {
+		next := "no later request of its session"
+		for _, q := range reqs {
+			if q.Session == h.session && q.Time.After(h.at) {
+				next = fmt.Sprintf("its session's next request %s later", q.Time.Sub(h.at).Round(100*time.Millisecond))
+				break
+			}
+		}
+		t.Logf("Claude team: %s at %s (session %s): %s", h.what, h.at.Format("15:04:05.000"), h.session, next)
+	}
+	r.cc.mu.Unlock()
 	t.Logf("Claude team: %d issues, %d model requests; %d stalls injected, %d held a stream, %d of them ended by the client going away; %d waits answered",
 		len(r.cc.ids), len(reqs), len(r.cc.stalls), stalled, gone, r.cc.answers)
 }
