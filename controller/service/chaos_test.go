@@ -260,6 +260,12 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 		t.Fatal(err)
 	}
 	extra := fmt.Sprintf("tracker = \"linear\"\nlinear.team_key = \"ENG\"\nlinear.credentials_file = %q\nlinear.api_url = %q\n", keyFile, srv.URL)
+	if claude {
+		// With its home below /tmp the default policy ran demo's scripted
+		// agent as allowlist; the home is not there now, and the scripted
+		// agent's logs (outside its worktree) need the same policy.
+		extra += "agent.permissions = \"allowlist\"\n"
+	}
 	script := strings.ReplaceAll(chaosScript, "@LOG@", "@CHAOSLOG@")
 	e := start(t, script, teamOptions{wipLimit: 3, staleAfter: "20s", extra: extra})
 	r := &chaosRun{env: e, in: chaostest.New(seed), srv: srv, long: dur > 0}
@@ -307,6 +313,12 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 	}
 
 	faults := 0
+	// The Claude team's issues take minutes: its short run injects
+	// longer, so that faults meet its phases too.
+	maxFaults := chaosShortFaults
+	if r.cc != nil {
+		maxFaults = 2 * chaosShortFaults
+	}
 	batchStart := began
 	var batches []time.Duration // how long each backlog took under faults
 	for {
@@ -319,7 +331,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 				batchStart = time.Now()
 				r.addIssues(n)
 			}
-		} else if faults >= chaosShortFaults || r.allDone(ctx) {
+		} else if faults >= maxFaults || r.allDone(ctx) {
 			break
 		}
 		time.Sleep(r.in.Between(300*time.Millisecond, 2*time.Second))
