@@ -343,6 +343,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 		faults++
 	}
 	r.freeState()
+	r.endModelFaults()
 	t.Logf("faults injected:\n%s", r.in.Report())
 
 	// The faults stop; whatever they did, the backlog must finish.

@@ -287,6 +287,18 @@ func (r *chaosRun) injectModelError() bool {
 	return true
 }
 
+// endModelFaults drops the model faults not yet met and lets every held
+// stream go on: the faults stop.
+func (r *chaosRun) endModelFaults() {
+	if r.cc == nil {
+		return
+	}
+	r.cc.api.Clear(anthropictest.AnySession)
+	for _, st := range r.cc.stalls {
+		st.Release()
+	}
+}
+
 // checkClaude: every issue of team cc went through its phases once, as
 // the tracker and git show it: one plan, two reviews (the strict
 // reviewer asks for changes once, then approves), one retro, the retro's

@@ -221,4 +221,15 @@ func TestFollowTurnFails(t *testing.T) {
 	if r := s.MessageRequests("s1"); len(r) != 1 || r[0].Followed != nil {
 		t.Errorf("requests %+v; want one, not followed", r)
 	}
+	// Cleared, a queued fault answers nothing.
+	s.Script(anthropictest.AnySession, anthropictest.Turn{Follow: true, Failure: anthropictest.Overloaded()})
+	s.Clear(anthropictest.AnySession)
+	if n := s.Pending(anthropictest.AnySession); n != 0 {
+		t.Errorf("Pending after Clear = %d; want 0", n)
+	}
+	resp = post(t, t.Context(), s, "s1", claudeRequest(t))
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("status after Clear %d; want 200", resp.StatusCode)
+	}
 }

@@ -191,6 +191,13 @@ func (s *Server) Script(session string, turns ...Turn) {
 	}
 }
 
+// Clear drops the turns still queued for session (AnySession for any).
+func (s *Server) Clear(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.scripts, session)
+}
+
 // Pending returns how many turns are still queued for session (a Forever
 // turn counts as one).
 func (s *Server) Pending(session string) int {
