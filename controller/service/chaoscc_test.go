@@ -226,6 +226,10 @@ func (r *chaosRun) answerClaude() {
 	}
 }
 
+// A model fault is queued for the next request of team cc's agents; at
+// most two wait at once (a fault with no request to meet counts as
+// picked with no target).
+
 // injectModelStall makes the fake API hold the next message of team
 // cc's agents mid-stream (after message_start, the first block's start,
 // a ping and a delta: F7a), the message the follow model decided. The
@@ -233,7 +237,7 @@ func (r *chaosRun) answerClaude() {
 // run one stall in four is never released, so Claude Code's own stream
 // timeout (5 min, F7b) or Legion's watchdog must recover it.
 func (r *chaosRun) injectModelStall(ctx context.Context, long bool) bool {
-	if r.cc == nil || r.cc.api.Pending(anthropictest.AnySession) > 0 {
+	if r.cc == nil || r.cc.api.Pending(anthropictest.AnySession) > 1 {
 		return false
 	}
 	st := anthropictest.NewStall(2 + r.in.IntN(3))
@@ -266,7 +270,7 @@ func (r *chaosRun) injectModelStall(ctx context.Context, long bool) bool {
 // cc's agents: 529 overloaded_error or 500 api_error as HTTP answers, or
 // an overloaded_error event in the stream after message_start.
 func (r *chaosRun) injectModelError() bool {
-	if r.cc == nil || r.cc.api.Pending(anthropictest.AnySession) > 0 {
+	if r.cc == nil || r.cc.api.Pending(anthropictest.AnySession) > 1 {
 		return false
 	}
 	n := 1 + r.in.IntN(3)
