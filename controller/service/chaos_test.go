@@ -25,15 +25,18 @@ import (
 
 // The chaos run (issue 37): a backlog of issues goes through every phase
 // under legion@demo with the scripted agent and a Linear team (the local
-// fake of Linear's GraphQL API), while a seeded injector picks, at random
-// moments, among the faults of chaosKinds. At the end the run checks what
+// fake of Linear's GraphQL API), and a few issues of a second team, cc,
+// under legion@cc with the real Claude Code (chaoscc_test.go), while a
+// seeded injector picks, at random moments, among the faults of
+// chaosKinds. At the end the run checks what
 // must hold whatever happened: every issue Done, no two workers of one
 // issue at once, no phase completed twice, no comment written twice, the
 // files Legion quarantined named, and the helper's and controller's
 // memory within a bound of their start.
 //
 // `go test -run TestChaos` replays the seeds of testdata/chaos-seeds.txt
-// with chaosShortIssues issues each; CHAOS_SEED=N runs seed N alone and
+// with chaosShortIssues issues each (the first seed with the Claude team
+// too); CHAOS_SEED=N runs seed N alone (CHAOS_CLAUDE=0: without it) and
 // CHAOS_DURATION=30m (`make chaos`) keeps injecting for that long, adding
 // chaosLongIssues issues whenever the backlog is done, then runs one more
 // backlog without faults and reports the times of both.
