@@ -25,15 +25,19 @@ import (
 
 // The chaos run (issue 37): a backlog of issues goes through every phase
 // under legion@demo with the scripted agent and a Linear team (the local
-// fake of Linear's GraphQL API), while a seeded injector picks, at random
-// moments, among the faults of chaosKinds. At the end the run checks what
+// fake of Linear's GraphQL API), and a few issues of a second team, cc,
+// under legion@cc with the real Claude Code (chaoscc_test.go), while a
+// seeded injector picks, at random moments, among the faults of
+// chaosKinds. At the end the run checks what
 // must hold whatever happened: every issue Done, no two workers of one
 // issue at once, no phase completed twice, no comment written twice, the
 // files Legion quarantined named, and the helper's and controller's
 // memory within a bound of their start.
 //
 // `go test -run TestChaos` replays the seeds of testdata/chaos-seeds.txt
-// with chaosShortIssues issues each; CHAOS_SEED=N runs seed N alone and
+// with chaosShortIssues issues each, then the first seed again with the
+// Claude team; CHAOS_SEED=N runs seed N alone with the Claude team
+// (CHAOS_CLAUDE=0: without it, nor the extra run of the list) and
 // CHAOS_DURATION=30m (`make chaos`) keeps injecting for that long, adding
 // chaosLongIssues issues whenever the backlog is done, then runs one more
 // backlog without faults and reports the times of both.
@@ -77,6 +81,12 @@ var chaosKinds = []struct {
 	{"kill-dashboard", 2},
 	// The state directory's tmpfs filled to the last byte for 2–15 s.
 	{"fs-full", 1},
+	// The Claude team's model API (chaoscc_test.go): a stream held
+	// mid-message, and errors (529, 500, an error event mid-stream).
+	// Picked only in a run with the Claude team, so a run without it
+	// makes the same choices as before these kinds (the recorded seeds).
+	{"model-stall", 2},
+	{"model-error", 2},
 }
 
 // chaosScript is every phase, each step safe to run again after a kill
@@ -123,7 +133,8 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	if set || dur > 0 {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runChaos(t, seed, dur) })
+		claude := os.Getenv("CHAOS_CLAUDE") != "0"
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runChaos(t, seed, dur, claude) })
 		return
 	}
 	const list = "testdata/chaos-seeds.txt"
@@ -140,7 +151,14 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%s lists no seed; want at least one (SEED [# what it found])", list)
 	}
 	for _, s := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) { runChaos(t, s.Seed, 0) })
+		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) { runChaos(t, s.Seed, 0, false) })
+	}
+	// The real Claude Code takes minutes for an issue's phases on 2
+	// cores: the Claude team runs once, with the first seed (its choices
+	// then differ from the seed's alone: the model faults join them).
+	if os.Getenv("CHAOS_CLAUDE") != "0" {
+		s := seeds[0].Seed
+		t.Run(fmt.Sprintf("seed=%d,claude", s), func(t *testing.T) { runChaos(t, s, 0, true) })
 	}
 }
 
@@ -157,6 +175,7 @@ type chaosRun struct {
 	// starts are the times of the faults that made each unit start again
 	// (a kill -9, a restart), by unit.
 	starts map[string][]time.Time
+	long   bool // a timed run (CHAOS_DURATION), not the short variant
 	// fullUntil is when the filled state filesystem is freed (zero: not
 	// full); fullFreed counts the times it was.
 	fullUntil time.Time
@@ -166,6 +185,8 @@ type chaosRun struct {
 	boards    int // the dashboard's board fetched after its start and each kill
 	// boardFailures counts the times it did not come back (each an error)
 	boardFailures int
+	// cc is the Claude team (chaoscc_test.go); nil when the run has none.
+	cc *chaosCC
 }
 
 // Start limits: at its start limit systemd leaves a unit failed until a
@@ -188,6 +209,9 @@ var startLimits = map[bool]struct {
 // under its start limit, and if so counts it.
 func (r *chaosRun) startAllowed(unit string) bool {
 	lim := startLimits[unit == unitname.HelperUnit || unit == unitname.WebUnit]
+	if r.cc != nil && r.isClaudeUnit(unit) {
+		lim = ccStartLimit
+	}
 	now := time.Now()
 	if r.starts == nil {
 		r.starts = map[string][]time.Time{}
@@ -201,20 +225,67 @@ func (r *chaosRun) startAllowed(unit string) bool {
 	return true
 }
 
-func runChaos(t *testing.T, seed uint64, dur time.Duration) {
-	t.Logf("chaos seed %d (CHAOS_SEED=%d replays it)", seed, seed)
+// ccStartLimit is the Claude team's start limit: legion.toml's defaults
+// (start_limit_burst 5 in start_limit_interval 1h), for its workers and
+// legion@cc alike.
+var ccStartLimit = struct {
+	burst  int
+	window time.Duration
+}{5, time.Hour + 10*time.Second}
+
+// isClaudeUnit reports whether unit is legion@cc or one of team cc's workers.
+func (r *chaosRun) isClaudeUnit(unit string) bool {
+	ctl, _ := unitname.ControllerUnit(ccTeam)
+	return unit == ctl || strings.HasPrefix(unit, "legion-"+r.cc.short+"-")
+}
+
+// controllers are the run's controller units: legion@demo, and legion@cc
+// with the Claude team.
+func (r *chaosRun) controllers() []string {
+	ctl, _ := unitname.ControllerUnit(teamName)
+	out := []string{ctl}
+	if r.cc != nil {
+		cc, _ := unitname.ControllerUnit(ccTeam)
+		out = append(out, cc)
+	}
+	return out
+}
+
+func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
+	t.Logf("chaos seed %d (CHAOS_SEED=%d replays it; the Claude team: %v)", seed, seed, claude)
+	if claude {
+		// A user's home is not below /tmp, which sandboxed agents may
+		// write (the default policy would fall back to allowlist there):
+		// the private manager and its home go below this process's home,
+		// as in TestFollowClaude.
+		scratch := filepath.Join(os.Getenv("HOME"), ".cache", "legion-test")
+		if err := os.MkdirAll(scratch, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(scratch) })
+		t.Setenv("TMPDIR", scratch)
+	}
 	srv := lineartest.NewServer(t, linearKey, "ENG")
 	keyFile := filepath.Join(t.TempDir(), "linear-key")
 	if err := os.WriteFile(keyFile, []byte(linearKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	extra := fmt.Sprintf("tracker = \"linear\"\nlinear.team_key = \"ENG\"\nlinear.credentials_file = %q\nlinear.api_url = %q\n", keyFile, srv.URL)
+	if claude {
+		// With its home below /tmp the default policy ran demo's scripted
+		// agent as allowlist; the home is not there now, and the scripted
+		// agent's logs (outside its worktree) need the same policy.
+		extra += "agent.permissions = \"allowlist\"\n"
+	}
 	script := strings.ReplaceAll(chaosScript, "@LOG@", "@CHAOSLOG@")
 	e := start(t, script, teamOptions{wipLimit: 3, staleAfter: "20s", extra: extra})
-	r := &chaosRun{env: e, in: chaostest.New(seed), srv: srv}
+	r := &chaosRun{env: e, in: chaostest.New(seed), srv: srv, long: dur > 0}
 	r.logDir = filepath.Join(e.sd.Home, "chaos")
 	if err := os.MkdirAll(r.logDir, 0o700); err != nil {
 		t.Fatal(err)
+	}
+	if claude {
+		r.addClaudeTeam(t.Context())
 	}
 	r.rewriteScript()
 	r.lookupFromFake()
@@ -231,7 +302,12 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	r.serveDashboard(ctx)
 	began := time.Now()
 	e.startController()
-	ctl, _ := unitname.ControllerUnit(teamName)
+	if r.cc != nil {
+		cc, _ := unitname.ControllerUnit(ccTeam)
+		if _, err := e.sd.Systemctl(t, "start", cc); err != nil {
+			t.Fatalf("start %s: %v", cc, err)
+		}
+	}
 	// Memory at the start: once the helper and the controller serve the
 	// first workers.
 	e.poll(ctx, "the first worker running", func() (bool, string) {
@@ -242,9 +318,18 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		}
 		return false, "no worker yet"
 	})
-	memStart := map[string]int{unitname.HelperUnit: r.rss(ctx, unitname.HelperUnit), ctl: r.rss(ctx, ctl)}
+	memStart := map[string]int{unitname.HelperUnit: r.rss(ctx, unitname.HelperUnit)}
+	for _, c := range r.controllers() {
+		memStart[c] = r.rss(ctx, c)
+	}
 
 	faults := 0
+	// The Claude team's issues take minutes: its short run injects
+	// longer, so that faults meet its phases too.
+	maxFaults := chaosShortFaults
+	if r.cc != nil {
+		maxFaults = 2 * chaosShortFaults
+	}
 	batchStart := began
 	var batches []time.Duration // how long each backlog took under faults
 	for {
@@ -257,7 +342,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 				batchStart = time.Now()
 				r.addIssues(n)
 			}
-		} else if faults >= chaosShortFaults || r.allDone(ctx) {
+		} else if faults >= maxFaults || r.allDone(ctx) {
 			break
 		}
 		time.Sleep(r.in.Between(300*time.Millisecond, 2*time.Second))
@@ -269,13 +354,14 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		faults++
 	}
 	r.freeState()
+	r.endModelFaults()
 	t.Logf("faults injected:\n%s", r.in.Report())
 
 	// The faults stop; whatever they did, the backlog must finish.
 	e.poll(ctx, "every issue Done", func() (bool, string) {
 		r.answer()
 		var open []string
-		for _, id := range r.ids {
+		for _, id := range r.allIDs() {
 			if is := r.issue(ctx, id); is.Status != controller.StatusDone {
 				open = append(open, fmt.Sprintf("%s=%s%v", id, is.Status, is.Labels))
 			}
@@ -284,21 +370,30 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	})
 	e.waitNoWorkers(ctx)
 	batches = append(batches, time.Since(batchStart))
-	t.Logf("%d issues done in %s", len(r.ids), time.Since(began).Round(time.Second))
+	t.Logf("%d issues done in %s", len(r.allIDs()), time.Since(began).Round(time.Second))
 	if dur > 0 {
 		// The same backlog without faults, in the same system, for the
 		// report's comparison.
 		free := time.Now()
 		first := len(r.ids)
+		firstCC := 0
+		if r.cc != nil {
+			firstCC = len(r.cc.ids)
+		}
 		r.addIssues(n)
 		e.poll(ctx, "the fault-free backlog Done", func() (bool, string) {
+			r.answer()
 			left := 0
-			for _, id := range r.ids[first:] {
+			fresh := slices.Clone(r.ids[first:])
+			if r.cc != nil {
+				fresh = append(fresh, r.cc.ids[firstCC:]...)
+			}
+			for _, id := range fresh {
 				if r.issue(ctx, id).Status != controller.StatusDone {
 					left++
 				}
 			}
-			return left == 0, fmt.Sprintf("%d of %d open", left, n)
+			return left == 0, fmt.Sprintf("%d of %d open", left, len(fresh))
 		})
 		e.waitNoWorkers(ctx)
 		var sum time.Duration
@@ -317,6 +412,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	r.checkComments()
 	r.checkQuestion()
 	r.checkQuarantined()
+	r.checkClaude()
 	for unit, before := range memStart {
 		after := r.rss(ctx, unit)
 		t.Logf("%s RSS: %d KiB at the start, %d KiB at the end", unit, before, after)
@@ -343,13 +439,19 @@ func (r *chaosRun) rewriteScript() {
 	}
 }
 
-// lookupFromFake makes the env read issues from the fake Linear.
+// linearStatuses are the fake Linear's workflow states as Legion's.
+var linearStatuses = map[string]controller.Status{
+	"Todo": controller.StatusTodo, "In Progress": controller.StatusInProgress,
+	"Needs Review": controller.StatusNeedsReview, "Retro": controller.StatusRetro, "Done": controller.StatusDone,
+}
+
+// lookupFromFake makes the env read issues from the fake Linears.
 func (r *chaosRun) lookupFromFake() {
-	statuses := map[string]controller.Status{
-		"Todo": controller.StatusTodo, "In Progress": controller.StatusInProgress,
-		"Needs Review": controller.StatusNeedsReview, "Retro": controller.StatusRetro, "Done": controller.StatusDone,
-	}
+	statuses := linearStatuses
 	r.lookup = func(ctx context.Context, id string) (controller.TrackedIssue, error) {
+		if r.cc != nil && strings.HasPrefix(id, "CC-") {
+			return r.ccIssue(id)
+		}
 		is := r.srv.Issue(id)
 		if is == nil {
 			return controller.TrackedIssue{}, fmt.Errorf("fake Linear has no issue %s", id)
@@ -372,23 +474,41 @@ func (r *chaosRun) recordUnitRuns() {
 		r.t.Fatal(err)
 	}
 	unitDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user")
-	prefix := "legion-" + teamID.String()[:8] + "-.service.d"
-	r.dropIn(filepath.Join(unitDir, prefix, "95-chaos.conf"),
-		fmt.Sprintf("[Service]\nExecStartPre=%s start %%n\nExecStopPost=%s stop %%n\n", rec, rec))
+	shorts := []string{teamID.String()[:8]}
+	if r.cc != nil {
+		shorts = append(shorts, r.cc.short)
+	}
+	for _, short := range shorts {
+		r.dropIn(filepath.Join(unitDir, "legion-"+short+"-.service.d", "95-chaos.conf"),
+			fmt.Sprintf("[Service]\nExecStartPre=%s start %%n\nExecStopPost=%s stop %%n\n", rec, rec))
+	}
 	if out, err := r.sd.Systemctl(r.t, "daemon-reload"); err != nil {
 		r.t.Fatalf("daemon-reload: %v\n%s", err, out)
 	}
 }
 
+// addIssues adds n issues to demo's backlog, and ccIssues to the Claude
+// team's.
 func (r *chaosRun) addIssues(n int) {
 	for range n {
 		is := r.srv.AddIssue(fmt.Sprintf("Chaos issue %d", len(r.ids)+1), "Todo")
 		r.ids = append(r.ids, is.Identifier)
 	}
+	if r.cc != nil {
+		r.addClaudeIssues(ccIssues)
+	}
+}
+
+// allIDs are the issues of both teams.
+func (r *chaosRun) allIDs() []string {
+	if r.cc == nil {
+		return r.ids
+	}
+	return append(slices.Clone(r.ids), r.cc.ids...)
 }
 
 func (r *chaosRun) allDone(ctx context.Context) bool {
-	for _, id := range r.ids {
+	for _, id := range r.allIDs() {
 		if r.issue(ctx, id).Status != controller.StatusDone {
 			return false
 		}
@@ -399,13 +519,20 @@ func (r *chaosRun) allDone(ctx context.Context) bool {
 // inject picks a fault and injects it.
 func (r *chaosRun) inject(ctx context.Context) {
 	t := r.t
-	names := make([]string, len(chaosKinds))
-	weights := make([]int, len(chaosKinds))
-	for i, k := range chaosKinds {
-		names[i], weights[i] = k.name, k.weight
+	var names []string
+	var weights []int
+	for _, k := range chaosKinds {
+		if r.cc == nil && strings.HasPrefix(k.name, "model-") {
+			continue
+		}
+		names, weights = append(names, k.name), append(weights, k.weight)
 	}
 	kind := r.in.Pick(names, weights)
-	ctl, _ := unitname.ControllerUnit(teamName)
+	ctls := r.controllers()
+	ctl := ctls[0]
+	if len(ctls) > 1 && strings.Contains(kind, "controller") {
+		ctl = ctls[r.in.IntN(len(ctls))]
+	}
 	ok := false
 	switch kind {
 	case "kill-helper":
@@ -472,6 +599,10 @@ func (r *chaosRun) inject(ctx context.Context) {
 		ok = r.killDashboard(ctx)
 	case "fs-full":
 		ok = r.fillState()
+	case "model-stall":
+		ok = r.injectModelStall(ctx, r.long)
+	case "model-error":
+		ok = r.injectModelError()
 	case "linear-lost-answer":
 		n := 1 + r.in.IntN(2)
 		r.srv.LoseAnswers(n)
@@ -501,7 +632,15 @@ func (r *chaosRun) killMain(ctx context.Context, unit string) bool {
 // pickWorker returns a running worker unit, "" when none runs.
 func (r *chaosRun) pickWorker(ctx context.Context) string {
 	var live []string
-	for _, s := range r.workers(ctx) {
+	list := r.workers(ctx)
+	if r.cc != nil {
+		more, err := r.mgr.List(ctx, "legion-"+r.cc.short+"-*.service")
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		list = append(list, more...)
+	}
+	for _, s := range list {
 		if running(s) { // List gives no MainPID: the caller asks for it
 			live = append(live, s.Name)
 		}
@@ -599,6 +738,17 @@ func (r *chaosRun) checkRuns() {
 				t.Fatal(err)
 			}
 			issueOf[u] = id
+		}
+	}
+	if r.cc != nil {
+		for _, id := range r.cc.ids {
+			for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeRetro, controller.ModeFinish} {
+				u, err := unitname.WorkerUnit(r.cc.short, id, string(m))
+				if err != nil {
+					t.Fatal(err)
+				}
+				issueOf[u] = id
+			}
 		}
 	}
 	type span struct {
@@ -703,6 +853,7 @@ func (r *chaosRun) checkPhases() {
 // for one (user-input-needed without user-feedback-given): a comment
 // "SQLite", then the label user-feedback-given.
 func (r *chaosRun) answer() {
+	r.answerClaude()
 	fb := r.srv.AddLabel(controller.LabelFeedbackGiven, r.srv.TeamID)
 	for _, id := range r.ids {
 		is := r.srv.Issue(id)

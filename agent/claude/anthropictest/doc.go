@@ -35,7 +35,10 @@
 // a Bash call with a description, an AskUserQuestion call (when the
 // request offers the tool and the instructions name it; a header
 // "Question", each option described "Answer <label>"), or a text with
-// stop_reason end_turn. Request.Followed records the decision.
+// stop_reason end_turn. Request.Followed records the decision. A scripted
+// turn with Follow set delivers the follow model's answer its own way: a
+// Stall holds the model's message mid-stream, as a real API's stream can
+// hang (the chaos run's model-stall fault).
 //
 // # What is faithful
 //

@@ -171,3 +171,65 @@ func TestFollowAsksInText(t *testing.T) {
 		t.Errorf("answer (-want +got):\n%s", diff)
 	}
 }
+
+// A scripted Follow turn with a Stall holds the follow model's own
+// message mid-stream; released, the rest of that message follows, and the
+// decision is recorded as for any followed request.
+func TestFollowTurnStalls(t *testing.T) {
+	s := anthropictest.NewServer(t)
+	s.Follow(followmodel.Traits{})
+	stall := anthropictest.NewStall(3)
+	s.Script(anthropictest.AnySession, anthropictest.Turn{Follow: true, Stall: stall})
+	resp := post(t, t.Context(), s, "s1", claudeRequest(t))
+	br := bufio.NewReader(resp.Body)
+	var evs []sse
+	for range 3 {
+		e, err := readEvent(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	closed(t, stall.Stalled(), "the followed stream to stall after 3 events")
+	stall.Release()
+	evs = append(evs, readAll(t, br)...)
+	want := assembled{Stop: "tool_use", Blocks: []map[string]any{{"type": "tool_use", "name": "Bash", "input": map[string]any{"command": "legion issue show web DEMO-1", "description": "Run legion issue show"}}}}
+	if diff := cmp.Diff(want, assemble(t, evs)); diff != "" {
+		t.Errorf("the stalled message (-want +got):\n%s", diff)
+	}
+	reqs := s.MessageRequests("s1")
+	if len(reqs) != 1 || reqs[0].Followed == nil || reqs[0].Unscripted {
+		t.Fatalf("requests %+v; want one, answered by the follow model", reqs)
+	}
+	// The turn is used up: the next request is followed as usual.
+	if got := assemble(t, readAll(t, bufio.NewReader(post(t, t.Context(), s, "s1", claudeRequest(t)).Body))); len(got.Blocks) != 1 || got.Blocks[0]["name"] != "Bash" {
+		t.Errorf("the next request got %+v; want the follow model's Bash call", got)
+	}
+}
+
+// A scripted Follow turn with a Failure answers with the failure (an
+// overloaded API mid-conversation), the model not asked.
+func TestFollowTurnFails(t *testing.T) {
+	s := anthropictest.NewServer(t)
+	s.Follow(followmodel.Traits{})
+	s.Script(anthropictest.AnySession, anthropictest.Turn{Follow: true, Failure: anthropictest.Overloaded()})
+	resp := post(t, t.Context(), s, "s1", claudeRequest(t))
+	resp.Body.Close()
+	if resp.StatusCode != 529 {
+		t.Errorf("status %d; want 529", resp.StatusCode)
+	}
+	if r := s.MessageRequests("s1"); len(r) != 1 || r[0].Followed != nil {
+		t.Errorf("requests %+v; want one, not followed", r)
+	}
+	// Cleared, a queued fault answers nothing.
+	s.Script(anthropictest.AnySession, anthropictest.Turn{Follow: true, Failure: anthropictest.Overloaded()})
+	s.Clear(anthropictest.AnySession)
+	if n := s.Pending(anthropictest.AnySession); n != 0 {
+		t.Errorf("Pending after Clear = %d; want 0", n)
+	}
+	resp = post(t, t.Context(), s, "s1", claudeRequest(t))
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("status after Clear %d; want 200", resp.StatusCode)
+	}
+}

@@ -101,6 +101,14 @@ type Turn struct {
 	// stream.
 	EventDelay time.Duration
 
+	// Follow, with the follow mode on, makes the follow model's answer to
+	// the request this turn's content (Blocks and StopReason are not
+	// used), delivered as the turn says: a Stall or EventDelay holds the
+	// model's own message mid-stream. A test disrupts a followed
+	// conversation so without scripting what the model says. With the
+	// follow mode off the turn is answered as it is.
+	Follow bool
+
 	// Repeat is how many more requests this turn answers after the first
 	// (Forever: every matching request from then on).
 	Repeat int

@@ -191,6 +191,13 @@ func (s *Server) Script(session string, turns ...Turn) {
 	}
 }
 
+// Clear drops the turns still queued for session (AnySession for any).
+func (s *Server) Clear(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.scripts, session)
+}
+
 // Pending returns how many turns are still queued for session (a Forever
 // turn counts as one).
 func (s *Server) Pending(session string) int {
@@ -307,7 +314,12 @@ func (s *Server) decide(r *http.Request, req *Request) (Turn, *Failure) {
 	s.mu.Lock()
 	follow := s.follow
 	s.mu.Unlock()
-	if !ok && follow != nil {
+	switch {
+	case ok && turn.Follow && follow != nil && turn.Failure == nil:
+		t, d := followTurn(req, *follow)
+		t.Stall, t.StreamError, t.EventDelay = turn.Stall, turn.StreamError, turn.EventDelay
+		turn, req.Followed = t, &d
+	case !ok && follow != nil:
 		t, d := followTurn(req, *follow)
 		turn, ok, req.Followed = t, true, &d
 	}
