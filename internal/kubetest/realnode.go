@@ -49,6 +49,9 @@ const (
 	installKubeletScript = "scripts/install-kubelet"
 )
 
+// containerLogLinks is where a kubelet links each container's log.
+const containerLogLinks = "/var/log/containers"
+
 // realNodeBinaries are what installKubeletScript puts in its bin directory.
 var realNodeBinaries = []string{"kubelet", "containerd", "containerd-shim-runc-v2", "cni/bridge", "cni/host-local", "cni/loopback", "legion-pause", "legion-oci-archive"}
 
@@ -251,8 +254,9 @@ authorization: {mode: Webhook}
 containerRuntimeEndpoint: unix://%s
 imageServiceEndpoint: unix://%s
 resolvConf: /etc/resolv.conf
+podLogsDir: %s
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%}
-`, n.cgroup, RealNodeIP, ports[0], ports[1], caCert, n.sock, n.sock), 0o644); err != nil {
+`, n.cgroup, RealNodeIP, ports[0], ports[1], caCert, n.sock, n.sock, filepath.Join(n.dir, "pod-logs")), 0o644); err != nil {
 		return err
 	}
 	p, err = start(t, n.dir, "kubelet", filepath.Join(bin, "kubelet"), nil,
@@ -401,6 +405,18 @@ func (n *realNode) teardown(t testing.TB) {
 		args := strings.Split(string(argv), "\x00")
 		if len(args) > 0 && filepath.Base(args[0]) == "containerd-shim-runc-v2" && slices.Contains(args, n.sock) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	// The kubelet links each container's log from /var/log/containers
+	// (not configurable; podLogsDir is ours): the links into our
+	// directory go.
+	links, _ := os.ReadDir(containerLogLinks)
+	for _, l := range links {
+		p := filepath.Join(containerLogLinks, l.Name())
+		if dst, err := os.Readlink(p); err == nil && strings.HasPrefix(dst, n.dir+"/") {
+			if err := os.Remove(p); err != nil {
+				t.Errorf("kubetest: %v", err)
+			}
 		}
 	}
 	// Mounts under the node's directory, deepest first.
