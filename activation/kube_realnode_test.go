@@ -2,6 +2,8 @@ package activation
 
 import (
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,7 +17,9 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/kube/wire"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/agent/claude/claudecode"
+	"github.com/legion-dev/legion/agent/claude/claudetest"
 	"github.com/legion-dev/legion/internal/kubetest"
 	"github.com/legion-dev/legion/internal/waitfor"
 	"github.com/legion-dev/legion/ptyworker/proto"
@@ -133,6 +137,99 @@ if-resumed work 5m
 		t.Errorf("Logs of %s (the transcript, read through exec) = %q; want the resumed agent's words", a.Name, logs.String())
 	}
 
+	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool {
+		return s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0
+	})
+}
+
+// TestKubeRealNodeClaude: the real Claude Code in a cluster session's pod
+// on a real node. The worker image packs the pinned CLI (`legion-kube
+// image --cli claude`); the fake Anthropic API (anthropictest) listens on
+// the node's IP, which the pod reaches from the pod network. HOME is on
+// the issue's volume, with ~/.claude.json (onboarding done, /legion
+// trusted) written there before the pod starts. The CLI answers the
+// scripted turn: the fake API saw the session's request, the session
+// file on the volume holds the answer, and end completes the Job.
+func TestKubeRealNodeClaude(t *testing.T) {
+	claudetest.Binary(t) // skips without the CLI (fails with CI=true)
+	c := kubetest.Start(t, kubetest.Options{Nodes: -1, RealNode: true})
+	legion, kube := sdtest.LegionBinary(t), sdtest.KubeBinary(t)
+	const image = "legion.test/legion-worker:realnode-claude"
+	tar := filepath.Join(t.TempDir(), "worker.tar")
+	if out, err := exec.Command(kube, "image", "--out", tar, "--cli", "claude", "--bin", filepath.Dir(legion), "--name", image).CombinedOutput(); err != nil {
+		t.Fatalf("legion-kube image --cli claude: %v: %s", err, out)
+	}
+	c.LoadImage(t, tar)
+	l, err := net.Listen("tcp", net.JoinHostPort(kubetest.RealNodeIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := anthropictest.NewServerOn(t, l)
+	fake.Key = claudetest.Token
+
+	const ns = "legion-real-claude"
+	c.RealNamespace(t, ns, 1, 1000)
+	home := filepath.Join(c.RealVolumeDir(ns, 0), strings.TrimPrefix(wire.HomeDir, wire.VolumeMount+"/"))
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := claudetest.WriteClaudeJSON(filepath.Join(home, ".claude.json"), wire.VolumeMount); err != nil {
+		t.Fatal(err)
+	}
+	if err := filepath.WalkDir(home, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, 1000, 1000)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	ip := startInProcess(t, true, Options{KubeBinary: kube})
+	cl := ip.client(t)
+	ctx := t.Context()
+	a := kubeLaunch(c, ns, "DEMO-11", "implement")
+	a.Kubernetes.Image = image
+	a.Cwd, a.Agent = wire.VolumeMount, proto.AgentClaude
+	const answer = "The lanterns are lit: forty-two of them, all green."
+	fake.Script(a.ID, anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text(answer)}})
+	a.Argv = []string{"claude", "--session-id", a.ID, "light the lanterns"}
+	a.ArgvResume = []string{"claude", "--resume", a.ID, "go on"}
+	a.Watch = claudecode.SessionFile(wire.HomeDir, a.Cwd, uuid.MustParse(a.ID))
+	a.StaleAfter = api.Duration(10 * time.Minute)
+	a.StartupGrace = new(api.Duration(90 * time.Second))
+	a.Env = []string{"ANTHROPIC_BASE_URL=" + fake.URL, "ANTHROPIC_AUTH_TOKEN=" + claudetest.Token,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "TERM=xterm-256color"}
+	if _, err := cl.Spawn(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	sessionFile := claudecode.SessionFile(home, a.Cwd, uuid.MustParse(a.ID))
+	if err := waitfor.Until(3*time.Minute, "the CLI's answer in its session file on the volume", func() error {
+		b, err := os.ReadFile(sessionFile)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), answer) {
+			return fmt.Errorf("%s has no answer yet", sessionFile)
+		}
+		return nil
+	}); err != nil {
+		var screen strings.Builder
+		_, lerr := cl.Logs(ctx, api.LogsArgs{Name: a.Name, Tail: 4000}, &screen)
+		b, _ := os.ReadFile(sessionFile)
+		t.Fatalf("%v\nthe fake API saw %d requests; the session file:\n%s\nthe transcript's end (%v):\n%q", err, len(fake.Requests()), b, lerr, screen.String())
+	}
+	if n := len(fake.MessageRequests(a.ID)); n == 0 {
+		t.Errorf("the fake API saw no request of session %s", a.ID)
+	}
+	for _, p := range podsOf(t, c, ns, a.ID) {
+		if p.Spec.NodeName != kubetest.RealNodeName {
+			t.Errorf("pod %s ran on %q; want the real node %s", p.Name, p.Spec.NodeName, kubetest.RealNodeName)
+		}
+	}
 	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
 		t.Fatalf("End: %v", err)
 	}

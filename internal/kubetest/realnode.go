@@ -179,7 +179,7 @@ func (c *Cluster) startRealNode(t testing.TB, bin, runc, ctr, nodeToken, caCert 
 	}
 	conflist := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "legion-real", "plugins": [
   {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}},
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}},
   {"type": "loopback"}]}
 `, realCNIBridge, realPodCIDR, filepath.Join(n.dir, "cni", "ipam"))
 	if err := os.WriteFile(filepath.Join(n.dir, "cni/net.d/10-legion-real.conflist"), []byte(conflist), 0o644); err != nil {
