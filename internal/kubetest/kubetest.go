@@ -7,6 +7,12 @@
 // temporary directory, and every process is the test's child, ended in
 // t.Cleanup and killed with the test process (Pdeathsig).
 //
+// With Options.RealNode the cluster also has one real node (realnode.go):
+// a real kubelet with containerd and runc on this machine, whose pods run
+// their images (LoadImage) on a CNI bridge; the test's cleanup removes
+// its processes, mounts, cgroups, bridges and log links. Everything below
+// about nodes is about kwok's.
+//
 // Nodes are kwok's, never real ones: a pod scheduled onto one becomes
 // Running and Ready and stays so until the test reports its end with
 // EndPod (as a kubelet would) or deletes it; a deleted pod ends Failed
