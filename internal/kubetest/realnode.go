@@ -440,7 +440,13 @@ func (n *realNode) teardown(t testing.TB) {
 			}
 		}
 	}
-	for _, h := range cgroupHierarchies() {
+	// The v1 hierarchies, and on a hybrid machine the v2 one too, where
+	// the kubelet's runtime makes the root as well (seen: one left per run).
+	hs := cgroupHierarchies()
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
+		hs = append(hs, "/sys/fs/cgroup/unified")
+	}
+	for _, h := range hs {
 		root := filepath.Join(h, n.cgroup)
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {

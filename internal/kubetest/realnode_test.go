@@ -83,7 +83,7 @@ func TestRealNode(t *testing.T) {
 			t.Errorf("bridge %s left behind", br)
 		}
 	}
-	for _, h := range cgroupHierarchies() {
+	for _, h := range append(cgroupHierarchies(), "/sys/fs/cgroup/unified") {
 		if _, err := os.Stat(filepath.Join(h, cgroup)); err == nil {
 			t.Errorf("cgroup %s left behind", filepath.Join(h, cgroup))
 		}
