@@ -49,6 +49,9 @@ const (
 	installKubeletScript = "scripts/install-kubelet"
 )
 
+// realNodeLock is the file whose flock a real node holds while it runs.
+const realNodeLock = "/tmp/legion-kubetest-realnode.lock"
+
 // containerLogLinks is where a kubelet links each container's log.
 const containerLogLinks = "/var/log/containers"
 
@@ -154,6 +157,17 @@ func (c *Cluster) startRealNode(t testing.TB, bin, runc, ctr, nodeToken, caCert 
 	n := &realNode{dir: filepath.Join(c.Dir, "node"), bin: bin, ctr: ctr, runc: runc, cgroup: "legion-realnode-" + strconv.Itoa(os.Getpid())}
 	c.node = n
 	n.sock = filepath.Join(n.dir, "containerd", "containerd.sock")
+	// One real node at a time on this machine (its bridges and addresses
+	// are fixed): test packages running in parallel take turns here.
+	lock, err := os.OpenFile(realNodeLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("kubetest: the real node's lock: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return fmt.Errorf("kubetest: lock %s: %w", realNodeLock, err)
+	}
+	t.Cleanup(func() { lock.Close() }) // registered first: released last
 	if err := ipCmd("link", "show", realBridge); err == nil {
 		return fmt.Errorf("kubetest: bridge %s exists: another real node runs here (or a killed test left it: ip link del %s)", realBridge, realBridge)
 	}
