@@ -25,7 +25,7 @@ var ErrSpecUnreadable = errors.New("the session's spec is unreadable")
 // one is moved aside first (proto.QuarantineSpec), and the error names
 // where.
 func RunSpecFile(ctx context.Context, path, version string) error {
-	spec, err := proto.ReadSpec(path)
+	spec, err := proto.ReadVolumeSpec(path)
 	if errors.Is(err, proto.ErrCorruptSpec) {
 		q, qerr := proto.QuarantineSpec(path)
 		if qerr != nil {

@@ -31,7 +31,7 @@ const connectHelloTimeout = 30 * time.Second
 // The relay carries bytes only: a ring's descriptor ('M' frames) cannot
 // cross it, so clients of a relayed connection attach without mapped.
 func Connect(ctx context.Context, specPath, socket string, in io.Reader, out io.Writer) error {
-	spec, err := proto.ReadSpec(specPath)
+	spec, err := proto.ReadVolumeSpec(specPath)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ const transcriptPoll = 100 * time.Millisecond
 // keeps writing what the worker appends until stop is closed (the exec's
 // stdin ended: the helper is done) or ctx ends.
 func Transcript(ctx context.Context, specPath string, offset, tail int64, follow bool, stop <-chan struct{}, out io.Writer) error {
-	spec, err := proto.ReadSpec(specPath)
+	spec, err := proto.ReadVolumeSpec(specPath)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,12 @@
 // temporary directory, and every process is the test's child, ended in
 // t.Cleanup and killed with the test process (Pdeathsig).
 //
+// With Options.RealNode the cluster also has one real node (realnode.go):
+// a real kubelet with containerd and runc on this machine, whose pods run
+// their images (LoadImage) on a CNI bridge; the test's cleanup removes
+// its processes, mounts, cgroups, bridges and log links. Everything below
+// about nodes is about kwok's.
+//
 // Nodes are kwok's, never real ones: a pod scheduled onto one becomes
 // Running and Ready and stays so until the test reports its end with
 // EndPod (as a kubelet would) or deletes it; a deleted pod ends Failed
@@ -180,6 +186,13 @@ type Options struct {
 	// merges them.
 	PodRoot string
 	PodEnv  []string
+	// RealNode adds a real node, RealNodeName: a real kubelet with
+	// containerd and runc on this machine (realnode.go; the settings of
+	// scripts/probe-real-node), built by scripts/install-kubelet. Its pods
+	// run their images, loaded with LoadImage. It needs root, runc, ctr
+	// and ip: without them, or without the node's binaries, the test
+	// skips, or fails with CI=true. Set Nodes to -1 for it alone.
+	RealNode bool
 }
 
 // Cluster is a running control plane.
@@ -199,6 +212,8 @@ type Cluster struct {
 
 	opts       Options
 	runner     *podRunner // with Options.RunPods
+	node       *realNode  // with Options.RealNode
+	nodeToken  string     // the real node's kubelet's bearer token
 	components []*component
 	extraArgs  map[string][]string // more arguments by component, for this package's tests
 }
@@ -286,6 +301,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.RunPods {
 		runc = runnerRequirements(t)
 	}
+	var nodeBin, nodeRunc, ctr string
+	if opts.RealNode {
+		nodeBin, nodeRunc, ctr = realNodeRequirements(t)
+	}
 	bin := binaries(t)
 	c := &Cluster{Dir: t.TempDir(), opts: opts}
 	t.Cleanup(func() {
@@ -300,6 +319,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	if opts.RunPods {
 		if err := c.startRunner(t, runc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opts.RealNode {
+		if err := c.startRealNode(t, nodeBin, nodeRunc, ctr, c.nodeToken, filepath.Join(c.Dir, "pki", "ca.crt")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,6 +366,11 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 	adminToken, restrictedToken := randomToken(), randomToken()
 	tokens := filepath.Join(c.Dir, "tokens.csv")
 	csv := fmt.Sprintf("%s,legion-admin,legion-admin,\"system:masters\"\n%s,%s,%s\n", adminToken, restrictedToken, RestrictedUser, RestrictedUser)
+	if c.opts.RealNode {
+		// The real node's kubelet: the identity the Node authorizer knows.
+		c.nodeToken = randomToken()
+		csv += fmt.Sprintf("%s,system:node:%s,system:node:%s,\"system:nodes\"\n", c.nodeToken, RealNodeName, RealNodeName)
+	}
 	if err := os.WriteFile(tokens, []byte(csv), 0o600); err != nil {
 		return err
 	}

@@ -441,6 +441,33 @@ func ReadSpec(path string) (*Spec, error) {
 	return s, nil
 }
 
+// ReadVolumeSpec is ReadSpec for a spec a kubelet mounted from a Secret
+// volume: there the file is a symlink into the volume's own data
+// directory (spec.json -> ..data/spec.json, ..data -> ..<time>: the
+// kubelet's atomic writer), which ReadSpec refuses ("too many levels of
+// symbolic links", seen on a real node; kubetest's runc runner writes
+// plain files). A path that is a symlink is resolved only if what it
+// names stays in the path's own directory; ReadSpec then checks the file
+// it names (regular, owner, mode). Any other path is ReadSpec's.
+func ReadVolumeSpec(path string) (*Spec, error) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return ReadSpec(path)
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
+	}
+	if rel, err := filepath.Rel(dir, target); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("read spec %s: a symlink to %s, outside its directory %s; want a file there (a Secret volume's layout)", path, target, dir)
+	}
+	return ReadSpec(target)
+}
+
 // ErrCorruptSpec is returned (wrapped) by ReadSpec for a spec file that
 // could be read but is not a valid spec: bad JSON, a field that fails
 // validation, too large. A file that is missing, not regular, or owned or

@@ -201,3 +201,48 @@ func TestChooseArgv(t *testing.T) {
 		t.Errorf("ChooseArgv() without a resume argv = %s; want new", kind)
 	}
 }
+
+// TestReadVolumeSpec: a spec in a Secret volume as a kubelet lays it out
+// (spec.json -> ..data/spec.json, ..data -> ..<time>) is read, which
+// ReadSpec refuses; a symlink out of the spec's directory is refused,
+// naming where it led.
+func TestReadVolumeSpec(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "..2026_11_30_01_30_00.123")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := testSpec(t, "/bin/true")
+	if err := proto.WriteSpec(filepath.Join(data, "spec.json"), s); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "spec.json")
+	if err := os.Symlink("..data/spec.json", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proto.ReadSpec(path); err == nil {
+		t.Error("ReadSpec followed the symlink; want it refused")
+	}
+	got, err := proto.ReadVolumeSpec(path)
+	if err != nil {
+		t.Fatalf("ReadVolumeSpec: %v", err)
+	}
+	if got.SessionID != s.SessionID {
+		t.Errorf("ReadVolumeSpec read session %s; want %s", got.SessionID, s.SessionID)
+	}
+
+	outside := t.TempDir()
+	if err := proto.WriteSpec(filepath.Join(outside, "spec.json"), s); err != nil {
+		t.Fatal(err)
+	}
+	escape := filepath.Join(dir, "escape.json")
+	if err := os.Symlink(filepath.Join(outside, "spec.json"), escape); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proto.ReadVolumeSpec(escape); err == nil || !strings.Contains(err.Error(), "outside its directory") {
+		t.Errorf("ReadVolumeSpec of a symlink out of its directory = %v; want refused, saying so", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -160,6 +161,20 @@ type Server struct {
 func NewServer(t testing.TB) *Server {
 	t.Helper()
 	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewServerOn is NewServer serving on l instead of loopback: an address
+// a pod reaches, such as a real node's IP (kubetest.RealNodeIP). It is
+// closed when the test ends.
+func NewServerOn(t testing.TB, l net.Listener) *Server {
+	t.Helper()
+	s := &Server{scripts: map[string][]*queued{}, closing: make(chan struct{})}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.Server.Listener.Close()
+	s.Server.Listener = l
+	s.Server.Start()
 	t.Cleanup(s.Close)
 	return s
 }

@@ -1,0 +1,239 @@
+package activation
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/google/uuid"
+
+	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/activation/kube/wire"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
+	"github.com/legion-dev/legion/agent/claude/claudetest"
+	"github.com/legion-dev/legion/internal/kubetest"
+	"github.com/legion-dev/legion/internal/waitfor"
+	"github.com/legion-dev/legion/ptyworker/proto"
+	"github.com/legion-dev/legion/units/sdtest"
+)
+
+// realWorkerImage is the worker image TestKubeRealNode builds and loads.
+const realWorkerImage = "legion.test/legion-worker:realnode"
+
+// TestKubeRealNode: a cluster session on a real node (a real kubelet with
+// containerd and runc on this machine: kubetest.Options.RealNode), not a
+// simulated one. The worker image is `legion-kube image`'s (no agent CLI;
+// the scripted agent is the image's legion, built with the demo tag),
+// loaded into the node's containerd without a registry. The helper spawns
+// the session (engine kubernetes, the team's image that one); its pod
+// runs on the kubelet, hardened, with the issue's claim bound to a
+// hostPath PV. The agent goes stale, the worker ends it and exits 1, the
+// Job starts a new pod on the same volume whose worker resumes the same
+// conversation; attach through the API server (exec, served by the
+// kubelet) shows it; logs come from the kubelet; end completes the Job.
+func TestKubeRealNode(t *testing.T) {
+	c := kubetest.Start(t, kubetest.Options{Nodes: -1, RealNode: true})
+	legion, kube := sdtest.LegionBinary(t), sdtest.KubeBinary(t)
+	tar := filepath.Join(t.TempDir(), "worker.tar")
+	if out, err := exec.Command(kube, "image", "--out", tar, "--cli", "", "--bin", filepath.Dir(legion), "--name", realWorkerImage).CombinedOutput(); err != nil {
+		t.Fatalf("legion-kube image: %v: %s", err, out)
+	}
+	c.LoadImage(t, tar)
+	const ns = "legion-real"
+	c.RealNamespace(t, ns, 1, 1000)
+	ip := startInProcess(t, true, Options{KubeBinary: kube})
+	cl := ip.client(t)
+	ctx := t.Context()
+
+	a := kubeLaunch(c, ns, "DEMO-9", "implement")
+	a.Kubernetes.Image = realWorkerImage
+	a.Cwd = wire.VolumeMount
+	const inImage = "/usr/local/bin/legion"
+	a.Argv = []string{inImage, "scripted-agent", "--session-id", a.ID, "go"}
+	a.ArgvResume = []string{inImage, "scripted-agent", "--resume", a.ID, "go on"}
+	a.Watch = claudecode.SessionFile(wire.HomeDir, a.Cwd, uuid.MustParse(a.ID))
+	a.StaleAfter = api.Duration(1500 * time.Millisecond)
+	a.StartupGrace = new(api.Duration(0))
+	a.Env = []string{"LEGION_SCRIPT=" + `
+if-new say first run
+if-new work 600ms
+if-new hang
+if-resumed say resumed the same conversation
+if-resumed work 5m
+`}
+	if _, err := cl.Spawn(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	s := kubeSession(t, cl, a.Name, "running again after its stale run", func(s api.Session) bool {
+		return s.State == api.StateRunning && s.Restarts == 1
+	})
+	if s.Exit == nil || s.Exit.Code == nil || *s.Exit.Code != 1 {
+		t.Errorf("the first run's exit = %+v; want code 1 (the worker ended its stale agent)", s.Exit)
+	}
+	pods := podsOf(t, c, ns, a.ID)
+	if len(pods) != 2 || pods[0].Status.Phase != corev1.PodFailed {
+		t.Fatalf("pods %d, the first %s; want 2, the first failed", len(pods), pods[0].Status.Phase)
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != kubetest.RealNodeName {
+			t.Errorf("pod %s ran on %q; want the real node %s", p.Name, p.Spec.NodeName, kubetest.RealNodeName)
+		}
+	}
+
+	// The registry on the issue's volume (a hostPath PV on this machine):
+	// run 2 resumed, run 1 ended by the worker's own watchdog.
+	claim := pods[1].Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := c.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	regPath := filepath.Join(pv.Spec.HostPath.Path, "state", "registry", a.ID+".json")
+	waitfor.Check(t, 60*time.Second, "run 2 resumed, in the registry on the volume", func() error {
+		r, err := proto.ReadRegistry(regPath)
+		if err != nil {
+			return err
+		}
+		if r.Run != 2 || r.ArgvKind != proto.ArgvResume || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "watchdog: stale for ") {
+			return fmt.Errorf("registry %+v, last exit %+v", r, r.LastExit)
+		}
+		return nil
+	})
+
+	// Attach through the API server and the kubelet: the resumed agent's screen.
+	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	wc := proto.NewClient(conn)
+	defer wc.Close()
+	zero := uint64(0)
+	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	readAttached(t, wc, &out, "resumed the same conversation", 60*time.Second)
+
+	// Status, and the transcript through exec (served by the kubelet).
+	if st, err := cl.Status(ctx, a.Name); err != nil || st.State != api.StateRunning {
+		t.Errorf("Status = %+v, %v; want running", st, err)
+	}
+	var logs strings.Builder
+	if _, err := cl.Logs(ctx, api.LogsArgs{Name: a.Name}, &logs); err != nil {
+		t.Errorf("Logs: %v", err)
+	} else if !strings.Contains(logs.String(), "resumed the same conversation") {
+		t.Errorf("Logs of %s (the transcript, read through exec) = %q; want the resumed agent's words", a.Name, logs.String())
+	}
+
+	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool {
+		return s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0
+	})
+}
+
+// TestKubeRealNodeClaude: the real Claude Code in a cluster session's pod
+// on a real node. The worker image packs the pinned CLI (`legion-kube
+// image --cli claude`); the fake Anthropic API (anthropictest) listens on
+// the node's IP, which the pod reaches from the pod network. HOME is on
+// the issue's volume, with ~/.claude.json (onboarding done, /legion
+// trusted) written there before the pod starts. The CLI answers the
+// scripted turn: the fake API saw the session's request, the session
+// file on the volume holds the answer, and end completes the Job.
+func TestKubeRealNodeClaude(t *testing.T) {
+	claudetest.Binary(t) // skips without the CLI (fails with CI=true)
+	c := kubetest.Start(t, kubetest.Options{Nodes: -1, RealNode: true})
+	legion, kube := sdtest.LegionBinary(t), sdtest.KubeBinary(t)
+	const image = "legion.test/legion-worker:realnode-claude"
+	tar := filepath.Join(t.TempDir(), "worker.tar")
+	if out, err := exec.Command(kube, "image", "--out", tar, "--cli", "claude", "--bin", filepath.Dir(legion), "--name", image).CombinedOutput(); err != nil {
+		t.Fatalf("legion-kube image --cli claude: %v: %s", err, out)
+	}
+	c.LoadImage(t, tar)
+	l, err := net.Listen("tcp", net.JoinHostPort(kubetest.RealNodeIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := anthropictest.NewServerOn(t, l)
+	fake.Key = claudetest.Token
+
+	const ns = "legion-real-claude"
+	c.RealNamespace(t, ns, 1, 1000)
+	home := filepath.Join(c.RealVolumeDir(ns, 0), strings.TrimPrefix(wire.HomeDir, wire.VolumeMount+"/"))
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := claudetest.WriteClaudeJSON(filepath.Join(home, ".claude.json"), wire.VolumeMount); err != nil {
+		t.Fatal(err)
+	}
+	if err := filepath.WalkDir(home, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, 1000, 1000)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	ip := startInProcess(t, true, Options{KubeBinary: kube})
+	cl := ip.client(t)
+	ctx := t.Context()
+	a := kubeLaunch(c, ns, "DEMO-11", "implement")
+	a.Kubernetes.Image = image
+	a.Cwd, a.Agent = wire.VolumeMount, proto.AgentClaude
+	const answer = "The lanterns are lit: forty-two of them, all green."
+	fake.Script(a.ID, anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text(answer)}})
+	a.Argv = []string{"claude", "--session-id", a.ID, "light the lanterns"}
+	a.ArgvResume = []string{"claude", "--resume", a.ID, "go on"}
+	a.Watch = claudecode.SessionFile(wire.HomeDir, a.Cwd, uuid.MustParse(a.ID))
+	a.StaleAfter = api.Duration(10 * time.Minute)
+	a.StartupGrace = new(api.Duration(90 * time.Second))
+	a.Env = []string{"ANTHROPIC_BASE_URL=" + fake.URL, "ANTHROPIC_AUTH_TOKEN=" + claudetest.Token,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "TERM=xterm-256color"}
+	if _, err := cl.Spawn(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	sessionFile := claudecode.SessionFile(home, a.Cwd, uuid.MustParse(a.ID))
+	if err := waitfor.Until(3*time.Minute, "the CLI's answer in its session file on the volume", func() error {
+		b, err := os.ReadFile(sessionFile)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), answer) {
+			return fmt.Errorf("%s has no answer yet", sessionFile)
+		}
+		return nil
+	}); err != nil {
+		var screen strings.Builder
+		_, lerr := cl.Logs(ctx, api.LogsArgs{Name: a.Name, Tail: 4000}, &screen)
+		b, _ := os.ReadFile(sessionFile)
+		t.Fatalf("%v\nthe fake API saw %d requests; the session file:\n%s\nthe transcript's end (%v):\n%q", err, len(fake.Requests()), b, lerr, screen.String())
+	}
+	if n := len(fake.MessageRequests(a.ID)); n == 0 {
+		t.Errorf("the fake API saw no request of session %s", a.ID)
+	}
+	for _, p := range podsOf(t, c, ns, a.ID) {
+		if p.Spec.NodeName != kubetest.RealNodeName {
+			t.Errorf("pod %s ran on %q; want the real node %s", p.Name, p.Spec.NodeName, kubetest.RealNodeName)
+		}
+	}
+	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool {
+		return s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0
+	})
+}
