@@ -83,12 +83,13 @@ type tickFigures struct {
 // The team: tracker "linear" (package lineartest's fake, over HTTP: the
 // cluster path refuses the local tracker, whose files its pods cannot
 // reach), agent kind "custom" (/bin/sleep: what runs is not measured),
-// wip_limit n+1. Its n issues are In Progress, each with its implementer
-// dispatched by service.Dispatch (the controller's own dispatch:
+// wip_limit 1. Its n issues are in Needs Review, each with its reviewer
+// (which wip_limit does not count: at most 1,000 is allowed) dispatched
+// by service.Dispatch (the controller's own dispatch:
 // team.PlanDispatch, then the helper's spawn) and running; then:
 //
 //   - kube-tick-ms vs systemd-tick-ms: the median of 5 ticks with nothing
-//     to do (every issue has its live implementer), after one untimed;
+//     to do (every issue has its live reviewer), after one untimed;
 //   - kube-requests/tick: the API requests the API server served on the
 //     engine's resources (jobs, pods, claims, secrets, events,
 //     namespaces: kubetest.Cluster.Requests, its own
@@ -178,7 +179,7 @@ kubernetes.bin_dir = "/opt/legion/bin"
 `, c.Kubeconfig, ns, kubetest.StorageClass)
 	}
 	argv := `agent.new = ["/bin/sleep", "100000"]`
-	e := start(b, "", teamOptions{wipLimit: n + 1, staleAfter: "1h", argv: argv, extra: extra})
+	e := start(b, "", teamOptions{wipLimit: 1, staleAfter: "1h", argv: argv, extra: extra})
 	if onCluster {
 		sdtest.KubeBinary(b) // beside legion, where the helper finds it
 	}
@@ -189,10 +190,10 @@ kubernetes.bin_dir = "/opt/legion/bin"
 	ctx := b.Context()
 	ids := make([]string, n)
 	for i := range n {
-		ids[i] = srv.AddIssue(fmt.Sprintf("bench %d", i), "In Progress").Identifier
+		ids[i] = srv.AddIssue(fmt.Sprintf("bench %d", i), "Needs Review").Identifier
 	}
 
-	// The n implementers, each on its own connection to the helper: 8
+	// The n reviewers, each on its own connection to the helper: 8
 	// dispatches at a time on the cluster, one at a time under systemd,
 	// as the controller makes them (two worktrees made at once in one
 	// repository can meet on its .git/config lock: "could not lock
@@ -209,7 +210,7 @@ kubernetes.bin_dir = "/opt/legion/bin"
 				return err
 			}
 			defer cl.Close()
-			_, err = service.Dispatch(gctx, cl, e.team, cfg.Worker, id, controller.ModeImplement)
+			_, err = service.Dispatch(gctx, cl, e.team, cfg.Worker, id, controller.ModeReview)
 			return err
 		})
 	}
@@ -247,7 +248,7 @@ kubernetes.bin_dir = "/opt/legion/bin"
 		r := tick(ctx)
 		d := time.Since(t0)
 		if r.Err != nil || r.Applied != 0 || r.Failed != 0 {
-			b.Fatalf("%s: tick = %+v; want nothing applied and no error (every issue has its live implementer)", what, r)
+			b.Fatalf("%s: tick = %+v; want nothing applied and no error (every issue has its live reviewer)", what, r)
 		}
 		return d
 	}
