@@ -35,10 +35,9 @@ import (
 //     reported as a kubelet would, against the kill of a unit's agent);
 //   - the 1-minute load average at the end (the machine may be shared).
 //
-// The controller's tick and its API requests per tick are not measured
-// yet. By the code: a tick reads the sessions through sessions.list
-// (above: no request to the API server); a dispatch makes four (get the
-// Job, create the claim, the Job and its spec's Secret).
+// The controller's tick and the API requests it makes per tick and per
+// dispatch are controller/service's BenchmarkKubeTick (it needs a team,
+// its tracker and the controller's own tick).
 func BenchmarkKubeScale(b *testing.B) {
 	n := 1000
 	if v := os.Getenv(envScaleSessions); v != "" {

@@ -71,16 +71,8 @@ func Run(ctx context.Context, o Options) error {
 		defer close(followed)
 		followSessions(fctx, o.Team.Name, wake, o.Log)
 	}()
-	sessions := &helperSessions{team: o.Team.Name}
-	sources := o.Team.Sources(sessions)
-	sources.Room = o.Team.Room(true, o.Log)
-	sources.Dispatched.Log = o.Log
+	sources, disp, own := tickParts(o)
 	watched := make(chan struct{})
-	var own *ownWrites
-	if s, ok := o.Team.Tracker.(*local.Store); ok {
-		own = &ownWrites{path: s.Path()}
-		sources.Tracker = ownTracker{Store: s, own: own}
-	}
 	// Ends when fctx does, or at once for a tracker that is not local
 	// (Linear is read at the interval).
 	go func() {
@@ -112,7 +104,6 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}()
 	defer func() { stopFollowing(); <-notified }()
-	disp := &helperDispatcher{team: o.Team, worker: o.Worker, log: o.Log}
 	ready := false
 	err := controller.Loop(ctx, controller.LoopOptions{
 		Sources:     sources,
@@ -146,6 +137,23 @@ func Run(ctx context.Context, o Options) error {
 	cleanup, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	return StopWorkersIfStopping(cleanup, o.Team.Name, o.Team.ShortID(), o.Log)
+}
+
+// tickParts are what each of Run's ticks (controller.Tick) collects from
+// and dispatches through: the team's sources with its sessions read from
+// the helper, the room learnt from its agents, and, for a local tracker,
+// its writes recorded (own) so that following the store's directory does
+// not wake the loop for them.
+func tickParts(o Options) (controller.Sources, *helperDispatcher, *ownWrites) {
+	sources := o.Team.Sources(&helperSessions{team: o.Team.Name})
+	sources.Room = o.Team.Room(true, o.Log)
+	sources.Dispatched.Log = o.Log
+	var own *ownWrites
+	if s, ok := o.Team.Tracker.(*local.Store); ok {
+		own = &ownWrites{path: s.Path()}
+		sources.Tracker = ownTracker{Store: s, own: own}
+	}
+	return sources, &helperDispatcher{team: o.Team, worker: o.Worker, log: o.Log}, own
 }
 
 // tickTimeout is half the unit's watchdog interval (WatchdogSec=), so a
