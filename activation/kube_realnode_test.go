@@ -100,31 +100,8 @@ if-resumed work 5m
 	if err != nil {
 		t.Fatal(err)
 	}
-	regPath := filepath.Join(pv.Spec.HostPath.Path, "state", "registry", a.ID+".json")
-	waitfor.Check(t, 60*time.Second, "run 2 resumed, in the registry on the volume", func() error {
-		r, err := proto.ReadRegistry(regPath)
-		if err != nil {
-			return err
-		}
-		if r.Run != 2 || r.ArgvKind != proto.ArgvResume || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "watchdog: stale for ") {
-			return fmt.Errorf("registry %+v, last exit %+v", r, r.LastExit)
-		}
-		return nil
-	})
-
 	// Attach through the API server and the kubelet: the resumed agent's screen.
-	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
-	if err != nil {
-		t.Fatalf("Attach: %v", err)
-	}
-	wc := proto.NewClient(conn)
-	defer wc.Close()
-	zero := uint64(0)
-	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	readAttached(t, wc, &out, "resumed the same conversation", 60*time.Second)
+	checkResumedOnVolume(t, ctx, cl, pv.Spec.HostPath.Path, a.ID, a.Name)
 
 	// Status, and the transcript through exec (served by the kubelet).
 	if st, err := cl.Status(ctx, a.Name); err != nil || st.State != api.StateRunning {

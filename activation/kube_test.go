@@ -1,6 +1,7 @@
 package activation
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -352,6 +353,37 @@ func TestKubeTargetsCorrupt(t *testing.T) {
 	}
 }
 
+// checkResumedOnVolume waits until the registry on the volume
+// (volDir, the claim's directory) says run 2 resumed the conversation
+// after the worker's own watchdog ended run 1, then attaches to session
+// name through the API server and reads the resumed agent's screen.
+func checkResumedOnVolume(t *testing.T, ctx context.Context, cl *api.Client, volDir, id, name string) {
+	t.Helper()
+	regPath := filepath.Join(volDir, "state", "registry", id+".json")
+	waitfor.Check(t, 60*time.Second, "run 2 resumed, in the registry on the volume", func() error {
+		r, err := proto.ReadRegistry(regPath)
+		if err != nil {
+			return err
+		}
+		if r.Run != 2 || r.ArgvKind != proto.ArgvResume || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "watchdog: stale for ") {
+			return fmt.Errorf("registry %+v, last exit %+v", r, r.LastExit)
+		}
+		return nil
+	})
+	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: name})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	wc := proto.NewClient(conn)
+	defer wc.Close()
+	zero := uint64(0)
+	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	readAttached(t, wc, &out, "resumed the same conversation", 60*time.Second)
+}
+
 // readAttached adds the output an attached client gets to out until out
 // holds want; the test fails when the connection closes or wait passes.
 func readAttached(t testing.TB, wc *proto.Client, out *strings.Builder, want string, wait time.Duration) {
@@ -587,31 +619,8 @@ if-resumed work 5m
 	// The registry on the volume: run 2 resumed, run 1 ended by
 	// the worker's own watchdog.
 	claim := pods[1].Spec.Volumes[0].PersistentVolumeClaim.ClaimName
-	regPath := filepath.Join(c.VolumeDir(ns, claim), "state", "registry", a.ID+".json")
-	waitfor.Check(t, 60*time.Second, "run 2 resumed, in the registry on the volume", func() error {
-		r, err := proto.ReadRegistry(regPath)
-		if err != nil {
-			return err
-		}
-		if r.Run != 2 || r.ArgvKind != proto.ArgvResume || r.LastExit == nil || !strings.HasPrefix(r.LastExit.Reason, "watchdog: stale for ") {
-			return fmt.Errorf("registry %+v, last exit %+v", r, r.LastExit)
-		}
-		return nil
-	})
-
 	// Attach through the API server: the resumed agent's screen.
-	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
-	if err != nil {
-		t.Fatalf("Attach: %v", err)
-	}
-	wc := proto.NewClient(conn)
-	defer wc.Close()
-	zero := uint64(0)
-	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	readAttached(t, wc, &out, "resumed the same conversation", 60*time.Second)
+	checkResumedOnVolume(t, ctx, cl, c.VolumeDir(ns, claim), a.ID, a.Name)
 
 	// End: the worker ends the agent and exits 0; the Job completes.
 	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
