@@ -29,6 +29,26 @@ func (f *failingMoves) Move(ctx context.Context, id string, st controller.Status
 	return f.Store.Move(ctx, id, st)
 }
 
+// plannedIssue is a local tracker with one issue whose planner is done
+// (worker-done) and whose moves fail (the controller killed between its
+// dispatch and its tracker changes), and the sources of a controller that
+// records its dispatches.
+func plannedIssue(t *testing.T) (*local.Store, controller.TrackedIssue, *failingMoves, *fakeAgents, controller.Sources) {
+	t.Helper()
+	st := local.Open(t.TempDir(), "DEMO")
+	is, err := st.Add(t.Context(), "Write a file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddLabel(t.Context(), is.ID, controller.LabelWorkerDone); err != nil { // the planner's
+		t.Fatal(err)
+	}
+	tr := &failingMoves{Store: st, fail: true}
+	agents := &fakeAgents{}
+	dir := filepath.Join(t.TempDir(), "dispatched")
+	return st, is, tr, agents, controller.Sources{Tracker: tr, Sessions: agents, WIPLimit: 2, Dispatched: &controller.Dispatched{Dir: dir}}
+}
+
 // TestDispatchFinishedAfterRestart: the implementer is dispatched, the
 // controller is gone before the issue moves to In Progress, and the
 // implementer completes its phase (worker-done) before the next
@@ -39,24 +59,13 @@ func (f *failingMoves) Move(ctx context.Context, id string, st controller.Status
 // at that dispatch found it).
 func TestDispatchFinishedAfterRestart(t *testing.T) {
 	ctx := t.Context()
-	st := local.Open(t.TempDir(), "DEMO")
-	is, err := st.Add(ctx, "Write a file")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.AddLabel(ctx, is.ID, controller.LabelWorkerDone); err != nil { // the planner's
-		t.Fatal(err)
-	}
-	tr := &failingMoves{Store: st, fail: true}
-	agents := &fakeAgents{}
-	dir := filepath.Join(t.TempDir(), "dispatched")
-	src := controller.Sources{Tracker: tr, Sessions: agents, WIPLimit: 2, Dispatched: &controller.Dispatched{Dir: dir}}
+	st, is, tr, agents, src := plannedIssue(t)
 
 	r := controller.Tick(ctx, src, agents, discard())
 	if r.Failed != 1 || !slices.Equal(agents.calls, []string{"dispatch " + is.ID + " implement"}) {
 		t.Fatalf("first tick: %+v, calls %q; want the implementer dispatched and its move failed", r, agents.calls)
 	}
-	if _, err := os.Stat(filepath.Join(dir, is.ID+".json")); err != nil {
+	if _, err := os.Stat(filepath.Join(src.Dispatched.Dir, is.ID+".json")); err != nil {
 		t.Fatalf("the dispatch's record: %v", err)
 	}
 	// The implementer completes its phase (its worker-done); the next
@@ -75,7 +84,7 @@ func TestDispatchFinishedAfterRestart(t *testing.T) {
 	if got.Status != controller.StatusInProgress || !slices.Contains(got.Labels, controller.LabelWorkerDone) {
 		t.Errorf("after the restart: %s %v; want In Progress with the implementer's worker-done", got.Status, got.Labels)
 	}
-	if _, err := os.Stat(filepath.Join(dir, is.ID+".json")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(src.Dispatched.Dir, is.ID+".json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the record after its changes were made: %v; want it gone", err)
 	}
 	controller.Tick(ctx, src, agents, discard())
@@ -96,18 +105,7 @@ func TestDispatchFinishedAfterRestart(t *testing.T) {
 // two busy cores found it).
 func TestDispatchRecordLiveWorker(t *testing.T) {
 	ctx := t.Context()
-	st := local.Open(t.TempDir(), "DEMO")
-	is, err := st.Add(ctx, "Write a file")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.AddLabel(ctx, is.ID, controller.LabelWorkerDone); err != nil { // the planner's
-		t.Fatal(err)
-	}
-	tr := &failingMoves{Store: st, fail: true}
-	agents := &fakeAgents{}
-	dir := filepath.Join(t.TempDir(), "dispatched")
-	src := controller.Sources{Tracker: tr, Sessions: agents, WIPLimit: 2, Dispatched: &controller.Dispatched{Dir: dir}}
+	st, is, tr, agents, src := plannedIssue(t)
 	controller.Tick(ctx, src, agents, discard())
 	if !slices.Equal(agents.calls, []string{"dispatch " + is.ID + " implement"}) {
 		t.Fatalf("first tick: calls %q; want the implementer dispatched", agents.calls)
@@ -123,7 +121,7 @@ func TestDispatchRecordLiveWorker(t *testing.T) {
 	if r.Failed != 0 || len(agents.calls) != 1 || !slices.Contains(got.Labels, controller.LabelWorkerDone) {
 		t.Fatalf("tick with the implementer live: %+v, calls %q, issue %s %v; want nothing done, worker-done kept", r, agents.calls, got.Status, got.Labels)
 	}
-	if _, err := os.Stat(filepath.Join(dir, is.ID+".json")); err != nil {
+	if _, err := os.Stat(filepath.Join(src.Dispatched.Dir, is.ID+".json")); err != nil {
 		t.Fatalf("the dispatch's record while its worker is live: %v; want it kept", err)
 	}
 	// It exits cleanly.
