@@ -22,15 +22,7 @@ const StorageClass = "legion-test"
 func (c *Cluster) Namespace(t testing.TB, ns string, volumes int) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	immediate := storagev1.VolumeBindingImmediate
-	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: StorageClass}, Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &immediate,
-	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	c.namespaceAndClass(t, ns)
 	for i := range volumes {
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-pv-%d", ns, i)},
@@ -45,5 +37,22 @@ func (c *Cluster) Namespace(t testing.TB, ns string, volumes int) {
 		if _, err := c.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// namespaceAndClass makes namespace ns and, once per cluster,
+// StorageClass without a provisioner (Immediate binding to pre-made
+// volumes).
+func (c *Cluster) namespaceAndClass(t testing.TB, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	immediate := storagev1.VolumeBindingImmediate
+	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: StorageClass}, Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &immediate,
+	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
 }

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -513,15 +511,7 @@ func (c *Cluster) RealVolumeDir(ns string, i int) string {
 func (c *Cluster) RealNamespace(t testing.TB, ns string, volumes, uid int) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	immediate := storagev1.VolumeBindingImmediate
-	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: StorageClass}, Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &immediate,
-	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	c.namespaceAndClass(t, ns)
 	dirType := corev1.HostPathDirectory
 	for i := range volumes {
 		dir := c.RealVolumeDir(ns, i)
