@@ -788,6 +788,7 @@ func (r *chaosRun) checkRuns() {
 	}
 	runs, soft := 0, 0
 	var worst time.Duration
+	overlapped := map[string]bool{}
 	for i, a := range spans {
 		if issueOf[a.unit] == "" {
 			continue
@@ -808,12 +809,38 @@ func (r *chaosRun) checkRuns() {
 			}
 			t.Errorf("%s (ended: %s) and %s (ended: %s) of issue %s ran at once (%d–%d and %d–%d)",
 				first.unit, first.how, second.unit, second.how, issueOf[a.unit], first.start, first.end, second.start, second.end)
+			overlapped[issueOf[a.unit]] = true
 		}
+	}
+	// What Legion logged of those issues, for the cause: the run's state
+	// is gone once the test ends.
+	for id := range overlapped {
+		r.logIssue(id, 200)
 	}
 	if runs == 0 {
 		t.Errorf("%s records no worker run; the check proves nothing", r.runsLog)
 	}
 	t.Logf("%d worker runs recorded; %d next phases started while systemd finished the stop of a cleanly ended one (at most %s)", runs, soft, worst)
+}
+
+// logIssue logs the last n lines of Legion's log (the helper's, the
+// controllers' and the workers' output) that name issue id or one of its
+// units.
+func (r *chaosRun) logIssue(id string, n int) {
+	b, err := os.ReadFile(r.logFile)
+	if err != nil {
+		r.t.Logf("Legion's log: %v", err)
+		return
+	}
+	escaped := strings.ReplaceAll(id, "-", `\x2d`)
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, id) || strings.Contains(l, escaped) {
+			lines = append(lines, l)
+		}
+	}
+	lines = lines[max(0, len(lines)-n):]
+	r.t.Logf("the last %d lines of %s naming %s:\n%s", len(lines), r.logFile, id, strings.Join(lines, "\n"))
 }
 
 // checkPhases: every phase of every issue completed once, in a session
