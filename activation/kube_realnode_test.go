@@ -54,22 +54,8 @@ func TestKubeRealNode(t *testing.T) {
 	cl := ip.client(t)
 	ctx := t.Context()
 
-	a := kubeLaunch(c, ns, "DEMO-9", "implement")
+	a := staleThenResumed(c, ns, "/usr/local/bin/legion") // the image's
 	a.Kubernetes.Image = realWorkerImage
-	a.Cwd = wire.VolumeMount
-	const inImage = "/usr/local/bin/legion"
-	a.Argv = []string{inImage, "scripted-agent", "--session-id", a.ID, "go"}
-	a.ArgvResume = []string{inImage, "scripted-agent", "--resume", a.ID, "go on"}
-	a.Watch = claudecode.SessionFile(wire.HomeDir, a.Cwd, uuid.MustParse(a.ID))
-	a.StaleAfter = api.Duration(1500 * time.Millisecond)
-	a.StartupGrace = new(api.Duration(0))
-	a.Env = []string{"LEGION_SCRIPT=" + `
-if-new say first run
-if-new work 600ms
-if-new hang
-if-resumed say resumed the same conversation
-if-resumed work 5m
-`}
 	if _, err := cl.Spawn(ctx, a); err != nil {
 		t.Fatal(err)
 	}

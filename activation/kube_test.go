@@ -353,6 +353,28 @@ func TestKubeTargetsCorrupt(t *testing.T) {
 	}
 }
 
+// staleThenResumed is issue DEMO-9's implementer on the cluster: the
+// scripted agent (legion, the binary's path in the pod) in the issue's
+// volume, whose first run goes stale (hangs past 1.5 s) and whose resumed
+// run says so and works on.
+func staleThenResumed(c *kubetest.Cluster, ns, legion string) api.SpawnArgs {
+	a := kubeLaunch(c, ns, "DEMO-9", "implement")
+	a.Cwd = wire.VolumeMount
+	a.Argv = []string{legion, "scripted-agent", "--session-id", a.ID, "go"}
+	a.ArgvResume = []string{legion, "scripted-agent", "--resume", a.ID, "go on"}
+	a.Watch = claudecode.SessionFile(wire.HomeDir, a.Cwd, uuid.MustParse(a.ID))
+	a.StaleAfter = api.Duration(1500 * time.Millisecond)
+	a.StartupGrace = new(api.Duration(0))
+	a.Env = []string{"LEGION_SCRIPT=" + `
+if-new say first run
+if-new work 600ms
+if-new hang
+if-resumed say resumed the same conversation
+if-resumed work 5m
+`}
+	return a
+}
+
 // checkResumedOnVolume waits until the registry on the issue's volume
 // (volDir, the claim's directory) says run 2 resumed the conversation
 // after the worker's own watchdog ended run 1, then attaches to session
@@ -581,20 +603,7 @@ func TestKubeResume(t *testing.T) {
 	cl := ip.client(t)
 	ctx := t.Context()
 
-	a := kubeLaunch(c, ns, "DEMO-9", "implement")
-	a.Cwd = wire.VolumeMount
-	a.Argv = []string{bin, "scripted-agent", "--session-id", a.ID, "go"}
-	a.ArgvResume = []string{bin, "scripted-agent", "--resume", a.ID, "go on"}
-	a.Watch = claudecode.SessionFile(wire.HomeDir, a.Cwd, uuid.MustParse(a.ID))
-	a.StaleAfter = api.Duration(1500 * time.Millisecond)
-	a.StartupGrace = new(api.Duration(0))
-	a.Env = []string{"LEGION_SCRIPT=" + `
-if-new say first run
-if-new work 600ms
-if-new hang
-if-resumed say resumed the same conversation
-if-resumed work 5m
-`}
+	a := staleThenResumed(c, ns, bin)
 	if _, err := cl.Spawn(ctx, a); err != nil {
 		t.Fatal(err)
 	}
