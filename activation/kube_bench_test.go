@@ -113,7 +113,7 @@ func BenchmarkKubeScale(b *testing.B) {
 	benchreport.Vs(b, kubeList, "kube-list-ms", unitList, "systemd-list-ms", "list-kube/systemd")
 	benchreport.Vs(b, kubeEvent, "kube-event-ms", unitEvent, "systemd-event-ms", "event-kube/systemd")
 	b.ReportMetric(float64(n), "sessions")
-	b.ReportMetric(loadAvg(b), "load1-end")
+	b.ReportMetric(benchreport.LoadAvg(b), "load1-end")
 	if _, err := cl.TeamStop(ctx, api.TeamStopArgs{Team: config.AdhocTeam, Short: config.AdhocTeamID.String()[:8]}); err != nil {
 		b.Error(err)
 	}

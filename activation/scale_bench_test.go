@@ -78,7 +78,7 @@ func BenchmarkScale(b *testing.B) {
 	if err != nil {
 		b.Skip("systemd-run not found")
 	}
-	metric(b, loadAvg(b), "load1-start")
+	metric(b, benchreport.LoadAvg(b), "load1-start")
 	// Stop the sessions a few at a time before the manager's own cleanup,
 	// which gives all of its units together less time than 1,000 take.
 	b.Cleanup(func() { stopAll(b, e) })
@@ -197,7 +197,7 @@ func BenchmarkScale(b *testing.B) {
 	if rec := recoveryTimes(e.helperLog, total); len(rec) > 0 {
 		metric(b, ms(benchreport.Median(rec)), "ms/recovery-n")
 	}
-	metric(b, loadAvg(b), "load1-end")
+	metric(b, benchreport.LoadAvg(b), "load1-end")
 	metric(b, 0, "ns/op")
 }
 
@@ -558,18 +558,4 @@ func pssOf(b *testing.B, pids []int) int64 {
 		}
 	}
 	return sum
-}
-
-// loadAvg is the 1-minute load average.
-func loadAvg(b *testing.B) float64 {
-	b.Helper()
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		b.Fatal(err)
-	}
-	v, err := strconv.ParseFloat(strings.Fields(string(raw))[0], 64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return v
 }

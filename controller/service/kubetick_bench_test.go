@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -134,7 +133,7 @@ func BenchmarkKubeTick(b *testing.B) {
 		benchreport.Vs(b, kube.ticks, "kube-tick-ms", unit.ticks, "systemd-tick-ms", "tick-kube/systemd")
 		benchreport.Vs(b, []time.Duration{kube.dispatch}, "kube-dispatch-tick-ms", []time.Duration{unit.dispatch}, "systemd-dispatch-tick-ms", "dispatch-tick-kube/systemd")
 		b.ReportMetric(float64(n), "sessions")
-		b.ReportMetric(loadAvg(b), "load1-end")
+		b.ReportMetric(benchreport.LoadAvg(b), "load1-end")
 	})
 }
 
@@ -299,18 +298,4 @@ kubernetes.bin_dir = "/opt/legion/bin"
 		b.Logf("team stop of %d sessions on %s failed: %v", n+1, engine, err)
 	}
 	return f
-}
-
-// loadAvg is the 1-minute load average (the machine may be shared).
-func loadAvg(b *testing.B) float64 {
-	b.Helper()
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		b.Fatal(err)
-	}
-	v, err := strconv.ParseFloat(strings.Fields(string(raw))[0], 64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return v
 }

@@ -137,3 +137,18 @@ func (m MachineTime) IdlePercent() float64 {
 	}
 	return 100 * float64(m.Idle) / float64(m.Busy+m.Idle)
 }
+
+// LoadAvg is the machine's 1-minute load average, reported beside a
+// benchmark's figures (the machine may be shared).
+func LoadAvg(b *testing.B) float64 {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := strconv.ParseFloat(strings.Fields(string(raw))[0], 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
