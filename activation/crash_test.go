@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/internal/benchreport"
 
 	"golang.org/x/sync/errgroup"
@@ -219,4 +220,88 @@ func listCounts(b *testing.B, out string) (running, recovered int) {
 		}
 	}
 	return running, r.Recovery.Recovered
+}
+
+// TestKilledWorkerNotExited: a worker killed -9 is restarted by systemd
+// (Restart=on-failure), so until then its session is starting, never
+// exited, even while systemd is still cleaning up the unit (here a slow
+// ExecStopPost: deactivating, Result signal). The controller takes an
+// exited session as the phase's end and starts the next: the chaos run
+// (seed 202) found a retro read as exited in that moment, whose restart
+// then ran beside the finisher. A listing of units carries no Result;
+// the helper read the unit as stopped.
+func TestKilledWorkerNotExited(t *testing.T) {
+	e := startEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	// The prefix drop-in reaches every legion-*.service unit, so the
+	// session's transient unit too.
+	dropIn := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "systemd", "user", "legion-.service.d", "95-slow-stop.conf")
+	if err := os.MkdirAll(filepath.Dir(dropIn), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dropIn, []byte("[Service]\nExecStopPost=/bin/sleep 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.mgr.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := e.spawnArgs(ctx, "--name", "victim", "--cooldown", "500ms", "--json", "--", "/bin/sh", "-c", "echo up; exec sleep 600")
+	c := e.client(ctx)
+	state := func() api.State {
+		l, err := c.List(ctx)
+		if err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		for _, s := range l.Sessions {
+			if s.ID == res.ID {
+				return s.State
+			}
+		}
+		return ""
+	}
+	var pid uint32
+	e.poll(ctx, "victim running", func() (bool, string) {
+		st, err := e.mgr.State(ctx, res.Unit)
+		if err != nil {
+			return false, err.Error()
+		}
+		pid = st.MainPID
+		s := state()
+		return s == api.StateRunning && pid != 0, fmt.Sprintf("%s, unit %s", s, st)
+	})
+	if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 worker %d: %v", pid, err)
+	}
+	// Until the restarted worker runs, every listing says starting (or
+	// running, before the helper saw the death); a listing taken while the
+	// unit was deactivating is what the test is about.
+	var seen []string
+	whileStopping := 0
+	e.poll(ctx, "victim restarted", func() (bool, string) {
+		before, err := e.mgr.State(ctx, res.Unit)
+		if err != nil {
+			return false, err.Error()
+		}
+		s := state()
+		after, err := e.mgr.State(ctx, res.Unit)
+		if err != nil {
+			return false, err.Error()
+		}
+		if s == api.StateExited || s == api.StateFailed || s == "" {
+			t.Fatalf("victim listed as %q while its unit was %s (then %s); want starting until its restart runs", s, before, after)
+		}
+		if before.ActiveState == units.StateDeactivating && after.ActiveState == units.StateDeactivating {
+			whileStopping++
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != string(s) {
+			seen = append(seen, string(s))
+		}
+		return after.ActiveState == units.StateActive && after.MainPID != 0 && after.MainPID != pid && s == api.StateRunning,
+			fmt.Sprintf("%s, unit %s", s, after)
+	})
+	if whileStopping == 0 {
+		t.Errorf("no listing was taken while the unit was deactivating (its ExecStopPost sleeps 3 s); the test proves nothing")
+	}
+	t.Logf("states listed after the kill: %s (%d listings while the unit was deactivating)", strings.Join(seen, " → "), whileStopping)
 }

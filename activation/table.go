@@ -249,8 +249,9 @@ func (h *Helper) unitStateOf(ctx context.Context, unit string) (units.State, err
 }
 
 // unitStates lists the loaded legion-*.service units (or only the units
-// named, when names are given), by name. Only Name,
-// LoadState, ActiveState and SubState are set.
+// named, when names are given), by name. A listing has only Name,
+// LoadState, ActiveState and SubState; a unit that is deactivating is
+// read whole (withResult), so that its Result is known.
 func (h *Helper) unitStates(ctx context.Context, only ...string) (map[string]units.State, error) {
 	if h.mgr == nil {
 		return map[string]units.State{}, nil // no systemd: no unit is loaded
@@ -267,9 +268,31 @@ func (h *Helper) unitStates(ctx context.Context, only ...string) (map[string]uni
 	}
 	m := make(map[string]units.State, len(listed))
 	for _, st := range listed {
-		m[st.Name] = st
+		m[st.Name] = h.withResult(ctx, st)
 	}
 	return m, nil
+}
+
+// withResult is st, a listed unit's state, read whole when the unit is
+// deactivating: its Result then tells a stop (success, or timeout when the
+// stop had to kill: not restarted) from a crash (signal, exit-code, ...:
+// Restart=on-failure starts it again once the stop is over), and a listing
+// does not carry it. Read as a stop, a worker killed -9 was exited while
+// systemd still killed its agent and ran ExecStopPost, the controller
+// started the next phase, and the restart of the old one ran
+// beside it (the chaos run, seed 202). Few units are deactivating at
+// once; when the read fails, Result stays unknown and deriveState takes
+// the unit as restarting.
+func (h *Helper) withResult(ctx context.Context, st units.State) units.State {
+	if st.ActiveState != units.StateDeactivating || st.Result != "" {
+		return st
+	}
+	whole, err := h.mgr.State(ctx, st.Name)
+	if err != nil {
+		h.log.Debug("read a deactivating unit's result", "unit", st.Name, "err", err)
+		return st
+	}
+	return whole // a later state than the listing's, or the unit gone since
 }
 
 // unitState is name's state in states; a unit not listed is not loaded.
@@ -613,7 +636,7 @@ func deriveState(us units.State, in *proto.Info, reg *proto.Registry) api.State 
 			// at every start and end of a run) says how the run ended.
 			runEnded := reg != nil && reg.State != "" && reg.State != proto.StateRunning && reg.State != proto.StateStarting
 			switch {
-			case us.ActiveState == units.StateDeactivating && crashed(us.Result):
+			case us.ActiveState == units.StateDeactivating && (crashed(us.Result) || us.Result == ""):
 				// The worker died (a kill -9, a crash), mid-run or after
 				// its agent's end was recorded but before it exited:
 				// systemd is cleaning up the unit and restarts it
