@@ -163,6 +163,11 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		}
 		return api.SpawnResult{}, api.Errorf(api.CodeExists, "spawn: unit %s is %s (%s): `legion sessions kill %s` or wait", unit, st.ActiveState, st.SubState, name)
 	}
+	if l.reuseLive && l.issue != "" {
+		if err := h.issueFree(ctx, l, unit); err != nil {
+			return api.SpawnResult{}, err
+		}
+	}
 	token, err := proto.NewToken()
 	if err != nil {
 		return api.SpawnResult{}, err
@@ -270,6 +275,37 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	h.events.mark(unit) // publish it: the unit's own signals may have come before the put
 	log.Debug("spawn timing", "write_spec", tSpec, "start_unit", time.Since(t0)-tSpec)
 	return api.SpawnResult{Name: name, ID: id, Unit: unit, Started: true}, nil
+}
+
+// issueFree refuses (issue_busy) the dispatch of l's unit while another
+// worker unit of the same team and issue (another phase) is loaded and
+// not failed: running, stopping, or waiting out its restart cooldown.
+// One issue has one worker at a time, and this is where that holds
+// whatever the session table says: a unit the helper could not adopt
+// (its registry entry and spec unreadable) is in no table, and a worker
+// killed -9 is restarted by systemd after the controller may have taken
+// its phase as ended. The units are systemd's listing of the team's,
+// read now; a failed one runs nothing and holds nothing.
+func (h *Helper) issueFree(ctx context.Context, l launch, unit string) error {
+	cut := strings.LastIndexByte(unit, '-')
+	if h.mgr == nil || cut < 0 {
+		return nil
+	}
+	prefix := unit[:cut+1] // legion-<short>-<issue>-
+	lctx, cancel := context.WithTimeout(ctx, systemdTimeout)
+	defer cancel()
+	listed, err := h.mgr.List(lctx, "legion-"+l.teamShort()+"-*.service")
+	if err != nil {
+		return fmt.Errorf("spawn: list the units of team %s: %w", l.team, err)
+	}
+	for _, st := range listed {
+		if st.Name == unit || !strings.HasPrefix(st.Name, prefix) || st.Stopped() {
+			continue
+		}
+		return api.Errorf(api.CodeIssueBusy, "spawn %s: issue %s of team %s still has a worker: unit %s is %s (%s); it starts once that has ended",
+			l.name, l.issue, l.team, st.Name, st.ActiveState, st.SubState)
+	}
+	return nil
 }
 
 // specUnreadable reports whether the failed unit's worker last exited

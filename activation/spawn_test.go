@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
 	"github.com/legion-dev/legion/activation/api"
@@ -190,5 +191,64 @@ func TestSpawnMaxLive(t *testing.T) {
 	a.MaxLive = 2
 	if _, err := c.Spawn(ctx, a); err != nil {
 		t.Errorf("Spawn after busy-1 ended: %v; want room", err)
+	}
+}
+
+// TestSpawnIssueBusy: a dispatch is refused (issue_busy, naming the unit)
+// while another phase's worker unit of the same issue is loaded and not
+// failed, whatever the session table says: running, or killed -9 and
+// waiting out its restart cooldown (the chaos run: the next phase started
+// while systemd was about to restart the last). Another issue, and the
+// same issue once that unit has ended, start.
+func TestSpawnIssueBusy(t *testing.T) {
+	sdtest.Start(t)
+	ip := startInProcessOn(t, nil, Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c := ip.client(t)
+	teamID := uuid.MustParse("6f1c2b9e-0000-4000-8000-000000000001")
+	dispatch := func(issue, mode string) api.SpawnArgs {
+		a := testLaunch(issue+"-"+mode, "/bin/sleep", "600")
+		a.Team, a.TeamID, a.Issue, a.Mode, a.Role, a.Reuse = "demo", teamID.String(), issue, mode, "worker", true
+		a.ID = uuid.NewSHA1(teamID, []byte(issue+":"+mode)).String()
+		a.Cooldown = new(api.Duration(time.Minute)) // the kill -9 below leaves it waiting
+		return a
+	}
+	review, err := c.Spawn(ctx, dispatch("ENG-4", "review"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Spawn(ctx, dispatch("ENG-5", "plan")); err != nil {
+		t.Errorf("dispatch of another issue: %v; want it started", err)
+	}
+	busy := func(when string) {
+		t.Helper()
+		_, err := c.Spawn(ctx, dispatch("ENG-4", "retro"))
+		if !errors.Is(err, api.ErrIssueBusy) || !strings.Contains(err.Error(), review.Unit) {
+			t.Errorf("dispatch of ENG-4's retro while its reviewer %s: %v; want issue_busy naming %s", when, err, review.Unit)
+		}
+	}
+	busy("runs")
+	st, err := ip.h.mgr.State(ctx, review.Unit)
+	if err != nil || st.MainPID == 0 {
+		t.Fatalf("the reviewer's unit: %v, %v", st, err)
+	}
+	if err := unix.Kill(int(st.MainPID), unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "the reviewer's unit waiting to restart", func() (bool, string) {
+		st, err := ip.h.mgr.State(ctx, review.Unit)
+		return err == nil && st.AutoRestart(), fmt.Sprintf("%s, %v", st, err)
+	})
+	busy("waits to restart")
+	if _, err := c.Kill(ctx, review.Name); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "the reviewer's unit gone", func() (bool, string) {
+		st, err := ip.h.mgr.State(ctx, review.Unit)
+		return err == nil && st.Stopped(), fmt.Sprintf("%s, %v", st, err)
+	})
+	if _, err := c.Spawn(ctx, dispatch("ENG-4", "retro")); err != nil {
+		t.Errorf("dispatch of ENG-4's retro once its reviewer ended: %v; want it started", err)
 	}
 }

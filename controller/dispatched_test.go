@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/local"
 )
@@ -191,3 +192,42 @@ func TestDispatchRecordCorrupt(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// busyAgents refuses dispatches as the helper does while another worker
+// unit of the issue has not ended.
+type busyAgents struct {
+	*fakeAgents
+	busy bool
+}
+
+func (b *busyAgents) Dispatch(ctx context.Context, issue string, mode controller.Mode) error {
+	if b.busy {
+		b.calls = append(b.calls, "refused "+issue+" "+string(mode))
+		return api.Errorf(api.CodeIssueBusy, "spawn %s-%s: issue %s still has a worker", issue, string(mode), issue)
+	}
+	return b.fakeAgents.Dispatch(ctx, issue, mode)
+}
+
+// TestDispatchIssueBusy: a dispatch the helper refuses because the
+// issue's last worker unit has not ended (issue_busy) is waited for, not
+// a failure (as a start refused for room is not), and the next tick after that unit ended dispatches it.
+func TestDispatchIssueBusy(t *testing.T) {
+	ctx := t.Context()
+	_, is, tr, agents, src := plannedIssue(t)
+	tr.fail = false
+	b := &busyAgents{fakeAgents: agents, busy: true}
+	src.Sessions = b
+	var log strings.Builder
+	r := controller.Tick(ctx, src, b, slog.New(slog.NewTextHandler(&log, nil)))
+	if r.Failed != 0 || !slices.Equal(b.calls, []string{"refused " + is.ID + " implement"}) {
+		t.Errorf("tick while busy: %+v, calls %q; want the dispatch refused, not failed (a wait, as for room)", r, b.calls)
+	}
+	if !strings.Contains(log.String(), "waiting for the issue's last worker to end") {
+		t.Errorf("the controller's log:\n%s\nwant it to say it waits for the issue's last worker", log.String())
+	}
+	b.busy = false
+	r = controller.Tick(ctx, src, b, discard())
+	if r.Applied != 1 || b.calls[len(b.calls)-1] != "dispatch "+is.ID+" implement" {
+		t.Errorf("tick once free: %+v, calls %q; want the implementer dispatched", r, b.calls)
+	}
+}

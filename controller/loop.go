@@ -70,6 +70,10 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 			// Another team's controller took the machine's last slot since
 			// this tick's count: the helper holds the cap; waiting for room.
 			ilog.Info("waiting for room: the helper refused the start", "err", err)
+		} else if errors.Is(err, api.ErrIssueBusy) {
+			// The issue's last worker unit has not ended (systemd still
+			// stops it, or restarts it): its phase is not over yet.
+			ilog.Info("waiting for the issue's last worker to end: the helper refused the start", "err", err)
 		} else if err != nil {
 			r.Failed++
 			ilog.Warn("apply failed", "err", err)

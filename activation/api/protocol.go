@@ -87,6 +87,7 @@ const (
 	CodeRecovering         = "recovering"          // the helper is reconciling after its start; retryable
 	CodeNotImplemented     = "not_implemented"     // a command this helper does not have yet (older helper, newer client)
 	CodeNoRoom             = "no_room"             // spawn: MaxLive sessions of all teams are live; retry when one ended
+	CodeIssueBusy          = "issue_busy"          // spawn (dispatch): another worker unit of the issue has not ended; retry when it has
 	CodeInternal           = "internal"            // anything else; the message says what failed
 )
 
@@ -120,6 +121,7 @@ var (
 	ErrRecovering     = &Error{Code: CodeRecovering}
 	ErrNotImplemented = &Error{Code: CodeNotImplemented}
 	ErrNoRoom         = &Error{Code: CodeNoRoom}
+	ErrIssueBusy      = &Error{Code: CodeIssueBusy}
 	ErrInternal       = &Error{Code: CodeInternal}
 )
 
