@@ -8,15 +8,24 @@ import (
 )
 
 // TestConcurrentEnsure: the dispatches of several issues add their
-// worktrees at once. Each writes the repository's config (the branch's
-// port offset), and git refuses a second writer ("could not lock config
-// file .git/config: File exists"); two of them could also read the same
-// free port slot and both take it.
+// worktrees at once, while finished issues' worktrees are removed. Each
+// writes the repository's config (the branch's port offset; git branch -D
+// drops the branch's section), and git refuses a second writer ("could
+// not lock config file .git/config: File exists"); two of them could also
+// read the same free port slot and both take it.
 func TestConcurrentEnsure(t *testing.T) {
 	m := newRepo(t)
 	const n = 8
+	for i := range n / 2 {
+		if _, err := m.Ensure(t.Context(), fmt.Sprintf("DONE-%d", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	got := make([]Worktree, n)
 	var g errgroup.Group
+	for i := range n / 2 {
+		g.Go(func() error { return m.Remove(t.Context(), fmt.Sprintf("DONE-%d", i+1)) })
+	}
 	for i := range n {
 		g.Go(func() error {
 			wt, err := m.Ensure(t.Context(), fmt.Sprintf("DEMO-%d", i+1))
@@ -25,7 +34,7 @@ func TestConcurrentEnsure(t *testing.T) {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		t.Fatalf("Ensure of %d issues at once: %v", n, err)
+		t.Fatalf("Ensure of %d issues and Remove of %d at once: %v", n, n/2, err)
 	}
 	seen := map[int]string{}
 	for _, wt := range got {

@@ -35,7 +35,9 @@ import (
 // repository's config (the branch's port offset, after reading which
 // slots are taken), and two dispatches adding worktrees at once failed
 // with "could not lock config file .git/config: File exists", or both
-// took the same free slot.
+// took the same free slot. Removing one (Remove) takes it too: git
+// branch -D writes the config as well, and read a worktree's record that
+// an Ensure was writing ("failed to read .git/worktrees/DEMO-8/commondir").
 
 const (
 	// staleLock is the age after which a git lock found under the

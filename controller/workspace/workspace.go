@@ -250,11 +250,19 @@ func (m *Manager) Push(ctx context.Context, issue, url string, env []string) err
 	return nil
 }
 
-// Remove deletes the issue's worktree and branch (merged or not).
+// Remove deletes the issue's worktree and branch (merged or not), under
+// the repository's lock (mergelock.go): git branch -D writes the
+// repository's config, and git reads every worktree's record, which
+// Ensure may be writing.
 func (m *Manager) Remove(ctx context.Context, issue string) error {
 	if err := checkIssue(issue); err != nil {
 		return err
 	}
+	return m.withRepoLock(ctx, []string{"config.lock"}, func() error { return m.remove(ctx, issue) })
+}
+
+// remove is Remove under the repository's lock.
+func (m *Manager) remove(ctx context.Context, issue string) error {
 	path := m.Path(issue)
 	if _, err := os.Stat(path); err == nil {
 		if _, err := m.git(ctx, m.Repo, "worktree", "remove", "--force", path); err != nil {
