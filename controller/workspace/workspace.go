@@ -119,14 +119,10 @@ func (m *Manager) Ensure(ctx context.Context, issue string) (Worktree, error) {
 			return Worktree{}, err
 		}
 	}
-	r, err := m.readRefs(ctx)
-	if err != nil {
-		return Worktree{}, fmt.Errorf("worktree for %s: %w", issue, err)
-	}
-	def, err := m.defaultBranch(ctx, r)
-	if err != nil {
-		return Worktree{}, err
-	}
+	// As in List, a worktree whose default branch is not known has no
+	// Ahead or Conflicts.
+	r, _ := m.readRefs(ctx)
+	def, _ := m.defaultBranch(ctx, r)
 	return m.describe(ctx, issue, off, r, def)
 }
 
