@@ -18,8 +18,8 @@ func (s staticSessions) Sessions(context.Context) ([]controller.Session, error) 
 
 // BenchmarkCollectDecide is one controller tick's state collection and
 // decision for 1,000 issues in the local tracker and 100 live sessions
-// (target: under 100 ms). Worktree status is left out: it costs git calls
-// per worktree and is measured by nothing here.
+// (target: under 100 ms). Worktree status is left out: it costs a git
+// status per worktree, measured by BenchmarkList in controller/workspace.
 func BenchmarkCollectDecide(b *testing.B) {
 	ctx := context.Background()
 	tr := local.Open(b.TempDir(), "DEMO")

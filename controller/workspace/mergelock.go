@@ -30,26 +30,42 @@ import (
 // Codex finisher of TestFollowCodex: "open .git/legion-merge.lock:
 // read-only file system"). Git itself takes no flock, so nothing else
 // contends for it.
+//
+// Adding a worktree (Ensure) takes the same lock: it writes the
+// repository's config (the branch's port offset, after reading which
+// slots are taken), and two dispatches adding worktrees at once failed
+// with "could not lock config file .git/config: File exists", or both
+// took the same free slot. Removing one (Remove) takes it too: git
+// branch -D writes the config as well, and read a worktree's record that
+// an Ensure was writing ("failed to read .git/worktrees/DEMO-8/commondir").
 
 const (
-	// staleLock is the age after which a git lock found under Legion's
-	// merge lock is taken for a killed git's (git holds them for the
+	// staleLock is the age after which a git lock found under the
+	// repository's lock is taken for a killed git's (git holds them for the
 	// time of one command).
 	staleLock = 20 * time.Second
 	// lockWait bounds the wait for a git lock that is not stale.
 	lockWait = 30 * time.Second
 )
 
-// withMergeLock runs f while holding the repository's merge lock, with
-// the git locks f's merge needs (index, HEAD, branch def's ref) free.
+// withMergeLock runs f while holding the repository's lock, with the git
+// locks f's merge needs (index, HEAD, branch def's ref) free.
 func (m *Manager) withMergeLock(ctx context.Context, def string, f func() error) error {
+	return m.withRepoLock(ctx, []string{"index.lock", "HEAD.lock", filepath.Join("refs", "heads", def+".lock")}, f)
+}
+
+// withRepoLock runs f while holding the repository's lock (an flock on
+// its git directory), with the git locks named by locks (paths in the git
+// directory) free: one older than staleLock is moved aside, a younger one
+// waited for.
+func (m *Manager) withRepoLock(ctx context.Context, locks []string, f func() error) error {
 	gitDir, err := m.git(ctx, m.Repo, "rev-parse", "--absolute-git-dir")
 	if err != nil {
 		return err
 	}
 	lf, err := os.Open(gitDir)
 	if err != nil {
-		return fmt.Errorf("merge lock of %s: %w", m.Repo, err)
+		return fmt.Errorf("lock %s: %w", m.Repo, err)
 	}
 	defer lf.Close()
 	for {
@@ -58,14 +74,13 @@ func (m *Manager) withMergeLock(ctx context.Context, def string, f func() error)
 			break
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("merge lock of %s: %w", m.Repo, err)
+			return fmt.Errorf("lock %s: %w", m.Repo, err)
 		}
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return fmt.Errorf("waiting for another merge into %s: %w", m.Repo, err)
+			return fmt.Errorf("waiting for Legion's other change to %s (a merge or a new worktree): %w", m.Repo, err)
 		}
 	}
 	defer unix.Flock(int(lf.Fd()), unix.LOCK_UN)
-	locks := []string{"index.lock", "HEAD.lock", filepath.Join("refs", "heads", def+".lock")}
 	deadline := time.Now().Add(lockWait)
 	for _, name := range locks {
 		p := filepath.Join(gitDir, name)

@@ -4,7 +4,12 @@
 // with the conflicts a merge would leave (Diff: git merge-tree, nothing
 // touched), and merges finished work back into the default branch (the
 // merges into one repository take turns, and a git lock a killed git left
-// behind is moved aside: mergelock.go). For a
+// behind is moved aside: mergelock.go; adding a worktree takes the
+// same turn). List, which the controller runs each tick, reads the
+// repository once and runs one git status per worktree: what a branch
+// has against the default branch is kept until either moves, but whether
+// a worktree is dirty is asked of git status every time, since only
+// every file in it can tell (list.go). For a
 // team on a cluster it also makes and refreshes the clone of the team's
 // repository on an issue's volume (Clone) and publishes a finished
 // issue's merge to origin (MergeAndPublish): the one repository whose
@@ -20,12 +25,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 )
 
@@ -40,6 +48,12 @@ const PortStep = 10
 type Manager struct {
 	Repo string // the team's workspace: a git repository
 	Dir  string // where worktrees live, one sub-directory per issue
+
+	mu    sync.Mutex
+	facts map[[2]string]mergeFacts // by default branch's and branch's commits: list.go
+	gen   uint64                   // List's count, to drop facts it no longer uses
+
+	gitRuns atomic.Int64 // git processes run, for tests and benchmarks
 }
 
 // Worktree is one issue's worktree.
@@ -88,62 +102,51 @@ func (m *Manager) Path(issue string) string { return filepath.Join(m.Dir, issue)
 
 // Ensure returns the issue's worktree, creating it (and its branch, from the
 // default branch) when missing. Calling it again returns the same worktree.
+// Creating one takes the repository's lock (mergelock.go): it writes the
+// repository's config.
 func (m *Manager) Ensure(ctx context.Context, issue string) (Worktree, error) {
 	if err := checkIssue(issue); err != nil {
 		return Worktree{}, err
 	}
+	off, ok := m.offsets(ctx)[issue]
+	if _, err := os.Stat(filepath.Join(m.Path(issue), ".git")); err != nil || !ok {
+		err := m.withRepoLock(ctx, []string{"config.lock"}, func() error {
+			var err error
+			off, err = m.add(ctx, issue)
+			return err
+		})
+		if err != nil {
+			return Worktree{}, err
+		}
+	}
+	// As in List, a worktree whose default branch is not known has no
+	// Ahead or Conflicts.
+	r, _ := m.readRefs(ctx)
+	def, _ := m.defaultBranch(ctx, r)
+	return m.describe(ctx, issue, off, r, def)
+}
+
+// add creates what the issue is missing of its worktree and its port
+// offset, under the repository's lock, and returns the offset.
+func (m *Manager) add(ctx context.Context, issue string) (int, error) {
 	path, branch := m.Path(issue), Branch(issue)
 	if _, err := os.Stat(filepath.Join(path, ".git")); err != nil {
 		if err := os.MkdirAll(m.Dir, 0o700); err != nil {
-			return Worktree{}, fmt.Errorf("worktree for %s: %w", issue, err)
+			return 0, fmt.Errorf("worktree for %s: %w", issue, err)
 		}
 		args := []string{"worktree", "add", path, branch}
 		if !m.branchExists(ctx, branch) {
 			def, err := m.DefaultBranch(ctx)
 			if err != nil {
-				return Worktree{}, err
+				return 0, err
 			}
 			args = []string{"worktree", "add", "-b", branch, path, def}
 		}
 		if _, err := m.git(ctx, m.Repo, args...); err != nil {
-			return Worktree{}, fmt.Errorf("worktree for %s: %w", issue, err)
+			return 0, fmt.Errorf("worktree for %s: %w", issue, err)
 		}
 	}
-	off, err := m.portOffset(ctx, issue)
-	if err != nil {
-		return Worktree{}, err
-	}
-	return m.describe(ctx, issue, off)
-}
-
-// List returns the worktrees Legion made, sorted by issue. A directory
-// under Dir that is not a usable worktree is listed with its Problem
-// rather than failing the listing: one broken directory must not hide the
-// others (nor stop the controller, which reports worktrees each tick).
-func (m *Manager) List(ctx context.Context) ([]Worktree, error) {
-	entries, err := os.ReadDir(m.Dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list worktrees: %w", err)
-	}
-	var out []Worktree
-	for _, e := range entries {
-		if !e.IsDir() || checkIssue(e.Name()) != nil {
-			continue
-		}
-		off, _ := m.storedOffset(ctx, e.Name())
-		wt, err := m.describe(ctx, e.Name(), off)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			wt = Worktree{Issue: e.Name(), Path: m.Path(e.Name()), Branch: Branch(e.Name()), PortOffset: off, Problem: err.Error()}
-		}
-		out = append(out, wt)
-	}
-	return out, nil
+	return m.portOffset(ctx, issue)
 }
 
 // Env is the environment an agent in wt gets on top of its own.
@@ -243,11 +246,19 @@ func (m *Manager) Push(ctx context.Context, issue, url string, env []string) err
 	return nil
 }
 
-// Remove deletes the issue's worktree and branch (merged or not).
+// Remove deletes the issue's worktree and branch (merged or not), under
+// the repository's lock (mergelock.go): git branch -D writes the
+// repository's config, and git reads every worktree's record, which
+// Ensure may be writing.
 func (m *Manager) Remove(ctx context.Context, issue string) error {
 	if err := checkIssue(issue); err != nil {
 		return err
 	}
+	return m.withRepoLock(ctx, []string{"config.lock"}, func() error { return m.remove(ctx, issue) })
+}
+
+// remove is Remove under the repository's lock.
+func (m *Manager) remove(ctx context.Context, issue string) error {
 	path := m.Path(issue)
 	if _, err := os.Stat(path); err == nil {
 		if _, err := m.git(ctx, m.Repo, "worktree", "remove", "--force", path); err != nil {
@@ -262,61 +273,17 @@ func (m *Manager) Remove(ctx context.Context, issue string) error {
 	return nil
 }
 
-// DefaultBranch is the branch the main workspace merges into: origin's HEAD
-// when there is one, else init.defaultBranch-style names that exist, else
-// the checked-out branch.
-func (m *Manager) DefaultBranch(ctx context.Context) (string, error) {
-	if ref, err := m.git(ctx, m.Repo, "symbolic-ref", "--short", "refs/remotes/origin/HEAD"); err == nil {
-		return strings.TrimPrefix(ref, "origin/"), nil
-	}
-	for _, b := range []string{"main", "master", "trunk"} {
-		if m.branchExists(ctx, b) {
-			return b, nil
-		}
-	}
-	cur, err := m.git(ctx, m.Repo, "symbolic-ref", "--short", "HEAD")
-	if err != nil {
-		return "", fmt.Errorf("default branch of %s: %w", m.Repo, err)
-	}
-	return cur, nil
-}
-
-func (m *Manager) describe(ctx context.Context, issue string, off int) (Worktree, error) {
-	wt := Worktree{Issue: issue, Path: m.Path(issue), Branch: Branch(issue), PortOffset: off}
-	status, err := m.git(ctx, wt.Path, "status", "--porcelain")
-	if err != nil {
-		return Worktree{}, fmt.Errorf("worktree of %s at %s is not usable; "+
-			"`git -C %s worktree repair %s` mends one whose repository moved, "+
-			"else move it away (keep what you need of it) and run `git -C %s worktree prune`, "+
-			"and the next dispatch adds it again from %s: %w",
-			issue, wt.Path, m.Repo, wt.Path, m.Repo, wt.Branch, err)
-	}
-	wt.Dirty = status != ""
-	if def, err := m.DefaultBranch(ctx); err == nil {
-		if n, err := m.git(ctx, m.Repo, "rev-list", "--count", def+".."+wt.Branch); err == nil {
-			wt.Ahead, _ = strconv.Atoi(n)
-		}
-		wt.Conflicts = m.conflicts(ctx, def, wt.Branch)
-	}
-	return wt, nil
-}
-
 // portOffset returns the issue's offset, giving it the lowest free slot the
 // first time. The slot is kept in the repository's config under the branch
 // (branch.legion/<issue>.legionPortOffset), so it goes with the branch.
+// Its caller holds the repository's lock: the slots read are still free
+// when it writes.
 func (m *Manager) portOffset(ctx context.Context, issue string) (int, error) {
-	if off, ok := m.storedOffset(ctx, issue); ok {
+	offs := m.offsets(ctx)
+	if off, ok := offs[issue]; ok {
 		return off, nil
 	}
-	out, _ := m.git(ctx, m.Repo, "config", "--get-regexp", `^branch\.legion/.*\.legionportoffset$`)
-	var used []int
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 2 {
-			if n, err := strconv.Atoi(f[1]); err == nil {
-				used = append(used, n)
-			}
-		}
-	}
+	used := slices.Collect(maps.Values(offs))
 	off := PortStep
 	for slices.Contains(used, off) {
 		off += PortStep
@@ -327,20 +294,20 @@ func (m *Manager) portOffset(ctx context.Context, issue string) (int, error) {
 	return off, nil
 }
 
-func (m *Manager) storedOffset(ctx context.Context, issue string) (int, bool) {
-	v, err := m.git(ctx, m.Repo, "config", "--get", "branch."+Branch(issue)+".legionPortOffset")
-	if err != nil {
-		return 0, false
+// offsets reads the port offsets of all the repository's issues at once
+// (one git config), by issue. None is read when git cannot: an issue
+// without one then gets one from Ensure.
+func (m *Manager) offsets(ctx context.Context) map[string]int {
+	out, _ := m.git(ctx, m.Repo, "config", "--get-regexp", `^branch\.legion/.*\.legionportoffset$`)
+	offs := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		key, v, ok := strings.Cut(line, " ")
+		issue := strings.TrimSuffix(strings.TrimPrefix(key, "branch."+BranchPrefix), ".legionportoffset")
+		if n, err := strconv.Atoi(v); ok && err == nil && issue != key {
+			offs[issue] = n
+		}
 	}
-	n, err := strconv.Atoi(v)
-	return n, err == nil
-}
-
-// conflicts asks git merge-tree which files a merge of branch into base
-// would leave in conflict (see mergeTree); none when it cannot tell.
-func (m *Manager) conflicts(ctx context.Context, base, branch string) []string {
-	_, files, _ := m.mergeTree(ctx, base, branch)
-	return files
+	return offs
 }
 
 // mergeTree runs git merge-tree --write-tree (git 2.38 or later), which
@@ -386,6 +353,7 @@ func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, 
 
 // gitEnv is git with env added to its environment.
 func (m *Manager) gitEnv(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	m.gitRuns.Add(1)
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_CEILING_DIRECTORIES="+m.Dir, "GIT_OPTIONAL_LOCKS=0")
 	cmd.Env = append(cmd.Env, env...)

@@ -14,7 +14,7 @@ import (
 )
 
 // newRepo makes a real git repository with one commit on main.
-func newRepo(t *testing.T) *Manager {
+func newRepo(t testing.TB) *Manager {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -34,7 +34,7 @@ func newRepo(t *testing.T) *Manager {
 	return &Manager{Repo: repo, Dir: filepath.Join(t.TempDir(), "wt")}
 }
 
-func run(t *testing.T, dir string, args ...string) string {
+func run(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
 	if err != nil {
@@ -43,7 +43,7 @@ func run(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func write(t *testing.T, dir, name, text string) {
+func write(t testing.TB, dir, name, text string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 		t.Fatal(err)
