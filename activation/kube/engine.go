@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -304,20 +305,38 @@ func (e *Engine) Kill(ctx context.Context, id string) error {
 }
 
 // TeamStop kills every live session of the team whose id starts with
-// short (its 8 hex digits) and returns their names.
+// short (its 8 hex digits) and returns their names. The Jobs are deleted
+// teamStopParallel at a time and then waited for together, in the
+// informer's cache: one after the other, each with its own wait, a team
+// of 1,001 sessions took longer than the helper waits for an answer.
 func (e *Engine) TeamStop(ctx context.Context, short string) ([]string, error) {
-	var names []string
+	var names, jobs []string
 	for _, s := range e.Sessions() {
 		if !strings.HasPrefix(e.teamOf(s.ID), short) || s.State.Ended() {
 			continue
 		}
-		if err := e.Kill(ctx, s.ID); err != nil {
-			return names, err
-		}
 		names = append(names, s.Name)
+		jobs = append(jobs, JobName(s.ID))
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(teamStopParallel)
+	for _, j := range jobs {
+		g.Go(func() error { return e.deleteJobAsync(gctx, j) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := e.waitJobsGone(ctx, jobs, func(name string) bool {
+		_, err := e.jobs.Jobs(e.Target.Namespace).Get(name)
+		return apierrors.IsNotFound(err)
+	}); err != nil {
+		return nil, err
 	}
 	return names, nil
 }
+
+// teamStopParallel is how many Job deletions TeamStop has in flight.
+const teamStopParallel = 16
 
 func (e *Engine) teamOf(id string) string {
 	j, err := e.jobs.Jobs(e.Target.Namespace).Get(JobName(id))
@@ -328,25 +347,39 @@ func (e *Engine) teamOf(id string) string {
 }
 
 func (e *Engine) deleteJob(ctx context.Context, name string) error {
-	fg := metav1.DeletePropagationForeground
+	if err := e.deleteJobAsync(ctx, name); err != nil {
+		return err
+	}
 	jobs := e.client.BatchV1().Jobs(e.Target.Namespace)
-	if err := jobs.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
+	return e.waitJobsGone(ctx, []string{name}, func(name string) bool {
+		_, err := jobs.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+// deleteJobAsync asks for the Job's deletion, in the foreground: the Job
+// is gone once its pods are, so a new pod of the same session never
+// shares the volume with the old one (waitJobsGone).
+func (e *Engine) deleteJobAsync(ctx context.Context, name string) error {
+	fg := metav1.DeletePropagationForeground
+	err := e.client.BatchV1().Jobs(e.Target.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
+	if err != nil && !apierrors.IsNotFound(err) {
 		return e.explain("delete", "jobs", err)
 	}
-	// Foreground: the Job is gone once its pods are; a new pod of the
-	// same session never shares the volume with the old one.
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := jobs.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, nil
+	return nil
+}
+
+// waitJobsGone waits until gone reports each of the Jobs names gone, for
+// at most 2 minutes.
+func (e *Engine) waitJobsGone(ctx context.Context, names []string, gone func(string) bool) error {
+	left := slices.Clone(names)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		left = slices.DeleteFunc(left, gone)
+		return len(left) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("kubernetes: job %s/%s and its pods are not gone after 2m (a node that does not answer?): %w", e.Target.Namespace, name, err)
+		return fmt.Errorf("kubernetes: %d of %d jobs in %s and their pods are not gone after 2m, e.g. %s (a node that does not answer?): %w",
+			len(left), len(names), e.Target.Namespace, left[0], err)
 	}
 	return nil
 }
