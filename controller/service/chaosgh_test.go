@@ -37,7 +37,7 @@ import (
 
 const (
 	ghTeam     = "gh"
-	ghIssues   = 3 // per backlog
+	ghIssues   = 5 // per backlog: enough to meet the faults while demo's run
 	ghToken    = "ghp_CHAOS0123456789abcdef"
 	ghOwner    = "acme"
 	ghRepoName = "web"
@@ -99,8 +99,16 @@ func (r *chaosRun) addGitHubTeam(ctx context.Context) {
 	}
 	table = regexp.MustCompile(`(?m)^agent\.(new|resume) = .*\n`).ReplaceAllString(table, "")
 	agent := fmt.Sprintf(`"/usr/bin/env", "LEGION_SCRIPT_FILE=%s", "%s", "scripted-agent"`, filepath.Join(r.sd.Home, "agent.script"), r.bin)
-	cfg := head + "\n[teams." + ghTeam + "]\n" + table + fmt.Sprintf("github.credentials_file = %q\ngithub.api_url = %q\nagent.new = [%s, \"--session-id\", \"{session_id}\", \"{prompt}\"]\nagent.resume = [%s, \"--resume\", \"{session_id}\", \"{prompt}\"]\nwip_limit = 3\nstale_after = \"20s\"\nrestart_cooldown = \"1s\"\nstart_limit_burst = 20\nstart_limit_interval = \"10m\"\n",
-		tokenFile, gh.srv.URL+"/graphql", agent, agent)
+	cfg := head + "\n[teams." + ghTeam + "]\n" + table + fmt.Sprintf(`github.credentials_file = %q
+github.api_url = %q
+agent.new = [%s, "--session-id", "{session_id}", "{prompt}"]
+agent.resume = [%s, "--resume", "{session_id}", "{prompt}"]
+wip_limit = 3
+stale_after = "20s"
+restart_cooldown = "1s"
+start_limit_burst = 20
+start_limit_interval = "10m"
+`, tokenFile, gh.srv.URL+"/graphql", agent, agent)
 	if strings.Contains(head, `agent.permissions = "allowlist"`) {
 		cfg += "agent.permissions = \"allowlist\"\n" // as demo's: its logs are outside the worktree
 	}
@@ -301,5 +309,7 @@ func (r *chaosRun) checkGitHub() {
 		}
 		last[k] = prev{what, !w.Lost}
 	}
-	t.Logf("GitHub team: %d issues; writes by operation %v, their answers lost %v", len(r.gh.ids), byOp, lost)
+	replies, stalls, lose := s.Pending()
+	t.Logf("GitHub team: %d issues; writes by operation %v, their answers lost %v; faults not met (the backlog done first): %d replies (5xx, 429), %d stalls, %d lost answers",
+		len(r.gh.ids), byOp, lost, replies, stalls, lose)
 }

@@ -99,6 +99,15 @@ func (s *Server) Writes() []Write {
 	return slices.Clone(s.writes)
 }
 
+// Pending returns the faults not met yet: injected replies not played,
+// stalls and lost answers still to come.
+func (s *Server) Pending() (replies, stalls, lose int) {
+	replies = s.Recorder.Pending()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return replies, len(s.stalls), s.lose
+}
+
 // takeStall takes the next stall, if one is due: whether there is, and
 // whether to carry the request out.
 func (s *Server) takeStall() (stalled, carryOut bool) {

@@ -59,6 +59,9 @@ func TestFaults(t *testing.T) {
 			n := s.AddIssue("One", "legion")
 			is, _ := s.Issue(n)
 			c.inject(s)
+			if r, st, l := s.Pending(); c.name != "none" && r+st+l != 1 {
+				t.Errorf("Pending() = %d, %d, %d after one fault; want it counted", r, st, l)
+			}
 			client := &http.Client{Timeout: 2 * time.Second}
 			status, body, err := comment(t, client, s, is.ID, "hello")
 			if c.status == 0 && err == nil || c.status != 0 && status != c.status {
@@ -72,6 +75,9 @@ func TestFaults(t *testing.T) {
 			if c.posted && (len(w) != 1 || w[0].Op != "LegionComment" || w[0].Lost != c.lost || w[0].Variables["body"] != "hello") ||
 				!c.posted && len(w) != 0 {
 				t.Errorf("Writes() = %+v; want the comment once if posted, lost %v", w, c.lost)
+			}
+			if r, st, l := s.Pending(); r+st+l != 0 {
+				t.Errorf("Pending() = %d, %d, %d after the request; want the fault met", r, st, l)
 			}
 			// The next request is answered as usual.
 			if status, body, err := comment(t, client, s, is.ID, "again"); err != nil || status != 200 || strings.Contains(body, "errors") {
