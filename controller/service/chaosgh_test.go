@@ -262,6 +262,9 @@ func (r *chaosRun) checkGitHub() {
 			}
 			if strings.HasPrefix(c.Body, "plan of "+id) {
 				plans++
+			} else {
+				// An escalation: why a person was needed.
+				t.Logf("%s (GitHub team): Legion's comment %d: %s", id, i+1, clip(c.Body, 300))
 			}
 			if i > 0 && c.Body == is.Comments[i-1].Body && c.Author == is.Comments[i-1].Author {
 				t.Errorf("%s (GitHub team): comment %d repeats comment %d; want each written once:\n%s", id, i+1, i, c.Body)
