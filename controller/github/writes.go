@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -93,6 +94,21 @@ func (t *Tracker) labelID(ctx context.Context, name string) (string, error) {
 	} else {
 		var err error
 		if id, err = t.c.createLabel(ctx, repo, name); err != nil {
+			// Created although the answer says otherwise (lost, a
+			// server error after the write), or by someone else
+			// meanwhile ("Name has already been taken"): it is there
+			// to read now.
+			var ae *APIError
+			if errors.Is(err, graphql.ErrUncertain) || errors.As(err, &ae) && ae.Type == "UNPROCESSABLE" {
+				if err2 := t.c.gql.Do(ctx, opLabel, map[string]any{"owner": t.c.opts.Owner, "name": t.c.opts.Repo, "label": name}, &d); err2 == nil &&
+					d.Repository != nil && d.Repository.Label != nil && d.Repository.Label.ID != "" {
+					id, err = d.Repository.Label.ID, nil
+				} else if err2 == nil && errors.Is(err, graphql.ErrUncertain) {
+					id, err = t.c.createLabel(ctx, repo, name) // not created: once more
+				}
+			}
+		}
+		if err != nil {
 			return "", fmt.Errorf("label %q of %s: create it: %w (create it by hand, or give the token write access to issues)", name, t.c.repo(), err)
 		}
 	}
@@ -210,7 +226,13 @@ func (t *Tracker) Move(ctx context.Context, id string, to controller.Status) err
 
 // Comment implements controller.Tracker. The comment ends with Legion's
 // signature, which Issues uses to report it with controller.AuthorLegion.
-// It is not retried after a failure that may have posted it.
+//
+// GitHub's addComment is not idempotent: after a failure that may have
+// posted it (a server error, its answer lost or never sent) it is not
+// simply sent again. Comment reads the issue instead: if its newest
+// comment is this one, it was posted; if not, it is sent again (up to
+// commentAttempts in all). So a comment is posted once although an
+// answer was lost, and a failed one is not lost.
 func (t *Tracker) Comment(ctx context.Context, id, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return fmt.Errorf("comment on %s: the text is empty", id)
@@ -219,19 +241,36 @@ func (t *Tracker) Comment(ctx context.Context, id, text string) error {
 	if err != nil {
 		return err
 	}
-	var d struct {
-		AddComment *struct{} `json:"addComment"`
-	}
-	t.forget()
 	body := strings.TrimRight(text, "\n") + "\n\n" + commentSignature
-	if err := t.c.gql.Do(ctx, opComment, map[string]any{"id": ref.id, "body": body}, &d); err != nil {
-		return fmt.Errorf("comment on %s: %w", id, err)
+	for range commentAttempts {
+		var d struct {
+			AddComment *struct{} `json:"addComment"`
+		}
+		t.forget()
+		err = t.c.gql.Do(ctx, opComment, map[string]any{"id": ref.id, "body": body}, &d)
+		if err == nil {
+			if d.AddComment == nil {
+				return fmt.Errorf("comment on %s: github: %s: %w: want addComment, got none", id, opComment.Name, ErrMalformed)
+			}
+			return nil
+		}
+		if !errors.Is(err, graphql.ErrUncertain) {
+			break
+		}
+		n, lerr := t.lookup(ctx, id)
+		if lerr != nil {
+			return fmt.Errorf("comment on %s: %w", id, errors.Join(err, fmt.Errorf("look whether it was posted: %w", lerr)))
+		}
+		if c := n.Comments.Nodes; len(c) > 0 && c[len(c)-1].Body == body {
+			return nil
+		}
 	}
-	if d.AddComment == nil {
-		return fmt.Errorf("comment on %s: github: %s: %w: want addComment, got none", id, opComment.Name, ErrMalformed)
-	}
-	return nil
+	return fmt.Errorf("comment on %s: %w", id, err)
 }
+
+// commentAttempts bounds the sends of one comment whose earlier sends
+// were found not posted.
+const commentAttempts = 3
 
 // setState closes or reopens the issue of node id.
 func (c *Client) setState(ctx context.Context, op graphql.Operation, id string) error {

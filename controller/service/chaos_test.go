@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,8 +26,11 @@ import (
 
 // The chaos run (issue 37): a backlog of issues goes through every phase
 // under legion@demo with the scripted agent and a Linear team (the local
-// fake of Linear's GraphQL API), and a few issues of a second team, cc,
-// under legion@cc with the real Claude Code (chaoscc_test.go), while a
+// fake of Linear's GraphQL API), a few issues of a second team, cc,
+// under legion@cc with the real Claude Code (chaoscc_test.go), and with
+// CHAOS_GITHUB=1 a few of a third, gh, under legion@gh with the scripted
+// agent and its issues, pull requests and tracker faults on a fake
+// GitHub (chaosgh_test.go), while a
 // seeded injector picks, at random moments, among the faults of
 // chaosKinds. At the end the run checks what
 // must hold whatever happened: every issue Done, no two workers of one
@@ -39,7 +43,11 @@ import (
 // seed again with the Claude team (not in make test: it failed one of
 // three clean-clone runs, on an overlap of the demo team's reviewer and
 // retro not fixed yet); CHAOS_SEED=N runs seed N alone with the Claude
-// team (CHAOS_CLAUDE=0: without it) and
+// team (CHAOS_CLAUDE=0: without it). CHAOS_GITHUB=1 adds the GitHub
+// team: to the short variant, a run of the first seed with it after the
+// others; to CHAOS_SEED and CHAOS_DURATION runs, the team (it is not in
+// make test: it has not yet passed the three runs in a row that would let
+// it in). And
 // CHAOS_DURATION=30m (`make chaos`) keeps injecting for that long, adding
 // chaosLongIssues issues whenever the backlog is done, then runs one more
 // backlog without faults and reports the times of both.
@@ -89,6 +97,15 @@ var chaosKinds = []struct {
 	// makes the same choices as before these kinds (the recorded seeds).
 	{"model-stall", 2},
 	{"model-error", 2},
+	// The GitHub team's tracker (chaosgh_test.go): 502 or 503 for the
+	// next 1–3 requests, a primary or secondary rate limit (403 or 429
+	// with GitHub's headers, a wait of 1 s), a request held until the
+	// client's 30 s timeout (carried out or not), a write carried out
+	// and its answer lost. Picked only in a run with the GitHub team.
+	{"github-5xx", 2},
+	{"github-429", 2},
+	{"github-timeout", 1},
+	{"github-lost-answer", 2},
 }
 
 // chaosScript is every phase, each step safe to run again after a kill
@@ -113,6 +130,7 @@ if-env LEGION_MODE=plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE work
 if-env LEGION_MODE=plan once run sh -c "echo done plan >> @LOG@/$LEGION_ISSUE"
 if-env LEGION_MODE=implement work 3s
 if-env LEGION_MODE=implement run sh -c "echo impl $LEGION_ISSUE > $LEGION_ISSUE.txt && git add -A && (git diff --cached --quiet || git commit -qm 'implement $LEGION_ISSUE')"
+if-env LEGION_MODE=implement if-env LEGION_TEAM=gh run @LEGION@ issue pr $LEGION_TEAM $LEGION_ISSUE "Implement $LEGION_ISSUE"
 if-env LEGION_MODE=implement run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
 if-env LEGION_MODE=implement once run sh -c "echo done implement >> @LOG@/$LEGION_ISSUE"
 if-env LEGION_MODE=review work 2s
@@ -134,9 +152,10 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gh := os.Getenv("CHAOS_GITHUB") == "1"
 	if set || dur > 0 {
 		claude := os.Getenv("CHAOS_CLAUDE") != "0"
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runChaos(t, seed, dur, claude) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runChaos(t, seed, dur, claude, gh) })
 		return
 	}
 	const list = "testdata/chaos-seeds.txt"
@@ -153,14 +172,19 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%s lists no seed; want at least one (SEED [# what it found])", list)
 	}
 	for _, s := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) { runChaos(t, s.Seed, 0, false) })
+		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) { runChaos(t, s.Seed, 0, false, false) })
 	}
 	// The real Claude Code takes minutes for an issue's phases on 2
 	// cores: the Claude team runs once, with the first seed (its choices
 	// then differ from the seed's alone: the model faults join them).
 	if os.Getenv("CHAOS_CLAUDE") == "1" {
 		s := seeds[0].Seed
-		t.Run(fmt.Sprintf("seed=%d,claude", s), func(t *testing.T) { runChaos(t, s, 0, true) })
+		t.Run(fmt.Sprintf("seed=%d,claude", s), func(t *testing.T) { runChaos(t, s, 0, true, false) })
+	}
+	// The GitHub team, likewise once, with the first seed.
+	if gh {
+		s := seeds[0].Seed
+		t.Run(fmt.Sprintf("seed=%d,github", s), func(t *testing.T) { runChaos(t, s, 0, false, true) })
 	}
 }
 
@@ -174,6 +198,9 @@ type chaosRun struct {
 	ids     []string
 	garbled []string // files garbled, as their paths
 	answers int      // questions the test answered as a person
+	// finishedByHand counts the `legion worktree finish` a person ran
+	// for an issue whose finisher ended without closing it.
+	finishedByHand int
 	// starts are the times of the faults that made each unit start again
 	// (a kill -9, a restart), by unit.
 	starts map[string][]time.Time
@@ -189,6 +216,8 @@ type chaosRun struct {
 	boardFailures int
 	// cc is the Claude team (chaoscc_test.go); nil when the run has none.
 	cc *chaosCC
+	// gh is the GitHub team (chaosgh_test.go); nil when the run has none.
+	gh *chaosGH
 }
 
 // Start limits: at its start limit systemd leaves a unit failed until a
@@ -241,8 +270,8 @@ func (r *chaosRun) isClaudeUnit(unit string) bool {
 	return unit == ctl || strings.HasPrefix(unit, "legion-"+r.cc.short+"-")
 }
 
-// controllers are the run's controller units: legion@demo, and legion@cc
-// with the Claude team.
+// controllers are the run's controller units: legion@demo, legion@cc
+// with the Claude team, legion@gh with the GitHub team.
 func (r *chaosRun) controllers() []string {
 	ctl, _ := unitname.ControllerUnit(teamName)
 	out := []string{ctl}
@@ -250,11 +279,15 @@ func (r *chaosRun) controllers() []string {
 		cc, _ := unitname.ControllerUnit(ccTeam)
 		out = append(out, cc)
 	}
+	if r.gh != nil {
+		gh, _ := unitname.ControllerUnit(ghTeam)
+		out = append(out, gh)
+	}
 	return out
 }
 
-func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
-	t.Logf("chaos seed %d (CHAOS_SEED=%d replays it; the Claude team: %v)", seed, seed, claude)
+func runChaos(t *testing.T, seed uint64, dur time.Duration, claude, gh bool) {
+	t.Logf("chaos seed %d (CHAOS_SEED=%d replays it; the Claude team: %v; the GitHub team: %v)", seed, seed, claude, gh)
 	if claude {
 		// A user's home is not below /tmp, which sandboxed agents may
 		// write (the default policy would fall back to allowlist there):
@@ -289,6 +322,9 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 	if claude {
 		r.addClaudeTeam(t.Context())
 	}
+	if gh {
+		r.addGitHubTeam(t.Context())
+	}
 	r.rewriteScript()
 	r.lookupFromFake()
 	r.recordUnitRuns()
@@ -308,6 +344,12 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 		cc, _ := unitname.ControllerUnit(ccTeam)
 		if _, err := e.sd.Systemctl(t, "start", cc); err != nil {
 			t.Fatalf("start %s: %v", cc, err)
+		}
+	}
+	if r.gh != nil {
+		ctl, _ := unitname.ControllerUnit(ghTeam)
+		if _, err := e.sd.Systemctl(t, "start", ctl); err != nil {
+			t.Fatalf("start %s: %v", ctl, err)
 		}
 	}
 	// Memory at the start: once the helper and the controller serve the
@@ -378,9 +420,12 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 		// report's comparison.
 		free := time.Now()
 		first := len(r.ids)
-		firstCC := 0
+		firstCC, firstGH := 0, 0
 		if r.cc != nil {
 			firstCC = len(r.cc.ids)
+		}
+		if r.gh != nil {
+			firstGH = len(r.gh.ids)
 		}
 		r.addIssues(n)
 		e.poll(ctx, "the fault-free backlog Done", func() (bool, string) {
@@ -389,6 +434,9 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 			fresh := slices.Clone(r.ids[first:])
 			if r.cc != nil {
 				fresh = append(fresh, r.cc.ids[firstCC:]...)
+			}
+			if r.gh != nil {
+				fresh = append(fresh, r.gh.ids[firstGH:]...)
 			}
 			for _, id := range fresh {
 				if r.issue(ctx, id).Status != controller.StatusDone {
@@ -415,6 +463,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude bool) {
 	r.checkQuestion()
 	r.checkQuarantined()
 	r.checkClaude()
+	r.checkGitHub()
 	for unit, before := range memStart {
 		after := r.rss(ctx, unit)
 		t.Logf("%s RSS: %d KiB at the start, %d KiB at the end", unit, before, after)
@@ -454,6 +503,9 @@ func (r *chaosRun) lookupFromFake() {
 		if r.cc != nil && strings.HasPrefix(id, "CC-") {
 			return r.ccIssue(id)
 		}
+		if r.gh != nil && slices.Contains(r.gh.ids, id) {
+			return r.ghIssue(id)
+		}
 		is := r.srv.Issue(id)
 		if is == nil {
 			return controller.TrackedIssue{}, fmt.Errorf("fake Linear has no issue %s", id)
@@ -480,6 +532,9 @@ func (r *chaosRun) recordUnitRuns() {
 	if r.cc != nil {
 		shorts = append(shorts, r.cc.short)
 	}
+	if r.gh != nil {
+		shorts = append(shorts, r.gh.short)
+	}
 	for _, short := range shorts {
 		r.dropIn(filepath.Join(unitDir, "legion-"+short+"-.service.d", "95-chaos.conf"),
 			fmt.Sprintf("[Service]\nExecStartPre=%s start %%n\nExecStopPost=%s stop %%n\n", rec, rec))
@@ -489,8 +544,8 @@ func (r *chaosRun) recordUnitRuns() {
 	}
 }
 
-// addIssues adds n issues to demo's backlog, and ccIssues to the Claude
-// team's.
+// addIssues adds n issues to demo's backlog, ccIssues to the Claude
+// team's and ghIssues to the GitHub team's.
 func (r *chaosRun) addIssues(n int) {
 	for range n {
 		is := r.srv.AddIssue(fmt.Sprintf("Chaos issue %d", len(r.ids)+1), "Todo")
@@ -499,14 +554,21 @@ func (r *chaosRun) addIssues(n int) {
 	if r.cc != nil {
 		r.addClaudeIssues(ccIssues)
 	}
+	if r.gh != nil {
+		r.addGitHubIssues(ghIssues)
+	}
 }
 
-// allIDs are the issues of both teams.
+// allIDs are the issues of every team.
 func (r *chaosRun) allIDs() []string {
-	if r.cc == nil {
-		return r.ids
+	out := slices.Clone(r.ids)
+	if r.cc != nil {
+		out = append(out, r.cc.ids...)
 	}
-	return append(slices.Clone(r.ids), r.cc.ids...)
+	if r.gh != nil {
+		out = append(out, r.gh.ids...)
+	}
+	return out
 }
 
 func (r *chaosRun) allDone(ctx context.Context) bool {
@@ -524,7 +586,7 @@ func (r *chaosRun) inject(ctx context.Context) {
 	var names []string
 	var weights []int
 	for _, k := range chaosKinds {
-		if r.cc == nil && strings.HasPrefix(k.name, "model-") {
+		if r.cc == nil && strings.HasPrefix(k.name, "model-") || r.gh == nil && strings.HasPrefix(k.name, "github-") {
 			continue
 		}
 		names, weights = append(names, k.name), append(weights, k.weight)
@@ -605,6 +667,8 @@ func (r *chaosRun) inject(ctx context.Context) {
 		ok = r.injectModelStall(ctx, r.long)
 	case "model-error":
 		ok = r.injectModelError()
+	case "github-5xx", "github-429", "github-timeout", "github-lost-answer":
+		ok = r.injectGitHub(kind)
 	case "linear-lost-answer":
 		n := 1 + r.in.IntN(2)
 		r.srv.LoseAnswers(n)
@@ -635,8 +699,8 @@ func (r *chaosRun) killMain(ctx context.Context, unit string) bool {
 func (r *chaosRun) pickWorker(ctx context.Context) string {
 	var live []string
 	list := r.workers(ctx)
-	if r.cc != nil {
-		more, err := r.mgr.List(ctx, "legion-"+r.cc.short+"-*.service")
+	for _, short := range r.otherShorts() {
+		more, err := r.mgr.List(ctx, "legion-"+short+"-*.service")
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -741,10 +805,17 @@ func (r *chaosRun) checkRuns() {
 			issueOf[u] = id
 		}
 	}
+	others := map[string][]string{}
 	if r.cc != nil {
-		for _, id := range r.cc.ids {
+		others[r.cc.short] = r.cc.ids
+	}
+	if r.gh != nil {
+		others[r.gh.short] = r.gh.ids
+	}
+	for short, ids := range others {
+		for _, id := range ids {
 			for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeRetro, controller.ModeFinish} {
-				u, err := unitname.WorkerUnit(r.cc.short, id, string(m))
+				u, err := unitname.WorkerUnit(short, id, string(m))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -842,7 +913,11 @@ func (r *chaosRun) logIssue(id string, n int) {
 func (r *chaosRun) checkPhases() {
 	t := r.t
 	missing := 0
-	for _, id := range r.ids {
+	ids := slices.Clone(r.ids)
+	if r.gh != nil {
+		ids = append(ids, r.gh.ids...) // the same scripted agent
+	}
+	for _, id := range ids {
 		b, err := os.ReadFile(filepath.Join(r.logDir, id))
 		if err != nil {
 			t.Errorf("the agents' log of %s: %v", id, err)
@@ -872,14 +947,27 @@ func (r *chaosRun) checkPhases() {
 
 // answer answers, as a person would in Linear, every issue that waits
 // for one (user-input-needed without user-feedback-given): a comment
-// "SQLite", then the label user-feedback-given.
+// "SQLite", then the label user-feedback-given. An issue whose finisher
+// ended without closing it (user-input-needed with worker-finishing) is
+// finished as Legion's escalation tells a person to, with `legion
+// worktree finish`: an answer would only be taken as read and the
+// escalation repeated, for ever (a finisher held past its watchdog by a
+// stalled tracker request, then its spec garbled, did so).
 func (r *chaosRun) answer() {
 	r.answerClaude()
+	r.answerGitHub()
 	fb := r.srv.AddLabel(controller.LabelFeedbackGiven, r.srv.TeamID)
 	for _, id := range r.ids {
 		is := r.srv.Issue(id)
 		labels := r.srv.LabelNames(is)
 		if !slices.Contains(labels, controller.LabelInputNeeded) || slices.Contains(labels, controller.LabelFeedbackGiven) {
+			continue
+		}
+		if slices.Contains(labels, controller.LabelFinishing) {
+			// Its error (a fault meeting it) is the next call's to retry.
+			out, err := exec.Command(r.bin, "worktree", "finish", teamName, id).CombinedOutput()
+			r.finishedByHand++
+			r.t.Logf("chaos: finished %s by hand as a person (its finisher ended without closing it): %v %s", id, err, strings.TrimSpace(string(out)))
 			continue
 		}
 		r.srv.Comment(is, "Grace Hopper", "SQLite")
@@ -991,4 +1079,16 @@ func (r *chaosRun) checkQuarantined() {
 			t.Logf("garbled %s: now %d bytes", p, len(b))
 		}
 	}
+}
+
+// otherShorts are the short ids of the run's teams besides demo.
+func (r *chaosRun) otherShorts() []string {
+	var out []string
+	if r.cc != nil {
+		out = append(out, r.cc.short)
+	}
+	if r.gh != nil {
+		out = append(out, r.gh.short)
+	}
+	return out
 }

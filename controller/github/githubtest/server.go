@@ -5,7 +5,11 @@
 // the repository's merge settings and branch protection), for the
 // operations package github sends. It counts
 // requests per operation so tests can assert batching, and can be told to
-// answer the next requests with canned replies.
+// answer the next requests with canned replies (GitHub's server errors
+// and rate limits: ServerError, RateLimitReply), to carry out the next
+// writes and lose their answers (LoseAnswers), or to hold the next
+// request until the client times out (Stall). It keeps a log of the
+// writes that took effect (Writes).
 //
 // It must never be used outside tests and never reach the network.
 package githubtest
@@ -98,6 +102,10 @@ type Server struct {
 
 	stamp           int // bumped by every change (touch)
 	restOK, rest304 int
+
+	lose   int     // mutations still to carry out without an answer (LoseAnswers)
+	stalls []bool  // requests still to hold until the client gives up: carry out (true) or not
+	writes []Write // mutations that took effect, in order
 }
 
 // NewServer starts a fake GitHub for owner/repo that accepts token; it is
@@ -194,11 +202,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, nil, "", msg)
 		return
 	}
+	stalled, carryOut := s.takeStall()
+	if stalled && !carryOut {
+		// Held until the client gives up (its timeout closes the
+		// connection), or the server closes: no timer here.
+		<-r.Context().Done()
+		return
+	}
 	s.mu.Lock()
 	data, typ, msg := s.handle(op, req.Query, req.Variables)
 	cost := 1
+	lost := stalled
 	if strings.HasPrefix(req.Query, "mutation ") {
 		s.touch() // GitHub's lists change with what a mutation changed
+		if msg == "" {
+			lost = s.logWrite(op, req.Variables, stalled)
+		}
 	} else {
 		cost = Cost(req.Query)
 	}
@@ -208,6 +227,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"resetAt": s.reset.Format(time.RFC3339)}
 	}
 	s.mu.Unlock()
+	if stalled {
+		// Carried out, and the answer held until the client is gone.
+		<-r.Context().Done()
+		return
+	}
+	if lost {
+		dropConnection(w)
+		return
+	}
 	if msg != "" {
 		writeErrors(w, data, typ, msg)
 		return

@@ -75,6 +75,13 @@ func (rec *Recorder) Calls(op string) int {
 	return rec.calls[op]
 }
 
+// Pending returns the number of injected replies not played yet.
+func (rec *Recorder) Pending() int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return len(rec.script)
+}
+
 // LastVariables returns the variables of op's latest request.
 func (rec *Recorder) LastVariables(op string) map[string]any {
 	rec.mu.Lock()
