@@ -381,14 +381,57 @@ func (s *Spec) TranscriptPath() string {
 }
 
 // ChooseArgv picks the argv for a start: the resume argv when the session
-// file exists (and a resume argv is set), else the new one.
+// file exists (and a resume argv is set), else the new one. For Claude
+// Code the file must also hold the conversation (a user message): it
+// writes its mode, permission and file-history lines first, and `claude
+// --resume` of a file with no message fails with "No conversation found
+// with session ID", exit 1, at every restart (agent/claude FACTS F13a),
+// so an agent killed in that moment of its start failed for good at its
+// start limit (the chaos run found it).
 func (s *Spec) ChooseArgv() (kind string, argv []string) {
-	if len(s.ArgvResume) > 0 && s.SessionFile != "" {
-		if _, err := os.Stat(s.SessionFile); err == nil {
-			return ArgvResume, s.ArgvResume
-		}
+	if len(s.ArgvResume) > 0 && s.SessionFile != "" && resumable(s.SessionFile, s.Agent) {
+		return ArgvResume, s.ArgvResume
 	}
 	return ArgvNew, s.ArgvNew
+}
+
+// claudeUserLine marks a user message in a Claude Code session file
+// (compact JSON; inside a string the quotes would be escaped).
+var claudeUserLine = []byte(`"type":"user"`)
+
+// resumable reports whether the session file at path is one agent can
+// resume: it exists, and for Claude Code it holds a user message.
+func resumable(path, agent string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if agent != AgentClaude {
+		return true
+	}
+	return contains(f, claudeUserLine)
+}
+
+// contains reports whether r holds pat, reading it in chunks (a session
+// file grows to megabytes, with lines of 40–60 KB) and stopping at the
+// first match, which in a Claude Code session comes within its first
+// lines.
+func contains(r io.Reader, pat []byte) bool {
+	buf := make([]byte, 64<<10)
+	keep := 0
+	for {
+		n, err := r.Read(buf[keep:])
+		chunk := buf[:keep+n]
+		if bytes.Contains(chunk, pat) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		keep = min(len(pat)-1, len(chunk))
+		copy(buf, chunk[len(chunk)-keep:])
+	}
 }
 
 // WriteSpec validates s and writes it to path atomically, mode 0600.

@@ -202,6 +202,47 @@ func TestChooseArgv(t *testing.T) {
 	}
 }
 
+// TestChooseArgvClaude: Claude Code's session file is resumed only once
+// it holds a user message. The lines it writes before that are those of
+// a real session (claude-code-samples' question-answered.jsonl, up to its
+// first user line); `claude --resume` of them says "No conversation
+// found" and exits 1 (agent/claude FACTS F13a). The user message is found
+// past a 64 KiB read, and across a read's edge.
+func TestChooseArgvClaude(t *testing.T) {
+	s := testSpec(t, "new")
+	s.Agent = proto.AgentClaude
+	s.ArgvResume = []string{"resume"}
+	s.SessionFile = filepath.Join(t.TempDir(), "s.jsonl")
+	s.StaleAfter = proto.Duration(time.Minute)
+	before := `{"type":"mode","mode":"normal","sessionId":"u"}
+{"type":"permission-mode","permissionMode":"bypassPermissions","sessionId":"u"}
+{"type":"atis-latch","sessionId":"u"}
+{"type":"file-history-snapshot","messageId":"m","snapshot":{"messageId":"m","trackedFileBackups":{},"timestamp":"2026-11-30T00:00:00Z"},"isSnapshotUpdate":false}
+`
+	user := `{"parentUuid":null,"isSidechain":false,"type":"user","message":{"role":"user","content":"Plan it"},"sessionId":"u"}` + "\n"
+	quoted := `{"type":"attachment","content":"{\"type\":\"user\"}","sessionId":"u"}` + "\n"
+	for _, tt := range []struct {
+		name, file string
+		want       string
+	}{
+		{"empty", "", proto.ArgvNew},
+		{"no message yet", before, proto.ArgvNew},
+		{"a user message only quoted in a string", before + quoted, proto.ArgvNew},
+		{"a user message", before + user, proto.ArgvResume},
+		{"a user message after 64 KiB", before + strings.Repeat(" ", 64<<10-len(before)-3) + "\n" + user, proto.ArgvResume},
+		{"a user message across a read's edge", before + strings.Repeat(" ", 64<<10-len(before)-strings.Index(user, `"type":"user"`)-6) + user, proto.ArgvResume},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.WriteFile(s.SessionFile, []byte(tt.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if kind, _ := s.ChooseArgv(); kind != tt.want {
+				t.Errorf("ChooseArgv() = %s; want %s", kind, tt.want)
+			}
+		})
+	}
+}
+
 // TestReadVolumeSpec: a spec in a Secret volume as a kubelet lays it out
 // (spec.json -> ..data/spec.json, ..data -> ..<time>) is read, which
 // ReadSpec refuses; a symlink out of the spec's directory is refused,
