@@ -265,6 +265,11 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 	w.out = newOutputOn(ring)
 	w.scr = newScreen(cols, rows)
 	w.argvKind = ""
+	if aside, err := s.SetAsideUnresumable(time.Now()); err != nil {
+		w.log.Warn("the agent's session file holds no conversation and could not be moved aside; its new start will fail", "path", s.SessionFile, "err", err)
+	} else if aside != "" {
+		w.log.Warn("the agent's session file holds no conversation (killed in its first moments?): moved aside, the session starts afresh", "moved_to", aside)
+	}
 	kind, argv := s.ChooseArgv()
 	w.argvKind = kind
 	if s.Agent == proto.AgentClaude {

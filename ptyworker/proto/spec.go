@@ -395,6 +395,21 @@ func (s *Spec) ChooseArgv() (kind string, argv []string) {
 	return ArgvNew, s.ArgvNew
 }
 
+// SetAsideUnresumable moves aside a Claude Code session file that holds
+// no conversation (ChooseArgv starts such a session anew), never deleting
+// it, and returns where it went ("" when there was none to move): over
+// any file of its id, the new run's `claude --session-id` says "Session
+// ID ... is already in use" and exits 1 (FACTS F13a).
+func (s *Spec) SetAsideUnresumable(now time.Time) (string, error) {
+	if s.Agent != AgentClaude || len(s.ArgvResume) == 0 || s.SessionFile == "" || resumable(s.SessionFile, s.Agent) {
+		return "", nil
+	}
+	if _, err := os.Lstat(s.SessionFile); err != nil {
+		return "", nil // no file: nothing in the way
+	}
+	return atomicfile.Quarantine(s.SessionFile, now)
+}
+
 // claudeUserLine marks a user message in a Claude Code session file
 // (compact JSON; inside a string the quotes would be escaped).
 var claudeUserLine = []byte(`"type":"user"`)

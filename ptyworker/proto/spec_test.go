@@ -225,6 +225,7 @@ func TestChooseArgvClaude(t *testing.T) {
 		name, file string
 		want       string
 	}{
+		{"none", "-", proto.ArgvNew},
 		{"empty", "", proto.ArgvNew},
 		{"no message yet", before, proto.ArgvNew},
 		{"a user message only quoted in a string", before + quoted, proto.ArgvNew},
@@ -233,13 +234,42 @@ func TestChooseArgvClaude(t *testing.T) {
 		{"a user message across a read's edge", before + strings.Repeat(" ", 64<<10-len(before)-strings.Index(user, `"type":"user"`)-6) + user, proto.ArgvResume},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := os.WriteFile(s.SessionFile, []byte(tt.file), 0o600); err != nil {
-				t.Fatal(err)
+			os.Remove(s.SessionFile)
+			if tt.file != "-" {
+				if err := os.WriteFile(s.SessionFile, []byte(tt.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if kind, _ := s.ChooseArgv(); kind != tt.want {
 				t.Errorf("ChooseArgv() = %s; want %s", kind, tt.want)
 			}
+			// A file the new start would find in its way (`claude
+			// --session-id` refuses any file of its id) is moved aside,
+			// kept whole; a resumable one stays.
+			aside, err := s.SetAsideUnresumable(time.Now())
+			_, statErr := os.Stat(s.SessionFile)
+			switch {
+			case err != nil:
+				t.Errorf("SetAsideUnresumable: %v", err)
+			case tt.want == proto.ArgvResume && (aside != "" || statErr != nil):
+				t.Errorf("SetAsideUnresumable moved a resumable file to %q (%v); want it left", aside, statErr)
+			case tt.want == proto.ArgvNew && tt.file != "-":
+				b, rerr := os.ReadFile(aside)
+				if statErr == nil || rerr != nil || string(b) != tt.file || !strings.Contains(aside, ".corrupt-") {
+					t.Errorf("SetAsideUnresumable = %q (read: %v; session file still there: %v); want the file moved aside whole", aside, rerr, statErr == nil)
+				}
+			case aside != "":
+				t.Errorf("SetAsideUnresumable = %q with no file; want nothing moved", aside)
+			}
 		})
+	}
+	// Another agent's session file is its own business.
+	s.Agent = proto.AgentCustom
+	if err := os.WriteFile(s.SessionFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if aside, err := s.SetAsideUnresumable(time.Now()); aside != "" || err != nil {
+		t.Errorf("SetAsideUnresumable of a custom agent's file = %q, %v; want nothing moved", aside, err)
 	}
 }
 
