@@ -477,6 +477,13 @@ func decideIssue(is Issue, s State) Decision {
 			return d
 		}
 		if is.HasLabel(LabelFinishing) {
+			if _, ended := is.Completed[ModeFinish]; !ended && is.failed(ModeFinish) == nil {
+				// No finisher live, none ended or failed: a reboot or a
+				// logout cut it (its transient unit and its registry entry
+				// went with the boot), as it cuts any phase's worker. Run
+				// it again, as that phase would be.
+				return dispatch(d, ActionDispatchFinisher, ModeFinish, "", "the finisher was cut before it ended (a reboot, a logout): finish again")
+			}
 			return escalateUnfinished(d, is)
 		}
 		// worker-done stays until the issue is Done (the seed removes it):

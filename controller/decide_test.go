@@ -218,7 +218,8 @@ func actions(ds []Decision) []Action {
 // phase starts none, so the escalation is repeated (saying how to go on)
 // and the answer is taken as read, or it would repeat on every tick.
 func TestDecideFeedbackAfterUnfinished(t *testing.T) {
-	is := Issue{ID: "DEMO-1", Status: StatusRetro, Labels: []string{LabelWorkerDone, LabelFinishing, LabelInputNeeded, LabelFeedbackGiven}, Feedback: "ok"}
+	is := Issue{ID: "DEMO-1", Status: StatusRetro, Labels: []string{LabelWorkerDone, LabelFinishing, LabelInputNeeded, LabelFeedbackGiven}, Feedback: "ok",
+		Completed: map[Mode]time.Time{ModeFinish: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}}
 	got := Decide(State{Issues: []Issue{is}})[0]
 	want := escalateUnfinished(Decision{Issue: "DEMO-1"}, is)
 	want.RemoveLabels = []string{LabelFeedbackGiven}

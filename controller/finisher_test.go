@@ -86,6 +86,43 @@ func TestFinisherEndsWithoutClosing(t *testing.T) {
 	}
 }
 
+// TestFinisherCutByReboot: a finisher cut by a reboot (its unit and the
+// helper's entry gone with the boot, no end recorded) is run again, as a
+// cut worker of any other phase is, not escalated as one that ended
+// without closing the issue. Before, the booted tier's chaos run
+// (internal/systemtest's TestChaosReboots) found the issue waiting for a
+// person after a reboot mid-finish.
+func TestFinisherCutByReboot(t *testing.T) {
+	ctx := t.Context()
+	tr := local.Open(t.TempDir(), "DEMO")
+	is, err := tr.Add(ctx, "Add a parser")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := is.ID
+	if err := tr.Move(ctx, id, controller.StatusRetro); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.AddLabel(ctx, id, controller.LabelWorkerDone); err != nil { // the retro is done
+		t.Fatal(err)
+	}
+	agents := &fakeAgents{}
+	if got := tick(t, tr, agents, 0); got[0] != controller.ActionDispatchFinisher {
+		t.Fatalf("retro done: %v; want dispatch_finisher", got)
+	}
+	agents.lose(id) // the reboot
+	if got := tick(t, tr, agents, 0); got[0] != controller.ActionDispatchFinisher {
+		t.Fatalf("finisher cut by a reboot: %v; want dispatch_finisher (run it again)", got)
+	}
+	agents.finish(id) // this one ends, the issue still in Retro
+	if got := tick(t, tr, agents, 0); got[0] != controller.ActionEscalateUnfinished {
+		t.Fatalf("finisher ended, issue open: %v; want escalate_unfinished", got)
+	}
+	if diff := cmp.Diff([]string{"dispatch DEMO-1 finish", "dispatch DEMO-1 finish"}, agents.calls); diff != "" {
+		t.Errorf("dispatches (-want +got):\n%s", diff)
+	}
+}
+
 // TestFinisherFailedForGood: a finisher systemd gave up on is escalated
 // the same way, with its cause and the unit to reset.
 func TestFinisherFailedForGood(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -44,8 +45,19 @@ func (f *fakeAgents) End(_ context.Context, session, reason string) error {
 
 func (f *fakeAgents) Sessions(context.Context) ([]controller.Session, error) { return f.sessions, nil }
 
-// finish ends the live session of issue, as an exiting worker does.
+// finish ends the live session of issue, as an exiting worker does: the
+// helper lists it exited, completed now.
 func (f *fakeAgents) finish(issue string) {
+	for i, s := range f.sessions {
+		if s.Issue == issue && s.State == controller.SessionRunning {
+			f.sessions[i].State, f.sessions[i].Completed = controller.SessionExited, time.Now()
+		}
+	}
+}
+
+// lose removes every session of issue, as a reboot does: the worker's
+// transient unit goes with the boot, and the helper prunes its entry.
+func (f *fakeAgents) lose(issue string) {
 	f.sessions = slices.DeleteFunc(f.sessions, func(s controller.Session) bool { return s.Issue == issue })
 }
 

@@ -55,6 +55,12 @@ import (
 // Every choice of the injector comes from the seed, but the moments it
 // acts on are the system's: a seed replays the same sequence of choices,
 // not the same interleaving.
+//
+// It cannot reboot: its user manager is a private one beside the test.
+// The reboot fault lives in the booted tier, internal/systemtest's
+// TestChaosReboots: a small backlog under an enabled legion@web with
+// lingering on a booted system, rebooted mid-phase at seeded moments
+// (CHAOS_REBOOT=1 runs it).
 
 const (
 	chaosShortIssues = 6

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/controller"
+	"github.com/legion-dev/legion/internal/waitfor"
 )
 
 // rebootScript: the implementer works until it is resumed, then does its
@@ -70,4 +71,52 @@ func TestRebootMidImplement(t *testing.T) {
 	if out := s.login("git", "-C", "src/web", "show", "main:"+id+".txt"); out != "impl\n" {
 		t.Errorf("main:%s.txt = %q; want %q", id, out, "impl\n")
 	}
+}
+
+// finishRebootScript: the finisher works until it is resumed, then
+// finishes; the other modes do their phase at once.
+const finishRebootScript = `
+if-env LEGION_MODE=plan run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=implement run sh -c "echo impl > $LEGION_ISSUE.txt && git add -A && git commit -qm 'Implement $LEGION_ISSUE'"
+if-env LEGION_MODE=implement run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-approved
+if-env LEGION_MODE=review run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=retro run @LEGION@ issue label $LEGION_TEAM $LEGION_ISSUE worker-done
+if-env LEGION_MODE=finish if-new say Finishing $LEGION_ISSUE
+if-env LEGION_MODE=finish if-new work 30m
+if-env LEGION_MODE=finish if-resumed say resumed $SESSION_ID
+if-env LEGION_MODE=finish if-resumed run sh -c "@LEGION@ worktree finish $LEGION_TEAM $LEGION_ISSUE && @LEGION@ issue move $LEGION_TEAM $LEGION_ISSUE Done"
+`
+
+// TestRebootMidFinish: the machine reboots while the finisher works. Its
+// unit goes with the boot and the helper prunes its entry, so no finisher
+// of the issue has ended: the controller runs it again (it resumes its
+// conversation) rather than hand the issue to a person as a finisher that
+// ended without closing it (the chaos run's reboot fault found that).
+func TestRebootMidFinish(t *testing.T) {
+	t.Parallel()
+	s := bootLegion(t, options{linger: true, script: finishRebootScript})
+	id := s.setUpTeam()
+	s.login("systemctl", "--user", "start", "legion@"+teamName)
+	s.workerUnit(id, controller.ModeFinish)
+	session := s.agentSession("Finishing " + id)
+
+	if err := s.Reboot(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.until("the finisher to resume its session "+session, func() error {
+		if is, err := s.issue(id); err == nil && hasLabel(is, controller.LabelInputNeeded) {
+			return waitfor.Stop(fmt.Errorf("%s waits for a person after the reboot: %v", id, is.Labels))
+		}
+		text, err := s.sessionFile(session)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(text, "resumed "+session) {
+			return fmt.Errorf("session %s has not resumed", session)
+		}
+		return nil
+	})
+	s.waitStatus(id, controller.StatusDone)
+	s.waitMerged(id)
 }

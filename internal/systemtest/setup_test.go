@@ -158,9 +158,15 @@ func (s *sys) asUser(argv ...string) (string, error) {
 // pollEvery until it returns nil.
 func (s *sys) until(what string, cond func() error) {
 	s.t.Helper()
+	s.untilWithin(waitFor, what, cond)
+}
+
+// untilWithin is until with a deadline of its own.
+func (s *sys) untilWithin(d time.Duration, what string, cond func() error) {
+	s.t.Helper()
 	var last time.Time
 	var lastErr error = fmt.Errorf("not tried yet")
-	waitfor.Check(s.t, waitFor, what, func() error {
+	waitfor.Check(s.t, d, what, func() error {
 		if time.Since(last) < pollEvery {
 			return lastErr
 		}
