@@ -39,10 +39,10 @@ import (
 // memory within a bound of their start.
 //
 // `go test -run TestChaos` replays the seeds of testdata/chaos-seeds.txt
-// with chaosShortIssues issues each, and with CHAOS_CLAUDE=1 the first
-// seed again with the Claude team (not in make test: it failed one of
-// three clean-clone runs, on an overlap of the demo team's reviewer and
-// retro not fixed yet); CHAOS_SEED=N runs seed N alone with the Claude
+// with chaosShortIssues issues each, then the first seed again with the
+// Claude team (CHAOS_CLAUDE=0 leaves it out; it was out of make test
+// while an overlap and then a resume of a conversation-less session failed
+// it, both fixed); CHAOS_SEED=N runs seed N alone with the Claude
 // team (CHAOS_CLAUDE=0: without it). CHAOS_GITHUB=1 adds the GitHub
 // team: to the short variant, a run of the first seed with it after the
 // others; to CHAOS_SEED and CHAOS_DURATION runs, the team (it is not in
@@ -183,7 +183,7 @@ func TestChaos(t *testing.T) {
 	// The real Claude Code takes minutes for an issue's phases on 2
 	// cores: the Claude team runs once, with the first seed (its choices
 	// then differ from the seed's alone: the model faults join them).
-	if os.Getenv("CHAOS_CLAUDE") == "1" {
+	if os.Getenv("CHAOS_CLAUDE") != "0" {
 		s := seeds[0].Seed
 		t.Run(fmt.Sprintf("seed=%d,claude", s), func(t *testing.T) { runChaos(t, s, 0, true, false) })
 	}
