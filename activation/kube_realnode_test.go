@@ -40,6 +40,9 @@ const realWorkerImage = "legion.test/legion-worker:realnode"
 // Job starts a new pod on the same volume whose worker resumes the same
 // conversation; attach through the API server (exec, served by the
 // kubelet) shows it; logs come from the kubelet; end completes the Job.
+// Beside it, an agent that cannot start (a program that is not there):
+// its worker exits 78 in its real pod and the Job fails for good, with
+// the cause, on its first pod.
 func TestKubeRealNode(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{Nodes: -1, RealNode: true})
 	legion, kube := sdtest.LegionBinary(t), sdtest.KubeBinary(t)
@@ -49,7 +52,7 @@ func TestKubeRealNode(t *testing.T) {
 	}
 	c.LoadImage(t, tar)
 	const ns = "legion-real"
-	c.RealNamespace(t, ns, 1, 1000)
+	c.RealNamespace(t, ns, 2, 1000)
 	ip := startInProcess(t, true, Options{KubeBinary: kube})
 	cl := ip.client(t)
 	ctx := t.Context()
@@ -57,6 +60,14 @@ func TestKubeRealNode(t *testing.T) {
 	a := staleThenResumed(c, ns, "/usr/local/bin/legion") // the image's
 	a.Kubernetes.Image = realWorkerImage
 	if _, err := cl.Spawn(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// Beside it, an agent that cannot start: its worker exits 78 in a
+	// real pod and the Job fails for good at once, on its first pod.
+	missing := kubeLaunch(c, ns, "DEMO-10", "implement")
+	missing.Kubernetes.Image = realWorkerImage
+	missing.Argv, missing.Role, missing.Cwd = []string{"/nonexistent/agent"}, roleCommand, wire.VolumeMount
+	if _, err := cl.Spawn(ctx, missing); err != nil {
 		t.Fatal(err)
 	}
 	s := kubeSession(t, cl, a.Name, "running again after its stale run", func(s api.Session) bool {
@@ -106,6 +117,17 @@ func TestKubeRealNode(t *testing.T) {
 	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool {
 		return s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0
 	})
+
+	ms := kubeSession(t, cl, missing.Name, "failed for good", func(s api.Session) bool {
+		return s.State == api.StateFailed && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 78
+	})
+	if !strings.Contains(ms.Cause, "cannot be started") {
+		t.Errorf("cause %q; want the agent that cannot be started", ms.Cause)
+	}
+	mp := podsOf(t, c, ns, missing.ID)
+	if len(mp) != 1 || mp[0].Spec.NodeName != kubetest.RealNodeName {
+		t.Errorf("the agent that cannot start had %d pods (the first on %q); want 1 (no restart), on the real node", len(mp), mp[0].Spec.NodeName)
+	}
 }
 
 // TestKubeRealNodeClaude: the real Claude Code in a cluster session's pod
