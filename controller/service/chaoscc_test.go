@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -200,7 +201,11 @@ func (r *chaosRun) ccEscalations(is *lineartest.Issue) int {
 // answer to the question it asked; after an API error it goes on with its
 // steps) and user-feedback-given. A wait is a new escalation comment of
 // Legion's, so a poll between the controller's two label removals does
-// not answer the same wait twice.
+// not answer the same wait twice. An issue whose finisher ended without
+// closing it is finished with `legion worktree finish`, as the
+// escalation says (as demo's person does: an answer would be taken as
+// read and the escalation repeated, for ever; the first 30-minute run
+// with the Claude team answered CC-2's so 43 times).
 func (r *chaosRun) answerClaude() {
 	if r.cc == nil {
 		return
@@ -210,6 +215,13 @@ func (r *chaosRun) answerClaude() {
 		is := r.cc.srv.Issue(id)
 		labels := r.cc.srv.LabelNames(is)
 		if !slices.Contains(labels, controller.LabelInputNeeded) || slices.Contains(labels, controller.LabelFeedbackGiven) {
+			continue
+		}
+		if slices.Contains(labels, controller.LabelFinishing) {
+			// Its error (a fault meeting it) is the next call's to retry.
+			out, err := exec.Command(r.bin, "worktree", "finish", ccTeam, id).CombinedOutput()
+			r.finishedByHand++
+			r.t.Logf("chaos: finished %s by hand as a person (Claude team; its finisher ended without closing it): %v %s", id, err, strings.TrimSpace(string(out)))
 			continue
 		}
 		n := r.ccEscalations(is)
