@@ -446,6 +446,11 @@ func (c *Cluster) start(t testing.TB, bin string) error {
 		"--leader-elect=false",
 		"--kube-api-qps=1000", // default 20: the Job controller would make 1,000 pods in a minute
 		"--kube-api-burst=2000",
+		// default 5m: a quota's use that the quota controller's recount
+		// from a stale cache set back (a pod admitted just before) was
+		// counted again only after minutes (TestQuotaRefused, on busy
+		// cores); a test's quota is counted again within seconds.
+		"--resource-quota-sync-period=5s",
 		"--secure-port=0",
 		"--profiling=false",
 	); err != nil {

@@ -142,8 +142,10 @@ func (term *Terminal) Type(t testing.TB, keys string) {
 }
 
 // retype is how long TypeUntil waits for keys to take effect before it
-// writes them again.
-const retype = time.Second
+// writes them again. One second was too short on busy cores: a prompt
+// not yet drawn after a second was typed again, and both landed ("label
+// itlabel it", TestRealCLIConversation in a clean-clone run at load 14).
+const retype = 3 * time.Second
 
 // Effect is what a screen shows of keys a test typed.
 type Effect int
@@ -155,7 +157,7 @@ const (
 )
 
 // TypeUntil writes keys and waits until effect(screen) is Done. If the
-// screen shows NoEffect for a second, it writes them again: the CLI drops
+// screen shows NoEffect for retype, it writes them again: the CLI drops
 // input that arrives just after its screen changed (a dialog opening or
 // closing, the focus moving), and a dropped key never shows. It fails the
 // test after Wait.
