@@ -107,7 +107,10 @@ func TestRealKindsSandboxed(t *testing.T) {
 			self, _ := os.Executable()
 			argv := confine.Command(self, flags, append([]string{bin}, l.ArgvNew[1:]...))
 			run := startCodexWith(t, argv, wt, append(env, l.Env...), ruleset)
-			waitfor.Check(t, 2*time.Minute, "the turn's end ("+stop+" hook)", func() error {
+			// 5 minutes, not 2: in a clean-clone run at load 11–15 (the
+			// package took 27 minutes) opencode had not drawn its screen
+			// after 2, its first two hooks run.
+			waitfor.Check(t, 5*time.Minute, "the turn's end ("+stop+" hook)", func() error {
 				b, _ := os.ReadFile(hookLog)
 				if !strings.Contains(string(b), `"hook_event_name":"`+stop+`"`) {
 					return fmt.Errorf("hooks so far: %d lines; screen:\n%s", strings.Count(string(b), "\n"), lastLines(run.text(), 15))
