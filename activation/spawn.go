@@ -285,7 +285,10 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 // (its registry entry and spec unreadable) is in no table, and a worker
 // killed -9 is restarted by systemd after the controller may have taken
 // its phase as ended. The units are systemd's listing of the team's,
-// read now; a failed one runs nothing and holds nothing.
+// read now; a failed one runs nothing and holds nothing. A unit that runs
+// and is no session of the table is refused with issue_held instead: it
+// will not end by itself, and recovery left it running because it could
+// not prove it the helper's, so a person stops it.
 func (h *Helper) issueFree(ctx context.Context, l launch, unit string) error {
 	cut := strings.LastIndexByte(unit, '-')
 	if h.mgr == nil || cut < 0 {
@@ -302,10 +305,21 @@ func (h *Helper) issueFree(ctx context.Context, l launch, unit string) error {
 		if st.Name == unit || !strings.HasPrefix(st.Name, prefix) || st.Stopped() {
 			continue
 		}
+		if st.ActiveState == units.StateActive && !h.owns(st.Name) {
+			return api.Errorf(api.CodeIssueHeld, "spawn %s: issue %s of team %s is held by unit %s, which runs but is no session of this helper "+
+				"(its registry entry and spec are unreadable, or another helper's: `legion sessions list` names it under quarantined); "+
+				"Legion never stops a worker it cannot prove its own: stop it with `systemctl --user stop '%s'`, then dispatch again",
+				l.name, l.issue, l.team, st.Name, st.Name)
+		}
 		return api.Errorf(api.CodeIssueBusy, "spawn %s: issue %s of team %s still has a worker: unit %s is %s (%s); it starts once that has ended",
 			l.name, l.issue, l.team, st.Name, st.ActiveState, st.SubState)
 	}
 	return nil
+}
+
+// owns reports whether a session of the table runs in unit.
+func (h *Helper) owns(unit string) bool {
+	return len(h.sessions.where(func(s *session) bool { return s.unit == unit })) > 0
 }
 
 // specUnreadable reports whether the failed unit's worker last exited

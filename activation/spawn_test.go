@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -250,5 +251,65 @@ func TestSpawnIssueBusy(t *testing.T) {
 	})
 	if _, err := c.Spawn(ctx, dispatch("ENG-4", "retro")); err != nil {
 		t.Errorf("dispatch of ENG-4's retro once its reviewer ended: %v; want it started", err)
+	}
+}
+
+// TestSpawnIssueHeld: a worker unit of the issue that runs but is no
+// session of the helper (recovery could not adopt it: its registry entry
+// and spec garbled, as the third 30-minute chaos run had a planner) holds
+// the issue: a dispatch of its next phase is refused with issue_held,
+// naming the unit and how to stop it, not issue_busy (a wait that ends by
+// itself). Once a person stopped it, the dispatch starts.
+func TestSpawnIssueHeld(t *testing.T) {
+	sdtest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	before := startInProcessOn(t, nil, Options{})
+	c := before.client(t)
+	teamID := uuid.MustParse("6f1c2b9e-0000-4000-8000-000000000002")
+	dispatch := func(issue, mode string) api.SpawnArgs {
+		a := testLaunch(issue+"-"+mode, "/bin/sleep", "600")
+		a.Team, a.TeamID, a.Issue, a.Mode, a.Role, a.Reuse = "demo", teamID.String(), issue, mode, "worker", true
+		a.ID = uuid.NewSHA1(teamID, []byte(issue+":"+mode)).String()
+		return a
+	}
+	plan, err := c.Spawn(ctx, dispatch("CC-1", "plan"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "the planner to run", func() (bool, string) {
+		s, err := c.Status(ctx, plan.Name)
+		return err == nil && s.State == api.StateRunning, fmt.Sprintf("%+v, %v", s, err)
+	})
+	stateDir := before.h.opts.StateDir
+	before.stop(t)
+	for _, p := range []string{filepath.Join(stateDir, registryDir, plan.ID+".json"), filepath.Join(stateDir, specDir, plan.ID+".json")} {
+		if err := os.WriteFile(p, []byte("\x00garbled{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	after := startInProcessOn(t, nil, Options{})
+	c = after.client(t)
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(list.Quarantined, func(q api.Quarantined) bool { return q.Name == plan.Unit }) {
+		t.Fatalf("after recovery: quarantined %+v; want the planner's unit %s, left running", list.Quarantined, plan.Unit)
+	}
+	_, err = c.Spawn(ctx, dispatch("CC-1", "implement"))
+	if !errors.Is(err, api.ErrIssueHeld) || !strings.Contains(err.Error(), "systemctl --user stop '"+plan.Unit+"'") {
+		t.Fatalf("dispatch of CC-1's implementer beside its unadopted planner: %v; want issue_held naming `systemctl --user stop '%s'`", err, plan.Unit)
+	}
+	if err := after.h.mgr.Stop(ctx, plan.Unit); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "the planner's unit gone", func() (bool, string) {
+		st, err := after.h.mgr.State(ctx, plan.Unit)
+		return err == nil && st.Stopped(), fmt.Sprintf("%s, %v", st, err)
+	})
+	if _, err := c.Spawn(ctx, dispatch("CC-1", "implement")); err != nil {
+		t.Errorf("dispatch of CC-1's implementer once its planner was stopped: %v; want it started", err)
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -79,6 +80,7 @@ const (
 	ActionEscalateAPIError    Action = "escalate_api_error"  // its turn failed at the API (rate limit, auth)
 	ActionEndWorker           Action = "end_worker"          // worker-done and its turn ended: end it cleanly
 	ActionEscalateBudget      Action = "escalate_budget"     // over its budget: end its agent (if any), ask a person
+	ActionEscalateHeld        Action = "escalate_held"       // the helper refused the dispatch: a worker unit it cannot reach holds the issue
 	ActionResumeAfterLimit    Action = "resume_after_limit"  // its kind's usage limit lifted: prompt its agent to go on
 	ActionRelayFeedback       Action = "relay_feedback"
 	ActionFinishDispatch      Action = "finish_dispatch" // its dispatched worker completed before its tracker changes were made: make them
@@ -543,6 +545,28 @@ func escalateUnfinished(d Decision, is Issue) Decision {
 		"\n\nFinish by hand with `legion worktree finish <team> " + is.ID + "` (it merges, removes the worktree and " +
 		"the branch, and moves the issue to Done), or remove the labels " + LabelFinishing + " and " + LabelInputNeeded +
 		" to run the finisher again."
+	d.AddLabels = []string{LabelInputNeeded}
+	return d
+}
+
+// escalateHeld turns dispatch d, which the helper refused because another
+// worker unit of its issue runs that is none of its sessions (api.ErrIssueHeld:
+// recovery could not prove it Legion's, so nothing stops it), into an
+// escalation: a person stops that unit, which refusal names, and removes
+// user-input-needed; the phase is then decided again. Waiting instead
+// would wait for ever, said only in a log.
+func escalateHeld(d Decision, refusal error) Decision {
+	why := refusal.Error()
+	if e, ok := errors.AsType[*api.Error](refusal); ok {
+		why = e.Message
+	}
+	mode := d.Mode
+	d = Decision{Issue: d.Issue, Action: ActionEscalateHeld, Mode: mode,
+		Reason: "the helper refused the " + string(mode) + " worker: another worker unit of the issue holds it"}
+	d.Comment = "The " + string(mode) + " worker cannot start: another worker of this issue still runs, and Legion cannot reach it " +
+		"(its files were lost or damaged), so it will not stop it on its own. The helper said:\n\n" + indent(why) +
+		"\n\nStop that unit (after a look at its transcript, if you like), then remove the label " + LabelInputNeeded +
+		": Legion decides the issue's next phase again."
 	d.AddLabels = []string{LabelInputNeeded}
 	return d
 }

@@ -191,6 +191,56 @@ func TestDispatchRecordCorrupt(t *testing.T) {
 	}
 }
 
+// TestDispatchIssueHeld: a dispatch the helper refuses because a worker
+// unit it cannot reach holds the issue (issue_held: it will not end by
+// itself) is escalated at once, naming the unit to stop, as a new wait
+// that reaches a person; the issue then waits for that person, and once
+// they removed user-input-needed the phase is dispatched again. (The
+// third 30-minute chaos run waited 33 minutes on issue_busy, said only
+// in a log.)
+func TestDispatchIssueHeld(t *testing.T) {
+	ctx := t.Context()
+	st, is, tr, agents, src := plannedIssue(t)
+	tr.fail = false
+	unit := "legion-6f1c2b9e-DEMO-1-plan.service"
+	b := &busyAgents{fakeAgents: agents, held: unit}
+	src.Sessions = b
+	r := controller.Tick(ctx, src, b, discard())
+	if r.Failed != 0 || r.Applied != 1 {
+		t.Errorf("tick while held: %+v; want the escalation applied", r)
+	}
+	got, err := st.Issue(ctx, is.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got.Labels, controller.LabelInputNeeded) || got.Status != is.Status {
+		t.Errorf("after the tick: %+v; want %s added, the status kept", got, controller.LabelInputNeeded)
+	}
+	var asked string
+	if len(got.Comments) > 0 {
+		asked = got.Comments[len(got.Comments)-1].Text
+	}
+	if !strings.Contains(asked, "systemctl --user stop '"+unit+"'") || !strings.Contains(asked, "remove the label "+controller.LabelInputNeeded) {
+		t.Errorf("Legion's comment: %q; want the unit to stop and what to do then", asked)
+	}
+	if len(r.Waits) != 1 || !r.Waits[0].New || r.Waits[0].Issue != is.ID {
+		t.Errorf("waits: %+v; want one new wait for %s (it reaches a person)", r.Waits, is.ID)
+	}
+	// Escalated: no dispatch until the person answered.
+	controller.Tick(ctx, src, b, discard())
+	if n := len(b.calls); n != 1 {
+		t.Errorf("calls %q; want no dispatch while the issue waits for a person", b.calls)
+	}
+	b.held = ""
+	if err := st.RemoveLabel(ctx, is.ID, controller.LabelInputNeeded); err != nil {
+		t.Fatal(err)
+	}
+	r = controller.Tick(ctx, src, b, discard())
+	if b.calls[len(b.calls)-1] != "dispatch "+is.ID+" implement" {
+		t.Errorf("tick once the person stopped the unit: %+v, calls %q; want the implementer dispatched", r, b.calls)
+	}
+}
+
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // busyAgents refuses dispatches as the helper does while another worker
@@ -198,9 +248,15 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 type busyAgents struct {
 	*fakeAgents
 	busy bool
+	held string // a unit the helper cannot reach that holds the issue
 }
 
 func (b *busyAgents) Dispatch(ctx context.Context, issue string, mode controller.Mode) error {
+	if b.held != "" {
+		b.calls = append(b.calls, "held "+issue+" "+string(mode))
+		return api.Errorf(api.CodeIssueHeld, "spawn %s-%s: issue %s is held by unit %s: stop it with `systemctl --user stop '%s'`",
+			issue, string(mode), issue, b.held, b.held)
+	}
 	if b.busy {
 		b.calls = append(b.calls, "refused "+issue+" "+string(mode))
 		return api.Errorf(api.CodeIssueBusy, "spawn %s-%s: issue %s still has a worker", issue, string(mode), issue)

@@ -66,7 +66,15 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 		// lines of a dispatch follow the decision's in the journal.
 		ilog := issueLogger(log, disp, d, st.Issues[i]).With("action", string(d.Action))
 		ilog.Info("apply", "reason", d.Reason)
-		if err := Apply(ctx, src, disp, d, st.Issues[i]); errors.Is(err, api.ErrNoRoom) {
+		err := Apply(ctx, src, disp, d, st.Issues[i])
+		if errors.Is(err, api.ErrIssueHeld) {
+			// Not a wait that ends by itself: a worker unit the helper
+			// cannot reach runs for the issue. A person stops it.
+			ilog.Warn("the issue is held by a worker unit the helper cannot reach: escalated", "err", err)
+			d = escalateHeld(d, err)
+			err = Apply(ctx, src, disp, d, st.Issues[i])
+		}
+		if errors.Is(err, api.ErrNoRoom) {
 			// Another team's controller took the machine's last slot since
 			// this tick's count: the helper holds the cap; waiting for room.
 			ilog.Info("waiting for room: the helper refused the start", "err", err)

@@ -88,6 +88,7 @@ const (
 	CodeNotImplemented     = "not_implemented"     // a command this helper does not have yet (older helper, newer client)
 	CodeNoRoom             = "no_room"             // spawn: MaxLive sessions of all teams are live; retry when one ended
 	CodeIssueBusy          = "issue_busy"          // spawn (dispatch): another worker unit of the issue has not ended; retry when it has
+	CodeIssueHeld          = "issue_held"          // spawn (dispatch): another worker unit of the issue runs and is no session of the helper; a person stops it
 	CodeInternal           = "internal"            // anything else; the message says what failed
 )
 
@@ -122,6 +123,7 @@ var (
 	ErrNotImplemented = &Error{Code: CodeNotImplemented}
 	ErrNoRoom         = &Error{Code: CodeNoRoom}
 	ErrIssueBusy      = &Error{Code: CodeIssueBusy}
+	ErrIssueHeld      = &Error{Code: CodeIssueHeld}
 	ErrInternal       = &Error{Code: CodeInternal}
 )
 

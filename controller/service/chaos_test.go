@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,6 +208,9 @@ type chaosRun struct {
 	// finishedByHand counts the `legion worktree finish` a person ran
 	// for an issue whose finisher ended without closing it.
 	finishedByHand int
+	// stoppedByHand counts the worker units a person stopped because
+	// Legion's escalation said one it cannot reach holds an issue.
+	stoppedByHand int
 	// starts are the times of the faults that made each unit start again
 	// (a kill -9, a restart), by unit.
 	starts map[string][]time.Time
@@ -460,6 +464,8 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude, gh bool) {
 			n, len(batches), (sum / time.Duration(len(batches))).Round(time.Second), time.Since(free).Round(time.Second))
 	}
 	r.checkDashboard(ctx)
+	t.Logf("a person finished %d issues by hand (their finisher ended without closing them) and stopped %d worker units Legion could not reach (issue_held escalations)",
+		r.finishedByHand, r.stoppedByHand)
 	logged, _ := os.ReadFile(r.logFile)
 	t.Logf("the dashboard answered with the board %d times (at its start, after each kill -9, at the end); the state filesystem was full and freed %d times, and %d lines of Legion's log name ENOSPC",
 		r.boards, r.fullFreed, strings.Count(string(logged), "no space left on device"))
@@ -969,6 +975,10 @@ func (r *chaosRun) answer() {
 		if !slices.Contains(labels, controller.LabelInputNeeded) || slices.Contains(labels, controller.LabelFeedbackGiven) {
 			continue
 		}
+		if r.stopHeld(id, lastLinear(r.srv, is)) {
+			r.srv.RemoveLabel(is, controller.LabelInputNeeded)
+			continue
+		}
 		if slices.Contains(labels, controller.LabelFinishing) {
 			// Its error (a fault meeting it) is the next call's to retry.
 			out, err := exec.Command(r.bin, "worktree", "finish", teamName, id).CombinedOutput()
@@ -983,6 +993,37 @@ func (r *chaosRun) answer() {
 		r.answers++
 		r.t.Logf("chaos: answered %s as a person (answer %d)", id, r.answers)
 	}
+}
+
+// heldStop is the command of Legion's escalation of an issue held by a
+// worker unit it cannot reach (controller.ActionEscalateHeld).
+var heldStop = regexp.MustCompile("`systemctl --user stop '(legion-[^']+[.]service)'`")
+
+// stopHeld acts on Legion's newest comment on issue id, as a person would,
+// when it is the escalation of an issue held by a worker unit Legion
+// cannot reach: it stops the unit the comment names and reports true
+// (the caller then removes user-input-needed, as the comment asks).
+func (r *chaosRun) stopHeld(id, comment string) bool {
+	m := heldStop.FindStringSubmatch(comment)
+	if m == nil {
+		return false
+	}
+	out, err := exec.Command("systemctl", "--user", "stop", m[1]).CombinedOutput()
+	r.stoppedByHand++
+	r.t.Logf("chaos: stopped %s by hand as a person (it held %s, out of Legion's reach): %v %s", m[1], id, err, strings.TrimSpace(string(out)))
+	return err == nil
+}
+
+// lastLinear is the body of Legion's newest comment on is, "" when none.
+func lastLinear(srv *lineartest.Server, is *lineartest.Issue) string {
+	srv.Lock()
+	defer srv.Unlock()
+	for i := len(is.Comments) - 1; i >= 0; i-- {
+		if c := is.Comments[i]; c.User == srv.UserName {
+			return c.Body
+		}
+	}
+	return ""
 }
 
 // checkQuestion: every time ENG-1's planner asked, the wait was escalated

@@ -217,6 +217,10 @@ func (r *chaosRun) answerClaude() {
 		if !slices.Contains(labels, controller.LabelInputNeeded) || slices.Contains(labels, controller.LabelFeedbackGiven) {
 			continue
 		}
+		if r.stopHeld(id, lastLinear(r.cc.srv, is)) {
+			r.cc.srv.RemoveLabel(is, controller.LabelInputNeeded)
+			continue
+		}
 		if slices.Contains(labels, controller.LabelFinishing) {
 			// Its error (a fault meeting it) is the next call's to retry.
 			out, err := exec.Command(r.bin, "worktree", "finish", ccTeam, id).CombinedOutput()

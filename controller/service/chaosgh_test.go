@@ -193,6 +193,10 @@ func (r *chaosRun) answerGitHub() {
 		if !slices.Contains(labels, controller.LabelInputNeeded) || slices.Contains(labels, controller.LabelFeedbackGiven) {
 			continue
 		}
+		if is, _ := s.Issue(n); r.stopHeld(id, lastGitHub(is)) {
+			s.SetLabels(n, slices.DeleteFunc(labels, func(l string) bool { return l == controller.LabelInputNeeded })...)
+			continue
+		}
 		if slices.Contains(labels, controller.LabelFinishing) {
 			out, err := exec.Command(r.bin, "worktree", "finish", ghTeam, id).CombinedOutput()
 			r.finishedByHand++
@@ -204,6 +208,16 @@ func (r *chaosRun) answerGitHub() {
 		r.answers++
 		r.t.Logf("chaos: answered %s on GitHub as a person (answer %d)", id, r.answers)
 	}
+}
+
+// lastGitHub is the body of Legion's newest comment on is, "" when none.
+func lastGitHub(is githubtest.Issue) string {
+	for i := len(is.Comments) - 1; i >= 0; i-- {
+		if c := is.Comments[i]; c.Author == githubtest.Viewer {
+			return c.Body
+		}
+	}
+	return ""
 }
 
 // injectGitHub injects one of the GitHub faults (kind github-...).

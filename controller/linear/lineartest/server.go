@@ -249,6 +249,14 @@ func (s *Server) LabelNames(is *Issue) []string {
 	return out
 }
 
+// RemoveLabel takes the label named name off is (a person unlabelling it
+// in Linear).
+func (s *Server) RemoveLabel(is *Issue, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is.LabelIDs = slices.DeleteFunc(is.LabelIDs, func(id string) bool { return s.labelByID(id).Name == name })
+}
+
 func (s *Server) labelByID(id string) Label {
 	for _, l := range s.Labels {
 		if l.ID == id {
