@@ -378,7 +378,7 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 		Version: proto.SpecVersion, SessionID: l.id, AgentSession: l.agentSession, Name: l.name, Team: l.team, TeamShort: l.teamShort(),
 		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes, Prepare: l.prepare,
 		Agent: l.agent, Instructions: l.instructions, OwnCommands: l.ownCommands, DialogMarkers: l.dialogMarkers, Legion: l.legion,
-		SessionFile: l.watch, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
+		SessionFile: l.watch, ResumeMarker: l.resumeMarker, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: l.unit, SelfWatchdog: true,
 		Paths: proto.Paths{RuntimeDir: wire.RuntimeDir, StateDir: wire.StateDir},
 	}

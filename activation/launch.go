@@ -29,7 +29,7 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	l := launch{
 		name: a.Name, id: a.ID, agentSession: a.AgentSession, team: a.Team, issue: a.Issue, mode: a.Mode, role: a.Role,
 		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume, prepare: a.Prepare, kubeFiles: a.KubeFiles,
-		watch: a.Watch, staleAfter: time.Duration(a.StaleAfter), agent: a.Agent, ownCommands: a.OwnCommands, dialogMarkers: a.DialogMarkers, legion: a.Legion, sandbox: a.Sandbox,
+		watch: a.Watch, resumeMarker: a.ResumeMarker, staleAfter: time.Duration(a.StaleAfter), agent: a.Agent, ownCommands: a.OwnCommands, dialogMarkers: a.DialogMarkers, legion: a.Legion, sandbox: a.Sandbox,
 		startLimitInterval: time.Duration(a.StartLimitInterval), ringSize: a.RingSize,
 		reuseLive: a.Reuse, instructions: a.Instructions, maxLive: a.MaxLive,
 	}

@@ -110,6 +110,10 @@ type Launch struct {
 	// SessionFile is the agent's session file, watched for liveness; ""
 	// for none.
 	SessionFile string
+	// ResumeMarker is what SessionFile holds once its conversation can be
+	// resumed ("" : any file of it can): Claude Code writes lines before
+	// its first message, and refuses to resume a file of only those.
+	ResumeMarker string
 	// Sandbox confines the agent (the policy "sandbox" where it holds);
 	// nil for none.
 	Sandbox *api.Sandbox

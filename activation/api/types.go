@@ -277,6 +277,11 @@ type SpawnArgs struct {
 	ArgvResume []string `json:"argv_resume,omitempty"` // with Watch: the command of a run whose session file exists; empty means Argv
 	Env        []string `json:"env,omitempty"`         // KEY=VALUE for the command
 	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
+	// ResumeMarker, with Watch and ArgvResume: the run is resumed only
+	// when the session file holds these bytes (Claude Code's first user
+	// message); a file without them is moved aside, kept, and the run
+	// starts anew. Empty: any session file resumes.
+	ResumeMarker string `json:"resume_marker,omitempty"`
 	// Prepare are commands the worker runs, in order, each time it starts
 	// (each pod, each restart of its unit), before the agent starts, new
 	// or resumed: e.g. `legion worktree ensure TEAM ISSUE`, which makes

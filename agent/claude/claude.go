@@ -64,7 +64,7 @@ func (c *Kind) Plan(s agent.Session) (agent.Launch, error) {
 	}
 	return agent.Launch{
 		Agent: c.Name(), ArgvNew: argvNew, ArgvResume: argvResume,
-		SessionFile: c.SessionFile(s.Home, s.Cwd, s.ID),
+		SessionFile: c.SessionFile(s.Home, s.Cwd, s.ID), ResumeMarker: claudecode.ResumeMarker,
 	}, nil
 }
 

@@ -236,6 +236,7 @@ func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.
 		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, DialogMarkers: l.DialogMarkers, Legion: legion,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
+		ResumeMarker:       l.ResumeMarker,
 		PolicyNote:         l.PolicyNote,
 		Instructions:       prompt,
 		StaleAfter:         t.StaleAfter,

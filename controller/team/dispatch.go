@@ -58,6 +58,8 @@ type Dispatch struct {
 	// SessionFile is watched for liveness and its existence picks resume;
 	// "" for a kind without one (custom).
 	SessionFile string
+	// ResumeMarker is what SessionFile must hold to be resumed (agent.Launch's).
+	ResumeMarker string
 	// Sandbox confines the agent (the policy "sandbox" where it holds);
 	// PolicyNote says why that policy runs it unconfined, as allowlist.
 	Sandbox    *api.Sandbox
@@ -301,6 +303,7 @@ func (t *Team) PlanDispatch(ctx context.Context, issue string, mode controller.M
 		Issue: issue, Mode: mode, Agent: l.Agent, OwnCommands: own, DialogMarkers: l.DialogMarkers, Legion: t.Legion,
 		Cwd: wt.Path, Env: append(env, l.Env...), ArgvNew: l.ArgvNew, ArgvResume: l.ArgvResume,
 		SessionFile:        l.SessionFile,
+		ResumeMarker:       l.ResumeMarker,
 		Sandbox:            l.Sandbox,
 		PolicyNote:         l.PolicyNote,
 		Instructions:       prompt,

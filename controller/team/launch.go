@@ -36,7 +36,7 @@ func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
 	a.Cwd, a.Env, a.Argv, a.ArgvResume = d.Cwd, d.Env, d.ArgvNew, d.ArgvResume
 	a.StaleAfter = api.Duration(d.StaleAfter) // without a session file: judged by its output
 	if d.SessionFile != "" {
-		a.Watch = d.SessionFile
+		a.Watch, a.ResumeMarker = d.SessionFile, d.ResumeMarker
 		a.StartupGrace = new(api.Duration(w.StartupGrace))
 	}
 	if d.Kubernetes != nil {

@@ -107,6 +107,9 @@ func TestPlanDispatch(t *testing.T) {
 	if a.Agent != "claude" || a.Watch != d.SessionFile || a.StartupGrace == nil || a.StaleAfter == 0 {
 		t.Errorf("DispatchLaunch = agent %q, watch %q, startup grace %v, stale after %v; want claude, the session file watched", a.Agent, a.Watch, a.StartupGrace, a.StaleAfter)
 	}
+	if a.ResumeMarker != claudecode.ResumeMarker {
+		t.Errorf("DispatchLaunch's resume marker = %q; want Claude Code's %q (a session file without a message is not resumed)", a.ResumeMarker, claudecode.ResumeMarker)
+	}
 	// The worker allows Legion's own commands of the phase's policy:
 	// all three groups under the default allowlist, legion issue under
 	// ask; by name or by the legion the hooks run.

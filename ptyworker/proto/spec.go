@@ -139,7 +139,11 @@ type Spec struct {
 	// SessionFile is the agent's session file (Claude Code layout). Empty
 	// means no session-file liveness: see notify.go for what feeds the
 	// watchdog then.
-	SessionFile  string   `json:"session_file,omitempty"`
+	SessionFile string `json:"session_file,omitempty"`
+	// ResumeMarker: ArgvResume runs only when SessionFile holds these
+	// bytes (Claude Code's first user message); a file without them is
+	// moved aside (SetAsideUnresumable). Empty: any session file resumes.
+	ResumeMarker string   `json:"resume_marker,omitempty"`
 	StaleAfter   Duration `json:"stale_after,omitempty"`   // required with SessionFile; without, liveness by hooks (claude) or output (custom)
 	StartupGrace Duration `json:"startup_grace,omitempty"` // fed regardless for this long after start
 	// SelfWatchdog: no systemd watchdog supervises the worker (engine
@@ -389,19 +393,21 @@ func (s *Spec) TranscriptPath() string {
 // so an agent killed in that moment of its start failed for good at its
 // start limit (the chaos run found it).
 func (s *Spec) ChooseArgv() (kind string, argv []string) {
-	if len(s.ArgvResume) > 0 && s.SessionFile != "" && resumable(s.SessionFile, s.Agent) {
+	if len(s.ArgvResume) > 0 && s.SessionFile != "" && resumable(s.SessionFile, s.ResumeMarker) {
 		return ArgvResume, s.ArgvResume
 	}
 	return ArgvNew, s.ArgvNew
 }
 
-// SetAsideUnresumable moves aside a Claude Code session file that holds
-// no conversation (ChooseArgv starts such a session anew), never deleting
-// it, and returns where it went ("" when there was none to move): over
-// any file of its id, the new run's `claude --session-id` says "Session
-// ID ... is already in use" and exits 1 (FACTS F13a).
+// SetAsideUnresumable moves aside a session file without s.ResumeMarker
+// (a Claude Code file that holds no conversation: ChooseArgv starts such
+// a session anew), never deleting it, and returns where it went ("" when
+// there was none to move): over any file of its id, the new run's `claude
+// --session-id` says "Session ID ... is already in use" and exits 1
+// (FACTS F13a). Without a marker nothing is moved: Codex's, Gemini's and
+// opencode's files resume as they are.
 func (s *Spec) SetAsideUnresumable(now time.Time) (string, error) {
-	if s.Agent != AgentClaude || len(s.ArgvResume) == 0 || s.SessionFile == "" || resumable(s.SessionFile, s.Agent) {
+	if s.ResumeMarker == "" || len(s.ArgvResume) == 0 || s.SessionFile == "" || resumable(s.SessionFile, s.ResumeMarker) {
 		return "", nil
 	}
 	if _, err := os.Lstat(s.SessionFile); err != nil {
@@ -410,22 +416,18 @@ func (s *Spec) SetAsideUnresumable(now time.Time) (string, error) {
 	return atomicfile.Quarantine(s.SessionFile, now)
 }
 
-// claudeUserLine marks a user message in a Claude Code session file
-// (compact JSON; inside a string the quotes would be escaped).
-var claudeUserLine = []byte(`"type":"user"`)
-
-// resumable reports whether the session file at path is one agent can
-// resume: it exists, and for Claude Code it holds a user message.
-func resumable(path, agent string) bool {
+// resumable reports whether the session file at path can be resumed: it
+// exists, and holds marker when there is one.
+func resumable(path, marker string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	if agent != AgentClaude {
+	if marker == "" {
 		return true
 	}
-	return contains(f, claudeUserLine)
+	return contains(f, []byte(marker))
 }
 
 // contains reports whether r holds pat, reading it in chunks (a session

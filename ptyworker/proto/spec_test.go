@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent/claude/claudecode"
 	"github.com/legion-dev/legion/ptyworker/proto"
 )
 
@@ -214,6 +215,7 @@ func TestChooseArgvClaude(t *testing.T) {
 	s.ArgvResume = []string{"resume"}
 	s.SessionFile = filepath.Join(t.TempDir(), "s.jsonl")
 	s.StaleAfter = proto.Duration(time.Minute)
+	s.ResumeMarker = claudecode.ResumeMarker
 	before := `{"type":"mode","mode":"normal","sessionId":"u"}
 {"type":"permission-mode","permissionMode":"bypassPermissions","sessionId":"u"}
 {"type":"atis-latch","sessionId":"u"}
@@ -263,13 +265,21 @@ func TestChooseArgvClaude(t *testing.T) {
 			}
 		})
 	}
-	// Another agent's session file is its own business.
-	s.Agent = proto.AgentCustom
-	if err := os.WriteFile(s.SessionFile, nil, 0o600); err != nil {
+	// Without a marker a session file resumes as it is: Codex's history
+	// (its hooks read as Claude Code's, so Agent is claude), Gemini's and
+	// opencode's files hold no "type":"user". Before the marker was the
+	// kind's, the clean-clone run of TestKinds/codex started its retro
+	// anew, out of the implementer's conversation.
+	s.ResumeMarker = ""
+	codexHistory := `{"session_id":"u","ts":1764460000,"text":"# Legion: implement DEMO-1"}` + "\n"
+	if err := os.WriteFile(s.SessionFile, []byte(codexHistory), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if aside, err := s.SetAsideUnresumable(time.Now()); aside != "" || err != nil {
-		t.Errorf("SetAsideUnresumable of a custom agent's file = %q, %v; want nothing moved", aside, err)
+		t.Errorf("SetAsideUnresumable of a file without a marker to look for = %q, %v; want nothing moved", aside, err)
+	}
+	if kind, _ := s.ChooseArgv(); kind != proto.ArgvResume {
+		t.Errorf("ChooseArgv() of Codex's history = %s; want %s", kind, proto.ArgvResume)
 	}
 }
 

@@ -66,6 +66,13 @@ func ProjectDir(home, cwd string) string {
 	return filepath.Join(home, ".claude", "projects", EncodeProjectPath(cwd))
 }
 
+// ResumeMarker is in a session file once it holds a user message (compact
+// JSON; inside a string the quotes would be escaped). Before that the
+// file holds only the lines Claude Code writes at its start, and `claude
+// --resume` of it says "No conversation found" and exits 1 (agent/claude
+// FACTS F13a).
+const ResumeMarker = `"type":"user"`
+
 // SessionFile is the session file of session id started in cwd:
 // <ProjectDir(home, cwd)>/<id>.jsonl.
 func SessionFile(home, cwd string, id uuid.UUID) string {
