@@ -981,7 +981,7 @@ func (r *chaosRun) answer() {
 		}
 		if slices.Contains(labels, controller.LabelFinishing) {
 			// Its error (a fault meeting it) is the next call's to retry.
-			out, err := exec.Command(r.bin, "worktree", "finish", teamName, id).CombinedOutput()
+			out, err := r.finishByHand(teamName, id)
 			r.finishedByHand++
 			r.t.Logf("chaos: finished %s by hand as a person (its finisher ended without closing it): %v %s", id, err, strings.TrimSpace(string(out)))
 			continue
@@ -993,6 +993,64 @@ func (r *chaosRun) answer() {
 		r.answers++
 		r.t.Logf("chaos: answered %s as a person (answer %d)", id, r.answers)
 	}
+}
+
+// finishConflict is how `legion worktree finish` refuses a merge that
+// conflicts: the branch, the base and the files.
+var finishConflict = regexp.MustCompile(`merge (\S+) into (\S+): merge conflict in (.+)`)
+
+// finishByHand does what Legion's escalation of an unfinished finisher
+// asks of a person: `legion worktree finish TEAM ISSUE`. When that refuses
+// on a conflict it resolves it as the finisher's instructions say: merge
+// the base into the branch in the issue's worktree, resolve, commit, and
+// finish again. The agents of the run only append lines to NOTES.md, so
+// the person resolves by keeping both sides. (The first 30-minute run of
+// this round had CC-2's two finishers and then its person refused on
+// NOTES.md 10,000 times: the instruction-following model resolves no
+// conflict, and the person only ran the command again.)
+func (r *chaosRun) finishByHand(team, id string) ([]byte, error) {
+	out, err := exec.Command(r.bin, "worktree", "finish", team, id).CombinedOutput()
+	m := finishConflict.FindSubmatch(out)
+	if err == nil || m == nil {
+		return out, err
+	}
+	base := string(m[2])
+	path, err := exec.Command(r.bin, "worktree", "ensure", team, id).Output()
+	if err != nil {
+		return out, fmt.Errorf("the conflict's worktree: %w", err)
+	}
+	wt := strings.TrimSpace(string(path))
+	git := func(args ...string) ([]byte, error) {
+		return exec.Command("git", append([]string{"-C", wt, "-c", "user.name=Grace Hopper", "-c", "user.email=grace@example.com"}, args...)...).CombinedOutput()
+	}
+	if _, err := git("merge", "--no-edit", base); err != nil {
+		files, _ := git("diff", "--name-only", "--diff-filter=U")
+		for f := range strings.Lines(string(files)) {
+			f = strings.TrimSpace(f)
+			file := filepath.Join(wt, f)
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return out, err
+			}
+			var kept []string
+			for l := range strings.Lines(string(b)) {
+				if !strings.HasPrefix(l, "<<<<<<< ") && !strings.HasPrefix(l, "=======") && !strings.HasPrefix(l, ">>>>>>> ") {
+					kept = append(kept, l)
+				}
+			}
+			if err := os.WriteFile(file, []byte(strings.Join(kept, "")), 0o644); err != nil {
+				return out, err
+			}
+			if o, err := git("add", "--", f); err != nil {
+				return o, err
+			}
+		}
+		if o, err := git("commit", "--no-edit"); err != nil {
+			return o, err
+		}
+	}
+	r.t.Logf("chaos: resolved %s's conflict as a person (merged %s into its branch, kept both sides of %s)", id, base, m[3])
+	return exec.Command(r.bin, "worktree", "finish", team, id).CombinedOutput()
 }
 
 // heldStop is the command of Legion's escalation of an issue held by a

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -223,7 +222,7 @@ func (r *chaosRun) answerClaude() {
 		}
 		if slices.Contains(labels, controller.LabelFinishing) {
 			// Its error (a fault meeting it) is the next call's to retry.
-			out, err := exec.Command(r.bin, "worktree", "finish", ccTeam, id).CombinedOutput()
+			out, err := r.finishByHand(ccTeam, id)
 			r.finishedByHand++
 			r.t.Logf("chaos: finished %s by hand as a person (Claude team; its finisher ended without closing it): %v %s", id, err, strings.TrimSpace(string(out)))
 			continue

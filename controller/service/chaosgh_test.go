@@ -198,7 +198,7 @@ func (r *chaosRun) answerGitHub() {
 			continue
 		}
 		if slices.Contains(labels, controller.LabelFinishing) {
-			out, err := exec.Command(r.bin, "worktree", "finish", ghTeam, id).CombinedOutput()
+			out, err := r.finishByHand(ghTeam, id)
 			r.finishedByHand++
 			r.t.Logf("chaos: finished %s by hand as a person (its finisher ended without closing it): %v %s", id, err, strings.TrimSpace(string(out)))
 			continue
