@@ -80,7 +80,7 @@ const (
 	ActionEscalateAPIError    Action = "escalate_api_error"  // its turn failed at the API (rate limit, auth)
 	ActionEndWorker           Action = "end_worker"          // worker-done and its turn ended: end it cleanly
 	ActionEscalateBudget      Action = "escalate_budget"     // over its budget: end its agent (if any), ask a person
-	ActionEscalateHeld        Action = "escalate_held"       // the helper refused the dispatch: a worker unit it cannot reach holds the issue
+	ActionEscalateRefused     Action = "escalate_refused"    // the dispatch was refused for a cause only a person can resolve (api.PersonError, issue_held)
 	ActionResumeAfterLimit    Action = "resume_after_limit"  // its kind's usage limit lifted: prompt its agent to go on
 	ActionRelayFeedback       Action = "relay_feedback"
 	ActionFinishDispatch      Action = "finish_dispatch" // its dispatched worker completed before its tracker changes were made: make them
@@ -549,25 +549,31 @@ func escalateUnfinished(d Decision, is Issue) Decision {
 	return d
 }
 
-// escalateHeld turns dispatch d, which the helper refused because another
-// worker unit of its issue runs that is none of its sessions (api.ErrIssueHeld:
-// recovery could not prove it Legion's, so nothing stops it), into an
-// escalation: a person stops that unit, which refusal names, and removes
+// escalateRefused turns dispatch d, refused for a cause only a person can
+// resolve, into an escalation: a person acts as refusal says and removes
 // user-input-needed; the phase is then decided again. Waiting instead
-// would wait for ever, said only in a log.
-func escalateHeld(d Decision, refusal error) Decision {
-	why := refusal.Error()
-	if e, ok := errors.AsType[*api.Error](refusal); ok {
-		why = e.Message
-	}
+// would wait for ever, said only in a log. The causes:
+//
+//   - the helper refused because another worker unit of the issue runs
+//     that is none of its sessions (api.ErrIssueHeld: recovery could not
+//     prove it Legion's, so nothing stops it): a person stops that unit;
+//   - the dispatch's preparation failed with an api.PersonError (the
+//     user's ~/.claude.json unreadable, which Claude Code does not start
+//     on either): a person repairs or moves the file.
+func escalateRefused(d Decision, refusal error) Decision {
 	mode := d.Mode
-	d = Decision{Issue: d.Issue, Action: ActionEscalateHeld, Mode: mode,
-		Reason: "the helper refused the " + string(mode) + " worker: another worker unit of the issue holds it"}
-	d.Comment = "The " + string(mode) + " worker cannot start: another worker of this issue still runs, and Legion cannot reach it " +
-		"(its files were lost or damaged), so it will not stop it on its own. The helper said:\n\n" + indent(why) +
-		"\n\nStop that unit (after a look at its transcript, if you like), then remove the label " + LabelInputNeeded +
-		": Legion decides the issue's next phase again."
-	d.AddLabels = []string{LabelInputNeeded}
+	d = Decision{Issue: d.Issue, Action: ActionEscalateRefused, Mode: mode, AddLabels: []string{LabelInputNeeded}}
+	next := "\n\nThen remove the label " + LabelInputNeeded + ": Legion decides the issue's next phase again."
+	if e, ok := errors.AsType[*api.Error](refusal); ok && e.Code == api.CodeIssueHeld {
+		d.Reason = "the helper refused the " + string(mode) + " worker: another worker unit of the issue holds it"
+		d.Comment = "The " + string(mode) + " worker cannot start: another worker of this issue still runs, and Legion cannot reach it " +
+			"(its files were lost or damaged), so it will not stop it on its own. The helper said:\n\n" + indent(e.Message) +
+			"\n\nStop that unit (after a look at its transcript, if you like)." + next
+		return d
+	}
+	d.Reason = "the " + string(mode) + " worker cannot start until a person acts: " + refusal.Error()
+	d.Comment = "The " + string(mode) + " worker cannot start, and trying again will not help until a person acts:\n\n" +
+		indent(refusal.Error()) + next
 	return d
 }
 

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -241,17 +242,53 @@ func TestDispatchIssueHeld(t *testing.T) {
 	}
 }
 
+// TestDispatchNeedsPerson: a dispatch whose preparation failed for a
+// cause only a person can resolve (api.PersonError: the user's
+// ~/.claude.json unreadable, which Claude Code does not start on either)
+// is escalated at once with the cause, not tried every tick for ever, as
+// the fourth 30-minute chaos run's CC-2 was for 32 minutes.
+func TestDispatchNeedsPerson(t *testing.T) {
+	ctx := t.Context()
+	st, is, tr, agents, src := plannedIssue(t)
+	tr.fail = false
+	cause := errors.New("/home/u/.claude.json: not Claude Code's JSON: invalid JSON at byte 5110; move it aside (`mv '/home/u/.claude.json' '/home/u/.claude.json.corrupt-x'`)")
+	b := &busyAgents{fakeAgents: agents, person: cause}
+	src.Sessions = b
+	r := controller.Tick(ctx, src, b, discard())
+	got, err := st.Issue(ctx, is.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked string
+	if len(got.Comments) > 0 {
+		asked = got.Comments[len(got.Comments)-1].Text
+	}
+	if r.Failed != 0 || !slices.Contains(got.Labels, controller.LabelInputNeeded) || !strings.Contains(asked, cause.Error()) ||
+		len(r.Waits) != 1 || !r.Waits[0].New {
+		t.Errorf("tick: %+v, labels %q, comment %q; want %s, the cause in Legion's comment, a new wait", r, got.Labels, asked, controller.LabelInputNeeded)
+	}
+	controller.Tick(ctx, src, b, discard())
+	if len(b.calls) != 1 {
+		t.Errorf("calls %q; want no dispatch while the issue waits for a person", b.calls)
+	}
+}
+
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // busyAgents refuses dispatches as the helper does while another worker
 // unit of the issue has not ended.
 type busyAgents struct {
 	*fakeAgents
-	busy bool
-	held string // a unit the helper cannot reach that holds the issue
+	busy   bool
+	held   string // a unit the helper cannot reach that holds the issue
+	person error  // a preparation error only a person can resolve
 }
 
 func (b *busyAgents) Dispatch(ctx context.Context, issue string, mode controller.Mode) error {
+	if b.person != nil {
+		b.calls = append(b.calls, "person "+issue+" "+string(mode))
+		return fmt.Errorf("dispatch %s: %w", issue, &api.PersonError{Err: b.person})
+	}
 	if b.held != "" {
 		b.calls = append(b.calls, "held "+issue+" "+string(mode))
 		return api.Errorf(api.CodeIssueHeld, "spawn %s-%s: issue %s is held by unit %s: stop it with `systemctl --user stop '%s'`",

@@ -67,11 +67,12 @@ func Tick(ctx context.Context, src Sources, disp Dispatcher, log *slog.Logger) T
 		ilog := issueLogger(log, disp, d, st.Issues[i]).With("action", string(d.Action))
 		ilog.Info("apply", "reason", d.Reason)
 		err := Apply(ctx, src, disp, d, st.Issues[i])
-		if errors.Is(err, api.ErrIssueHeld) {
+		if _, person := errors.AsType[*api.PersonError](err); person || errors.Is(err, api.ErrIssueHeld) {
 			// Not a wait that ends by itself: a worker unit the helper
-			// cannot reach runs for the issue. A person stops it.
-			ilog.Warn("the issue is held by a worker unit the helper cannot reach: escalated", "err", err)
-			d = escalateHeld(d, err)
+			// cannot reach runs for the issue, or a file of the user's
+			// keeps the agent from starting. A person acts.
+			ilog.Warn("the dispatch waits for a person: escalated", "err", err)
+			d = escalateRefused(d, err)
 			err = Apply(ctx, src, disp, d, st.Issues[i])
 		}
 		if errors.Is(err, api.ErrNoRoom) {

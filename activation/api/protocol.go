@@ -92,6 +92,15 @@ const (
 	CodeInternal           = "internal"            // anything else; the message says what failed
 )
 
+// PersonError is an error only a person can resolve (a file of the
+// user's to repair, a unit to stop): a controller escalates a dispatch
+// refused with one at once, with its message, instead of trying again
+// every tick, which would wait for ever, said only in its log.
+type PersonError struct{ Err error }
+
+func (e *PersonError) Error() string { return e.Err.Error() }
+func (e *PersonError) Unwrap() error { return e.Err }
+
 // Error is a structured error of the API. It is also the error type the
 // Client returns for a refused request, so callers can errors.As it or
 // compare with errors.Is against the Err* values below (matched by Code).

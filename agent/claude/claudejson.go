@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/internal/atomicfile"
 )
@@ -71,9 +72,10 @@ var ErrCorruptJSON = errors.New("not Claude Code's JSON")
 // ~/.claude.json is followed and its target replaced. Nothing is written
 // when every answer is there already. A file that is not a JSON object,
 // or holds one of these entries with another type, is refused
-// (ErrCorruptClaudeJSON, naming the file) and left as it is: it may be
-// Claude Code's own write in progress, and Claude Code keeps backups to
-// restore it from; the next dispatch tries again.
+// (ErrCorruptJSON, naming the file, in an api.PersonError) and left as it
+// is: it is the user's, and Claude Code restores it from its own backups
+// (~/.claude/backups) when it has one. Without one Claude Code does not
+// start either, so a person repairs it or moves it aside.
 func WriteDialogAnswers(ctx context.Context, home, repo, apiKey string) error {
 	path := JSONPath(home)
 	if target, err := filepath.EvalSymlinks(path); err == nil {
@@ -106,7 +108,12 @@ func WriteDialogAnswers(ctx context.Context, home, repo, apiKey string) error {
 	}
 	out, changed, err := mergeDialogAnswers(data, agent.Physical(repo), apiKeySuffix(apiKey))
 	if err != nil {
-		return fmt.Errorf("%s: %w; Legion leaves the file as it is: repair it, or move it away to start afresh", path, err)
+		// Claude Code itself does not start on it (without a backup of
+		// its own it says so and exits 1: FACTS F13b), so no agent of
+		// this home starts until a person acts.
+		aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405Z")
+		return &api.PersonError{Err: fmt.Errorf("%s: %w; Legion leaves the file as it is, and Claude Code does not start on it: repair it, "+
+			"or move it aside to start with Claude Code's default settings (`mv '%s' '%s'`; a claude.ai login is then asked for again)", path, err, path, aside)}
 	}
 	if !changed {
 		return nil

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/agent/agenttest"
 )
@@ -182,6 +183,9 @@ func TestWriteDialogAnswersRefusesCorruptFile(t *testing.T) {
 			err := WriteDialogAnswers(t.Context(), home, repo, "sk-some-key-0123456789abcdefghij")
 			if !errors.Is(err, ErrCorruptJSON) {
 				t.Fatalf("WriteDialogAnswers(%s) = %v; want ErrCorruptClaudeJSON", tt.data, err)
+			}
+			if _, ok := errors.AsType[*api.PersonError](err); !ok || !strings.Contains(err.Error(), "`mv '"+path+"' '"+path+".corrupt-") {
+				t.Errorf("WriteDialogAnswers(%s) = %v; want an api.PersonError (the controller escalates it) naming the move aside", tt.data, err)
 			}
 			want := strings.ReplaceAll(tt.want, "@REPO@", repo)
 			if msg := err.Error(); !strings.HasPrefix(msg, path+": ") || !strings.Contains(msg, want) || !strings.Contains(msg, "leaves the file as it is") {

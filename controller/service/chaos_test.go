@@ -211,6 +211,9 @@ type chaosRun struct {
 	// stoppedByHand counts the worker units a person stopped because
 	// Legion's escalation said one it cannot reach holds an issue.
 	stoppedByHand int
+	// movedByHand counts the files a person moved aside because Legion's
+	// escalation said they kept an agent from starting.
+	movedByHand int
 	// starts are the times of the faults that made each unit start again
 	// (a kill -9, a restart), by unit.
 	starts map[string][]time.Time
@@ -464,8 +467,8 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration, claude, gh bool) {
 			n, len(batches), (sum / time.Duration(len(batches))).Round(time.Second), time.Since(free).Round(time.Second))
 	}
 	r.checkDashboard(ctx)
-	t.Logf("a person finished %d issues by hand (their finisher ended without closing them) and stopped %d worker units Legion could not reach (issue_held escalations)",
-		r.finishedByHand, r.stoppedByHand)
+	t.Logf("a person finished %d issues by hand (their finisher ended without closing them), stopped %d worker units Legion could not reach (issue_held escalations) and moved %d unreadable files aside",
+		r.finishedByHand, r.stoppedByHand, r.movedByHand)
 	logged, _ := os.ReadFile(r.logFile)
 	t.Logf("the dashboard answered with the board %d times (at its start, after each kill -9, at the end); the state filesystem was full and freed %d times, and %d lines of Legion's log name ENOSPC",
 		r.boards, r.fullFreed, strings.Count(string(logged), "no space left on device"))
@@ -1053,15 +1056,26 @@ func (r *chaosRun) finishByHand(team, id string) ([]byte, error) {
 	return exec.Command(r.bin, "worktree", "finish", team, id).CombinedOutput()
 }
 
-// heldStop is the command of Legion's escalation of an issue held by a
-// worker unit it cannot reach (controller.ActionEscalateHeld).
-var heldStop = regexp.MustCompile("`systemctl --user stop '(legion-[^']+[.]service)'`")
+// The commands of Legion's escalations of a refused dispatch
+// (controller.ActionEscalateRefused): a worker unit it cannot reach holds
+// the issue, or the user's ~/.claude.json is unreadable.
+var (
+	heldStop  = regexp.MustCompile("`systemctl --user stop '(legion-[^']+[.]service)'`")
+	moveAside = regexp.MustCompile("`mv '(/[^']+)' '(/[^']+)'`")
+)
 
 // stopHeld acts on Legion's newest comment on issue id, as a person would,
-// when it is the escalation of an issue held by a worker unit Legion
-// cannot reach: it stops the unit the comment names and reports true
-// (the caller then removes user-input-needed, as the comment asks).
+// when it is the escalation of a dispatch refused for a cause only a
+// person can resolve: it stops the unit the comment names, or moves aside
+// the file it names, and reports true (the caller then removes
+// user-input-needed, as the comment asks).
 func (r *chaosRun) stopHeld(id, comment string) bool {
+	if m := moveAside.FindStringSubmatch(comment); m != nil {
+		err := os.Rename(m[1], m[2])
+		r.movedByHand++
+		r.t.Logf("chaos: moved %s aside by hand as a person (it kept %s's agent from starting): %v", m[1], id, err)
+		return err == nil || errors.Is(err, os.ErrNotExist)
+	}
 	m := heldStop.FindStringSubmatch(comment)
 	if m == nil {
 		return false
