@@ -2,6 +2,8 @@ package workspace
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"golang.org/x/sync/errgroup"
@@ -42,5 +44,32 @@ func TestConcurrentEnsure(t *testing.T) {
 			t.Errorf("%s has port offset %d (as has %q); want a distinct non-zero one each", wt.Issue, wt.PortOffset, other)
 		}
 		seen[wt.PortOffset] = wt.Issue
+	}
+}
+
+// TestEnsureAfterDirectoryLost: an issue's worktree directory is gone
+// while git still lists the worktree (a removal cut short; the fourth
+// 30-minute chaos run's CC-2). Ensure makes it again on the issue's
+// branch, with the branch's commits: git refused the path before ("a
+// missing but already registered worktree"), and the person who was to
+// resolve CC-2's conflict there could not.
+func TestEnsureAfterDirectoryLost(t *testing.T) {
+	m := newRepo(t)
+	wt, err := m.Ensure(t.Context(), "DEMO-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, wt.Path, "work.txt", "done\n")
+	run(t, wt.Path, "add", "work.txt")
+	run(t, wt.Path, "commit", "-q", "-m", "work")
+	if err := os.RemoveAll(wt.Path); err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.Ensure(t.Context(), "DEMO-1")
+	if err != nil {
+		t.Fatalf("Ensure after the worktree's directory was lost: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(again.Path, "work.txt")); err != nil || string(b) != "done\n" || again.PortOffset != wt.PortOffset {
+		t.Errorf("the worktree made again: work.txt %q (%v), port offset %d; want the branch's commit, offset %d", b, err, again.PortOffset, wt.PortOffset)
 	}
 }

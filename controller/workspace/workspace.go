@@ -142,7 +142,17 @@ func (m *Manager) add(ctx context.Context, issue string) (int, error) {
 			}
 			args = []string{"worktree", "add", "-b", branch, path, def}
 		}
-		if _, err := m.git(ctx, m.Repo, args...); err != nil {
+		_, err := m.git(ctx, m.Repo, args...)
+		if _, serr := os.Stat(path); err != nil && errors.Is(serr, os.ErrNotExist) {
+			// Its directory gone while git still lists it (a removal cut
+			// short): git refuses the path as "a missing but already
+			// registered worktree". Pruning forgets only worktrees whose
+			// directories are gone; the branch and its commits stay.
+			if _, perr := m.git(ctx, m.Repo, "worktree", "prune"); perr == nil {
+				_, err = m.git(ctx, m.Repo, args...)
+			}
+		}
+		if err != nil {
 			return 0, fmt.Errorf("worktree for %s: %w", issue, err)
 		}
 	}
