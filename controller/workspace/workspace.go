@@ -143,7 +143,7 @@ func (m *Manager) add(ctx context.Context, issue string) (int, error) {
 			args = []string{"worktree", "add", "-b", branch, path, def}
 		}
 		_, err := m.git(ctx, m.Repo, args...)
-		if _, serr := os.Stat(path); err != nil && errors.Is(serr, os.ErrNotExist) {
+		if err != nil && !exists(path) {
 			// Its directory gone while git still lists it (a removal cut
 			// short): git refuses the path as "a missing but already
 			// registered worktree". Pruning forgets only worktrees whose
@@ -157,6 +157,13 @@ func (m *Manager) add(ctx context.Context, issue string) (int, error) {
 		}
 	}
 	return m.portOffset(ctx, issue)
+}
+
+// exists reports whether path exists (an error other than "not there"
+// counts as there: nothing is pruned on a guess).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
 }
 
 // Env is the environment an agent in wt gets on top of its own.
