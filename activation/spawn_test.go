@@ -195,6 +195,16 @@ func TestSpawnMaxLive(t *testing.T) {
 	}
 }
 
+// teamDispatch is the dispatch (a reused spawn, as a controller sends) of
+// issue's worker in mode for team demo of id teamID: a sleep, its ID the
+// worker's deterministic one.
+func teamDispatch(teamID uuid.UUID, issue, mode string) api.SpawnArgs {
+	a := testLaunch(issue+"-"+mode, "/bin/sleep", "600")
+	a.Team, a.TeamID, a.Issue, a.Mode, a.Role, a.Reuse = "demo", teamID.String(), issue, mode, "worker", true
+	a.ID = uuid.NewSHA1(teamID, []byte(issue+":"+mode)).String()
+	return a
+}
+
 // TestSpawnIssueBusy: a dispatch is refused (issue_busy, naming the unit)
 // while another phase's worker unit of the same issue is loaded and not
 // failed, whatever the session table says: running, or killed -9 and
@@ -209,9 +219,7 @@ func TestSpawnIssueBusy(t *testing.T) {
 	c := ip.client(t)
 	teamID := uuid.MustParse("6f1c2b9e-0000-4000-8000-000000000001")
 	dispatch := func(issue, mode string) api.SpawnArgs {
-		a := testLaunch(issue+"-"+mode, "/bin/sleep", "600")
-		a.Team, a.TeamID, a.Issue, a.Mode, a.Role, a.Reuse = "demo", teamID.String(), issue, mode, "worker", true
-		a.ID = uuid.NewSHA1(teamID, []byte(issue+":"+mode)).String()
+		a := teamDispatch(teamID, issue, mode)
 		a.Cooldown = new(api.Duration(time.Minute)) // the kill -9 below leaves it waiting
 		return a
 	}
@@ -267,12 +275,7 @@ func TestSpawnIssueHeld(t *testing.T) {
 	before := startInProcessOn(t, nil, Options{})
 	c := before.client(t)
 	teamID := uuid.MustParse("6f1c2b9e-0000-4000-8000-000000000002")
-	dispatch := func(issue, mode string) api.SpawnArgs {
-		a := testLaunch(issue+"-"+mode, "/bin/sleep", "600")
-		a.Team, a.TeamID, a.Issue, a.Mode, a.Role, a.Reuse = "demo", teamID.String(), issue, mode, "worker", true
-		a.ID = uuid.NewSHA1(teamID, []byte(issue+":"+mode)).String()
-		return a
-	}
+	dispatch := func(issue, mode string) api.SpawnArgs { return teamDispatch(teamID, issue, mode) }
 	plan, err := c.Spawn(ctx, dispatch("CC-1", "plan"))
 	if err != nil {
 		t.Fatal(err)
