@@ -49,7 +49,7 @@ func Apply(ctx context.Context, src Sources, disp Dispatcher, d Decision, is Iss
 			if src.Now != nil {
 				now = src.Now
 			}
-			if err := src.Dispatched.Record(d.Issue, dispatchRecord(d, now())); err != nil {
+			if err := src.Dispatched.Record(d.Issue, dispatchRecord(d, is, now())); err != nil {
 				return fmt.Errorf("apply %s to %s: %w", d.Action, d.Issue, err)
 			}
 		}

@@ -309,7 +309,7 @@ func decideIssue(is Issue, s State) Decision {
 		return d
 	}
 	if r := is.Dispatched; r != nil && is.Worker == nil {
-		if at, ok := is.Completed[r.Mode]; ok && at.After(r.At) {
+		if r.CompletedBy(is.Completed[r.Mode]) {
 			// Dispatched, completed, and the controller gone before the
 			// tracker changes: the labels still ask for that worker.
 			d.Action, d.Mode = ActionFinishDispatch, r.Mode

@@ -36,6 +36,22 @@ type Dispatch struct {
 	// when its phase is over, is never among them).
 	MoveTo       Status   `json:"move_to,omitempty"`
 	RemoveLabels []string `json:"remove_labels,omitempty"`
+	// Before is the newest clean exit of a session in Mode that the
+	// dispatch knew of (zero if none): a completion other than that one
+	// is the dispatched worker's (CompletedBy).
+	Before time.Time `json:"before,omitzero"`
+}
+
+// CompletedBy says whether a clean exit of a session in r's mode at is
+// the dispatched worker's. Kubernetes says when a container ended to
+// the second (metav1.Time), so a phase that completes within the second
+// of its dispatch reads as ending before it: any exit from that second
+// on counts, except the one the dispatch already knew of.
+// (TestKubeTodoToDone, with its controller killed at the implementer's
+// dispatch, ran the implementer a second time when it counted only
+// exits after At.)
+func (r Dispatch) CompletedBy(at time.Time) bool {
+	return !at.IsZero() && !at.Equal(r.Before) && !at.Before(r.At.Truncate(time.Second))
 }
 
 // Dispatched keeps the records, one JSON file per issue under Dir. A
@@ -136,7 +152,7 @@ func (d *Dispatched) All(now time.Time) (map[string]Dispatch, error) {
 }
 
 // dispatchRecord is what Apply records of decision d, a dispatch.
-func dispatchRecord(d Decision, now time.Time) Dispatch {
-	return Dispatch{Mode: d.Mode, At: now, MoveTo: d.MoveTo,
+func dispatchRecord(d Decision, is Issue, now time.Time) Dispatch {
+	return Dispatch{Mode: d.Mode, At: now, MoveTo: d.MoveTo, Before: is.Completed[d.Mode],
 		RemoveLabels: slices.DeleteFunc(slices.Clone(d.RemoveLabels), func(l string) bool { return l == LabelWorkerDone })}
 }

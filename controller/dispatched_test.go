@@ -95,6 +95,59 @@ func TestDispatchFinishedAfterRestart(t *testing.T) {
 	}
 }
 
+// TestDispatchFinishedSameSecond: as TestDispatchFinishedAfterRestart on
+// Kubernetes, which says when a container ended only to the second: the
+// implementer completes within the second of its dispatch, so its exit
+// time reads as before the dispatch. The next controller still makes the
+// dispatch's changes instead of running the implementer again (it did:
+// TestKubeTodoToDone in CI, the second implementer's Job failing six
+// times on the work already done).
+func TestDispatchFinishedSameSecond(t *testing.T) {
+	ctx := t.Context()
+	st, is, tr, agents, src := plannedIssue(t)
+	controller.Tick(ctx, src, agents, discard())
+	recs, err := src.Dispatched.All(time.Now())
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records after the dispatch: %v, %v", recs, err)
+	}
+	at := recs[is.ID].At
+	if err := st.AddLabel(ctx, is.ID, controller.LabelWorkerDone); err != nil {
+		t.Fatal(err)
+	}
+	agents.sessions = []controller.Session{{Name: is.ID + "-implement", Issue: is.ID, Mode: controller.ModeImplement,
+		State: controller.SessionExited, Completed: at.Truncate(time.Second)}}
+	tr.fail = false
+	controller.Tick(ctx, src, agents, discard())
+	got, _ := st.Issue(ctx, is.ID)
+	if len(agents.calls) != 1 || got.Status != controller.StatusInProgress {
+		t.Errorf("after the restart: calls %q, issue %s; want no second dispatch and the dispatch's move made", agents.calls, got.Status)
+	}
+}
+
+// TestDispatchRecordKnownExit: a clean exit in the dispatch's mode that
+// the dispatch already knew of (a previous implementer, in the same
+// second on Kubernetes) does not complete it: the worker is dispatched
+// again.
+func TestDispatchRecordKnownExit(t *testing.T) {
+	ctx := t.Context()
+	st := local.Open(t.TempDir(), "DEMO")
+	is, err := st.Add(ctx, "Write a file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Truncate(time.Second)
+	rec := &controller.Dispatched{Dir: filepath.Join(t.TempDir(), "dispatched")}
+	if err := rec.Record(is.ID, controller.Dispatch{Mode: controller.ModePlan, At: old.Add(500 * time.Millisecond), Before: old}); err != nil {
+		t.Fatal(err)
+	}
+	agents := &fakeAgents{sessions: []controller.Session{{Name: is.ID + "-plan", Issue: is.ID, Mode: controller.ModePlan,
+		State: controller.SessionExited, Completed: old}}}
+	controller.Tick(ctx, controller.Sources{Tracker: st, Sessions: agents, WIPLimit: 2, Dispatched: rec}, agents, discard())
+	if !slices.Equal(agents.calls, []string{"dispatch " + is.ID + " plan"}) {
+		t.Errorf("calls %q; want the planner dispatched again", agents.calls)
+	}
+}
+
 // TestDispatchRecordLiveWorker: as TestDispatchFinishedAfterRestart, but
 // the next controller ticks while the implementer, which has already
 // added its worker-done, is still live (its pod or unit not ended yet).
