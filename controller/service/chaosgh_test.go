@@ -21,7 +21,7 @@ import (
 	"github.com/legion-dev/legion/units/unitname"
 )
 
-// The chaos run's third team, "gh" (CHAOS_GITHUB=1): its tracker and its
+// The chaos run's third team, "gh" (CHAOS_GITHUB=0 leaves it out): its tracker and its
 // reviews are a GitHub repository's (the local fake of GitHub's GraphQL
 // API, its REST lists and git's smart HTTP: githubtest), its agent the
 // scripted agent of demo, whose implementer has Legion open the pull

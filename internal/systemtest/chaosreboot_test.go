@@ -89,11 +89,12 @@ echo "$1 $2 $(date +%s%N) $(cat /proc/sys/kernel/random/boot_id)" >> ` + unitRun
 // twice (a resumed phase is fine) and every file the helper set aside is
 // named in its quarantine list or its journal.
 //
-// It is not in `make test`: it takes 3–4 minutes here (2 shared cores
-// under other runs' load), past the tier's budget; CHAOS_REBOOT=1 runs it.
+// It takes 3–4 minutes here (2 shared cores under other runs' load),
+// beside controller/service's 40 in `make test`; CHAOS_REBOOT=0 leaves it
+// out.
 func TestChaosReboots(t *testing.T) {
-	if os.Getenv("CHAOS_REBOOT") != "1" {
-		t.Skip("the booted tier's chaos run (3–4 minutes) runs with CHAOS_REBOOT=1")
+	if os.Getenv("CHAOS_REBOOT") == "0" {
+		t.Skip("CHAOS_REBOOT=0: the booted tier's chaos run is left out")
 	}
 	t.Parallel()
 	seed, _, err := chaostest.SeedFromEnv()
