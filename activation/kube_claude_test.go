@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/activation/kube/wire"
-	"github.com/legion-dev/legion/agent"
 	"github.com/legion-dev/legion/agent/claude"
 	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/agent/claude/claudetest"
@@ -26,44 +23,6 @@ import (
 	"github.com/legion-dev/legion/ptyworker/proto"
 	"github.com/legion-dev/legion/units/sdtest"
 )
-
-// podClaude is the real Claude Code where a pod's user can run it: a
-// directory of its own, 0755, holding a hard link to (or a copy of) the
-// pinned binary, whose cache under root's home a pod's user cannot reach.
-func podClaude(t *testing.T) string {
-	t.Helper()
-	bin, err := filepath.EvalSymlinks(claudetest.Binary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "legion-pod-claude-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(dir, "claude")
-	if err := os.Link(bin, dst); err != nil {
-		in, err := os.Open(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer in.Close()
-		out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			t.Fatal(err)
-		}
-		if err := out.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
 
 // TestKubeClaude: the real Claude Code runs in a pod (the real worker,
 // runc on a kwok node, against the local fake of the Anthropic API) with
@@ -80,9 +39,9 @@ func TestKubeClaude(t *testing.T) {
 	if err := os.Chmod(binDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	claudeBin := podClaude(t)
+	claudeBin := kubetest.PodCLI(t, claudetest.Binary(t))
 	path := binDir + ":/usr/bin:/bin"
-	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir, filepath.Dir(claudeBin)}, PodEnv: []string{"PATH=" + path},
+	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir, kubetest.PodCLIDir(claudeBin)}, PodEnv: []string{"PATH=" + path},
 		ExecEnv: map[string]string{"PATH": path}})
 	const ns = "legion-claude"
 	kubeNamespace(t, c, ns, 1)
@@ -98,37 +57,14 @@ func TestKubeClaude(t *testing.T) {
 	cfg := config.Agent{Kind: config.AgentClaude, Permissions: config.PermissionsAllowlist,
 		New:    []string{claudeBin, "--session-id", "{session_id}", "{prompt}"},
 		Resume: []string{claudeBin, "--resume", "{session_id}"}}
-	kind := claude.New(cfg)
-	sid := kind.SessionID(config.AdhocTeamID, "DEMO-31", "implement")
-	s := agent.Session{
-		ID: sid, Mode: "implement",
-		Vars: config.Vars{SessionID: sid.String(), Issue: "DEMO-31", Mode: "implement", Workspace: work, Prompt: "Make the file."},
-		Cwd:  work, Repo: work, Home: wire.HomeDir,
-		Dir:    filepath.Join(wire.StateDir, "agents", a.ID),
-		Legion: legion,
-		Env: []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_AUTH_TOKEN=" + claudetest.Token, "CLAUDE_CODE_MAX_RETRIES=0",
-			"LEGION_TEAM=" + config.AdhocTeam, "LEGION_ISSUE=DEMO-31", "LEGION_MODE=implement"},
-		Pod: true,
-	}
-	planned, err := kind.Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, plan, err := agent.PlanForPod(ctx, kind, cfg, s, planned)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Agent, a.AgentSession, a.Legion = l.Agent, sid.String(), legion
-	a.Argv, a.ArgvResume, a.Env = l.ArgvNew, l.ArgvResume, append(slices.Clone(s.Env), l.Env...)
-	a.Watch, a.StartupGrace, a.StaleAfter = l.SessionFile, new(api.Duration(2*time.Minute)), api.Duration(10*time.Minute)
-	a.OwnCommands = agent.OwnCommands(config.PermissionsAllowlist)
-	a.KubeFiles = map[string][]byte{agent.PodPrepareFile: plan}
 	// The worktree first (the controller's `legion worktree ensure`),
 	// then the agent's files.
-	a.Prepare = [][]string{{"/bin/mkdir", "-p", work}, {legion, "agent", "prepare", filepath.Join(wire.SpecDir, agent.PodPrepareFile)}}
+	sid := podAgent(t, &a, cfg, "Make the file.", legion,
+		[]string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_AUTH_TOKEN=" + claudetest.Token, "CLAUDE_CODE_MAX_RETRIES=0"},
+		[]string{"/bin/mkdir", "-p", work})
 
 	const made = wire.WorkDir + "/made-in-the-pod"
-	srv.Script(sid.String(),
+	srv.Script(sid,
 		anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Bash("touch "+made, "Make the file").WithID("toolu_kube_1")}},
 		anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text("Made it.")}},
 	)
@@ -193,7 +129,7 @@ func TestKubeClaude(t *testing.T) {
 		t.Errorf("the allowed command did not run in the pod: %v", err)
 	}
 	waitfor.Check(t, 30*time.Second, "the tool's result at the API", func() error {
-		for _, r := range srv.MessageRequests(sid.String()) {
+		for _, r := range srv.MessageRequests(sid) {
 			if res, ok := r.ToolResult("toolu_kube_1"); ok {
 				if res.IsError {
 					return waitfor.Stop(fmt.Errorf("the tool failed: %s", res.Content))

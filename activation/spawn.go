@@ -159,6 +159,14 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 		return api.SpawnResult{}, fmt.Errorf("spawn: read unit %s: %w", unit, err)
 	}
 	if !st.Stopped() {
+		if l.reuseLive && st.ActiveState == units.StateActive && !h.owns(unit) {
+			// It runs and is no session of the table: recovery could not
+			// prove it this helper's (its registry entry and spec
+			// unreadable) and left it running. Reported as started, the
+			// dispatch would be made again at every tick, the controller
+			// listing no worker of the issue; it will not end by itself.
+			return api.SpawnResult{}, heldErr(l, unit)
+		}
 		if l.reuseLive {
 			return api.SpawnResult{Name: name, ID: id, Unit: unit}, nil
 		}
@@ -307,15 +315,21 @@ func (h *Helper) issueFree(ctx context.Context, l launch, unit string) error {
 			continue
 		}
 		if st.ActiveState == units.StateActive && !h.owns(st.Name) {
-			return api.Errorf(api.CodeIssueHeld, "spawn %s: issue %s of team %s is held by unit %s, which runs but is no session of this helper "+
-				"(its registry entry and spec are unreadable, or another helper's: `legion sessions list` names it under quarantined); "+
-				"Legion never stops a worker it cannot prove its own: stop it with `systemctl --user stop '%s'`, then dispatch again",
-				l.name, l.issue, l.team, st.Name, st.Name)
+			return heldErr(l, st.Name)
 		}
 		return api.Errorf(api.CodeIssueBusy, "spawn %s: issue %s of team %s still has a worker: unit %s is %s (%s); it starts once that has ended",
 			l.name, l.issue, l.team, st.Name, st.ActiveState, st.SubState)
 	}
 	return nil
+}
+
+// heldErr is the issue_held refusal of l's dispatch: unit runs and is no
+// session of this helper.
+func heldErr(l launch, unit string) error {
+	return api.Errorf(api.CodeIssueHeld, "spawn %s: issue %s of team %s is held by unit %s, which runs but is no session of this helper "+
+		"(its registry entry and spec are unreadable, or another helper's: `legion sessions list` names it under quarantined); "+
+		"Legion never stops a worker it cannot prove its own: stop it with `systemctl --user stop '%s'`, then dispatch again",
+		l.name, l.issue, l.team, unit, unit)
 }
 
 // owns reports whether a session of the table runs in unit.

@@ -305,6 +305,16 @@ func TestSpawnIssueHeld(t *testing.T) {
 	if !errors.Is(err, api.ErrIssueHeld) || !strings.Contains(err.Error(), "systemctl --user stop '"+plan.Unit+"'") {
 		t.Fatalf("dispatch of CC-1's implementer beside its unadopted planner: %v; want issue_held naming `systemctl --user stop '%s'`", err, plan.Unit)
 	}
+	// The planner dispatched again: its own unit runs, but as no session
+	// of this helper, which cannot reach it. It used to be reported as
+	// started (a dispatch is idempotent), and the controller, which then
+	// lists no worker of the issue, dispatched it every tick for ever (the
+	// 30-minute chaos run with seed 6376168855303454753, CC-1's
+	// implementer).
+	_, err = c.Spawn(ctx, dispatch("CC-1", "plan"))
+	if !errors.Is(err, api.ErrIssueHeld) || !strings.Contains(err.Error(), "systemctl --user stop '"+plan.Unit+"'") {
+		t.Fatalf("dispatch of CC-1's planner again, its unit unadopted: %v; want issue_held naming `systemctl --user stop '%s'`", err, plan.Unit)
+	}
 	if err := after.h.mgr.Stop(ctx, plan.Unit); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/legion-dev/legion/config"
 )
@@ -99,7 +100,21 @@ func RunPodPrepare(ctx context.Context, kind Kind, p PodPrepare) error {
 	if err := os.MkdirAll(p.Session.Home, 0o700); err != nil {
 		return fmt.Errorf("prepare %s session %s in its pod: make its home: %w", kind.Name(), p.Session.ID, err)
 	}
-	l, err := kind.Prepare(ctx, p.Session, p.Planned)
+	// The prepare command runs in the agent's environment, which holds
+	// what the launch adds (Codex's CODEX_HOME, the session's own home):
+	// read as the user's, it would have Prepare read the session's files
+	// for the user's (a config.toml without the user's model provider).
+	// The controller's Prepare saw none of them; neither does this one.
+	s := p.Session
+	s.LookupEnv = func(key string) (string, bool) {
+		for _, kv := range p.Want.Env {
+			if k, _, _ := strings.Cut(kv, "="); k == key {
+				return "", false
+			}
+		}
+		return os.LookupEnv(key)
+	}
+	l, err := kind.Prepare(ctx, s, p.Planned)
 	if err != nil {
 		return err
 	}

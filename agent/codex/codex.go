@@ -123,30 +123,14 @@ func (c *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 		return agent.Launch{}, fmt.Errorf("prepare codex session %s: unknown permission policy %q", s.ID, policy)
 	}
 	home := Home(s.Dir, s.ID)
-	if err := privdir.Ensure(home); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare codex session %s: %w", s.ID, err)
-	}
-	user := filepath.Join(s.Home, ".codex")
-	if v, ok := s.Getenv("CODEX_HOME"); ok && filepath.IsAbs(v) {
-		user = v
-	}
-	var sb *Sandbox
-	if policy != config.PermissionsBypass {
-		// Codex's own workspace-write sandbox: a commit in the worktree
-		// writes the repository's git directory, and Legion's own
-		// commands reach the session's worker over its unix socket.
-		sb = &Sandbox{WritableRoots: agent.GitWritable(s.Cwd), Network: true}
-	}
-	data, err := ConfigFor(filepath.Join(user, "config.toml"), s.Legion, agent.Physical(s.Repo), sb)
-	if err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare codex session %s: %w", s.ID, err)
-	}
-	path := filepath.Join(home, "config.toml")
-	if err := atomicfile.WritePrivate(path, data); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare codex session %s: write %s: %w", s.ID, path, err)
-	}
-	if err := agent.LinkAuth(filepath.Join(user, "auth.json"), filepath.Join(home, "auth.json")); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare codex session %s: %w", s.ID, err)
+	// In a pod, Codex's own sandbox cannot be drawn (X38): the pod's
+	// security context confines the agent, as it does Claude Code, whose
+	// Landlock sandbox is drawn on a machine only.
+	podFull := s.Pod && policy != config.PermissionsBypass
+	if !s.PlanOnly {
+		if err := c.writeHome(s, policy, home, podFull); err != nil {
+			return agent.Launch{}, fmt.Errorf("prepare codex session %s: %w", s.ID, err)
+		}
 	}
 
 	args := []string{"--no-daemon", "--dangerously-bypass-hook-trust"}
@@ -159,12 +143,43 @@ func (c *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 	if policy == config.PermissionsBypass {
 		args = append(args, "--dangerously-bypass-approvals-and-sandbox")
 	}
+	if podFull {
+		args = append(args, "--sandbox", "danger-full-access")
+	}
 	l.ArgvNew = agent.InsertArgs(nil, l.ArgvNew, args...)
 	if l.ArgvResume != nil {
 		l.ArgvResume = agent.InsertArgs(nil, l.ArgvResume, args...)
 	}
 	l.Env = append(l.Env, "CODEX_HOME="+home, proto.EnvHookDialect+"="+string(config.AgentCodex))
 	return l, nil
+}
+
+// writeHome writes the Codex home of session s: its config.toml, made
+// from the user's, and the link to the user's auth.json.
+func (c *Kind) writeHome(s agent.Session, policy config.PermissionPolicy, home string, podFull bool) error {
+	if err := privdir.Ensure(home); err != nil {
+		return err
+	}
+	user := filepath.Join(s.Home, ".codex")
+	if v, ok := s.Getenv("CODEX_HOME"); ok && filepath.IsAbs(v) {
+		user = v
+	}
+	var sb *Sandbox
+	if policy != config.PermissionsBypass && !podFull {
+		// Codex's own workspace-write sandbox: a commit in the worktree
+		// writes the repository's git directory, and Legion's own
+		// commands reach the session's worker over its unix socket.
+		sb = &Sandbox{WritableRoots: agent.GitWritable(s.Cwd), Network: true}
+	}
+	data, err := ConfigFor(filepath.Join(user, "config.toml"), s.Legion, agent.Physical(s.Repo), sb)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(home, "config.toml")
+	if err := atomicfile.WritePrivate(path, data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return agent.LinkAuth(filepath.Join(user, "auth.json"), filepath.Join(home, "auth.json"))
 }
 
 // ConfigFor is the config.toml of a Codex home: the user's config

@@ -136,3 +136,39 @@ command = "/usr/bin/my-own-hook"
 		t.Errorf("Prepare with a broken %s: %v; want an error naming it", bad, err)
 	}
 }
+
+// TestCodexPrepareInPod: in a pod Codex runs with --sandbox
+// danger-full-access and no workspace-write settings: its own sandbox
+// cannot be drawn there (X38), and the pod confines it. On a machine it
+// keeps its sandbox; the bypass policy is the same in both.
+func TestCodexPrepareInPod(t *testing.T) {
+	root := t.TempDir()
+	argvNew, argvResume, _ := config.KindArgv(config.AgentCodex)
+	for _, tc := range []struct {
+		pod    bool
+		policy config.PermissionPolicy
+		full   bool
+	}{
+		{false, config.PermissionsAllowlist, false},
+		{true, config.PermissionsAllowlist, true},
+		{true, config.PermissionsAsk, true},
+		{true, config.PermissionsBypass, false},
+	} {
+		k := New(config.Agent{Kind: config.AgentCodex, New: argvNew, Resume: argvResume, Permissions: tc.policy})
+		s := agent.Session{
+			ID: k.SessionID(agenttest.TeamID, "X-1", "implement"), Mode: "implement", Cwd: filepath.Join(root, "wt"), Repo: filepath.Join(root, "repo"),
+			Home: filepath.Join(root, "home"), Dir: filepath.Join(root, "state", "agents", "w"), Legion: "/bin/legion", Pod: tc.pod,
+		}
+		s.Vars = config.Vars{SessionID: s.ID.String(), Prompt: "do it"}
+		l := agenttest.Prepared(t, k, s)
+		full := slices.Contains(l.ArgvNew, "danger-full-access") && slices.Contains(l.ArgvResume, "danger-full-access")
+		b, err := os.ReadFile(filepath.Join(Home(s.Dir, s.ID), "config.toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ww := strings.Contains(string(b), "sandbox_workspace_write")
+		if full != tc.full || ww != (tc.policy != config.PermissionsBypass && !tc.full) {
+			t.Errorf("pod %t, %s: argv %q, workspace-write settings %t; want danger-full-access %t", tc.pod, tc.policy, l.ArgvNew, ww, tc.full)
+		}
+	}
+}

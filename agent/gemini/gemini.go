@@ -190,6 +190,45 @@ func (g *Kind) Plan(s agent.Session) (agent.Launch, error) {
 
 // Prepare writes the Gemini home's settings, trust and project files and
 // the credentials link, and adds the arguments and environment to l.
+// writeHome writes the Gemini CLI home of session s, whose working
+// directory is cwd: its settings (the user's with Legion's hooks), the
+// trust and project of cwd, Legion's policy rules and the link to the
+// user's OAuth credentials.
+func writeHome(s agent.Session, policy config.PermissionPolicy, home, cwd string) error {
+	dot := filepath.Join(home, ".gemini")
+	for _, d := range []string{home, dot} {
+		if err := privdir.Ensure(d); err != nil {
+			return err
+		}
+	}
+	user := filepath.Join(s.Home, ".gemini")
+	settings, err := SettingsFor(filepath.Join(user, "settings.json"), s.Legion)
+	if err != nil {
+		return err
+	}
+	trust, _ := json.Marshal(map[string]string{cwd: "TRUST_FOLDER"})
+	projects, _ := json.Marshal(map[string]any{"projects": map[string]string{cwd: geminiProject}})
+	for name, data := range map[string][]byte{"settings.json": settings, "trustedFolders.json": trust, "projects.json": projects} {
+		path := filepath.Join(dot, name)
+		if err := atomicfile.WritePrivate(path, data); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	rules, err := PolicyFor(s.Legion, policy)
+	if err != nil {
+		return err
+	}
+	policies := filepath.Join(dot, "policies")
+	rulesPath := filepath.Join(policies, "legion.toml")
+	if err := privdir.Ensure(policies); err != nil {
+		return err
+	}
+	if err := atomicfile.WritePrivate(rulesPath, rules); err != nil {
+		return fmt.Errorf("write %s: %w", rulesPath, err)
+	}
+	return agent.LinkAuth(filepath.Join(user, "oauth_creds.json"), filepath.Join(dot, "oauth_creds.json"))
+}
+
 func (g *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (agent.Launch, error) {
 	fail := func(err error) (agent.Launch, error) {
 		return agent.Launch{}, fmt.Errorf("prepare gemini session %s: %w", s.ID, err)
@@ -207,17 +246,6 @@ func (g *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 		return fail(fmt.Errorf("unknown permission policy %q", policy))
 	}
 	home := Home(s.Dir, s.ID)
-	dot := filepath.Join(home, ".gemini")
-	for _, d := range []string{home, dot} {
-		if err := privdir.Ensure(d); err != nil {
-			return fail(err)
-		}
-	}
-	user := filepath.Join(s.Home, ".gemini")
-	settings, err := SettingsFor(filepath.Join(user, "settings.json"), s.Legion)
-	if err != nil {
-		return fail(err)
-	}
 	cwd := agent.Physical(s.Cwd)
 	if s.Mode == agent.FinishMode {
 		// The finisher removes the worktree it starts in; the CLI runs
@@ -226,28 +254,10 @@ func (g *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 		// checkout, as for Codex.
 		cwd = agent.Physical(s.Repo)
 	}
-	trust, _ := json.Marshal(map[string]string{cwd: "TRUST_FOLDER"})
-	projects, _ := json.Marshal(map[string]any{"projects": map[string]string{cwd: geminiProject}})
-	for name, data := range map[string][]byte{"settings.json": settings, "trustedFolders.json": trust, "projects.json": projects} {
-		path := filepath.Join(dot, name)
-		if err := atomicfile.WritePrivate(path, data); err != nil {
-			return fail(fmt.Errorf("write %s: %w", path, err))
+	if !s.PlanOnly {
+		if err := writeHome(s, policy, home, cwd); err != nil {
+			return fail(err)
 		}
-	}
-	rules, err := PolicyFor(s.Legion, policy)
-	if err != nil {
-		return fail(err)
-	}
-	policies := filepath.Join(dot, "policies")
-	rulesPath := filepath.Join(policies, "legion.toml")
-	if err := privdir.Ensure(policies); err != nil {
-		return fail(err)
-	}
-	if err := atomicfile.WritePrivate(rulesPath, rules); err != nil {
-		return fail(fmt.Errorf("write %s: %w", rulesPath, err))
-	}
-	if err := agent.LinkAuth(filepath.Join(user, "oauth_creds.json"), filepath.Join(dot, "oauth_creds.json")); err != nil {
-		return fail(err)
 	}
 	if policy == config.PermissionsBypass {
 		l.ArgvNew = agent.InsertArgs(g.Config.New, l.ArgvNew, "--approval-mode", "yolo")

@@ -313,16 +313,7 @@ func (fr *followRun) waitStop(t *testing.T, n int) {
 
 // resultOf is the result of the shell call of command in tr, or nil.
 func resultOf(tr followmodel.Transcript, command string) *followmodel.Result {
-	id := ""
-	for _, it := range tr.Items {
-		if it.Call != nil && it.Call.Command == command {
-			id = it.Call.ID
-		}
-		if it.Result != nil && id != "" && it.Result.CallID == id {
-			return it.Result
-		}
-	}
-	return nil
+	return tr.ResultOf(command)
 }
 
 // pausing reports whether tr carries the result of stepOne and not of
@@ -387,17 +378,9 @@ func TestRealFollowClaude(t *testing.T) {
 // API to srv.
 func openaiProbe(srv *openaitest.Server, p followProbe) followProbe {
 	p.transcripts = func(t *testing.T) []followmodel.Transcript {
-		var ts []followmodel.Transcript
-		for _, r := range srv.Requests() {
-			if r.Title {
-				continue
-			}
-			tr, err := openaitest.Transcript(r.Body)
-			if err != nil {
-				t.Errorf("request %s: %v", r.Path, err)
-				continue
-			}
-			ts = append(ts, tr)
+		ts, err := srv.Transcripts()
+		if err != nil {
+			t.Error(err)
 		}
 		return ts
 	}
@@ -465,14 +448,9 @@ func TestRealFollowGemini(t *testing.T) {
 			return srv.Env()
 		},
 		transcripts: func(t *testing.T) []followmodel.Transcript {
-			var ts []followmodel.Transcript
-			for _, r := range srv.Requests() {
-				tr, err := geminitest.Transcript(r.Body)
-				if err != nil {
-					t.Errorf("request %s: %v", r.Path, err)
-					continue
-				}
-				ts = append(ts, tr)
+			ts, err := srv.Transcripts()
+			if err != nil {
+				t.Error(err)
 			}
 			return ts
 		},

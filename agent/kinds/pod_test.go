@@ -144,3 +144,79 @@ func FuzzDecodePodPrepare(f *testing.F) {
 		}
 	})
 }
+
+// TestPreparePodKinds: Codex, Gemini CLI and opencode as TestPreparePod
+// has Claude Code: the controller's plan for a pod writes nothing (each
+// kind's Prepare wrote its home where the controller planned, a path of
+// the pod's, before PlanOnly held for them), and the pod's `legion agent
+// prepare`, run in the agent's environment (which holds what the launch
+// adds, Codex's CODEX_HOME), makes the kind's files from the user's own
+// config: read from CODEX_HOME, Codex's config.toml had no model
+// provider and Codex showed its sign-in dialog in the pod (TestKubeKinds
+// found both).
+func TestPreparePodKinds(t *testing.T) {
+	for _, tc := range []struct {
+		kind        config.AgentKind
+		user, value string // a user's config file under home and what of it the session's must hold
+		made        string // a file of the session's home
+	}{
+		{config.AgentCodex, ".codex/config.toml", `model_provider = "fake"`, "config.toml"},
+		{config.AgentGemini, ".gemini/settings.json", `"name":"fake-model"`, ".gemini/settings.json"},
+		{config.AgentOpencode, "", "", "opencode.json"},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			root := t.TempDir()
+			_, s := podSession(t, root)
+			argv, resume, _ := config.KindArgv(tc.kind)
+			a := config.Agent{Kind: tc.kind, New: argv, Resume: resume, Permissions: config.PermissionsAllowlist}
+			if tc.user != "" {
+				user := filepath.Join(s.Home, tc.user)
+				if err := os.MkdirAll(filepath.Dir(user), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				data := tc.value + "\n"
+				if strings.HasSuffix(user, ".json") {
+					data = `{"model":{` + tc.value + `}}`
+				}
+				if err := os.WriteFile(user, []byte(data), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kind, err := For(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			planned, err := kind.Plan(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, data, err := agent.PlanForPod(t.Context(), kind, a, s, planned)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Dir(s.Dir)); err == nil {
+				t.Fatalf("PlanForPod made %s: want nothing written where the controller plans", filepath.Dir(s.Dir))
+			}
+			file := filepath.Join(root, agent.PodPrepareFile)
+			if err := os.WriteFile(file, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// The prepare command's environment: the agent's.
+			for _, kv := range l.Env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			if err := PreparePod(t.Context(), file); err != nil {
+				t.Fatal(err)
+			}
+			entries, err := os.ReadDir(filepath.Dir(s.Dir))
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("the pod's agents directory: %v, %v; want the conversation's home", entries, err)
+			}
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(s.Dir), entries[0].Name(), tc.made))
+			if err != nil || !strings.Contains(strings.ReplaceAll(string(b), " ", ""), strings.ReplaceAll(tc.value, " ", "")) {
+				t.Errorf("the session's %s: %v\n%s\nwant it made in the pod from the user's config (%q)", tc.made, err, b, tc.value)
+			}
+		})
+	}
+}

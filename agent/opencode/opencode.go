@@ -135,32 +135,16 @@ func (o *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 		return agent.Launch{}, fmt.Errorf("prepare opencode session %s: unknown permission policy %q", s.ID, policy)
 	}
 	home := Home(s.Dir, s.ID)
-	if err := privdir.Ensure(home); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare opencode session %s: %w", s.ID, err)
-	}
-	// The prompt of a resumed start goes through the plugin (O7).
-	prompt := filepath.Join(home, "resume-prompt")
-	if err := atomicfile.WritePrivate(prompt, []byte(argValue(l.ArgvResume, "--prompt"))); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare opencode session %s: write %s: %w", s.ID, prompt, err)
-	}
 	plugin := filepath.Join(home, "legion.js")
-	if err := atomicfile.WritePrivate(plugin, PluginFor(s.Legion, home)); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare opencode session %s: write %s: %w", s.ID, plugin, err)
-	}
 	cfg, err := ConfigFor(plugin, s.Legion, policy, o.Config.Allow)
 	if err != nil {
 		return agent.Launch{}, fmt.Errorf("prepare opencode session %s: %w", s.ID, err)
 	}
 	path := filepath.Join(home, "opencode.json")
-	if err := atomicfile.WritePrivate(path, cfg); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare opencode session %s: write %s: %w", s.ID, path, err)
-	}
-	state := filepath.Join(s.Home, ".local", "state")
-	if v, ok := s.Getenv("XDG_STATE_HOME"); ok && filepath.IsAbs(v) {
-		state = v
-	}
-	if _, err := RemoveStaleLocks(filepath.Join(state, "opencode", "locks")); err != nil {
-		return agent.Launch{}, fmt.Errorf("prepare opencode session %s: %w", s.ID, err)
+	if !s.PlanOnly {
+		if err := writeHome(s, l, home, cfg); err != nil {
+			return agent.Launch{}, fmt.Errorf("prepare opencode session %s: %w", s.ID, err)
+		}
 	}
 	var args []string
 	if s.Mode == agent.FinishMode && filepath.IsAbs(s.Repo) {
@@ -181,6 +165,36 @@ func (o *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (ag
 	l.Env = append(l.Env, Env...)
 	l.Env = append(l.Env, "OPENCODE_CONFIG="+path, "OPENCODE_DB="+filepath.Join(home, "opencode.db"))
 	return l, nil
+}
+
+// writeHome writes the opencode home of session s: the resumed start's
+// prompt (it goes through the plugin, O7), Legion's plugin, the config
+// cfg; and removes the stale locks a killed opencode left in the user's
+// state.
+func writeHome(s agent.Session, l agent.Launch, home string, cfg []byte) error {
+	if err := privdir.Ensure(home); err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{
+		{"resume-prompt", []byte(argValue(l.ArgvResume, "--prompt"))},
+		{"legion.js", PluginFor(s.Legion, home)},
+		{"opencode.json", cfg},
+	}
+	for _, f := range files {
+		path := filepath.Join(home, f.name)
+		if err := atomicfile.WritePrivate(path, f.data); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	state := filepath.Join(s.Home, ".local", "state")
+	if v, ok := s.Getenv("XDG_STATE_HOME"); ok && filepath.IsAbs(v) {
+		state = v
+	}
+	_, err := RemoveStaleLocks(filepath.Join(state, "opencode", "locks"))
+	return err
 }
 
 // PluginFor is the plugin of the conversation whose opencode home

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,9 +18,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/agent/claude/anthropictest"
+	"github.com/legion-dev/legion/agent/claude/claudetest"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/linear/lineartest"
 	"github.com/legion-dev/legion/controller/team"
+	"github.com/legion-dev/legion/internal/followmodel"
 	"github.com/legion-dev/legion/internal/kubetest"
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
@@ -43,24 +47,30 @@ func gitServer(t *testing.T, root string) string {
 	return srv.URL
 }
 
-// TestKubeTodoToDone: a Linear team with engine = "kubernetes" runs an
-// issue from Todo to Done on a real control plane, its controller
-// (legion@demo, under a private user manager) on this machine. Each phase
-// is a Job whose pod (kwok's simulated node; the test runs its container
-// with runc: not a real node) clones the team's repository onto the
-// issue's volume before the agent starts, with a legion.toml of its own
-// and the Linear key from the team's Secret; the agent's tracker
-// commands reach Linear from the pod, and the finisher merges into the
-// repository and pushes there. The controller is killed -9 right after
-// a dispatch and goes on after systemd restarts it: no phase runs twice.
-func TestKubeTodoToDone(t *testing.T) {
+// kubeTeam is a Linear team (the local fake of Linear's API, team key
+// ENG) with engine = "kubernetes" on a real control plane whose pods run
+// (kwok's simulated nodes, runc: not a real node), its repository the
+// workspace's main served bare over git's smart HTTP (bare, pushes
+// allowed), its Linear key in the team's Secret, and its controller
+// legion@demo under a private user manager, not started yet.
+type kubeTeam struct {
+	*env
+	c    *kubetest.Cluster
+	srv  *lineartest.Server
+	bare string
+}
+
+// startKubeTeam starts a kubeTeam with o, agentLines more TOML for the
+// team's table (its agent), and binds more directories bound into every
+// pod (an agent CLI's, kubetest.PodCLIDir).
+func startKubeTeam(t *testing.T, o teamOptions, agentLines string, binds ...string) *kubeTeam {
 	bin := sdtest.LegionBinary(t)
 	binDir := filepath.Dir(bin)
 	if err := os.Chmod(binDir, 0o755); err != nil { // the pod's user runs them
 		t.Fatal(err)
 	}
 	path := binDir + ":/usr/bin:/bin"
-	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: []string{binDir}, PodEnv: []string{"PATH=" + path},
+	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: append([]string{binDir}, binds...), PodEnv: []string{"PATH=" + path},
 		ExecEnv: map[string]string{"PATH": path}})
 	const ns = "legion-demo"
 	c.Namespace(t, ns, 2)
@@ -77,18 +87,10 @@ func TestKubeTodoToDone(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(linearKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The scripted agent's script travels in its argv: the pod sees none
-	// of this machine's files but the programs. A custom agent has no
-	// hooks: it ends its phase by exiting, as a one-shot agent does.
-	script := strings.ReplaceAll(planScript+implementScript+implementDone+approveScript+retroFinishScript+"exit 0\n", "@LEGION@", bin)
-	// A custom agent gets its prompt and no session id (a retro starts
-	// anew, told what its phase is).
-	argv := fmt.Sprintf(`agent.new = ["/usr/bin/env", %s, %q, "scripted-agent", "{prompt}"]`, strconv.Quote("LEGION_SCRIPT="+script), bin)
-	extra := fmt.Sprintf(`tracker = "linear"
+	o.extra += agentLines + fmt.Sprintf(`tracker = "linear"
 linear.team_key = "ENG"
 linear.credentials_file = %q
 linear.api_url = %q
-agent.kind = "custom"
 engine = "kubernetes"
 kubernetes.kubeconfig = %q
 kubernetes.namespace = %q
@@ -101,7 +103,7 @@ kubernetes.secret = "legion-demo"
 kubernetes.repository = %q
 kubernetes.bin_dir = %q
 `, keyFile, srv.URL, c.Kubeconfig, ns, kubetest.StorageClass, repoURL, binDir)
-	e := start(t, "", teamOptions{wipLimit: 1, staleAfter: "20s", argv: argv, extra: extra})
+	e := start(t, "", o)
 	sdtest.KubeBinary(t) // beside legion, where the helper finds it
 
 	// The team's repository: the workspace's main, served bare.
@@ -111,6 +113,30 @@ kubernetes.bin_dir = %q
 
 	r := &chaosRun{env: e, srv: srv}
 	r.lookupFromFake()
+	return &kubeTeam{env: e, c: c, srv: srv, bare: bare}
+}
+
+// TestKubeTodoToDone: a Linear team with engine = "kubernetes" runs an
+// issue from Todo to Done on a real control plane, its controller
+// (legion@demo, under a private user manager) on this machine. Each phase
+// is a Job whose pod (kwok's simulated node; the test runs its container
+// with runc: not a real node) clones the team's repository onto the
+// issue's volume before the agent starts, with a legion.toml of its own
+// and the Linear key from the team's Secret; the agent's tracker
+// commands reach Linear from the pod, and the finisher merges into the
+// repository and pushes there. The controller is killed -9 right after
+// a dispatch and goes on after systemd restarts it: no phase runs twice.
+func TestKubeTodoToDone(t *testing.T) {
+	bin := sdtest.LegionBinary(t)
+	// The scripted agent's script travels in its argv: the pod sees none
+	// of this machine's files but the programs. A custom agent has no
+	// hooks: it ends its phase by exiting, as a one-shot agent does.
+	script := strings.ReplaceAll(planScript+implementScript+implementDone+approveScript+retroFinishScript+"exit 0\n", "@LEGION@", bin)
+	// A custom agent gets its prompt and no session id (a retro starts
+	// anew, told what its phase is).
+	argv := fmt.Sprintf(`agent.new = ["/usr/bin/env", %s, %q, "scripted-agent", "{prompt}"]`, strconv.Quote("LEGION_SCRIPT="+script), bin)
+	k := startKubeTeam(t, teamOptions{wipLimit: 1, staleAfter: "20s", argv: argv}, "agent.kind = \"custom\"\n")
+	e, srv, bare := k.env, k.srv, k.bare
 	is := srv.AddIssue("Write a file", "Todo")
 	id := is.Identifier
 	// About 20 s on 2 idle cores, 90 to 160 s with the load average at
@@ -178,6 +204,120 @@ kubernetes.bin_dir = %q
 	for _, m := range []controller.Mode{controller.ModePlan, controller.ModeImplement, controller.ModeReview, controller.ModeFinish} {
 		if !modes[string(m)] {
 			t.Errorf("no session of %s in mode %s; want every phase on the cluster (have %v)", id, m, modes)
+		}
+	}
+	if ws := e.workers(ctx); len(ws) != 0 {
+		t.Errorf("worker units on this machine: %v; want none", ws)
+	}
+}
+
+// TestKubeClaudeTodoToDone: a Claude Code team from Todo to Done on a
+// real control plane, under its controller legion@demo on this machine:
+// each phase a Job whose pod (kwok's simulated node, runc: not a real
+// node) runs the real Claude Code, its files prepared in the pod, against
+// the local fake of the Anthropic API in follow mode (the model knows only
+// what Claude Code sent it and follows the phase's instructions in the
+// prompt, as in TestFollowClaude). The model's address and key reach the
+// agent through agent.env, in the session's spec Secret. In a pod the
+// default policy is allowlist (Landlock is drawn on a machine only), so
+// Claude Code asks before commands its rules do not allow: each wait is
+// escalated to the tracker and answered there as a person would
+// ("approve"), and the answer reaches the agent in its pod through the
+// API server. The issue gets one plan, two reviews (the strict reviewer
+// asks for changes once), one retro, and its branch merged into the
+// repository's main by the finisher's pod.
+func TestKubeClaudeTodoToDone(t *testing.T) {
+	cli := kubetest.PodCLI(t, claudetest.Binary(t))
+	model := anthropictest.NewServer(t)
+	model.Key = claudetest.Token
+	model.Follow(followmodel.Traits{})
+	agentLines := fmt.Sprintf("agent.env = { ANTHROPIC_BASE_URL = %q, ANTHROPIC_API_KEY = %q, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\" }\n", model.URL, claudetest.Token)
+	k := startKubeTeam(t, teamOptions{wipLimit: 1, staleAfter: "2m", idleGrace: "2s", claude: cli}, agentLines, kubetest.PodCLIDir(cli))
+	e, srv := k.env, k.srv
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, r := range model.MessageRequests("") {
+			t.Logf("API request %s session %s: last user text %q%s", r.Time.Format("15:04:05.000"), r.Session, clip(r.LastUserText(), 300), toolResults(r))
+		}
+	})
+	is := srv.AddIssue("Greet the user", "Todo")
+	id := is.Identifier
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	e.startController()
+
+	// A person answers each wait in Linear: "approve" for a permission,
+	// "Answer: hi" for anything else, and user-feedback-given.
+	fb := srv.AddLabel(controller.LabelFeedbackGiven, srv.TeamID)
+	answered, permissions, others := 0, 0, 0
+	e.poll(ctx, id+" Done", func() (bool, string) {
+		is := srv.Issue(id)
+		labels := srv.LabelNames(is)
+		if slices.Contains(labels, controller.LabelInputNeeded) && !slices.Contains(labels, controller.LabelFeedbackGiven) {
+			srv.Lock()
+			var esc []string
+			for _, c := range is.Comments {
+				report := false
+				for _, p := range []string{"Plan: ", "Implemented: ", "Review: ", "Retro: "} {
+					report = report || strings.HasPrefix(c.Body, p)
+				}
+				if c.User == srv.UserName && !report {
+					esc = append(esc, c.Body)
+				}
+			}
+			srv.Unlock()
+			if len(esc) > answered {
+				answered = len(esc)
+				text := "Answer: hi"
+				if strings.Contains(esc[len(esc)-1], "asks permission") {
+					text, permissions = "approve", permissions+1
+				} else {
+					others++
+				}
+				t.Logf("answering %s as a person with %q: %s", id, text, clip(esc[len(esc)-1], 300))
+				srv.Comment(is, "Grace Hopper", text)
+				srv.Lock()
+				is.LabelIDs = append(is.LabelIDs, fb.ID)
+				srv.Unlock()
+			}
+		}
+		if answered > 12 {
+			t.Fatalf("answered %d waits and the run goes on asking", answered)
+		}
+		var live []string
+		for _, s := range e.sessions(ctx) {
+			live = append(live, fmt.Sprintf("%s=%s(%s)", s.Name, s.State, s.Cause))
+		}
+		return srv.StateName(is.StateID) == "Done", fmt.Sprintf("%s %v; sessions %s", srv.StateName(is.StateID), labels, strings.Join(live, " "))
+	})
+	t.Logf("%s Done on the cluster: %d permission waits and %d other waits answered", id, permissions, others)
+	if others != 0 {
+		t.Errorf("%d waits other than permissions; want none (the issue asks nothing)", others)
+	}
+
+	done := srv.Issue(id)
+	srv.Lock()
+	count := map[string]int{}
+	for _, c := range done.Comments {
+		for _, p := range []string{"Plan: ", "Review: ", "Retro: "} {
+			if strings.HasPrefix(c.Body, p) {
+				count[p]++
+			}
+		}
+	}
+	srv.Unlock()
+	if count["Plan: "] != 1 || count["Review: "] != 2 || count["Retro: "] != 1 {
+		t.Errorf("%s has %v reports; want one plan, two reviews (changes requested, then approved), one retro", id, count)
+	}
+	log := e.git(k.bare, "log", "--format=%s", "main")
+	if n := strings.Count(log, "Merge legion/"+id); n != 1 || !strings.Contains(log, id+": retro:") {
+		t.Errorf("the repository's main:\n%s\nwant legion/%s merged once, with its retro commit", log, id)
+	}
+	for _, s := range e.sessions(ctx) {
+		if s.Issue == id && s.Engine != api.EngineKubernetes {
+			t.Errorf("session %s runs on %q; want kubernetes", s.Name, s.Engine)
 		}
 	}
 	if ws := e.workers(ctx); len(ws) != 0 {

@@ -52,17 +52,14 @@ const (
 // its HOME, on the issue's volume.
 var podStateHome = filepath.Join(wire.HomeDir, ".local", "state", "legion")
 
-// clusterKinds are the agent kinds a team on a cluster may run: those
-// whose Prepare has been run in a pod (agent.PodPrepare).
-var clusterKinds = []config.AgentKind{config.AgentClaude, config.AgentCustom}
-
 // onCluster reports whether t's sessions run on Kubernetes.
 func (t *Team) onCluster() bool { return t.Engine == config.EngineKubernetes }
 
 // CheckCluster says what a team on a cluster lacks for its controller to
-// dispatch there: the repository its pods clone, a tracker they can
-// reach (the local tracker's files are on this machine), and agent kinds
-// that run in a pod (clusterKinds).
+// dispatch there: the repository its pods clone and a tracker they can
+// reach (the local tracker's files are on this machine). Every agent
+// kind runs in a pod: its Prepare is run there (agent.PodPrepare), and
+// activation's TestKubeKinds and TestKubeClaude run the real CLIs so.
 func CheckCluster(t config.Team) error {
 	if t.Engine != config.EngineKubernetes {
 		return nil
@@ -70,19 +67,6 @@ func CheckCluster(t config.Team) error {
 	var errs []error
 	if t.Kubernetes.Repository == "" {
 		errs = append(errs, fmt.Errorf("team %s: kubernetes.repository is not set: the controller needs the git URL each issue's pod clones and pushes its merge to (README: Kubernetes)", t.Name))
-	}
-	for _, mode := range []string{"plan", "implement", "review", "retro", "finish"} {
-		k := t.Agent.ForMode(mode).Kind
-		if k == "" {
-			k = config.AgentClaude
-		}
-		if !slices.Contains(clusterKinds, k) {
-			// Their Prepare has not been run in a pod yet: Codex's
-			// config.toml and sandbox, Gemini's and opencode's settings
-			// name paths and programs that no test has checked there.
-			errs = append(errs, fmt.Errorf("team %s: agent.kind = %q (the %s phase's) does not run on a cluster yet (its prepared files have not been made and checked in a pod): use agent.kind = \"claude\" or \"custom\" with engine = \"kubernetes\", or engine = \"systemd\"", t.Name, k, mode))
-			break
-		}
 	}
 	if t.Tracker == config.TrackerLocal {
 		errs = append(errs, fmt.Errorf("team %s: tracker = \"local\" keeps its issues in files on this machine, which the team's pods cannot reach: use tracker = \"linear\" or \"github\" with engine = \"kubernetes\", or engine = \"systemd\"", t.Name))

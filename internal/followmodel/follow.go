@@ -117,6 +117,21 @@ type Transcript struct {
 	AskTool string
 }
 
+// ResultOf is the result of the shell call of command in t, nil when t
+// carries none.
+func (t Transcript) ResultOf(command string) *Result {
+	id := ""
+	for _, it := range t.Items {
+		if it.Call != nil && it.Call.Command == command {
+			id = it.Call.ID
+		}
+		if it.Result != nil && id != "" && it.Result.CallID == id {
+			return it.Result
+		}
+	}
+	return nil
+}
+
 // Traits are the model's character; the zero value is the default model
 // (see the package doc).
 type Traits struct {

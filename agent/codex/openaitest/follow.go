@@ -189,3 +189,20 @@ func escalated(body []byte, id string) bool {
 	}
 	return false
 }
+
+// Transcripts are the model requests s was sent so far (title requests
+// left out), as the model saw them.
+func (s *Server) Transcripts() ([]followmodel.Transcript, error) {
+	var ts []followmodel.Transcript
+	for _, r := range s.Requests() {
+		if r.Title {
+			continue
+		}
+		tr, err := Transcript(r.Body)
+		if err != nil {
+			return ts, fmt.Errorf("request %s: %w", r.Path, err)
+		}
+		ts = append(ts, tr)
+	}
+	return ts, nil
+}

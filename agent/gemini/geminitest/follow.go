@@ -154,3 +154,16 @@ func followTurn(body []byte, traits followmodel.Traits) (Turn, followmodel.Decis
 	}
 	return Turn{Text: fmt.Sprintf("The next step is `%s`, but no run_shell_command tool is offered here.", d.Command)}, d
 }
+
+// Transcripts are the requests s was sent so far, as the model saw them.
+func (s *Server) Transcripts() ([]followmodel.Transcript, error) {
+	var ts []followmodel.Transcript
+	for _, r := range s.Requests() {
+		tr, err := Transcript(r.Body)
+		if err != nil {
+			return ts, fmt.Errorf("request %s: %w", r.Path, err)
+		}
+		ts = append(ts, tr)
+	}
+	return ts, nil
+}
