@@ -107,8 +107,8 @@ func (c *Kind) Plan(s agent.Session) (agent.Launch, error) {
 	}, nil
 }
 
-// Prepare writes the Codex home's config.toml and auth link, and adds the
-// arguments and CODEX_HOME to l.
+// Prepare writes the Codex home's config.toml and auth link (not with
+// s.PlanOnly), and adds the arguments and CODEX_HOME to l.
 func (c *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (agent.Launch, error) {
 	if !filepath.IsAbs(s.Legion) {
 		return agent.Launch{}, fmt.Errorf("prepare codex session %s: the hooks need the legion binary's absolute path, got %q", s.ID, s.Legion)

@@ -188,8 +188,6 @@ func (g *Kind) Plan(s agent.Session) (agent.Launch, error) {
 	}, nil
 }
 
-// Prepare writes the Gemini home's settings, trust and project files and
-// the credentials link, and adds the arguments and environment to l.
 // writeHome writes the Gemini CLI home of session s, whose working
 // directory is cwd: its settings (the user's with Legion's hooks), the
 // trust and project of cwd, Legion's policy rules and the link to the
@@ -229,6 +227,9 @@ func writeHome(s agent.Session, policy config.PermissionPolicy, home, cwd string
 	return agent.LinkAuth(filepath.Join(user, "oauth_creds.json"), filepath.Join(dot, "oauth_creds.json"))
 }
 
+// Prepare writes the Gemini home's settings, trust and project files and
+// the credentials link (not with s.PlanOnly), and adds the arguments and
+// environment to l.
 func (g *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (agent.Launch, error) {
 	fail := func(err error) (agent.Launch, error) {
 		return agent.Launch{}, fmt.Errorf("prepare gemini session %s: %w", s.ID, err)

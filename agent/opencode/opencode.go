@@ -117,7 +117,7 @@ func (o *Kind) Plan(s agent.Session) (agent.Launch, error) {
 }
 
 // Prepare writes the opencode home's config and plugin, removes a stale
-// lock, and adds the arguments and environment to l.
+// lock (not with s.PlanOnly), and adds the arguments and environment to l.
 func (o *Kind) Prepare(ctx context.Context, s agent.Session, l agent.Launch) (agent.Launch, error) {
 	if !filepath.IsAbs(s.Legion) {
 		return agent.Launch{}, fmt.Errorf("prepare opencode session %s: the plugin needs the legion binary's absolute path, got %q", s.ID, s.Legion)
