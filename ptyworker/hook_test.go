@@ -482,7 +482,7 @@ func TestEndCompletesTheSession(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := hookSpec(t, "TRAP_INT="+tt.trap)
-			tw := startWorker(t, spec, Options{KillGrace: 300 * time.Millisecond})
+			tw := startWorker(t, spec, Options{KillGrace: 300 * time.Millisecond, EndGrace: 300 * time.Millisecond})
 			c := tw.dial()
 			s := follow(c, 0, 0)
 			if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {

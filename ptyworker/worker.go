@@ -46,9 +46,17 @@ type Options struct {
 	// has yet to read is about to leave the ring.
 	ClientQueue int
 	// KillGrace is how long the agent gets between SIGHUP and SIGKILL when
-	// the worker stops it (remove, SIGTERM), and between SIGINT and SIGHUP
-	// when it ends it (end); default 3s.
+	// the worker stops it (remove, SIGTERM, or an end it did not heed);
+	// default 3s.
 	KillGrace time.Duration
+	// EndGrace is how long the agent gets between SIGINT and SIGHUP when
+	// the worker ends it because its work is done (end); default 10s. Its
+	// phase is over, so nothing waits on it but its slot, and a CLI that
+	// writes its session at exit may take seconds for it on a busy
+	// machine: with 3 s, the Gemini CLI was hung up on and then killed
+	// under a load average of 13 (a clean-clone make test beside the
+	// Kubernetes tests).
+	EndGrace time.Duration
 	// DrainGrace is how long output may still come after the agent exited
 	// before its leftover processes are killed; default 1s.
 	DrainGrace time.Duration
@@ -81,6 +89,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = 3 * time.Second
+	}
+	if o.EndGrace <= 0 {
+		o.EndGrace = 10 * time.Second
 	}
 	if o.DrainGrace <= 0 {
 		o.DrainGrace = time.Second
@@ -480,17 +491,17 @@ func (w *worker) terminate(c *child, exited <-chan struct{}) {
 
 // interrupt ends the agent as Ctrl-C would its whole job: SIGINT to its
 // process groups (Claude Code exits 0 at once, even mid-turn), then, after
-// KillGrace, as terminate does. It returns once exited is closed.
+// EndGrace, as terminate does. It returns once exited is closed.
 func (w *worker) interrupt(c *child, exited <-chan struct{}) {
 	c.killAll(syscall.SIGINT)
-	t := time.NewTimer(w.opts.KillGrace)
+	t := time.NewTimer(w.opts.EndGrace)
 	defer t.Stop()
 	select {
 	case <-exited:
 		return
 	case <-t.C:
 	}
-	w.log.Warn("the agent did not end after SIGINT; hanging up on it", "grace", w.opts.KillGrace)
+	w.log.Warn("the agent did not end after SIGINT; hanging up on it", "grace", w.opts.EndGrace)
 	w.terminate(c, exited)
 }
 
