@@ -1119,7 +1119,7 @@ func (r *chaosRun) checkQuestion() {
 		}
 	}
 	r.srv.Unlock()
-	t.Logf("ENG-1: the planner asked %d times, Legion escalated %d times, the person answered %d times", asked, escalations, r.answers)
+	t.Logf("ENG-1: the planner asked %d times, Legion escalated %d times; the stand-in people answered %d waits of demo and gh in all", asked, escalations, r.answers)
 	if escalations == 0 || escalations > asked {
 		t.Errorf("ENG-1: %d escalations for %d questions; want 1 to %d", escalations, asked, asked)
 	}
