@@ -3,6 +3,7 @@ package ptyworker
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -173,5 +174,44 @@ func TestTailBuffer(t *testing.T) {
 	got := b.line()
 	if !strings.HasSuffix(got, " | last [31m line") || len(got) > prepareTail+10 {
 		t.Errorf("tail = %q (%d bytes); want at most %d bytes ending in the last line", got, len(got), prepareTail)
+	}
+}
+
+// TestStaleGitLockMovedAside: a run starts in a worktree where a git
+// killed mid-commit (a reboot during the agent's `git commit`) left
+// index.lock: the worker moves it aside before the agent starts, whose
+// git then works. Without it the agent's git failed at every run until
+// the start limit (the booted tier's reboot chaos run).
+func TestStaleGitLockMovedAside(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	spec := testSpec(t, "sh", "-c", `git add -A && echo ADDED; read end`)
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"config", "user.name", "t"}, {"config", "user.email", "t@example.com"}} {
+		if out, err := exec.Command("git", append([]string{"-C", spec.Cwd}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	lock := filepath.Join(spec.Cwd, ".git", "index.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(lock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	tw := startWorker(t, spec, Options{})
+	c := tw.dial()
+	s := follow(c, 0, 0)
+	if _, err := c.Attach(ctxT(t), proto.AttachParams{Offset: new(uint64)}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitOutput(t, "ADDED")
+	if m, _ := filepath.Glob(lock + ".stale-*"); len(m) != 1 {
+		t.Errorf("%s.stale-*: %q; want the killed git's lock kept aside", lock, m)
+	}
+	c.SendInput([]byte("\n"))
+	if err := tw.wait(); err != nil {
+		t.Errorf("Run() = %v", err)
 	}
 }

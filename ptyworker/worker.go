@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/legion-dev/legion/activation/api"
+	"github.com/legion-dev/legion/internal/gitlock"
 	"github.com/legion-dev/legion/internal/privdir"
 	"github.com/legion-dev/legion/internal/unixsock"
 	"github.com/legion-dev/legion/ptyworker/proto"
@@ -260,6 +261,16 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		}
 		w.recordPrepareFailure(err)
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
+	}
+	// Every process of the run before is gone: a git lock it left in
+	// the worktree (a git killed mid-commit) would fail the agent's git at
+	// every run until its start limit.
+	moved, err := gitlock.Clear(ctx, s.Cwd, time.Second)
+	for _, p := range moved {
+		w.log.Warn("moved a killed git's lock aside", "lock", p)
+	}
+	if err != nil {
+		w.log.Warn("cannot move a killed git's lock aside; the agent's git may fail", "err", err)
 	}
 	ln, err := listen(s.SocketPath())
 	if err != nil {
