@@ -262,15 +262,19 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		w.recordPrepareFailure(err)
 		return fmt.Errorf("session %s: %w", s.SessionID, err)
 	}
-	// Every process of the run before is gone: a git lock it left in
-	// the worktree (a git killed mid-commit) would fail the agent's git at
-	// every run until its start limit.
-	moved, err := gitlock.Clear(ctx, s.Cwd, time.Second)
-	for _, p := range moved {
-		w.log.Warn("moved a killed git's lock aside", "lock", p)
-	}
-	if err != nil {
-		w.log.Warn("cannot move a killed git's lock aside; the agent's git may fail", "err", err)
+	if s.Issue != "" {
+		// An issue's worker runs in the issue's worktree, which only its
+		// own runs write, and every process of the run before is gone: a
+		// git lock left there (a git killed mid-commit) would fail the
+		// agent's git at every run until its start limit. (An ad-hoc
+		// session's directory may be a person's repository: left alone.)
+		moved, err := gitlock.Clear(ctx, s.Cwd, time.Second)
+		for _, p := range moved {
+			w.log.Warn("moved a killed git's lock aside", "lock", p)
+		}
+		if err != nil {
+			w.log.Warn("cannot move a killed git's lock aside; the agent's git may fail", "err", err)
+		}
 	}
 	ln, err := listen(s.SocketPath())
 	if err != nil {
