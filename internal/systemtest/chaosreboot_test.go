@@ -90,7 +90,7 @@ echo "$1 $2 $(date +%s%N) $(cat /proc/sys/kernel/random/boot_id)" >> ` + unitRun
 // named in its quarantine list or its journal.
 //
 // It takes 3–4 minutes here (2 shared cores under other runs' load),
-// beside controller/service's 40 in `make test`; CHAOS_REBOOT=0 leaves it
+// beside controller/service's 45 in `make test`; CHAOS_REBOOT=0 leaves it
 // out.
 func TestChaosReboots(t *testing.T) {
 	if os.Getenv("CHAOS_REBOOT") == "0" {
