@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legion-dev/legion/internal/gitlock"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,15 +86,12 @@ func (m *Manager) withRepoLock(ctx context.Context, locks []string, f func() err
 	for _, name := range locks {
 		p := filepath.Join(gitDir, name)
 		for {
-			fi, err := os.Stat(p)
-			if errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 				break
 			}
-			if err == nil && time.Since(fi.ModTime()) > staleLock {
-				aside := p + ".stale-" + time.Now().UTC().Format("20060102T150405.000")
-				if err := os.Rename(p, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return fmt.Errorf("move the stale git lock %s aside: %w", p, err)
-				}
+			if moved, err := gitlock.MoveAside(p, staleLock); err != nil {
+				return err
+			} else if moved {
 				continue
 			}
 			if time.Now().After(deadline) {

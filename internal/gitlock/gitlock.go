@@ -54,20 +54,33 @@ func Clear(ctx context.Context, dir string, older time.Duration) ([]string, erro
 	var moved []string
 	var errs []error
 	for _, p := range locks {
-		fi, err := os.Lstat(p)
-		if err != nil || !fi.Mode().IsRegular() || time.Since(fi.ModTime()) <= older {
-			continue
+		ok, err := MoveAside(p, older)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		aside := p + ".stale-" + time.Now().UTC().Format("20060102T150405.000")
-		if err := os.Rename(p, aside); err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("move the stale git lock %s aside: %w", p, err))
-			}
-			continue
+		if ok {
+			moved = append(moved, p)
 		}
-		moved = append(moved, p)
 	}
 	return moved, errors.Join(errs...)
+}
+
+// MoveAside renames the git lock file p to p.stale-<UTC time> when it
+// was last written more than older ago, and says whether it did. A lock
+// that is not there (or is gone meanwhile), or younger, is left: no error.
+func MoveAside(p string, older time.Duration) (bool, error) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || time.Since(fi.ModTime()) <= older {
+		return false, nil
+	}
+	aside := p + ".stale-" + time.Now().UTC().Format("20060102T150405.000")
+	if err := os.Rename(p, aside); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("move the stale git lock %s aside: %w", p, err)
+	}
+	return true, nil
 }
 
 // git runs git in dir, taking no optional lock, and returns its trimmed
