@@ -47,9 +47,12 @@ func Clear(ctx context.Context, dir string, older time.Duration) ([]string, erro
 		common = filepath.Join(dir, common)
 	}
 	locks := []string{filepath.Join(gitDir, "index.lock"), filepath.Join(gitDir, "HEAD.lock")}
-	// The branch HEAD names, born or not (a new repository's is not).
-	if ref, err := git(ctx, dir, "symbolic-ref", "-q", "HEAD"); err == nil && strings.HasPrefix(ref, "refs/") {
-		locks = append(locks, filepath.Join(common, filepath.FromSlash(ref)+".lock"))
+	// The branch HEAD names, born or not (a new repository's is not),
+	// read from the worktree's own HEAD file: no second git to start.
+	if head, err := os.ReadFile(filepath.Join(gitDir, "HEAD")); err == nil {
+		if ref, ok := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: "); ok && strings.HasPrefix(ref, "refs/") {
+			locks = append(locks, filepath.Join(common, filepath.FromSlash(ref)+".lock"))
+		}
 	}
 	var moved []string
 	var errs []error
