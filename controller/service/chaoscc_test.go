@@ -174,14 +174,21 @@ func (r *chaosRun) ccIssue(id string) (controller.TrackedIssue, error) {
 		Status: linearStatuses[r.cc.srv.StateName(is.StateID)], Labels: r.cc.srv.LabelNames(is)}, nil
 }
 
-// ccEscalations are Legion's comments on issue is of team cc that are not
-// an agent's report (on Linear both are signed by the key's user).
+// ccEscalations are how many of Legion's comments on issue is of team cc
+// are not an agent's report (linearEscalations).
 func (r *chaosRun) ccEscalations(is *lineartest.Issue) int {
-	n := 0
-	r.cc.srv.Lock()
-	defer r.cc.srv.Unlock()
+	return len(linearEscalations(r.cc.srv, is))
+}
+
+// linearEscalations are the texts of Legion's comments on issue is of the
+// fake Linear srv that are not an agent's report: on Linear both are
+// signed by the key's user.
+func linearEscalations(srv *lineartest.Server, is *lineartest.Issue) []string {
+	var out []string
+	srv.Lock()
+	defer srv.Unlock()
 	for _, c := range is.Comments {
-		if c.User != r.cc.srv.UserName {
+		if c.User != srv.UserName {
 			continue
 		}
 		report := false
@@ -189,10 +196,10 @@ func (r *chaosRun) ccEscalations(is *lineartest.Issue) int {
 			report = report || strings.HasPrefix(c.Body, p)
 		}
 		if !report {
-			n++
+			out = append(out, c.Body)
 		}
 	}
-	return n
+	return out
 }
 
 // answerClaude answers, as a person would in Linear, every new wait of

@@ -256,18 +256,7 @@ func TestKubeClaudeTodoToDone(t *testing.T) {
 		is := srv.Issue(id)
 		labels := srv.LabelNames(is)
 		if slices.Contains(labels, controller.LabelInputNeeded) && !slices.Contains(labels, controller.LabelFeedbackGiven) {
-			srv.Lock()
-			var esc []string
-			for _, c := range is.Comments {
-				report := false
-				for _, p := range []string{"Plan: ", "Implemented: ", "Review: ", "Retro: "} {
-					report = report || strings.HasPrefix(c.Body, p)
-				}
-				if c.User == srv.UserName && !report {
-					esc = append(esc, c.Body)
-				}
-			}
-			srv.Unlock()
+			esc := linearEscalations(srv, is)
 			if len(esc) > answered {
 				answered = len(esc)
 				text := "Answer: hi"
