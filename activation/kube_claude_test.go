@@ -60,7 +60,7 @@ func TestKubeClaude(t *testing.T) {
 	// The worktree first (the controller's `legion worktree ensure`),
 	// then the agent's files.
 	sid := podAgent(t, &a, cfg, "Make the file.", legion,
-		[]string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_AUTH_TOKEN=" + claudetest.Token, "CLAUDE_CODE_MAX_RETRIES=0"},
+		[]string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_AUTH_TOKEN=" + claudetest.Token, "CLAUDE_CODE_MAX_RETRIES=0"}, "",
 		[]string{"/bin/mkdir", "-p", work})
 
 	const made = wire.WorkDir + "/made-in-the-pod"

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,11 +39,13 @@ type podKind struct {
 
 // podAgent makes a the launch of the agent cfg of a's issue in a pod, as
 // the controller plans one (team's planOnCluster), with prompt, legion
-// the pod's legion and env more of the agent's environment: the kind's
-// launch planned with the pod's paths, writing nothing here, its
-// agent.PodPrepare in the spec Secret, and the prepare commands pre, then
-// `legion agent prepare`. It returns the session's agent session id.
-func podAgent(t *testing.T, a *api.SpawnArgs, cfg config.Agent, prompt, legion string, env []string, pre ...[]string) string {
+// the pod's legion, env more of the agent's environment and userHome the
+// home of the user's own config of the CLI on this machine ("": none):
+// the kind's launch planned with the pod's paths, writing nothing here,
+// its agent.PodPrepare in the spec Secret (with the user's config files,
+// agent.UserConfiger), and the prepare commands pre, then `legion agent
+// prepare`. It returns the session's agent session id.
+func podAgent(t *testing.T, a *api.SpawnArgs, cfg config.Agent, prompt, legion string, env []string, userHome string, pre ...[]string) string {
 	t.Helper()
 	kind, err := kinds.For(cfg)
 	if err != nil {
@@ -59,6 +60,13 @@ func podAgent(t *testing.T, a *api.SpawnArgs, cfg config.Agent, prompt, legion s
 		Legion: legion,
 		Env:    append(slices.Clone(env), "LEGION_TEAM="+config.AdhocTeam, "LEGION_ISSUE="+a.Issue, "LEGION_MODE="+a.Mode),
 		Pod:    true,
+		// The user's environment: only the home of their config.
+		LookupEnv: func(key string) (string, bool) {
+			if key == "HOME" && userHome != "" {
+				return userHome, true
+			}
+			return "", false
+		},
 	}
 	planned, err := kind.Plan(s)
 	if err != nil {
@@ -87,8 +95,10 @@ func podAgent(t *testing.T, a *api.SpawnArgs, cfg config.Agent, prompt, legion s
 // config.toml with its hooks, Gemini's and opencode's settings) are made
 // in the pod by `legion agent prepare` from the controller's plan
 // (agent.PlanForPod, shipped in the spec Secret), on the issue's volume,
-// over the user's own config (an earlier prepare command copies it into
-// the pod's home, as an image or a person would put it there). Each CLI
+// over the user's own config on this machine, which the plan carries
+// (agent.UserConfiger: Codex's config.toml, Gemini CLI's settings,
+// opencode's opencode.json; not opencode's plugin package, which its
+// first start tries to install and, offline, goes on without). Each CLI
 // starts without a dialog, runs its prompt's command in the pod (a wait
 // for a person's permission, where the kind's allowlist policy asks,
 // shows through the helper and a person's allow reaches it), its hooks
@@ -129,25 +139,18 @@ func TestKubeKinds(t *testing.T) {
 			}},
 	}
 
-	// Each CLI's tree and each user's home where the pods' user can read
-	// them, bound into every pod (a real node has them from the image).
+	// Each CLI's tree where the pods' user can read it, bound into every
+	// pod (a real node has it from the image).
 	clis := map[config.AgentKind]string{}
 	homes := map[config.AgentKind]string{}
 	envs := map[config.AgentKind][]string{}
 	binds := []string{binDir}
 	for _, k := range cases {
 		clis[k.kind] = kubetest.PodCLI(t, k.bin(t))
-		home, err := os.MkdirTemp("", "legion-pod-home-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(home) })
+		home := t.TempDir()
 		envs[k.kind] = k.user(t, home)
-		if out, err := exec.Command("chmod", "-R", "a+rX", home).CombinedOutput(); err != nil {
-			t.Fatalf("chmod %s: %v\n%s", home, err, out)
-		}
 		homes[k.kind] = home
-		binds = append(binds, kubetest.PodCLIDir(clis[k.kind]), home)
+		binds = append(binds, kubetest.PodCLIDir(clis[k.kind]))
 	}
 	path := binDir + ":/usr/bin:/bin"
 	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: binds, PodEnv: []string{"PATH=" + path},
@@ -169,9 +172,8 @@ func TestKubeKinds(t *testing.T) {
 			argv, argvResume, _ := config.KindArgv(k.kind)
 			cfg := config.Agent{Kind: k.kind, Permissions: config.PermissionsAllowlist,
 				New: append([]string{clis[k.kind]}, argv[1:]...), Resume: append([]string{clis[k.kind]}, argvResume[1:]...)}
-			podAgent(t, &a, cfg, prompt, legion, envs[k.kind],
-				[]string{"/bin/mkdir", "-p", work, wire.HomeDir},
-				[]string{"/bin/cp", "-R", homes[k.kind] + "/.", wire.HomeDir})
+			podAgent(t, &a, cfg, prompt, legion, envs[k.kind], homes[k.kind],
+				[]string{"/bin/mkdir", "-p", work})
 			if _, err := cl.Spawn(ctx, a); err != nil {
 				t.Fatal(err)
 			}

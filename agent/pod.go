@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/legion-dev/legion/config"
+	"github.com/legion-dev/legion/internal/atomicfile"
 )
 
 // A kind's agent on a cluster runs in a pod whose only lasting storage is
@@ -41,7 +44,35 @@ type PodPrepare struct {
 	Session Session      `json:"session"`
 	Planned Launch       `json:"planned"`
 	Want    Launch       `json:"want"`
+	// Home are the user's own config files of the kind (UserConfiger),
+	// read where the controller plans, by their path under the pod's
+	// home: the pod's prepare writes them there before Prepare reads
+	// them, as it reads the user's here.
+	Home map[string][]byte `json:"home,omitempty"`
 }
+
+// UserConfiger is a kind whose CLI reads config of the user's own beside
+// what Prepare writes: the model provider Codex's config.toml names,
+// opencode's opencode.json, Gemini CLI's settings. A pod has none of this
+// machine's files, so PlanForPod ships these to the pod's home, as the
+// team's legion.toml is shipped (the pod's own, made from the user's).
+// Credentials are not among them (Codex's auth.json, Gemini CLI's OAuth
+// file): an agent's key reaches a pod as agent.env or the team's Secret.
+type UserConfiger interface {
+	// UserConfig lists the user's config files of the kind: where each
+	// is on this machine, home and lookupEnv the user's, and where it
+	// goes under the pod's home (a local path). A file that does not
+	// exist is left out.
+	UserConfig(home string, lookupEnv func(string) (string, bool)) []HomeFile
+}
+
+// HomeFile is one of the user's config files: From on this machine, To
+// under the pod's home.
+type HomeFile struct{ From, To string }
+
+// maxPodHome bounds the user's files shipped to a pod: the spec Secret
+// that carries them holds at most 1 MiB in all.
+const maxPodHome = 256 << 10
 
 // PlanForPod is kind's Prepare of s for a pod, writing nothing: the
 // launch the worker is given, and the PodPrepare (encoded) with which
@@ -56,13 +87,58 @@ func PlanForPod(ctx context.Context, kind Kind, a config.Agent, s Session, plann
 	if l.Sandbox != nil {
 		return Launch{}, nil, fmt.Errorf("prepare %s session %s for a pod: the kind drew a sandbox, which a pod cannot hold", kind.Name(), s.ID)
 	}
+	home, err := userHome(kind, s)
+	if err != nil {
+		return Launch{}, nil, fmt.Errorf("prepare %s session %s for a pod: %w", kind.Name(), s.ID, err)
+	}
 	s.PlanOnly = false
 	s.LookupEnv = nil // the pod's prepare command reads its own environment
-	data, err := json.Marshal(PodPrepare{Agent: a, Session: s, Planned: planned, Want: l})
+	data, err := json.Marshal(PodPrepare{Agent: a, Session: s, Planned: planned, Want: l, Home: home})
 	if err != nil {
 		return Launch{}, nil, fmt.Errorf("prepare %s session %s for a pod: %w", kind.Name(), s.ID, err)
 	}
 	return l, data, nil
+}
+
+// userHome reads the user's config files of kind (UserConfiger) for
+// s's pod, from the home and environment of s.LookupEnv (the user
+// manager's), else this process's.
+func userHome(kind Kind, s Session) (map[string][]byte, error) {
+	uc, ok := kind.(UserConfiger)
+	if !ok {
+		return nil, nil
+	}
+	lookup := s.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	home, _ := lookup("HOME")
+	if !filepath.IsAbs(home) {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("the user's config of the kind: no home directory: %w", err)
+		}
+		home = h
+	}
+	out := map[string][]byte{}
+	total := 0
+	for _, f := range uc.UserConfig(home, lookup) {
+		data, err := os.ReadFile(f.From)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the user's config for the pod: %w", err)
+		}
+		if total += len(data); total > maxPodHome {
+			return nil, fmt.Errorf("the user's config for the pod: %s makes %d bytes in all; a spec Secret holds at most %d: shorten it", f.From, total, maxPodHome)
+		}
+		out[f.To] = data
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // DecodePodPrepare reads a PodPrepare from data (from file, named in
@@ -87,6 +163,11 @@ func DecodePodPrepare(data []byte, file string) (PodPrepare, error) {
 			return PodPrepare{}, fmt.Errorf("%s: the session's %s is %q: want an absolute path", file, what, path)
 		}
 	}
+	for rel := range p.Home {
+		if !filepath.IsLocal(rel) {
+			return PodPrepare{}, fmt.Errorf("%s: the user's file %q: want a path under the pod's home", file, rel)
+		}
+	}
 	return p, nil
 }
 
@@ -105,6 +186,9 @@ func RunPodPrepare(ctx context.Context, kind Kind, p PodPrepare) error {
 	// read as the user's, it would have Prepare read the session's files
 	// for the user's (a config.toml without the user's model provider).
 	// The controller's Prepare saw none of them; neither does this one.
+	if err := writeHome(p.Session.Home, p.Home); err != nil {
+		return fmt.Errorf("prepare %s session %s in its pod: %w", kind.Name(), p.Session.ID, err)
+	}
 	s := p.Session
 	s.LookupEnv = func(key string) (string, bool) {
 		for _, kv := range p.Want.Env {
@@ -121,6 +205,22 @@ func RunPodPrepare(ctx context.Context, kind Kind, p PodPrepare) error {
 	if !slices.Equal(l.ArgvNew, p.Want.ArgvNew) || !slices.Equal(l.ArgvResume, p.Want.ArgvResume) || !slices.Equal(l.Env, p.Want.Env) {
 		return fmt.Errorf("prepare %s session %s in its pod: the pod's launch (argv %q, resume %q, env %q) is not the controller's (argv %q, resume %q, env %q)",
 			kind.Name(), p.Session.ID, l.ArgvNew, l.ArgvResume, l.Env, p.Want.ArgvNew, p.Want.ArgvResume, p.Want.Env)
+	}
+	return nil
+}
+
+// writeHome writes the user's files under home (their parent directories
+// 0700, the files 0600), replacing what an earlier start wrote: the
+// user's config on the controller's machine is the one that counts.
+func writeHome(home string, files map[string][]byte) error {
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
+		path := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return fmt.Errorf("the user's config: %w", err)
+		}
+		if err := atomicfile.WritePrivate(path, files[rel]); err != nil {
+			return fmt.Errorf("the user's config: %w", err)
+		}
 	}
 	return nil
 }

@@ -88,6 +88,17 @@ func (*Kind) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
 // depends on the session's directory; Plan names it.
 func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 
+// UserConfig is the user's config.toml ($CODEX_HOME, else ~/.codex), the
+// one writeHome makes a session's from, for a pod's home
+// (agent.UserConfiger). Not auth.json: a key reaches a pod as agent.env.
+func (*Kind) UserConfig(home string, lookupEnv func(string) (string, bool)) []agent.HomeFile {
+	user := filepath.Join(home, ".codex")
+	if v, ok := lookupEnv("CODEX_HOME"); ok && filepath.IsAbs(v) {
+		user = v
+	}
+	return []agent.HomeFile{{From: filepath.Join(user, "config.toml"), To: filepath.Join(".codex", "config.toml")}}
+}
+
 // Home is the Codex home of conversation id whose sessions keep their
 // directories in dir's parent: "codex-<id>" beside them, shared by the
 // sessions of one conversation (an implementer and its retro).

@@ -168,6 +168,14 @@ func (*Kind) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
 // depends on the session's directory; Plan names it.
 func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 
+// UserConfig is the user's ~/.gemini/settings.json, the one writeHome
+// makes a session's from, for a pod's home (agent.UserConfiger). Not the
+// OAuth credentials: a key reaches a pod as agent.env.
+func (*Kind) UserConfig(home string, _ func(string) (string, bool)) []agent.HomeFile {
+	rel := filepath.Join(".gemini", "settings.json")
+	return []agent.HomeFile{{From: filepath.Join(home, rel), To: rel}}
+}
+
 // Home is the Gemini home (GEMINI_CLI_HOME) of conversation id whose
 // sessions keep their directories in dir's parent: "gemini-<id>" beside
 // them, shared by the sessions of one conversation (an implementer and its

@@ -99,3 +99,9 @@ func PreparePod(ctx context.Context, file string) error {
 	}
 	return agent.RunPodPrepare(ctx, kind, p)
 }
+
+var (
+	_ agent.UserConfiger = (*codex.Kind)(nil)
+	_ agent.UserConfiger = (*gemini.Kind)(nil)
+	_ agent.UserConfiger = (*opencode.Kind)(nil)
+)

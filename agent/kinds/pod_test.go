@@ -115,6 +115,7 @@ func TestPreparePod(t *testing.T) {
 		{"not for a pod", `{"session":{"Cwd":"/a","Repo":"/b","Home":"/c","Dir":"/d"}}`, "want a session for a pod"},
 		{"relative", `{"session":{"Pod":true,"Cwd":"a","Repo":"/b","Home":"/c","Dir":"/d"}}`, "want an absolute path"},
 		{"two", `{"session":{"Pod":true,"Cwd":"/a","Repo":"/b","Home":"/c","Dir":"/d"}} {}`, "found more after it"},
+		{"home outside", `{"session":{"Pod":true,"Cwd":"/a","Repo":"/b","Home":"/c","Dir":"/d"},"home":{"../etc/passwd":""}}`, "want a path under the pod's home"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := agent.DecodePodPrepare([]byte(tc.data), file); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), file) {
@@ -142,6 +143,11 @@ func FuzzDecodePodPrepare(f *testing.F) {
 		if !s.Pod || s.PlanOnly || !filepath.IsAbs(s.Cwd) || !filepath.IsAbs(s.Repo) || !filepath.IsAbs(s.Home) || !filepath.IsAbs(s.Dir) {
 			t.Errorf("DecodePodPrepare(%q) = %+v, nil; want a pod's session with absolute paths", data, s)
 		}
+		for rel := range p.Home {
+			if !filepath.IsLocal(rel) {
+				t.Errorf("DecodePodPrepare(%q) has the user's file %q; want only paths under the pod's home", data, rel)
+			}
+		}
 	})
 }
 
@@ -153,24 +159,31 @@ func FuzzDecodePodPrepare(f *testing.F) {
 // adds, Codex's CODEX_HOME), makes the kind's files from the user's own
 // config: read from CODEX_HOME, Codex's config.toml had no model
 // provider and Codex showed its sign-in dialog in the pod (TestKubeKinds
-// found both).
+// found both). The user's config is the one on the controller's machine
+// (its HOME), shipped in the plan (agent.UserConfiger): the pod's home
+// starts empty, as a new issue's volume does, and gets the user's file
+// (0600) before the kind's files are made from it.
 func TestPreparePodKinds(t *testing.T) {
 	for _, tc := range []struct {
 		kind        config.AgentKind
 		user, value string // a user's config file under home and what of it the session's must hold
-		made        string // a file of the session's home
+		made        string // a file of the session's home ("": only the user's file in the pod's home)
 	}{
 		{config.AgentCodex, ".codex/config.toml", `model_provider = "fake"`, "config.toml"},
 		{config.AgentGemini, ".gemini/settings.json", `"name":"fake-model"`, ".gemini/settings.json"},
-		{config.AgentOpencode, "", "", "opencode.json"},
+		{config.AgentOpencode, ".config/opencode/opencode.json", `"name":"fake-provider"`, ""},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			root := t.TempDir()
 			_, s := podSession(t, root)
 			argv, resume, _ := config.KindArgv(tc.kind)
 			a := config.Agent{Kind: tc.kind, New: argv, Resume: resume, Permissions: config.PermissionsAllowlist}
-			if tc.user != "" {
-				user := filepath.Join(s.Home, tc.user)
+			userHome := t.TempDir() // the controller's machine's
+			t.Setenv("HOME", userHome)
+			t.Setenv("XDG_CONFIG_HOME", "")
+			t.Setenv("CODEX_HOME", "")
+			{
+				user := filepath.Join(userHome, tc.user)
 				if err := os.MkdirAll(filepath.Dir(user), 0o700); err != nil {
 					t.Fatal(err)
 				}
@@ -208,6 +221,14 @@ func TestPreparePodKinds(t *testing.T) {
 			}
 			if err := PreparePod(t.Context(), file); err != nil {
 				t.Fatal(err)
+			}
+			shipped := filepath.Join(s.Home, tc.user)
+			fi, err := os.Stat(shipped)
+			if err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("the user's %s in the pod's home: %v, %v; want it shipped, 0600", tc.user, fi, err)
+			}
+			if tc.made == "" {
+				return
 			}
 			entries, err := os.ReadDir(filepath.Dir(s.Dir))
 			if err != nil || len(entries) != 1 {

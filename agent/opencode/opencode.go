@@ -97,6 +97,23 @@ func (*Kind) SessionID(team uuid.UUID, issue, mode string) uuid.UUID {
 // depends on the session's directory; Plan names it.
 func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 
+// UserConfig is the user's global opencode.json (or .jsonc) in
+// $XDG_CONFIG_HOME/opencode, else ~/.config/opencode, which opencode
+// merges the session's config over, for a pod's home (agent.UserConfiger;
+// the pod sets no XDG_CONFIG_HOME). Not auth.json: a key reaches a pod as
+// agent.env.
+func (*Kind) UserConfig(home string, lookupEnv func(string) (string, bool)) []agent.HomeFile {
+	dir := filepath.Join(home, ".config")
+	if v, ok := lookupEnv("XDG_CONFIG_HOME"); ok && filepath.IsAbs(v) {
+		dir = v
+	}
+	var out []agent.HomeFile
+	for _, name := range []string{"opencode.json", "opencode.jsonc"} {
+		out = append(out, agent.HomeFile{From: filepath.Join(dir, "opencode", name), To: filepath.Join(".config", "opencode", name)})
+	}
+	return out
+}
+
 // Home is the opencode home of conversation id whose sessions keep
 // their directories in dir's parent: "opencode-<id>" beside them, shared
 // by the sessions of one conversation (an implementer and its retro).

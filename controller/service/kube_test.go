@@ -20,6 +20,11 @@ import (
 	"github.com/legion-dev/legion/activation/api"
 	"github.com/legion-dev/legion/agent/claude/anthropictest"
 	"github.com/legion-dev/legion/agent/claude/claudetest"
+	"github.com/legion-dev/legion/agent/codex/codextest"
+	"github.com/legion-dev/legion/agent/codex/openaitest"
+	"github.com/legion-dev/legion/agent/gemini/geminitest"
+	"github.com/legion-dev/legion/agent/opencode/opencodetest"
+	"github.com/legion-dev/legion/config"
 	"github.com/legion-dev/legion/controller"
 	"github.com/legion-dev/legion/controller/linear/lineartest"
 	"github.com/legion-dev/legion/controller/team"
@@ -211,41 +216,140 @@ func TestKubeTodoToDone(t *testing.T) {
 	}
 }
 
-// TestKubeClaudeTodoToDone: a Claude Code team from Todo to Done on a
-// real control plane, under its controller legion@demo on this machine:
-// each phase a Job whose pod (kwok's simulated node, runc: not a real
-// node) runs the real Claude Code, its files prepared in the pod, against
-// the local fake of the Anthropic API in follow mode (the model knows only
-// what Claude Code sent it and follows the phase's instructions in the
-// prompt, as in TestFollowClaude). The model's address and key reach the
-// agent through agent.env, in the session's spec Secret. In a pod the
-// default policy is allowlist (Landlock is drawn on a machine only), so
-// Claude Code asks before commands its rules do not allow: each wait is
-// escalated to the tracker and answered there as a person would
-// ("approve"), and the answer reaches the agent in its pod through the
-// API server. The issue gets one plan, two reviews (the strict reviewer
-// asks for changes once), one retro, and its branch merged into the
-// repository's main by the finisher's pod.
-func TestKubeClaudeTodoToDone(t *testing.T) {
-	cli := kubetest.PodCLI(t, claudetest.Binary(t))
-	model := anthropictest.NewServer(t)
-	model.Key = claudetest.Token
-	model.Follow(followmodel.Traits{})
-	agentLines := fmt.Sprintf("agent.env = { ANTHROPIC_BASE_URL = %q, ANTHROPIC_API_KEY = %q, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\" }\n", model.URL, claudetest.Token)
-	k := startKubeTeam(t, teamOptions{wipLimit: 1, staleAfter: "2m", idleGrace: "2s", claude: cli}, agentLines, kubetest.PodCLIDir(cli))
-	e, srv := k.env, k.srv
+// kubeKind is an agent kind for TestKubeKindTodoToDone: its real CLI
+// and, for a user of it, the fake of its model API in follow mode: user
+// writes the user's own config of the CLI under home (the controller's
+// machine's; the pod gets it from the controller's plan,
+// agent.UserConfiger) and returns what agent.env must hold (the key and,
+// where the CLI reads it from the environment, the fake's address) and
+// what the fake was asked, for a failure's log.
+type kubeKind struct {
+	kind config.AgentKind
+	cli  func(testing.TB) string
+	user func(t *testing.T, home string) (env []string, requests func() []string)
+}
+
+var kubeKinds = []kubeKind{
+	{config.AgentClaude, claudetest.Binary, func(t *testing.T, home string) ([]string, func() []string) {
+		model := anthropictest.NewServer(t)
+		model.Key = claudetest.Token
+		model.Follow(followmodel.Traits{})
+		return []string{"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=" + claudetest.Token, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, func() (out []string) {
+			for _, r := range model.MessageRequests("") {
+				out = append(out, fmt.Sprintf("%s session %s: last user text %q%s", r.Time.Format("15:04:05.000"), r.Session, clip(r.LastUserText(), 300), toolResults(r)))
+			}
+			return out
+		}
+	}},
+	{config.AgentCodex, codextest.Binary, func(t *testing.T, home string) ([]string, func() []string) {
+		model := openaitest.NewServer(t)
+		model.Follow(followmodel.Traits{})
+		if err := model.WriteUserConfig(home); err != nil {
+			t.Fatal(err)
+		}
+		return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiRequests(model)
+	}},
+	{config.AgentGemini, geminitest.Binary, func(t *testing.T, home string) ([]string, func() []string) {
+		model := geminitest.NewServer(t)
+		model.Follow(followmodel.Traits{})
+		if err := geminitest.WriteUserSettings(home); err != nil {
+			t.Fatal(err)
+		}
+		return model.Env(), func() (out []string) {
+			for _, r := range model.Requests() {
+				out = append(out, fmt.Sprintf("%s: turn %+v", r.Time.Format("15:04:05.000"), r.Turn))
+			}
+			return out
+		}
+	}},
+	{config.AgentOpencode, opencodetest.Binary, func(t *testing.T, home string) ([]string, func() []string) {
+		model := openaitest.NewServer(t)
+		model.Follow(followmodel.Traits{})
+		// The user's opencode.json only: the plugin package a first
+		// start installs (opencode FACTS O4a) is not shipped to the pod
+		// (64 MB); offline, that install fails and the start goes on.
+		if err := model.WriteOpencodeUserConfig(home); err != nil {
+			t.Fatal(err)
+		}
+		return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiRequests(model)
+	}},
+}
+
+// openaiRequests lists what model was asked, for a failure's log.
+func openaiRequests(model *openaitest.Server) func() []string {
+	return func() (out []string) {
+		for _, r := range model.Requests() {
+			out = append(out, fmt.Sprintf("%s title %v: turn %+v", r.Time.Format("15:04:05.000"), r.Title, r.Turn))
+		}
+		return out
+	}
+}
+
+// TestKubeKindTodoToDone: a team of each agent kind from Todo to Done on
+// a real control plane, under its controller legion@demo on this
+// machine: each phase a Job whose pod (kwok's simulated node, runc: not a
+// real node) runs the kind's real CLI, its files prepared in the pod from
+// the user's own config on this machine (shipped in the controller's
+// plan), against the local fake of its model API in follow mode (the
+// model knows only what the CLI sent it and follows the phase's
+// instructions in the prompt, as in TestFollow). The team is what
+// `legion team add --kind KIND` writes (the kind's default argv and the
+// default policy) with the cluster's keys; the model's key (and, for
+// Claude Code and Gemini CLI, its address) reach the agent through
+// agent.env, in the session's spec Secret. In a pod the default policy
+// is allowlist (Landlock is drawn on a machine only), so a CLI may ask
+// before commands its rules do not allow: each wait is escalated to the
+// tracker and answered there as a person would ("approve"), and the
+// answer reaches the agent in its pod through the API server. The issue
+// gets one plan, two reviews (the strict reviewer asks for changes
+// once), one retro, and its branch merged into the repository's main by
+// the finisher's pod.
+func TestKubeKindTodoToDone(t *testing.T) {
+	for _, k := range kubeKinds {
+		t.Run(string(k.kind), func(t *testing.T) { kubeKindTodoToDone(t, k) })
+	}
+}
+
+func kubeKindTodoToDone(t *testing.T, k kubeKind) {
+	cli := kubetest.PodCLI(t, k.cli(t))
+	argv, resume, _ := config.KindArgv(k.kind)
+	quoted := func(argv []string) string {
+		var q []string
+		for _, a := range append([]string{cli}, argv[1:]...) {
+			q = append(q, strconv.Quote(a))
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	// The user's config goes into the controller's home once the
+	// private manager exists; agent.env must be in legion.toml first.
+	home := t.TempDir()
+	env, requests := k.user(t, home)
+	var table []string
+	for _, kv := range env {
+		key, v, _ := strings.Cut(kv, "=")
+		table = append(table, fmt.Sprintf("%s = %q", key, v))
+	}
+	agentLines := fmt.Sprintf("agent.kind = %q\nagent.env = { %s }\n", k.kind, strings.Join(table, ", "))
+	o := teamOptions{wipLimit: 1, staleAfter: "2m", idleGrace: "2s",
+		argv: fmt.Sprintf("agent.new = %s\nagent.resume = %s", quoted(argv), quoted(resume))}
+	kt := startKubeTeam(t, o, agentLines, kubetest.PodCLIDir(cli))
+	e, srv := kt.env, kt.srv
+	if out, err := exec.Command("cp", "-a", home+"/.", e.sd.Home).CombinedOutput(); err != nil {
+		t.Fatalf("the user's config into %s: %v\n%s", e.sd.Home, err, out)
+	}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
-		for _, r := range model.MessageRequests("") {
-			t.Logf("API request %s session %s: last user text %q%s", r.Time.Format("15:04:05.000"), r.Session, clip(r.LastUserText(), 300), toolResults(r))
+		for _, r := range requests() {
+			t.Logf("API request %s", r)
 		}
 	})
 	is := srv.AddIssue("Greet the user", "Todo")
 	id := is.Identifier
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
+	start := time.Now()
 	e.startController()
 
 	// A person answers each wait in Linear: "approve" for a permission,
@@ -281,7 +385,7 @@ func TestKubeClaudeTodoToDone(t *testing.T) {
 		}
 		return srv.StateName(is.StateID) == "Done", fmt.Sprintf("%s %v; sessions %s", srv.StateName(is.StateID), labels, strings.Join(live, " "))
 	})
-	t.Logf("%s Done on the cluster: %d permission waits and %d other waits answered", id, permissions, others)
+	t.Logf("%s Done on the cluster in %s: %d permission waits and %d other waits answered", id, time.Since(start).Round(time.Second), permissions, others)
 	if others != 0 {
 		t.Errorf("%d waits other than permissions; want none (the issue asks nothing)", others)
 	}
@@ -300,7 +404,7 @@ func TestKubeClaudeTodoToDone(t *testing.T) {
 	if count["Plan: "] != 1 || count["Review: "] != 2 || count["Retro: "] != 1 {
 		t.Errorf("%s has %v reports; want one plan, two reviews (changes requested, then approved), one retro", id, count)
 	}
-	log := e.git(k.bare, "log", "--format=%s", "main")
+	log := e.git(kt.bare, "log", "--format=%s", "main")
 	if n := strings.Count(log, "Merge legion/"+id); n != 1 || !strings.Contains(log, id+": retro:") {
 		t.Errorf("the repository's main:\n%s\nwant legion/%s merged once, with its retro commit", log, id)
 	}

@@ -75,7 +75,7 @@ const Key = "sk-legion-openaitest"
 
 // KeyEnv is the variable the provider of WriteUserConfig reads Key from:
 // give the CLI KeyEnv=Key in its environment.
-const KeyEnv = "LEGION_TEST_OPENAI_KEY"
+const KeyEnv = "FAKE_OPENAI_API_KEY"
 
 // Turn is one scripted answer: a text, or a call of Codex's exec_command
 // tool running Exec (a shell command line).
