@@ -42,7 +42,11 @@ const realWorkerImage = "legion.test/legion-worker:realnode"
 // kubelet) shows it; logs come from the kubelet; end completes the Job.
 // Beside it, an agent that cannot start (a program that is not there):
 // its worker exits 78 in its real pod and the Job fails for good, with
-// the cause, on its first pod.
+// the cause, on its first pod. And input: a line typed on a terminal
+// attached through the API server (exec, served by the kubelet) reaches
+// the agent waiting at its prompt in its pod, which takes it as its next
+// prompt (its answer shows on the terminal; the prompt is in its session
+// file on the volume).
 func TestKubeRealNode(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{Nodes: -1, RealNode: true})
 	legion, kube := sdtest.LegionBinary(t), sdtest.KubeBinary(t)
@@ -52,7 +56,7 @@ func TestKubeRealNode(t *testing.T) {
 	}
 	c.LoadImage(t, tar)
 	const ns = "legion-real"
-	c.RealNamespace(t, ns, 2, 1000)
+	c.RealNamespace(t, ns, 3, 1000)
 	ip := startInProcess(t, true, Options{KubeBinary: kube})
 	cl := ip.client(t)
 	ctx := t.Context()
@@ -68,6 +72,19 @@ func TestKubeRealNode(t *testing.T) {
 	missing.Kubernetes.Image = realWorkerImage
 	missing.Argv, missing.Role, missing.Cwd = []string{"/nonexistent/agent"}, roleCommand, wire.VolumeMount
 	if _, err := cl.Spawn(ctx, missing); err != nil {
+		t.Fatal(err)
+	}
+	// Beside them, an agent that answers what is typed at its prompt.
+	typed := kubeLaunch(c, ns, "DEMO-11", "implement")
+	typed.Kubernetes.Image = realWorkerImage
+	typed.Cwd = wire.VolumeMount
+	typed.Argv = []string{"/usr/local/bin/legion", "scripted-agent", "--session-id", typed.ID, "go"}
+	typed.Watch = claudecode.SessionFile(wire.HomeDir, typed.Cwd, uuid.MustParse(typed.ID))
+	typed.Env = []string{"LEGION_SCRIPT=" + `
+if-prompt go say ready for input
+if-prompt typed say the agent heard: $PROMPT_TITLE
+`}
+	if _, err := cl.Spawn(ctx, typed); err != nil {
 		t.Fatal(err)
 	}
 	s := kubeSession(t, cl, a.Name, "running again after its stale run", func(s api.Session) bool {
@@ -111,6 +128,8 @@ func TestKubeRealNode(t *testing.T) {
 		t.Errorf("Logs of %s (the transcript, read through exec) = %q; want the resumed agent's words", a.Name, logs.String())
 	}
 
+	typedOnRealNode(t, cl, c, ns, typed)
+
 	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
 		t.Fatalf("End: %v", err)
 	}
@@ -127,6 +146,57 @@ func TestKubeRealNode(t *testing.T) {
 	mp := podsOf(t, c, ns, missing.ID)
 	if len(mp) != 1 || mp[0].Spec.NodeName != kubetest.RealNodeName {
 		t.Errorf("the agent that cannot start had %d pods (the first on %q); want 1 (no restart), on the real node", len(mp), mp[0].Spec.NodeName)
+	}
+}
+
+// typedOnRealNode attaches to session a on the real node through the API
+// server, waits for its agent's prompt, types a line and checks that the
+// agent took it as its prompt: its answer on the terminal, the prompt in
+// its session file on the issue's volume (a hostPath PV here).
+func typedOnRealNode(t *testing.T, cl *api.Client, c *kubetest.Cluster, ns string, a api.SpawnArgs) {
+	t.Helper()
+	ctx := t.Context()
+	kubeSession(t, cl, a.Name, "idle at its prompt", func(s api.Session) bool {
+		return s.State == api.StateRunning && s.Agent != nil && s.Agent.State == api.AgentIdle
+	})
+	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
+	if err != nil {
+		t.Fatalf("Attach to %s: %v", a.Name, err)
+	}
+	wc := proto.NewClient(conn)
+	defer wc.Close()
+	zero := uint64(0)
+	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	readAttached(t, wc, &out, "ready for input", 60*time.Second)
+	if err := wc.Input(ctx, []byte("typed on a real node\r")); err != nil {
+		t.Fatalf("input to %s: %v", a.Name, err)
+	}
+	readAttached(t, wc, &out, "the agent heard: typed on a real node", 60*time.Second)
+	pods := podsOf(t, c, ns, a.ID)
+	if len(pods) != 1 || pods[0].Spec.NodeName != kubetest.RealNodeName {
+		t.Fatalf("%d pods of %s (the first on %q); want one, on the real node", len(pods), a.Name, pods[0].Spec.NodeName)
+	}
+	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pods[0].Spec.Volumes[0].PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := c.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wire.VolumeMount, a.Watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(pv.Spec.HostPath.Path, rel))
+	if err != nil || !strings.Contains(string(b), "typed on a real node") {
+		t.Errorf("the session file on the volume: %v\n%s\nwant the typed prompt in it", err, b)
+	}
+	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
+		t.Fatalf("End %s: %v", a.Name, err)
 	}
 }
 

@@ -70,9 +70,9 @@ type UserConfiger interface {
 // under the pod's home.
 type HomeFile struct{ From, To string }
 
-// maxPodHome bounds the user's files shipped to a pod: the spec Secret
-// that carries them holds at most 1 MiB in all.
-const maxPodHome = 256 << 10
+// maxPodHome bounds the user's files shipped to a pod: the spawn's
+// kube_files that carry them (base64 in the JSON) hold 128 KiB in all.
+const maxPodHome = 64 << 10
 
 // PlanForPod is kind's Prepare of s for a pod, writing nothing: the
 // launch the worker is given, and the PodPrepare (encoded) with which
