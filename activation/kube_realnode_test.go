@@ -46,7 +46,9 @@ const realWorkerImage = "legion.test/legion-worker:realnode"
 // attached through the API server (exec, served by the kubelet) reaches
 // the agent waiting at its prompt in its pod, which takes it as its next
 // prompt (its answer shows on the terminal; the prompt is in its session
-// file on the volume).
+// file on the volume). Then the node is lost and comes back (its Node
+// deleted, its pods with it; the kubelet registers again): the Job's
+// new pod resumes the same conversation there, the restart not counted.
 func TestKubeRealNode(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{Nodes: -1, RealNode: true})
 	legion, kube := sdtest.LegionBinary(t), sdtest.KubeBinary(t)
@@ -80,6 +82,7 @@ func TestKubeRealNode(t *testing.T) {
 	typed.Cwd = wire.VolumeMount
 	typed.Argv = []string{"/usr/local/bin/legion", "scripted-agent", "--session-id", typed.ID, "go"}
 	typed.Watch = claudecode.SessionFile(wire.HomeDir, typed.Cwd, uuid.MustParse(typed.ID))
+	typed.StaleAfter, typed.StartupGrace = api.Duration(10*time.Minute), new(api.Duration(0))
 	typed.Env = []string{"LEGION_SCRIPT=" + `
 if-prompt go say ready for input
 if-prompt typed say the agent heard: $PROMPT_TITLE
@@ -128,15 +131,6 @@ if-prompt typed say the agent heard: $PROMPT_TITLE
 		t.Errorf("Logs of %s (the transcript, read through exec) = %q; want the resumed agent's words", a.Name, logs.String())
 	}
 
-	typedOnRealNode(t, cl, c, ns, typed)
-
-	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
-		t.Fatalf("End: %v", err)
-	}
-	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool {
-		return s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0
-	})
-
 	ms := kubeSession(t, cl, missing.Name, "failed for good", func(s api.Session) bool {
 		return s.State == api.StateFailed && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 78
 	})
@@ -147,18 +141,64 @@ if-prompt typed say the agent heard: $PROMPT_TITLE
 	if len(mp) != 1 || mp[0].Spec.NodeName != kubetest.RealNodeName {
 		t.Errorf("the agent that cannot start had %d pods (the first on %q); want 1 (no restart), on the real node", len(mp), mp[0].Spec.NodeName)
 	}
+	typedOnRealNode(t, cl, c, ns, typed)
+
+	// The node is lost (its Node deleted, its pods with it: the kubelet
+	// ends their containers) and a node of the same name comes back: the
+	// Job's new pod runs there and resumes the same conversation from the
+	// issue's volume, and a lost node is not the agent's failure.
+	old := map[string]bool{}
+	for _, p := range podsOf(t, c, ns, a.ID) {
+		old[p.Name] = true
+	}
+	c.LoseRealNode(t)
+	s = kubeSession(t, cl, a.Name, "running on the node that came back", func(s api.Session) bool {
+		return s.State == api.StateRunning && s.Node == kubetest.RealNodeName
+	})
+	if s.Restarts != 1 {
+		t.Errorf("restarts %d after a lost node; want 1 (a lost node is not the agent's failure)", s.Restarts)
+	}
+	pods = podsOf(t, c, ns, a.ID)
+	if len(pods) != 1 || old[pods[0].Name] {
+		t.Fatalf("pods after the lost node: %d (the first %s, of the lost ones: %t); want a new one", len(pods), pods[0].Name, old[pods[0].Name])
+	}
+	regPath := filepath.Join(pv.Spec.HostPath.Path, "state", "registry", a.ID+".json")
+	waitfor.Check(t, 90*time.Second, "run 3 resumed on the new pod, in the registry on the volume", func() error {
+		r, err := proto.ReadRegistry(regPath)
+		if err != nil {
+			return err
+		}
+		if r.Run != 3 || r.ArgvKind != proto.ArgvResume {
+			return fmt.Errorf("registry %+v", r)
+		}
+		return nil
+	})
+
+	if _, err := cl.End(ctx, a.Name, "its work is done"); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	kubeSession(t, cl, a.Name, "succeeded", func(s api.Session) bool {
+		return s.State == api.StateExited && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 0
+	})
+
+	// The agent that cannot start failed for good, and says so after its
+	// pod went with the lost node (from the Job's condition).
+	ms = kubeSession(t, cl, missing.Name, "still failed for good, its pod gone", func(s api.Session) bool {
+		return s.State == api.StateFailed && s.Exit != nil && s.Exit.Code != nil && *s.Exit.Code == 78
+	})
+	if len(podsOf(t, c, ns, missing.ID)) != 0 || !strings.Contains(ms.Cause, "cannot be started") {
+		t.Errorf("the agent that cannot start, after the lost node: %+v; want no pod left and the cause kept", ms)
+	}
 }
 
 // typedOnRealNode attaches to session a on the real node through the API
-// server, waits for its agent's prompt, types a line and checks that the
+// server, waits for its agent's words at its prompt, types a line and checks that the
 // agent took it as its prompt: its answer on the terminal, the prompt in
 // its session file on the issue's volume (a hostPath PV here).
 func typedOnRealNode(t *testing.T, cl *api.Client, c *kubetest.Cluster, ns string, a api.SpawnArgs) {
 	t.Helper()
 	ctx := t.Context()
-	kubeSession(t, cl, a.Name, "idle at its prompt", func(s api.Session) bool {
-		return s.State == api.StateRunning && s.Agent != nil && s.Agent.State == api.AgentIdle
-	})
+	kubeSession(t, cl, a.Name, "running", func(s api.Session) bool { return s.State == api.StateRunning })
 	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
 	if err != nil {
 		t.Fatalf("Attach to %s: %v", a.Name, err)

@@ -522,6 +522,9 @@ func SessionOf(j *batchv1.Job, pods []*corev1.Pod, refusals []*corev1.Event) api
 		}
 	}
 	if c, ok := finalCondition(j); ok {
+		if s.Exit == nil {
+			s.Exit = exitOfJob(j, c)
+		}
 		switch {
 		case c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet:
 			s.State = api.StateExited
@@ -561,6 +564,27 @@ func SessionOf(j *batchv1.Job, pods []*corev1.Pod, refusals []*corev1.Event) api
 		s.State = api.StateRunning
 	}
 	return s
+}
+
+// exitOfJob is how the last run of finished Job j ended, by its final
+// condition c, when none of its pods says so any more (a lost node's pods
+// are deleted, a finished Job's may be): a complete Job's worker exited
+// 0, and one failed by its pod failure policy exited ExitCannotStart (its
+// only rule); the code of a run that hit the start limit is not kept.
+func exitOfJob(j *batchv1.Job, c batchv1.JobCondition) *api.Exit {
+	at := c.LastTransitionTime.Time
+	var code int
+	switch {
+	case c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet:
+		if j.Status.CompletionTime != nil {
+			at = j.Status.CompletionTime.Time
+		}
+	case c.Reason == batchv1.JobReasonPodFailurePolicy:
+		code = ExitCannotStart
+	default:
+		return &api.Exit{Time: at, Reason: strings.TrimSpace(c.Reason + " " + firstLine(c.Message))}
+	}
+	return &api.Exit{Code: &code, Time: at, Reason: "from the Job's condition " + string(c.Type) + " (its pods are gone)"}
 }
 
 // exitOf is how pod p's worker ended, nil while it has not.

@@ -1,10 +1,11 @@
 package linear
 
 import (
-	"github.com/legion-dev/legion/controller"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/legion-dev/legion/controller"
 )
 
 // FuzzDecodeIssues feeds arbitrary response bodies through everything

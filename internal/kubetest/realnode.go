@@ -64,6 +64,9 @@ type realNode struct {
 	runc   string
 	cgroup string // the kubelet's cgroup root, a directory in each hierarchy
 	sock   string
+	// kubelet is the running kubelet, started with kubeletArgs.
+	kubelet     *component
+	kubeletArgs []string
 }
 
 // realNodeRequirements checks root, runc, ctr and ip, and returns the
@@ -271,17 +274,82 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available
 `, n.cgroup, RealNodeIP, ports[0], ports[1], caCert, n.sock, n.sock, filepath.Join(n.dir, "pod-logs")), 0o644); err != nil {
 		return err
 	}
-	p, err = start(t, n.dir, "kubelet", filepath.Join(bin, "kubelet"), nil,
-		"--config="+kcfg, "--kubeconfig="+kubeconfig, "--root-dir="+filepath.Join(n.dir, "kubelet", "root"),
-		"--cert-dir="+filepath.Join(n.dir, "kubelet", "pki"), "--hostname-override="+RealNodeName, "--node-ip="+RealNodeIP, "-v=2")
+	n.kubeletArgs = []string{"--config=" + kcfg, "--kubeconfig=" + kubeconfig, "--root-dir=" + filepath.Join(n.dir, "kubelet", "root"),
+		"--cert-dir=" + filepath.Join(n.dir, "kubelet", "pki"), "--hostname-override=" + RealNodeName, "--node-ip=" + RealNodeIP, "-v=2"}
+	if err := c.startKubelet(t); err != nil {
+		return err
+	}
+	return c.waitNodeReady(ctx, RealNodeName)
+}
+
+// startKubelet starts the real node's kubelet.
+func (c *Cluster) startKubelet(t testing.TB) error {
+	n := c.node
+	p, err := start(t, n.dir, "kubelet", filepath.Join(n.bin, "kubelet"), nil, n.kubeletArgs...)
 	if err != nil {
 		return err
 	}
+	n.kubelet = p
 	c.components = append(c.components, p)
 	// Registered after the kubelet's stop, so it runs before it: the
 	// kubelet ends the node's pods (their containers, mounts, sandboxes).
 	t.Cleanup(func() { c.deleteNodePods(t) })
-	return c.waitNodeReady(ctx, RealNodeName)
+	return nil
+}
+
+// LoseRealNode loses the real node as a cluster does a machine that is
+// gone and replaced: its Node is deleted (the pod garbage collector then
+// deletes its pods, and the kubelet, which still runs, ends their
+// containers), and once its pods are gone its kubelet starts again and
+// registers a node of the same name (a kubelet registers only when it
+// starts), Ready again. The node's disk stays: hostPath volumes keep
+// what their pods wrote, as a network volume would.
+func (c *Cluster) LoseRealNode(t testing.TB) {
+	t.Helper()
+	if c.node == nil || c.node.kubelet == nil {
+		t.Fatal("kubetest: LoseRealNode without Options.RealNode")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + RealNodeName}
+	l, err := c.Client.CoreV1().Pods("").List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, p := range l.Items {
+		uids = append(uids, string(p.UID))
+	}
+	c.DeleteNode(t, RealNodeName)
+	if err := c.poll(ctx, "the lost node's pods deleted", func() error {
+		l, err := c.Client.CoreV1().Pods("").List(ctx, sel)
+		if err != nil {
+			return err
+		}
+		if len(l.Items) != 0 {
+			return fmt.Errorf("%d pods still on %s", len(l.Items), RealNodeName)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The pod garbage collector deletes them at once (no grace), and the
+	// kubelet ends their containers after: each pod's processes are gone
+	// from its cgroup before the node comes back.
+	if err := c.poll(ctx, "the lost node's containers ended", func() error {
+		return podProcesses(uids)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.node.kubelet.stop()
+	c.components = slices.DeleteFunc(c.components, func(p *component) bool { return p == c.node.kubelet })
+	_ = os.Rename(c.node.kubelet.log, c.node.kubelet.log+".lost") // the next one's log starts anew
+	if err := c.startKubelet(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitNodeReady(ctx, RealNodeName); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // deleteNodePods deletes every pod on the real node and waits (a minute
@@ -534,4 +602,26 @@ func (c *Cluster) RealNamespace(t testing.TB, ns string, volumes, uid int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// podProcesses says which process of this machine is still in the cgroup
+// of a pod of uids (the kubelet's cgroupfs driver names a pod's cgroup
+// pod<UID>), or nil.
+func podProcesses(uids []string) error {
+	procs, err := filepath.Glob("/proc/[0-9]*/cgroup")
+	if err != nil {
+		return err
+	}
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the process exited meanwhile
+		}
+		for _, uid := range uids {
+			if strings.Contains(string(b), "pod"+uid) {
+				return fmt.Errorf("%s is in pod %s's cgroup", filepath.Dir(f), uid)
+			}
+		}
+	}
+	return nil
 }
