@@ -578,29 +578,45 @@ func (c *Cluster) RealVolumeDir(ns string, i int) string {
 // so the node's kubelet bind-mounts it into the pod.
 func (c *Cluster) RealNamespace(t testing.TB, ns string, volumes, uid int) {
 	t.Helper()
-	ctx := t.Context()
 	c.namespaceAndClass(t, ns)
-	dirType := corev1.HostPathDirectory
 	for i := range volumes {
-		dir := c.RealVolumeDir(ns, i)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dir, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-pv-%d", ns, i)},
-			Spec: corev1.PersistentVolumeSpec{
-				StorageClassName:       StorageClass,
-				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}},
-			},
-		}
-		if _, err := c.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		c.realVolume(t, ns, i, uid, "")
+	}
+}
+
+// RealClaimVolume adds volume i of namespace ns (RealNamespace made the
+// namespace, and volumes below i) for claim only (the PV's claimRef),
+// owned by uid: the claim of a pod whose user differs from the sessions'
+// (the controller's state).
+func (c *Cluster) RealClaimVolume(t testing.TB, ns string, i int, claim string, uid int) {
+	t.Helper()
+	c.realVolume(t, ns, i, uid, claim)
+}
+
+func (c *Cluster) realVolume(t testing.TB, ns string, i, uid int, claim string) {
+	t.Helper()
+	dirType := corev1.HostPathDirectory
+	dir := c.RealVolumeDir(ns, i)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-pv-%d", ns, i)},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:       StorageClass,
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}},
+		},
+	}
+	if claim != "" {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: claim}
+	}
+	if _, err := c.Client.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -100,12 +101,24 @@ var DefaultStates = []State{
 // closed when the test ends.
 func NewServer(t testing.TB, key, teamKey string) *Server {
 	t.Helper()
+	return NewServerOn(t, nil, key, teamKey)
+}
+
+// NewServerOn is NewServer serving on l (nil: a port of 127.0.0.1), an
+// address a pod reaches.
+func NewServerOn(t testing.TB, l net.Listener, key, teamKey string) *Server {
+	t.Helper()
 	s := &Server{leaked: time.Now(),
 		Key: key, TeamKey: teamKey, TeamID: "team-" + strings.ToLower(teamKey), UserName: "Ada Lovelace",
 		States: slices.Clone(DefaultStates),
 		clock:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if l != nil {
+		s.Server.Listener.Close()
+		s.Server.Listener = l
+	}
+	s.Server.Start()
 	t.Cleanup(s.Close)
 	return s
 }
