@@ -376,7 +376,7 @@ func (h *Helper) spawnKube(ctx context.Context, l launch, t api.KubeTarget) (api
 	}
 	spec := &proto.Spec{
 		Version: proto.SpecVersion, SessionID: l.id, AgentSession: l.agentSession, Name: l.name, Team: l.team, TeamShort: l.teamShort(),
-		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes, Prepare: l.prepare,
+		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, EnvFiles: l.envFiles, ArgvNew: l.argvNew, ArgvResume: l.argvRes, Prepare: l.prepare,
 		Agent: l.agent, Instructions: l.instructions, OwnCommands: l.ownCommands, DialogMarkers: l.dialogMarkers, Legion: l.legion,
 		SessionFile: l.watch, ResumeMarker: l.resumeMarker, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: l.unit, SelfWatchdog: true,

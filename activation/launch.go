@@ -28,7 +28,7 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 	}
 	l := launch{
 		name: a.Name, id: a.ID, agentSession: a.AgentSession, team: a.Team, issue: a.Issue, mode: a.Mode, role: a.Role,
-		cwd: a.Cwd, env: a.Env, argvNew: a.Argv, argvRes: a.ArgvResume, prepare: a.Prepare, kubeFiles: a.KubeFiles,
+		cwd: a.Cwd, env: a.Env, envFiles: a.EnvFiles, argvNew: a.Argv, argvRes: a.ArgvResume, prepare: a.Prepare, kubeFiles: a.KubeFiles,
 		watch: a.Watch, resumeMarker: a.ResumeMarker, staleAfter: time.Duration(a.StaleAfter), agent: a.Agent, ownCommands: a.OwnCommands, dialogMarkers: a.DialogMarkers, legion: a.Legion, sandbox: a.Sandbox,
 		startLimitInterval: time.Duration(a.StartLimitInterval), ringSize: a.RingSize,
 		reuseLive: a.Reuse, instructions: a.Instructions, maxLive: a.MaxLive,
@@ -124,6 +124,9 @@ func checkLaunch(a api.SpawnArgs) (launch, error) {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
 			return launch{}, bad("env", "entry %d %q is not KEY=VALUE", i, kv)
 		}
+	}
+	if err := proto.CheckEnvFiles(a.EnvFiles); err != nil {
+		return launch{}, bad("env_files", "%v", err)
 	}
 	switch {
 	case a.Agent != "" && a.Agent != proto.AgentClaude && a.Agent != proto.AgentCustom:

@@ -65,6 +65,7 @@ type launch struct {
 	cwd                   string
 	env, argvNew, argvRes []string
 	prepare               [][]string        // proto.Spec.Prepare
+	envFiles              map[string]string // proto.Spec.EnvFiles
 	kubeFiles             map[string][]byte // on a cluster: more files of the spec Secret (never logged)
 	watch                 string
 	resumeMarker          string
@@ -183,7 +184,7 @@ func (h *Helper) launch(ctx context.Context, l launch) (api.SpawnResult, error) 
 	}
 	spec := &proto.Spec{
 		Version: proto.SpecVersion, SessionID: id, AgentSession: l.agentSession, Name: name, Team: l.team, TeamShort: l.teamShort(),
-		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, ArgvNew: l.argvNew, ArgvResume: l.argvRes, Prepare: l.prepare,
+		Issue: l.issue, Mode: l.mode, Role: l.role, Cwd: l.cwd, Env: l.env, EnvFiles: l.envFiles, ArgvNew: l.argvNew, ArgvResume: l.argvRes, Prepare: l.prepare,
 		Agent: l.agent, Sandbox: l.sandbox, Instructions: l.instructions, OwnCommands: l.ownCommands, DialogMarkers: l.dialogMarkers, Legion: l.legion, SessionFile: l.watch, ResumeMarker: l.resumeMarker, StaleAfter: proto.Duration(l.staleAfter), RingSize: l.ringSize,
 		Token: token, DaemonInstanceID: h.daemonID, Unit: unit,
 		Paths: proto.Paths{RuntimeDir: h.opts.RuntimeDir, StateDir: h.opts.StateDir},

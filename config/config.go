@@ -137,6 +137,9 @@ type Kubernetes struct {
 	CPULimit      string
 	MemoryLimit   string
 	Secret        string // the team's Secret mounted into each session's pod; "" for none
+	// SecretEnv are agent variables read from keys of Secret, by name:
+	// the worker in the pod reads each key's file at every start.
+	SecretEnv map[string]string
 	// Repository is the git URL each issue's pod clones and a finisher
 	// pushes to; the controller needs it (its pods cannot see Workspace).
 	Repository string

@@ -268,6 +268,21 @@ func TestLoadErrors(t *testing.T) {
 			want: `@FILE@:4: teams.demo.kubernetes.image: missing: required when engine = "kubernetes" (the worker image: README, Kubernetes)`,
 		},
 		{
+			name: "kubernetes secret_env without the secret",
+			text: team + "kubernetes.secret_env = { ANTHROPIC_API_KEY = \"anthropic-api-key\" }\n",
+			want: `@FILE@:4: teams.demo.kubernetes.secret: missing: required with kubernetes.secret_env (the Secret whose keys it names)`,
+		},
+		{
+			name: "kubernetes secret_env not a key",
+			text: team + "kubernetes.secret = \"s\"\nkubernetes.secret_env = { ANTHROPIC_API_KEY = \"a/b\" }\n",
+			want: `@FILE@:5: teams.demo.kubernetes.secret_env: ANTHROPIC_API_KEY: "a/b" is not a key of a Secret (letters, digits, '-', '_' and '.', at most 253)`,
+		},
+		{
+			name: "kubernetes secret_env of Legion's",
+			text: team + "kubernetes.secret = \"s\"\nkubernetes.secret_env = { LEGION_KEY = \"k\" }\n",
+			want: `@FILE@:5: teams.demo.kubernetes.secret_env: LEGION_KEY: LEGION_* variables are Legion's own`,
+		},
+		{
 			name: "kubernetes bad quantity",
 			text: team + "kubernetes.memory_limit = \"2 GB\"\n",
 			want: `@FILE@:4: teams.demo.kubernetes.memory_limit: invalid quantity "2 GB": expected a Kubernetes quantity such as "500m", "2" or "10Gi"`,

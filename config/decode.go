@@ -312,6 +312,9 @@ func (d *decoder) crossCheck(t *Team, path []string) {
 			d.missing(path, "engine", []string{"kubernetes", "image"}, `missing: required when engine = "kubernetes" (the worker image: README, Kubernetes)`)
 		}
 	}
+	if len(t.Kubernetes.SecretEnv) > 0 && t.Kubernetes.Secret == "" {
+		d.missing(append(slices.Clip(path), "kubernetes"), "secret_env", []string{"secret"}, `missing: required with kubernetes.secret_env (the Secret whose keys it names)`)
+	}
 	if n := t.Notify; n.WebhookURL != "" && n.WebhookSecretEnv == "" && n.WebhookSecretFile == "" {
 		d.missing(append(slices.Clip(path), "notify"), "webhook_url", []string{"webhook_secret_file"}, `missing: required with notify.webhook_url (or notify.webhook_secret_env): the secret that signs each message`)
 	}

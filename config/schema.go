@@ -421,6 +421,15 @@ var Schema = []Setting{
 		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.Secret, err = nonEmptyString(v); return err }),
 	},
 	{
+		Table: TableTeam, Key: "kubernetes.secret_env", Type: "table of NAME = key", Example: `{ ANTHROPIC_API_KEY = "anthropic-api-key" }`,
+		Doc: "Agent variables read from keys of the team's Secret (kubernetes.secret): each session's worker reads the key's " +
+			"file at every start of the agent (and of its prepare commands) and sets the variable to its contents, a " +
+			"trailing newline cut; the value is in no spec, argv or log. A key missing from the Secret keeps the agent from " +
+			"starting (its Job fails for good, saying which). The way to give a cluster's agents their API keys (agent.env " +
+			"is not for secrets). LEGION_* names are Legion's own and refused. Requires kubernetes.secret.",
+		set: onTeam(func(t *Team, v any) (err error) { t.Kubernetes.SecretEnv, err = secretEnvValue(v); return err }),
+	},
+	{
 		Table: TableTeam, Key: "kubernetes.repository", Type: "string", Example: `"https://git.example/demo.git"`,
 		Doc: "The team's repository as its pods reach it (a git URL): each issue's pod clones it onto the issue's volume, " +
 			"and the finisher merges into its default branch and pushes there. Legion gives that git no credentials (and it " +

@@ -350,6 +350,24 @@ func envValue(v any) (map[string]string, error) {
 	return out, errors.Join(errs...)
 }
 
+// secretEnvValue is kubernetes.secret_env: variables (as agent.env's
+// names) by the key of the team's Secret that holds each.
+func secretEnvValue(v any) (map[string]string, error) {
+	m, err := envValue(v)
+	if err != nil {
+		return m, err
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if k := m[name]; !secretKeyRE().MatchString(k) || len(k) > 253 || k == "." || k == ".." {
+			errs = append(errs, fmt.Errorf("%s: %q is not a key of a Secret (letters, digits, '-', '_' and '.', at most 253)", name, k))
+		}
+	}
+	return m, errors.Join(errs...)
+}
+
+var secretKeyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[-._a-zA-Z0-9]+$`) })
+
 // envByKindValue is agent.env_by_kind: a table of kind = { NAME = "value" }.
 func envByKindValue(v any) (map[AgentKind]map[string]string, error) {
 	m, ok := v.(map[string]any)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -57,7 +56,10 @@ func (w *worker) prepare(ctx context.Context, timeout time.Duration) error {
 	}
 	bare := *s
 	bare.Sandbox = nil
-	env := childEnv(os.Environ(), &bare, "")
+	env, err := agentEnv(&bare, "")
+	if err != nil {
+		return err
+	}
 	for i, argv := range s.Prepare {
 		name := prepareName(argv)
 		w.tr.writeMarker(fmt.Sprintf("run %d prepare %d of %d: %s", w.run, i+1, len(s.Prepare), name))

@@ -2,6 +2,7 @@ package ptyworker
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,4 +215,71 @@ func TestStaleGitLockMovedAside(t *testing.T) {
 	if err := tw.wait(); err != nil {
 		t.Errorf("Run() = %v", err)
 	}
+}
+
+// TestEnvFiles: the agent and its prepare commands get the variables of
+// Spec.EnvFiles from their files (a Secret's keys on a cluster), a
+// trailing newline cut, over the spec's Env of the same name; the value
+// is in no transcript or log line. A file that is not there keeps the
+// agent from starting for good (ErrAgentNotStartable), naming the
+// variable and the file.
+func TestEnvFiles(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "api-key")
+	if err := os.WriteFile(keyFile, []byte("sk-from-the-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seen := filepath.Join(dir, "seen")
+	spec := testSpec(t, "/bin/sh", "-c", `echo "agent $API_KEY" >> "$0"`, seen)
+	spec.Env = []string{"API_KEY=from-the-spec"}
+	spec.EnvFiles = map[string]string{"API_KEY": keyFile}
+	spec.Prepare = [][]string{{"/bin/sh", "-c", `echo "prepare $API_KEY" >> "$0"`, seen}}
+	if err := spec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuilder
+	if err := Run(ctxT(t), spec, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}); err != nil {
+		t.Fatalf("Run = %v; want nil (the agent exited 0)", err)
+	}
+	if b, err := os.ReadFile(seen); err != nil || string(b) != "prepare sk-from-the-secret\nagent sk-from-the-secret\n" {
+		t.Errorf("the prepare command and the agent saw %q (%v); want the file's value, its newline cut", b, err)
+	}
+	tr, _ := os.ReadFile(spec.TranscriptPath())
+	if strings.Contains(string(tr)+logs.String(), "sk-from-the-secret") || !strings.Contains(logs.String(), "agent started") {
+		t.Errorf("the value is in the transcript or the log (or nothing was logged):\n%s\n%s", tr, logs.String())
+	}
+
+	missing := filepath.Join(dir, "not-there")
+	spec = testSpec(t, "/bin/true")
+	spec.EnvFiles = map[string]string{"API_KEY": missing}
+	err := Run(ctxT(t), spec, Options{Logger: testLogger(t)})
+	if !errors.Is(err, ErrAgentNotStartable) || !strings.Contains(err.Error(), "API_KEY from "+missing) {
+		t.Errorf("Run with a missing file = %v; want ErrAgentNotStartable naming API_KEY and %s", err, missing)
+	}
+
+	for _, bad := range []map[string]string{{"1KEY": "/a"}, {"KEY": "relative"}, {"": "/a"}} {
+		spec.EnvFiles = bad
+		if err := spec.Validate(); err == nil || !strings.Contains(err.Error(), "env_files") {
+			t.Errorf("Validate with env_files %v = %v; want an error naming env_files", bad, err)
+		}
+	}
+}
+
+// lockedBuilder is a strings.Builder for a logger's lines, safe for the
+// worker's goroutines.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

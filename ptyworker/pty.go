@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -317,6 +318,22 @@ func childEnv(base []string, s *proto.Spec, hookToken string) []string {
 		env = append(env, proto.EnvHookSocket+"="+s.SocketPath(), proto.EnvHookToken+"="+hookToken)
 	}
 	return env
+}
+
+// agentEnv is the agent's environment (childEnv) with its variables read
+// from files (Spec.EnvFiles). A file that cannot be read is
+// ErrAgentNotStartable: a restart would read the same file.
+func agentEnv(s *proto.Spec, hookToken string) ([]string, error) {
+	more, err := proto.ReadEnvFiles(s.EnvFiles)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the agent's environment: %w", ErrAgentNotStartable, err)
+	}
+	env := slices.DeleteFunc(childEnv(os.Environ(), s, hookToken), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		_, fromFile := s.EnvFiles[k]
+		return fromFile
+	})
+	return append(env, more...), nil
 }
 
 // lookPathIn finds prog as exec.LookPath would with env's PATH, so that a

@@ -304,7 +304,11 @@ func (w *worker) runSession(ctx context.Context) (retErr error) {
 		}
 	}
 	w.tr.writeMarker(fmt.Sprintf("run %d start (%s): %s", w.run, kind, quoteArgv(argv)))
-	c, err := startChild(argv, s.Cwd, childEnv(os.Environ(), s, w.hookToken), cols, rows, agentSandbox(s))
+	env, err := agentEnv(s, w.hookToken)
+	var c *child
+	if err == nil {
+		c, err = startChild(argv, s.Cwd, env, cols, rows, agentSandbox(s))
+	}
 	if err != nil {
 		e := &proto.ExitInfo{Code: -1, Reason: proto.StartFailedPrefix + err.Error(), Time: time.Now(), Run: w.run, ArgvKind: kind}
 		w.tr.writeMarker(fmt.Sprintf("run %d exit: %s", w.run, e.Reason))

@@ -276,7 +276,14 @@ type SpawnArgs struct {
 	Argv       []string `json:"argv"`                  // the command of a new run, no shell: an absolute program or a bare name found in the worker's PATH
 	ArgvResume []string `json:"argv_resume,omitempty"` // with Watch: the command of a run whose session file exists; empty means Argv
 	Env        []string `json:"env,omitempty"`         // KEY=VALUE for the command
-	Watch      string   `json:"watch,omitempty"`       // session file whose mtime feeds the watchdog; empty: no staleness
+	// EnvFiles are more variables of the command, each read by the worker
+	// from a file (absolute, where the worker runs) at every start of the
+	// agent and of its prepare commands, a trailing newline cut: a key
+	// mounted from a Kubernetes Secret reaches the agent so, never in the
+	// spec, argv or logs. One that cannot be read keeps the agent from
+	// starting (exit 78: fix the file, then dispatch again).
+	EnvFiles map[string]string `json:"env_files,omitempty"`
+	Watch    string            `json:"watch,omitempty"` // session file whose mtime feeds the watchdog; empty: no staleness
 	// ResumeMarker, with Watch and ArgvResume: the run is resumed only
 	// when the session file holds these bytes (Claude Code's first user
 	// message); a file without them is moved aside, kept, and the run

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -52,6 +53,12 @@ func gitServer(t *testing.T, root string) string {
 	return srv.URL
 }
 
+// The namespace of a kubeTeam, and its team's Secret (kubernetes.secret).
+const (
+	kubeNS     = "legion-demo"
+	kubeSecret = "legion-demo"
+)
+
 // kubeTeam is a Linear team (the local fake of Linear's API, team key
 // ENG) with engine = "kubernetes" on a real control plane whose pods run
 // (kwok's simulated nodes, runc: not a real node), its repository the
@@ -77,11 +84,11 @@ func startKubeTeam(t *testing.T, o teamOptions, agentLines string, binds ...stri
 	path := binDir + ":/usr/bin:/bin"
 	c := kubetest.Start(t, kubetest.Options{RunPods: true, PodBinds: append([]string{binDir}, binds...), PodEnv: []string{"PATH=" + path},
 		ExecEnv: map[string]string{"PATH": path}})
-	const ns = "legion-demo"
+	const ns = kubeNS
 	c.Namespace(t, ns, 2)
 	srv := lineartest.NewServer(t, linearKey, "ENG")
 	if _, err := c.Client.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "legion-demo"},
+		ObjectMeta: metav1.ObjectMeta{Name: kubeSecret},
 		Data:       map[string][]byte{team.PodLinearKey: []byte(linearKey + "\n")},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -227,6 +234,9 @@ type kubeKind struct {
 	kind config.AgentKind
 	cli  func(testing.TB) string
 	user func(t *testing.T, home string) (env []string, requests func() []string)
+	// key is the variable of env that holds the model's API key: it goes
+	// into the team's Secret (kubernetes.secret_env), not agent.env.
+	key string
 }
 
 var kubeKinds = []kubeKind{
@@ -240,7 +250,7 @@ var kubeKinds = []kubeKind{
 			}
 			return out
 		}
-	}},
+	}, "ANTHROPIC_API_KEY"},
 	{config.AgentCodex, codextest.Binary, func(t *testing.T, home string) ([]string, func() []string) {
 		model := openaitest.NewServer(t)
 		model.Follow(followmodel.Traits{})
@@ -248,7 +258,7 @@ var kubeKinds = []kubeKind{
 			t.Fatal(err)
 		}
 		return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiRequests(model)
-	}},
+	}, openaitest.KeyEnv},
 	{config.AgentGemini, geminitest.Binary, func(t *testing.T, home string) ([]string, func() []string) {
 		model := geminitest.NewServer(t)
 		model.Follow(followmodel.Traits{})
@@ -261,7 +271,7 @@ var kubeKinds = []kubeKind{
 			}
 			return out
 		}
-	}},
+	}, "GEMINI_API_KEY"},
 	{config.AgentOpencode, opencodetest.Binary, func(t *testing.T, home string) ([]string, func() []string) {
 		model := openaitest.NewServer(t)
 		model.Follow(followmodel.Traits{})
@@ -272,7 +282,7 @@ var kubeKinds = []kubeKind{
 			t.Fatal(err)
 		}
 		return []string{openaitest.KeyEnv + "=" + openaitest.Key}, openaiRequests(model)
-	}},
+	}, openaitest.KeyEnv},
 }
 
 // openaiRequests lists what model was asked, for a failure's log.
@@ -312,7 +322,7 @@ func TestKubeKindTodoToDone(t *testing.T) {
 
 func kubeKindTodoToDone(t *testing.T, k kubeKind) {
 	cli := kubetest.PodCLI(t, k.cli(t))
-	argv, resume, _ := config.KindArgv(k.kind)
+	argv, resume, pinned := config.KindArgv(k.kind)
 	quoted := func(argv []string) string {
 		var q []string
 		for _, a := range append([]string{cli}, argv[1:]...) {
@@ -325,15 +335,37 @@ func kubeKindTodoToDone(t *testing.T, k kubeKind) {
 	home := t.TempDir()
 	env, requests := k.user(t, home)
 	var table []string
+	var key string
 	for _, kv := range env {
-		key, v, _ := strings.Cut(kv, "=")
-		table = append(table, fmt.Sprintf("%s = %q", key, v))
+		name, v, _ := strings.Cut(kv, "=")
+		if name == k.key {
+			key = v
+			continue
+		}
+		table = append(table, fmt.Sprintf("%s = %q", name, v))
 	}
-	agentLines := fmt.Sprintf("agent.kind = %q\nagent.env = { %s }\n", k.kind, strings.Join(table, ", "))
-	o := teamOptions{wipLimit: 1, staleAfter: "2m", idleGrace: "2s",
-		argv: fmt.Sprintf("agent.new = %s\nagent.resume = %s", quoted(argv), quoted(resume))}
+	if key == "" {
+		t.Fatalf("the fake's environment %q has no %s", env, k.key)
+	}
+	// The key in the team's Secret, read by the worker in each pod.
+	const keyName = "model-api-key"
+	agentLines := fmt.Sprintf("agent.kind = %q\nagent.env = { %s }\nkubernetes.secret_env = { %s = %q }\n", k.kind, strings.Join(table, ", "), k.key, keyName)
+	o := teamOptions{wipLimit: 1, staleAfter: "2m", idleGrace: "2s"}
+	if pinned {
+		o.argv = fmt.Sprintf("agent.new = %s\nagent.resume = %s", quoted(argv), quoted(resume))
+	} else {
+		o.claude = cli // the defaults' argv (Claude Code's), its program replaced
+	}
 	kt := startKubeTeam(t, o, agentLines, kubetest.PodCLIDir(cli))
 	e, srv := kt.env, kt.srv
+	sec, err := kt.c.Client.CoreV1().Secrets(kubeNS).Get(t.Context(), kubeSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[keyName] = []byte(key + "\n")
+	if _, err := kt.c.Client.CoreV1().Secrets(kubeNS).Update(t.Context(), sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("cp", "-a", home+"/.", e.sd.Home).CombinedOutput(); err != nil {
 		t.Fatalf("the user's config into %s: %v\n%s", e.sd.Home, err, out)
 	}
@@ -415,5 +447,40 @@ func kubeKindTodoToDone(t *testing.T, k kubeKind) {
 	}
 	if ws := e.workers(ctx); len(ws) != 0 {
 		t.Errorf("worker units on this machine: %v; want none", ws)
+	}
+	// The key is in no Job and no session's spec Secret: only in the
+	// team's Secret, read in the pod.
+	jobs, err := kt.c.Client.BatchV1().Jobs(kubeNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := kt.c.Client.CoreV1().Secrets(kubeNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), key) {
+		t.Errorf("the model's key is in a Job's spec")
+	}
+	specs := 0
+	for _, sec := range secrets.Items {
+		if sec.Name == kubeSecret {
+			continue
+		}
+		specs++
+		for name, data := range sec.Data {
+			if strings.Contains(string(data), key) {
+				t.Errorf("the model's key is in Secret %s's %s", sec.Name, name)
+			}
+		}
+	}
+	if specs == 0 {
+		t.Errorf("no session's spec Secret left to look at")
+	}
+	if len(jobs.Items) == 0 {
+		t.Errorf("no Job left to look at")
 	}
 }

@@ -231,7 +231,21 @@ func (t *Team) planOnCluster(ctx context.Context, issue string, mode controller.
 		Prepare:            prepare,
 		PodConfig:          podCfg,
 		AgentPrepare:       agentPrepare,
+		EnvFiles:           t.podEnvFiles(),
 	}, nil
+}
+
+// podEnvFiles are the agent's variables from keys of the team's Secret
+// (kubernetes.secret_env), by the files the pod has them in.
+func (t *Team) podEnvFiles() map[string]string {
+	if len(t.Kubernetes.SecretEnv) == 0 {
+		return nil
+	}
+	files := make(map[string]string, len(t.Kubernetes.SecretEnv))
+	for name, key := range t.Kubernetes.SecretEnv {
+		files[name] = filepath.Join(wire.SecretsDir, key)
+	}
+	return files
 }
 
 // gitIdentity is who the pod's commits and merges are by, as git's

@@ -82,6 +82,9 @@ type Dispatch struct {
 	Prepare      [][]string
 	PodConfig    []byte
 	AgentPrepare []byte
+	// EnvFiles are the agent's variables read in its pod from keys of the
+	// team's Secret (kubernetes.secret_env), by their files there.
+	EnvFiles map[string]string
 }
 
 // SessionMode is the mode whose session a phase runs in: the retro is the

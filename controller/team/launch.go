@@ -40,7 +40,7 @@ func (t *Team) DispatchLaunch(d Dispatch, w config.Worker) api.SpawnArgs {
 		a.StartupGrace = new(api.Duration(w.StartupGrace))
 	}
 	if d.Kubernetes != nil {
-		a.Kubernetes, a.Prepare = d.Kubernetes, d.Prepare
+		a.Kubernetes, a.Prepare, a.EnvFiles = d.Kubernetes, d.Prepare, d.EnvFiles
 		a.KubeFiles = map[string][]byte{PodConfigName: d.PodConfig}
 		if d.AgentPrepare != nil {
 			a.KubeFiles[agent.PodPrepareFile] = d.AgentPrepare

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,10 +94,17 @@ type Spec struct {
 	// AgentSessionID.
 	AgentSession string `json:"agent_session,omitempty"`
 
-	Cwd        string   `json:"cwd"`
-	Env        []string `json:"env,omitempty"`         // KEY=VALUE, on top of the worker's environment
-	ArgvNew    []string `json:"argv_new"`              // argv when the session file does not exist
-	ArgvResume []string `json:"argv_resume,omitempty"` // argv when it does; empty: always ArgvNew
+	Cwd string   `json:"cwd"`
+	Env []string `json:"env,omitempty"` // KEY=VALUE, on top of the worker's environment
+	// EnvFiles are more of the agent's variables, each read from a file
+	// at every start of the agent (and of its prepare commands): the
+	// file's contents, a trailing newline cut. A key mounted from a
+	// Kubernetes Secret reaches the agent so, never written into the
+	// spec, argv or logs. A file that cannot be read keeps the agent from
+	// starting (ErrAgentNotStartable: a restart would read the same).
+	EnvFiles   map[string]string `json:"env_files,omitempty"`
+	ArgvNew    []string          `json:"argv_new"`              // argv when the session file does not exist
+	ArgvResume []string          `json:"argv_resume,omitempty"` // argv when it does; empty: always ArgvNew
 	// Prepare are commands the worker runs in order at each of its starts,
 	// before the agent (new or resumed): no shell, in "/", with the
 	// agent's environment but no hook socket, each bounded by
@@ -186,6 +194,50 @@ func NewToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
+// CheckEnvFiles checks Spec.EnvFiles (and api.SpawnArgs'): each a
+// variable's name (letters, digits and '_', not starting with a digit)
+// and an absolute path.
+func CheckEnvFiles(files map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(files)) {
+		if !envName(k) {
+			return fmt.Errorf("%q: want a variable's name (letters, digits and '_', not starting with a digit)", clip(k, 32))
+		}
+		if p := files[k]; !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
+			return fmt.Errorf("%s: %q is not an absolute path", k, clip(p, 64))
+		}
+	}
+	return nil
+}
+
+// envName reports whether k is a portable variable name.
+func envName(k string) bool {
+	for i, r := range k {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return k != ""
+}
+
+// ReadEnvFiles reads files (Spec.EnvFiles) as KEY=VALUE entries, sorted by
+// key: each file's contents with one trailing newline (or CRLF) cut. The
+// error names the variable and the file, never a value.
+func ReadEnvFiles(files map[string]string) ([]string, error) {
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(files)) {
+		b, err := os.ReadFile(files[k])
+		if err != nil {
+			return nil, fmt.Errorf("%s from %s: %w", k, files[k], err)
+		}
+		v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		if strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("%s from %s: the file holds a NUL byte", k, files[k])
+		}
+		env = append(env, k+"="+v)
+	}
+	return env, nil
+}
+
 // Validate checks every field; the error names the first bad field and what
 // was expected.
 func (s *Spec) Validate() error {
@@ -224,6 +276,9 @@ func (s *Spec) Validate() error {
 		if !ok || k == "" || strings.ContainsRune(kv, 0) {
 			return bad("env", "entry %d %q is not KEY=VALUE", i, kv)
 		}
+	}
+	if err := CheckEnvFiles(s.EnvFiles); err != nil {
+		return bad("env_files", "%v", err)
 	}
 	if err := checkArgv(s.ArgvNew); err != nil {
 		return bad("argv_new", "%v", err)
