@@ -108,6 +108,8 @@ func TestCheckLaunch(t *testing.T) {
 		{"relative prepare", func(a *api.SpawnArgs) { a.Prepare = [][]string{{"bin/legion", "worktree"}} }, "prepare[0]"},
 		{"too many prepare", func(a *api.SpawnArgs) { a.Prepare = slices.Repeat([][]string{{"true"}}, 17) }, "prepare"},
 		{"kube files on this machine", func(a *api.SpawnArgs) { a.KubeFiles = map[string][]byte{"legion.toml": nil} }, "kube_files"},
+		{"env file relative", func(a *api.SpawnArgs) { a.EnvFiles = map[string]string{"API_KEY": "run/key"} }, "env_files"},
+		{"env file not a variable", func(a *api.SpawnArgs) { a.EnvFiles = map[string]string{"API-KEY": "/run/key"} }, "env_files"},
 		{"kube file named spec.json", func(a *api.SpawnArgs) { kube(a); a.KubeFiles = map[string][]byte{"spec.json": nil} }, `kube_files["spec.json"]`},
 		{"kube file not a subdomain", func(a *api.SpawnArgs) { kube(a); a.KubeFiles = map[string][]byte{"a": nil, "../x": nil} }, `kube_files["../x"]`},
 		{"kube files too big", func(a *api.SpawnArgs) {

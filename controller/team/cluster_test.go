@@ -1,6 +1,7 @@
 package team
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,7 +75,7 @@ kubernetes.bin_dir = "/opt/legion"
 func TestPlanOnCluster(t *testing.T) {
 	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null") // this machine's identity is not the workspace's
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	tm := clusterTeam(t, "")
+	tm := clusterTeam(t, "kubernetes.secret = \"legion-demo-agents\"\nkubernetes.secret_env = { MODEL_KEY = \"model-key\" }\n")
 	if _, err := tm.PlanDispatch(t.Context(), "ENG-7", "implement", t.TempDir()); err == nil || !strings.Contains(err.Error(), "need a git identity") {
 		t.Errorf("PlanDispatch with no git identity: %v; want one asked for", err)
 	}
@@ -111,6 +112,9 @@ func TestPlanOnCluster(t *testing.T) {
 		t.Errorf("instructions name legion or the workspace wrongly (want the pod's /opt/legion/legion, never %s):\n%s", tm.Workspace, d.Instructions)
 	}
 	a := tm.DispatchLaunch(d, config.Worker{StartupGrace: time.Minute})
+	if want := map[string]string{"MODEL_KEY": "/run/secrets/legion/model-key"}; !maps.Equal(a.EnvFiles, want) {
+		t.Errorf("DispatchLaunch's env files %v; want %v (kubernetes.secret_env, the team's Secret's files in the pod)", a.EnvFiles, want)
+	}
 	if a.Kubernetes == nil || len(a.Prepare) != 2 || len(a.KubeFiles[PodConfigName]) == 0 || a.Sandbox != nil {
 		t.Errorf("DispatchLaunch: target %v, prepare %q, files %d; want the cluster, the clone and the worktree, the pod's legion.toml, no sandbox", a.Kubernetes, a.Prepare, len(a.KubeFiles))
 	}
