@@ -57,7 +57,8 @@ type PodPrepare struct {
 // machine's files, so PlanForPod ships these to the pod's home, as the
 // team's legion.toml is shipped (the pod's own, made from the user's).
 // Credentials are not among them (Codex's auth.json, Gemini CLI's OAuth
-// file): an agent's key reaches a pod as agent.env or the team's Secret.
+// file): an agent's key reaches a pod from the team's Secret
+// (kubernetes.secret_env).
 type UserConfiger interface {
 	// UserConfig lists the user's config files of the kind: where each
 	// is on this machine, home and lookupEnv the user's, and where it
@@ -131,7 +132,7 @@ func userHome(kind Kind, s Session) (map[string][]byte, error) {
 			return nil, fmt.Errorf("read the user's config for the pod: %w", err)
 		}
 		if total += len(data); total > maxPodHome {
-			return nil, fmt.Errorf("the user's config for the pod: %s makes %d bytes in all; a spec Secret holds at most %d: shorten it", f.From, total, maxPodHome)
+			return nil, fmt.Errorf("the user's config for the pod: %s makes %d bytes in all; the plan carries at most %d (the session's spec Secret holds it): shorten it", f.From, total, maxPodHome)
 		}
 		out[f.To] = data
 	}

@@ -90,7 +90,8 @@ func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 
 // UserConfig is the user's config.toml ($CODEX_HOME, else ~/.codex), the
 // one writeHome makes a session's from, for a pod's home
-// (agent.UserConfiger). Not auth.json: a key reaches a pod as agent.env.
+// (agent.UserConfiger). Not auth.json: a key reaches a pod from the
+// team's Secret.
 func (*Kind) UserConfig(home string, lookupEnv func(string) (string, bool)) []agent.HomeFile {
 	user := filepath.Join(home, ".codex")
 	if v, ok := lookupEnv("CODEX_HOME"); ok && filepath.IsAbs(v) {

@@ -170,7 +170,7 @@ func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 
 // UserConfig is the user's ~/.gemini/settings.json, the one writeHome
 // makes a session's from, for a pod's home (agent.UserConfiger). Not the
-// OAuth credentials: a key reaches a pod as agent.env.
+// OAuth credentials: a key reaches a pod from the team's Secret.
 func (*Kind) UserConfig(home string, _ func(string) (string, bool)) []agent.HomeFile {
 	rel := filepath.Join(".gemini", "settings.json")
 	return []agent.HomeFile{{From: filepath.Join(home, rel), To: rel}}

@@ -100,8 +100,8 @@ func (*Kind) SessionFile(home, cwd string, id uuid.UUID) string { return "" }
 // UserConfig is the user's global opencode.json (or .jsonc) in
 // $XDG_CONFIG_HOME/opencode, else ~/.config/opencode, which opencode
 // merges the session's config over, for a pod's home (agent.UserConfiger;
-// the pod sets no XDG_CONFIG_HOME). Not auth.json: a key reaches a pod as
-// agent.env.
+// the pod sets no XDG_CONFIG_HOME). Not auth.json: a key reaches a pod from
+// the team's Secret.
 func (*Kind) UserConfig(home string, lookupEnv func(string) (string, bool)) []agent.HomeFile {
 	dir := filepath.Join(home, ".config")
 	if v, ok := lookupEnv("XDG_CONFIG_HOME"); ok && filepath.IsAbs(v) {
