@@ -199,16 +199,8 @@ func typedOnRealNode(t *testing.T, cl *api.Client, c *kubetest.Cluster, ns strin
 	t.Helper()
 	ctx := t.Context()
 	kubeSession(t, cl, a.Name, "running", func(s api.Session) bool { return s.State == api.StateRunning })
-	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
-	if err != nil {
-		t.Fatalf("Attach to %s: %v", a.Name, err)
-	}
-	wc := proto.NewClient(conn)
+	wc, _ := attachFromStart(t, cl, a.Name)
 	defer wc.Close()
-	zero := uint64(0)
-	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
-		t.Fatal(err)
-	}
 	var out strings.Builder
 	readAttached(t, wc, &out, "ready for input", 60*time.Second)
 	if err := wc.Input(ctx, []byte("typed on a real node\r")); err != nil {

@@ -392,18 +392,28 @@ func checkResumedOnVolume(t *testing.T, ctx context.Context, cl *api.Client, vol
 		}
 		return nil
 	})
-	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: name})
-	if err != nil {
-		t.Fatalf("Attach: %v", err)
-	}
-	wc := proto.NewClient(conn)
+	wc, _ := attachFromStart(t, cl, name)
 	defer wc.Close()
-	zero := uint64(0)
-	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
-		t.Fatal(err)
-	}
 	var out strings.Builder
 	readAttached(t, wc, &out, "resumed the same conversation", 60*time.Second)
+}
+
+// attachFromStart attaches to session name through the helper, as
+// `legion attach` and the dashboard do (mapped unless relayed: a ring's
+// descriptor cannot cross the API server), from the output's start.
+func attachFromStart(t testing.TB, cl *api.Client, name string) (*proto.Client, api.AttachResult) {
+	t.Helper()
+	conn, res, err := cl.Attach(t.Context(), api.AttachArgs{Name: name})
+	if err != nil {
+		t.Fatalf("Attach to %s: %v", name, err)
+	}
+	wc := proto.NewClient(conn)
+	zero := uint64(0)
+	if _, err := wc.Attach(t.Context(), proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
+		wc.Close()
+		t.Fatalf("attach to %s on the relay: %v", name, err)
+	}
+	return wc, res
 }
 
 // readAttached adds the output an attached client gets to out until out
@@ -511,20 +521,10 @@ func TestKubeAttach(t *testing.T) {
 	if _, err := cl.Send(ctx, a.Name, "hello from the helper", false); err != nil {
 		t.Fatalf("Send through the API server: %v", err)
 	}
-	conn, res, err := cl.Attach(ctx, api.AttachArgs{Name: a.Name})
-	if err != nil {
-		t.Fatalf("Attach through the API server: %v", err)
-	}
+	wc, res := attachFromStart(t, cl, a.Name)
+	defer wc.Close()
 	if !res.Relayed || res.Session.ID != a.ID {
 		t.Errorf("AttachResult = %+v; want relayed, the session", res)
-	}
-	wc := proto.NewClient(conn)
-	defer wc.Close()
-	zero := uint64(0)
-	// As legion attach and the dashboard ask: mapped unless relayed (a
-	// ring's descriptor cannot cross the API server).
-	if _, err := wc.Attach(ctx, proto.AttachParams{Offset: &zero, Mapped: !res.Relayed}); err != nil {
-		t.Fatalf("attach on the relay: %v", err)
 	}
 	var out strings.Builder
 	read := func(want string) { t.Helper(); readAttached(t, wc, &out, want, 30*time.Second) }

@@ -3,10 +3,7 @@ package kubernetes_test
 import (
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/cgi"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -97,7 +94,8 @@ func TestControllerPodRealNode(t *testing.T) {
 		return l
 	}
 	srv := lineartest.NewServerOn(t, listen(), linearKey, "ENG")
-	repo := serveRepo(t, listen())
+	bare := strings.TrimPrefix(bareRepo(t), "file://")
+	repo := kubetest.ServeGit(t, filepath.Dir(bare), listen()) + "/" + filepath.Base(bare)
 	secrets := containerSecretsMount(t, deploy)
 	toml := fmt.Sprintf(`[teams.%s]
 id = %q
@@ -286,24 +284,4 @@ func logControllerPods(t *testing.T, c *kubetest.Cluster) {
 			t.Logf("log of %s:\n%s", p.Name, podLog(t, c, p.Name))
 		}
 	}
-}
-
-// serveRepo serves the team's repository (bareRepo) over git's smart
-// HTTP on l (the real git http-backend, as a CGI), and returns its URL.
-func serveRepo(t *testing.T, l net.Listener) string {
-	t.Helper()
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
-	}
-	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
-	if _, err := os.Stat(backend); err != nil {
-		sdtest.Require(t, "git's http-backend (apt-get install git)", false)
-	}
-	bare := strings.TrimPrefix(bareRepo(t), "file://")
-	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1"}}
-	s := &http.Server{Handler: h}
-	go s.Serve(l)
-	t.Cleanup(func() { s.Close() })
-	return "http://" + l.Addr().String() + "/" + filepath.Base(bare)
 }

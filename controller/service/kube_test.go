@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,24 +32,6 @@ import (
 	"github.com/legion-dev/legion/units/sdtest"
 	"github.com/legion-dev/legion/units/unitname"
 )
-
-// gitServer serves the bare repositories under root over git's smart
-// HTTP protocol (the real git http-backend, as a CGI), pushes allowed: the
-// team's repository as its pods reach it (kubernetes.repository).
-func gitServer(t *testing.T, root string) string {
-	t.Helper()
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
-	}
-	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
-	if _, err := os.Stat(backend); err != nil {
-		sdtest.Require(t, "git's http-backend (apt-get install git)", false)
-	}
-	srv := httptest.NewServer(&cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 // The namespace of a kubeTeam, and its team's Secret (kubernetes.secret).
 const (
@@ -94,7 +74,7 @@ func startKubeTeam(t *testing.T, o teamOptions, agentLines string, binds ...stri
 		t.Fatal(err)
 	}
 	gitRoot := t.TempDir()
-	repoURL := gitServer(t, gitRoot) + "/demo.git"
+	repoURL := kubetest.ServeGit(t, gitRoot, nil) + "/demo.git"
 	keyFile := filepath.Join(t.TempDir(), "linear-key")
 	if err := os.WriteFile(keyFile, []byte(linearKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
